@@ -1,0 +1,12 @@
+"""sst-cdma: an SST-style simulation toolkit for GPU memory virtualization with a compressing
+DMA engine (cDMA).
+
+The package holds the SST-compatible core (config API, event kernel, units, statistics, CLIs),
+the codecs and density profiles, the element library ``cdma`` (``sst_cdma.components``) and the
+workloads (``sst_cdma.workloads``).
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,1 @@
+"""Command-line entry points: ``sst``, ``sst-info`` and ``sst-cdma``."""

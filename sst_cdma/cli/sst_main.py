@@ -1,0 +1,127 @@
+"""``sst [options] script.py|graph.json [-- model options]``: run a topology like SST-core's
+``sst``. Errors are one line (``sst: FILE[:LINE]: message``) and exit 1; ``-v`` adds the
+traceback."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import traceback
+from typing import NoReturn, Optional, Sequence
+
+from .. import __version__
+from ..runner import RunError, run
+from ..units import UnitAlgebra
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit 1, as every sst-cdma command's."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        """Print ``prog: error: message`` and exit 1."""
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = OneLineParser(
+        prog="sst", usage="sst [options] config-file [-- model options]",
+        description="Run an SST-style Python topology (or a configuration graph written with "
+                    "--output-json) on the sst-cdma event kernel.",
+        epilog="Model options after '--' (or in --model-options) reach the script as "
+               "sys.argv[1:]. Example: sst topologies/pascal_cdma.py -- --network vgg16")
+    p.add_argument("config_file", nargs="?", help="topology script (.py) or graph (.json)")
+    p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more output; errors show a traceback")
+    p.add_argument("--model-options", default=None, metavar="STR",
+                   help="options for the configuration script (split like a shell would)")
+    p.add_argument("--stop-at", default=None, metavar="TIME",
+                   help="simulated time at which to end the run (e.g. 10us)")
+    p.add_argument("--timing-info", "--print-timing-info", dest="timing_info", nargs="?",
+                   const=2, type=int, default=None, metavar="LEVEL",
+                   help="print build/run wall time, simulated time, events and events/s")
+    p.add_argument("--output-directory", default=None, metavar="DIR",
+                   help="directory for every output file (statistics, reports)")
+    p.add_argument("--output-json", default=None, metavar="FILE",
+                   help="write the configuration graph as JSON (runnable with sst FILE.json)")
+    p.add_argument("--output-dot", default=None, metavar="FILE",
+                   help="write the configuration graph as Graphviz DOT")
+    p.add_argument("--run-mode", default="both", choices=("init", "run", "both"),
+                   help="init: build and check only; run/both: build and run (default both)")
+    p.add_argument("-n", "--num-threads", type=int, default=1, metavar="NUM",
+                   help="accepted for compatibility; the kernel runs one thread")
+    return p
+
+
+def _split_model_options(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _human_time(ps: int) -> str:
+    return UnitAlgebra(f"{ps}ps").toStringBestSI(6) if ps else "0 s"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``sst`` command."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    own, after = _split_model_options(args_list)
+    parser = _parser()
+    args = parser.parse_args(own)
+    if args.version:
+        print(f"SST-Core-compatible sst-cdma Version ({__version__})")
+        return 0
+    if not args.config_file:
+        parser.print_usage(sys.stderr)
+        print("sst: error: no configuration file given", file=sys.stderr)
+        return 1
+    model_opts = shlex.split(args.model_options) if args.model_options else []
+    model_opts += after
+    try:
+        result = run(args.config_file, model_opts, output_directory=args.output_directory,
+                     stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
+                     output_dot=args.output_dot)
+    except RunError as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"sst: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:  # the script printed its own --help
+        return int(exc.code or 0)
+    except KeyboardInterrupt:
+        print("sst: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in a component or in the engine
+        if args.verbose:
+            traceback.print_exc()
+        print(f"sst: internal error: {type(exc).__name__}: {exc} (run with -v for the "
+              "traceback)", file=sys.stderr)
+        return 1
+    if args.run_mode == "init":
+        print(f"Configuration checked: {len(result.graph.components)} components, "
+              f"{len(result.graph.links)} links (run-mode init: not run)")
+        return 0
+    print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
+    level = args.timing_info
+    if level is None:
+        level = int(result.graph.program_options.get("timing-info") or
+                    result.graph.program_options.get("print-timing-info") or 0)
+    if level:
+        t = result.timing
+        rate = result.events / t["run_s"] if t.get("run_s") else 0.0
+        print("\n------------------------------------------------------------")
+        print("Simulation Timing Information:")
+        print(f"Build time:                      {t.get('script_s', 0) + t.get('build_s', 0):.6f} s")
+        print(f"Run loop time:                   {t.get('run_s', 0):.6f} s")
+        print(f"Total time:                      {sum(t.values()):.6f} s")
+        print(f"Simulated time:                  {_human_time(result.sim_time_ps)}")
+        print(f"Events delivered:                {result.events}")
+        print(f"Events per second:               {rate:,.0f}")
+        print(f"End reason:                      {result.end_reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

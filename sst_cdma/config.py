@@ -1,0 +1,289 @@
+"""The configuration graph a topology script builds: components (networkx nodes) with params,
+subcomponents and statistic enables; links (networkx edges) with per-end latencies; program
+options and the statistic output. It is checked before anything is built, and it can be written
+as JSON (which ``sst`` runs again) or as Graphviz DOT.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import networkx as nx
+
+from .element import Element, StatisticEnable
+from .library import find_element
+
+ENABLE_ALL = "*"
+
+# Program options a script may set with sst.setProgramOption(s); values are kept as text.
+PROGRAM_OPTIONS = {
+    "stop-at": "", "timing-info": "0", "print-timing-info": "0", "output-directory": "",
+    "output-json": "", "output-dot": "", "output-config": "", "run-mode": "both",
+    "verbose": "0", "timebase": "1ps", "num-threads": "1", "model-options": "",
+    "heartbeat-period": "", "heartbeat-sim-period": "", "partitioner": "",
+}
+
+
+class ConfigError(ValueError):
+    """A fault in the configuration. ``where`` is ``file:line`` of the script statement that
+    caused it, when known."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
+
+
+@dataclass
+class ConfigComponent:
+    """A component or subcomponent as configured: type, params and where it was declared."""
+
+    name: str
+    type: str
+    where: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+    param_where: dict[str, str] = field(default_factory=dict)
+    statistics: dict[str, StatisticEnable] = field(default_factory=dict)
+    stat_load_level: Optional[int] = None
+    subcomponents: list["ConfigSubComponent"] = field(default_factory=list)
+
+    @property
+    def element(self) -> type[Element]:
+        """The element class (resolved through the library registry)."""
+        return find_element(self.type)
+
+
+@dataclass
+class ConfigSubComponent(ConfigComponent):
+    """A subcomponent in a parent's slot."""
+
+    slot: str = ""
+    index: int = 0
+
+
+@dataclass
+class LinkEndConfig:
+    """One end of a link: component, port, and this end's latency text (None: link default)."""
+
+    component: str
+    port: str
+    latency: Optional[str]
+
+
+@dataclass
+class ConfigLink:
+    """A link: its default latency, its ends (at most two) and the no-cut flag."""
+
+    name: str
+    latency: Optional[str] = None
+    ends: list[LinkEndConfig] = field(default_factory=list)
+    no_cut: bool = False
+    where: str = ""
+
+    def end_latency(self, i: int) -> Optional[str]:
+        """The latency text that applies to end ``i``."""
+        return self.ends[i].latency if self.ends[i].latency is not None else self.latency
+
+
+class ConfigGraph:
+    """Everything one topology script configured. Components are nodes of ``self.graph`` (a
+    networkx MultiGraph) and connected links are its edges, keyed by link name."""
+
+    def __init__(self) -> None:
+        self.graph = nx.MultiGraph()
+        self.links: dict[str, ConfigLink] = {}
+        self.program_options: dict[str, str] = {}
+        self.stat_output: tuple[str, dict[str, str]] = ("sst.statOutputConsole", {})
+        self.stat_load_level = 0
+        self.source = ""
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def components(self) -> dict[str, ConfigComponent]:
+        """Component name -> configuration, in creation order."""
+        return {n: d["config"] for n, d in self.graph.nodes(data=True)}
+
+    def component(self, name: str) -> Optional[ConfigComponent]:
+        """The component called ``name``, or None."""
+        data = self.graph.nodes.get(name)
+        return data["config"] if data else None
+
+    def port_links(self) -> dict[tuple[str, str], list[str]]:
+        """(component, port) -> names of links attached there."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for link in self.links.values():
+            for end in link.ends:
+                out.setdefault((end.component, end.port), []).append(link.name)
+        return out
+
+    # -- building ------------------------------------------------------------------------------
+    def add_component(self, comp: ConfigComponent) -> None:
+        """Add a node; duplicate names are an error."""
+        if comp.name in self.graph:
+            first = self.graph.nodes[comp.name]["config"].where
+            raise ConfigError(f"duplicate component name {comp.name!r} (first defined at {first})",
+                              comp.where)
+        self.graph.add_node(comp.name, config=comp)
+
+    def add_link_end(self, link: ConfigLink, end: LinkEndConfig, where: str) -> None:
+        """Attach one end; a third end is an error. With two ends the link becomes an edge."""
+        if len(link.ends) >= 2:
+            raise ConfigError(f"link {link.name!r} already has two ends; "
+                              f"cannot also connect {end.component}.{end.port}", where)
+        link.ends.append(end)
+        self.links.setdefault(link.name, link)
+        if len(link.ends) == 2:
+            a, b = link.ends
+            self.graph.add_edge(a.component, b.component, key=link.name, link=link)
+
+    # -- checks --------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise ConfigError for the first fault: dangling link, port used twice, unknown or
+        required port, missing latency, bad param, unknown statistic."""
+        for link in self.links.values():
+            if len(link.ends) < 2:
+                end = link.ends[0]
+                raise ConfigError(f"link {link.name!r} is dangling: only {end.component}."
+                                  f"{end.port} is connected", link.where)
+            for i, end in enumerate(link.ends):
+                if end.component not in self.graph:
+                    raise ConfigError(f"link {link.name!r} names unknown component "
+                                      f"{end.component!r}", link.where)
+                if self.end_latency_ps(link, i) is None:
+                    raise ConfigError(f"link {link.name!r} has no latency for end "
+                                      f"{end.component}.{end.port} and no default latency",
+                                      link.where)
+        used = self.port_links()
+        for (comp_name, port), names in used.items():
+            if len(names) > 1:
+                raise ConfigError(f"port {comp_name}.{port} is connected twice (links "
+                                  f"{', '.join(repr(n) for n in names)})",
+                                  self.links[names[1]].where)
+        for comp in self.components.values():
+            cls = comp.element
+            for (comp_name, port), names in used.items():
+                if comp_name == comp.name and cls.find_port(port) is None:
+                    known = ", ".join(p.name for p in cls.PORTS) or "none"
+                    raise ConfigError(f"{comp.name} ({comp.type}) has no port {port!r} "
+                                      f"(ports: {known})", self.links[names[0]].where)
+            for decl in cls.PORTS:
+                if decl.required and "%d" not in decl.name and (comp.name, decl.name) not in used:
+                    raise ConfigError(f"{comp.name} ({comp.type}): required port "
+                                      f"{decl.name!r} is not connected", comp.where)
+            for sub in [comp, *comp.subcomponents]:
+                sub_cls = sub.element
+                for stat in sub.statistics:
+                    if stat != ENABLE_ALL and sub_cls.find_statistic(stat) is None:
+                        known = ", ".join(s.name for s in sub_cls.STATISTICS) or "none"
+                        raise ConfigError(f"{sub.name} ({sub.type}) has no statistic {stat!r} "
+                                          f"(statistics: {known})", sub.where)
+
+    def end_latency_ps(self, link: ConfigLink, i: int) -> Optional[int]:
+        """Latency of end ``i`` in ps, or None when neither the end nor the link has one."""
+        from .units import UnitAlgebra, UnitError
+
+        text = link.end_latency(i)
+        if text is None:
+            return None
+        try:
+            value = UnitAlgebra(text).to_picoseconds()
+        except UnitError as exc:
+            raise ConfigError(f"link {link.name!r}: latency {text!r}: {exc}", link.where) from None
+        if value < 0:
+            raise ConfigError(f"link {link.name!r}: negative latency {text!r}", link.where)
+        return value
+
+    # -- JSON and DOT --------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The graph as JSON-ready data (the format ``sst FILE.json`` reads)."""
+        def comp_json(c: ConfigComponent) -> dict[str, Any]:
+            out: dict[str, Any] = {"name": c.name, "type": c.type, "params": dict(c.params)}
+            if c.statistics:
+                out["statistics"] = [{"name": n, "type": e.type_name, "params": dict(e.params)}
+                                     for n, e in c.statistics.items()]
+            if c.stat_load_level is not None:
+                out["statistic_load_level"] = c.stat_load_level
+            if isinstance(c, ConfigSubComponent):
+                out["slot_name"], out["slot_number"] = c.slot, c.index
+            if c.subcomponents:
+                out["subcomponents"] = [comp_json(s) for s in c.subcomponents]
+            return out
+
+        return {
+            "format": "sst-cdma-config", "version": 1,
+            "program_options": dict(self.program_options),
+            "statistics_options": {"statisticLoadLevel": self.stat_load_level,
+                                   "statisticOutput": self.stat_output[0],
+                                   "params": dict(self.stat_output[1])},
+            "components": [comp_json(c) for c in self.components.values()],
+            "links": [{"name": l.name, "noCut": l.no_cut, "latency": l.latency,
+                       "ends": [{"component": e.component, "port": e.port, "latency": e.latency}
+                                for e in l.ends]} for l in self.links.values()],
+        }
+
+    def write_json(self, path: Path) -> None:
+        """Write :meth:`to_json` to ``path``."""
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: str) -> "ConfigGraph":
+        """Rebuild a graph written by :meth:`write_json`; ConfigError names what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != "sst-cdma-config":
+            raise ConfigError("not an sst-cdma configuration graph (missing "
+                              "\"format\": \"sst-cdma-config\")", source)
+        g = cls()
+        g.source = source
+        try:
+            g.program_options = {str(k): str(v) for k, v in data.get("program_options", {}).items()}
+            so = data.get("statistics_options", {})
+            g.stat_load_level = int(so.get("statisticLoadLevel", 0))
+            g.stat_output = (str(so.get("statisticOutput", "sst.statOutputConsole")),
+                             {str(k): str(v) for k, v in so.get("params", {}).items()})
+
+            def comp_from(d: dict[str, Any], sub: bool) -> ConfigComponent:
+                kwargs: dict[str, Any] = dict(name=str(d["name"]), type=str(d["type"]),
+                                              where=source,
+                                              params={str(k): str(v)
+                                                      for k, v in d.get("params", {}).items()})
+                c: ConfigComponent = ConfigSubComponent(**kwargs, slot=str(d["slot_name"]),
+                                                        index=int(d.get("slot_number", 0))) \
+                    if sub else ConfigComponent(**kwargs)
+                c.statistics = {s["name"]: StatisticEnable(s.get("type",
+                                                                 "sst.AccumulatorStatistic"),
+                                                           dict(s.get("params", {})))
+                                for s in d.get("statistics", [])}
+                if d.get("statistic_load_level") is not None:
+                    c.stat_load_level = int(d["statistic_load_level"])
+                c.subcomponents = [comp_from(s, True) for s in d.get("subcomponents", [])]  # type: ignore[misc]
+                return c
+
+            for d in data.get("components", []):
+                g.add_component(comp_from(d, False))
+            for d in data.get("links", []):
+                link = ConfigLink(str(d["name"]), d.get("latency"), no_cut=bool(d.get("noCut")),
+                                  where=source)
+                g.links[link.name] = link
+                for e in d.get("ends", []):
+                    g.add_link_end(link, LinkEndConfig(str(e["component"]), str(e["port"]),
+                                                       e.get("latency")), source)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"malformed configuration graph: {type(exc).__name__}: {exc}",
+                              source) from None
+        return g
+
+    def to_dot(self) -> str:
+        """The graph in Graphviz DOT: a box per component, an edge per link."""
+        lines = ['graph "sst" {', "  node [shape=box];"]
+        for c in self.components.values():
+            lines.append(f'  "{c.name}" [label="{c.name}\\n{c.type}"];')
+        for u, v, key, d in self.graph.edges(keys=True, data=True):
+            link: ConfigLink = d["link"]
+            a, b = link.ends
+            lat = link.end_latency(0) or ""
+            lines.append(f'  "{a.component}" -- "{b.component}" [label="{key}\\n{lat}", '
+                         f'taillabel="{a.port}", headlabel="{b.port}"];')
+        lines.append("}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,360 @@
+"""The ``sst`` module a topology script imports (``import sst``), with SST-core 16's API.
+
+Every call records into the current :class:`~sst_cdma.config.ConfigGraph`; the runner gives each
+run a fresh one, so two runs in one process never share state. Faults raise
+:class:`~sst_cdma.config.ConfigError` tagged with the script line that made the call.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from .config import (ENABLE_ALL, PROGRAM_OPTIONS, ConfigComponent, ConfigError, ConfigGraph,
+                     ConfigLink, ConfigSubComponent, LinkEndConfig)
+from .element import ParamError, StatisticEnable
+from .library import ElementNotFound, find_element
+from .statistics import OUTPUT_TYPES
+from .units import UnitAlgebra
+
+__all__ = [
+    "Component", "SubComponent", "Link", "UnitAlgebra", "setProgramOption", "setProgramOptions",
+    "getProgramOptions", "pushNamePrefix", "popNamePrefix", "setStatisticOutput",
+    "setStatisticOutputOption", "setStatisticOutputOptions", "setStatisticLoadLevel",
+    "enableAllStatisticsForAllComponents", "enableAllStatisticsForComponentName",
+    "enableAllStatisticsForComponentType", "enableStatisticForComponentName",
+    "enableStatisticForComponentType", "enableStatisticsForComponentName",
+    "enableStatisticsForComponentType", "findComponentByName", "getMPIRankCount",
+    "getMyMPIRank", "getThreadCount",
+]
+
+_graph = ConfigGraph()
+_prefixes: list[str] = []
+_script = ""
+
+
+def _reset(graph: ConfigGraph, script: str = "") -> None:
+    """Start recording into ``graph`` for ``script`` (called by the runner before each run)."""
+    global _graph, _script
+    _graph = graph
+    _script = script
+    _prefixes.clear()
+
+
+def _where(depth: int = 2) -> str:
+    """``file:line`` of the statement that called into this module: the topology script's own
+    line when the call came through helper modules, else the nearest caller."""
+    frame = sys._getframe(depth)
+    nearest = None
+    while frame is not None:
+        if frame.f_globals.get("__name__") != __name__:
+            if nearest is None:
+                nearest = frame
+            if _script and frame.f_code.co_filename == _script:
+                return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"{nearest.f_code.co_filename}:{nearest.f_lineno}" if nearest is not None else ""
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _stat_params(params: Optional[Mapping[str, Any]]) -> StatisticEnable:
+    p = {str(k): _text(v) for k, v in (params or {}).items()}
+    type_name = p.pop("type", "sst.AccumulatorStatistic")
+    return StatisticEnable(type_name, p)
+
+
+class _Configurable:
+    """What Component and SubComponent share."""
+
+    _config: ConfigComponent
+
+    def addParam(self, key: str, value: Any) -> None:
+        """Set one param; an unknown name or a value that does not parse is an error here."""
+        where = _where()
+        key = str(key)
+        text = _text(value)
+        cls = self._config.element
+        decl = {p.name: p for p in cls.PARAMS}
+        label = f"{self._config.name} ({self._config.type})"
+        try:
+            if key in decl:
+                decl[key].parse(text)
+            else:
+                cls.validate_params({key: text}, where=label)  # raises, naming close matches
+        except ParamError as exc:
+            msg = f"{label}: parameter {key!r}: {exc}" if key in decl else str(exc)
+            raise ConfigError(msg, where) from None
+        self._config.params[key] = text
+        self._config.param_where[key] = where
+
+    def addParams(self, params: Mapping[str, Any]) -> None:
+        """Set several params (see :meth:`addParam`)."""
+        for key, value in params.items():
+            self.addParam(key, value)
+
+    def setSubComponent(self, slot: str, type: str, slot_num: int = 0) -> "SubComponent":
+        """Load a subcomponent of ``type`` into ``slot``."""
+        where = _where()
+        cls = self._config.element
+        if not any(s.name == slot for s in cls.SLOTS):
+            known = ", ".join(s.name for s in cls.SLOTS) or "none"
+            raise ConfigError(f"{self._config.name} ({self._config.type}) has no subcomponent "
+                              f"slot {slot!r} (slots: {known})", where)
+        try:
+            find_element(type)
+        except ElementNotFound as exc:
+            raise ConfigError(str(exc), where) from None
+        name = f"{self._config.name}:{slot}[{slot_num}]"
+        if any(s.name == name for s in self._config.subcomponents):
+            raise ConfigError(f"slot {slot}[{slot_num}] of {self._config.name} is already "
+                              "filled", where)
+        sub = ConfigSubComponent(name=name, type=type, where=where, slot=slot, index=slot_num)
+        self._config.subcomponents.append(sub)
+        return SubComponent(sub, self)
+
+    def enableStatistics(self, stats: Union[str, Sequence[str]],
+                         params: Optional[Mapping[str, Any]] = None) -> None:
+        """Enable the named statistics (subject to the statistic load level)."""
+        where = _where()
+        names = [stats] if isinstance(stats, str) else list(stats)
+        cls = self._config.element
+        for stat in names:
+            if cls.find_statistic(stat) is None:
+                known = ", ".join(s.name for s in cls.STATISTICS) or "none"
+                raise ConfigError(f"{self._config.name} ({self._config.type}) has no statistic "
+                                  f"{stat!r} (statistics: {known})", where)
+            self._config.statistics[stat] = _stat_params(params)
+
+    def enableAllStatistics(self, params: Optional[Mapping[str, Any]] = None) -> None:
+        """Enable every statistic of this element (subject to the load level)."""
+        self._config.statistics[ENABLE_ALL] = _stat_params(params)
+
+    def setStatisticLoadLevel(self, level: int, apply_to_children: bool = False) -> None:
+        """Load level for this element only (overrides the global one)."""
+        self._config.stat_load_level = int(level)
+        if apply_to_children:
+            for sub in self._config.subcomponents:
+                sub.stat_load_level = int(level)
+
+    def getFullName(self) -> str:
+        """The element's full name."""
+        return self._config.name
+
+    def getType(self) -> str:
+        """``library.Element``."""
+        return self._config.type
+
+    def setRank(self, rank: int, thread: int = 0) -> None:
+        """Accepted for compatibility; this engine runs on one rank."""
+
+    def setWeight(self, weight: float) -> None:
+        """Accepted for compatibility (partitioning weight)."""
+
+    def __repr__(self) -> str:
+        return f"<sst.{type(self).__name__} {self._config.name} ({self._config.type})>"
+
+
+class Component(_Configurable):
+    """``sst.Component(name, "lib.Element")``: a component in the configuration graph."""
+
+    def __init__(self, name: str, type: str) -> None:
+        where = _where()
+        full = ".".join([*_prefixes, str(name)])
+        try:
+            find_element(type)
+        except ElementNotFound as exc:
+            raise ConfigError(str(exc), where) from None
+        self._config = ConfigComponent(name=full, type=type, where=where)
+        _graph.add_component(self._config)
+
+    def addLink(self, link: "Link", port: str, latency: Any = None) -> None:
+        """Attach ``link`` to ``port`` (with an optional latency for this end)."""
+        link._attach(self, port, latency, _where())
+
+
+class SubComponent(_Configurable):
+    """A subcomponent returned by ``setSubComponent``."""
+
+    def __init__(self, config: ConfigSubComponent, parent: _Configurable) -> None:
+        self._config = config
+        self._parent = parent
+
+    def addLink(self, link: "Link", port: str, latency: Any = None) -> None:
+        """Attach ``link`` to one of the subcomponent's ports."""
+        link._attach(self, port, latency, _where())
+
+
+class Link:
+    """``sst.Link(name[, latency])``: a link with two ends."""
+
+    def __init__(self, name: str, latency: Any = None) -> None:
+        full = ".".join([*_prefixes, str(name)])
+        self._config = ConfigLink(full, None if latency is None else _text(latency),
+                                  where=_where())
+        self.name = full
+
+    def _attach(self, comp: _Configurable, port: str, latency: Any, where: str) -> None:
+        end = LinkEndConfig(comp._config.name, str(port), None if latency is None
+                            else _text(latency))
+        if isinstance(comp, SubComponent):
+            raise ConfigError("links to subcomponent ports are not supported; connect the "
+                              "parent component", where)
+        if not self._config.where:
+            self._config.where = where
+        _graph.add_link_end(self._config, end, where)
+
+    def connect(self, end0: tuple, end1: tuple) -> None:
+        """Connect ``(component, port[, latency])`` to ``(component, port[, latency])``."""
+        where = _where()
+        for end in (end0, end1):
+            if not isinstance(end, tuple) or len(end) not in (2, 3) or \
+                    not isinstance(end[0], _Configurable):
+                raise ConfigError(f"link {self.name!r}: connect() takes tuples "
+                                  "(component, port[, latency])", where)
+        self._config.where = where
+        for end in (end0, end1):
+            self._attach(end[0], end[1], end[2] if len(end) == 3 else None, where)
+
+    def setNoCut(self) -> None:
+        """Mark the link as not to be cut by a partitioner (kept for compatibility)."""
+        self._config.no_cut = True
+
+    def __repr__(self) -> str:
+        return f"<sst.Link {self.name}>"
+
+
+# -- program options -----------------------------------------------------------------------------
+def setProgramOption(option: str, value: Any) -> None:
+    """Set an ``sst`` command-line option from the script (the command line wins)."""
+    option = str(option).lstrip("-")
+    if option not in PROGRAM_OPTIONS:
+        raise ConfigError(f"unknown program option {option!r}", _where())
+    _graph.program_options[option] = _text(value)
+
+
+def setProgramOptions(options: Mapping[str, Any]) -> None:
+    """Set several program options."""
+    for key, value in options.items():
+        setProgramOption(key, value)
+
+
+def getProgramOptions() -> dict[str, str]:
+    """The program options in force (defaults, then the script's, then the command line's)."""
+    out = dict(PROGRAM_OPTIONS)
+    out.update(_graph.program_options)
+    return out
+
+
+def pushNamePrefix(prefix: str) -> None:
+    """Prefix later component and link names with ``prefix.``."""
+    _prefixes.append(str(prefix))
+
+
+def popNamePrefix() -> None:
+    """Drop the innermost name prefix."""
+    if _prefixes:
+        _prefixes.pop()
+
+
+# -- statistics ----------------------------------------------------------------------------------
+def setStatisticOutput(type: str, params: Optional[Mapping[str, Any]] = None) -> None:
+    """Choose the statistic output (``sst.statOutputCSV``, ...)."""
+    if type not in OUTPUT_TYPES:
+        raise ConfigError(f"unknown statistic output {type!r} (one of "
+                          f"{', '.join(OUTPUT_TYPES)})", _where())
+    _graph.stat_output = (type, {str(k): _text(v) for k, v in (params or {}).items()})
+
+
+def setStatisticOutputOption(key: str, value: Any) -> None:
+    """Set one param of the statistic output."""
+    _graph.stat_output[1][str(key)] = _text(value)
+
+
+def setStatisticOutputOptions(options: Mapping[str, Any]) -> None:
+    """Set several params of the statistic output."""
+    for key, value in options.items():
+        setStatisticOutputOption(key, value)
+
+
+def setStatisticLoadLevel(level: int) -> None:
+    """Global statistic load level: a statistic loads only if its enable level is <= this
+    (0, the default, loads none)."""
+    _graph.stat_load_level = int(level)
+
+
+def _components_matching(name: Optional[str] = None, type: Optional[str] = None
+                         ) -> Iterable[Component]:
+    for comp in _graph.components.values():
+        if (name is None or comp.name == name) and (type is None or comp.type == type):
+            wrapper = Component.__new__(Component)
+            wrapper._config = comp
+            yield wrapper
+
+
+def enableAllStatisticsForAllComponents(params: Optional[Mapping[str, Any]] = None) -> None:
+    """Enable all statistics of every component that exists now."""
+    for comp in _components_matching():
+        comp.enableAllStatistics(params)
+
+
+def enableAllStatisticsForComponentName(name: str,
+                                        params: Optional[Mapping[str, Any]] = None) -> None:
+    """Enable all statistics of the component called ``name``."""
+    comps = list(_components_matching(name=name))
+    if not comps:
+        raise ConfigError(f"no component named {name!r}", _where())
+    for comp in comps:
+        comp.enableAllStatistics(params)
+
+
+def enableAllStatisticsForComponentType(type: str,
+                                        params: Optional[Mapping[str, Any]] = None) -> None:
+    """Enable all statistics of every existing component of ``type``."""
+    for comp in _components_matching(type=type):
+        comp.enableAllStatistics(params)
+
+
+def enableStatisticsForComponentName(name: str, stats: Union[str, Sequence[str]],
+                                     params: Optional[Mapping[str, Any]] = None) -> None:
+    """Enable the named statistics of the component called ``name``."""
+    comps = list(_components_matching(name=name))
+    if not comps:
+        raise ConfigError(f"no component named {name!r}", _where())
+    for comp in comps:
+        comp.enableStatistics(stats, params)
+
+
+def enableStatisticsForComponentType(type: str, stats: Union[str, Sequence[str]],
+                                     params: Optional[Mapping[str, Any]] = None) -> None:
+    """Enable the named statistics of every existing component of ``type``."""
+    for comp in _components_matching(type=type):
+        comp.enableStatistics(stats, params)
+
+
+enableStatisticForComponentName = enableStatisticsForComponentName
+enableStatisticForComponentType = enableStatisticsForComponentType
+
+
+def findComponentByName(name: str) -> Optional[Component]:
+    """The component called ``name``, or None."""
+    comps = list(_components_matching(name=name))
+    return comps[0] if comps else None
+
+
+def getMPIRankCount() -> int:
+    """Always 1: this engine runs on a single rank."""
+    return 1
+
+
+def getMyMPIRank() -> int:
+    """Always 0."""
+    return 0
+
+
+def getThreadCount() -> int:
+    """Always 1."""
+    return 1

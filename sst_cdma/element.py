@@ -1,0 +1,305 @@
+"""The element base classes: a component declares its params, ports and statistics once, in one
+place (SST's ELI, gem5's typed params), and construction validates params against that
+declaration. ``sst-info`` prints the same declarations.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence
+
+from .kernel import LinkEnd, Simulator
+from .statistics import NullStatistic, Statistic
+from .units import UnitAlgebra, UnitError
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+PARAM_KINDS = ("int", "float", "bool", "str", "time", "frequency", "bandwidth", "bytes")
+
+
+class ParamError(ValueError):
+    """A param is unknown, missing, does not parse, or is out of range."""
+
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _parse_int(raw: Any) -> int:
+    """An int from an int, an integral float, or text such as ``12``, ``0x10`` or ``1e6``."""
+    if isinstance(raw, bool):
+        raise ValueError(raw)
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip()
+    try:
+        return int(text, 0)
+    except ValueError:
+        number = float(text)
+        if not number.is_integer():
+            raise
+        return int(number)
+
+_FALSE = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter. ``kind`` decides how the string from the config is read:
+    ``time`` -> int ps, ``frequency`` -> Hz, ``bandwidth`` -> B/s, ``bytes`` -> int bytes,
+    ``int``/``float``/``bool``/``str`` as named. ``default=None`` marks it required."""
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    choices: Optional[Sequence[str]] = None
+    minimum: Optional[float] = None
+    maximum: Optional[float] = None
+    exclusive_minimum: bool = False
+
+    @property
+    def required(self) -> bool:
+        """True when the param has no default."""
+        return self.default is None
+
+    def parse(self, raw: Any) -> Any:
+        """Convert ``raw`` (usually a string from the topology) to this param's Python value."""
+        kind = self.kind
+        try:
+            if kind == "str":
+                value: Any = str(raw)
+            elif kind == "bool":
+                low = str(raw).strip().lower()
+                if low not in _TRUE + _FALSE:
+                    raise ParamError(f"{raw!r} is not a boolean (true/false, yes/no, on/off, 1/0)")
+                value = low in _TRUE
+            elif kind == "int":
+                value = _parse_int(raw)
+            elif kind == "float":
+                value = float(str(raw).strip())
+            elif kind == "time":
+                value = UnitAlgebra(str(raw)).to_picoseconds()
+            elif kind == "frequency":
+                value = UnitAlgebra(str(raw)).to_hertz()
+            elif kind == "bandwidth":
+                value = UnitAlgebra(str(raw)).to_bytes_per_second()
+            elif kind == "bytes":
+                value = UnitAlgebra(str(raw)).to_bytes()
+            else:
+                raise ParamError(f"unknown param kind {kind!r}")
+        except ParamError:
+            raise
+        except UnitError as exc:
+            raise ParamError(str(exc)) from None
+        except ValueError:
+            raise ParamError(f"{raw!r} is not a valid {kind}") from None
+        if self.choices is not None and value not in self.choices:
+            raise ParamError(f"{raw!r} is not one of {', '.join(map(str, self.choices))}")
+        if self.minimum is not None and kind not in ("str", "bool"):
+            if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
+                op = ">" if self.exclusive_minimum else ">="
+                raise ParamError(f"{raw!r} must be {op} {self.minimum:g}")
+        if self.maximum is not None and kind not in ("str", "bool") and value > self.maximum:
+            raise ParamError(f"{raw!r} must be <= {self.maximum:g}")
+        return value
+
+
+@dataclass(frozen=True)
+class Port:
+    """One declared port. A name may hold ``%d`` for a numbered family (``port%d``)."""
+
+    name: str
+    doc: str
+    required: bool = False
+
+    def matches(self, port: str) -> bool:
+        """True when ``port`` is this port or a member of its ``%d`` family."""
+        if "%d" not in self.name:
+            return port == self.name
+        pattern = re.escape(self.name).replace("%d", r"\d+")
+        return re.fullmatch(pattern, port) is not None
+
+
+@dataclass(frozen=True)
+class StatisticSpec:
+    """One declared statistic: its name, doc, units, data type and enable level (1 = always
+    loaded once statistics are enabled at level 1 or more)."""
+
+    name: str
+    doc: str
+    units: str = ""
+    dtype: str = "u64"
+    level: int = 1
+
+
+@dataclass(frozen=True)
+class SubComponentSlot:
+    """A slot a subcomponent can be plugged into with ``setSubComponent``."""
+
+    name: str
+    doc: str
+    interface: str = ""
+
+
+@dataclass
+class StatisticEnable:
+    """How the configuration enabled a statistic: its type and params (rate, bins, ...)."""
+
+    type_name: str = "sst.AccumulatorStatistic"
+    params: dict = field(default_factory=dict)
+
+
+class Element:
+    """What components and subcomponents share: declarations, params, statistics, links."""
+
+    PARAMS: ClassVar[Sequence[Param]] = ()
+    PORTS: ClassVar[Sequence[Port]] = ()
+    STATISTICS: ClassVar[Sequence[StatisticSpec]] = ()
+    SLOTS: ClassVar[Sequence[SubComponentSlot]] = ()
+    library: ClassVar[str] = ""
+    element_name: ClassVar[str] = ""
+
+    def __init__(self, engine: "Engine", name: str, params: Mapping[str, Any]) -> None:
+        self.engine = engine
+        self.sim: Simulator = engine.sim
+        self.name = name
+        self.params = self.validate_params(params, where=f"{name} ({self.type_name()})")
+        self._polled_ports: set[tuple[str, str]] = set()
+        self.subcomponents: dict[str, list["SubComponent"]] = engine.build_subcomponents(self)
+
+    # -- declarations ------------------------------------------------------------------------
+    @classmethod
+    def type_name(cls) -> str:
+        """``library.Element``."""
+        return f"{cls.library}.{cls.element_name or cls.__name__}"
+
+    @classmethod
+    def description(cls) -> str:
+        """The first line of the class docstring."""
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+    @classmethod
+    def validate_params(cls, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Parse ``given`` against the declaration; raise ParamError naming the param at fault."""
+        declared = {p.name: p for p in cls.PARAMS}
+        for key in given:
+            if key not in declared:
+                close = difflib.get_close_matches(key, declared, n=3, cutoff=0.6)
+                hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else \
+                    f" (known: {', '.join(sorted(declared)) or 'none'})"
+                raise ParamError(f"{where}: unknown parameter {key!r}{hint}")
+        values: dict[str, Any] = {}
+        for p in cls.PARAMS:
+            if p.name in given:
+                try:
+                    values[p.name] = p.parse(given[p.name])
+                except ParamError as exc:
+                    raise ParamError(f"{where}: parameter {p.name!r}: {exc}") from None
+            elif p.required:
+                raise ParamError(f"{where}: required parameter {p.name!r} is missing "
+                                 f"({p.doc})")
+            else:
+                values[p.name] = p.parse(p.default) if isinstance(p.default, str) \
+                    and p.kind != "str" else p.default
+        return values
+
+    @classmethod
+    def find_port(cls, port: str) -> Optional[Port]:
+        """The declared port that ``port`` names, or None."""
+        for decl in cls.PORTS:
+            if decl.matches(port):
+                return decl
+        return None
+
+    @classmethod
+    def find_statistic(cls, stat: str) -> Optional[StatisticSpec]:
+        """The declared statistic called ``stat``, or None."""
+        for decl in cls.STATISTICS:
+            if decl.name == stat:
+                return decl
+        return None
+
+    # -- services for the model ----------------------------------------------------------------
+    def configure_link(self, port: str, handler: Optional[Callable[[Any], Any]] = None
+                       ) -> Optional[LinkEnd]:
+        """The link end connected to ``port`` with ``handler`` receiving its events; None when
+        the port is not connected. A link without a handler is polled with ``recv()``."""
+        if self.find_port(port) is None:
+            raise ParamError(f"{self.name} ({self.type_name()}): configure_link on undeclared "
+                             f"port {port!r}")
+        end = self.engine.link_end(self.name, port)
+        if end is not None:
+            end.handler = handler
+            if handler is None:
+                self._polled_ports.add((self.name, port))
+        return end
+
+    def configure_self_link(self, name: str, latency: str | int,
+                            handler: Callable[[Any], Any]) -> LinkEnd:
+        """A link from this element to itself, e.g. for timers."""
+        lat = latency if isinstance(latency, int) else UnitAlgebra(latency).to_picoseconds()
+        end = self.sim.make_self_link(f"{self.name}.{name}", lat)
+        end.handler = handler
+        return end
+
+    def register_clock(self, frequency: str | int, handler: Callable[[int], Any]) -> None:
+        """Call ``handler(cycle)`` at ``frequency`` (e.g. ``"1GHz"`` or a period in ps) until
+        it returns True."""
+        period = frequency if isinstance(frequency, int) else \
+            UnitAlgebra(frequency).to_picoseconds()
+        self.sim.register_clock(period, handler)
+
+    def register_statistic(self, stat: str, subid: str = "") -> Statistic:
+        """The statistic object for a declared statistic: a live one when the configuration
+        enabled it at a sufficient load level, else a NullStatistic that records nothing."""
+        decl = self.find_statistic(stat)
+        if decl is None:
+            raise ParamError(f"{self.name} ({self.type_name()}): register_statistic on "
+                             f"undeclared statistic {stat!r}")
+        return self.engine.statistics.register(self, decl, subid)
+
+    def subcomponent(self, slot: str) -> Optional["SubComponent"]:
+        """The first subcomponent loaded into ``slot``, or None."""
+        subs = self.subcomponents.get(slot)
+        return subs[0] if subs else None
+
+    # -- lifecycle hooks (override as needed) ---------------------------------------------------
+    def init(self, phase: int) -> None:
+        """Untimed init phase ``phase`` (0, 1, ...) exchanging data with ``send_untimed``."""
+
+    def setup(self) -> None:
+        """Called once after init, before the first event."""
+
+    def finish(self) -> None:
+        """Called once after the run, before statistics are written."""
+
+
+class Component(Element):
+    """Base class of every component. Subclasses declare ``PARAMS``, ``PORTS``, ``STATISTICS``
+    (and ``SLOTS``) and read validated values from ``self.params``."""
+
+    def register_as_primary(self) -> None:
+        """Make this a primary component: the run ends once all primaries allow it."""
+        self.sim.register_primary(self.name)
+
+    def primary_ok_to_end(self) -> None:
+        """This primary component has finished its work."""
+        self.sim.primary_ok_to_end(self.name)
+
+    def primary_do_not_end(self) -> None:
+        """This primary component has work again."""
+        self.sim.primary_do_not_end(self.name)
+
+
+class SubComponent(Element):
+    """Base class of subcomponents: loaded into a parent's slot, sharing its links and stats
+    namespace (its statistics appear under the parent's name)."""
+
+    parent: Optional[Element] = None
+
+
+def null_statistic(component: str, name: str) -> Statistic:
+    """A statistic that records nothing (for components built outside a configured run)."""
+    return NullStatistic(component, name)

@@ -1,0 +1,145 @@
+"""Builds a simulation from a checked configuration graph and runs its lifecycle: construct,
+init phases, setup, run, finish, statistics output."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from .config import ConfigComponent, ConfigError, ConfigGraph, ConfigSubComponent
+from .element import Component, Element, ParamError, SubComponent
+from .kernel import LinkEnd, SimulationError, Simulator
+from .statistics import StatisticError
+from .statistics.engine import StatisticsEngine
+
+MAX_INIT_PHASES = 1000
+
+
+class Engine:
+    """One simulation: the kernel, the components built from the graph, their link ends and
+    the statistics engine. ``reports`` is where components leave results for the caller."""
+
+    def __init__(self, graph: ConfigGraph, output_directory: Optional[Path] = None,
+                 console: Optional[IO[str]] = None) -> None:
+        self.graph = graph
+        self.sim = Simulator()
+        self.output_directory = output_directory
+        self.reports: dict[str, Any] = {}
+        self.components: dict[str, Component] = {}
+        self._ends: dict[tuple[str, str], LinkEnd] = {}
+        base = output_directory if output_directory is not None else Path.cwd()
+        out_type, out_params = graph.stat_output
+        try:
+            self.statistics = StatisticsEngine(self.sim, graph.stat_load_level, out_type,
+                                               dict(out_params), base, console)
+        except StatisticError as exc:
+            raise ConfigError(str(exc), graph.source) from None
+        self.timing: dict[str, float] = {}
+
+    # -- construction --------------------------------------------------------------------------
+    def link_end(self, component: str, port: str) -> Optional[LinkEnd]:
+        """The link end wired to ``component.port`` (None when the port is not connected)."""
+        return self._ends.get((component, port))
+
+    def build(self) -> None:
+        """Check the graph, create the links, construct every component."""
+        t0 = time.perf_counter()
+        self.graph.check()
+        for link in self.graph.links.values():
+            a, b = link.ends
+            end_a, end_b = self.sim.make_link(link.name, a.port, self.graph.end_latency_ps(link, 0),
+                                              b.port, self.graph.end_latency_ps(link, 1))
+            self._ends[(a.component, a.port)] = end_a
+            self._ends[(b.component, b.port)] = end_b
+        self.statistics.configs = {}
+        for cfg in self.graph.components.values():
+            self.statistics.configs[cfg.name] = cfg
+            for sub in cfg.subcomponents:
+                self.statistics.configs[sub.name] = sub
+        for cfg in self.graph.components.values():
+            self.components[cfg.name] = self._construct(cfg)  # type: ignore[assignment]
+        for (comp, port), end in self._ends.items():
+            if end.handler is None and end.peer is not None and not self._is_polled(comp, port):
+                raise ConfigError(f"{comp}: port {port!r} is connected but the element never "
+                                  "configures it", self.graph.components[comp].where)
+        self.timing["build_s"] = time.perf_counter() - t0
+
+    def _is_polled(self, comp: str, port: str) -> bool:
+        return (comp, port) in getattr(self.components.get(comp), "_polled_ports", ())
+
+    def _construct(self, cfg: ConfigComponent, parent: Optional[Element] = None) -> Element:
+        cls = cfg.element
+        where = cfg.where
+        try:
+            if isinstance(cfg, ConfigSubComponent):
+                if not issubclass(cls, SubComponent):
+                    raise ConfigError(f"{cfg.type} is not a subcomponent", where)
+                obj: Element = cls.__new__(cls)
+                obj.parent = parent  # type: ignore[attr-defined]
+            else:
+                if not issubclass(cls, Component):
+                    raise ConfigError(f"{cfg.type} is a subcomponent, not a component", where)
+                obj = cls.__new__(cls)
+            obj._pending_subs = cfg.subcomponents  # type: ignore[attr-defined]
+            obj.__init__(self, cfg.name, cfg.params)  # type: ignore[misc]
+            return obj
+        except ConfigError:
+            raise
+        except (ParamError, StatisticError, ValueError, LookupError) as exc:
+            bad_param = next((k for k in cfg.params if repr(k) in str(exc)), None)
+            raise ConfigError(str(exc), cfg.param_where.get(bad_param, where)
+                              if bad_param else where) from None
+
+    def build_subcomponents(self, parent: Element) -> dict[str, list[SubComponent]]:
+        """Construct the subcomponents configured for ``parent`` (called from Element init)."""
+        out: dict[str, list[SubComponent]] = {}
+        for sub_cfg in sorted(getattr(parent, "_pending_subs", []),
+                              key=lambda s: (s.slot, s.index)):
+            sub = self._construct(sub_cfg, parent)
+            out.setdefault(sub_cfg.slot, []).append(sub)  # type: ignore[arg-type]
+        return out
+
+    def elements(self) -> list[Element]:
+        """Every component and subcomponent, in construction order."""
+        out: list[Element] = []
+        for comp in self.components.values():
+            out.append(comp)
+            for subs in comp.subcomponents.values():
+                out.extend(subs)
+        return out
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def run(self, stop_at_ps: Optional[int] = None) -> None:
+        """init phases, setup, the event loop, finish, then the statistics output."""
+        sim = self.sim
+        elements = self.elements()
+        t0 = time.perf_counter()
+        sim.phase = "init"
+        for phase in range(MAX_INIT_PHASES):
+            sim._untimed_sent = 0
+            for el in elements:
+                el.init(phase)
+            if sim._untimed_sent == 0:
+                break
+        else:
+            raise SimulationError(f"init did not converge after {MAX_INIT_PHASES} phases")
+        sim.phase = "setup"
+        for el in elements:
+            el.setup()
+        self.statistics.start()
+        self.timing["setup_s"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        sim.run(stop_at_ps)
+        self.timing["run_s"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        for el in elements:
+            el.finish()
+        self.statistics.finish()
+        self.timing["finish_s"] = time.perf_counter() - t2
+        sim.phase = "done"
+
+
+def warn(message: str) -> None:
+    """A one-line warning on stderr."""
+    print(f"sst: warning: {message}", file=sys.stderr)

@@ -1,0 +1,208 @@
+"""The discrete-event kernel: integer-picosecond time, links with per-end latency, clocks,
+untimed init-phase messages and the end-of-simulation rule.
+
+Events are delivered in (time, priority, order of sending) order, as in SST-core's TimeVortex.
+The queue is a binary heap of plain tuples, so the loop costs one heap pop and one call per
+event. Nothing in here depends on wall-clock time or on hashing, so a run is reproducible bit
+for bit.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from typing import Any, Callable, Optional
+
+# SST-core's activity priorities: at equal time a lower number runs first.
+STOP_PRIORITY = 30
+CLOCK_PRIORITY = 40
+EVENT_PRIORITY = 50
+STATISTIC_PRIORITY = 85
+EXIT_PRIORITY = 99
+
+Handler = Callable[[Any], Any]
+
+
+class SimulationError(RuntimeError):
+    """A fault detected while the simulation runs (a component broke the model's rules)."""
+
+
+class _Stop(Exception):
+    """Raised inside the loop by the stop/exit actions; never escapes :meth:`Simulator.run`."""
+
+
+class LinkEnd:
+    """One end of a link as a component sees it: ``send`` delivers to the other end's handler
+    after this end's latency plus an optional extra delay (both in picoseconds)."""
+
+    __slots__ = ("name", "port", "latency", "_sim", "peer", "handler", "_untimed_in", "_polled")
+
+    def __init__(self, sim: "Simulator", name: str, port: str, latency_ps: int) -> None:
+        self.name = name
+        self.port = port
+        self.latency = latency_ps
+        self._sim = sim
+        self.peer: Optional[LinkEnd] = None
+        self.handler: Optional[Handler] = None
+        self._untimed_in: deque = deque()
+        self._polled: deque = deque()
+
+    def send(self, event: Any, delay_ps: int = 0) -> None:
+        """Deliver ``event`` to the far end ``latency + delay_ps`` picoseconds from now."""
+        sim = self._sim
+        peer = self.peer
+        handler = peer.handler
+        if handler is None:
+            handler = peer._polled.append
+        heapq.heappush(sim._queue, (sim.now + self.latency + delay_ps, EVENT_PRIORITY,
+                                    next(sim._seq), handler, event))
+
+    def recv(self) -> Any:
+        """Return the next event queued on a polling link (one configured with no handler)."""
+        return self._polled.popleft() if self._polled else None
+
+    def send_untimed(self, data: Any) -> None:
+        """Send untimed data during the init phases (SST's ``sendUntimedData``)."""
+        if self._sim.phase != "init":
+            raise SimulationError(f"link {self.name}: send_untimed is only allowed during init")
+        self.peer._untimed_in.append(data)
+        self._sim._untimed_sent += 1
+
+    def recv_untimed(self) -> Any:
+        """Return the next untimed datum that arrived on this end, or None."""
+        return self._untimed_in.popleft() if self._untimed_in else None
+
+
+class Clock:
+    """A clock at a fixed period; every handler is called with the cycle number on each tick and
+    is removed when it returns True."""
+
+    __slots__ = ("period", "handlers", "_sim", "_scheduled")
+
+    def __init__(self, sim: "Simulator", period_ps: int) -> None:
+        self.period = period_ps
+        self.handlers: list[Callable[[int], Any]] = []
+        self._sim = sim
+        self._scheduled = False
+
+    def _schedule_next(self) -> None:
+        sim = self._sim
+        nxt = (sim.now // self.period + 1) * self.period
+        heapq.heappush(sim._queue, (nxt, CLOCK_PRIORITY, next(sim._seq), self._tick, None))
+        self._scheduled = True
+
+    def _tick(self, _: Any) -> None:
+        cycle = self._sim.now // self.period
+        keep = [h for h in self.handlers if not h(cycle)]
+        self.handlers = keep
+        self._scheduled = False
+        if keep:
+            self._schedule_next()
+
+
+class Simulator:
+    """Owns simulated time, the event queue, clocks and the primary-component bookkeeping."""
+
+    def __init__(self) -> None:
+        self.now: int = 0
+        self.phase: str = "construct"
+        self._queue: list = []
+        self._seq = itertools.count()
+        self._clocks: dict[int, Clock] = {}
+        self._primaries: set[str] = set()
+        self._primaries_not_done: set[str] = set()
+        self._untimed_sent = 0
+        self.events_delivered = 0
+        self.end_reason = ""
+
+    # -- scheduling -------------------------------------------------------------------------
+    def schedule(self, time_ps: int, handler: Handler, event: Any = None,
+                 priority: int = EVENT_PRIORITY) -> None:
+        """Call ``handler(event)`` at absolute time ``time_ps`` (not before now)."""
+        if time_ps < self.now:
+            raise SimulationError(f"cannot schedule in the past ({time_ps} ps < now {self.now} ps)")
+        heapq.heappush(self._queue, (time_ps, priority, next(self._seq), handler, event))
+
+    def make_link(self, name: str, port_a: str, latency_a: int, port_b: str,
+                  latency_b: int) -> tuple[LinkEnd, LinkEnd]:
+        """Create the two ends of a link; end A sends with ``latency_a``, end B with ``latency_b``."""
+        a = LinkEnd(self, name, port_a, latency_a)
+        b = LinkEnd(self, name, port_b, latency_b)
+        a.peer, b.peer = b, a
+        return a, b
+
+    def make_self_link(self, name: str, latency_ps: int) -> LinkEnd:
+        """Create a link whose single end delivers to itself."""
+        end = LinkEnd(self, name, name, latency_ps)
+        end.peer = end
+        return end
+
+    def register_clock(self, period_ps: int, handler: Callable[[int], Any]) -> Clock:
+        """Call ``handler(cycle)`` every ``period_ps`` until it returns True."""
+        if period_ps <= 0:
+            raise SimulationError(f"clock period must be positive, got {period_ps} ps")
+        clock = self._clocks.get(period_ps)
+        if clock is None:
+            clock = self._clocks[period_ps] = Clock(self, period_ps)
+        clock.handlers.append(handler)
+        if not clock._scheduled and self.phase in ("setup", "run"):
+            clock._schedule_next()
+        return clock
+
+    # -- end of simulation ---------------------------------------------------------------------
+    def register_primary(self, name: str) -> None:
+        """Mark a component as primary: the run ends once every primary says it may."""
+        self._primaries.add(name)
+        self._primaries_not_done.add(name)
+
+    def primary_do_not_end(self, name: str) -> None:
+        """A primary component withdraws its permission to end."""
+        self._primaries_not_done.add(name)
+
+    def primary_ok_to_end(self, name: str) -> None:
+        """A primary component allows the run to end; when all have, the run exits at this time."""
+        self._primaries_not_done.discard(name)
+        if self._primaries and not self._primaries_not_done and self.phase == "run":
+            self.schedule(self.now, self._exit, "all primary components are done", EXIT_PRIORITY)
+
+    def _exit(self, reason: str) -> None:
+        if self._primaries_not_done:
+            return  # a primary changed its mind at the same time step
+        self.end_reason = reason
+        raise _Stop
+
+    def _stop_at(self, reason: str) -> None:
+        self.end_reason = reason
+        raise _Stop
+
+    # -- the loop ------------------------------------------------------------------------------
+    def start_clocks(self) -> None:
+        """Schedule the first tick of every clock registered before the run."""
+        for clock in self._clocks.values():
+            if clock.handlers and not clock._scheduled:
+                clock._schedule_next()
+
+    def run(self, stop_at_ps: Optional[int] = None) -> int:
+        """Deliver events until every primary is done, the queue is empty, or ``stop_at_ps``.
+        Returns the number of events delivered."""
+        self.phase = "run"
+        self.start_clocks()
+        if stop_at_ps is not None:
+            self.schedule(stop_at_ps, self._stop_at, f"--stop-at {stop_at_ps} ps", STOP_PRIORITY)
+        if self._primaries and not self._primaries_not_done:
+            self.schedule(self.now, self._exit, "all primary components are done", EXIT_PRIORITY)
+        queue = self._queue
+        pop = heapq.heappop
+        delivered = 0
+        try:
+            while queue:
+                t, _, _, handler, event = pop(queue)
+                self.now = t
+                delivered += 1
+                handler(event)
+            self.end_reason = "no events left"
+        except _Stop:
+            delivered -= 1  # the stop/exit action is not a delivered event
+        self.events_delivered += delivered
+        self.phase = "finish"
+        return delivered

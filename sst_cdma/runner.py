@@ -1,0 +1,199 @@
+"""Running a topology: execute the script (or load a saved graph), build, run, and return the
+results in-process. The ``sst`` CLI and :func:`sst_cdma.run` both go through here."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Optional, Sequence, Union
+
+from . import config_api
+from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph
+from .engine import Engine, warn
+from .kernel import SimulationError
+from .units import UnitAlgebra, UnitError
+
+
+class RunError(Exception):
+    """A run failed: ``where`` is ``file[:line]`` of the fault, ``message`` says what it is."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+@dataclass
+class RunResult:
+    """What one run produced: the statistics (a DataFrame with the CSV's columns), simulated
+    time, events delivered, why the run ended, wall-clock timing and the components' reports."""
+
+    statistics: Any
+    sim_time_ps: int
+    events: int
+    end_reason: str
+    timing: dict[str, float]
+    reports: dict[str, Any] = field(default_factory=dict)
+    output_directory: Optional[Path] = None
+    graph: Optional[ConfigGraph] = None
+
+    @property
+    def sim_time_s(self) -> float:
+        """Simulated time in seconds."""
+        return self.sim_time_ps * 1e-12
+
+
+def _display(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else path
+    except ValueError:
+        return path
+
+
+def _where_display(where: str) -> str:
+    if not where:
+        return where
+    file, _, line = where.rpartition(":")
+    if file and line.isdigit():
+        return f"{_display(file)}:{line}"
+    return _display(where)
+
+
+def _script_frame(exc: BaseException, script: str) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        if fr.filename == script:
+            return f"{script}:{fr.lineno}"
+    return script
+
+
+def execute_script(script: Union[str, Path], model_options: Sequence[str] = ()) -> ConfigGraph:
+    """Run a topology script with ``import sst`` available and ``sys.argv`` = [script, *options];
+    return the graph it built. Faults become RunError naming the script line."""
+    path = str(Path(script).resolve())
+    if not os.path.isfile(path):
+        raise RunError("no such topology file", str(script))
+    if path.endswith(".json"):
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
+        try:
+            return ConfigGraph.from_json(data, _display(path))
+        except ConfigError as exc:
+            raise RunError(str(exc), exc.where) from None
+    graph = ConfigGraph()
+    graph.source = path
+    saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
+    config_api._reset(graph, path)
+    sys.argv = [path, *model_options]
+    sys.modules["sst"] = config_api  # type: ignore[assignment]
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        try:
+            source = Path(path).read_text(encoding="utf-8")
+            code = compile(source, path, "exec")
+        except SyntaxError as exc:
+            raise RunError(f"syntax error: {exc.msg}", f"{path}:{exc.lineno}") from None
+        try:
+            exec(code, {"__name__": "__main__", "__file__": path})
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                raise RunError(f"the script exited with status {exc.code}", path) from None
+            raise
+        except ConfigError as exc:
+            raise RunError(str(exc), exc.where or _script_frame(exc, path)) from exc
+        except RunError:
+            raise
+        except Exception as exc:
+            raise RunError(f"{type(exc).__name__}: {exc}", _script_frame(exc, path)) from exc
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+        if saved_sst is None:
+            sys.modules.pop("sst", None)
+        else:
+            sys.modules["sst"] = saved_sst
+    return graph
+
+
+def resolve_options(graph: ConfigGraph, cli: dict[str, Optional[str]]) -> dict[str, str]:
+    """Program options in force: defaults, then the script's, then the command line's."""
+    out = dict(PROGRAM_OPTIONS)
+    out.update(graph.program_options)
+    out.update({k: v for k, v in cli.items() if v is not None})
+    return out
+
+
+def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None] = None,
+        output_directory: Union[str, Path, None] = None, stop_at: Optional[str] = None,
+        run_mode: str = "both", console: Optional[IO[str]] = None,
+        output_json: Optional[str] = None, output_dot: Optional[str] = None) -> RunResult:
+    """Run a topology in this process and return its results.
+
+    ``model_options`` is a list of arguments (or one string, split like a shell would) given to
+    the script as ``sys.argv[1:]``. ``output_directory`` receives statistic files and whatever
+    the components write. ``console`` receives console statistics (default: stdout).
+    """
+    opts = shlex.split(model_options) if isinstance(model_options, str) else \
+        list(model_options or [])
+    t0 = time.perf_counter()
+    graph = execute_script(script, opts)
+    options = resolve_options(graph, {
+        "stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
+        "output-directory": str(output_directory) if output_directory is not None else None,
+        "output-json": output_json, "output-dot": output_dot})
+    out_dir = Path(options["output-directory"]) if options["output-directory"] else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for key, writer in (("output-json", graph.write_json), ("output-dot", None)):
+        target = options[key]
+        if target:
+            path = Path(target) if out_dir is None or Path(target).is_absolute() \
+                else out_dir / target
+            try:
+                graph.check()
+            except ConfigError as exc:
+                raise RunError(str(exc), _where_display(exc.where)) from None
+            if writer is not None:
+                writer(path)
+            else:
+                path.write_text(graph.to_dot(), encoding="utf-8")
+    stop_ps = None
+    if options["stop-at"]:
+        try:
+            stop_ps = UnitAlgebra(options["stop-at"]).to_picoseconds()
+        except UnitError as exc:
+            raise RunError(f"--stop-at: {exc}") from None
+    mode = options["run-mode"]
+    if mode not in ("init", "run", "both"):
+        raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
+    try:
+        engine = Engine(graph, out_dir, console)
+        engine.build()
+    except ConfigError as exc:
+        raise RunError(str(exc), _where_display(exc.where)) from None
+    engine.timing["script_s"] = time.perf_counter() - t0 - engine.timing.get("build_s", 0.0)
+    if mode == "init":
+        return RunResult(engine.statistics.table(), 0, 0, "run-mode init", engine.timing,
+                         engine.reports, out_dir, graph)
+    try:
+        engine.run(stop_ps)
+    except ConfigError as exc:
+        raise RunError(str(exc), _where_display(exc.where)) from None
+    except SimulationError as exc:
+        raise RunError(f"at {engine.sim.now} ps: {exc}", _display(graph.source)) from None
+    if engine.statistics.suppressed_by_level and not engine.statistics.stats:
+        warn("statistics were enabled but none loaded: the statistic load level is below their "
+             "enable level (call sst.setStatisticLoadLevel(N))")
+    return RunResult(engine.statistics.table(), engine.sim.now, engine.sim.events_delivered,
+                     engine.sim.end_reason, engine.timing, engine.reports, out_dir, graph)

@@ -1,0 +1,135 @@
+"""Decides which statistics load (enable rules and load levels), schedules periodic dumps
+(``rate``) and feeds every dump to the configured output and to an in-memory table."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Optional
+
+from ..kernel import STATISTIC_PRIORITY, Simulator
+from ..units import UnitAlgebra, UnitError
+from .outputs import StatisticOutput, format_value, make_output
+from .types import NullStatistic, Statistic, StatisticError, make_statistic
+
+if TYPE_CHECKING:
+    from ..config import ConfigComponent
+    from ..element import Element, StatisticSpec
+
+ENABLE_ALL = "*"
+CONTROL_PARAMS = {"rate", "resetonoutput", "startat", "stopat"}
+TYPE_PARAMS = {"minvalue", "binwidth", "numbins", "includeoutofbounds"}
+CSV_HEAD = ["ComponentName", "StatisticName", "StatisticSubId", "StatisticType", "SimTime", "Rank"]
+
+
+class StatisticsEngine:
+    """Registers statistics for components and writes them out."""
+
+    def __init__(self, sim: Simulator, global_level: int, output_type: str,
+                 output_params: dict[str, str], base_dir: Path,
+                 console: Optional[IO[str]] = None) -> None:
+        self.sim = sim
+        self.global_level = global_level
+        self.output: StatisticOutput = make_output(output_type, output_params, base_dir, console)
+        self.configs: dict[str, "ConfigComponent"] = {}
+        self.stats: list[Statistic] = []
+        self._keys: set[tuple[str, str, str]] = set()
+        self._periodic: dict[int, list[Statistic]] = {}
+        self._reset_on_output: set[int] = set()
+        self.suppressed_by_level = 0
+        self.rows: list[dict[str, Any]] = []
+        self.columns: list[str] = []
+
+    def register(self, element: "Element", decl: "StatisticSpec", subid: str = "") -> Statistic:
+        """The statistic ``element`` asked for: live when enabled at a sufficient load level."""
+        cfg = self.configs.get(element.name)
+        enable = None
+        if cfg is not None:
+            enable = cfg.statistics.get(decl.name) or cfg.statistics.get(ENABLE_ALL)
+        if enable is None:
+            return NullStatistic(element.name, decl.name, subid, decl.dtype)
+        level = cfg.stat_load_level if cfg.stat_load_level is not None else self.global_level
+        if level <= 0 or decl.level > level:
+            self.suppressed_by_level += 1
+            return NullStatistic(element.name, decl.name, subid, decl.dtype)
+        key = (element.name, decl.name, subid)
+        if key in self._keys:
+            raise StatisticError(f"{element.name}: statistic {decl.name!r} (subid {subid!r}) "
+                                 "registered twice")
+        params = {}
+        for k, v in enable.params.items():
+            low = k.lower()
+            if low not in CONTROL_PARAMS | TYPE_PARAMS:
+                raise StatisticError(f"{element.name}.{decl.name}: unknown statistic parameter "
+                                     f"{k!r}")
+            if low in TYPE_PARAMS:
+                params[k] = v
+        stat = make_statistic(enable.type_name, element.name, decl.name, subid, decl.dtype,
+                              params)
+        if not stat.enabled:
+            return stat
+        self._keys.add(key)
+        self.stats.append(stat)
+        lower = {k.lower(): v for k, v in enable.params.items()}
+        rate = lower.get("rate", "0ns")
+        try:
+            period = UnitAlgebra(rate).to_picoseconds() if rate not in ("0", "0ns") else 0
+        except UnitError as exc:
+            raise StatisticError(f"{element.name}.{decl.name}: rate {rate!r}: {exc}") from None
+        if period > 0:
+            self._periodic.setdefault(period, []).append(stat)
+            if str(lower.get("resetonoutput", "0")).lower() in ("1", "true", "yes", "on"):
+                self._reset_on_output.add(id(stat))
+        return stat
+
+    def start(self) -> None:
+        """Open the output (its header lists every registered statistic) and schedule the
+        periodic dumps."""
+        self.output.start(self.stats)
+        seen: set[str] = set()
+        for stat in self.stats:
+            for name, ftype, _ in stat.fields():
+                key = f"{name}.{ftype}"
+                if key not in seen:
+                    seen.add(key)
+                    self.columns.append(key)
+        for period in sorted(self._periodic):
+            self.sim.schedule(period, self._periodic_dump, period, STATISTIC_PRIORITY)
+
+    def _periodic_dump(self, period: int) -> None:
+        stats = self._periodic[period]
+        self.dump(stats)
+        for stat in stats:
+            if id(stat) in self._reset_on_output:
+                stat.reset()
+        if self.sim._queue:  # only keep ticking while the model still has work
+            self.sim.schedule(self.sim.now + period, self._periodic_dump, period,
+                              STATISTIC_PRIORITY)
+
+    def dump(self, stats: list[Statistic]) -> None:
+        """Write ``stats`` at the current time to the output and the in-memory table."""
+        now = self.sim.now
+        self.output.output(stats, now)
+        for stat in stats:
+            row: dict[str, Any] = dict(zip(CSV_HEAD, [stat.component, stat.name, stat.subid,
+                                                      stat.kind, now, 0]))
+            for name, ftype, value in stat.fields():
+                row[f"{name}.{ftype}"] = value
+            self.rows.append(row)
+
+    def finish(self) -> None:
+        """The end-of-run dump of every statistic, then close the output."""
+        self.dump(self.stats)
+        self.output.stop()
+
+    def table(self) -> "Any":
+        """All dumps as a pandas DataFrame with the CSV's columns (0 where a statistic has no
+        such field)."""
+        import pandas as pd
+
+        cols = CSV_HEAD + self.columns
+        frame = pd.DataFrame(self.rows, columns=cols)
+        if self.columns:
+            frame[self.columns] = frame[self.columns].fillna(0)
+        return frame
+
+
+__all__ = ["StatisticsEngine", "format_value"]

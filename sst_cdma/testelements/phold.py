@@ -1,0 +1,66 @@
+"""PHOLD: the classic parallel-simulation benchmark. Nodes on a torus each hold events; every
+event received is forwarded to a random neighbour after the link latency plus a random extra
+delay, until the node's time limit."""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..element import Component, Param, Port, StatisticSpec
+
+DIRECTIONS = ("north", "south", "east", "west")
+
+
+class PHOLD(Component):
+    """PHOLD node on a 2-D torus: forwards every event to a random neighbour."""
+
+    PARAMS = (
+        Param("initial_events", "int", 4, "events this node starts with", minimum=0),
+        Param("max_delay", "time", "9ns", "extra delay is uniform in [0, max_delay] "
+              "(whole nanoseconds)", minimum=0),
+        Param("time_limit", "time", "1us", "stop forwarding events after this simulated time",
+              minimum=0),
+        Param("seed", "int", 1, "random seed of this node"),
+    )
+    PORTS = tuple(Port(d, f"link to the {d} neighbour") for d in DIRECTIONS)
+    STATISTICS = (StatisticSpec("events_received", "events this node received", "events", "u64",
+                                1),
+                  StatisticSpec("extra_delay", "extra delay drawn per forwarded event", "ps",
+                                "u64", 2),)
+
+    def __init__(self, engine: Any, name: str, params: Any) -> None:
+        super().__init__(engine, name, params)
+        self.rng = random.Random(self.params["seed"])
+        self.links = [link for d in DIRECTIONS
+                      if (link := self.configure_link(d, self.handle)) is not None]
+        self.limit = self.params["time_limit"]
+        self.max_ns = self.params["max_delay"] // 1000
+        self.received = 0
+        self.stat_received = self.register_statistic("events_received")
+        self.stat_delay = self.register_statistic("extra_delay")
+        self.register_as_primary()
+
+    def setup(self) -> None:
+        """Send the initial events."""
+        for _ in range(self.params["initial_events"]):
+            self._forward(None)
+
+    def _forward(self, event: Any) -> None:
+        if not self.links:
+            return
+        link = self.links[self.rng.randrange(len(self.links))]
+        extra = self.rng.randint(0, self.max_ns) * 1000
+        if self.stat_delay.enabled:
+            self.stat_delay.add_data(extra)
+        link.send(event, extra)
+
+    def handle(self, event: Any) -> None:
+        """An event arrived: count it and forward it unless past the time limit."""
+        self.received += 1
+        if self.sim.now < self.limit:
+            self._forward(event)
+
+    def finish(self) -> None:
+        """Record the count and allow the run to end."""
+        self.stat_received.add_data(self.received)
+        self.primary_ok_to_end()
