@@ -9,4 +9,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "run", "RunResult", "RunError"]
+
+
+def __getattr__(name: str):
+    """Import the runner lazily so ``import sst_cdma`` stays light (codecs users need no
+    simulator)."""
+    if name in ("run", "RunResult", "RunError"):
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'sst_cdma' has no attribute {name!r}")

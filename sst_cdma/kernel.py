@@ -2,14 +2,15 @@
 untimed init-phase messages and the end-of-simulation rule.
 
 Events are delivered in (time, priority, order of sending) order, as in SST-core's TimeVortex.
-The queue is a binary heap of plain tuples, so the loop costs one heap pop and one call per
-event. Nothing in here depends on wall-clock time or on hashing, so a run is reproducible bit
+The queue is a calendar of buckets: a dict from (time, priority) key to the list of
+(handler, event) pairs due then, in sending order, plus a binary heap of the distinct keys. Most
+sends land in a bucket that already exists (a dict lookup and a list append); the heap only
+sees each distinct (time, priority) once, so the loop costs about one call per event. Nothing in here depends on wall-clock time or on hashing, so a run is reproducible bit
 for bit.
 """
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections import deque
 from typing import Any, Callable, Optional
 
@@ -19,8 +20,10 @@ CLOCK_PRIORITY = 40
 EVENT_PRIORITY = 50
 STATISTIC_PRIORITY = 85
 EXIT_PRIORITY = 99
+PRIORITY_BITS = 7  # a queue key is time << PRIORITY_BITS | priority
 
 Handler = Callable[[Any], Any]
+_heappush = heapq.heappush
 
 
 class SimulationError(RuntimeError):
@@ -35,27 +38,49 @@ class LinkEnd:
     """One end of a link as a component sees it: ``send`` delivers to the other end's handler
     after this end's latency plus an optional extra delay (both in picoseconds)."""
 
-    __slots__ = ("name", "port", "latency", "_sim", "peer", "handler", "_untimed_in", "_polled")
+    __slots__ = ("name", "port", "latency", "_sim", "_peer", "_handler", "_target",
+                 "_untimed_in", "_polled")
 
     def __init__(self, sim: "Simulator", name: str, port: str, latency_ps: int) -> None:
         self.name = name
         self.port = port
         self.latency = latency_ps
         self._sim = sim
-        self.peer: Optional[LinkEnd] = None
-        self.handler: Optional[Handler] = None
+        self._peer: Optional[LinkEnd] = None
+        self._handler: Optional[Handler] = None
         self._untimed_in: deque = deque()
         self._polled: deque = deque()
+        self._target: Handler = self._polled.append  # what the far end's send() calls
+
+    @property
+    def peer(self) -> Optional["LinkEnd"]:
+        """The far end of the link."""
+        return self._peer
+
+    @peer.setter
+    def peer(self, other: "LinkEnd") -> None:
+        self._peer = other
+
+    @property
+    def handler(self) -> Optional[Handler]:
+        """The function events arriving on this end are delivered to (None: polled)."""
+        return self._handler
+
+    @handler.setter
+    def handler(self, fn: Optional[Handler]) -> None:
+        self._handler = fn
+        self._target = fn if fn is not None else self._polled.append
 
     def send(self, event: Any, delay_ps: int = 0) -> None:
         """Deliver ``event`` to the far end ``latency + delay_ps`` picoseconds from now."""
         sim = self._sim
-        peer = self.peer
-        handler = peer.handler
-        if handler is None:
-            handler = peer._polled.append
-        heapq.heappush(sim._queue, (sim.now + self.latency + delay_ps, EVENT_PRIORITY,
-                                    next(sim._seq), handler, event))
+        key = ((sim.now + self.latency + delay_ps) << PRIORITY_BITS) | EVENT_PRIORITY
+        bucket = sim._buckets.get(key)
+        if bucket is None:
+            sim._buckets[key] = [(self._peer._target, event)]
+            _heappush(sim._keys, key)
+        else:
+            bucket.append((self._peer._target, event))
 
     def recv(self) -> Any:
         """Return the next event queued on a polling link (one configured with no handler)."""
@@ -88,7 +113,7 @@ class Clock:
     def _schedule_next(self) -> None:
         sim = self._sim
         nxt = (sim.now // self.period + 1) * self.period
-        heapq.heappush(sim._queue, (nxt, CLOCK_PRIORITY, next(sim._seq), self._tick, None))
+        sim.schedule(nxt, self._tick, None, CLOCK_PRIORITY)
         self._scheduled = True
 
     def _tick(self, _: Any) -> None:
@@ -106,8 +131,9 @@ class Simulator:
     def __init__(self) -> None:
         self.now: int = 0
         self.phase: str = "construct"
-        self._queue: list = []
-        self._seq = itertools.count()
+        self._keys: list[int] = []
+        self._buckets: dict[int, list] = {}
+        self._current_key = -1
         self._clocks: dict[int, Clock] = {}
         self._primaries: set[str] = set()
         self._primaries_not_done: set[str] = set()
@@ -118,10 +144,24 @@ class Simulator:
     # -- scheduling -------------------------------------------------------------------------
     def schedule(self, time_ps: int, handler: Handler, event: Any = None,
                  priority: int = EVENT_PRIORITY) -> None:
-        """Call ``handler(event)`` at absolute time ``time_ps`` (not before now)."""
-        if time_ps < self.now:
-            raise SimulationError(f"cannot schedule in the past ({time_ps} ps < now {self.now} ps)")
-        heapq.heappush(self._queue, (time_ps, priority, next(self._seq), handler, event))
+        """Call ``handler(event)`` at absolute time ``time_ps``; at the current time only with a
+        priority not yet passed (a lower number runs first)."""
+        if not 0 <= priority < (1 << PRIORITY_BITS):
+            raise SimulationError(f"priority {priority} out of range")
+        key = (time_ps << PRIORITY_BITS) | priority
+        if key < self._current_key:
+            raise SimulationError(f"cannot schedule in the past ({time_ps} ps, priority "
+                                  f"{priority}; now {self.now} ps)")
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            self._buckets[key] = [(handler, event)]
+            heapq.heappush(self._keys, key)
+        else:
+            bucket.append((handler, event))
+
+    def pending(self) -> bool:
+        """True while events other than the one being delivered are queued."""
+        return bool(self._keys)
 
     def make_link(self, name: str, port_a: str, latency_a: int, port_b: str,
                   latency_b: int) -> tuple[LinkEnd, LinkEnd]:
@@ -191,18 +231,23 @@ class Simulator:
             self.schedule(stop_at_ps, self._stop_at, f"--stop-at {stop_at_ps} ps", STOP_PRIORITY)
         if self._primaries and not self._primaries_not_done:
             self.schedule(self.now, self._exit, "all primary components are done", EXIT_PRIORITY)
-        queue = self._queue
+        keys = self._keys
+        buckets = self._buckets
         pop = heapq.heappop
         delivered = 0
         try:
-            while queue:
-                t, _, _, handler, event = pop(queue)
-                self.now = t
-                delivered += 1
-                handler(event)
+            while keys:
+                key = pop(keys)
+                self._current_key = key
+                self.now = key >> PRIORITY_BITS
+                bucket = buckets[key]
+                for handler, event in bucket:  # sees events appended for this same key
+                    handler(event)
+                delivered += len(bucket)
+                del buckets[key]
             self.end_reason = "no events left"
         except _Stop:
-            delivered -= 1  # the stop/exit action is not a delivered event
+            pass  # the stop/exit action's bucket is not counted as delivered events
         self.events_delivered += delivered
         self.phase = "finish"
         return delivered

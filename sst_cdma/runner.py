@@ -103,19 +103,23 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = ()) 
             source = Path(path).read_text(encoding="utf-8")
             code = compile(source, path, "exec")
         except SyntaxError as exc:
-            raise RunError(f"syntax error: {exc.msg}", f"{path}:{exc.lineno}") from None
+            raise RunError(f"syntax error: {exc.msg}", _where_display(f"{path}:{exc.lineno}")) \
+                from None
         try:
             exec(code, {"__name__": "__main__", "__file__": path})
         except SystemExit as exc:
             if exc.code not in (None, 0):
-                raise RunError(f"the script exited with status {exc.code}", path) from None
+                raise RunError(f"the script exited with status {exc.code}", _display(path)) \
+                    from None
             raise
         except ConfigError as exc:
-            raise RunError(str(exc), exc.where or _script_frame(exc, path)) from exc
+            raise RunError(str(exc), _where_display(exc.where or _script_frame(exc, path))) \
+                from exc
         except RunError:
             raise
         except Exception as exc:
-            raise RunError(f"{type(exc).__name__}: {exc}", _script_frame(exc, path)) from exc
+            raise RunError(f"{type(exc).__name__}: {exc}",
+                           _where_display(_script_frame(exc, path))) from exc
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
@@ -173,7 +177,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         try:
             stop_ps = UnitAlgebra(options["stop-at"]).to_picoseconds()
         except UnitError as exc:
-            raise RunError(f"--stop-at: {exc}") from None
+            raise RunError(f"--stop-at: {exc}", _display(graph.source)) from None
     mode = options["run-mode"]
     if mode not in ("init", "run", "both"):
         raise RunError(f"--run-mode {mode!r} is not one of init, run, both")

@@ -100,7 +100,7 @@ class StatisticsEngine:
         for stat in stats:
             if id(stat) in self._reset_on_output:
                 stat.reset()
-        if self.sim._queue:  # only keep ticking while the model still has work
+        if self.sim.pending():  # only keep ticking while the model still has work
             self.sim.schedule(self.sim.now + period, self._periodic_dump, period,
                               STATISTIC_PRIORITY)
 

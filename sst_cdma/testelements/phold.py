@@ -30,11 +30,11 @@ class PHOLD(Component):
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
-        self.rng = random.Random(self.params["seed"])
+        self.random = random.Random(self.params["seed"]).random
         self.links = [link for d in DIRECTIONS
                       if (link := self.configure_link(d, self.handle)) is not None]
         self.limit = self.params["time_limit"]
-        self.max_ns = self.params["max_delay"] // 1000
+        self.delay_choices = self.params["max_delay"] // 1000 + 1
         self.received = 0
         self.stat_received = self.register_statistic("events_received")
         self.stat_delay = self.register_statistic("extra_delay")
@@ -46,10 +46,12 @@ class PHOLD(Component):
             self._forward(None)
 
     def _forward(self, event: Any) -> None:
-        if not self.links:
+        links = self.links
+        if not links:
             return
-        link = self.links[self.rng.randrange(len(self.links))]
-        extra = self.rng.randint(0, self.max_ns) * 1000
+        rand = self.random
+        link = links[int(rand() * len(links))]
+        extra = int(rand() * self.delay_choices) * 1000
         if self.stat_delay.enabled:
             self.stat_delay.add_data(extra)
         link.send(event, extra)

@@ -1,0 +1,3 @@
+# expect: :3: a \(testElement.Echo\): required port 'port' is not connected
+import sst
+a = sst.Component("a", "testElement.Echo")

@@ -1,0 +1,3 @@
+# expect: the script exited with status 3
+import sys
+sys.exit(3)

@@ -1,0 +1,3 @@
+# expect: :3: unknown statistic output 'sst.statOutputXML'
+import sst
+sst.setStatisticOutput("sst.statOutputXML")

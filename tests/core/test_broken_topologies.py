@@ -1,0 +1,31 @@
+"""A corpus of deliberately broken topology scripts (``broken/``): each must fail with one line
+on stderr that names the file (and line) and the fault, exit 1, and print no traceback. The
+expected message is the regular expression in the script's first line (``# expect: ...``)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sst_cdma.cli.sst_main import main
+
+BROKEN = sorted((Path(__file__).parent / "broken").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", BROKEN, ids=[p.stem for p in BROKEN])
+def test_broken_script_gives_one_line_error(script, capsys):
+    expect = script.read_text().splitlines()[0].removeprefix("# expect: ")
+    code = main([str(script)])
+    captured = capsys.readouterr()
+    assert code == 1
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("sst: "), lines[0]
+    assert script.name in lines[0], lines[0]
+    assert re.search(expect, lines[0]), f"{lines[0]!r} does not match {expect!r}"
+    assert "Traceback" not in captured.err
+
+
+def test_corpus_is_not_empty():
+    assert len(BROKEN) >= 15
