@@ -236,6 +236,10 @@ class Element:
                 self._polled_ports.add((self.name, port))
         return end
 
+    def connected_ports(self) -> list[str]:
+        """Names of this element's ports that the configuration connected, sorted."""
+        return sorted(port for comp, port in self.engine._ends if comp == self.name)
+
     def configure_self_link(self, name: str, latency: str | int,
                             handler: Callable[[Any], Any]) -> LinkEnd:
         """A link from this element to itself, e.g. for timers."""

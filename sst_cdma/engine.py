@@ -133,7 +133,8 @@ class Engine:
         sim.run(stop_at_ps)
         self.timing["run_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
-        for el in elements:
+        # Elements that summarise others (FINISH_LAST) see everyone else's results.
+        for el in sorted(elements, key=lambda e: getattr(e, "FINISH_LAST", False)):
             el.finish()
         self.statistics.finish()
         self.timing["finish_s"] = time.perf_counter() - t2

@@ -76,9 +76,12 @@ def _script_frame(exc: BaseException, script: str) -> str:
     return script
 
 
-def execute_script(script: Union[str, Path], model_options: Sequence[str] = ()) -> ConfigGraph:
+def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
+                   program_options: Optional[dict[str, str]] = None) -> ConfigGraph:
     """Run a topology script with ``import sst`` available and ``sys.argv`` = [script, *options];
-    return the graph it built. Faults become RunError naming the script line."""
+    return the graph it built. ``program_options`` (the command line's) are visible to the
+    script through ``sst.getProgramOptions()`` and win over what it sets. Faults become
+    RunError naming the script line."""
     path = str(Path(script).resolve())
     if not os.path.isfile(path):
         raise RunError("no such topology file", str(script))
@@ -93,6 +96,8 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = ()) 
             raise RunError(str(exc), exc.where) from None
     graph = ConfigGraph()
     graph.source = path
+    cli_options = {k: v for k, v in (program_options or {}).items() if v}
+    graph.program_options.update(cli_options)
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
     config_api._reset(graph, path)
     sys.argv = [path, *model_options]
@@ -127,7 +132,37 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = ()) 
             sys.modules.pop("sst", None)
         else:
             sys.modules["sst"] = saved_sst
+    graph.program_options.update(cli_options)
     return graph
+
+
+def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) -> None:
+    """Set element params after the script ran: ``{"gpu*": {"peak_flops": "20e12"}}``; keys are
+    component names or fnmatch patterns, each must match at least one component."""
+    import fnmatch
+
+    from .element import ParamError
+
+    for pattern, params in overrides.items():
+        matched = [c for c in graph.components.values() if fnmatch.fnmatchcase(c.name, pattern)]
+        if not matched:
+            raise RunError(f"param override: no component matches {pattern!r}",
+                           _display(graph.source))
+        for comp in matched:
+            decl = {p.name: p for p in comp.element.PARAMS}
+            for key, value in params.items():
+                if key not in decl:
+                    try:
+                        comp.element.validate_params({key: value}, f"{comp.name} ({comp.type})")
+                    except ParamError as exc:
+                        raise RunError(f"param override: {exc}", _display(graph.source)) from None
+                try:
+                    decl[key].parse(value)
+                except ParamError as exc:
+                    raise RunError(f"param override: {comp.name} ({comp.type}): parameter "
+                                   f"{key!r}: {exc}", _display(graph.source)) from None
+                comp.params[key] = str(value)
+                comp.param_where[key] = "param override"
 
 
 def resolve_options(graph: ConfigGraph, cli: dict[str, Optional[str]]) -> dict[str, str]:
@@ -141,7 +176,8 @@ def resolve_options(graph: ConfigGraph, cli: dict[str, Optional[str]]) -> dict[s
 def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None] = None,
         output_directory: Union[str, Path, None] = None, stop_at: Optional[str] = None,
         run_mode: str = "both", console: Optional[IO[str]] = None,
-        output_json: Optional[str] = None, output_dot: Optional[str] = None) -> RunResult:
+        output_json: Optional[str] = None, output_dot: Optional[str] = None,
+        overrides: Optional[dict[str, dict[str, Any]]] = None) -> RunResult:
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
@@ -151,11 +187,13 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     opts = shlex.split(model_options) if isinstance(model_options, str) else \
         list(model_options or [])
     t0 = time.perf_counter()
-    graph = execute_script(script, opts)
-    options = resolve_options(graph, {
-        "stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
-        "output-directory": str(output_directory) if output_directory is not None else None,
-        "output-json": output_json, "output-dot": output_dot})
+    cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
+           "output-directory": str(output_directory) if output_directory is not None else None,
+           "output-json": output_json, "output-dot": output_dot}
+    graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
+    if overrides:
+        apply_overrides(graph, overrides)
+    options = resolve_options(graph, cli)
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -37,9 +37,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="options for the configuration script (split like a shell would)")
     p.add_argument("--stop-at", default=None, metavar="TIME",
                    help="simulated time at which to end the run (e.g. 10us)")
-    p.add_argument("--timing-info", "--print-timing-info", dest="timing_info", nargs="?",
-                   const=2, type=int, default=None, metavar="LEVEL",
-                   help="print build/run wall time, simulated time, events and events/s")
+    p.add_argument("--timing-info", "--print-timing-info", dest="timing_info",
+                   action="store_const", const=2, default=None,
+                   help="print build/run wall time, simulated time, events and events/s "
+                        "(--timing-info=LEVEL sets a level; 0 turns it off)")
     p.add_argument("--output-directory", default=None, metavar="DIR",
                    help="directory for every output file (statistics, reports)")
     p.add_argument("--output-json", default=None, metavar="FILE",
@@ -69,7 +70,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     own, after = _split_model_options(args_list)
     parser = _parser()
+    level_given = None
+    for arg in list(own):
+        name, eq, value = arg.partition("=")
+        if eq and name in ("--timing-info", "--print-timing-info"):
+            if not value.isdigit():
+                parser.error(f"argument {name}: invalid level {value!r}")
+            level_given = int(value)
+            own.remove(arg)
     args = parser.parse_args(own)
+    if level_given is not None:
+        args.timing_info = level_given
     if args.version:
         print(f"SST-Core-compatible sst-cdma Version ({__version__})")
         return 0

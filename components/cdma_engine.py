@@ -1,0 +1,282 @@
+"""The compressing DMA engine (cDMA): reads a feature map from GPU DRAM, compresses it on the fly
+and sends only the compressed bytes over the host link; on prefetch it decompresses while
+writing back. With ``algorithm=none`` it is vDNN's plain copy engine."""
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, Optional
+
+import numpy as np
+
+from sst_cdma.config import ConfigError
+from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.flows import FlowNetwork
+from sst_cdma.kernel import SimulationError
+from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
+
+from .messages import MemoryHandle, PathInfo, TransferDone, TransferRequest
+
+
+class CDMAEngine(Component):
+    """Compressing DMA engine between GPU DRAM and the host link."""
+
+    PARAMS = (
+        Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS),
+        Param("engines", "int", 8, "number of engines (one per memory controller)", minimum=1),
+        Param("engine_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second each "
+              "engine compresses or decompresses", minimum=0, exclusive_minimum=True),
+        Param("mode", "str", "flow", "flow: transfers share bandwidth max-min fairly as flows; "
+              "chunk: transfers move in bursts through a bounded buffer",
+              choices=("flow", "chunk")),
+        Param("burst", "bytes", "1MiB", "burst size in chunk mode (uncompressed bytes)",
+              minimum=1),
+        Param("buffer", "bytes", "4MiB", "staging buffer between compressor and link in chunk "
+              "mode (uncompressed bytes)", minimum=1),
+        Param("profile", "str", "", "density profile: a shipped network name or a JSON path "
+              "(default: the workload's network)"),
+        Param("progress", "float", 0.5, "point of training (0..1) the densities are taken at",
+              minimum=0, maximum=1),
+        Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
+        Param("tensors", "str", "", "NPZ of real tensors (named as in the workload): compress "
+              "their real bytes instead of estimating from density"),
+        Param("functional", "bool", "false", "store the real compressed bytes in host memory "
+              "and check every prefetch bit for bit against what was offloaded"),
+    )
+    PORTS = (Port("gpu", "requests from and completions to the GPU", required=True),
+             Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
+             Port("pcie", "the host link", required=True))
+    STATISTICS = (
+        StatisticSpec("offload_raw_bytes", "uncompressed bytes offloaded per transfer", "B", "u64",
+                      1),
+        StatisticSpec("offload_wire_bytes", "bytes on the wire per offload", "B", "u64", 1),
+        StatisticSpec("prefetch_wire_bytes", "bytes on the wire per prefetch", "B", "u64", 1),
+        StatisticSpec("transfer_time_ps", "duration of each transfer", "ps", "u64", 2),
+        StatisticSpec("bursts", "bursts moved in chunk mode", "bursts", "u64", 2),
+    )
+
+    def __init__(self, engine: Any, name: str, params: Any) -> None:
+        super().__init__(engine, name, params)
+        p = self.params
+        self.flows = FlowNetwork.of(self.sim)
+        self.codec = None
+        if p["algorithm"] != "none":
+            self.codec = self.flows.resource(f"{name}.codec", p["engines"] * p["engine_throughput"])
+        self.gpu = self.configure_link("gpu", self._request)
+        self.hbm_link = self.configure_link("hbm", None)
+        self.pcie = self.configure_link("pcie", None)
+        self.hbm_resource = ""
+        self.path: Optional[PathInfo] = None
+        self.host: Any = None
+        self.queue: deque[TransferRequest] = deque()
+        self.busy = False
+        self.wire: dict[str, int] = {}
+        self.ratios: dict[str, dict[str, float]] = {}
+        self.densities: dict[str, float] = {}
+        self.real: dict[str, np.ndarray] = {}
+        self.payload_of: dict[str, bytes] = {}
+        self.transfers: list[tuple[str, str, int, int, int, int]] = []
+        self.stat_raw = self.register_statistic("offload_raw_bytes")
+        self.stat_wire = self.register_statistic("offload_wire_bytes")
+        self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
+        self.stat_time = self.register_statistic("transfer_time_ps")
+        self.stat_bursts = self.register_statistic("bursts")
+        if p["functional"] and not p["tensors"]:
+            raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
+        if p["tensors"]:
+            try:
+                with np.load(p["tensors"]) as npz:
+                    self.real = {k: npz[k] for k in npz.files}
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{name}: cannot read tensors {p['tensors']!r}: {exc}") from None
+
+    # -- init: learn the memory, the path and the workload -------------------------------------
+    def init(self, phase: int) -> None:
+        """Collect the HBM handle, the host path and the GPU's list of offloaded tensors."""
+        while (msg := self.hbm_link.recv_untimed()) is not None:
+            if isinstance(msg, MemoryHandle):
+                self.hbm_resource = msg.resource
+        while (msg := self.pcie.recv_untimed()) is not None:
+            if isinstance(msg, PathInfo):
+                self.path = msg
+                self.host = msg.host
+        while (msg := self.gpu.recv_untimed()) is not None:
+            self._plan(msg)
+
+    def _plan(self, workload: dict[str, Any]) -> None:
+        """Decide the wire size of every tensor the workload offloads."""
+        from sst_cdma.profiles import ProfileError, load_profile
+
+        p = self.params
+        dtype = workload["dtype"]
+        offloaded = workload["offloaded"]  # list of (tensor, raw_bytes, sparse)
+        need_profile = [t for t, _, sparse in offloaded if sparse and t not in self.real]
+        profile = None
+        if need_profile:
+            source = p["profile"] or workload["network"]
+            try:
+                profile = load_profile(source)
+                profile.require_tensors(need_profile)
+            except ProfileError as exc:
+                if p["algorithm"] == "none":  # a plain copy engine needs no densities
+                    for tensor, raw, _ in offloaded:
+                        self.wire[tensor] = raw
+                    return
+                raise ConfigError(f"{self.name}: {exc}", source) from None
+        for tensor, raw, sparse in offloaded:
+            if tensor in self.real:
+                self._plan_real(tensor, raw)
+                continue
+            density = profile.density(tensor, p["progress"]) if sparse else 1.0
+            self.densities[tensor] = density
+            ratios = {}
+            for algo in ALGORITHMS:
+                measured = profile.ratio(tensor, algo, p["progress"]) \
+                    if (profile is not None and sparse and algo != "none") else None
+                ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
+            self.ratios[tensor] = ratios
+            self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
+
+    def _plan_real(self, tensor: str, raw: int) -> None:
+        from sst_cdma import codecs
+
+        array = self.real[tensor]
+        ratios = {"none": 1.0}
+        for algo in ALGORITHMS[1:]:
+            ratios[algo] = array.nbytes / codecs.compressed_size(array, algo)
+        self.ratios[tensor] = ratios
+        self.densities[tensor] = float(np.count_nonzero(array.view(
+            np.dtype(f"u{array.dtype.itemsize}")))) / max(array.size, 1)
+        algo = self.params["algorithm"]
+        if algo == "none":
+            self.wire[tensor] = raw
+            return
+        payload = codecs.compress(array, algo)
+        if self.params["functional"]:
+            self.payload_of[tensor] = payload
+        scale = raw / array.nbytes if array.nbytes else 1.0
+        self.wire[tensor] = wire_bytes(raw, raw / max(1, math.ceil(len(payload) * scale)),
+                                       self.params["bypass_incompressible"])
+
+    def setup(self) -> None:
+        """Check the wiring found what a transfer needs."""
+        if not self.hbm_resource or self.path is None:
+            raise ConfigError(f"{self.name}: the engine is not wired to an HBM and a host path")
+
+    # -- transfers -----------------------------------------------------------------------------
+    def _request(self, req: TransferRequest) -> None:
+        self.queue.append(req)
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        if not self.queue:
+            self.busy = False
+            return
+        self.busy = True
+        req = self.queue.popleft()
+        if req.tensor not in self.wire:
+            self.wire[req.tensor] = req.raw_bytes
+        wire = self.wire[req.tensor]
+        start = self.sim.now
+        self.sim.schedule(start + self.path.latency_ps, self._move, (req, wire, start))
+
+    def weights(self, direction: str, raw: int, wire: int) -> dict[str, float]:
+        """Bytes each resource carries per uncompressed byte of a transfer."""
+        share = wire / raw if raw else 1.0
+        w: dict[str, float] = {self.hbm_resource: 1.0}
+        if self.codec is not None:
+            w[self.codec.name] = 1.0
+        for res in (self.path.d2h if direction == "offload" else self.path.h2d):
+            w[res] = w.get(res, 0.0) + share
+        return w
+
+    def _move(self, job: tuple[TransferRequest, int, int]) -> None:
+        req, wire, start = job
+        raw = req.raw_bytes
+        if self.params["mode"] == "flow" or raw == 0:
+            self.flows.start(raw, self.weights(req.direction, raw, wire),
+                             lambda f: self._done(req, wire, start), label=req.tensor)
+        else:
+            self._chunked(req, wire, start)
+
+    def _chunked(self, req: TransferRequest, wire: int, start: int) -> None:
+        """Bursts go through two stages — DRAM+codec, then the host link — with at most
+        ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
+        p = self.params
+        raw = req.raw_bytes
+        burst = min(p["burst"], raw)
+        sizes = [burst] * (raw // burst) + ([raw % burst] if raw % burst else [])
+        slots = max(1, p["buffer"] // burst)
+        share = wire / raw
+        offload = req.direction == "offload"
+        inner = {self.hbm_resource: 1.0}
+        if self.codec is not None:
+            inner[self.codec.name] = 1.0
+        outer: dict[str, float] = {}
+        for res in (self.path.d2h if offload else self.path.h2d):
+            outer[res] = outer.get(res, 0.0) + share
+        # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
+        first, second = (inner, outer) if offload else (outer, inner)
+        state = {"next": 0, "staged": 0, "in_first": False, "in_second": False, "done": 0}
+
+        def pump() -> None:
+            if not state["in_first"] and state["next"] < len(sizes) and state["staged"] < slots:
+                i = state["next"]
+                state["next"] += 1
+                state["in_first"] = True
+                self.flows.start(sizes[i], first, lambda f, i=i: first_done(i), label=req.tensor)
+            if not state["in_second"] and state["staged"] > 0:
+                state["staged"] -= 1
+                state["in_second"] = True
+                i = state["done"]
+                self.flows.start(sizes[i], second, lambda f: second_done(), label=req.tensor)
+
+        def first_done(i: int) -> None:
+            state["in_first"] = False
+            state["staged"] += 1
+            pump()
+
+        def second_done() -> None:
+            state["in_second"] = False
+            state["done"] += 1
+            self.stat_bursts.add_data(1)
+            if state["done"] == len(sizes):
+                self._done(req, wire, start)
+            else:
+                pump()
+
+        pump()
+
+    def _done(self, req: TransferRequest, wire: int, start: int) -> None:
+        now = self.sim.now
+        if req.direction == "offload":
+            self.stat_raw.add_data(req.raw_bytes)
+            self.stat_wire.add_data(wire)
+            if self.host is not None:
+                self.host.store(self.name + "/" + req.tensor, wire,
+                                self.payload_of.get(req.tensor))
+        else:
+            self.stat_pwire.add_data(wire)
+            self._check_prefetch(req)
+        self.stat_time.add_data(now - start)
+        self.transfers.append((req.direction, req.tensor, req.raw_bytes, wire, start, now))
+        self.gpu.send(TransferDone(req, wire, start, now))
+        self._next()
+
+    def _check_prefetch(self, req: TransferRequest) -> None:
+        """Functional mode: decompress what the host returns and compare bit for bit."""
+        if not self.params["functional"] or req.tensor not in self.payload_of:
+            return
+        from sst_cdma import codecs
+
+        key = self.name + "/" + req.tensor
+        payload = self.host.load(key)
+        restored = codecs.decompress(payload)
+        original = self.real[req.tensor]
+        same = (restored.dtype == original.dtype and restored.shape == original.shape and
+                restored.tobytes() == original.tobytes())
+        if not same:
+            raise SimulationError(f"{self.name}: prefetch of {req.tensor!r} returned data that "
+                                  "differs from what was offloaded")
+        self.host.release(key)

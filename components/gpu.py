@@ -1,0 +1,287 @@
+"""GPU cores executing one training iteration's workload stream with vDNN's rules: kernels on a
+compute stream, offloads and prefetches on a copy stream, synchronization at layer boundaries."""
+from __future__ import annotations
+
+import math
+from collections import deque
+from pathlib import Path
+from typing import Any, Optional
+
+from sst_cdma.config import ConfigError
+from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.flows import FlowNetwork, PS_PER_S
+
+from .messages import MemoryHandle, TransferDone, TransferRequest
+
+
+def roofline_ps(flops: int, dram: int, peak_flops: float, efficiency: float,
+                dram_bandwidth: float, overhead_ps: int = 0) -> int:
+    """Kernel time: the slower of compute (FLOPs at peak x efficiency) and DRAM traffic at the
+    achievable bandwidth, plus a fixed launch overhead."""
+    t = max(flops / (peak_flops * efficiency), dram / dram_bandwidth if dram else 0.0)
+    return math.ceil(t * PS_PER_S) + overhead_ps
+
+
+class GPU(Component):
+    """GPU cores running one training iteration of a workload stream (vDNN semantics)."""
+
+    PARAMS = (
+        Param("network", "str", "", "network to render the stream for (if no 'workload')"),
+        Param("batch", "int", 64, "batch size", minimum=1),
+        Param("dtype", "str", "float32", "element type", choices=("float32", "float16",
+                                                                   "bfloat16")),
+        Param("policy", "str", "conv", "vDNN offload policy", choices=("none", "all", "conv")),
+        Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
+        Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
+              exclusive_minimum=True),
+        Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s kernels reach",
+              minimum=0, exclusive_minimum=True, maximum=1),
+        Param("kernel_overhead", "time", "0ns", "fixed time added to every kernel (launch)",
+              minimum=0),
+        Param("hbm_contention", "bool", "true", "kernels' DRAM traffic competes with the DMA "
+              "engine for HBM bandwidth (false: kernels are timers)"),
+        Param("label", "str", "", "what this GPU stands for in reports (main, oracle, vdnn)"),
+        Param("write_stream", "bool", "true", "write the rendered stream into the output "
+              "directory"),
+    )
+    PORTS = (Port("hbm", "the GPU's DRAM", required=True),
+             Port("dma", "the DMA/cDMA engine (needed unless policy is none)"))
+    STATISTICS = (
+        StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "u64", 1),
+        StatisticSpec("kernel_time_ps", "duration of each kernel", "ps", "u64", 1),
+        StatisticSpec("stall_time_ps", "time the compute stream waited for copies", "ps", "u64",
+                      1),
+        StatisticSpec("layer_time_ps", "time between layer boundaries", "ps", "u64", 2),
+    )
+
+    def __init__(self, engine: Any, name: str, params: Any) -> None:
+        super().__init__(engine, name, params)
+        from sst_cdma.workloads import WorkloadError
+        from sst_cdma.workloads.render import render_stream
+        from sst_cdma.workloads.stream import StreamError, parse_stream
+
+        p = self.params
+        try:
+            if p["workload"]:
+                path = Path(p["workload"])
+                self.stream = parse_stream(path.read_text(encoding="utf-8"), str(path))
+            else:
+                if not p["network"]:
+                    raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
+                text = render_stream(p["network"], p["batch"], p["dtype"], p["policy"])
+                self.stream = parse_stream(text, f"{p['network']}-b{p['batch']}-{p['policy']}")
+                out = engine.output_directory
+                if out is not None and p["write_stream"]:
+                    (out / f"{name}.stream").write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"{name}: cannot read workload: {exc}") from None
+        except (StreamError, WorkloadError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        self.ops = self.stream.ops
+        self.hbm_link = self.configure_link("hbm", None)
+        self.dma = self.configure_link("dma", self._transfer_done)
+        if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
+            raise ValueError(f"{name}: the workload moves tensors but port 'dma' is not connected")
+        self.flows = FlowNetwork.of(self.sim)
+        self.hbm: Any = None
+        self.hbm_resource = ""
+        self.pc = 0
+        self.compute_q: deque = deque()
+        self.copy_q: deque = deque()
+        self.compute_busy = False
+        self.copy_busy = False
+        self.blocked: Optional[str] = None
+        self.prefetched: set[str] = set()
+        self.started = 0
+        self.backward_at: Optional[int] = None
+        self.finished_at: Optional[int] = None
+        self.kernel_total = 0
+        self.offloaded_raw = 0
+        self.offloaded_wire = 0
+        self.prefetched_raw = 0
+        self.prefetched_wire = 0
+        self.layer_start = 0
+        self.layers: list[dict[str, Any]] = []
+        self.timeline: list[tuple[str, str, int, int]] = []
+        self._kernel_layer_start: dict[str, int] = {}
+        self._layer_kernel = 0
+        self.register_as_primary()
+        self.stat_iter = self.register_statistic("iteration_time_ps")
+        self.stat_kernel = self.register_statistic("kernel_time_ps")
+        self.stat_stall = self.register_statistic("stall_time_ps")
+        self.stat_layer = self.register_statistic("layer_time_ps")
+
+    # -- wiring ------------------------------------------------------------------------------
+    def init(self, phase: int) -> None:
+        """Learn the DRAM; tell the engine which tensors this iteration offloads."""
+        if phase == 0 and self.dma is not None:
+            tensors = self.stream.tensors
+            offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
+                         for op in self.ops if op.op == "offload"]
+            self.dma.send_untimed({"network": self.stream.network, "dtype": self.stream.dtype,
+                                   "offloaded": offloaded})
+        while (msg := self.hbm_link.recv_untimed()) is not None:
+            if isinstance(msg, MemoryHandle):
+                self.hbm, self.hbm_resource = msg.hbm, msg.resource
+
+    def setup(self) -> None:
+        """Check every tensor fits on its own, then start issuing."""
+        if self.hbm is None:
+            raise ConfigError(f"{self.name}: port 'hbm' must connect to a cdma.HBM")
+        if not self.hbm.params["unlimited"]:
+            for t in self.stream.tensors.values():
+                if t.bytes > self.hbm.capacity:
+                    raise ConfigError(
+                        f"{self.name}: tensor {t.name!r} of layer {t.layer} needs {t.bytes} bytes "
+                        f"at batch {self.stream.batch}, more than the GPU memory "
+                        f"({self.hbm.capacity} bytes)")
+        self.dram_bandwidth = self.flows.resources[self.hbm_resource].capacity
+        self.sim.schedule(0, lambda _: self._issue())
+
+    # -- issuing -----------------------------------------------------------------------------
+    def _issue(self) -> None:
+        ops = self.ops
+        while self.pc < len(ops):
+            op = ops[self.pc]
+            kind = op.op
+            if kind == "compute":
+                self.compute_q.append(op)
+                self._kick_compute()
+            elif kind == "offload" or kind == "prefetch":
+                self.copy_q.append(op)
+                self._kick_copy()
+            elif kind == "alloc":
+                self.hbm.allocate(op.name, self.stream.tensors[op.name].bytes,
+                                  op.layer or self._current_layer())
+            elif kind == "free":
+                self.hbm.free(op.name)
+            elif kind == "sync":
+                if self.compute_busy or self.copy_busy or self.compute_q or self.copy_q:
+                    self.blocked = "sync"
+                    return
+                self._layer_boundary(op)
+            elif kind == "wait":
+                if op.name not in self.prefetched:
+                    self.blocked = op.name
+                    return
+            elif kind == "phase":
+                pass
+            self.pc += 1
+            if self.backward_at is None and op.phase == "backward":
+                self.backward_at = self.sim.now
+        self.finished_at = self.sim.now
+        self.primary_ok_to_end()
+
+    def _current_layer(self) -> str:
+        for op in self.ops[self.pc:]:
+            if op.op in ("compute", "sync"):
+                return op.name
+        return ""
+
+    def _unblock(self) -> None:
+        if self.blocked is None:
+            return
+        if self.blocked == "sync":
+            if self.compute_busy or self.copy_busy or self.compute_q or self.copy_q:
+                return
+        elif self.blocked not in self.prefetched:
+            return
+        self.blocked = None
+        self._issue()
+
+    def _layer_boundary(self, op: Any) -> None:
+        now = self.sim.now
+        self.layers.append({"layer": op.name, "phase": op.phase, "start_ps": self.layer_start,
+                            "end_ps": now, "kernel_ps": self._layer_kernel})
+        self.stat_layer.add_data(now - self.layer_start)
+        stall = (now - self.layer_start) - self._layer_kernel
+        if stall > 0:
+            self.timeline.append(("stall", op.name, now - stall, now))
+        self.layer_start = now
+        self._layer_kernel = 0
+
+    # -- compute stream ------------------------------------------------------------------------
+    def _kick_compute(self) -> None:
+        if self.compute_busy or not self.compute_q:
+            return
+        op = self.compute_q.popleft()
+        self.compute_busy = True
+        p = self.params
+        start = self.sim.now
+        if op.time_ps is not None:
+            duration = op.time_ps + p["kernel_overhead"]
+        else:
+            duration = roofline_ps(op.flops or 0, op.dram or 0, p["peak_flops"],
+                                   p["compute_efficiency"], self.dram_bandwidth,
+                                   p["kernel_overhead"])
+        label = f"{op.name} ({op.pass_})"
+        if p["hbm_contention"] and op.dram and op.time_ps is None and duration > 0:
+            cap = op.dram / ((duration - p["kernel_overhead"]) / PS_PER_S)
+            if p["kernel_overhead"]:
+                self.sim.schedule(start + p["kernel_overhead"], lambda _: self.flows.start(
+                    op.dram, {self.hbm_resource: 1.0}, lambda f: self._kernel_done(label, start),
+                    cap=cap, label=label))
+            else:
+                self.flows.start(op.dram, {self.hbm_resource: 1.0},
+                                 lambda f: self._kernel_done(label, start), cap=cap, label=label)
+        else:
+            self.sim.schedule(start + duration, lambda _: self._kernel_done(label, start))
+
+    def _kernel_done(self, label: str, start: int) -> None:
+        now = self.sim.now
+        self.kernel_total += now - start
+        self._layer_kernel += now - start
+        self.stat_kernel.add_data(now - start)
+        self.timeline.append(("compute", label, start, now))
+        self.compute_busy = False
+        self._kick_compute()
+        self._unblock()
+
+    # -- copy stream ---------------------------------------------------------------------------
+    def _kick_copy(self) -> None:
+        if self.copy_busy or not self.copy_q:
+            return
+        op = self.copy_q.popleft()
+        self.copy_busy = True
+        t = self.stream.tensors[op.name]
+        self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
+                                      self.sim.now))
+
+    def _transfer_done(self, done: TransferDone) -> None:
+        req = done.request
+        if req.direction == "offload":
+            self.offloaded_raw += req.raw_bytes
+            self.offloaded_wire += done.wire_bytes
+        else:
+            self.prefetched_raw += req.raw_bytes
+            self.prefetched_wire += done.wire_bytes
+            self.prefetched.add(req.tensor)
+        self.timeline.append((req.direction, req.tensor, done.started_ps, done.finished_ps))
+        self.copy_busy = False
+        self._kick_copy()
+        self._unblock()
+
+    # -- results -------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Record statistics and leave this GPU's results in the engine's reports."""
+        end = self.finished_at if self.finished_at is not None else self.sim.now
+        back = self.backward_at if self.backward_at is not None else end
+        self.stat_iter.add_data(end)
+        self.stat_stall.add_data(max(0, end - self.kernel_total))
+        hbm = self.hbm
+        report = {
+            "label": self.params["label"] or self.name,
+            "network": self.stream.network, "batch": self.stream.batch,
+            "dtype": self.stream.dtype, "policy": self.stream.policy,
+            "completed": self.finished_at is not None,
+            "iteration_time_ps": end, "forward_time_ps": back, "backward_time_ps": end - back,
+            "compute_time_ps": self.kernel_total, "stall_time_ps": max(0, end - self.kernel_total),
+            "offloaded_bytes": self.offloaded_raw, "wire_bytes": self.offloaded_wire,
+            "prefetched_bytes": self.prefetched_raw, "prefetch_wire_bytes": self.prefetched_wire,
+            "peak_gpu_memory_bytes": hbm.peak if hbm else 0,
+            "gpu_memory_capacity_bytes": hbm.capacity if hbm else 0,
+            "fits_in_memory": bool(hbm and hbm.peak <= hbm.capacity),
+            "out_of_memory": hbm.oom if hbm else None,
+            "layers": self.layers, "timeline": self.timeline,
+        }
+        self.engine.reports.setdefault("gpus", {})[self.name] = report

@@ -1,0 +1,77 @@
+"""Host (CPU) memory: the pinned pool offloaded feature maps land in, with its DRAM bandwidth.
+In functional mode it stores the compressed bytes it receives and returns them on prefetch."""
+from __future__ import annotations
+
+from typing import Any
+
+from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.flows import FlowNetwork
+
+from .messages import PathInfo
+
+
+class HostMemory(Component):
+    """CPU DRAM holding the pinned pool that offloaded feature maps are copied into."""
+
+    PARAMS = (
+        Param("bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth (both directions share it)",
+              minimum=0, exclusive_minimum=True),
+        Param("pinned_capacity", "bytes", "256GiB", "size of the pinned pool", minimum=0,
+              exclusive_minimum=True),
+    )
+    PORTS = (Port("pcie%d", "links to PCIe bridges or switches"),)
+    STATISTICS = (
+        StatisticSpec("stored_bytes", "bytes held in the pinned pool at the end", "B", "u64", 1),
+        StatisticSpec("peak_stored_bytes", "peak bytes held in the pinned pool", "B", "u64", 1),
+    )
+
+    def __init__(self, engine: Any, name: str, params: Any) -> None:
+        super().__init__(engine, name, params)
+        self.resource = FlowNetwork.of(self.sim).resource(f"{name}.dram",
+                                                          self.params["bandwidth"])
+        self.ports = [self.configure_link(port, self._unexpected)
+                      for port in self.connected_ports()]
+        self.stored: dict[str, int] = {}
+        self.payloads: dict[str, bytes] = {}
+        self.in_pool = 0
+        self.peak = 0
+        self.stat_stored = self.register_statistic("stored_bytes")
+        self.stat_peak = self.register_statistic("peak_stored_bytes")
+
+    def _unexpected(self, event: Any) -> None:
+        raise TypeError(f"{self.name}: unexpected event {event!r}")
+
+    def init(self, phase: int) -> None:
+        """Start the path description every GPU-side element extends."""
+        if phase == 0:
+            for link in self.ports:
+                link.send_untimed(PathInfo([self.resource.name], [self.resource.name], 0, self))
+
+    def store(self, key: str, nbytes: int, payload: bytes | None = None) -> None:
+        """Keep ``nbytes`` (and, in functional mode, the bytes themselves) under ``key``."""
+        if key in self.stored:
+            self.in_pool -= self.stored[key]
+        self.stored[key] = nbytes
+        if payload is not None:
+            self.payloads[key] = payload
+        self.in_pool += nbytes
+        self.peak = max(self.peak, self.in_pool)
+        if self.in_pool > self.params["pinned_capacity"]:
+            raise ValueError(f"{self.name}: pinned pool exhausted storing {key!r} "
+                             f"({self.in_pool - self.params['pinned_capacity']} bytes short)")
+
+    def load(self, key: str) -> bytes | None:
+        """The stored payload of ``key`` (None when only sizes are modelled)."""
+        if key not in self.stored:
+            raise KeyError(f"{self.name}: nothing stored under {key!r}")
+        return self.payloads.get(key)
+
+    def release(self, key: str) -> None:
+        """Drop ``key`` from the pool."""
+        self.in_pool -= self.stored.pop(key, 0)
+        self.payloads.pop(key, None)
+
+    def finish(self) -> None:
+        """Record pool use."""
+        self.stat_stored.add_data(self.in_pool)
+        self.stat_peak.add_data(self.peak)

@@ -1,0 +1,214 @@
+"""Collects every GPU's results after the run: the console summary, ``summary.json``, the
+resolved configuration and a Chrome-trace timeline (opens in Perfetto)."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from sst_cdma.element import Component, Param
+from sst_cdma.flows import FlowNetwork
+
+from .cdma_engine import CDMAEngine
+
+PS = 1e-12
+
+
+def _seconds(report: dict[str, Any], key: str) -> float:
+    return report[key] * PS
+
+
+def _baseline(report: dict[str, Any]) -> dict[str, Any]:
+    return {"iteration_time_s": _seconds(report, "iteration_time_ps"),
+            "peak_gpu_memory_bytes": report["peak_gpu_memory_bytes"],
+            "fits_in_memory": report["fits_in_memory"]}
+
+
+class Reporter(Component):
+    """Writes the run's summary: console text, summary.json, config.json and trace.json."""
+
+    FINISH_LAST = True
+    PARAMS = (
+        Param("console", "bool", "true", "print the summary on standard output"),
+        Param("trace", "bool", "true", "write trace.json (Chrome trace format) with the output"),
+        Param("system", "str", "", "a one-line description of the simulated system"),
+    )
+
+    def gpu_summary(self, name: str, gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The summary.json entry of one main-system GPU, with its baselines."""
+        r = gpus[name]
+        engine = self.engine.components.get(f"{name}.dma")
+        flows = FlowNetwork.of(self.sim)
+        end = max(r["iteration_time_ps"], 1)
+        pcie = self.engine.components.get(f"{name}.pcie")
+        out: dict[str, Any] = {
+            "gpu": name, "network": r["network"], "batch": r["batch"], "dtype": r["dtype"],
+            "policy": r["policy"],
+            "algorithm": engine.params["algorithm"] if isinstance(engine, CDMAEngine) else "none",
+            "mode": engine.params["mode"] if isinstance(engine, CDMAEngine) else "flow",
+            "iteration_time_s": _seconds(r, "iteration_time_ps"),
+            "forward_time_s": _seconds(r, "forward_time_ps"),
+            "backward_time_s": _seconds(r, "backward_time_ps"),
+            "compute_time_s": _seconds(r, "compute_time_ps"),
+            "stall_time_s": _seconds(r, "stall_time_ps"),
+            "offloaded_bytes": r["offloaded_bytes"], "wire_bytes": r["wire_bytes"],
+            "compression_ratio": r["offloaded_bytes"] / r["wire_bytes"] if r["wire_bytes"] else 1.0,
+            "extra_dram_bytes": r["offloaded_bytes"] + r["prefetched_bytes"],
+            "peak_gpu_memory_bytes": r["peak_gpu_memory_bytes"],
+            "gpu_memory_capacity_bytes": r["gpu_memory_capacity_bytes"],
+            "fits_in_memory": r["fits_in_memory"], "out_of_memory": r["out_of_memory"],
+        }
+        if pcie is not None:
+            out["pcie_bandwidth_Bps"] = pcie.bandwidth
+            out["pcie_utilization"] = {d: flows.utilization(f"{pcie.name}.{d}", end)
+                                       for d in ("d2h", "h2d")}
+        if isinstance(engine, CDMAEngine) and engine.ratios:
+            tensors = self.engine.components[name].stream.tensors
+            raw = {t: tensors[t].bytes for t in engine.ratios if t in tensors and tensors[t].bytes}
+            total = sum(raw.values())
+            out["compression_ratio_by_algorithm"] = {
+                algo: total / sum(raw[t] / engine.ratios[t][algo] for t in raw) if total else 1.0
+                for algo in ("zvc", "rle", "zlib")}
+            out["density_profile_progress"] = engine.params["progress"]
+        baselines = {}
+        for label in ("oracle", "vdnn"):
+            other = gpus.get(f"{label}.{name}")
+            if other is not None:
+                baselines[label] = _baseline(other)
+        if baselines:
+            out["baselines"] = baselines
+            if "oracle" in baselines:
+                out["slowdown_vs_oracle"] = out["iteration_time_s"] / \
+                    baselines["oracle"]["iteration_time_s"]
+            if "vdnn" in baselines:
+                out["speedup_vs_vdnn"] = baselines["vdnn"]["iteration_time_s"] / \
+                    out["iteration_time_s"]
+        out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
+                         for l in r["layers"]]
+        return out
+
+    def finish(self) -> None:
+        """Build the summary and write it where the run asked."""
+        gpus = self.engine.reports.get("gpus", {})
+        main = [n for n in gpus if "." not in n]
+        if not main:
+            return
+        entries = [self.gpu_summary(n, gpus) for n in main]
+        summary = dict(entries[0]) if len(entries) == 1 else {
+            k: entries[0][k] for k in ("network", "batch", "dtype", "policy", "algorithm", "mode")}
+        if len(entries) > 1:
+            for key in ("iteration_time_s", "forward_time_s", "backward_time_s", "compute_time_s",
+                        "stall_time_s"):
+                summary[key] = max(e[key] for e in entries)
+            for key in ("offloaded_bytes", "wire_bytes", "extra_dram_bytes"):
+                summary[key] = sum(e[key] for e in entries)
+            summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
+                if summary["wire_bytes"] else 1.0
+            summary["peak_gpu_memory_bytes"] = max(e["peak_gpu_memory_bytes"] for e in entries)
+            summary["fits_in_memory"] = all(e["fits_in_memory"] for e in entries)
+            summary["baselines"] = {
+                label: {"iteration_time_s": max(e["baselines"][label]["iteration_time_s"]
+                                                for e in entries),
+                        "peak_gpu_memory_bytes": max(e["baselines"][label]["peak_gpu_memory_bytes"]
+                                                     for e in entries),
+                        "fits_in_memory": all(e["baselines"][label]["fits_in_memory"]
+                                              for e in entries)}
+                for label in entries[0].get("baselines", {})}
+            summary["gpus"] = entries
+        summary["system"] = self.params["system"]
+        self.engine.reports["summary"] = summary
+        if self.params["console"]:
+            print(console_summary(summary), file=sys.stdout)
+        out = self.engine.output_directory
+        if out is not None:
+            (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
+                                              encoding="utf-8")
+            (out / "config.json").write_text(json.dumps(resolved_config(self.engine), indent=2)
+                                             + "\n", encoding="utf-8")
+            if self.params["trace"]:
+                (out / "trace.json").write_text(json.dumps(chrome_trace(gpus)) + "\n",
+                                                encoding="utf-8")
+
+
+def resolved_config(engine: Any) -> dict[str, Any]:
+    """Every component with every param resolved (defaults included), and every link."""
+    comps = []
+    for name, comp in engine.components.items():
+        comps.append({"name": name, "type": comp.type_name(),
+                      "params": {k: v for k, v in comp.params.items()}})
+    graph = engine.graph.to_json()
+    return {"components": comps, "links": graph["links"],
+            "statistics_options": graph["statistics_options"]}
+
+
+def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Chrome trace events: one process per GPU, threads compute / copy / stall."""
+    events: list[dict[str, Any]] = []
+    tids = {"compute": 1, "offload": 2, "prefetch": 2, "stall": 3}
+    for pid, (name, rep) in enumerate(sorted(gpus.items()), start=1):
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+        for tname, tid in (("compute stream", 1), ("copy stream", 2), ("stalls", 3)):
+            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                           "args": {"name": tname}})
+        for kind, label, start, end in rep["timeline"]:
+            events.append({"name": f"{kind} {label}" if kind != "compute" else label,
+                           "cat": kind, "ph": "X", "pid": pid, "tid": tids[kind],
+                           "ts": start / 1e6, "dur": (end - start) / 1e6})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def console_summary(s: dict[str, Any]) -> str:
+    """The ten-second summary a person reads after a run."""
+    ms = 1e3
+    it = s["iteration_time_s"]
+    lines = [
+        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
+        f"{s['policy']}, cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
+    ]
+    if s.get("system"):
+        lines.append(f"system:          {s['system']}")
+    lines += [
+        f"iteration:       {it * ms:.3f} ms  (forward {s['forward_time_s'] * ms:.3f} ms, "
+        f"backward {s['backward_time_s'] * ms:.3f} ms)",
+        f"compute / stall: {s['compute_time_s'] * ms:.3f} ms / {s['stall_time_s'] * ms:.3f} ms "
+        f"({100 * s['stall_time_s'] / it if it else 0:.1f}% stalled)" if "compute_time_s" in s
+        else f"stall:           {s['stall_time_s'] * ms:.3f} ms",
+        f"offloaded:       {_gb(s['offloaded_bytes'])} raw, {_gb(s['wire_bytes'])} on the wire "
+        f"(ratio {s['compression_ratio']:.2f}x)",
+    ]
+    if "compression_ratio_by_algorithm" in s:
+        r = s["compression_ratio_by_algorithm"]
+        lines.append("ratio by algo:   " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
+    if "pcie_utilization" in s:
+        u = s["pcie_utilization"]
+        lines.append(f"host link:       {s['pcie_bandwidth_Bps'] / 1e9:.2f} GB/s per direction, "
+                     f"busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to GPU")
+    if "extra_dram_bytes" in s:
+        lines.append(f"DMA DRAM traffic: {_gb(s['extra_dram_bytes'])} read+written by the engine")
+    cap = s.get("gpu_memory_capacity_bytes")
+    fits = "fits" if s["fits_in_memory"] else "DOES NOT FIT"
+    lines.append(f"peak GPU memory: {_gb(s['peak_gpu_memory_bytes'])}"
+                 + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})"))
+    oom = s.get("out_of_memory")
+    if oom:
+        lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "
+                     f"{_gb(oom['bytes_short'])} short")
+    b = s.get("baselines", {})
+    if "oracle" in b:
+        o = b["oracle"]
+        lines.append(f"oracle:          {o['iteration_time_s'] * ms:.3f} ms, needs "
+                     f"{_gb(o['peak_gpu_memory_bytes'])} "
+                     f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
+                     f"this run is {it / o['iteration_time_s']:.2f}x the oracle")
+    if "vdnn" in b:
+        v = b["vdnn"]
+        lines.append(f"vDNN (no comp.): {v['iteration_time_s'] * ms:.3f} ms; cDMA speed-up "
+                     f"{v['iteration_time_s'] / it:.2f}x")
+    for g in s.get("gpus", []):
+        lines.append(f"  {g['gpu']}: {g['iteration_time_s'] * ms:.3f} ms, stall "
+                     f"{g['stall_time_s'] * ms:.3f} ms")
+    return "\n".join(lines)

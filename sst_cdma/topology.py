@@ -1,0 +1,182 @@
+"""Building blocks for cDMA topology scripts: the model options every topology takes, and
+functions that add a GPU system (cores, HBM, cDMA engine, host link) to the configuration with
+the ``sst`` API. A topology script picks a GPU and a host link and calls :func:`build`.
+
+Every run also simulates the same network as the *oracle* (no offload, on a hypothetical GPU
+with enough memory) and as *vDNN* (offload without compression), in separate systems of the
+same graph, so the summary can put the speed-up in front of the user.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
+
+from .config import ConfigError
+from .model.gpus import GPUS, GPUSpec
+
+LINKS = {
+    "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
+    "pcie4x16": {"protocol": "pcie", "generation": 4, "lanes": 16},
+    "pcie5x16": {"protocol": "pcie", "generation": 5, "lanes": 16},
+    "nvlink2x3": {"protocol": "nvlink", "nvlink_links": 3, "nvlink_rate": "25GB/s"},
+    "nvlink1x4": {"protocol": "nvlink", "nvlink_links": 4, "nvlink_rate": "20GB/s"},
+}
+
+
+class ModelOptionParser(argparse.ArgumentParser):
+    """argparse whose errors become ConfigError (one line, naming the option) instead of
+    printing usage and exiting."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        """Raise instead of exiting."""
+        raise ConfigError(f"model option error: {message}")
+
+
+def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
+                  gpus: int = 1) -> ModelOptionParser:
+    """The model options of every cDMA topology (defaults differ per script)."""
+    p = ModelOptionParser(prog=prog, description="cDMA system model options")
+    p.add_argument("--network", default="vgg16", help="alexnet overfeat nin vgg16 squeezenet "
+                   "googlenet resnet50, or a network definition file")
+    p.add_argument("--batch", type=int, default=64, help="batch size")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--policy", default="conv", choices=("none", "all", "conv"),
+                   help="vDNN offload policy")
+    p.add_argument("--algorithm", default="zvc", choices=("none", "zvc", "rle", "zlib"),
+                   help="cDMA compression algorithm")
+    p.add_argument("--mode", default="flow", choices=("flow", "chunk"),
+                   help="bandwidth model: flows (exact, fast) or bursts through buffers")
+    p.add_argument("--gpu", default=gpu, choices=sorted(GPUS), help="GPU preset")
+    p.add_argument("--link", default=link, choices=sorted(LINKS),
+                   help="host link (default: the GPU preset's)")
+    p.add_argument("--pcie-gen", type=int, choices=(3, 4, 5, 6), default=None,
+                   help="override the PCIe generation of the host link")
+    p.add_argument("--gpus", type=int, default=gpus, help="number of GPUs")
+    p.add_argument("--gpus-per-switch", type=int, default=0,
+                   help="GPUs sharing one PCIe switch upstream port (0: no switch)")
+    p.add_argument("--engines", type=int, default=8, help="cDMA engines per GPU")
+    p.add_argument("--engine-throughput", default="32GB/s",
+                   help="uncompressed bytes/s per engine")
+    p.add_argument("--burst", default="1MiB", help="burst size in chunk mode")
+    p.add_argument("--buffer", default="4MiB", help="engine staging buffer in chunk mode")
+    p.add_argument("--progress", type=float, default=0.5,
+                   help="training progress (0..1) at which densities are taken")
+    p.add_argument("--profile", default="", help="density profile (name or JSON path)")
+    p.add_argument("--tensors", default="", help="NPZ of real tensors for the cDMA engine")
+    p.add_argument("--functional", action="store_true",
+                   help="move and check real compressed bytes (needs --tensors)")
+    p.add_argument("--no-contention", action="store_true",
+                   help="kernels do not compete with DMA for DRAM bandwidth")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="skip the oracle and vDNN baselines")
+    p.add_argument("--stats", default="", choices=("", "csv", "json", "txt", "console"),
+                   help="statistic output format (default: csv with --output-directory, "
+                        "else none)")
+    return p
+
+
+@dataclass
+class SystemSpec:
+    """Everything :func:`build` needs to know about one system."""
+
+    gpu: GPUSpec
+    link: dict[str, Any]
+    options: argparse.Namespace
+
+
+def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: str,
+                unlimited: bool, label: str) -> tuple[Any, Any]:
+    """Add one GPU with its HBM, engine and host link; returns (gpu, link component)."""
+    o = spec.options
+    gpu = sst.Component(name, "cdma.GPU")
+    gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
+                   "peak_flops": spec.gpu.peak_flops, "label": label,
+                   "hbm_contention": not o.no_contention, "write_stream": label == "main"})
+    hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
+    hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity,
+                   "unlimited": unlimited})
+    sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    if policy == "none":
+        return gpu, None
+    dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
+    dma.addParams({"algorithm": algorithm, "engines": o.engines,
+                   "engine_throughput": o.engine_throughput, "mode": o.mode, "burst": o.burst,
+                   "buffer": o.buffer, "progress": o.progress, "profile": o.profile,
+                   "tensors": o.tensors, "functional": o.functional})
+    link = sst.Component(f"{name}.pcie", "cdma.PCIeBridge")
+    link.addParams(spec.link)
+    sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
+    sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
+    sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
+    return gpu, link
+
+
+def _system(sst: Any, prefix: str, spec: SystemSpec, policy: str, algorithm: str,
+            unlimited: bool, label: str) -> None:
+    """Add ``--gpus`` GPUs, their switches and the host memory under ``prefix``."""
+    o = spec.options
+    host = sst.Component(f"{prefix}host", "cdma.HostMemory")
+    port = 0
+    switch = None
+    for i in range(o.gpus):
+        _, link = _gpu_system(sst, f"{prefix}gpu{i}", spec, policy, algorithm, unlimited, label)
+        if link is None:
+            continue
+        if o.gpus_per_switch:
+            k, j = divmod(i, o.gpus_per_switch)
+            if j == 0:
+                switch = sst.Component(f"{prefix}switch{k}", "cdma.PCIeSwitch")
+                switch.addParams({**{k2: v for k2, v in spec.link.items()}, "latency": "0ns"})
+                sst.Link(f"{prefix}switch{k}.l_up", "0ps").connect((switch, "up"),
+                                                                   (host, f"pcie{port}"))
+                port += 1
+            sst.Link(f"{prefix}gpu{i}.l_host", "0ps").connect((link, "host"), (switch, f"down{j}"))
+        else:
+            sst.Link(f"{prefix}gpu{i}.l_host", "0ps").connect((link, "host"), (host, f"pcie{port}"))
+            port += 1
+
+
+def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
+          link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
+          system: str = "") -> argparse.Namespace:
+    """Parse the model options and add the main system plus its oracle and vDNN baselines."""
+    parser = option_parser(prog, gpu, link, gpus)
+    parser.set_defaults(gpus_per_switch=gpus_per_switch)
+    o = parser.parse_args(list(argv))
+    if o.batch < 1:
+        raise ConfigError(f"model option error: --batch must be >= 1, got {o.batch}")
+    if o.gpus < 1:
+        raise ConfigError(f"model option error: --gpus must be >= 1, got {o.gpus}")
+    if o.engines < 1:
+        raise ConfigError(f"model option error: --engines must be >= 1, got {o.engines}")
+    if not 0.0 <= o.progress <= 1.0:
+        raise ConfigError(f"model option error: --progress must be in [0, 1], got {o.progress}")
+    from .workloads import NETWORKS
+
+    if o.network not in NETWORKS and not o.network.endswith((".yaml", ".yml")):
+        raise ConfigError(f"model option error: unknown network {o.network!r} (one of "
+                          f"{', '.join(NETWORKS)}, or a .yaml network definition)")
+    spec_gpu = GPUS[o.gpu]
+    link_name = o.link or spec_gpu.host_link
+    link_params = dict(LINKS[link_name])
+    if o.pcie_gen is not None:
+        link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
+    spec = SystemSpec(spec_gpu, link_params, o)
+    _system(sst, "", spec, o.policy, o.algorithm, False, "main")
+    if not o.no_baselines:
+        _system(sst, "oracle.", replace(spec), "none", "none", True, "oracle")
+        _system(sst, "vdnn.", replace(spec), o.policy if o.policy != "none" else "conv", "none",
+                False, "vdnn")
+    reporter = sst.Component("report", "cdma.Reporter")
+    reporter.addParam("system", system or f"{spec_gpu.name}, {link_name if o.pcie_gen is None else f'pcie{o.pcie_gen}x16'}, "
+                      f"{o.gpus} GPU(s)")
+    options = sst.getProgramOptions()
+    fmt = o.stats or ("csv" if options.get("output-directory") else "")
+    if fmt:
+        sst.setStatisticLoadLevel(2)
+        sst.enableAllStatisticsForAllComponents()
+        kind = {"csv": "CSV", "json": "JSON", "txt": "TXT", "console": "Console"}[fmt]
+        params = {} if fmt == "console" else {"filepath": f"StatisticOutput.{fmt}"}
+        sst.setStatisticOutput(f"sst.statOutput{kind}", params)
+    return o

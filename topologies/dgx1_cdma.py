@@ -1,0 +1,10 @@
+"""DGX-1-like: eight P100s, two per PCIe switch sharing one gen3 x16 upstream port to the host.
+
+    sst topologies/dgx1_cdma.py -- --network vgg16 --batch 64
+"""
+import sys
+
+import sst
+from sst_cdma.topology import build
+
+build(sst, sys.argv[1:], prog="dgx1_cdma.py", gpu="pascal", gpus=8, gpus_per_switch=2)
