@@ -1,0 +1,212 @@
+"""Rendered workload streams: they parse, follow the vDNN policy rules, and account memory."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from sst_cdma.workloads import (NETWORKS, POLICIES, WorkloadError, load_network, parse_stream,
+                                render_stream, stream_stats)
+
+GB = 1e9
+
+
+@functools.lru_cache(maxsize=None)
+def rendered(name: str, policy: str, batch: int = 16, dtype: str = "float32"):
+    text = render_stream(name, batch, dtype, policy=policy)
+    return text, parse_stream(text, source=f"{name}-{policy}.stream")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("name", NETWORKS)
+def test_every_network_and_policy_renders_a_valid_stream(name, policy):
+    text, stream = rendered(name, policy)
+    assert text.splitlines()[3] == f"stream version=1 network={name} batch=16 dtype=float32 policy={policy}"
+    assert (stream.network, stream.batch, stream.dtype, stream.policy) == (name, 16, "float32", policy)
+    stats = stream_stats(stream)
+    assert stats.leaked == ()
+    net = load_network(name)
+    infos = net.infer(16)
+    computed = [i.name for i in infos if i.kind != "data"]
+    assert stream.layers("fwd") == computed
+    assert stream.layers("bwd") == computed[::-1]
+    for i in infos[1:]:
+        st = stats.layers[i.name]
+        assert (st.flops_fwd, st.flops_bwd, st.dram_fwd, st.dram_bwd) == (
+            i.flops_fwd, i.flops_bwd, i.dram_fwd, i.dram_bwd)
+    # every compute op is followed by the sync of its layer
+    ops = stream.ops
+    for k, op in enumerate(ops):
+        if op.op == "compute":
+            assert ops[k + 1].op == "sync" and ops[k + 1].name == op.name
+    # offloaded tensors come back exactly when some backward kernel needs them
+    needed = {t for i in infos for t in i.bwd_needs}
+    assert set(stats.prefetched) == set(stats.offloaded) & needed
+    assert len(stats.offloaded) == len(set(stats.offloaded))
+
+
+def test_rendering_is_deterministic_and_diffable():
+    a = render_stream("googlenet", 8, policy="conv")
+    b = render_stream("googlenet", 8, policy="conv")
+    assert a == b
+    assert all(len(line) < 400 for line in a.splitlines())
+
+
+def _conv_inputs(name: str) -> set[str]:
+    return {t for i in load_network(name).infer(1) if i.kind == "conv" for t in i.inputs}
+
+
+def _layer_inputs(name: str) -> set[str]:
+    return {t for i in load_network(name).infer(1) if not i.in_place for t in i.inputs}
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_conv_policy_offloads_exactly_the_conv_inputs(name):
+    _, stream = rendered(name, "conv")
+    offloads = [op for op in stream.ops if op.op == "offload"]
+    assert {op.name for op in offloads} == _conv_inputs(name)
+    net = load_network(name)
+    kinds = {layer.name: layer.kind for layer in net.layers}
+    tensors = net.tensors(1)
+    for op in offloads:
+        assert kinds[op.layer] == "conv"
+        assert op.layer in tensors[op.name].consumers
+        # offloaded during the FIRST conv that reads it
+        first = min((c for c in tensors[op.name].consumers if kinds[c] == "conv"), key=net.index)
+        assert op.layer == first
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_all_policy_offloads_every_layer_input_and_none_offloads_nothing(name):
+    _, stream = rendered(name, "all")
+    assert {op.name for op in stream.ops if op.op == "offload"} == _layer_inputs(name)
+    _, resident = rendered(name, "none")
+    assert not [op for op in resident.ops if op.op in ("offload", "prefetch", "wait")]
+
+
+@pytest.mark.parametrize("policy", ["all", "conv"])
+@pytest.mark.parametrize("name", NETWORKS)
+def test_forward_offload_overlaps_compute_and_frees_after_last_reader(name, policy):
+    _, stream = rendered(name, policy)
+    fwd = stream.phase_ops("forward")
+    net = load_network(name)
+    tensors = net.tensors(1)
+    for k, op in enumerate(fwd):
+        if op.op != "offload":
+            continue
+        # issued before the compute of its layer, in the same layer block
+        nxt = next(o for o in fwd[k:] if o.op == "compute")
+        assert nxt.name == op.layer and op.name in nxt.reads
+        last = max(tensors[op.name].consumers, key=net.index)
+        last_compute = next(j for j, o in enumerate(fwd) if o.op == "compute" and o.name == last)
+        free = next(j for j, o in enumerate(fwd) if o.op == "free" and o.name == op.name)
+        assert free > last_compute
+        assert fwd[free - 1].op in ("sync", "free")
+
+
+@pytest.mark.parametrize("policy", ["all", "conv"])
+@pytest.mark.parametrize("name", NETWORKS)
+def test_prefetch_never_reaches_past_the_next_conv(name, policy):
+    _, stream = rendered(name, policy)
+    net = load_network(name)
+    kinds = {layer.name: layer.kind for layer in net.layers}
+    bwd = stream.phase_ops("backward")
+    for k, op in enumerate(bwd):
+        if op.op != "prefetch":
+            continue
+        here = net.index(op.layer)
+        # the first backward kernel that reads the tensor
+        user = next(o for o in bwd[k:] if o.op == "compute" and op.name in o.reads)
+        there = net.index(user.name)
+        assert there <= here
+        between = [layer.name for layer in net.layers[there + 1:here]]
+        assert not [b for b in between if kinds[b] == "conv"], (op, user.name)
+        if there == here:  # on-demand: the kernel waits for it
+            assert any(o.op == "wait" and o.name == op.name for o in bwd[k:]
+                       if o.line < user.line)
+
+
+def test_vgg16_conv_policy_schedule_matches_vdnn():
+    _, stream = rendered("vgg16", "conv")
+    pre = [(op.name, op.layer) for op in stream.ops if op.op == "prefetch"]
+    # the input of the last conv is fetched while the classifier layers run
+    assert pre[0] == ("conv5_2", "loss")
+    # each conv's backward prefetches the input of the conv before it
+    assert ("conv5_1", "conv5_3") in pre and ("pool4", "conv5_2") in pre
+    assert ("data", "conv1_2") in pre
+    assert not [op for op in stream.ops if op.op == "wait"]  # no on-demand stalls
+
+
+def test_peak_memory_ordering_and_the_vdnn_28gb_figure():
+    peaks = {}
+    for policy in POLICIES:
+        stats = stream_stats(parse_stream(render_stream("vgg16", 256, policy=policy)))
+        peaks[policy] = stats
+    none, conv, all_ = (peaks[p].peak_bytes for p in ("none", "conv", "all"))
+    assert none > conv >= all_
+    s = peaks["none"]
+    # everything resident: at the end of forward all activations plus weights and their grads
+    assert s.resident_after_forward == s.activation_bytes + 2 * s.weight_bytes
+    assert s.activation_bytes == pytest.approx(15.60 * GB, rel=0.01)
+    assert s.weight_bytes == 138_357_544 * 4
+    # vDNN quotes ~28 GB; freeing gradient maps as soon as they are consumed gives 16.9 GB,
+    # a network-wide allocation of every declared buffer 32.2 GB (docs/workloads.md)
+    assert s.peak_bytes == pytest.approx(16.88 * GB, rel=0.01)
+    assert s.declared_bytes == pytest.approx(32.16 * GB, rel=0.01)
+    assert peaks["conv"].resident_after_forward < s.resident_after_forward / 2
+    assert peaks["all"].resident_after_forward < 2 * s.weight_bytes + 0.1 * GB
+    assert peaks["all"].offloaded_bytes > peaks["conv"].offloaded_bytes > 0
+
+
+def test_fp16_halves_the_bytes():
+    a = stream_stats(rendered("alexnet", "conv")[1])
+    b = stream_stats(rendered("alexnet", "conv", 16, "float16")[1])
+    assert b.peak_bytes * 2 == a.peak_bytes
+    assert b.offloaded_bytes * 2 == a.offloaded_bytes
+    assert b.flops_fwd == a.flops_fwd
+
+
+def test_sparse_flags_reach_the_stream():
+    _, stream = rendered("vgg16", "conv")
+    assert stream.tensors["conv1_1"].sparse and stream.tensors["pool1"].sparse
+    assert not stream.tensors["data"].sparse
+    assert stream.tensors["conv1_1"].shape == (16, 64, 224, 224)
+    assert stream.tensors["conv1_1:grad"].kind == "gradient"
+    assert stream.tensors["conv1_1:w"].kind == "weight"
+    stats = stream_stats(stream)
+    assert 0 < stats.sparse_offloaded_bytes < stats.offloaded_bytes  # the image is dense
+
+
+def test_measured_times_become_time_keys():
+    text = render_stream("alexnet", 4, policy="all",
+                         times={"conv1": {"fwd": "1.25ms", "bwd": "2.5ms"}})
+    assert "compute conv1 pass=fwd" in text and "time=1.25ms" in text
+    stream = parse_stream(text)
+    fwd = next(op for op in stream.computes("fwd") if op.name == "conv1")
+    bwd = next(op for op in stream.computes("bwd") if op.name == "conv1")
+    assert fwd.time_ps == 1_250_000_000 and bwd.time_ps == 2_500_000_000
+    assert stream_stats(stream).layers["conv1"].time_fwd_ps == 1_250_000_000
+    with pytest.raises(WorkloadError, match="unknown layer"):
+        render_stream("alexnet", 4, times={"conv9": {"fwd": "1ms"}})
+
+
+def test_render_rejects_bad_requests():
+    with pytest.raises(WorkloadError, match="policy"):
+        render_stream("alexnet", 4, policy="some")
+    with pytest.raises(WorkloadError, match="dtype"):
+        render_stream("alexnet", 4, dtype="float64")
+    with pytest.raises(WorkloadError, match="batch"):
+        render_stream("alexnet", -1)
+
+
+def test_command_line(tmp_path, capsys):
+    from sst_cdma.workloads.__main__ import main
+
+    out = tmp_path / "alexnet.stream"
+    assert main(["render", "alexnet", "--batch", "8", "--policy", "all", "-o", str(out)]) == 0
+    assert main(["stats", str(out)]) == 0
+    assert "alexnet batch 8 float32 policy all" in capsys.readouterr().out
+    out.write_text(out.read_text().replace("phase backward", "phase sideways"))
+    assert main(["stats", str(out)]) == 1
+    assert "unknown phase 'sideways'" in capsys.readouterr().err
+    assert main(["list"]) == 0 and "vgg16" in capsys.readouterr().out

@@ -1,0 +1,79 @@
+"""Command line: ``python -m sst_cdma.workloads COMMAND ...``.
+
+Commands::
+
+    list                                   the shipped networks with params and GMAC
+    info NETWORK [--batch N] [--dtype T]   per-layer table (shapes, params, GFLOP)
+    render NETWORK [--batch N] [--dtype T] [--policy P] [-o FILE]   write a stream
+    stats FILE...                          parse streams, print peak memory and transfers
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .dtypes import DTYPES
+from .errors import WorkloadError
+from .loader import NETWORKS, load_network
+from .render import render_stream
+from .stats import stream_stats
+from .stream import parse_stream
+from .vdnn import POLICIES
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sst_cdma.workloads",
+                                description="Network definitions and vDNN workload streams.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="shipped networks")
+    info = sub.add_parser("info", help="per-layer table of a network")
+    info.add_argument("network")
+    info.add_argument("--batch", type=int, default=1)
+    info.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    render = sub.add_parser("render", help="render a workload stream")
+    render.add_argument("network")
+    render.add_argument("--batch", type=int, default=64)
+    render.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    render.add_argument("--policy", choices=list(POLICIES), default="conv")
+    render.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    stats = sub.add_parser("stats", help="validate streams and print their figures")
+    stats.add_argument("files", nargs="+", type=Path)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            for name in NETWORKS:
+                net = load_network(name)
+                print(f"{name:12} {net.param_count() / 1e6:8.2f}M params "
+                      f"{net.macs() / 1e9:7.3f} GMAC/image  {len(net.layers)} layers")
+        elif args.command == "info":
+            print(load_network(args.network).summary(args.batch, args.dtype))
+        elif args.command == "render":
+            text = render_stream(args.network, args.batch, args.dtype, args.policy)
+            if args.output:
+                args.output.write_text(text)
+            else:
+                sys.stdout.write(text)
+        elif args.command == "stats":
+            for path in args.files:
+                st = stream_stats(parse_stream(path.read_text(), source=str(path)))
+                print(f"{path}: {st.network} batch {st.batch} {st.dtype} policy {st.policy}: "
+                      f"peak {st.peak_bytes / 1e9:.3f} GB ({st.peak_phase}, line {st.peak_line}), "
+                      f"offloaded {st.offloaded_bytes / 1e9:.3f} GB, "
+                      f"prefetched {st.prefetched_bytes / 1e9:.3f} GB, "
+                      f"{(st.flops_fwd + st.flops_bwd) / 1e12:.3f} TFLOP")
+    except WorkloadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

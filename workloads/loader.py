@@ -1,0 +1,146 @@
+"""Load network definitions from YAML: ``load_network(name_or_path) -> Network``.
+
+A network file holds ``name``, ``description``, ``source``, ``notes``, optional ``macros`` and
+the ``layers`` list. Each layer is ``{name, kind, inputs, params}``; ``inputs`` (a name or list
+of names of earlier layers or macro instances) defaults to the previous layer. Macros from
+``networks/_macros.yaml`` (fire, inception, bottleneck, bottleneck_proj) are always available;
+a file's own ``macros`` add to or override them.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import WorkloadError
+from .kinds import KINDS, normalize_params
+from .macros import Macro, expand_layers, parse_macros
+from .network import NAME_RE, Layer, Network
+
+__all__ = ["NETWORKS", "NETWORK_DIR", "MACRO_LIBRARY", "load_network", "network_path",
+           "load_macro_library"]
+
+#: The networks shipped with the package (files ``networks/<name>.yaml``).
+NETWORKS = ("alexnet", "overfeat", "nin", "vgg16", "squeezenet", "googlenet", "resnet50")
+#: Folder of the shipped network definitions.
+NETWORK_DIR = Path(__file__).resolve().parent / "networks"
+#: The shared macro library.
+MACRO_LIBRARY = NETWORK_DIR / "_macros.yaml"
+_TOP_KEYS = {"name", "description", "source", "notes", "macros", "layers"}
+
+
+def network_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """Resolve a shipped network name (``"vgg16"``) or a path to a YAML file."""
+    text = os.fspath(name_or_path)
+    candidate = NETWORK_DIR / f"{text}.yaml"
+    if isinstance(name_or_path, str) and not text.startswith("_") and candidate.is_file() \
+            and os.sep not in text:
+        return candidate
+    path = Path(text)
+    if path.is_file():
+        return path
+    raise WorkloadError(
+        f"no network {text!r}: not a shipped network ({', '.join(NETWORKS)}) nor a file"
+    )
+
+
+def _read_yaml(path: Path, label: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"invalid YAML: {exc}", file=label) from None
+    except OSError as exc:
+        raise WorkloadError(f"cannot read: {exc}", file=label) from None
+
+
+@functools.lru_cache(maxsize=4)
+def _library(mtime_ns: int) -> dict[str, Macro]:
+    label = str(MACRO_LIBRARY)
+    doc = _read_yaml(MACRO_LIBRARY, label)
+    if not isinstance(doc, Mapping):
+        raise WorkloadError("macro library must be a mapping with 'macros'", file=label)
+    return parse_macros(doc.get("macros"), label, set(KINDS))
+
+
+def load_macro_library() -> dict[str, Macro]:
+    """The shared macros (``networks/_macros.yaml``)."""
+    return dict(_library(MACRO_LIBRARY.stat().st_mtime_ns))
+
+
+def load_network(name_or_path: str | os.PathLike[str]) -> Network:
+    """Load, expand and validate a network; raises :class:`WorkloadError` naming file and layer."""
+    path = network_path(name_or_path)
+    return _load(str(path.resolve()), path.stat().st_mtime_ns, str(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _load(resolved: str, mtime_ns: int, label: str) -> Network:
+    doc = _read_yaml(Path(resolved), label)
+    return build_network(doc, label, default_name=Path(resolved).stem)
+
+
+def build_network(doc: Any, label: str, default_name: str = "network") -> Network:
+    """Build a :class:`Network` from an already parsed YAML document (``label`` names it)."""
+    if not isinstance(doc, Mapping):
+        raise WorkloadError("top level must be a mapping with a 'layers' list", file=label)
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise WorkloadError(
+            f"unknown top-level key(s) {', '.join(map(repr, unknown))} "
+            f"(allowed: {', '.join(sorted(_TOP_KEYS))})", file=label)
+    entries = doc.get("layers")
+    if not isinstance(entries, list) or not entries:
+        raise WorkloadError("'layers' must be a non-empty list", file=label)
+    macros = load_macro_library()
+    macros.update(parse_macros(doc.get("macros"), label, set(KINDS)))
+    raw_layers, aliases = expand_layers(entries, macros, label)
+
+    layers: list[Layer] = []
+    tensor_of: dict[str, str] = {}
+    for raw in raw_layers:
+        if not NAME_RE.match(raw.name):
+            raise WorkloadError(
+                "bad layer name (use letters, digits and _ . / + -; ':' '#' '=' are reserved)",
+                file=label, layer=raw.name)
+        if raw.name in tensor_of or raw.name in aliases:
+            raise WorkloadError("duplicate layer name", file=label, layer=raw.name)
+        spec = KINDS.get(raw.kind)
+        if spec is None:
+            raise WorkloadError(
+                f"unknown kind '{raw.kind}' (kinds: {', '.join(KINDS)}; macros: "
+                f"{', '.join(sorted(macros))})", file=label, layer=raw.name)
+        inputs = []
+        for ref in raw.inputs:
+            target = ref
+            for _ in range(len(aliases) + 1):
+                if target not in aliases:
+                    break
+                target = aliases[target]
+            if target not in tensor_of:
+                raise WorkloadError(f"unknown input '{ref}' (no earlier layer of that name)",
+                                    file=label, layer=raw.name)
+            inputs.append(target)
+        n = len(inputs)
+        if n < spec.min_inputs or (spec.max_inputs is not None and n > spec.max_inputs):
+            want = (f"{spec.min_inputs}" if spec.max_inputs == spec.min_inputs
+                    else f"{spec.min_inputs}..{spec.max_inputs or 'many'}")
+            raise WorkloadError(f"kind '{raw.kind}' takes {want} input(s), got {n}",
+                                file=label, layer=raw.name)
+        try:
+            params = normalize_params(spec, raw.params)
+        except ValueError as exc:
+            raise WorkloadError(f"bad params: {exc}", file=label, layer=raw.name) from None
+        in_tensors = tuple(tensor_of[i] for i in inputs)
+        tensor = in_tensors[0] if spec.in_place else raw.name
+        tensor_of[raw.name] = tensor
+        layers.append(Layer(raw.name, raw.kind, tuple(inputs), in_tensors, tensor, params,
+                            raw.macro))
+    name = doc.get("name", default_name)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise WorkloadError(f"bad network name {name!r}", file=label)
+    return Network(name, layers, file=label, description=str(doc.get("description", "")),
+                   source=str(doc.get("source", "")))

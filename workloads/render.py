@@ -1,0 +1,53 @@
+"""Render the per-iteration workload stream with the jinja2 templates in ``templates/``.
+
+``render_stream(network, batch, dtype="float32", policy="conv") -> str``. The schedule comes
+from :func:`sst_cdma.workloads.vdnn.plan_iteration`; the templates only lay it out, one op per
+line (``stream.j2`` for the document, ``ops.j2`` for the op and tensor line macros).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Mapping
+
+import jinja2
+
+from .loader import load_network
+from .network import Network
+from .vdnn import Plan, plan_iteration
+
+__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan"]
+
+#: Folder holding ``stream.j2`` and ``ops.j2``.
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+
+
+def render_plan(plan: Plan, template: str = "stream.j2") -> str:
+    """Render an already computed :class:`~sst_cdma.workloads.vdnn.Plan`."""
+    return _environment().get_template(template).render(plan=plan)
+
+
+def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: str = "float32",
+                  policy: str = "conv",
+                  times: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
+
+    ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
+    measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
+    ``time=`` keys of the compute ops.
+    """
+    net = network if isinstance(network, Network) else load_network(network)
+    return render_plan(plan_iteration(net, batch, dtype, policy, times))

@@ -1,0 +1,166 @@
+"""Static statistics of a stream: peak memory, offloaded bytes, per-layer work.
+
+:func:`stream_stats` replays a parsed :class:`~sst_cdma.workloads.stream.Stream`'s ``alloc`` and
+``free`` ops in issue order (exactly how the GPU's capacity tracking sees them) and sums the
+transfers and kernels per layer — the inputs of a closed-form per-layer model
+(time_l ~ max(compute_l, transfer_l)).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .stream import Stream
+
+__all__ = ["LayerStats", "StreamStats", "stream_stats"]
+
+
+@dataclass
+class LayerStats:
+    """Per-layer sums. ``offload_bytes`` are issued in the layer's forward block (overlapping its
+    forward kernel), ``prefetch_bytes`` in its backward block; ``stalls`` counts ``wait`` ops
+    (on-demand prefetches) before its backward kernel."""
+
+    name: str
+    flops_fwd: int = 0
+    flops_bwd: int = 0
+    dram_fwd: int = 0
+    dram_bwd: int = 0
+    time_fwd_ps: int | None = None
+    time_bwd_ps: int | None = None
+    offload_bytes: int = 0
+    prefetch_bytes: int = 0
+    sparse_offload_bytes: int = 0
+    offloaded: list[str] = field(default_factory=list)
+    prefetched: list[str] = field(default_factory=list)
+    stalls: int = 0
+
+
+@dataclass
+class StreamStats:
+    """Whole-iteration figures of a stream.
+
+    ``peak_bytes`` is the largest allocated total (line ``peak_line``, phase ``peak_phase``);
+    ``declared_bytes`` the sum of every declared tensor — what a network-wide allocator that
+    never frees would need; ``resident_after_forward`` the allocation at ``phase backward``.
+    ``leaked`` lists tensors still allocated at ``end``.
+    """
+
+    network: str
+    batch: int
+    dtype: str
+    policy: str
+    peak_bytes: int
+    peak_line: int
+    peak_phase: str
+    forward_peak_bytes: int
+    backward_peak_bytes: int
+    resident_after_forward: int
+    weight_bytes: int
+    declared_bytes: int
+    activation_bytes: int
+    offloaded_bytes: int
+    prefetched_bytes: int
+    sparse_offloaded_bytes: int
+    flops_fwd: int
+    flops_bwd: int
+    dram_fwd: int
+    dram_bwd: int
+    offloaded: tuple[str, ...]
+    prefetched: tuple[str, ...]
+    leaked: tuple[str, ...]
+    layers: dict[str, LayerStats]
+
+    def as_dict(self) -> dict[str, object]:
+        """Scalar figures as a plain dict (layers omitted)."""
+        return {k: v for k, v in self.__dict__.items() if k != "layers"}
+
+
+def stream_stats(stream: Stream) -> StreamStats:
+    """Replay ``stream`` and return its :class:`StreamStats`."""
+    sizes = {name: t.bytes for name, t in stream.tensors.items()}
+    allocated: set[str] = set()
+    current = peak = 0
+    peak_line = 0
+    peak_phase = "forward"
+    phase_peak = {"forward": 0, "backward": 0}
+    after_forward = None
+    layers: dict[str, LayerStats] = {}
+    offloaded: list[str] = []
+    prefetched: list[str] = []
+    totals = {"offload": 0, "prefetch": 0, "sparse": 0}
+
+    def layer(name: str) -> LayerStats:
+        if name not in layers:
+            layers[name] = LayerStats(name)
+        return layers[name]
+
+    next_compute: list[str | None] = [None] * len(stream.ops)
+    upcoming: str | None = None
+    for k in range(len(stream.ops) - 1, -1, -1):
+        next_compute[k] = upcoming
+        if stream.ops[k].op == "compute":
+            upcoming = stream.ops[k].name
+
+    for k, op in enumerate(stream.ops):
+        if op.phase == "backward" and after_forward is None:
+            after_forward = current
+        if op.op == "alloc":
+            allocated.add(op.name)
+            current += sizes[op.name]
+            if current > peak:
+                peak, peak_line, peak_phase = current, op.line, op.phase
+            phase_peak[op.phase] = max(phase_peak[op.phase], current)
+        elif op.op == "free":
+            allocated.discard(op.name)
+            current -= sizes[op.name]
+        elif op.op == "offload":
+            st = layer(op.layer or "?")
+            st.offload_bytes += sizes[op.name]
+            st.offloaded.append(op.name)
+            totals["offload"] += sizes[op.name]
+            if stream.tensors[op.name].sparse:
+                st.sparse_offload_bytes += sizes[op.name]
+                totals["sparse"] += sizes[op.name]
+            offloaded.append(op.name)
+        elif op.op == "prefetch":
+            st = layer(op.layer or "?")
+            st.prefetch_bytes += sizes[op.name]
+            st.prefetched.append(op.name)
+            totals["prefetch"] += sizes[op.name]
+            prefetched.append(op.name)
+        elif op.op == "wait":
+            target = next_compute[k]
+            if target is not None:
+                layer(target).stalls += 1
+        elif op.op == "compute":
+            st = layer(op.name)
+            if op.pass_ == "fwd":
+                st.flops_fwd += op.flops or 0
+                st.dram_fwd += op.dram or 0
+                if op.time_ps is not None:
+                    st.time_fwd_ps = (st.time_fwd_ps or 0) + op.time_ps
+            else:
+                st.flops_bwd += op.flops or 0
+                st.dram_bwd += op.dram or 0
+                if op.time_ps is not None:
+                    st.time_bwd_ps = (st.time_bwd_ps or 0) + op.time_ps
+    if after_forward is None:
+        after_forward = current
+    kinds = list(stream.tensors.values())
+    return StreamStats(
+        network=stream.network, batch=stream.batch, dtype=stream.dtype, policy=stream.policy,
+        peak_bytes=peak, peak_line=peak_line, peak_phase=peak_phase,
+        forward_peak_bytes=phase_peak["forward"], backward_peak_bytes=phase_peak["backward"],
+        resident_after_forward=after_forward,
+        weight_bytes=sum(t.bytes for t in kinds if t.kind == "weight"),
+        declared_bytes=sum(t.bytes for t in kinds),
+        activation_bytes=sum(t.bytes for t in kinds if t.kind == "activation"),
+        offloaded_bytes=totals["offload"], prefetched_bytes=totals["prefetch"],
+        sparse_offloaded_bytes=totals["sparse"],
+        flops_fwd=sum(s.flops_fwd for s in layers.values()),
+        flops_bwd=sum(s.flops_bwd for s in layers.values()),
+        dram_fwd=sum(s.dram_fwd for s in layers.values()),
+        dram_bwd=sum(s.dram_bwd for s in layers.values()),
+        offloaded=tuple(offloaded), prefetched=tuple(prefetched),
+        leaked=tuple(sorted(allocated)), layers=layers,
+    )

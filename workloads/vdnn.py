@@ -1,0 +1,288 @@
+"""vDNN scheduling: which tensors are offloaded, prefetched, allocated and freed, and when.
+
+:func:`plan_iteration` turns a network, batch, dtype and policy into a :class:`Plan` — the ops
+of one training iteration grouped per layer — which the jinja2 templates render as a stream.
+The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement):
+
+* Offload unit: a layer's input feature map X_l, i.e. a tensor. ``none`` offloads nothing;
+  ``all`` offloads every tensor read by a (non-in-place) layer; ``conv`` every tensor read by
+  a CONV layer. A tensor is offloaded once, overlapping the compute of its first selected
+  reader (after any in-place ReLU has run, so the post-ReLU data goes out), and freed after
+  the layer-boundary sync of its last forward reader.
+* Backward, per layer l (reverse order): allocate gradient buffers for its inputs; for each
+  tensor its backward kernel needs that was offloaded and not yet prefetched, prefetch it and
+  ``wait`` (an on-demand stall); then prefetch ahead: search l-1, l-2, ... for the nearest
+  layer whose needed offloaded tensors are not yet prefetched, stopping at the first CONV layer
+  (inclusive); compute; sync; free l's output gradient and every tensor whose last backward
+  use was l. An offloaded tensor is associated with ("anchored at") the latest layer whose
+  backward needs it; tensors no backward kernel needs are never prefetched.
+* Memory: weights and weight gradients live all iteration; activations from production to
+  their last backward use (or, offloaded, to their last forward reader and again from prefetch
+  to last backward use); activation gradients from the backward of the tensor's last reader to
+  the backward of its producer. Workspace is not modelled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .errors import WorkloadError
+from .network import LayerInfo, Network, TensorInfo
+
+__all__ = ["POLICIES", "TensorDecl", "Op", "Block", "Plan", "plan_iteration",
+           "grad_name", "weight_name", "wgrad_name"]
+
+#: vDNN offload policies.
+POLICIES = ("none", "all", "conv")
+
+
+def grad_name(tensor: str) -> str:
+    """Stream name of the gradient of activation ``tensor``."""
+    return f"{tensor}:grad"
+
+
+def weight_name(layer: str) -> str:
+    """Stream name of ``layer``'s weights (weights and bias together)."""
+    return f"{layer}:w"
+
+
+def wgrad_name(layer: str) -> str:
+    """Stream name of ``layer``'s weight gradient."""
+    return f"{layer}:dw"
+
+
+@dataclass(frozen=True)
+class TensorDecl:
+    """A ``tensor`` line of the stream."""
+
+    name: str
+    bytes: int
+    kind: str
+    layer: str | None = None
+    sparse: bool = False
+    shape: tuple[int, ...] | None = None
+
+
+@dataclass
+class Op:
+    """One stream op (``alloc``, ``free``, ``offload``, ``prefetch``, ``wait``, ``compute``, ``sync``)."""
+
+    op: str
+    name: str
+    layer: str | None = None
+    pass_: str | None = None
+    flops: int | None = None
+    dram: int | None = None
+    time: str | None = None
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+
+@dataclass
+class Block:
+    """The ops issued for one layer in one phase, with a comment line."""
+
+    layer: str
+    kind: str
+    comment: str
+    ops: list[Op] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """One training iteration, ready to render."""
+
+    network: str
+    batch: int
+    dtype: str
+    policy: str
+    tensors: list[TensorDecl]
+    prologue: list[Op]
+    forward: list[Block]
+    backward: list[Block]
+    epilogue: list[Op]
+    offloaded: tuple[str, ...] = ()
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def _times(times: Mapping[str, Mapping[str, str]] | None, layer: str, pass_: str) -> str | None:
+    if not times or layer not in times:
+        return None
+    value = times[layer].get(pass_)
+    return None if value is None else str(value)
+
+
+def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
+                   times: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+    """Schedule one training iteration of ``network`` under vDNN ``policy``.
+
+    ``times`` optionally maps layer -> {"fwd": "1.2ms", "bwd": "2.5ms"} (measured kernel times
+    for calibration); they become ``time=`` keys of the compute ops.
+    """
+    if policy not in POLICIES:
+        raise WorkloadError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+    infos = network.infer(batch, dtype)
+    tensors = network.tensors(batch, dtype)
+    info: dict[str, LayerInfo] = {i.name: i for i in infos}
+    idx = {i.name: k for k, i in enumerate(infos)}
+    kind = {i.name: i.kind for i in infos}
+    if times:
+        unknown = sorted(set(times) - set(info))
+        if unknown:
+            raise WorkloadError(f"times given for unknown layer(s) {unknown}", file=network.file)
+
+    def has_grad(t: TensorInfo) -> bool:
+        return t.needs_grad and bool(t.consumers)
+
+    # -- declarations ---------------------------------------------------------------------
+    decls: list[TensorDecl] = []
+    for ti in tensors.values():
+        decls.append(TensorDecl(ti.name, ti.bytes, "activation", ti.producer, ti.sparse, ti.shape))
+    for ti in tensors.values():
+        if has_grad(ti):
+            decls.append(TensorDecl(grad_name(ti.name), ti.bytes, "gradient", ti.producer, False,
+                                    ti.shape))
+    weighted = [i for i in infos if i.params]
+    for i in weighted:
+        decls.append(TensorDecl(weight_name(i.name), i.weight_bytes, "weight", i.name))
+    for i in weighted:
+        decls.append(TensorDecl(wgrad_name(i.name), i.weight_bytes, "gradient", i.name))
+
+    # -- offload selection --------------------------------------------------------------------
+    offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
+    free_after_fwd: dict[str, list[str]] = {i.name: [] for i in infos}
+    offloaded: list[str] = []
+    for ti in tensors.values():
+        if policy == "all":
+            selected = list(ti.consumers)
+        elif policy == "conv":
+            selected = [c for c in ti.consumers if kind[c] == "conv"]
+        else:
+            selected = []
+        if selected:
+            offload_at[min(selected, key=idx.__getitem__)].append(ti.name)
+            free_after_fwd[max(ti.consumers, key=idx.__getitem__)].append(ti.name)
+            offloaded.append(ti.name)
+    offloaded_set = set(offloaded)
+
+    # -- backward needs, anchors and release points --------------------------------------------
+    need: dict[str, list[int]] = {t: [] for t in tensors}
+    for i in infos:
+        for t in i.bwd_needs:
+            need[t].append(idx[i.name])
+    anchored: dict[int, list[str]] = {}
+    release: dict[str, int] = {}
+    for ti in tensors.values():
+        if need[ti.name]:
+            release[ti.name] = min(need[ti.name])
+            if ti.name in offloaded_set:
+                anchored.setdefault(max(need[ti.name]), []).append(ti.name)
+        else:
+            users = [idx[u] for u in ti.consumers + ti.modifiers]
+            release[ti.name] = min(users) if users else idx[ti.producer]
+
+    release_at: dict[int, list[str]] = {}
+    for t, at in release.items():
+        release_at.setdefault(at, []).append(t)
+
+    # -- forward --------------------------------------------------------------------------------
+    prologue = []
+    for i in weighted:
+        prologue.append(Op("alloc", weight_name(i.name)))
+        prologue.append(Op("alloc", wgrad_name(i.name)))
+    forward: list[Block] = []
+    resident: set[str] = set()
+    for i in infos:
+        block = Block(i.name, i.kind, _comment(i, "fwd"))
+        if i.kind == "data":
+            block.ops.append(Op("alloc", i.output))
+            resident.add(i.output)
+            forward.append(block)
+            continue
+        if not i.in_place:
+            block.ops.append(Op("alloc", i.output))
+            resident.add(i.output)
+        for t in offload_at[i.name]:
+            block.ops.append(Op("offload", t, layer=i.name))
+        reads = tuple(dict.fromkeys(i.inputs)) + ((weight_name(i.name),) if i.params else ())
+        block.ops.append(Op("compute", i.name, pass_="fwd", flops=i.flops_fwd, dram=i.dram_fwd,
+                            time=_times(times, i.name, "fwd"), reads=reads, writes=(i.output,)))
+        block.ops.append(Op("sync", i.name))
+        for t in free_after_fwd[i.name]:
+            block.ops.append(Op("free", t))
+            resident.discard(t)
+        forward.append(block)
+
+    # -- backward -------------------------------------------------------------------------------
+    backward: list[Block] = []
+    prefetched: set[str] = set()
+    grads: set[str] = set()
+    for i in reversed(infos):
+        if i.kind == "data":
+            continue
+        block = Block(i.name, i.kind, _comment(i, "bwd"))
+        ops = block.ops
+        if not i.in_place:
+            for t in i.grad_inputs:
+                g = grad_name(t)
+                if g not in grads:
+                    ops.append(Op("alloc", g))
+                    grads.add(g)
+        demand = [t for t in i.bwd_needs if t in offloaded_set and t not in prefetched]
+        for t in demand:
+            ops.append(Op("alloc", t))
+            ops.append(Op("prefetch", t, layer=i.name))
+            prefetched.add(t)
+            resident.add(t)
+        for k in range(idx[i.name] - 1, -1, -1):
+            pending = [t for t in anchored.get(k, []) if t not in prefetched]
+            if pending:
+                for t in pending:
+                    ops.append(Op("alloc", t))
+                    ops.append(Op("prefetch", t, layer=i.name))
+                    prefetched.add(t)
+                    resident.add(t)
+                break
+            if infos[k].kind == "conv":
+                break
+        for t in demand:
+            ops.append(Op("wait", t))
+        dy = grad_name(i.output)
+        has_dy = dy in grads
+        reads = tuple(dict.fromkeys(i.bwd_needs)) + ((dy,) if has_dy else ()) + (
+            (weight_name(i.name),) if i.params else ())
+        if i.in_place:
+            writes: tuple[str, ...] = (dy,) if has_dy else ()
+        else:
+            writes = tuple(dict.fromkeys(grad_name(t) for t in i.grad_inputs))
+        writes += (wgrad_name(i.name),) if i.params else ()
+        ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
+                      time=_times(times, i.name, "bwd"), reads=reads, writes=writes))
+        ops.append(Op("sync", i.name))
+        if not i.in_place and has_dy:
+            ops.append(Op("free", dy))
+            grads.discard(dy)
+        for t in release_at.get(idx[i.name], []):
+            if t in resident:
+                ops.append(Op("free", t))
+                resident.discard(t)
+        backward.append(block)
+
+    epilogue = [Op("free", t) for t in tensors if t in resident]
+    epilogue += [Op("free", g) for g in sorted(grads)]
+    for i in weighted:
+        epilogue.append(Op("free", weight_name(i.name)))
+        epilogue.append(Op("free", wgrad_name(i.name)))
+    return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
+                tuple(offloaded))
+
+
+def _comment(i: LayerInfo, pass_: str) -> str:
+    flops = i.flops_fwd if pass_ == "fwd" else i.flops_bwd
+    text = f"{i.name} ({i.kind}) -> {i.output} {_shape_text(i.shape)}"
+    if i.in_place:
+        text += " in place"
+    return text + f", {flops / 1e9:.3f} GFLOP"
