@@ -216,7 +216,9 @@ class GPU(Component):
                                    p["kernel_overhead"])
         label = f"{op.name} ({op.pass_})"
         if p["hbm_contention"] and op.dram and op.time_ps is None and duration > 0:
-            cap = op.dram / ((duration - p["kernel_overhead"]) / PS_PER_S)
+            # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
+            # end is rounded up to whole ps, so aim half a picosecond early.
+            cap = op.dram / ((duration - p["kernel_overhead"] - 0.5) / PS_PER_S)
             if p["kernel_overhead"]:
                 self.sim.schedule(start + p["kernel_overhead"], lambda _: self.flows.start(
                     op.dram, {self.hbm_resource: 1.0}, lambda f: self._kernel_done(label, start),

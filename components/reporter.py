@@ -118,7 +118,7 @@ class Reporter(Component):
         summary["system"] = self.params["system"]
         self.engine.reports["summary"] = summary
         if self.params["console"]:
-            print(console_summary(summary), file=sys.stdout)
+            print(console_summary(summary), file=self.engine.console or sys.stdout)
         out = self.engine.output_directory
         if out is not None:
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",

@@ -131,6 +131,9 @@ class ConfigGraph:
         if len(link.ends) >= 2:
             raise ConfigError(f"link {link.name!r} already has two ends; "
                               f"cannot also connect {end.component}.{end.port}", where)
+        if end.component not in self.graph:
+            raise ConfigError(f"link {link.name!r} names unknown component {end.component!r}",
+                              where)
         link.ends.append(end)
         self.links.setdefault(link.name, link)
         if len(link.ends) == 2:

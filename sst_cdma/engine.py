@@ -25,6 +25,7 @@ class Engine:
         self.graph = graph
         self.sim = Simulator()
         self.output_directory = output_directory
+        self.console = console  # where components print for the user (None: stdout)
         self.reports: dict[str, Any] = {}
         self.components: dict[str, Component] = {}
         self._ends: dict[tuple[str, str], LinkEnd] = {}

@@ -24,22 +24,31 @@ _EPS = 1e-9
 class Resource:
     """A shared capacity in units per second (e.g. HBM bandwidth in B/s)."""
 
-    __slots__ = ("name", "capacity", "busy_units", "flows")
+    __slots__ = ("name", "capacity", "_busy", "flows", "_net")
 
-    def __init__(self, name: str, capacity: float) -> None:
+    def __init__(self, name: str, capacity: float, net: Optional["FlowNetwork"] = None) -> None:
         if not capacity > 0:
             raise SimulationError(f"resource {name}: capacity must be positive, got {capacity}")
         self.name = name
         self.capacity = float(capacity)
-        self.busy_units = 0.0   # integral of used capacity over time (units)
+        self._busy = 0.0
         self.flows: list[Flow] = []
+        self._net = net
+
+    @property
+    def busy_units(self) -> float:
+        """Units carried so far (the integral of used capacity over time), up to now."""
+        if self._net is not None:
+            for flow in self.flows:
+                self._net._advance(flow)
+        return self._busy
 
 
 class Flow:
     """One transfer in progress: remaining amount, current rate, its resources and weights."""
 
     __slots__ = ("fid", "label", "amount", "remaining", "rate", "cap", "weights", "on_done",
-                 "started_ps")
+                 "started_ps", "last_ps", "version", "alone")
 
     def __init__(self, fid: int, label: str, amount: float, weights: list[tuple[Resource, float]],
                  cap: float, on_done: Callable[["Flow"], Any], started_ps: int) -> None:
@@ -52,6 +61,10 @@ class Flow:
         self.weights = weights
         self.on_done = on_done
         self.started_ps = started_ps
+        self.last_ps = started_ps
+        self.version = 0
+        # the rate this flow gets when nothing else shares its resources
+        self.alone = min([cap] + [res.capacity / w for res, w in weights])
 
 
 def isolated_duration_ps(amount: float, weights: list[tuple[float, float]],
@@ -69,15 +82,14 @@ def isolated_duration_ps(amount: float, weights: list[tuple[float, float]],
 
 class FlowNetwork:
     """All resources and flows of one simulation (a shared service components look up with
-    ``FlowNetwork.of(sim)``)."""
+    ``FlowNetwork.of(sim)``). Flows interact only through shared resources, so a start or an end
+    re-solves just the flows connected to it, and each flow has its own completion event."""
 
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self.resources: dict[str, Resource] = {}
-        self.flows: list[Flow] = []
+        self.flows: set[Flow] = set()
         self._next_id = 0
-        self._last_ps = 0
-        self._version = 0
         self.solves = 0
 
     @classmethod
@@ -93,7 +105,7 @@ class FlowNetwork:
         """Register a resource; names are unique."""
         if name in self.resources:
             raise SimulationError(f"resource {name!r} registered twice")
-        res = self.resources[name] = Resource(name, capacity)
+        res = self.resources[name] = Resource(name, capacity, self)
         return res
 
     def start(self, amount: float, weights: dict[str, float], on_done: Callable[[Flow], Any],
@@ -112,35 +124,66 @@ class FlowNetwork:
                 pairs.append((self.resources[name], float(w)))
         if not pairs and math.isinf(cap):
             raise SimulationError(f"flow {label}: needs a rate cap or a resource")
-        self._advance()
         flow = Flow(self._next_id, label, amount, pairs, cap, on_done, self.sim.now)
         self._next_id += 1
-        self.flows.append(flow)
+        self.flows.add(flow)
         for res, _ in pairs:
             res.flows.append(flow)
-        self._solve()
+        self._resolve(self._connected([flow]))
         return flow
 
     # -- internals -----------------------------------------------------------------------------
-    def _advance(self) -> None:
-        """Move every flow forward to now at its current rate."""
+    def _advance(self, flow: Flow) -> None:
+        """Move ``flow`` forward to now at its current rate."""
         now = self.sim.now
-        dt = (now - self._last_ps) / PS_PER_S
-        if dt > 0:
-            for flow in self.flows:
-                moved = flow.rate * dt
-                flow.remaining -= moved
-                for res, w in flow.weights:
-                    res.busy_units += moved * w
-        self._last_ps = now
+        if now > flow.last_ps:
+            moved = flow.rate * (now - flow.last_ps) / PS_PER_S
+            flow.remaining -= moved
+            for res, w in flow.weights:
+                res._busy += moved * w
+            flow.last_ps = now
 
-    def _solve(self) -> None:
-        """Max-min fair rates by progressive filling, then schedule the next completion."""
+    @staticmethod
+    def _connected(seeds: list[Flow]) -> list[Flow]:
+        """Every flow that shares a resource, directly or through others, with ``seeds``."""
+        seen = {f.fid: f for f in seeds}
+        todo = list(seeds)
+        while todo:
+            for res, _ in todo.pop().weights:
+                for other in res.flows:
+                    if other.fid not in seen:
+                        seen[other.fid] = other
+                        todo.append(other)
+        return sorted(seen.values(), key=lambda f: f.fid)
+
+    def _resolve(self, group: list[Flow]) -> None:
+        """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
+        completion of every flow whose rate changed."""
         self.solves += 1
-        active = [f for f in self.flows]
-        for f in active:
+        for f in group:
+            self._advance(f)
+        old = {f.fid: f.rate for f in group}
+        if len(group) == 1:
+            group[0].rate = group[0].alone
+        else:
+            self._fill(group)
+        for f in group:
+            if f.rate != old[f.fid] or f.version == 0:
+                f.version += 1
+                if f.rate > 0:
+                    t = math.ceil(f.remaining / f.rate * PS_PER_S - _EPS) if f.remaining > 0 else 0
+                    self.sim.schedule(self.sim.now + max(t, 0), self._on_timer, (f, f.version),
+                                      EVENT_PRIORITY)
+
+    @staticmethod
+    def _fill(group: list[Flow]) -> None:
+        for f in group:
             f.rate = 0.0
-        residual = {id(r): r.capacity for r in self.resources.values()}
+        residual: dict[int, float] = {}
+        for f in group:
+            for res, _ in f.weights:
+                residual[id(res)] = res.capacity
+        active = list(group)
         while active:
             load: dict[int, float] = {}
             for f in active:
@@ -151,8 +194,6 @@ class FlowNetwork:
                 delta = min(delta, residual[rid] / total)
             for f in active:
                 delta = min(delta, f.cap - f.rate)
-            if math.isinf(delta):
-                raise SimulationError("flow without capacity limit")
             delta = max(delta, 0.0)
             for f in active:
                 f.rate += delta
@@ -166,44 +207,28 @@ class FlowNetwork:
                 elif not any(id(res) in saturated for res, _ in f.weights):
                     still.append(f)
             active = still
-        for f in self.flows:
+        for f in group:
             # A flow that got what it would get alone takes exactly that rate, so that an
             # uncontended transfer lasts exactly what the closed-form model says.
-            alone = min([f.cap] + [res.capacity / w for res, w in f.weights])
-            if abs(f.rate - alone) <= 1e-9 * alone:
-                f.rate = alone
-        self._schedule_next()
+            if abs(f.rate - f.alone) <= 1e-9 * f.alone:
+                f.rate = f.alone
 
-    def _schedule_next(self) -> None:
-        self._version += 1
-        best: Optional[int] = None
-        for f in self.flows:
-            if f.rate <= 0:
-                continue
-            t = math.ceil(f.remaining / f.rate * PS_PER_S - _EPS) if f.remaining > 0 else 0
-            if best is None or t < best:
-                best = t
-        if best is not None:
-            self.sim.schedule(self.sim.now + max(best, 0), self._on_timer, self._version,
-                              EVENT_PRIORITY)
-
-    def _on_timer(self, version: int) -> None:
-        if version != self._version:
-            return  # rates changed since this completion was scheduled
-        self._advance()
-        done = [f for f in self.flows
-                if f.remaining <= 0 or (f.rate > 0 and f.remaining / f.rate * PS_PER_S < 1.0)]
-        for f in done:
-            self.flows.remove(f)
-            for res, _ in f.weights:
-                res.flows.remove(f)
-            f.remaining = 0.0
-        self._solve()
-        for f in done:
-            f.on_done(f)
+    def _on_timer(self, item: tuple[Flow, int]) -> None:
+        flow, version = item
+        if version != flow.version or flow not in self.flows:
+            return  # the rate changed since this completion was scheduled
+        self._advance(flow)
+        self.flows.discard(flow)
+        neighbours = []
+        for res, _ in flow.weights:
+            res.flows.remove(flow)
+            neighbours.extend(res.flows)
+        flow.remaining = 0.0
+        if neighbours:
+            self._resolve(self._connected(neighbours))
+        flow.on_done(flow)
 
     def utilization(self, name: str, elapsed_ps: int) -> float:
         """Average fraction of ``name``'s capacity used over ``elapsed_ps``."""
-        self._advance()
         res = self.resources[name]
         return res.busy_units / (res.capacity * elapsed_ps / PS_PER_S) if elapsed_ps else 0.0

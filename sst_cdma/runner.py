@@ -44,6 +44,7 @@ class RunResult:
     reports: dict[str, Any] = field(default_factory=dict)
     output_directory: Optional[Path] = None
     graph: Optional[ConfigGraph] = None
+    engine: Any = None
 
     @property
     def sim_time_s(self) -> float:
@@ -238,4 +239,4 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         warn("statistics were enabled but none loaded: the statistic load level is below their "
              "enable level (call sst.setStatisticLoadLevel(N))")
     return RunResult(engine.statistics.table(), engine.sim.now, engine.sim.events_delivered,
-                     engine.sim.end_reason, engine.timing, engine.reports, out_dir, graph)
+                     engine.sim.end_reason, engine.timing, engine.reports, out_dir, graph, engine)

@@ -63,6 +63,8 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--progress", type=float, default=0.5,
                    help="training progress (0..1) at which densities are taken")
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
+    p.add_argument("--workload", default="", help="run this workload stream file instead of "
+                   "rendering one for --network/--batch/--policy")
     p.add_argument("--tensors", default="", help="NPZ of real tensors for the cDMA engine")
     p.add_argument("--functional", action="store_true",
                    help="move and check real compressed bytes (needs --tensors)")
@@ -92,7 +94,8 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
                    "peak_flops": spec.gpu.peak_flops, "label": label,
-                   "hbm_contention": not o.no_contention, "write_stream": label == "main"})
+                   "hbm_contention": not o.no_contention, "write_stream": label == "main",
+                   "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity,
                    "unlimited": unlimited})

@@ -134,5 +134,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
+def run_main() -> int:
+    """``main`` for the console script: a closed stdout pipe (``sst ... | head``) ends quietly."""
+    try:
+        return main()
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main())

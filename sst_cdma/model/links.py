@@ -27,7 +27,7 @@ class PCIeLink:
 
     generation: int
     lanes: int
-    max_payload: int = 256
+    max_payload: int = 128  # many x86 root complexes negotiate 128 B
     tlp_overhead: int = 26
     dllp_overhead: float = 0.05
 

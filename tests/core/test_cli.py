@@ -1,0 +1,85 @@
+"""The sst and sst-info commands as a user runs them (real subprocesses)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from sst_cdma import __version__
+
+
+def sh(*args, cwd=None):
+    return subprocess.run(list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_version_and_help():
+    out = sh("sst", "--version")
+    assert out.returncode == 0 and __version__ in out.stdout
+    out = sh("sst", "--help")
+    assert out.returncode == 0
+    for option in ("--stop-at", "--model-options", "--timing-info", "--output-directory",
+                   "--output-json", "--output-dot", "--run-mode"):
+        assert option in out.stdout
+
+
+def test_run_with_timing_info_and_model_options(repo):
+    out = sh("sst", "--timing-info", str(repo / "topologies/phold_torus.py"),
+             "--model-options", "--size 3", "--", "--time-limit", "20ns", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    assert "Simulation is complete, simulated time: " in out.stdout
+    assert "Events per second:" in out.stdout and "Run loop time:" in out.stdout
+    assert out.stdout.count("node_") == 9  # console statistics of a 3x3 torus
+
+
+def test_stop_at_from_command_line(repo):
+    out = sh("sst", "--stop-at", "5ns", str(repo / "topologies/phold_torus.py"), "--", "--size",
+             "2")
+    assert "simulated time: 5 ns" in out.stdout
+
+
+def test_bad_option_is_one_line_exit_1():
+    out = sh("sst", "--stop-at")
+    assert out.returncode == 1
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_error_traceback_only_with_verbose(repo, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('import sst\nsst.Component("a", "testElement.Nope")\n')
+    quiet = sh("sst", str(bad))
+    loud = sh("sst", "-v", str(bad))
+    assert quiet.returncode == loud.returncode == 1
+    assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr
+    assert quiet.stderr.strip().endswith("unknown element 'testElement.Nope' (library testElement "
+                                         "has: Counter, Echo, PHOLD, StatProbe)")
+
+
+def test_missing_script_is_an_error():
+    out = sh("sst", "no/such/topology.py")
+    assert out.returncode == 1 and "no such topology file" in out.stderr
+
+
+@pytest.mark.parametrize("element", ["cdma.GPU", "cdma.HBM", "cdma.PCIeBridge", "cdma.PCIeSwitch",
+                                     "cdma.CDMAEngine", "cdma.HostMemory", "cdma.Reporter",
+                                     "testElement.PHOLD"])
+def test_sst_info_documents_each_element(element):
+    out = sh("sst-info", element)
+    assert out.returncode == 0, out.stderr
+    assert f'Filtering output on Element = "{element}"' in out.stdout
+    assert "Parameters (" in out.stdout and "Ports (" in out.stdout
+    assert "Statistics (" in out.stdout
+
+
+def test_sst_info_shows_defaults_and_units():
+    out = sh("sst-info", "cdma.CDMAEngine").stdout
+    assert "engine_throughput: uncompressed bytes per second each engine compresses or " \
+           "decompresses (B/s).  [32GB/s]" in out
+    assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib.  [zvc]" in out
+
+
+def test_sst_info_lists_libraries_and_rejects_unknown():
+    out = sh("sst-info", "--list")
+    assert "cdma: " in out.stdout and "testElement: " in out.stdout
+    bad = sh("sst-info", "cdma.GPUU")
+    assert bad.returncode == 1 and "has no element 'GPUU'" in bad.stderr

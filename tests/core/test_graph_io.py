@@ -1,0 +1,83 @@
+"""The configuration graph: --output-json runs again identically, --output-dot, --run-mode."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from sst_cdma.config import ConfigError, ConfigGraph
+from sst_cdma.runner import RunError, run
+
+TOPO = """
+import sst
+sst.setStatisticLoadLevel(2)
+sst.setStatisticOutput("sst.statOutputCSV", {"filepath": "stats.csv"})
+a = sst.Component("a", "testElement.Echo")
+a.addParams({"pings": 2, "rounds": 4})
+a.enableAllStatistics({"type": "sst.HistogramStatistic", "minvalue": "0", "binwidth": "5000",
+                       "numbins": "4"})
+c = a.setSubComponent("counter", "testElement.Counter")
+c.enableAllStatistics()
+b = sst.Component("b", "testElement.Echo")
+b.addParam("rounds", 4)
+sst.Link("l", "2ns").connect((a, "port", "3ns"), (b, "port"))
+"""
+
+
+def test_output_json_reruns_to_identical_statistics(write_script, tmp_path):
+    script = write_script(TOPO)
+    first = run(script, output_directory=tmp_path / "one", output_json="graph.json",
+                console=io.StringIO())
+    graph_file = tmp_path / "one" / "graph.json"
+    data = json.loads(graph_file.read_text())
+    assert data["format"] == "sst-cdma-config"
+    assert {c["name"] for c in data["components"]} == {"a", "b"}
+    second = run(graph_file, output_directory=tmp_path / "two", console=io.StringIO())
+    assert first.sim_time_ps == second.sim_time_ps and first.events == second.events
+    assert (tmp_path / "one" / "stats.csv").read_bytes() == \
+        (tmp_path / "two" / "stats.csv").read_bytes()
+
+
+def test_output_dot_lists_components_and_links(write_script, tmp_path):
+    run(write_script(TOPO), output_directory=tmp_path, output_dot="g.dot", console=io.StringIO())
+    dot = (tmp_path / "g.dot").read_text()
+    assert dot.startswith('graph "sst" {')
+    assert '"a" [label="a\\ntestElement.Echo"]' in dot
+    assert '"a" -- "b"' in dot and 'taillabel="port"' in dot
+
+
+def test_run_mode_init_checks_without_running(write_script):
+    result = run(write_script(TOPO), run_mode="init", console=io.StringIO())
+    assert result.events == 0 and result.end_reason == "run-mode init"
+    broken = write_script('import sst\nsst.Component("a", "testElement.Echo")\n', "bad.py")
+    with pytest.raises(RunError, match="required port 'port' is not connected"):
+        run(broken, run_mode="init")
+
+
+def test_malformed_graph_json_is_one_clear_error(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text('{"format": "sst-cdma-config", "components": [{"name": "a"}]}')
+    with pytest.raises(RunError, match="malformed configuration graph: KeyError: 'type'"):
+        run(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(RunError, match="not an sst-cdma configuration graph"):
+        run(path)
+    path.write_text("{nope")
+    with pytest.raises(RunError, match="cannot read configuration graph"):
+        run(path)
+
+
+def test_graph_is_held_in_networkx(write_script):
+    result = run(write_script(TOPO), run_mode="init", console=io.StringIO())
+    g = result.graph.graph
+    assert sorted(g.nodes) == ["a", "b"] and list(g.edges(keys=True)) == [("a", "b", "l")]
+
+
+def test_from_json_rejects_a_link_to_an_unknown_component():
+    data = {"format": "sst-cdma-config", "components": [{"name": "a", "type": "testElement.Echo"}],
+            "links": [{"name": "l", "latency": "1ns",
+                       "ends": [{"component": "a", "port": "port"},
+                                {"component": "zz", "port": "port"}]}]}
+    with pytest.raises(ConfigError, match="link 'l' names unknown component 'zz'"):
+        ConfigGraph.from_json(data, "g.json")

@@ -1,0 +1,79 @@
+"""Flow-level bandwidth sharing: max-min fairness, weights, caps, exact isolated durations."""
+from __future__ import annotations
+
+import pytest
+
+from sst_cdma.flows import FlowNetwork, isolated_duration_ps
+from sst_cdma.kernel import SimulationError, Simulator
+
+
+def _net(**caps):
+    sim = Simulator()
+    net = FlowNetwork.of(sim)
+    for name, cap in caps.items():
+        net.resource(name, cap)
+    return sim, net
+
+
+def test_lone_flow_takes_its_isolated_duration_exactly():
+    sim, net = _net(hbm=700e9, pcie=12.44e9)
+    done = []
+    net.start(123_456_789, {"hbm": 1.0, "pcie": 0.3}, lambda f: done.append(sim.now))
+    sim.run()
+    assert done == [isolated_duration_ps(123_456_789, [(700e9, 1.0), (12.44e9, 0.3)])]
+
+
+def test_two_equal_flows_share_a_link_equally():
+    sim, net = _net(link=10e9)
+    done = []
+    for i in range(2):
+        net.start(1e9, {"link": 1.0}, lambda f, i=i: done.append((i, sim.now)))
+    sim.run()
+    # each gets 5 GB/s: 1 GB takes 200 ms, both end together
+    assert done == [(0, 200_000_000_000), (1, 200_000_000_000)]
+
+
+def test_capped_flow_leaves_the_rest_to_others():
+    sim, net = _net(hbm=100.0)
+    flows = [net.start(1e6, {"hbm": 1.0}, lambda f: None, cap=20.0),
+             net.start(1e6, {"hbm": 1.0}, lambda f: None)]
+    assert flows[0].rate == pytest.approx(20.0)
+    assert flows[1].rate == pytest.approx(80.0)
+
+
+def test_weights_scale_resource_use():
+    # a 4x-compressed transfer loads the link with a quarter of its raw bytes
+    sim, net = _net(hbm=1000.0, link=10.0)
+    f = net.start(100.0, {"hbm": 1.0, "link": 0.25}, lambda f: None)
+    assert f.rate == pytest.approx(40.0)
+
+
+def test_rates_are_reallocated_when_a_flow_ends():
+    sim, net = _net(link=10.0)
+    ends = {}
+    net.start(10.0, {"link": 1.0}, lambda f: ends.setdefault("short", sim.now))
+    net.start(30.0, {"link": 1.0}, lambda f: ends.setdefault("long", sim.now))
+    sim.run()
+    # both at 5/s until the short one ends at 2 s (10 units); the long one then has 20 left at 10/s
+    assert ends["short"] == 2_000_000_000_000
+    assert ends["long"] == 4_000_000_000_000
+
+
+def test_utilization_integrates_busy_capacity():
+    sim, net = _net(link=10.0)
+    net.start(10.0, {"link": 1.0}, lambda f: None)
+    sim.schedule(2_000_000_000_000, lambda _: None)
+    sim.run()
+    assert net.utilization("link", sim.now) == pytest.approx(0.5)
+
+
+def test_bad_flows_are_rejected():
+    sim, net = _net(link=10.0)
+    with pytest.raises(SimulationError, match="unknown resource"):
+        net.start(1.0, {"nope": 1.0}, lambda f: None)
+    with pytest.raises(SimulationError, match="negative amount"):
+        net.start(-1.0, {"link": 1.0}, lambda f: None)
+    with pytest.raises(SimulationError, match="rate cap or a resource"):
+        net.start(1.0, {}, lambda f: None)
+    with pytest.raises(SimulationError, match="capacity must be positive"):
+        net.resource("zero", 0.0)

@@ -1,0 +1,111 @@
+"""Every topology script runs, tells the user what they need, and rejects bad input with one
+clear line before the simulation starts."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.runner import RunError
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGIES = ["pascal_cdma.py", "pascal_vdnn.py", "maxwell_titanx_cdma.py", "dgx1_cdma.py",
+              "volta_nvlink_cdma.py", "hopper_pcie5_cdma.py"]
+CONTRACT = ["network", "batch", "policy", "algorithm", "iteration_time_s", "forward_time_s",
+            "backward_time_s", "stall_time_s", "offloaded_bytes", "wire_bytes",
+            "compression_ratio", "peak_gpu_memory_bytes", "fits_in_memory", "baselines"]
+
+
+def run(topology, *opts, out=None):
+    console = io.StringIO()
+    result = sst_cdma.run(REPO / "topologies" / topology, list(opts), output_directory=out,
+                          console=console)
+    return result, console.getvalue()
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_topology_writes_the_summary_contract(topology, tmp_path):
+    result, console = run(topology, "--network", "alexnet", "--batch", "32", "--algorithm",
+                          "none", out=tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for key in CONTRACT:
+        assert key in summary, key
+    for label in ("oracle", "vdnn"):
+        for key in ("iteration_time_s", "peak_gpu_memory_bytes", "fits_in_memory"):
+            assert key in summary["baselines"][label]
+    assert summary["iteration_time_s"] >= summary["baselines"]["oracle"]["iteration_time_s"]
+    assert (tmp_path / "StatisticOutput.csv").read_text().startswith(
+        "ComponentName, StatisticName, StatisticSubId, StatisticType, SimTime, Rank")
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    cats = {e.get("cat") for e in trace["traceEvents"]}
+    assert {"compute", "offload", "prefetch"} <= cats
+    config = json.loads((tmp_path / "config.json").read_text())
+    gpu = next(c for c in config["components"] if c["name"] == "gpu0")
+    assert gpu["params"]["compute_efficiency"] == 0.6  # defaults are resolved
+    assert "iteration:" in console and "oracle:" in console
+
+
+def test_dgx1_reports_every_gpu_and_the_shared_switch_costs_time(tmp_path):
+    result, _ = run("dgx1_cdma.py", "--network", "alexnet", "--batch", "32", "--algorithm",
+                    "none", "--policy", "all", out=tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary["gpus"]) == 8
+    alone, _ = run("pascal_cdma.py", "--network", "alexnet", "--batch", "32", "--algorithm",
+                   "none", "--policy", "all", "--no-baselines")
+    single = alone.reports["summary"]["iteration_time_s"]
+    # two GPUs share each switch's upstream port: transfers take up to twice as long
+    assert summary["iteration_time_s"] > single * 1.05
+
+
+def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
+    result, console = run("maxwell_titanx_cdma.py", "--network", "vgg16", "--batch", "256",
+                          "--policy", "none", "--algorithm", "none")
+    s = result.reports["summary"]
+    assert s["fits_in_memory"] is False
+    assert s["peak_gpu_memory_bytes"] > s["gpu_memory_capacity_bytes"]
+    assert s["out_of_memory"]["bytes_short"] > 0 and s["out_of_memory"]["layer"]
+    assert "DOES NOT FIT" in console and "out of memory:" in console
+    # vDNN with offloading fits where keeping everything resident does not
+    assert s["baselines"]["vdnn"]["fits_in_memory"] is True
+
+
+def test_statistics_are_byte_identical_run_after_run(tmp_path):
+    for i in (1, 2):
+        run("pascal_cdma.py", "--network", "squeezenet", "--batch", "16", "--algorithm", "none",
+            "--mode", "chunk", out=tmp_path / str(i))
+    for name in ("StatisticOutput.csv", "summary.json"):
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes()
+
+
+@pytest.mark.parametrize("opts,message", [
+    (["--network", "lenet"], "unknown network 'lenet'"),
+    (["--policy", "some"], "argument --policy: invalid choice: 'some'"),
+    (["--algorithm", "lz4"], "argument --algorithm: invalid choice: 'lz4'"),
+    (["--network", "vgg16", "--batch", "200000"], "more than the GPU memory"),
+    (["--engines", "0"], "--engines must be >= 1"),
+    (["--engine-throughput", "-5GB/s"], "'engine_throughput': '-5GB/s' must be > 0"),
+    (["--engine-throughput", "5 parsecs"], "unknown unit"),
+    (["--burst", "0B"], "'burst': '0B' must be >= 1"),
+    (["--batch", "0"], "--batch must be >= 1"),
+])
+def test_bad_model_input_is_one_clear_error(opts, message):
+    with pytest.raises(RunError) as err:
+        run("pascal_cdma.py", "--no-baselines", *opts)
+    assert message in str(err.value)
+    assert "pascal_cdma.py" in err.value.where
+
+
+def test_malformed_workload_stream_names_the_line(tmp_path):
+    from sst_cdma.workloads import render_stream
+
+    text = render_stream("alexnet", 8, "float32", "conv").splitlines()
+    bad = next(i for i, line in enumerate(text) if line.startswith("compute "))
+    text[bad] = text[bad].replace("flops=", "flops=lots")
+    path = tmp_path / "broken.stream"
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(RunError) as err:
+        run("pascal_cdma.py", "--no-baselines", "--algorithm", "none", "--workload", str(path))
+    assert f"broken.stream:{bad + 1}:" in str(err.value)
