@@ -120,14 +120,14 @@ class Engine:
         for phase in range(MAX_INIT_PHASES):
             sim._untimed_sent = 0
             for el in elements:
-                el.init(phase)
+                self._located(el, el.init, phase)
             if sim._untimed_sent == 0:
                 break
         else:
             raise SimulationError(f"init did not converge after {MAX_INIT_PHASES} phases")
         sim.phase = "setup"
         for el in elements:
-            el.setup()
+            self._located(el, el.setup)
         self.statistics.start()
         self.timing["setup_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -140,6 +140,18 @@ class Engine:
         self.statistics.finish()
         self.timing["finish_s"] = time.perf_counter() - t2
         sim.phase = "done"
+
+
+    def _located(self, el: Element, method: Any, *args: Any) -> None:
+        """Call a lifecycle method; a ConfigError it raises without a location gets the line
+        where the element was configured."""
+        try:
+            method(*args)
+        except ConfigError as exc:
+            if not exc.where:
+                cfg = self.statistics.configs.get(el.name)
+                exc.where = cfg.where if cfg is not None else self.graph.source
+            raise
 
 
 def warn(message: str) -> None:

@@ -68,7 +68,8 @@ def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
     assert s["peak_gpu_memory_bytes"] > s["gpu_memory_capacity_bytes"]
     assert s["out_of_memory"]["bytes_short"] > 0 and s["out_of_memory"]["layer"]
     assert "DOES NOT FIT" in console and "out of memory:" in console
-    # vDNN with offloading fits where keeping everything resident does not
+    # vDNN's claim: VGG-16 at batch 256 trains on a 12 GB Titan X once feature maps are
+    # offloaded, although keeping everything resident does not fit
     assert s["baselines"]["vdnn"]["fits_in_memory"] is True
 
 
@@ -86,7 +87,7 @@ def test_statistics_are_byte_identical_run_after_run(tmp_path):
     (["--algorithm", "lz4"], "argument --algorithm: invalid choice: 'lz4'"),
     (["--network", "vgg16", "--batch", "200000"], "more than the GPU memory"),
     (["--engines", "0"], "--engines must be >= 1"),
-    (["--engine-throughput", "-5GB/s"], "'engine_throughput': '-5GB/s' must be > 0"),
+    (["--engine-throughput=-5GB/s"], "'engine_throughput': '-5GB/s' must be > 0"),
     (["--engine-throughput", "5 parsecs"], "unknown unit"),
     (["--burst", "0B"], "'burst': '0B' must be >= 1"),
     (["--batch", "0"], "--batch must be >= 1"),
