@@ -1,0 +1,154 @@
+"""``sst-cdma capture``: measure a density profile from any PyTorch model.
+
+Example::
+
+    sst-cdma capture --model torchvision.models:resnet18 --input-shape 8,3,224,224 \\
+        --network resnet18 --output resnet18.json --samples resnet18_samples/
+
+``main(argv)`` returns the exit status: 0 on success, 2 on bad arguments or inputs (with a
+one-line ``sst-cdma capture: error: ...`` on stderr). It can also run as
+``python -m sst_cdma.capture.cli``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from datetime import datetime, timezone
+from typing import Any, NoReturn, Sequence
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..profiles import MeasuredProvenance, ProfileError
+from .activations import capture_activations
+from .errors import CaptureError
+from .inputs import FILLS, npz_batches, parse_shape, synthetic_batches
+from .model_loader import load_model
+from .result import build_profile
+
+__all__ = ["main", "build_parser"]
+
+PROG = "sst-cdma capture"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and raise instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`CaptureError` (reported as one line by :func:`main`)."""
+        raise CaptureError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``sst-cdma capture``."""
+    p = _Parser(prog=PROG, description="Hook the ReLU outputs of a PyTorch model, measure their "
+                "density and real compressed sizes (ZVC, RLE, zlib), and write a density "
+                "profile. The model runs in eval mode without gradients.")
+    p.add_argument("--model", required=True, metavar="MODULE:CALLABLE",
+                   help="import path (or file.py) and attribute returning an nn.Module, "
+                        "e.g. sst_cdma.capture.digits_cnn:DigitsCNN")
+    p.add_argument("--model-kwargs", default="{}", metavar="JSON",
+                   help="keyword arguments for the callable, as a JSON object")
+    p.add_argument("--weights", metavar="FILE", help="state_dict file to load into the model")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input-shape", metavar="N,C,H,W",
+                     help="synthetic input batch shape, e.g. 1,3,224,224")
+    src.add_argument("--inputs", metavar="FILE.npz", help="real inputs from an .npz file")
+    p.add_argument("--input-key", help="array to use when --inputs holds several")
+    p.add_argument("--batch-size", type=int, help="split --inputs into batches of this size")
+    p.add_argument("--fill", choices=FILLS, default="randn",
+                   help="synthetic input values (default randn)")
+    p.add_argument("--batches", type=int, default=1, help="synthetic batches (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model's initial weights and of synthetic "
+                   "inputs (default 0)")
+    p.add_argument("--network", help="network name in the profile (default: the callable's)")
+    p.add_argument("--progress", type=float, default=0.0,
+                   help="training progress in [0, 1] of this model state (default 0.0)")
+    p.add_argument("--steps", type=int, help="training steps the progress axis spans, if known")
+    p.add_argument("--algorithms", default="zvc,rle,zlib",
+                   help="comma-separated codecs to measure (default zvc,rle,zlib)")
+    p.add_argument("--output", "-o", metavar="PROFILE.json", help="profile file to write")
+    p.add_argument("--samples", metavar="DIR", help="save each tensor's first batch here")
+    p.add_argument("--quiet", "-q", action="store_true", help="print no table")
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not 0.0 <= args.progress <= 1.0:
+        raise CaptureError(f"--progress: {args.progress} is not in [0, 1]")
+    if args.batches < 1:
+        raise CaptureError(f"--batches: must be at least 1, got {args.batches}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise CaptureError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    if args.steps is not None and args.steps < 0:
+        raise CaptureError(f"--steps: must not be negative, got {args.steps}")
+    if args.input_shape is not None and (args.input_key or args.batch_size):
+        raise CaptureError("--input-key and --batch-size apply to --inputs only")
+
+
+def _kwargs(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CaptureError(f"--model-kwargs: not valid JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise CaptureError("--model-kwargs: expected a JSON object such as {\"num_classes\": 10}")
+    return value
+
+
+def _run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    _check(args)
+    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    with torch.random.fork_rng(devices=[]):  # seeded weights, caller's RNG left alone
+        torch.manual_seed(args.seed)
+        model = load_model(args.model, _kwargs(args.model_kwargs), args.weights)
+    if args.input_shape is not None:
+        shape = parse_shape(args.input_shape)
+        inputs: Any = synthetic_batches(shape, args.batches, args.fill, args.seed)
+        data = (f"synthetic {args.fill} inputs of shape {list(shape)}, {args.batches} "
+                f"batch(es), seed {args.seed}")
+    else:
+        inputs = list(npz_batches(args.inputs, args.input_key, args.batch_size))
+        data = f"{args.inputs} ({sum(len(b) for b in inputs)} samples, {len(inputs)} batch(es))"
+    result = capture_activations(model, inputs, algorithms=algorithms, sample_dir=args.samples)
+    network = args.network or args.model.rpartition(":")[2].rpartition(".")[2]
+    provenance = MeasuredProvenance(
+        model=args.model + (f" with weights {args.weights}" if args.weights else ""),
+        data=data, steps=args.steps, command=shlex.join([*PROG.split(), *argv]),
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        seed=args.seed,
+        software={"sst-cdma": __version__, "torch": torch.__version__, "numpy": np.__version__})
+    profile = build_profile(network, [(args.progress, result)], provenance,
+                            source=args.output or "<capture>")
+    if not args.quiet:
+        print(result.summary())
+    if args.output:
+        profile.save(args.output)
+        if not args.quiet:
+            print(f"wrote {args.output}")
+    if result.samples_index is not None and not args.quiet:
+        print(f"samples in {result.samples_index.parent}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sst-cdma capture`` with ``argv`` (default ``sys.argv[1:]``); returns the status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (CaptureError, ProfileError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

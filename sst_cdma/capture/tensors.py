@@ -1,0 +1,35 @@
+"""Turning hooked torch tensors into numpy arrays the codecs accept."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["to_numpy", "nonzero_bits", "dtype_name"]
+
+
+def dtype_name(tensor: torch.Tensor) -> str:
+    """``torch.float32`` -> ``"float32"``."""
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A C-contiguous numpy *copy* of ``tensor`` in logical (e.g. NCHW) element order.
+
+    The copy is taken at once, so an in-place ReLU or any later in-place operation on the same
+    storage cannot change what was captured. bfloat16, which numpy lacks, is returned as its
+    raw 16-bit patterns (``uint16``).
+    """
+    data = tensor.detach()
+    if data.dtype == torch.bfloat16:
+        data = data.view(torch.int16)
+        return np.array(data.cpu().numpy(), copy=True, order="C").view(np.uint16)
+    return np.array(data.cpu().numpy(), copy=True, order="C")
+
+
+def nonzero_bits(array: np.ndarray) -> int:
+    """Number of elements whose bit pattern is not all zeros (so -0.0 and NaN count)."""
+    size = array.dtype.itemsize
+    if size not in (1, 2, 4, 8):
+        raise ValueError(f"unsupported element size {size}")
+    words = np.ascontiguousarray(array).view(f"u{size}")
+    return int(np.count_nonzero(words))

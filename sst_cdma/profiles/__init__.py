@@ -1,0 +1,41 @@
+"""Activation density profiles: per network, per offloaded tensor, density over training.
+
+Example::
+
+    from sst_cdma.profiles import load_profile
+    p = load_profile("digits_cnn")     # a shipped, measured profile
+    p.density("relu1", 0.5)            # interpolated density at mid-training
+    p.ratio("relu1", "zvc", 0.5)       # measured ZVC compression ratio there
+
+The file format is documented in ``docs/profiles.md``; loading validates every field and raises
+:class:`ProfileError` naming the file and the field at fault.
+"""
+from __future__ import annotations
+
+from .errors import ProfileError
+from .interp import interpolate
+from .profile import DensityProfile, ProfilePoint, TensorProfile
+from .provenance import EstimatedProvenance, MeasuredProvenance, Provenance
+from .samples import load_samples, save_samples
+from .schema import FORMAT, KNOWN_ALGORITHMS, KNOWN_DTYPES, VERSION
+from .store import load_profile, shipped_profile_path, shipped_profiles
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "KNOWN_ALGORITHMS",
+    "KNOWN_DTYPES",
+    "ProfileError",
+    "DensityProfile",
+    "ProfilePoint",
+    "TensorProfile",
+    "Provenance",
+    "MeasuredProvenance",
+    "EstimatedProvenance",
+    "interpolate",
+    "load_profile",
+    "shipped_profiles",
+    "shipped_profile_path",
+    "save_samples",
+    "load_samples",
+]

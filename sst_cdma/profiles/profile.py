@@ -1,0 +1,219 @@
+"""``DensityProfile``: activation density (and measured compression) over training progress."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import ProfileError
+from .interp import interpolate
+from .provenance import Provenance, provenance_from_dict
+from .schema import FORMAT, KNOWN_ALGORITHMS, VERSION, parse_profile, tensor_path
+
+__all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """Density of one tensor at one point of training progress.
+
+    ``ratios`` maps an algorithm (``"zvc"``, ``"rle"``, ``"zlib"``) to the measured compression
+    ratio (uncompressed bytes / compressed bytes) of the real tensor at that point.
+    """
+
+    progress: float
+    density: float
+    ratios: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of the point."""
+        out: dict[str, Any] = {"progress": self.progress, "density": self.density}
+        if self.ratios:
+            out["ratios"] = {a: self.ratios[a] for a in KNOWN_ALGORITHMS if a in self.ratios}
+        return out
+
+
+@dataclass(frozen=True)
+class TensorProfile:
+    """The points of one offloaded tensor, in strictly increasing progress order."""
+
+    points: tuple[ProfilePoint, ...]
+    sample_shape: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of the tensor entry."""
+        out: dict[str, Any] = {}
+        if self.sample_shape is not None:
+            out["sample_shape"] = list(self.sample_shape)
+        out["points"] = [p.to_dict() for p in self.points]
+        return out
+
+
+class DensityProfile:
+    """Per-tensor activation density of one network over training progress.
+
+    A profile names its ``network``, the element ``dtype`` and its ``provenance``, and holds for
+    each offloaded tensor (named as in the network definition) the density — the fraction of
+    elements whose bit pattern is non-zero — at points of training progress in [0, 1], with
+    optional measured compression ratios per algorithm. Every way of building one validates it;
+    problems raise :class:`ProfileError`.
+    """
+
+    def __init__(self, network: str, dtype: str, provenance: Provenance,
+                 tensors: Mapping[str, TensorProfile], *, source: str = "<profile>") -> None:
+        self.source = source
+        data = {"format": FORMAT, "version": VERSION, "network": network, "dtype": dtype,
+                "provenance": provenance.to_dict(),
+                "tensors": {name: t.to_dict() for name, t in tensors.items()}}
+        self._init_from_valid(parse_profile(data, source))
+
+    def _init_from_valid(self, data: dict[str, Any]) -> None:
+        self.network: str = data["network"]
+        self.dtype: str = data["dtype"]
+        self._provenance = provenance_from_dict(data["provenance"])
+        self._tensors: dict[str, TensorProfile] = {}
+        for name, entry in data["tensors"].items():
+            points = tuple(ProfilePoint(p["progress"], p["density"], dict(p.get("ratios", {})))
+                           for p in entry["points"])
+            shape = entry.get("sample_shape")
+            self._tensors[name] = TensorProfile(points, None if shape is None else tuple(shape))
+
+    # -- construction and serialisation -------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<dict>") -> "DensityProfile":
+        """Validate a decoded JSON document and build the profile from it."""
+        profile = cls.__new__(cls)
+        profile.source = source
+        profile._init_from_valid(parse_profile(data, source))
+        return profile
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of this profile (what :meth:`save` writes)."""
+        return {"format": FORMAT, "version": VERSION, "network": self.network,
+                "dtype": self.dtype, "provenance": self._provenance.to_dict(),
+                "tensors": {name: t.to_dict() for name, t in self._tensors.items()}}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "DensityProfile":
+        """Read and validate a profile file; errors name the file and the field at fault."""
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProfileError(f"{source}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ProfileError(f"{source}: not UTF-8 text: {exc.reason}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"{source}: not valid JSON: line {exc.lineno} column {exc.colno}: "
+                               f"{exc.msg}") from None
+        return cls.from_dict(data, source=source)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the profile as indented JSON (UTF-8, trailing newline)."""
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    def to_json(self) -> str:
+        """The profile as the JSON text :meth:`save` writes: indented, one point per line."""
+        return _layout(self.to_dict()) + "\n"
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def provenance(self) -> Provenance:
+        """Where the numbers come from (:class:`MeasuredProvenance` or ``EstimatedProvenance``)."""
+        return self._provenance
+
+    @property
+    def tensors(self) -> dict[str, TensorProfile]:
+        """Tensor name -> its points, in file order (a copy; the profile is immutable)."""
+        return dict(self._tensors)
+
+    def tensor(self, name: str) -> TensorProfile:
+        """The entry of tensor ``name``; a clear :class:`ProfileError` if there is none."""
+        try:
+            return self._tensors[name]
+        except KeyError:
+            known = ", ".join(self._tensors)
+            raise ProfileError(f"{self.source}: {tensor_path(name)}: no such tensor in the "
+                               f"profile of network {self.network!r} (it has: {known})") from None
+
+    def density(self, tensor: str, progress: float) -> float:
+        """Density of ``tensor`` at ``progress``: linear between points, clamped outside them."""
+        points = self.tensor(tensor).points
+        x = self._check_progress(progress)
+        return interpolate([p.progress for p in points], [p.density for p in points], x)
+
+    def ratio(self, tensor: str, algorithm: str, progress: float) -> float | None:
+        """Measured compression ratio of ``tensor`` under ``algorithm`` at ``progress``.
+
+        Interpolates between the points that carry a ratio for ``algorithm``, linearly in the
+        compressed-size fraction ``1/ratio`` (which is linear in density for ZVC), and clamps
+        outside them. Returns ``None`` when no point of the tensor has a measured ratio for it.
+        """
+        if algorithm not in KNOWN_ALGORITHMS:
+            raise ProfileError(f"{self.source}: unknown algorithm {algorithm!r} "
+                               f"(known: {', '.join(KNOWN_ALGORITHMS)})")
+        points = [p for p in self.tensor(tensor).points if algorithm in p.ratios]
+        if not points:
+            return None
+        x = self._check_progress(progress)
+        fraction = interpolate([p.progress for p in points],
+                               [1.0 / p.ratios[algorithm] for p in points], x)
+        return 1.0 / fraction
+
+    def require_tensors(self, names: Iterable[str]) -> None:
+        """Raise :class:`ProfileError` naming every tensor in ``names`` the profile lacks.
+
+        The simulator calls this with the offloaded tensors of a network so that a profile
+        missing a layer fails up front with a message saying which.
+        """
+        wanted: Sequence[str] = list(names)
+        missing = [n for n in wanted if n not in self._tensors]
+        if missing:
+            which = ", ".join(repr(n) for n in missing)
+            noun = "tensor" if len(missing) == 1 else "tensors"
+            raise ProfileError(f"{self.source}: density profile of network {self.network!r} "
+                               f"has no {noun} {which} (it has: {', '.join(self._tensors)})")
+
+    def _check_progress(self, progress: float) -> float:
+        if isinstance(progress, bool) or not isinstance(progress, (int, float)) \
+                or math.isnan(progress):
+            raise ProfileError(f"{self.source}: progress must be a number, got {progress!r}")
+        return float(progress)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DensityProfile):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return (f"DensityProfile(network={self.network!r}, dtype={self.dtype!r}, "
+                f"tensors={len(self._tensors)}, provenance={self._provenance.kind!r})")
+
+
+def _layout(doc: dict[str, Any]) -> str:
+    """Indented JSON with each point and each ``sample_shape`` on one line (diff-friendly)."""
+    token = uuid.uuid4().hex
+    inline: dict[str, str] = {}
+
+    def mark(value: Any) -> str:
+        key = f"{token}:{len(inline)}"
+        inline[key] = json.dumps(value)
+        return key
+
+    tensors = {}
+    for name, entry in doc["tensors"].items():
+        out = {k: (mark(v) if k == "sample_shape" else v) for k, v in entry.items()}
+        out["points"] = [mark(p) for p in entry["points"]]
+        tensors[name] = out
+    text = json.dumps({**doc, "tensors": tensors}, indent=2)
+    for key, value in inline.items():
+        text = text.replace(f'"{key}"', value, 1)
+    return text

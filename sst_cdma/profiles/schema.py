@@ -1,0 +1,256 @@
+"""The on-disk format of density profiles: constants and a validating parser.
+
+``parse_profile(data, source)`` checks a decoded JSON document field by field and returns plain,
+normalised Python values; every failure raises :class:`ProfileError` naming ``source`` and the
+dotted path of the offending field (``tensors.conv3.points[2].density``). The format itself is
+documented in ``docs/profiles.md``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+from .errors import ProfileError
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "KNOWN_ALGORITHMS",
+    "KNOWN_DTYPES",
+    "parse_profile",
+    "tensor_path",
+]
+
+FORMAT = "sst-cdma-density-profile"
+"""Value of the top-level ``format`` field."""
+
+VERSION = 1
+"""The only ``version`` this code reads and writes."""
+
+KNOWN_ALGORITHMS: tuple[str, ...] = ("zvc", "rle", "zlib")
+"""Algorithms a point's ``ratios`` may name (the codecs of ``sst_cdma.codecs``)."""
+
+KNOWN_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
+"""Element types a profile may describe."""
+
+_TOP_REQUIRED = ("format", "version", "network", "dtype", "provenance", "tensors")
+_TENSOR_REQUIRED = ("points",)
+_TENSOR_OPTIONAL = ("sample_shape",)
+_POINT_REQUIRED = ("progress", "density")
+_POINT_OPTIONAL = ("ratios",)
+_PROVENANCE_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # kind: (required fields besides "kind", optional fields)
+    "measured": (("model", "data", "steps", "command", "date"), ("seed", "notes", "software")),
+    "estimated": (("source",), ("notes",)),
+}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def tensor_path(name: str) -> str:
+    """Path of tensor ``name`` in error messages: ``tensors.conv3`` or ``tensors["a.b"]``."""
+    if _IDENT.match(name):
+        return f"tensors.{name}"
+    return f"tensors[{_show(name)}]"
+
+
+def _show(value: Any) -> str:
+    """Short JSON-like rendering of a value for an error message."""
+    if isinstance(value, str):
+        text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif value is None:
+        text = "null"
+    elif isinstance(value, float) and not math.isfinite(value):
+        text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    else:
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    """JSON name of a value's type, for 'expected X, got Y' messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+class _Checker:
+    """Raises :class:`ProfileError` prefixed with the source name."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, problem: str) -> ProfileError:
+        return ProfileError(f"{self.source}: {path}: {problem}")
+
+    def obj(self, value: Any, path: str, required: tuple[str, ...],
+            optional: tuple[str, ...] = ()) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected an object, got {_type_name(value)} {_show(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.fail(path, f"field names must be strings, got {_show(key)}")
+        for key in required:
+            if key not in value:
+                raise self.fail(path, f"missing field {_show(key)}")
+        allowed = set(required) | set(optional)
+        for key in value:
+            if key not in allowed:
+                expected = ", ".join(sorted(allowed))
+                raise self.fail(path, f"unknown field {_show(key)} (expected: {expected})")
+        return value
+
+    def mapping(self, value: Any, path: str) -> dict[str, Any]:
+        """An object with free-form (string) keys."""
+        return self.obj(value, path, (), tuple(value) if isinstance(value, dict) else ())
+
+    def string(self, value: Any, path: str, *, nonempty: bool = True) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_type_name(value)} {_show(value)}")
+        if nonempty and not value.strip():
+            raise self.fail(path, "must not be empty")
+        return value
+
+    def integer(self, value: Any, path: str, *, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"expected an integer, got {_type_name(value)} {_show(value)}")
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"{value} is less than {minimum}")
+        return value
+
+    def number(self, value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(path, f"expected a number, got {_type_name(value)} {_show(value)}")
+        if not math.isfinite(value):
+            raise self.fail(path, f"{_show(value)} is not a finite number")
+        return float(value)
+
+    def unit_interval(self, value: Any, path: str) -> float:
+        number = self.number(value, path)
+        if not 0.0 <= number <= 1.0:
+            raise self.fail(path, f"{_show(value)} is not in [0, 1]")
+        return number
+
+
+def parse_profile(data: Any, source: str) -> dict[str, Any]:
+    """Validate a decoded profile document and return it normalised.
+
+    The result has the same shape as the input with numbers as ``float``/``int``, ``points``
+    as lists of dicts and ``ratios`` only where present. Raises :class:`ProfileError` naming
+    ``source`` and the field at fault.
+    """
+    c = _Checker(source)
+    top = c.obj(data, "(top level)", _TOP_REQUIRED)
+    if top["format"] != FORMAT:
+        raise c.fail("format", f"expected {_show(FORMAT)}, got {_show(top['format'])}")
+    version = c.integer(top["version"], "version")
+    if version != VERSION:
+        raise c.fail("version", f"{version} is not supported (this sst-cdma reads version {VERSION})")
+    network = c.string(top["network"], "network")
+    dtype = c.string(top["dtype"], "dtype")
+    if dtype not in KNOWN_DTYPES:
+        raise c.fail("dtype", f"{_show(dtype)} is not one of {', '.join(KNOWN_DTYPES)}")
+    provenance = _parse_provenance(c, top["provenance"])
+    tensors_raw = c.mapping(top["tensors"], "tensors")
+    if not tensors_raw:
+        raise c.fail("tensors", "is empty; a profile needs at least one tensor")
+    tensors = {}
+    for name, entry in tensors_raw.items():
+        path = tensor_path(name)
+        if not name.strip():
+            raise c.fail(path, "tensor names must not be empty")
+        tensors[name] = _parse_tensor(c, entry, path)
+    return {"format": FORMAT, "version": VERSION, "network": network, "dtype": dtype,
+            "provenance": provenance, "tensors": tensors}
+
+
+def _parse_provenance(c: _Checker, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise c.fail("provenance", f"expected an object, got {_type_name(value)} {_show(value)}")
+    if "kind" not in value:
+        raise c.fail("provenance", "missing field \"kind\"")
+    kind = value["kind"]
+    if kind not in _PROVENANCE_FIELDS:
+        raise c.fail("provenance.kind",
+                     f"expected \"measured\" or \"estimated\", got {_show(kind)}")
+    required, optional = _PROVENANCE_FIELDS[kind]
+    c.obj(value, "provenance", ("kind", *required), optional)
+    out: dict[str, Any] = {"kind": kind}
+    for key in (*required, *optional):
+        if key not in value:
+            continue
+        item, path = value[key], f"provenance.{key}"
+        if key == "steps":
+            out[key] = None if item is None else c.integer(item, path, minimum=0)
+        elif key == "seed":
+            out[key] = None if item is None else c.integer(item, path)
+        elif key == "software":
+            soft = c.mapping(item, path)
+            out[key] = {k: c.string(v, f"{path}.{k}") for k, v in soft.items()}
+        elif key == "date":
+            text = c.string(item, path)
+            try:
+                datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise c.fail(path, f"{_show(text)} is not an ISO 8601 date") from None
+            out[key] = text
+        else:
+            out[key] = c.string(item, path)
+    return out
+
+
+def _parse_tensor(c: _Checker, value: Any, path: str) -> dict[str, Any]:
+    entry = c.obj(value, path, _TENSOR_REQUIRED, _TENSOR_OPTIONAL)
+    out: dict[str, Any] = {}
+    if "sample_shape" in entry:
+        shape_path = f"{path}.sample_shape"
+        shape = entry["sample_shape"]
+        if not isinstance(shape, list):
+            raise c.fail(shape_path, f"expected an array, got {_type_name(shape)} {_show(shape)}")
+        out["sample_shape"] = [c.integer(dim, f"{shape_path}[{i}]", minimum=1)
+                               for i, dim in enumerate(shape)]
+    points = entry["points"]
+    points_path = f"{path}.points"
+    if not isinstance(points, list):
+        raise c.fail(points_path, f"expected an array, got {_type_name(points)} {_show(points)}")
+    if not points:
+        raise c.fail(points_path, "is empty; at least one point is needed")
+    parsed = []
+    previous: float | None = None
+    for i, point in enumerate(points):
+        ppath = f"{points_path}[{i}]"
+        raw = c.obj(point, ppath, _POINT_REQUIRED, _POINT_OPTIONAL)
+        progress = c.unit_interval(raw["progress"], f"{ppath}.progress")
+        if previous is not None and progress <= previous:
+            raise c.fail(f"{ppath}.progress",
+                         f"{_show(raw['progress'])} is not greater than the previous point's "
+                         f"{previous!r} (progress must be strictly increasing)")
+        previous = progress
+        item: dict[str, Any] = {"progress": progress,
+                                "density": c.unit_interval(raw["density"], f"{ppath}.density")}
+        if "ratios" in raw:
+            ratios = c.obj(raw["ratios"], f"{ppath}.ratios", (), KNOWN_ALGORITHMS)
+            item["ratios"] = {}
+            for algorithm in KNOWN_ALGORITHMS:
+                if algorithm in ratios:
+                    rpath = f"{ppath}.ratios.{algorithm}"
+                    ratio = c.number(ratios[algorithm], rpath)
+                    if ratio <= 0:
+                        raise c.fail(rpath, f"{_show(ratios[algorithm])} is not a positive number")
+                    item["ratios"][algorithm] = ratio
+        parsed.append(item)
+    out["points"] = parsed
+    return out

@@ -1,0 +1,50 @@
+"""Finding profiles: the ones shipped in ``sst_cdma.workloads.profiles`` or a file path."""
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from .errors import ProfileError
+from .profile import DensityProfile
+
+__all__ = ["load_profile", "shipped_profiles", "shipped_profile_path"]
+
+_PACKAGE = "sst_cdma.workloads.profiles"
+
+
+def _shipped_dir() -> Path:
+    return Path(str(resources.files(_PACKAGE)))
+
+
+def shipped_profiles() -> list[str]:
+    """Network names of the profiles shipped with sst-cdma (``workloads/profiles/NAME.json``)."""
+    return sorted(p.stem for p in _shipped_dir().glob("*.json"))
+
+
+def shipped_profile_path(network: str) -> Path:
+    """Path of the shipped profile of ``network``; :class:`ProfileError` if there is none."""
+    path = _shipped_dir() / f"{network}.json"
+    if not path.is_file():
+        known = ", ".join(shipped_profiles()) or "none"
+        raise ProfileError(f"no shipped density profile for network {network!r} "
+                           f"(shipped: {known}); pass a path to a profile file instead")
+    return path
+
+
+def load_profile(name_or_path: str | os.PathLike[str]) -> DensityProfile:
+    """Load a profile by file path, or a shipped one by network name.
+
+    Anything that names an existing file, contains a path separator or ends in ``.json`` is
+    read as a path; otherwise it is a network name looked up in the shipped profiles. A shipped
+    profile must describe the network its file is named after.
+    """
+    text = os.fspath(name_or_path)
+    if (isinstance(name_or_path, os.PathLike) or os.path.isfile(text) or text.endswith(".json")
+            or os.sep in text or "/" in text):
+        return DensityProfile.load(text)
+    profile = DensityProfile.load(shipped_profile_path(text))
+    if profile.network != text:
+        raise ProfileError(f"{profile.source}: network: {profile.network!r} does not match the "
+                           f"file name {text!r}")
+    return profile

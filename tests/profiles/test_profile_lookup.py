@@ -1,0 +1,38 @@
+"""``load_profile`` finds shipped profiles by network name and files by path."""
+from __future__ import annotations
+
+import pytest
+
+from sst_cdma.profiles import ProfileError, load_profile, shipped_profile_path, shipped_profiles
+
+
+def test_path_is_loaded(document, write):
+    path = write(document, "mine.json")
+    assert load_profile(path).network == "tiny"
+    assert load_profile(str(path)).network == "tiny"
+
+
+def test_shipped_digits_profile_found_by_name():
+    assert "digits_cnn" in shipped_profiles()
+    profile = load_profile("digits_cnn")
+    assert profile.network == "digits_cnn"
+    assert shipped_profile_path("digits_cnn").name == "digits_cnn.json"
+
+
+def test_unknown_network_lists_what_is_shipped():
+    with pytest.raises(ProfileError, match=r"no shipped density profile for network 'alexnet9' "
+                                           r"\(shipped: .*digits_cnn"):
+        load_profile("alexnet9")
+
+
+def test_missing_path_is_a_file_error(tmp_path):
+    with pytest.raises(ProfileError, match="nothere.json: cannot read"):
+        load_profile(tmp_path / "nothere.json")
+
+
+@pytest.mark.parametrize("network", shipped_profiles())
+def test_every_shipped_profile_is_valid_and_named_for_its_network(network):
+    profile = load_profile(network)  # validates every field
+    assert profile.network == network
+    assert profile.provenance.kind in ("measured", "estimated")
+    assert profile.tensors

@@ -1,0 +1,164 @@
+"""Every malformed profile is rejected with a message naming the file and the field at fault."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import pytest
+
+from sst_cdma.profiles import DensityProfile, ProfileError
+
+
+def _set(path: str, value: Any) -> Callable[[dict], None]:
+    """Mutation that sets ``doc[path]`` (dotted, ints index lists)."""
+    def mutate(doc: dict) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return mutate
+
+
+def _delete(path: str) -> Callable[[dict], None]:
+    def mutate(doc: dict) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        del node[last]
+    return mutate
+
+
+CASES = [
+    # (mutation, expected message after "profile.json: ")
+    (_set("tensors.conv3.points.2.density", 1.7),
+     "tensors.conv3.points[2].density: 1.7 is not in [0, 1]"),
+    (_set("tensors.conv1.points.0.density", -0.1),
+     "tensors.conv1.points[0].density: -0.1 is not in [0, 1]"),
+    (_set("tensors.conv1.points.1.progress", 1.5),
+     "tensors.conv1.points[1].progress: 1.5 is not in [0, 1]"),
+    (_set("tensors.conv3.points.1.progress", 0.0),
+     "tensors.conv3.points[1].progress: 0.0 is not greater than the previous point's 0.0"),
+    (_set("tensors.conv3.points.2.progress", 0.1),
+     "tensors.conv3.points[2].progress: 0.1 is not greater than the previous point's 0.25"),
+    (_set("format", "something-else"),
+     'format: expected "sst-cdma-density-profile", got "something-else"'),
+    (_set("version", 2), "version: 2 is not supported (this sst-cdma reads version 1)"),
+    (_set("version", "1"), 'version: expected an integer, got string "1"'),
+    (_set("version", True), "version: expected an integer, got boolean true"),
+    (_delete("network"), 'missing field "network"'),
+    (_set("network", ""), "network: must not be empty"),
+    (_set("dtype", "int8"), 'dtype: "int8" is not one of float32'),
+    (_set("extra", 1), '(top level): unknown field "extra"'),
+    (_delete("tensors.conv1.points.1.density"),
+     'tensors.conv1.points[1]: missing field "density"'),
+    (_set("tensors.conv1.points.1.densty", 0.3),
+     'tensors.conv1.points[1]: unknown field "densty"'),
+    (_set("tensors.conv1.points.0.density", "0.5"),
+     'tensors.conv1.points[0].density: expected a number, got string "0.5"'),
+    (_set("tensors.conv1.points.0.density", None),
+     "tensors.conv1.points[0].density: expected a number, got null"),
+    (_set("tensors.conv1.points.0.ratios.zvc", -2), "tensors.conv1.points[0].ratios.zvc: -2 is "
+     "not a positive number"),
+    (_set("tensors.conv1.points.0.ratios.zvc", 0), "tensors.conv1.points[0].ratios.zvc: 0 is "
+     "not a positive number"),
+    (_set("tensors.conv1.points.0.ratios.lz4", 2.0),
+     'tensors.conv1.points[0].ratios: unknown field "lz4"'),
+    (_set("tensors.conv1.points", []), "tensors.conv1.points: is empty"),
+    (_set("tensors.conv1.points", {"progress": 0}),
+     "tensors.conv1.points: expected an array, got object"),
+    (_set("tensors.conv1.sample_shape", [4, 0]),
+     "tensors.conv1.sample_shape[1]: 0 is less than 1"),
+    (_set("tensors.conv1.colour", "red"), 'tensors.conv1: unknown field "colour"'),
+    (_delete("tensors.conv3.points"), 'tensors.conv3: missing field "points"'),
+    (_set("tensors", {}), "tensors: is empty"),
+    (_set("tensors", []), "tensors: expected an object, got array"),
+    (_set("provenance.kind", "guessed"),
+     'provenance.kind: expected "measured" or "estimated", got "guessed"'),
+    (_delete("provenance.command"), 'provenance: missing field "command"'),
+    (_set("provenance.source", "x"), 'provenance: unknown field "source"'),
+    (_set("provenance.steps", -1), "provenance.steps: -1 is less than 0"),
+    (_set("provenance.date", "yesterday"), 'provenance.date: "yesterday" is not an ISO 8601 date'),
+    (_set("provenance", {"kind": "estimated"}), 'provenance: missing field "source"'),
+]
+
+
+@pytest.mark.parametrize("mutate, message", CASES, ids=[m for _, m in CASES])
+def test_broken_file_names_the_field(document, write, mutate, message):
+    mutate(document)
+    path = write(document)
+    with pytest.raises(ProfileError) as info:
+        DensityProfile.load(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: "), text
+    assert message in text, text
+
+
+def test_nan_density_rejected(write):
+    text = ('{"format": "sst-cdma-density-profile", "version": 1, "network": "n", '
+            '"dtype": "float32", "provenance": {"kind": "estimated", "source": "s"}, '
+            '"tensors": {"t": {"points": [{"progress": 0, "density": NaN}]}}}')
+    with pytest.raises(ProfileError, match=re.escape("tensors.t.points[0].density: NaN is not a "
+                                                     "finite number")):
+        DensityProfile.load(write(text))
+
+
+def test_dotted_tensor_names_are_quoted(document, write):
+    document["tensors"]["layer1.0.relu"] = {"points": [{"progress": 0.0, "density": 2}]}
+    with pytest.raises(ProfileError, match=re.escape('tensors["layer1.0.relu"].points[0].density:'
+                                                     ' 2 is not in [0, 1]')):
+        DensityProfile.load(write(document))
+
+
+def test_not_json(write):
+    path = write('{"format": ')
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not valid JSON: line 1"):
+        DensityProfile.load(path)
+
+
+def test_top_level_not_object(write):
+    with pytest.raises(ProfileError, match=r"\(top level\): expected an object, got array"):
+        DensityProfile.load(write([1, 2]))
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "absent.json"
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: cannot read"):
+        DensityProfile.load(path)
+
+
+def test_from_dict_names_its_source(document):
+    document["tensors"]["conv1"]["points"][0]["density"] = 3
+    with pytest.raises(ProfileError, match=r"^mine: tensors\.conv1\.points\[0\]\.density"):
+        DensityProfile.from_dict(document, source="mine")
+
+
+def test_profile_error_is_a_value_error():
+    assert issubclass(ProfileError, ValueError)
+
+
+def test_require_tensors_names_the_missing_one(document, write):
+    path = write(document)
+    profile = DensityProfile.load(path)
+    profile.require_tensors(["conv1", "conv3"])
+    with pytest.raises(ProfileError) as info:
+        profile.require_tensors(["conv1", "conv2", "conv3"])
+    text = str(info.value)
+    assert text.startswith(f"{path}: ")
+    assert "has no tensor 'conv2'" in text and "network 'tiny'" in text
+    with pytest.raises(ProfileError, match="has no tensors 'fc6', 'fc7'"):
+        profile.require_tensors(["fc6", "conv1", "fc7"])
+
+
+def test_unknown_tensor_query_is_clear(document):
+    profile = DensityProfile.from_dict(document, source="p.json")
+    with pytest.raises(ProfileError, match=r"p\.json: tensors\.fc9: no such tensor .*conv1, conv3"):
+        profile.density("fc9", 0.5)
+    with pytest.raises(ProfileError, match="unknown algorithm 'lz4'"):
+        profile.ratio("conv1", "lz4", 0.5)
+    with pytest.raises(ProfileError, match="progress must be a number"):
+        profile.density("conv1", float("nan"))
