@@ -35,12 +35,13 @@ def shipped_profile_path(network: str) -> Path:
 def load_profile(name_or_path: str | os.PathLike[str]) -> DensityProfile:
     """Load a profile by file path, or a shipped one by network name.
 
-    Anything that names an existing file, contains a path separator or ends in ``.json`` is
-    read as a path; otherwise it is a network name looked up in the shipped profiles. A shipped
+    Anything that contains a path separator or ends in ``.json`` is read as a path; otherwise
+    it is a network name looked up in the shipped profiles (a stray file called ``vgg16`` in
+    the working directory does not shadow the shipped profile). A shipped
     profile must describe the network its file is named after.
     """
     text = os.fspath(name_or_path)
-    if (isinstance(name_or_path, os.PathLike) or os.path.isfile(text) or text.endswith(".json")
+    if (isinstance(name_or_path, os.PathLike) or text.endswith(".json")
             or os.sep in text or "/" in text):
         return DensityProfile.load(text)
     profile = DensityProfile.load(shipped_profile_path(text))
