@@ -272,7 +272,11 @@ class CDMAEngine(Component):
 
         key = self.name + "/" + req.tensor
         payload = self.host.load(key)
-        restored = codecs.decompress(payload)
+        try:
+            restored = codecs.decompress(payload)
+        except codecs.CodecError as exc:
+            raise SimulationError(f"{self.name}: prefetch of {req.tensor!r}: the host returned a "
+                                  f"corrupt compressed stream ({exc})") from None
         original = self.real[req.tensor]
         same = (restored.dtype == original.dtype and restored.shape == original.shape and
                 restored.tobytes() == original.tobytes())
