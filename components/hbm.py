@@ -36,7 +36,7 @@ class HBM(Component):
         self.flows = FlowNetwork.of(self.sim)
         self.resource = self.flows.resource(f"{name}.bandwidth", p["bandwidth"] * p["efficiency"])
         self.ports = [link for port in ("gpu", "dma")
-                      if (link := self.configure_link(port, self._unexpected)) is not None]
+                      if (link := self.configure_link(port, self.refuse_event)) is not None]
         self.in_use = 0
         self.peak = 0
         self.peak_layer = ""
@@ -45,9 +45,6 @@ class HBM(Component):
         self.stat_peak = self.register_statistic("peak_bytes")
         self.stat_alloc = self.register_statistic("allocations")
         self.stat_moved = self.register_statistic("bytes_moved")
-
-    def _unexpected(self, event: Any) -> None:
-        raise TypeError(f"{self.name}: unexpected event {event!r}")
 
     def init(self, phase: int) -> None:
         """Tell the GPU and the engine who we are and which resource carries our bandwidth."""

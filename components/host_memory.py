@@ -29,7 +29,7 @@ class HostMemory(Component):
         super().__init__(engine, name, params)
         self.resource = FlowNetwork.of(self.sim).resource(f"{name}.dram",
                                                           self.params["bandwidth"])
-        self.ports = [self.configure_link(port, self._unexpected)
+        self.ports = [self.configure_link(port, self.refuse_event)
                       for port in self.connected_ports()]
         self.stored: dict[str, int] = {}
         self.payloads: dict[str, bytes] = {}
@@ -37,9 +37,6 @@ class HostMemory(Component):
         self.peak = 0
         self.stat_stored = self.register_statistic("stored_bytes")
         self.stat_peak = self.register_statistic("peak_stored_bytes")
-
-    def _unexpected(self, event: Any) -> None:
-        raise TypeError(f"{self.name}: unexpected event {event!r}")
 
     def init(self, phase: int) -> None:
         """Start the path description every GPU-side element extends."""

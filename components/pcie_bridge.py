@@ -41,10 +41,38 @@ def link_bandwidth(p: dict[str, Any]) -> float:
                     p["dllp_overhead"]).effective
 
 
-class PCIeBridge(Component):
+class DuplexLink(Component):
+    """What the bridge and the switch share: a full-duplex link with one bandwidth resource per
+    direction, the path description it extends during init, and byte counts per direction."""
+
+    ABSTRACT = True
+    PARAMS = link_params()
+    RESOURCE_PREFIX = ""
+
+    def __init__(self, engine: Any, name: str, params: Any) -> None:
+        super().__init__(engine, name, params)
+        self.bandwidth = link_bandwidth(self.params)
+        flows = FlowNetwork.of(self.sim)
+        self.d2h = flows.resource(f"{name}{self.RESOURCE_PREFIX}.d2h", self.bandwidth)
+        self.h2d = flows.resource(f"{name}{self.RESOURCE_PREFIX}.h2d", self.bandwidth)
+        self.stat_d2h = self.register_statistic(self.STATISTICS[0].name)
+        self.stat_h2d = self.register_statistic(self.STATISTICS[1].name)
+
+    def extended(self, info: PathInfo) -> PathInfo:
+        """``info`` (coming from the host side) with this link added."""
+        return PathInfo([self.d2h.name, *info.d2h], [self.h2d.name, *info.h2d],
+                        info.latency_ps + self.params["latency"], info.host,
+                        [self.name, *info.link_names])
+
+    def finish(self) -> None:
+        """Record the bytes carried each way."""
+        self.stat_d2h.add_data(int(round(self.d2h.busy_units)))
+        self.stat_h2d.add_data(int(round(self.h2d.busy_units)))
+
+
+class PCIeBridge(DuplexLink):
     """A GPU's host link, full duplex: one bandwidth resource per direction."""
 
-    PARAMS = link_params()
     PORTS = (Port("gpu", "towards the GPU's DMA engine", required=True),
              Port("host", "towards the host memory or a PCIe switch", required=True))
     STATISTICS = (
@@ -54,26 +82,10 @@ class PCIeBridge(Component):
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
-        self.bandwidth = link_bandwidth(self.params)
-        flows = FlowNetwork.of(self.sim)
-        self.d2h = flows.resource(f"{name}.d2h", self.bandwidth)
-        self.h2d = flows.resource(f"{name}.h2d", self.bandwidth)
-        self.down = self.configure_link("gpu", self._unexpected)
-        self.up = self.configure_link("host", self._unexpected)
-        self.stat_d2h = self.register_statistic("d2h_bytes")
-        self.stat_h2d = self.register_statistic("h2d_bytes")
-
-    def _unexpected(self, event: Any) -> None:
-        raise TypeError(f"{self.name}: unexpected event {event!r}")
+        self.down = self.configure_link("gpu", self.refuse_event)
+        self.up = self.configure_link("host", self.refuse_event)
 
     def init(self, phase: int) -> None:
         """Extend the host's path description with this link and pass it towards the GPU."""
         while (info := self.up.recv_untimed()) is not None:
-            self.down.send_untimed(PathInfo([self.d2h.name, *info.d2h], [self.h2d.name, *info.h2d],
-                                            info.latency_ps + self.params["latency"], info.host,
-                                            [self.name, *info.link_names]))
-
-    def finish(self) -> None:
-        """Record the bytes carried each way."""
-        self.stat_d2h.add_data(int(round(self.d2h.busy_units)))
-        self.stat_h2d.add_data(int(round(self.h2d.busy_units)))
+            self.down.send_untimed(self.extended(info))

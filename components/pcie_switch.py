@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sst_cdma.element import Component, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
+from sst_cdma.element import Port, StatisticSpec
 
-from .messages import PathInfo
-from .pcie_bridge import link_bandwidth, link_params
+from .pcie_bridge import DuplexLink
 
 
-class PCIeSwitch(Component):
+class PCIeSwitch(DuplexLink):
     """A PCIe switch whose upstream port's bandwidth all downstream ports share."""
 
-    PARAMS = link_params()
+    RESOURCE_PREFIX = ".up"
     PORTS = (Port("up", "upstream port towards the host", required=True),
              Port("down%d", "downstream ports towards GPUs' PCIe bridges"))
     STATISTICS = (
@@ -24,28 +22,12 @@ class PCIeSwitch(Component):
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
-        self.bandwidth = link_bandwidth(self.params)
-        flows = FlowNetwork.of(self.sim)
-        self.d2h = flows.resource(f"{name}.up.d2h", self.bandwidth)
-        self.h2d = flows.resource(f"{name}.up.h2d", self.bandwidth)
-        self.up = self.configure_link("up", self._unexpected)
-        self.downs = [self.configure_link(p, self._unexpected) for p in self.connected_ports()
+        self.up = self.configure_link("up", self.refuse_event)
+        self.downs = [self.configure_link(p, self.refuse_event) for p in self.connected_ports()
                       if p.startswith("down")]
-        self.stat_d2h = self.register_statistic("up_d2h_bytes")
-        self.stat_h2d = self.register_statistic("up_h2d_bytes")
-
-    def _unexpected(self, event: Any) -> None:
-        raise TypeError(f"{self.name}: unexpected event {event!r}")
 
     def init(self, phase: int) -> None:
         """Pass the host's path description, extended by the upstream port, to every GPU."""
         while (info := self.up.recv_untimed()) is not None:
             for down in self.downs:
-                down.send_untimed(PathInfo([self.d2h.name, *info.d2h], [self.h2d.name, *info.h2d],
-                                           info.latency_ps + self.params["latency"], info.host,
-                                           [self.name, *info.link_names]))
-
-    def finish(self) -> None:
-        """Record the bytes carried each way through the upstream port."""
-        self.stat_d2h.add_data(int(round(self.d2h.busy_units)))
-        self.stat_h2d.add_data(int(round(self.h2d.busy_units)))
+                down.send_untimed(self.extended(info))

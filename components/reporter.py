@@ -8,6 +8,7 @@ from typing import Any
 
 from sst_cdma.element import Component, Param
 from sst_cdma.flows import FlowNetwork
+from sst_cdma.model.compression import wire_bytes
 
 from .cdma_engine import CDMAEngine
 
@@ -66,9 +67,10 @@ class Reporter(Component):
             tensors = self.engine.components[name].stream.tensors
             raw = {t: tensors[t].bytes for t in engine.ratios if t in tensors and tensors[t].bytes}
             total = sum(raw.values())
+            bypass = engine.params["bypass_incompressible"]
             out["compression_ratio_by_algorithm"] = {
-                algo: total / sum(raw[t] / engine.ratios[t][algo] for t in raw) if total else 1.0
-                for algo in ("zvc", "rle", "zlib")}
+                algo: total / sum(wire_bytes(raw[t], engine.ratios[t][algo], bypass) for t in raw)
+                if total else 1.0 for algo in ("zvc", "rle", "zlib")}
             out["density_profile_progress"] = engine.params["progress"]
         baselines = {}
         for label in ("oracle", "vdnn"):

@@ -236,6 +236,13 @@ class Element:
                 self._polled_ports.add((self.name, port))
         return end
 
+    def refuse_event(self, event: Any) -> None:
+        """Handler for ports that carry no timed events (wiring-only links): an event there is
+        a modelling error."""
+        from .kernel import SimulationError
+
+        raise SimulationError(f"{self.name}: unexpected event {event!r}")
+
     def connected_ports(self) -> list[str]:
         """Names of this element's ports that the configuration connected, sorted."""
         return sorted(port for comp, port in self.engine._ends if comp == self.name)
