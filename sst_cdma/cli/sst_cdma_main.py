@@ -1,0 +1,213 @@
+"""``sst-cdma``: the project's own command — parameter sweeps, batch regression, reports, and
+activation capture.
+
+    sst-cdma sweep SPEC.yaml [--output DIR] [--workers N] [--scheduler tcp://HOST:PORT]
+                   [--no-progress] [--retry-failed]
+    sst-cdma regress [SUITE_DIR] [--update] [--workers N] [--case NAME] [--keep DIR]
+    sst-cdma report RESULTS [--output DIR] [--x COLUMN]
+    sst-cdma capture ...                     (see sst-cdma capture --help)
+
+Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from typing import NoReturn, Optional, Sequence
+
+from .. import __version__
+from .sst_main import OneLineParser
+
+PROG = "sst-cdma"
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return code
+
+
+class _Parser(OneLineParser):
+    """OneLineParser whose errors read ``sst-cdma: [COMMAND: ]error: message`` (exit 1)."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        """Print the one-line error and exit 1."""
+        command = self.prog[len(PROG):].strip()
+        self.exit(1, f"{PROG}: {command + ': ' if command else ''}error: {message}\n")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="sst-cdma tools: parameter sweeps on Dask, batch "
+                      "regression against reference outputs, reports, activation capture.",
+                      epilog="Run 'sst-cdma COMMAND --help' for a command's options; "
+                             "docs/sweeps.md describes spec and suite files.")
+    p.add_argument("-V", "--version", action="version", version=f"sst-cdma {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="errors show a traceback")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="errors show a traceback")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("sweep", parents=[common],
+                       help="run every point of a sweep spec (cached, resumable)",
+                       description="Run a sweep spec: every point is one simulation, run on "
+                                   "Dask, cached under DIR/points/<key>/; the table goes to "
+                                   "DIR/results.csv and DIR/results.parquet. Exit 1 when a "
+                                   "point failed.")
+    s.add_argument("spec", metavar="SPEC.yaml", help="sweep spec (see docs/sweeps.md)")
+    s.add_argument("--output", "-o", metavar="DIR", default=None,
+                   help="results folder (default results/<spec name>)")
+    s.add_argument("--workers", "-w", type=_positive, default=2, metavar="N",
+                   help="local Dask worker processes (default 2)")
+    s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
+                   help="use the workers of this Dask scheduler instead (they must see the "
+                        "same file system)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--retry-failed", action="store_true",
+                   help="rerun points that failed in an earlier run (otherwise kept)")
+
+    r = sub.add_parser("regress", parents=[common],
+                       help="run a regression suite against its references",
+                       description="Run every case of a suite and compare its figures with "
+                                   "reference/<case>.json; print the differences and exit 1 on "
+                                   "any. --update re-blesses the references.")
+    r.add_argument("suite", nargs="?", default="regress", metavar="SUITE_DIR",
+                   help="folder holding suite.yaml (default regress/)")
+    r.add_argument("--update", action="store_true",
+                   help="rewrite the references from this run")
+    r.add_argument("--workers", "-w", type=_positive, default=1, metavar="N",
+                   help="run cases on N local Dask workers (default 1: in this process)")
+    r.add_argument("--case", "-k", action="append", default=[], metavar="NAME",
+                   help="run only this case (repeatable)")
+    r.add_argument("--keep", metavar="DIR", default=None,
+                   help="keep the runs' outputs in DIR")
+
+    rp = sub.add_parser("report", parents=[common],
+                        help="markdown and plots from a sweep's results",
+                        description="Write report.md and PNG plots from a sweep's "
+                                    "results.csv: every numeric figure against the swept "
+                                    "parameter, and speed-ups per network when the columns "
+                                    "exist.")
+    rp.add_argument("results", metavar="RESULTS",
+                    help="a sweep's output folder or its results.csv")
+    rp.add_argument("--output", "-o", metavar="DIR", default=None,
+                    help="report folder (default RESULTS/report)")
+    rp.add_argument("--x", metavar="COLUMN", default=None,
+                    help="the parameter on the x axis (default: the first swept one)")
+
+    sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
+                                   "(sst-cdma capture --help)", add_help=False)
+    return p
+
+
+def _capture(argv: list[str]) -> int:
+    try:
+        from ..capture.cli import main as capture_main
+    except Exception as exc:  # the capture tool or its dependencies are missing
+        return _fail(f"capture: not available ({type(exc).__name__}: {exc})")
+    return int(capture_main(argv) or 0)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from ..sweep import SpecError, SweepInterrupted, run_sweep
+    from ..sweep.marks import display_path
+
+    try:
+        outcome = run_sweep(args.spec, output=args.output, workers=args.workers,
+                            scheduler=args.scheduler, progress=not args.no_progress,
+                            retry_failed=args.retry_failed)
+    except SpecError as exc:
+        return _fail(str(exc))
+    except SweepInterrupted as exc:
+        return _fail(f"{display_path(args.spec)}: {exc}", 130 if "interrupted" in str(exc)
+                     else 1)
+    print(f"{outcome.spec.name}: {outcome.total} points: {outcome.ran} run, {outcome.cached} "
+          f"cached, {outcome.failed} failed -> {display_path(outcome.csv)}")
+    if outcome.failed:
+        failed = outcome.table[outcome.table["status"] != "ok"]
+        for _, row in failed.head(10).iterrows():
+            print(f"  point {row['point']} failed: {row['error']}", file=sys.stderr)
+        if len(failed) > 10:
+            print(f"  ... and {len(failed) - 10} more (see the error column)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _regress(args: argparse.Namespace) -> int:
+    from ..regress import format_table, run_suite
+    from ..sweep import SpecError
+
+    try:
+        outcome = run_suite(args.suite, update=args.update, workers=args.workers,
+                            names=args.case, keep=args.keep)
+    except SpecError as exc:
+        return _fail(str(exc))
+    width = max(len(c.case.name) for c in outcome.cases)
+    for case in outcome.cases:
+        n = len(case.differences)
+        note = f"  ({n} difference{'s' if n != 1 else ''})" if case.status == "failed" else \
+            f"  ({case.error})" if case.status == "error" else ""
+        print(f"{case.status.upper():9s} {case.case.name.ljust(width)}{note}".rstrip())
+    if outcome.differences:
+        print()
+        print(format_table(outcome.differences))
+    counts: dict[str, int] = {}
+    for case in outcome.cases:
+        counts[case.status] = counts.get(case.status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    print(f"\n{outcome.suite.name}: {len(outcome.cases)} cases: {summary}")
+    if args.keep:
+        print(f"outputs kept in {args.keep}")
+    return 0 if outcome.ok else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ..sweep.report import ReportError, write_report
+
+    try:
+        report = write_report(args.results, output=args.output, x=args.x)
+    except ReportError as exc:
+        return _fail(str(exc))
+    print(f"report: {report.markdown} ({len(report.plots)} plots)")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``sst-cdma`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest = [a for a in argv if a not in ("-v", "--verbose")]
+    if rest and rest[0] == "capture":
+        return _capture(rest[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        return _fail("error: no command given (sweep, regress, report or capture; see "
+                     "sst-cdma --help)")
+    handler = {"sweep": _sweep, "regress": _regress, "report": _report}[args.command]
+    if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:  # a bug: one line, traceback with -v
+        if args.verbose:
+            traceback.print_exc()
+        return _fail(f"internal error: {type(exc).__name__}: {exc} (run with -v for the "
+                     "traceback)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Regression suites: ``SUITE/suite.yaml`` lists cases (a topology, its model options and param
+overrides, what to compare and with which tolerance); ``SUITE/reference/<case>.json`` holds each
+case's blessed values. Format documented in ``docs/sweeps.md``."""
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from ..sweep.marks import Located, SpecError, is_scalar, kind_name, load_located
+from ..sweep.spec import Point
+from ..sweep.stats import SelectorError, parse_selector
+
+SUITE_FILE = "suite.yaml"
+SUITE_KEYS = ("name", "description", "tolerance", "cases")
+CASE_KEYS = ("name", "description", "topology", "options", "params", "compare", "tolerance")
+CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+DEFAULT_COMPARE = ("*",)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a number may drift: passes when ``|got - ref| <= max(abs, rel * |ref|)``.
+    The default (0, 0) is exact; non-numbers always compare exactly."""
+
+    abs: float = 0.0
+    rel: float = 0.0
+
+    def allows(self, reference: Any, got: Any) -> bool:
+        """True when ``got`` matches ``reference`` within this tolerance."""
+        if _is_number(reference) and _is_number(got):
+            ref, val = float(reference), float(got)
+            if math.isnan(ref) or math.isnan(val):
+                return math.isnan(ref) and math.isnan(val)
+            if reference == got:
+                return True
+            return abs(val - ref) <= max(self.abs, self.rel * abs(ref))
+        return type(reference) is type(got) and reference == got
+
+    def __str__(self) -> str:
+        if not self.abs and not self.rel:
+            return "exact"
+        parts = []
+        if self.abs:
+            parts.append(f"abs {self.abs:g}")
+        if self.rel:
+            parts.append(f"rel {self.rel:g}")
+        return ", ".join(parts)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class Case:
+    """One regression case: a point to run, the keys to compare and their tolerances."""
+
+    name: str
+    point: Point
+    compare: list[str]
+    tolerances: list[tuple[str, Tolerance]] = field(default_factory=list)
+    line: int = 0
+
+    @property
+    def selectors(self) -> list[str]:
+        """The statistic selectors among the compared keys."""
+        return [key for key in self.compare if key.startswith("stat.")]
+
+    def tolerance(self, key: str) -> Tolerance:
+        """The tolerance for ``key``: an exact pattern first, else the first matching glob,
+        else exact."""
+        for pattern, tol in self.tolerances:
+            if pattern == key:
+                return tol
+        for pattern, tol in self.tolerances:
+            if fnmatch.fnmatchcase(key, pattern):
+                return tol
+        return Tolerance()
+
+
+@dataclass
+class Suite:
+    """A loaded suite: its folder, name and cases."""
+
+    folder: Path
+    name: str
+    cases: list[Case]
+
+    @property
+    def file(self) -> Path:
+        """The suite's ``suite.yaml``."""
+        return self.folder / SUITE_FILE
+
+    def reference_path(self, case: Case) -> Path:
+        """Where the case's reference values live."""
+        return self.folder / "reference" / f"{case.name}.json"
+
+
+def _tolerances(item: Located, path: Path, where: str) -> list[tuple[str, Tolerance]]:
+    if item.kind != "mapping":
+        raise SpecError(f"{where} must map keys to {{abs: N, rel: N}}, not {kind_name(item)}",
+                        path, item.line)
+    out = []
+    for key, body in item.items():
+        if body.kind != "mapping" or not body.value:
+            raise SpecError(f"{where}: {key!r} must be {{abs: N}} and/or {{rel: N}}", path,
+                            body.line)
+        values = {"abs": 0.0, "rel": 0.0}
+        for name, value in body.items():
+            if name not in values:
+                raise SpecError(f"{where}: {key!r}: unknown tolerance {name!r} (abs, rel)",
+                                path, value.key_line)
+            if not _is_number(value.value) or value.value < 0:
+                raise SpecError(f"{where}: {key}.{name} must be a number >= 0, not "
+                                f"{kind_name(value)}", path, value.line)
+            values[name] = float(value.value)
+        out.append((key, Tolerance(values["abs"], values["rel"])))
+    return out
+
+
+def _case(item: Located, index: int, folder: Path, path: Path,
+          defaults: list[tuple[str, Tolerance]]) -> Case:
+    if item.kind != "mapping":
+        raise SpecError(f"each case must be a mapping, not {kind_name(item)}", path, item.line)
+    for key, value in item.items():
+        if key not in CASE_KEYS:
+            raise SpecError(f"case: unknown key {key!r} (allowed: {', '.join(CASE_KEYS)})",
+                            path, value.key_line)
+    body = item.value
+    if "name" not in body:
+        raise SpecError("case without a name", path, item.line)
+    name = body["name"].value
+    if not isinstance(name, str) or not CASE_NAME.match(name):
+        raise SpecError(f"case name {name!r} must be letters, digits, '-', '_' or '.'", path,
+                        body["name"].line)
+    if "topology" not in body:
+        raise SpecError(f"case {name}: no topology", path, item.line)
+    topo = body["topology"]
+    if topo.kind != "scalar" or not isinstance(topo.value, str) or not topo.value.strip():
+        raise SpecError(f"case {name}: topology must be a path to a topology script", path,
+                        topo.line)
+    script = (folder / topo.value).resolve()
+    if not script.is_file():
+        raise SpecError(f"case {name}: topology script {topo.value!r} not found", path,
+                        topo.line)
+    options: list[tuple[str, Any]] = []
+    lines = [("topology", topo.line)]
+    if "options" in body:
+        opts = body["options"]
+        if opts.kind != "mapping":
+            raise SpecError(f"case {name}: options must be a mapping, not {kind_name(opts)}",
+                            path, opts.line)
+        for key, value in opts.items():
+            if value.kind != "scalar" or not is_scalar(value.value):
+                raise SpecError(f"case {name}: option {key!r} must be a single value", path,
+                                value.line)
+            options.append((key, value.value))
+            lines.append((f"opt.{key}", value.line))
+    params: list[tuple[str, str, Any]] = []
+    if "params" in body:
+        prm = body["params"]
+        if prm.kind != "mapping":
+            raise SpecError(f"case {name}: params must map a component (glob) to its params",
+                            path, prm.line)
+        for pattern, group in prm.items():
+            if group.kind != "mapping":
+                raise SpecError(f"case {name}: params: {pattern!r} must map param names to "
+                                "values", path, group.line)
+            for key, value in group.items():
+                if value.kind != "scalar" or value.value is None:
+                    raise SpecError(f"case {name}: param {pattern}.{key} must be a single value",
+                                    path, value.line)
+                params.append((pattern, key, value.value))
+                lines.append((f"param.{pattern}.{key}", value.line))
+    compare = list(DEFAULT_COMPARE)
+    if "compare" in body:
+        cmp = body["compare"]
+        if cmp.kind != "sequence" or not cmp.value:
+            raise SpecError(f"case {name}: compare must be a non-empty list of keys", path,
+                            cmp.line)
+        compare = []
+        for entry in cmp.value:
+            if entry.kind != "scalar" or not isinstance(entry.value, str) or not entry.value:
+                raise SpecError(f"case {name}: compare entries are keys (strings), not "
+                                f"{kind_name(entry)}", path, entry.line)
+            if entry.value.startswith("stat."):
+                try:
+                    sel = parse_selector(entry.value)
+                except SelectorError as exc:
+                    raise SpecError(f"case {name}: {exc}", path, entry.line) from None
+                compare.append(sel.column)
+            else:
+                compare.append(entry.value)
+    tolerances = _tolerances(body["tolerance"], path, f"case {name}: tolerance") \
+        if "tolerance" in body else []
+    point = Point(index=index, topology=script, topology_name=Path(topo.value).as_posix(),
+                  options=tuple(options), params=tuple(params), line=item.line,
+                  lines=tuple(lines))
+    return Case(name=name, point=point, compare=compare, tolerances=tolerances + defaults,
+                line=item.line)
+
+
+def load_suite(folder: Union[str, Path]) -> Suite:
+    """Load ``folder/suite.yaml``; SpecError (``FILE:LINE: message``) when malformed."""
+    folder = Path(folder)
+    path = folder / SUITE_FILE
+    if not folder.is_dir():
+        raise SpecError("no such suite directory", folder)
+    root = load_located(path)
+    if root.kind != "mapping":
+        raise SpecError(f"the suite must be a mapping, not {kind_name(root)}", path, root.line)
+    for key, value in root.items():
+        if key not in SUITE_KEYS:
+            raise SpecError(f"unknown key {key!r} (allowed: {', '.join(SUITE_KEYS)})", path,
+                            value.key_line)
+    top = root.value
+    name = str(top["name"].value) if "name" in top else folder.resolve().name
+    defaults = _tolerances(top["tolerance"], path, "tolerance") if "tolerance" in top else []
+    if "cases" not in top:
+        raise SpecError("the suite lists no cases", path, 1)
+    cases_node = top["cases"]
+    if cases_node.kind != "sequence" or not cases_node.value:
+        raise SpecError("cases must be a non-empty list", path, cases_node.line)
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(cases_node.value):
+        case = _case(item, index, folder.resolve(), path, defaults)
+        if case.name in seen:
+            raise SpecError(f"case {case.name!r} is listed twice (first on line "
+                            f"{seen[case.name]})", path, item.line)
+        seen[case.name] = item.line
+        cases.append(case)
+    return Suite(folder=folder, name=name, cases=cases)
+
+
+def find_case(suite: Suite, name: str) -> Optional[Case]:
+    """The case called ``name``."""
+    return next((c for c in suite.cases if c.name == name), None)
+
+
+__all__ = ["Suite", "Case", "Tolerance", "load_suite", "find_case", "SUITE_FILE"]

@@ -1,0 +1,144 @@
+"""Running many points: on Dask (a LocalCluster of one-threaded worker processes, or the
+workers of an existing scheduler) or inline in this process. Results come back as they finish;
+a worker that dies mid-point makes Dask run the point again elsewhere, and a point whose workers
+keep dying is reported as failed (not cached: it reruns next time)."""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import signal
+import threading
+import uuid
+from typing import Any, Iterable, Iterator, Optional
+
+from .execute import PointTask, run_point
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint() -> Iterator[None]:
+    """Start worker processes with SIGINT ignored (inherited across exec): on Ctrl-C only this
+    process stops, and it shuts the cluster down, instead of every worker printing a
+    traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
+class DispatchError(Exception):
+    """The computation itself was lost (the scheduler went away, cluster failed to start)."""
+
+
+class Dispatcher:
+    """Runs :class:`PointTask` s. ``workers`` local worker processes (started on first use), or
+    the cluster behind ``scheduler`` (``tcp://host:port``), or an existing ``client``;
+    ``inline=True`` runs them one by one in this process. Use as a context manager."""
+
+    def __init__(self, workers: int = 2, scheduler: Optional[str] = None,
+                 client: Any = None, inline: bool = False) -> None:
+        self.workers = max(1, int(workers))
+        self.scheduler = scheduler
+        self.client = client
+        self.inline = inline
+        self._own_client = False
+        self._cluster: Any = None
+
+    def __enter__(self) -> "Dispatcher":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _connect(self) -> Any:
+        if self.client is not None:
+            return self.client
+        from distributed import Client, LocalCluster
+
+        try:
+            if self.scheduler:
+                self.client = Client(self.scheduler, timeout="20s")
+            else:
+                with _workers_ignore_sigint():
+                    self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+                                                 processes=True, dashboard_address=":0",
+                                                 silence_logs=logging.ERROR)
+                self.client = Client(self._cluster)
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            where = self.scheduler or "a local cluster"
+            raise DispatchError(f"cannot start Dask on {where}: {exc}") from None
+        self._own_client = True
+        return self.client
+
+    def close(self) -> None:
+        """Close the client and cluster this dispatcher started (not a client it was given)."""
+        if self._own_client and self.client is not None:
+            try:
+                self.client.close()
+            except Exception:  # closing after a lost scheduler
+                pass
+            self.client = None
+        if self._cluster is not None:
+            try:
+                self._cluster.close()
+            except Exception:
+                pass
+            self._cluster = None
+
+    def run(self, tasks: Iterable[PointTask]) -> Iterator[tuple[PointTask, dict[str, Any]]]:
+        """Yield ``(task, record)`` as points finish (in completion order). A point lost to
+        dying workers yields a record with status ``failed`` and ``transient: True``."""
+        tasks = list(tasks)
+        if not tasks:
+            return
+        if self.inline:
+            for task in tasks:
+                yield task, run_point(task)
+            return
+        from distributed import as_completed
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        client = self._connect()
+        batch = uuid.uuid4().hex[:8]
+        futures = {}
+        for n, task in enumerate(tasks):
+            fut = client.submit(run_point, task, key=f"sst-cdma-point-{task.key}-{batch}",
+                                pure=False, priority=len(tasks) - n)
+            futures[fut] = task
+        try:
+            for fut in as_completed(list(futures)):
+                task = futures[fut]
+                try:
+                    record = fut.result()
+                except KilledWorker as exc:
+                    record = _lost(task, "the workers running this point kept dying "
+                                         f"(KilledWorker: {exc})")
+                except (FutureCancelledError, concurrent.futures.CancelledError) as exc:
+                    raise DispatchError(f"lost the Dask scheduler ({type(exc).__name__})") \
+                        from None
+                except (OSError, TimeoutError) as exc:
+                    raise DispatchError(f"lost the Dask scheduler: {exc}") from None
+                except Exception as exc:  # an error outside the simulation (e.g. disk full)
+                    record = _lost(task, f"{type(exc).__name__}: {exc}")
+                yield task, record
+        finally:
+            pending = [f for f in futures if not f.done()]
+            if pending:
+                try:
+                    client.cancel(pending)
+                except Exception:
+                    pass
+
+
+def _lost(task: PointTask, error: str) -> dict[str, Any]:
+    return {"key": task.key, "status": "failed", "error": " ".join(error.split()),
+            "sim_time_ps": None, "events": None, "end_reason": None, "summary": None,
+            "transient": True}
+
+
+__all__ = ["Dispatcher", "DispatchError"]

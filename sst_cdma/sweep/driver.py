@@ -1,0 +1,142 @@
+"""A whole sweep: load and check the spec, key every point, take finished points from the cache,
+check the rest up front, run them, and write the results table."""
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Optional, Union
+
+from .dispatch import DispatchError, Dispatcher
+from .execute import PointTask, load_result
+from .keys import inputs_digest, point_key, script_digest
+from .marks import display_path
+from .spec import Point, SweepSpec, load_spec
+from .table import build_table, point_row, write_tables
+from .validate import validate_points
+
+
+class SweepInterrupted(Exception):
+    """The sweep stopped before every point ran (Ctrl-C or a lost scheduler); finished points
+    are kept and a rerun resumes."""
+
+    def __init__(self, message: str, done: int, total: int) -> None:
+        super().__init__(message)
+        self.done = done
+        self.total = total
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did: point counts, where the tables are, and the table itself."""
+
+    spec: SweepSpec
+    output: Path
+    total: int
+    ran: int
+    cached: int
+    failed: int
+    csv: Path
+    parquet: Path
+    table: Any
+
+
+def default_output(spec: SweepSpec) -> Path:
+    """``results/<spec name>`` under the working directory."""
+    return Path("results") / (re.sub(r"[^\w.-]+", "-", spec.name).strip("-") or "sweep")
+
+
+def plan(spec: SweepSpec, points_dir: Path, retry_failed: bool = False
+         ) -> list[tuple[Point, PointTask]]:
+    """Each point with its task (and so its cache key)."""
+    inputs = inputs_digest()
+    scripts: dict[Path, str] = {}
+    out = []
+    for point in spec.points:
+        if point.topology not in scripts:
+            scripts[point.topology] = script_digest(point.topology)
+        options, overrides = point.model_options(), point.overrides()
+        key = point_key(scripts[point.topology], options, overrides, inputs)
+        out.append((point, PointTask(key=key, script=str(point.topology),
+                                     topology_name=point.topology_name,
+                                     model_options=tuple(options), overrides=overrides,
+                                     points_dir=str(points_dir.resolve()),
+                                     retry_failed=retry_failed)))
+    return out
+
+
+def _finished(planned: list[tuple[Point, PointTask]], points_dir: Path) -> int:
+    """Points whose results are on disk now."""
+    return sum(load_result(points_dir, task.key) is not None for _, task in planned)
+
+
+def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None,
+              workers: int = 2, scheduler: Optional[str] = None, client: Any = None,
+              progress: bool = True, retry_failed: bool = False,
+              log: Optional[IO[str]] = None) -> SweepOutcome:
+    """Run the sweep ``spec_path`` into ``output`` (default ``results/<name>``) and write
+    ``results.csv`` / ``results.parquet``. Points already finished there are not rerun
+    (failed ones are, with ``retry_failed``). Raises SpecError before anything runs when the
+    spec or a point is bad, SweepInterrupted when stopped early."""
+    from tqdm import tqdm
+
+    log = log if log is not None else sys.stderr
+    spec = load_spec(spec_path)
+    out = Path(output) if output is not None else default_output(spec)
+    points_dir = out / "points"
+    planned = plan(spec, points_dir, retry_failed)
+    records: dict[str, dict[str, Any]] = {}
+    todo: list[tuple[Point, PointTask]] = []
+    queued: set[str] = set()
+    for point, task in planned:
+        record = load_result(points_dir, task.key)
+        if record is not None and (record.get("status") == "ok" or not retry_failed):
+            records[task.key] = record
+        elif task.key not in queued:
+            queued.add(task.key)
+            todo.append((point, task))
+    validate_points(str(spec_path), [p for p, _ in todo])
+    cached = len(planned) - len(todo)  # points sharing a key count as cached
+    done = 0
+    bar = tqdm(total=len(todo), desc=spec.name, unit="point", file=log,
+               disable=not progress or not todo, leave=True, dynamic_ncols=True)
+    try:
+        with Dispatcher(workers=workers, scheduler=scheduler, client=client) as dispatcher:
+            failed_now = 0
+            for task, record in dispatcher.run(t for _, t in todo):
+                # the published record when there is one: the same bytes a rerun will read
+                records[task.key] = load_result(points_dir, task.key) or record
+                done += 1
+                failed_now += record.get("status") != "ok"
+                bar.update(1)
+                if failed_now:
+                    bar.set_postfix(failed=failed_now)
+    except KeyboardInterrupt:
+        finished = _finished(planned, points_dir)
+        raise SweepInterrupted(f"interrupted: {finished} of {len(planned)} points done "
+                               f"(kept in {display_path(points_dir)}); run again to resume",
+                               finished, len(planned)) from None
+    except DispatchError as exc:
+        finished = _finished(planned, points_dir)
+        raise SweepInterrupted(f"{exc}: {finished} of {len(planned)} points done (kept "
+                               f"in {display_path(points_dir)}); run again to resume",
+                               finished, len(planned)) from None
+    finally:
+        bar.close()
+    for _, task in todo:  # leftovers of points whose worker died while writing
+        for pattern in (f"{task.key}.tmp-*", f"{task.key}.old-*"):
+            for stale in points_dir.glob(pattern):
+                shutil.rmtree(stale, ignore_errors=True)
+    rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
+                      spec.exclude) for point, task in planned]
+    table = build_table(rows)
+    csv_path, parquet_path = write_tables(table, out)
+    failed = sum(1 for row in rows if row["status"] != "ok")
+    return SweepOutcome(spec=spec, output=out, total=len(planned), ran=len(todo),
+                        cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
+                        table=table)
+
+
+__all__ = ["run_sweep", "SweepOutcome", "SweepInterrupted", "plan", "default_output"]

@@ -1,0 +1,204 @@
+"""Running one point, in whatever process it lands in (a Dask worker or this one).
+
+A point writes into ``POINTS/<key>.tmp-<host>-<pid>-<nonce>/``: the simulation's outputs (its
+statistic files, ``summary.json``...), ``run_statistics.csv`` (the statistics table),
+``console.txt`` / ``output.txt`` (console statistics, what the script printed),
+``result.json`` and last a ``DONE`` marker; the folder is then renamed to ``POINTS/<key>/`` in
+one atomic step. So a point folder either is complete or does not exist; one without ``DONE``
+(left by something else) is never taken as a result and is replaced when the point reruns.
+
+The simulation runs with the point's folder as the working directory, so files a topology script
+writes with relative names land there too. The working directory is per process, so points in
+one process run one at a time (the kernel is pure Python: threads would not run them faster).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+DONE = "DONE"
+RESULT = "result.json"
+STATISTICS = "run_statistics.csv"
+SUMMARY = "summary.json"
+_CWD_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """Everything a worker needs to run one point (picklable, absolute paths)."""
+
+    key: str
+    script: str
+    topology_name: str
+    model_options: tuple[str, ...]
+    overrides: dict[str, dict[str, str]] = field(default_factory=dict, hash=False)
+    points_dir: str = ""
+    retry_failed: bool = False
+
+
+def point_dir(points_dir: os.PathLike | str, key: str) -> Path:
+    """The folder of a point's results."""
+    return Path(points_dir) / key
+
+
+def is_complete(folder: Path) -> bool:
+    """True when ``folder`` holds a finished point (``DONE`` marker and ``result.json``)."""
+    return (folder / DONE).is_file() and (folder / RESULT).is_file()
+
+
+def load_result(points_dir: os.PathLike | str, key: str) -> Optional[dict[str, Any]]:
+    """The record of a finished point, or None when it is missing or incomplete."""
+    folder = point_dir(points_dir, key)
+    if not is_complete(folder):
+        return None
+    try:
+        record = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+@contextlib.contextmanager
+def in_directory(folder: os.PathLike | str) -> Iterator[None]:
+    """Run the block with ``folder`` as the working directory (one block per process at a
+    time)."""
+    with _CWD_LOCK:
+        saved = os.getcwd()
+        os.chdir(folder)
+        try:
+            yield
+        finally:
+            os.chdir(saved)
+
+
+def _package_roots() -> list[tuple[str, str]]:
+    import importlib.util
+
+    out = []
+    for name in ("sst_cdma.workloads", "sst_cdma.components", "sst_cdma"):
+        spec = importlib.util.find_spec(name)
+        if spec and spec.submodule_search_locations:
+            out.append((str(list(spec.submodule_search_locations)[0]), name.replace(".", "/")))
+    return out
+
+
+def clean_message(message: str, script: str, topology_name: str,
+                  folder: Optional[os.PathLike | str] = None) -> str:
+    """One line, with machine-specific paths replaced: the script's absolute path by its name in
+    the spec, the point's folder by ``.``, the package folders by their package names."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    text = text.replace(str(script), topology_name)
+    if folder is not None:
+        text = text.replace(str(folder) + os.sep, "").replace(str(folder), ".")
+    for root, name in _package_roots():
+        text = text.replace(root, name)
+    return text
+
+
+def script_error(exc: BaseException, stderr: str) -> str:
+    """The message of a failed script: argparse's ``error:`` line when the script exited after
+    printing one, else the exception's text."""
+    text = str(exc)
+    if "exited with status" in text:
+        lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "error:" in ln]
+        if errors:
+            return errors[-1]
+        if lines:
+            return f"{text}: {lines[-1]}"
+    return text
+
+
+def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
+    if final.exists() and not is_complete(final):
+        shutil.rmtree(final, ignore_errors=True)
+    elif replace_failed and final.exists():
+        old = load_result(final.parent, final.name)
+        if old is not None and old.get("status") != "ok":
+            aside = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
+            os.rename(final, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if is_complete(final):  # another worker finished the same point first
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        raise
+
+
+def run_point(task: PointTask) -> dict[str, Any]:
+    """Run one point and publish its folder (unless it is already there: finished, or failed
+    and ``task.retry_failed`` is false); return its record (``result.json``): key, status
+    (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary and wall_s. A failure of
+    the simulation (RunError or any exception) is a record with status ``failed``, never an
+    exception; only interruptions propagate."""
+    from ..runner import RunError, run
+
+    existing = load_result(task.points_dir, task.key)
+    if existing is not None and (existing.get("status") == "ok" or not task.retry_failed):
+        return existing
+    final = point_dir(task.points_dir, task.key)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / (f"{task.key}.tmp-{socket.gethostname()}-{os.getpid()}-"
+                          f"{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    record: dict[str, Any] = {"key": task.key, "status": "ok", "error": "",
+                              "sim_time_ps": None, "events": None, "end_reason": None,
+                              "summary": None}
+    console, output = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    with in_directory(tmp), contextlib.redirect_stdout(output), \
+            contextlib.redirect_stderr(output):
+        try:
+            result = run(task.script, list(task.model_options), output_directory=tmp,
+                         console=console, overrides=task.overrides or None)
+            record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
+                          end_reason=str(result.end_reason))
+            stats = result.statistics
+            if stats is not None and len(stats):
+                stats.to_csv(tmp / STATISTICS, index=False, lineterminator="\n")
+        except RunError as exc:
+            record.update(status="failed", error=script_error(exc, output.getvalue()))
+        except SystemExit as exc:
+            record.update(status="failed",
+                          error=f"the topology script exited (status {exc.code})")
+        except Exception as exc:  # a bug in the model: recorded, the sweep goes on
+            record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            (tmp / "traceback.txt").write_text(traceback.format_exc(), encoding="utf-8")
+    record["wall_s"] = round(time.perf_counter() - t0, 6)
+    if record["status"] == "ok" and (tmp / SUMMARY).is_file():
+        try:
+            summary = json.loads((tmp / SUMMARY).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            record.update(status="failed", error=f"{SUMMARY}: not valid JSON: {exc}")
+        else:
+            if isinstance(summary, dict):
+                record["summary"] = summary
+            else:
+                record.update(status="failed", error=f"{SUMMARY}: must hold a JSON object")
+    record["error"] = clean_message(record["error"], task.script, task.topology_name, tmp)
+    if console.getvalue():
+        (tmp / "console.txt").write_text(console.getvalue(), encoding="utf-8")
+    if output.getvalue():
+        (tmp / "output.txt").write_text(output.getvalue(), encoding="utf-8")
+    (tmp / RESULT).write_text(json.dumps(record, indent=2) + "\n",
+                              encoding="utf-8")
+    (tmp / DONE).write_text("", encoding="utf-8")
+    _publish(tmp, final, task.retry_failed)
+    return record
+
+
+__all__ = ["PointTask", "run_point", "load_result", "is_complete", "point_dir", "in_directory",
+           "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]

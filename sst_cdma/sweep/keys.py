@@ -1,0 +1,132 @@
+"""Cache keys: a point is identified by the sha256 of everything that determines its result —
+the topology script (and the modules it imports from its own folder), the model options, the
+param overrides, the package version, and a digest of the model inputs shipped in the package:
+every file of ``sst_cdma`` (kernel, model, topology building blocks, codecs, profiles) and of
+its mapped packages ``sst_cdma.workloads`` (network definitions, templates, density profiles)
+and ``sst_cdma.components`` (the element library), less the tools that cannot change a result
+(this sweep package, regression, CLIs, capture). Any edit to the model invalidates the cache;
+that is the point."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import sst_cdma
+
+#: Packages whose files are model inputs.
+INPUT_PACKAGES = ("sst_cdma", "sst_cdma.workloads", "sst_cdma.components")
+#: Subpackages of sst_cdma that are tools, not model: left out of the digest.
+TOOL_PACKAGES = ("sweep", "regress", "cli", "capture")
+KEY_LENGTH = 24  # hex digits of the sha256 used as a point's key (96 bits)
+
+
+def _package_dir(name: str) -> Optional[Path]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _files(root: Path, skip: Iterable[str] = ()) -> Iterable[Path]:
+    skip = set(skip)
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).parts
+        if any(part == "__pycache__" or part.startswith(".") for part in rel):
+            continue
+        if rel and rel[0] in skip:
+            continue
+        if path.is_file() and path.suffix not in (".pyc", ".pyo"):
+            yield path
+
+
+def digest_tree(root: Path, label: str = "", skip: Iterable[str] = ()) -> str:
+    """sha256 over the relative names and bytes of every file below ``root`` (caches, hidden
+    files and the top-level entries named in ``skip`` left out), in sorted order."""
+    h = hashlib.sha256()
+    for path in _files(root, skip):
+        h.update(f"{label}/{path.relative_to(root).as_posix()}\0".encode())
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def inputs_digest() -> str:
+    """Digest of the package's model inputs (computed once per process)."""
+    h = hashlib.sha256()
+    seen: set[Path] = set()
+    for name in INPUT_PACKAGES:
+        root = _package_dir(name)
+        if root is not None and root.resolve() in seen:
+            continue
+        skip = TOOL_PACKAGES if name == "sst_cdma" else ()
+        if root is not None:
+            seen.add(root.resolve())
+        h.update(f"{name}={digest_tree(root, name, skip) if root else 'absent'}\n".encode())
+    return h.hexdigest()
+
+
+def _local_imports(path: Path) -> list[Path]:
+    """Modules ``path`` imports that live in its own folder (``import x`` / ``from x import``
+    where ``x.py`` or ``x/__init__.py`` is a sibling)."""
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError, OSError):
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module.split(".")[0])
+    out = []
+    for name in dict.fromkeys(names):
+        for candidate in (path.parent / f"{name}.py", path.parent / name / "__init__.py"):
+            if candidate.is_file():
+                out.append(candidate)
+    return out
+
+
+def script_digest(script: Path) -> str:
+    """sha256 of a topology script and, transitively, of the sibling modules it imports."""
+    script = Path(script).resolve()
+    h = hashlib.sha256()
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        path = todo.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        rel = path.name if path == script else path.relative_to(script.parent).as_posix()
+        h.update(f"{rel}\0".encode())
+        h.update(path.read_bytes())
+        h.update(b"\0")
+        todo.extend(_local_imports(path))
+    return h.hexdigest()
+
+
+def point_key(script_sha: str, model_options: list[str], overrides: dict[str, Any],
+              inputs: Optional[str] = None, version: Optional[str] = None) -> str:
+    """The cache key of one simulation (hex, :data:`KEY_LENGTH` digits)."""
+    payload = {
+        "script": script_sha,
+        "options": list(model_options),
+        "overrides": [[p, [[k, str(v)] for k, v in params.items()]]
+                      for p, params in overrides.items()],
+        "inputs": inputs if inputs is not None else inputs_digest(),
+        "version": version if version is not None else sst_cdma.__version__,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
+
+
+__all__ = ["inputs_digest", "script_digest", "point_key", "digest_tree", "INPUT_PACKAGES"]

@@ -1,0 +1,239 @@
+"""``sst-cdma report``: a markdown report and PNG plots from a sweep's ``results.csv`` — every
+numeric figure against the swept parameter (one line or bar group per combination of the other
+swept parameters), and, when the summary has them, the speed-up over vDNN and the performance
+relative to the oracle per network and configuration."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .marks import display_path
+
+PARAM_PREFIXES = ("opt.", "param.")
+NOT_FIGURES = {"point", "key", "topology", "status", "error", "end_reason"}
+MAX_PLOTS = 100
+BASELINES = (("speedup_vs_vdnn", "baselines.vdnn.iteration_time_s",
+              "speed-up over vDNN (vDNN time / time)"),
+             ("perf_vs_oracle", "baselines.oracle.iteration_time_s",
+              "performance relative to the oracle (oracle time / time)"))
+
+
+class ReportError(Exception):
+    """The results cannot be reported (missing file, not a sweep table)."""
+
+
+@dataclass
+class Report:
+    """What was written: the markdown file and the plots."""
+
+    markdown: Path
+    plots: list[Path] = field(default_factory=list)
+
+
+def _is_param(column: str) -> bool:
+    return column == "topology" or column.startswith(PARAM_PREFIXES)
+
+
+def _label(column: str) -> str:
+    for prefix in PARAM_PREFIXES:
+        if column.startswith(prefix):
+            return column[len(prefix):]
+    return column
+
+
+def _file_name(column: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", column).strip("_") + ".png"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _value(column: str, value: Any) -> str:
+    """A parameter value as a label (a topology by its file's stem)."""
+    if column == "topology" and isinstance(value, str):
+        return Path(value).stem
+    return _fmt(value)
+
+
+def _md_table(frame: Any) -> str:
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(str(c) for c in cols) + " |",
+             "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in frame.iterrows():
+        lines.append("| " + " | ".join(_fmt(row[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def load_results(path: Union[str, Path]) -> tuple[Path, Any]:
+    """The results table at ``path`` (a sweep output folder or its ``results.csv``)."""
+    import pandas as pd
+
+    path = Path(path)
+    csv = path / "results.csv" if path.is_dir() else path
+    if not csv.is_file():
+        raise ReportError(f"{display_path(csv)}: no such results table")
+    try:
+        frame = pd.read_csv(csv)
+    except Exception as exc:
+        raise ReportError(f"{display_path(csv)}: cannot read: {exc}") from None
+    if "status" not in frame.columns or "point" not in frame.columns:
+        raise ReportError(f"{display_path(csv)}: not a sweep results table (no point/status "
+                          "columns)")
+    return csv, frame
+
+
+def swept_columns(frame: Any) -> list[str]:
+    """Parameter columns holding more than one value, in table order."""
+    return [c for c in frame.columns if _is_param(c) and frame[c].nunique(dropna=True) > 1]
+
+
+def _series(frame: Any, others: list[str]) -> list[tuple[str, Any]]:
+    if not others:
+        return [("", frame)]
+    out = []
+    for values, group in frame.groupby(others, sort=False, dropna=False):
+        values = values if isinstance(values, tuple) else (values,)
+        out.append((", ".join(_fmt(v) if c == "configuration" else
+                              f"{_label(c)}={_value(c, v)}" for c, v in zip(others, values)),
+                    group))
+    return out
+
+
+def _plot(frame: Any, x: str, y: str, others: list[str], path: Path, title: str) -> None:
+    from matplotlib.figure import Figure
+
+    import pandas as pd
+
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.subplots()
+    series = _series(frame, others)
+    numeric_x = pd.api.types.is_numeric_dtype(frame[x])
+    if numeric_x:
+        for name, group in series:
+            group = group.sort_values(x)
+            ax.plot(group[x], group[y], marker="o", label=name or None)
+    else:
+        cats = list(dict.fromkeys(frame[x].astype(str)))
+        width = 0.8 / max(1, len(series))
+        for n, (name, group) in enumerate(series):
+            pos = [cats.index(v) + (n - (len(series) - 1) / 2) * width
+                   for v in group[x].astype(str)]
+            ax.bar(pos, group[y], width=width, label=name or None)
+        ax.set_xticks(range(len(cats)), [_value(x, c) for c in cats],
+                      rotation=30 if len(cats) > 4 else 0)
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(y)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def write_report(results: Union[str, Path], output: Union[str, Path, None] = None,
+                 x: Optional[str] = None) -> Report:
+    """Write ``report.md`` and its plots into ``output`` (default ``<results folder>/report``);
+    ReportError when the table cannot be read or ``x`` is not a column."""
+    import pandas as pd
+
+    csv, frame = load_results(results)
+    out = Path(output) if output is not None else csv.parent / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    ok = frame[frame["status"] == "ok"].copy()
+    swept = swept_columns(frame)
+    if x is not None:
+        candidates = [x, f"opt.{x}", f"param.{x}"]
+        found = next((c for c in candidates if c in frame.columns), None)
+        if found is None:
+            raise ReportError(f"--x {x}: no such column (swept: "
+                              f"{', '.join(_label(c) for c in swept) or 'none'})")
+        x = found
+    else:
+        x = swept[0] if swept else "point"
+    others = [c for c in swept if c != x]
+    figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
+               and pd.api.types.is_numeric_dtype(frame[c])]
+    lines = [f"# Sweep report: {display_path(csv)}", "",
+             f"{len(frame)} points: {len(ok)} ok, {len(frame) - len(ok)} failed.", ""]
+    if swept:
+        lines += ["## Swept parameters", ""]
+        for col in swept:
+            values = ", ".join(_value(col, v) for v in dict.fromkeys(frame[col].dropna()))
+            lines.append(f"- `{_label(col)}`: {values}")
+        lines.append("")
+    report = Report(markdown=out / "report.md")
+
+    speed = _speedups(ok, swept)
+    if speed is not None:
+        table, plots_spec = speed
+        lines += ["## Speed-up per network and configuration", ""]
+        for name, column, title in plots_spec:
+            wide = table["configuration"].nunique() > table["network"].nunique()
+            pivot = table.pivot_table(index="configuration" if wide else "network",
+                                      columns="network" if wide else "configuration",
+                                      values=name, sort=False)
+            lines += [f"### {title}", "", _md_table(pivot.reset_index()), ""]
+            path = out / f"by_network_{name}.png"
+            sub = table.rename(columns={"network": "opt.network"})
+            _plot(sub, "opt.network", name, ["configuration"] if
+                  sub["configuration"].nunique() > 1 else [], path, title)
+            report.plots.append(path)
+            lines += [f"![{title}]({path.name})", ""]
+
+    lines += [f"## Figures against `{_label(x)}`", ""]
+    skipped_constant, plotted = [], 0
+    for col in figures:
+        values = ok[col].dropna()
+        if values.empty:
+            continue
+        if values.nunique() <= 1:
+            skipped_constant.append(f"`{col}` = {_fmt(values.iloc[0])}")
+            continue
+        if plotted >= MAX_PLOTS or col == x:
+            continue
+        path = out / _file_name(col)
+        _plot(ok.dropna(subset=[col]), x, col, others, path, col)
+        report.plots.append(path)
+        plotted += 1
+        lines += [f"### {col}", "", f"![{col}]({path.name})", ""]
+    if skipped_constant:
+        lines += ["Constant over the sweep: " + "; ".join(skipped_constant), ""]
+    failed = frame[frame["status"] != "ok"]
+    if len(failed):
+        lines += ["## Failed points", ""]
+        cols = ["point"] + swept + ["error"]
+        lines += [_md_table(failed[[c for c in cols if c in failed.columns]]), ""]
+    report.markdown.write_text("\n".join(lines), encoding="utf-8")
+    return report
+
+
+def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, str, str]]]]:
+    """Speed-ups per network and configuration, when the table has the columns."""
+    if "opt.network" not in ok.columns or "iteration_time_s" not in ok.columns:
+        return None
+    present = [b for b in BASELINES if b[1] in ok.columns]
+    if not present:
+        return None
+    config_cols = [c for c in swept if c != "opt.network"]
+    table = ok[["opt.network"] + config_cols].copy()
+    table.columns = ["network"] + config_cols
+    if config_cols:
+        table["configuration"] = [", ".join(f"{_label(c)}={_value(c, v)}" for c, v in zip(
+            config_cols, values)) for values in ok[config_cols].itertuples(index=False)]
+    else:
+        table["configuration"] = "all"
+    for name, column, _ in present:
+        table[name] = ok[column] / ok["iteration_time_s"]
+    return table, [(name, column, title) for name, column, title in present]
+
+
+__all__ = ["write_report", "load_results", "swept_columns", "Report", "ReportError"]

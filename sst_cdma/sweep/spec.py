@@ -1,0 +1,370 @@
+"""Sweep specs: a YAML file naming a topology script, fixed model options, a grid and/or an
+explicit list of points, and element param overrides; expanded into :class:`Point` s, each one
+simulation. Everything is checked here, before anything runs, and every error names the spec
+file and line. The format is documented in ``docs/sweeps.md``."""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .marks import Located, SpecError, is_scalar, kind_name, load_located
+from .stats import SelectorError, parse_selector
+
+TOP_KEYS = ("name", "description", "topology", "options", "grid", "points", "params",
+            "statistics", "exclude")
+#: Summary keys left out of the table unless a spec says otherwise: per-layer timelines (they
+#: stay in each point's summary.json).
+DEFAULT_EXCLUDE = ("layers", "layers.*", "*.layers", "*.layers.*")
+POINT_RESERVED = ("topology", "params")
+OPTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def format_value(value: Any) -> str:
+    """A spec scalar as a command-line / param string (``true``/``false`` for booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation of a sweep: a topology script, its model options and param overrides.
+
+    ``index`` is its position in spec order; ``line`` the spec line it comes from (an explicit
+    point's entry, else the grid); ``lines`` maps ``opt.NAME`` / ``param.PATTERN.NAME`` /
+    ``topology`` to the line that set it, so errors can point at the value at fault."""
+
+    index: int
+    topology: Path
+    topology_name: str
+    options: tuple[tuple[str, Any], ...]
+    params: tuple[tuple[str, str, Any], ...]
+    line: int
+    lines: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+
+    def model_options(self) -> list[str]:
+        """The options the script sees in ``sys.argv[1:]``: ``--name value`` per option; a
+        ``true`` option is a bare ``--name`` flag, ``false``/null options are left out."""
+        out: list[str] = []
+        for name, value in self.options:
+            if value is None or value is False:
+                continue
+            out.append(f"--{name}")
+            if value is not True:
+                out.append(format_value(value))
+        return out
+
+    def overrides(self) -> dict[str, dict[str, str]]:
+        """Param overrides for :func:`sst_cdma.runner.apply_overrides`."""
+        out: dict[str, dict[str, str]] = {}
+        for pattern, name, value in self.params:
+            out.setdefault(pattern, {})[name] = format_value(value)
+        return out
+
+    def columns(self) -> dict[str, Any]:
+        """The point's parameters as table columns: ``topology``, ``opt.NAME``,
+        ``param.PATTERN.NAME``."""
+        cols: dict[str, Any] = {"topology": self.topology_name}
+        cols.update({f"opt.{name}": value for name, value in self.options})
+        cols.update({f"param.{pattern}.{name}": value for pattern, name, value in self.params})
+        return cols
+
+    def describe(self) -> str:
+        """A short label: the model options and overrides as one would type them."""
+        parts = [self.topology_name] + self.model_options()
+        parts += [f"{pattern}.{name}={format_value(value)}" for pattern, name, value in
+                  self.params]
+        return " ".join(parts)
+
+    def line_for(self, message: str) -> int:
+        """The spec line most likely at fault for ``message``: the line of an option or param
+        the message names (``--NAME`` or the param name), else the point's line."""
+        lines = dict(self.lines)
+        for name, _ in sorted(self.options, key=lambda o: -len(o[0])):
+            if re.search(rf"--{re.escape(name)}(?![\w-])", message) and f"opt.{name}" in lines:
+                return lines[f"opt.{name}"]
+        for pattern, name, _ in self.params:
+            if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", message):
+                return lines.get(f"param.{pattern}.{name}", self.line)
+        for pattern, name, _ in self.params:
+            if repr(pattern) in message:
+                return lines.get(f"param.{pattern}.{name}", self.line)
+        if "topology" in lines and "no such topology" in message:
+            return lines["topology"]
+        return self.line
+
+    def identity(self) -> str:
+        """What makes two points the same simulation (for duplicate detection)."""
+        return json.dumps([str(self.topology), self.model_options(), self.overrides()],
+                          sort_keys=True)
+
+
+@dataclass
+class SweepSpec:
+    """A parsed, validated sweep spec and its expanded points (in spec order)."""
+
+    path: Path
+    name: str
+    description: str
+    points: list[Point]
+    statistics: list[str]
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+
+
+# -- parsing helpers -----------------------------------------------------------------------------
+def _require(item: Located, kind: str, what: str, path: Path) -> None:
+    if item.kind != kind:
+        raise SpecError(f"{what} must be a {kind}, not {kind_name(item)}", path,
+                        item.line)
+
+
+def _scalar(item: Located, what: str, path: Path, allow_null: bool = True) -> Any:
+    if item.kind != "scalar" or not is_scalar(item.value):
+        raise SpecError(f"{what} must be a single value (string, number or boolean), not "
+                        f"{kind_name(item)}", path, item.line)
+    if item.value is None and not allow_null:
+        raise SpecError(f"{what} must have a value", path, item.line)
+    return item.value
+
+
+def _option_name(name: str, line: int, path: Path, where: str) -> str:
+    if name.startswith("-"):
+        raise SpecError(f"{where}: write option {name!r} without its dashes "
+                        f"({name.lstrip('-')!r})", path, line)
+    if not OPTION_NAME.match(name):
+        raise SpecError(f"{where}: {name!r} is not a valid option name", path, line)
+    return name
+
+
+def _topology(item: Located, what: str, spec_dir: Path, path: Path,
+              check_files: bool) -> tuple[str, Path]:
+    value = _scalar(item, what, path, allow_null=False)
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{what} must be a path to a topology script", path, item.line)
+    resolved = (spec_dir / value).resolve()
+    if check_files and not resolved.is_file():
+        raise SpecError(f"topology script {value!r} not found (looked for {resolved})", path,
+                        item.line)
+    return Path(value).as_posix(), resolved
+
+
+def _param_value(item: Located, what: str, path: Path) -> Any:
+    value = _scalar(item, what, path, allow_null=False)
+    return value
+
+
+@dataclass
+class _Assign:
+    """A set of choices: option values, a topology, param values; each with its line."""
+
+    options: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    topology: Optional[tuple[str, Path, int]] = None
+    params: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict)
+    line: int = 0
+
+
+def _parse_params(item: Located, path: Path, allow_lists: bool, where: str
+                  ) -> tuple[dict[tuple[str, str], tuple[Any, int]],
+                             list[tuple[tuple[str, str], list[tuple[Any, int]]]]]:
+    """Fixed ``(pattern, param) -> (value, line)`` and swept axes (lists)."""
+    _require(item, "mapping", where, path)
+    fixed: dict[tuple[str, str], tuple[Any, int]] = {}
+    axes: list[tuple[tuple[str, str], list[tuple[Any, int]]]] = []
+    for pattern, body in item.items():
+        if not pattern.strip():
+            raise SpecError(f"{where}: empty component pattern", path, body.key_line)
+        _require(body, "mapping", f"{where}: {pattern!r}", path)
+        if not body.value:
+            raise SpecError(f"{where}: {pattern!r} sets no params", path, body.line)
+        for name, value in body.items():
+            what = f"{where}: {pattern}.{name}"
+            if value.kind == "sequence":
+                if not allow_lists:
+                    raise SpecError(f"{what} must be a single value here (sweep params in the "
+                                    f"top-level 'params')", path, value.line)
+                if not value.value:
+                    raise SpecError(f"{what}: the list of values is empty", path, value.line)
+                axes.append(((pattern, name), [(_param_value(v, what, path), v.line)
+                                               for v in value.value]))
+            else:
+                fixed[(pattern, name)] = (_param_value(value, what, path), value.line)
+    return fixed, axes
+
+
+def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
+    """Parse and check a sweep spec; expand its points. SpecError (``FILE:LINE: message``) on
+    any fault. ``check_files=False`` skips the checks that topology scripts exist."""
+    path = Path(path)
+    root = load_located(path)
+    _require(root, "mapping", "the spec", path)
+    spec_dir = path.resolve().parent
+    for key, item in root.items():
+        if key not in TOP_KEYS:
+            raise SpecError(f"unknown key {key!r} (allowed: {', '.join(TOP_KEYS)})", path,
+                            item.key_line)
+    top = root.value
+    name = path.stem
+    if "name" in top:
+        value = _scalar(top["name"], "name", path, allow_null=False)
+        name = str(value)
+    description = ""
+    if "description" in top:
+        description = str(_scalar(top["description"], "description", path) or "")
+
+    topology = None
+    if "topology" in top:
+        topo_name, topo_path = _topology(top["topology"], "topology", spec_dir, path,
+                                         check_files)
+        topology = (topo_name, topo_path, top["topology"].line)
+
+    fixed_opts: dict[str, tuple[Any, int]] = {}
+    if "options" in top:
+        _require(top["options"], "mapping", "options", path)
+        for key, item in top["options"].items():
+            _option_name(key, item.key_line, path, "options")
+            if key in POINT_RESERVED:
+                raise SpecError(f"options: {key!r} is not a model option (give it at the top "
+                                "level)", path, item.key_line)
+            fixed_opts[key] = (_scalar(item, f"options: {key}", path), item.line)
+
+    grid_axes: list[tuple[str, list[Any]]] = []
+    grid_line = 0
+    if "grid" in top:
+        grid = top["grid"]
+        _require(grid, "mapping", "grid", path)
+        grid_line = grid.key_line or grid.line
+        if not grid.value:
+            raise SpecError("grid is empty (give at least one option and its values)", path,
+                            grid.line)
+        for key, item in grid.items():
+            if key == "params":
+                raise SpecError("grid: sweep params in the top-level 'params' (lists of "
+                                "values)", path, item.key_line)
+            if key != "topology":
+                _option_name(key, item.key_line, path, "grid")
+            if item.kind != "sequence":
+                raise SpecError(f"grid: {key!r} must be a list of values (e.g. [a, b]), not "
+                                f"{kind_name(item)}", path, item.line)
+            if not item.value:
+                raise SpecError(f"grid: {key!r}: the list of values is empty", path, item.line)
+            if key in fixed_opts:
+                raise SpecError(f"grid: option {key!r} is also fixed in 'options' (line "
+                                f"{fixed_opts[key][1]})", path, item.key_line)
+            values = []
+            for v in item.value:
+                if key == "topology":
+                    values.append(_topology(v, "grid: topology", spec_dir, path, check_files)
+                                  + (v.line,))
+                else:
+                    values.append((_scalar(v, f"grid: {key}", path), v.line))
+            grid_axes.append((key, values))
+
+    explicit: list[_Assign] = []
+    if "points" in top:
+        points = top["points"]
+        if points.kind != "sequence":
+            raise SpecError(f"points must be a list of mappings, not {kind_name(points)}", path,
+                            points.line)
+        if not points.value:
+            raise SpecError("points is an empty list", path, points.line)
+        for item in points.value:
+            if item.kind != "mapping":
+                raise SpecError(f"each entry of points must be a mapping of option: value, not "
+                                f"{kind_name(item)}", path, item.line)
+            assign = _Assign(line=item.line)
+            for key, value in item.items():
+                if key == "topology":
+                    assign.topology = _topology(value, "points: topology", spec_dir, path,
+                                                check_files) + (value.line,)
+                elif key == "params":
+                    fixed, _ = _parse_params(value, path, False, "points: params")
+                    assign.params = fixed
+                else:
+                    _option_name(key, value.key_line, path, "points")
+                    if value.kind == "sequence":
+                        raise SpecError(f"points: {key!r} must be a single value (use the grid "
+                                        "to sweep lists)", path, value.line)
+                    assign.options[key] = (_scalar(value, f"points: {key}", path), value.line)
+            explicit.append(assign)
+
+    fixed_params: dict[tuple[str, str], tuple[Any, int]] = {}
+    param_axes: list[tuple[tuple[str, str], list[tuple[Any, int]]]] = []
+    if "params" in top:
+        fixed_params, param_axes = _parse_params(top["params"], path, True, "params")
+
+    statistics: list[str] = []
+    if "statistics" in top:
+        stats = top["statistics"]
+        if stats.kind != "sequence":
+            raise SpecError(f"statistics must be a list of selectors, not {kind_name(stats)}",
+                            path, stats.line)
+        for item in stats.value:
+            sel = _scalar(item, "statistics", path, allow_null=False)
+            try:
+                parse_selector(str(sel))
+            except SelectorError as exc:
+                raise SpecError(f"statistics: {exc}", path, item.line) from None
+            statistics.append(str(sel))
+
+    exclude = DEFAULT_EXCLUDE
+    if "exclude" in top:
+        node = top["exclude"]
+        if node.kind != "sequence":
+            raise SpecError(f"exclude must be a list of key patterns, not {kind_name(node)}",
+                            path, node.line)
+        exclude = tuple(str(_scalar(item, "exclude", path, allow_null=False))
+                        for item in node.value)
+
+    # -- expansion ---------------------------------------------------------------------------
+    base: list[_Assign] = []
+    if grid_axes:
+        for combo in itertools.product(*(values for _, values in grid_axes)):
+            assign = _Assign(line=grid_line)
+            for (key, _), choice in zip(grid_axes, combo):
+                if key == "topology":
+                    assign.topology = choice
+                else:
+                    assign.options[key] = choice
+            base.append(assign)
+    base.extend(explicit)
+    if not base:
+        base.append(_Assign(line=(top["options"].key_line if "options" in top else
+                                  topology[2] if topology else 1)))
+
+    result: list[Point] = []
+    seen: dict[str, Point] = {}
+    for assign in base:
+        topo = assign.topology or topology
+        if topo is None:
+            raise SpecError("no topology: give 'topology' at the top level (or one in every "
+                            "point / in the grid)", path, assign.line or 1)
+        options = dict(fixed_opts)
+        options.update(assign.options)
+        for combo in itertools.product(*(values for _, values in param_axes)) or [()]:
+            params = dict(fixed_params)
+            for (pkey, _), choice in zip(param_axes, combo):
+                params[pkey] = choice
+            params.update(assign.params)
+            lines = [("topology", topo[2])]
+            lines += [(f"opt.{k}", ln) for k, (_, ln) in options.items()]
+            lines += [(f"param.{p}.{n}", ln) for (p, n), (_, ln) in params.items()]
+            point = Point(index=len(result), topology=topo[1], topology_name=topo[0],
+                          options=tuple((k, v) for k, (v, _) in options.items()),
+                          params=tuple((p, n, v) for (p, n), (v, _) in params.items()),
+                          line=assign.line, lines=tuple(lines))
+            ident = point.identity()
+            if ident in seen:
+                first = seen[ident]
+                raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
+                                f"{first.index} (line {first.line})", path, point.line)
+            seen[ident] = point
+            result.append(point)
+    return SweepSpec(path=path, name=name, description=description, points=result,
+                     statistics=statistics, exclude=exclude)
+
+
+__all__ = ["Point", "SweepSpec", "SpecError", "load_spec", "format_value", "DEFAULT_EXCLUDE"]

@@ -1,0 +1,142 @@
+"""The results table of a sweep: one row per point in spec order — its parameters, status and
+error, the run's figures (sim_time_ps, events, end_reason), selected statistics and the
+flattened ``summary.json`` — written as CSV and Parquet. Nothing in it depends on where or when
+a point ran (no wall times, worker names or absolute paths), so the same spec gives the same
+bytes whatever the number of workers."""
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .execute import STATISTICS, point_dir
+from .spec import Point
+from .stats import parse_selector, select
+
+RUN_COLUMNS = ("status", "error", "sim_time_ps", "events", "end_reason")
+MAX_LIST_ITEMS = 64  # longer lists in a summary are detail, not figures: left out
+LEAD_COLUMNS = ("point", "key", "topology")
+
+
+def flatten(value: Any, prefix: str = "", exclude: Sequence[str] = (),
+            max_items: int = MAX_LIST_ITEMS) -> dict[str, Any]:
+    """Nested dicts and lists as one level: keys joined with ``.``, list items by index
+    (``gpus.0.iteration_time_s``). Empty containers, lists longer than ``max_items`` and keys
+    matching an ``exclude`` glob are left out."""
+    out: dict[str, Any] = {}
+    name = prefix[:-1]
+    if name and any(fnmatch.fnmatchcase(name, pattern) for pattern in exclude):
+        return out
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}{key}.", exclude, max_items))
+    elif isinstance(value, (list, tuple)):
+        if len(value) <= max_items:
+            for i, item in enumerate(value):
+                out.update(flatten(item, f"{prefix}{i}.", exclude, max_items))
+    elif prefix:
+        out[name] = value
+    return out
+
+
+def read_statistics(folder: Path) -> Any:
+    """A point's statistics table (``run_statistics.csv``), or None."""
+    import pandas as pd
+
+    path = folder / STATISTICS
+    if not path.is_file():
+        return None
+    return pd.read_csv(path, dtype={"ComponentName": str, "StatisticName": str,
+                                    "StatisticSubId": str}, keep_default_na=False)
+
+
+def run_values(record: Mapping[str, Any], folder: Optional[Path],
+               selectors: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
+    """The figures of a finished point: sim_time_ps, events, end_reason, ``stat.*`` for each
+    selector, and the flattened summary (less the ``exclude`` globs)."""
+    values: dict[str, Any] = {k: record.get(k) for k in ("sim_time_ps", "events", "end_reason")}
+    if selectors:
+        stats = read_statistics(folder) if folder is not None and \
+            record.get("status") == "ok" else None
+        for text in selectors:
+            sel = parse_selector(text)
+            values[sel.column] = select(stats, sel) if stats is not None else None
+    reserved = set(LEAD_COLUMNS) | set(RUN_COLUMNS)
+    for key, item in flatten(record.get("summary") or {}, exclude=exclude).items():
+        name = f"summary.{key}" if key in reserved or key.startswith(("opt.", "param.", "stat."))\
+            else key
+        values[name] = item
+    return values
+
+
+def point_row(point: Point, key: str, record: Mapping[str, Any], points_dir: Path,
+              selectors: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict[str, Any]:
+    """The table row of one point."""
+    row: dict[str, Any] = {"point": point.index, "key": key}
+    row.update(point.columns())
+    row["status"] = record.get("status", "failed")
+    row["error"] = record.get("error", "")
+    row.update(run_values(record, point_dir(points_dir, key), selectors, exclude))
+    return row
+
+
+def _column_dtype(values: list[Any]) -> str:
+    present = [v for v in values if v is not None and not (isinstance(v, float) and
+                                                            math.isnan(v))]
+    if not present:
+        return "str"
+    if all(isinstance(v, bool) for v in present):
+        return "boolean"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "Int64"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return "float64"
+    return "str"
+
+
+def build_table(rows: Iterable[Mapping[str, Any]]) -> Any:
+    """A DataFrame of the rows (sorted by ``point``), columns in a stable order, each column
+    typed from its values: nullable integers, floats, booleans or strings."""
+    import pandas as pd
+
+    rows = sorted(rows, key=lambda r: r["point"])
+    columns: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            columns.setdefault(key, None)
+    data: dict[str, list[Any]] = {c: [row.get(c) for row in rows] for c in columns}
+    frame = {}
+    for name, values in data.items():
+        dtype = _column_dtype(values)
+        if dtype == "str":
+            values = [None if v is None else (format(v) if not isinstance(v, bool) else
+                                              ("true" if v else "false")) for v in values]
+            frame[name] = pd.array(values, dtype="string")
+        elif dtype == "float64":
+            frame[name] = pd.array([math.nan if v is None else float(v) for v in values],
+                                   dtype="float64")
+        else:
+            frame[name] = pd.array(values, dtype=dtype)
+    return pd.DataFrame(frame, columns=list(columns))
+
+
+def _replace(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def write_tables(table: Any, output: Path) -> tuple[Path, Path]:
+    """Write ``results.csv`` and ``results.parquet`` into ``output`` (each replaced atomically);
+    return their paths."""
+    output.mkdir(parents=True, exist_ok=True)
+    csv_path, parquet_path = output / "results.csv", output / "results.parquet"
+    _replace(csv_path, lambda p: table.to_csv(p, index=False, lineterminator="\n"))
+    _replace(parquet_path, lambda p: table.to_parquet(p, index=False))
+    return csv_path, parquet_path
+
+
+__all__ = ["flatten", "build_table", "write_tables", "point_row", "run_values",
+           "read_statistics", "RUN_COLUMNS", "LEAD_COLUMNS"]

@@ -1,0 +1,103 @@
+"""Fixtures of the sweep tests: a counting test topology and shared Dask clusters."""
+from __future__ import annotations
+
+import logging
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# A tiny topology that records every real run (not the up-front check, which runs in a scratch
+# folder) in RUNS, can sleep, can fail at build time (an Echo with its required port left
+# unconnected passes the script check but not the build), and writes a summary.json.
+COUNTING_TOPOLOGY = '''
+import argparse, json, os, sys, time
+import sst
+
+RUNS = {runs!r}
+parser = argparse.ArgumentParser(prog="counting.py")
+parser.add_argument("--n", type=int, required=True)
+parser.add_argument("--value", type=float, default=1.0)
+parser.add_argument("--sleep", type=float, default=0.0)
+parser.add_argument("--fail", action="store_true")
+parser.add_argument("--mode", choices=["a", "b"], default="a")
+args = parser.parse_args(sys.argv[1:])
+
+real = os.sep + "points" + os.sep in os.getcwd() + os.sep
+if real:
+    with open(os.path.join(RUNS, f"{{args.n}}.{{args.mode}}"), "a") as f:
+        f.write("run\\n")
+    time.sleep(args.sleep)
+
+probe = sst.Component("probe", "testElement.StatProbe")
+probe.addParams({{"count": args.n + 1, "seed": 7}})
+sst.setStatisticLoadLevel(4)
+sst.enableAllStatisticsForAllComponents()
+if args.fail:
+    sst.Component("lonely", "testElement.Echo")     # required port unconnected: build fails
+summary = {{"network": "toy", "iteration_time_s": args.value * (args.n + 1),
+           "baselines": {{"vdnn": {{"iteration_time_s": 2.0 * args.value * (args.n + 1)}}}},
+           "gpus": [{{"t": args.n}}, {{"t": args.n + 1}}], "fits_in_memory": args.n % 2 == 0}}
+with open("summary.json", "w") as f:
+    json.dump(summary, f)
+'''
+
+
+class Counting:
+    """The counting topology and its run records."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.runs = folder / "runs"
+        self.runs.mkdir(parents=True, exist_ok=True)
+        self.script = folder / "counting.py"
+        self.script.write_text(COUNTING_TOPOLOGY.format(runs=str(self.runs)), encoding="utf-8")
+
+    def count(self, n: int, mode: str = "a") -> int:
+        """How many times point n (in mode) really ran."""
+        path = self.runs / f"{n}.{mode}"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def total(self) -> int:
+        """Real runs of every point together."""
+        return sum(len(p.read_text().splitlines()) for p in self.runs.iterdir())
+
+    def spec(self, body: str, name: str = "spec.yaml") -> Path:
+        """Write a spec (dedented) next to the script; ``{script}`` is the script's name."""
+        path = self.folder / name
+        text = textwrap.dedent(body).lstrip("\n").replace("{script}", self.script.name)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+
+@pytest.fixture
+def counting(tmp_path: Path) -> Counting:
+    """A counting topology in a fresh folder."""
+    return Counting(tmp_path)
+
+
+def _cluster(workers: int):
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    client = Client(cluster)
+    return cluster, client
+
+
+@pytest.fixture(scope="session")
+def client2():
+    """A 2-worker local Dask cluster shared by the sweep tests."""
+    cluster, client = _cluster(2)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="session")
+def client1():
+    """A 1-worker local Dask cluster."""
+    cluster, client = _cluster(1)
+    yield client
+    client.close()
+    cluster.close()

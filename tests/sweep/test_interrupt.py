@@ -1,0 +1,55 @@
+"""Ctrl-C in the middle of a sweep (in this process, on the shared cluster): finished points
+are kept, and running the spec again runs only the rest. The same through the ``sst-cdma``
+command, signals and exit status included, is tests/cli's slow test."""
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import pytest
+
+from sst_cdma.sweep import SweepInterrupted, run_sweep
+from sst_cdma.sweep.execute import DONE
+
+
+def test_ctrl_c_keeps_finished_points_and_rerun_resumes(counting, tmp_path, client2):
+    spec = counting.spec("""
+        topology: {script}
+        options: {sleep: 0.5}
+        grid:
+          n: [1, 2, 3, 4, 5, 6, 7, 8]
+    """)
+    out = tmp_path / "out"
+    points = out / "points"
+    finished_at_interrupt: set = set()
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = {p.name for p in points.glob("*") if (p / DONE).is_file()} \
+                if points.exists() else set()
+            if len(done) >= 2:
+                finished_at_interrupt.update(done)
+                _thread.interrupt_main()
+                return
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=press_ctrl_c)
+    watcher.start()
+    with pytest.raises(SweepInterrupted) as info:
+        run_sweep(spec, output=out, client=client2, progress=False)
+    watcher.join()
+    assert "interrupted:" in str(info.value) and "run again to resume" in str(info.value)
+    assert info.value.total == 8 and 2 <= info.value.done < 8
+    assert not (out / "results.csv").exists()
+    kept = {p.name for p in points.glob("*") if (p / DONE).is_file()}
+    assert finished_at_interrupt <= kept
+    runs_before = counting.total()
+    again = run_sweep(spec, output=out, client=client2, progress=False)
+    assert again.failed == 0 and again.total == 8
+    assert again.cached >= len(kept) and again.ran == 8 - again.cached
+    assert counting.total() <= runs_before + again.ran
+    for key in kept:                                # finished before Ctrl-C: never rerun
+        n = int(again.table[again.table["key"] == key]["opt.n"].iloc[0])
+        assert counting.count(n) == 1

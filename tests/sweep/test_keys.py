@@ -1,0 +1,68 @@
+"""Cache keys change with everything that determines a result, and only with that."""
+from __future__ import annotations
+
+import sst_cdma
+from sst_cdma.sweep.keys import digest_tree, inputs_digest, point_key, script_digest
+
+
+def test_key_depends_on_options_overrides_inputs_and_version(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("import sst\n")
+    sha = script_digest(script)
+    base = point_key(sha, ["--n", "1"], {}, "inputs", "1.0")
+    assert base == point_key(sha, ["--n", "1"], {}, "inputs", "1.0")
+    assert len(base) == 24 and int(base, 16) >= 0
+    variants = [point_key(sha, ["--n", "2"], {}, "inputs", "1.0"),
+                point_key(sha, ["--n", "1"], {"c": {"p": "1"}}, "inputs", "1.0"),
+                point_key(sha, ["--n", "1"], {}, "other inputs", "1.0"),
+                point_key(sha, ["--n", "1"], {}, "inputs", "1.1"),
+                point_key("0" * 64, ["--n", "1"], {}, "inputs", "1.0")]
+    assert len(set(variants + [base])) == len(variants) + 1
+
+
+def test_default_inputs_and_version_are_the_package_s(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("import sst\n")
+    sha = script_digest(script)
+    assert point_key(sha, [], {}) == point_key(sha, [], {}, inputs_digest(), sst_cdma.__version__)
+
+
+def test_script_digest_follows_sibling_imports(tmp_path):
+    helper = tmp_path / "helper_mod.py"
+    helper.write_text("X = 1\n")
+    script = tmp_path / "t.py"
+    script.write_text("import sst\nfrom helper_mod import X\nimport os\n")
+    before = script_digest(script)
+    helper.write_text("X = 2\n")
+    assert script_digest(script) != before
+    unrelated = tmp_path / "unrelated.py"
+    unrelated.write_text("Y = 1\n")
+    after = script_digest(script)
+    unrelated.write_text("Y = 2\n")
+    assert script_digest(script) == after
+
+
+def test_tree_digest_sees_every_model_input_but_not_caches(tmp_path):
+    (tmp_path / "networks").mkdir()
+    (tmp_path / "networks" / "vgg16.yaml").write_text("layers: []\n")
+    (tmp_path / "__pycache__").mkdir()
+    before = digest_tree(tmp_path)
+    (tmp_path / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    assert digest_tree(tmp_path) == before
+    (tmp_path / "networks" / "vgg16.yaml").write_text("layers: [conv]\n")
+    assert digest_tree(tmp_path) != before
+    (tmp_path / "networks" / "vgg16.yaml").write_text("layers: []\n")
+    (tmp_path / "networks" / "vgg19.yaml").write_text("layers: []\n")
+    assert digest_tree(tmp_path) != before
+
+
+def test_inputs_digest_covers_the_model_not_the_tools():
+    from sst_cdma.sweep.keys import TOOL_PACKAGES, _files, _package_dir
+
+    root = _package_dir("sst_cdma")
+    names = {p.relative_to(root).as_posix() for p in _files(root, TOOL_PACKAGES)}
+    assert {"kernel.py", "engine.py", "testelements/phold.py"} <= names
+    assert not any(n.startswith(("sweep/", "regress/", "cli/", "capture/")) for n in names)
+    workloads = _package_dir("sst_cdma.workloads")
+    assert workloads is not None and any(_files(workloads))
+    assert len(inputs_digest()) == 64

@@ -1,0 +1,202 @@
+"""Sweep specs: expansion into points, and every malformed spec rejected with file and line
+before anything runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sst_cdma.sweep import SpecError, load_spec, run_sweep
+from sst_cdma.sweep.validate import validate_points
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_grid_points_and_params_expand_in_spec_order(counting):
+    spec = load_spec(counting.spec("""
+        name: demo
+        topology: {script}
+        options: {value: 2.5}
+        grid:
+          n: [1, 2]
+          mode: [a, b]
+        points:
+          - {n: 7, mode: b, value: 9}
+        params:
+          "probe": {seed: [3, 4]}
+    """))
+    assert spec.name == "demo"
+    assert len(spec.points) == (2 * 2 + 1) * 2
+    first, last = spec.points[0], spec.points[-1]
+    assert first.model_options() == ["--value", "2.5", "--n", "1", "--mode", "a"]
+    assert first.overrides() == {"probe": {"seed": "3"}}
+    assert spec.points[1].overrides() == {"probe": {"seed": "4"}}
+    assert spec.points[2].model_options()[-1] == "b"          # mode varies faster than n
+    assert last.model_options() == ["--value", "9", "--n", "7", "--mode", "b"]
+    assert last.line == 8                                      # the explicit point's line
+    assert first.columns() == {"topology": "counting.py", "opt.value": 2.5, "opt.n": 1,
+                               "opt.mode": "a", "param.probe.seed": 3}
+    assert [p.index for p in spec.points] == list(range(10))
+
+
+def test_exclude_defaults_to_per_layer_detail(counting):
+    from sst_cdma.sweep.spec import DEFAULT_EXCLUDE
+
+    spec = load_spec(counting.spec("topology: {script}\noptions: {n: 1}\n"))
+    assert spec.exclude == DEFAULT_EXCLUDE
+    spec = load_spec(counting.spec("topology: {script}\noptions: {n: 1}\nexclude: [gpus.*]\n"))
+    assert spec.exclude == ("gpus.*",)
+
+
+def test_boolean_options_are_flags(counting):
+    spec = load_spec(counting.spec("""
+        topology: {script}
+        grid:
+          fail: [true, false]
+          n: [1]
+    """))
+    assert spec.points[0].model_options() == ["--fail", "--n", "1"]
+    assert spec.points[1].model_options() == ["--n", "1"]
+
+
+def test_topology_per_point(counting, tmp_path):
+    other = tmp_path / "other.py"
+    other.write_text(counting.script.read_text())
+    spec = load_spec(counting.spec("""
+        grid:
+          topology: [{script}, other.py]
+          n: [1]
+    """))
+    assert [p.topology_name for p in spec.points] == ["counting.py", "other.py"]
+    assert spec.points[1].topology == other.resolve()
+
+
+@pytest.mark.parametrize("body, line, words", [
+    ("topology: {script}\nbogus: 1\n", 2, "unknown key 'bogus'"),
+    ("topology: {script}\ngrid:\n  n: 3\n", 3, "must be a list"),
+    ("topology: {script}\ngrid:\n  n: []\n", 3, "empty"),
+    ("topology: missing.py\ngrid:\n  n: [1]\n", 1, "not found"),
+    ("grid:\n  n: [1]\n", 1, "no topology"),
+    ("topology: ''\n", 1, "path to a topology"),
+    ("topology: {script}\noptions:\n  n: [1, 2]\n", 3, "single value"),
+    ("topology: {script}\noptions: [n, 1]\n", 2, "must be a mapping"),
+    ("topology: {script}\ngrid:\n  --n: [1]\n", 3, "without its dashes"),
+    ("topology: {script}\noptions: {n: 1}\ngrid:\n  n: [2]\n", 4, "also fixed"),
+    ("topology: {script}\npoints:\n  - {n: 1}\n  - {n: 1}\n", 4, "repeats point 0"),
+    ("topology: {script}\npoints:\n  - 5\n", 3, "mapping"),
+    ("topology: {script}\nparams:\n  probe: 3\n", 3, "must be a mapping"),
+    ("topology: {script}\nstatistics: [nodot]\n", 2, "STATISTIC.FIELD"),
+    ("topology: {script}\ngrid:\n  n: [1\n", 4, "invalid YAML"),
+    ("topology: {script}\ntopology: {script}\n", 2, "duplicate key"),
+])
+def test_malformed_specs_name_file_and_line(counting, body, line, words):
+    path = counting.spec(body)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert info.value.line == line, str(info.value)
+    assert words in str(info.value)
+    assert str(info.value).startswith(f"{info.value.where}: ")
+    assert "spec.yaml" in info.value.where
+
+
+def test_unknown_option_rejected_up_front_with_its_line(counting, tmp_path):
+    path = counting.spec("""
+        topology: {script}
+        grid:
+          n: [1, 2]
+          colour: [red]
+    """)
+    with pytest.raises(SpecError) as info:
+        run_sweep(path, output=tmp_path / "out", progress=False)
+    assert info.value.line == 4
+    assert "--colour" in str(info.value) and "unrecognized" in str(info.value)
+    assert not (tmp_path / "out").exists()        # nothing ran, no cluster started
+    assert counting.total() == 0
+
+
+def test_bad_value_rejected_up_front_with_the_value_line(counting, tmp_path):
+    path = counting.spec("""
+        topology: {script}
+        options: {value: 1}
+        grid:
+          mode: [a, b]
+          n: [1, two]
+    """)
+    with pytest.raises(SpecError) as info:
+        run_sweep(path, output=tmp_path / "out", progress=False)
+    assert info.value.line == 5
+    assert "invalid int value: 'two'" in str(info.value)
+    assert "point 1" in str(info.value)
+    assert counting.total() == 0 and not (tmp_path / "out").exists()
+
+
+def test_override_matching_nothing_is_rejected(counting):
+    spec = load_spec(counting.spec("""
+        topology: {script}
+        options: {n: 1}
+        params:
+          "gpu*": {throughput: ["8GB/s"]}
+    """))
+    with pytest.raises(SpecError) as info:
+        validate_points(str(spec.path), spec.points)
+    assert info.value.line == 4
+    assert "no component matches 'gpu*'" in str(info.value)
+
+
+def test_override_of_unknown_param_names_its_line(counting):
+    spec = load_spec(counting.spec("""
+        topology: {script}
+        options: {n: 1}
+        params:
+          probe: {colour: [blue]}
+    """))
+    with pytest.raises(SpecError) as info:
+        validate_points(str(spec.path), spec.points)
+    assert info.value.line == 4
+    assert "colour" in str(info.value)
+
+
+def test_validation_leaves_no_files_behind(counting):
+    spec = load_spec(counting.spec("topology: {script}\noptions: {n: 1}\n"))
+    validate_points(str(spec.path), spec.points)
+    assert not (counting.folder / "summary.json").exists()     # written in a scratch folder
+    assert counting.total() == 0
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_specs_parse(path):
+    spec = load_spec(path, check_files=False)
+    assert spec.points
+    topologies = {p.topology for p in spec.points}
+    if all(t.is_file() for t in topologies):       # the model's topologies may not exist yet
+        load_spec(path)
+        validate_points(str(path), spec.points)
+
+
+@settings(max_examples=25, deadline=None)
+@given(axes=st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=3),
+       params=st.integers(min_value=0, max_value=3), explicit=st.integers(0, 2))
+def test_expansion_size_and_order_property(tmp_path_factory, axes, params, explicit):
+    folder = tmp_path_factory.mktemp("prop")
+    (folder / "t.py").write_text("import sst\n")
+    lines = ["topology: t.py", "grid:"]
+    lines += [f"  a{i}: [{', '.join(str(v) for v in range(n))}]" for i, n in enumerate(axes)]
+    if explicit:
+        lines.append("points:")
+        lines += [f"  - {{a0: {100 + k}}}" for k in range(explicit)]
+    if params:
+        lines += ["params:", f"  c: {{p: [{', '.join(str(v) for v in range(params))}]}}"]
+    (folder / "s.yaml").write_text("\n".join(lines) + "\n")
+    spec = load_spec(folder / "s.yaml")
+    grid = 1
+    for n in axes:
+        grid *= n
+    assert len(spec.points) == (grid + explicit) * max(1, params)
+    assert [p.index for p in spec.points] == list(range(len(spec.points)))
+    assert len({p.identity() for p in spec.points}) == len(spec.points)
+    first = spec.points[0].model_options()
+    assert first == [x for i in range(len(axes)) for x in (f"--a{i}", "0")]
+    if explicit:
+        assert spec.points[-1].model_options()[:2] == ["--a0", str(100 + explicit - 1)]

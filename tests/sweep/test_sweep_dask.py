@@ -1,0 +1,169 @@
+"""Sweeps on real local Dask clusters: results, byte-identical tables, the cache, resuming
+after lost workers and half-written points, failed points."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pandas as pd
+
+from sst_cdma.sweep import run_sweep
+from sst_cdma.sweep.execute import DONE
+
+SPEC = """
+name: counting
+topology: {script}
+options: {value: 0.5}
+grid:
+  n: [1, 2, 3]
+  mode: [a, b]
+params:
+  probe: {seed: [5]}
+statistics: [values_u32.Count, "probe:values_u64.Max"]
+"""
+
+
+def test_sweep_on_a_cluster_gathers_one_row_per_point(counting, tmp_path, client2):
+    out = tmp_path / "out"
+    outcome = run_sweep(counting.spec(SPEC), output=out, client=client2, progress=False)
+    assert (outcome.total, outcome.ran, outcome.cached, outcome.failed) == (6, 6, 0, 0)
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["point"]) == list(range(6))
+    assert list(table["opt.n"]) == [1, 1, 2, 2, 3, 3]
+    assert list(table["opt.mode"]) == ["a", "b"] * 3
+    assert set(table["param.probe.seed"]) == {5}
+    assert (table["status"] == "ok").all() and table["error"].isna().all()
+    assert list(table["iteration_time_s"]) == [1.0, 1.0, 1.5, 1.5, 2.0, 2.0]
+    assert list(table["baselines.vdnn.iteration_time_s"]) == [2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+    assert list(table["gpus.1.t"]) == [2, 2, 3, 3, 4, 4]
+    assert list(table["stat.values_u32.Count"]) == [2, 2, 3, 3, 4, 4]   # count = n + 1
+    assert "stat.probe:values_u64.Max" in table.columns
+    assert (table["sim_time_ps"] > 0).all()
+    for column in table.columns:                              # nothing machine-specific
+        assert not table[column].astype(str).str.contains(str(tmp_path)).any()
+    assert "wall" not in " ".join(table.columns)
+    parquet = pd.read_parquet(out / "results.parquet")
+    assert list(parquet.columns) == list(table.columns) and len(parquet) == 6
+    assert all(counting.count(n, m) == 1 for n in (1, 2, 3) for m in "ab")
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(table["key"])
+
+
+def test_one_and_two_workers_give_byte_identical_tables(counting, tmp_path, client1, client2):
+    spec = counting.spec(SPEC)
+    run_sweep(spec, output=tmp_path / "one", client=client1, progress=False)
+    run_sweep(spec, output=tmp_path / "two", client=client2, progress=False)
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert (one / "results.csv").read_bytes() == (two / "results.csv").read_bytes()
+    assert (one / "results.parquet").read_bytes() == (two / "results.parquet").read_bytes()
+    assert counting.total() == 12
+
+
+def test_sweep_through_a_scheduler_address(counting, tmp_path, client2):
+    spec = counting.spec("topology: {script}\ngrid:\n  n: [1, 2]\n")
+    outcome = run_sweep(spec, output=tmp_path / "out", scheduler=client2.scheduler.address,
+                        progress=False)
+    assert (outcome.total, outcome.ran, outcome.failed) == (2, 2, 0)
+    assert counting.count(1) == counting.count(2) == 1
+
+
+def test_rerun_runs_only_what_is_missing(counting, tmp_path, client2):
+    out = tmp_path / "out"
+    first = run_sweep(counting.spec(SPEC), output=out, client=client2, progress=False)
+    csv = (out / "results.csv").read_bytes()
+    again = run_sweep(counting.spec(SPEC), output=out, client=client2, progress=False)
+    assert (again.ran, again.cached) == (0, 6)
+    assert (out / "results.csv").read_bytes() == csv
+    assert counting.total() == 6
+    wider = counting.spec(SPEC.replace("n: [1, 2, 3]", "n: [1, 2, 3, 4]"), "wider.yaml")
+    grown = run_sweep(wider, output=out, client=client2, progress=False)
+    assert (grown.total, grown.ran, grown.cached) == (8, 2, 6)
+    assert counting.count(4, "a") == counting.count(4, "b") == 1
+    assert counting.total() == 8
+    assert first.table["key"].tolist() == grown.table["key"].tolist()[:6] or \
+        set(first.table["key"]) <= set(grown.table["key"])
+
+
+def test_half_written_point_is_rerun(counting, tmp_path, client2):
+    out = tmp_path / "out"
+    outcome = run_sweep(counting.spec(SPEC), output=out, client=client2, progress=False)
+    victim = outcome.table["key"][2]                       # n=2, mode a
+    (out / "points" / victim / DONE).unlink()
+    again = run_sweep(counting.spec(SPEC), output=out, client=client2, progress=False)
+    assert (again.ran, again.cached, again.failed) == (1, 5, 0)
+    assert counting.count(2, "a") == 2
+    assert counting.total() == 7
+    assert (out / "points" / victim / DONE).is_file()
+
+
+def test_failed_point_is_recorded_and_the_sweep_goes_on(counting, tmp_path, client2):
+    spec = counting.spec("""
+        topology: {script}
+        grid:
+          n: [1, 2]
+        points:
+          - {n: 3, fail: true}
+          - {n: 4}
+    """)
+    out = tmp_path / "out"
+    outcome = run_sweep(spec, output=out, client=client2, progress=False)
+    assert (outcome.total, outcome.failed) == (4, 1)
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["status"]) == ["ok", "ok", "failed", "ok"]
+    error = table["error"][2]
+    assert "lonely" in error and "port" in error
+    assert pd.isna(table["iteration_time_s"][2]) and table["iteration_time_s"][3] == 5.0
+    kept = run_sweep(spec, output=out, client=client2, progress=False)
+    assert (kept.ran, kept.failed) == (0, 1)              # failures are kept...
+    retried = run_sweep(spec, output=out, client=client2, progress=False, retry_failed=True)
+    assert (retried.ran, retried.failed) == (1, 1)        # ...until --retry-failed
+    assert counting.count(3) == 2 and counting.count(1) == 1
+
+
+def test_killed_worker_mid_sweep_loses_nothing(counting, tmp_path, client2):
+    spec = counting.spec("""
+        topology: {script}
+        options: {sleep: 0.6}
+        grid:
+          n: [1, 2, 3, 4, 5, 6]
+    """)
+    out = tmp_path / "out"
+    result: dict = {}
+
+    def sweep() -> None:
+        try:
+            result["outcome"] = run_sweep(spec, output=out, client=client2, progress=False)
+        except BaseException as exc:  # pragma: no cover - reported below
+            result["error"] = exc
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    deadline = time.monotonic() + 60
+    finished_before: set = set()
+    while time.monotonic() < deadline:              # wait until some finished, some running
+        done = {p.name for p in (out / "points").glob("*") if (p / DONE).is_file()} \
+            if (out / "points").exists() else set()
+        busy = [w for w, tasks in client2.processing().items() if tasks]
+        if len(done) >= 2 and busy:
+            finished_before = done
+            break
+        time.sleep(0.05)
+    assert finished_before, "the sweep never got going"
+    pid = client2.run(os.getpid, workers=[busy[0]])[busy[0]]
+    os.kill(pid, signal.SIGKILL)                    # the worker dies mid-point
+    thread.join(120)
+    assert not thread.is_alive()
+    assert "error" not in result, result.get("error")
+    outcome = result["outcome"]
+    assert (outcome.total, outcome.failed) == (6, 0)
+    table = outcome.table
+    assert all(table["status"] == "ok")
+    for key in finished_before:                     # finished points never ran again
+        n = int(table[table["key"] == key]["opt.n"].iloc[0])
+        assert counting.count(n) == 1
+    assert counting.total() >= 7                    # the killed point ran again
+    assert not list((out / "points").glob("*.tmp-*"))   # the dead worker's leftovers removed
+    runs = counting.total()
+    again = run_sweep(spec, output=out, client=client2, progress=False)
+    assert (again.ran, again.cached) == (0, 6) and counting.total() == runs
