@@ -5,6 +5,7 @@ activation capture.
                    [--no-progress] [--retry-failed]
     sst-cdma regress [SUITE_DIR] [--update] [--workers N] [--case NAME] [--keep DIR]
     sst-cdma report RESULTS [--output DIR] [--x COLUMN]
+    sst-cdma table RESULTS --rows P --value V [--cols Q] [--divide-by C] [--invert]
     sst-cdma capture ...                     (see sst-cdma capture --help)
 
 Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1.
@@ -107,6 +108,18 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--x", metavar="COLUMN", default=None,
                     help="the parameter on the x axis (default: the first swept one)")
 
+    t = sub.add_parser("table", parents=[common],
+                       help="print a results table as a markdown pivot (rows x columns)")
+    t.add_argument("results", help="a sweep's output folder or its results.csv")
+    t.add_argument("--rows", required=True, help="parameter or column for the rows")
+    t.add_argument("--cols", default=None, help="parameter or column for the columns")
+    t.add_argument("--value", required=True, help="the figure in the cells")
+    t.add_argument("--divide-by", default=None, help="divide the figure by this column")
+    t.add_argument("--invert", action="store_true", help="show 1 / the figure")
+    t.add_argument("--scale", type=float, default=1.0, help="multiply the figure (e.g. 1e-9)")
+    t.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
+    t.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="only points where this parameter has this value (repeatable)")
     sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
                                    "(sst-cdma capture --help)", add_help=False)
     return p
@@ -184,6 +197,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table(args: argparse.Namespace) -> int:
+    from ..sweep.pivot import PivotError, pivot_markdown
+
+    try:
+        print(pivot_markdown(args.results, args.rows, args.value, args.cols, args.divide_by,
+                             args.invert, args.scale, args.digits, args.where))
+    except PivotError as exc:
+        return _fail(str(exc))
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst-cdma`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -195,7 +219,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command is None:
         return _fail("error: no command given (sweep, regress, report or capture; see "
                      "sst-cdma --help)")
-    handler = {"sweep": _sweep, "regress": _regress, "report": _report}[args.command]
+    handler = {"sweep": _sweep, "regress": _regress, "report": _report,
+               "table": _table}[args.command]
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:
