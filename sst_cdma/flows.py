@@ -146,6 +146,8 @@ class FlowNetwork:
     @staticmethod
     def _connected(seeds: list[Flow]) -> list[Flow]:
         """Every flow that shares a resource, directly or through others, with ``seeds``."""
+        if len(seeds) == 1 and all(len(res.flows) == 1 for res, _ in seeds[0].weights):
+            return seeds  # the common case: a flow alone on its resources
         seen = {f.fid: f for f in seeds}
         todo = list(seeds)
         while todo:
@@ -162,13 +164,13 @@ class FlowNetwork:
         self.solves += 1
         for f in group:
             self._advance(f)
-        old = {f.fid: f.rate for f in group}
+        old = [f.rate for f in group]
         if len(group) == 1:
             group[0].rate = group[0].alone
         else:
             self._fill(group)
-        for f in group:
-            if f.rate != old[f.fid] or f.version == 0:
+        for f, before in zip(group, old):
+            if f.rate != before or f.version == 0:
                 f.version += 1
                 if f.rate > 0:
                     t = math.ceil(f.remaining / f.rate * PS_PER_S - _EPS) if f.remaining > 0 else 0

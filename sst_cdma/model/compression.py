@@ -16,7 +16,8 @@ from functools import lru_cache
 import numpy as np
 
 ALGORITHMS = ("none", "zvc", "rle", "zlib")
-SAMPLE_ELEMENTS = 1 << 16
+SAMPLE_ELEMENTS = 1 << 15
+DENSITY_STEPS = 200  # densities are estimated on a grid of 0.005: ratios are smooth in density
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
 
 
@@ -26,11 +27,11 @@ def zvc_ratio(density: float, itemsize: int = 4) -> float:
 
 
 @lru_cache(maxsize=4096)
-def _sampled_ratio(algorithm: str, density_milli: int, dtype: str) -> float:
+def _sampled_ratio(algorithm: str, density_step: int, dtype: str) -> float:
     from .. import codecs
 
-    density = density_milli / 1000.0
-    seed = zlib.crc32(f"{algorithm}:{density_milli}:{dtype}".encode())
+    density = density_step / DENSITY_STEPS
+    seed = zlib.crc32(f"{algorithm}:{density_step}:{dtype}".encode())
     rng = np.random.default_rng(seed)
     values = np.abs(rng.standard_normal(SAMPLE_ELEMENTS)).astype(np.float32) + 1e-3
     values[rng.random(SAMPLE_ELEMENTS) >= density] = 0.0
@@ -50,7 +51,7 @@ def ratio_from_density(algorithm: str, density: float, dtype: str = "float32") -
     if algorithm == "zvc":
         return zvc_ratio(density, itemsize)
     if algorithm in ("rle", "zlib"):
-        return _sampled_ratio(algorithm, int(round(density * 1000)), dtype)
+        return _sampled_ratio(algorithm, int(round(density * DENSITY_STEPS)), dtype)
     raise ValueError(f"unknown algorithm {algorithm!r} (one of {', '.join(ALGORITHMS)})")
 
 
