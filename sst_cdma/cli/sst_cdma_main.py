@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="a sweep's output folder or its results.csv")
     rp.add_argument("--output", "-o", metavar="DIR", default=None,
                     help="report folder (default RESULTS/report)")
+    rp.add_argument("--timeline", metavar="POINT", type=int, default=None,
+                    help="point whose per-layer timeline is drawn (default: the one that "
+                         "stalls most)")
     rp.add_argument("--x", metavar="COLUMN", default=None,
                     help="the parameter on the x axis (default: the first swept one)")
 
@@ -190,7 +193,8 @@ def _report(args: argparse.Namespace) -> int:
     from ..sweep.report import ReportError, write_report
 
     try:
-        report = write_report(args.results, output=args.output, x=args.x)
+        report = write_report(args.results, output=args.output, x=args.x,
+                              timeline=args.timeline)
     except ReportError as exc:
         return _fail(str(exc))
     print(f"report: {report.markdown} ({len(report.plots)} plots)")

@@ -140,9 +140,10 @@ def _plot(frame: Any, x: str, y: str, others: list[str], path: Path, title: str)
 
 
 def write_report(results: Union[str, Path], output: Union[str, Path, None] = None,
-                 x: Optional[str] = None) -> Report:
+                 x: Optional[str] = None, timeline: Optional[int] = None) -> Report:
     """Write ``report.md`` and its plots into ``output`` (default ``<results folder>/report``);
-    ReportError when the table cannot be read or ``x`` is not a column."""
+    ReportError when the table cannot be read or ``x`` is not a column. ``timeline`` picks the
+    point whose per-layer timeline is drawn (default: the one that stalls most)."""
     import pandas as pd
 
     csv, frame = load_results(results)
@@ -189,6 +190,19 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
             report.plots.append(path)
             lines += [f"![{title}]({path.name})", ""]
 
+    if {"compute_time_s", "stall_time_s"} <= set(ok.columns) and len(ok):
+        path = out / "stall_breakdown.png"
+        _stall_breakdown(ok, swept, path)
+        report.plots.append(path)
+        lines += ["## Stall breakdown", "", "Compute and stall time of every point's iteration.",
+                  "", f"![stall breakdown]({path.name})", ""]
+        chosen = _timeline(csv.parent, ok, swept, out / "timeline.png", timeline)
+        if chosen is not None:
+            report.plots.append(out / "timeline.png")
+            lines += ["## Per-layer timeline", "", f"Point {chosen}: each layer's kernel time "
+                      "and the time the GPU then waited for copies, in iteration order.", "",
+                      "![per-layer timeline](timeline.png)", ""]
+
     lines += [f"## Figures against `{_label(x)}`", ""]
     skipped_constant, plotted = [], 0
     for col in figures:
@@ -214,6 +228,76 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
         lines += [_md_table(failed[[c for c in cols if c in failed.columns]]), ""]
     report.markdown.write_text("\n".join(lines), encoding="utf-8")
     return report
+
+
+def _point_label(row: Any, swept: list[str]) -> str:
+    return ", ".join(f"{_label(c)}={_value(c, row[c])}" for c in swept) or f"point {row['point']}"
+
+
+def _stall_breakdown(ok: Any, swept: list[str], path: Path) -> None:
+    """Stacked bars: compute and stall seconds per point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [_point_label(row, swept) for _, row in ok.iterrows()]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 2), 4.5))
+    pos = range(len(labels))
+    ax.bar(pos, ok["compute_time_s"], label="compute", color="#4c72b0")
+    ax.bar(pos, ok["stall_time_s"], bottom=ok["compute_time_s"], label="stall",
+           color="#dd8452")
+    ax.set_xticks(list(pos), labels, rotation=75, ha="right", fontsize=7)
+    ax.set_ylabel("seconds per iteration")
+    ax.set_title("compute vs stall")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _timeline(folder: Path, ok: Any, swept: list[str], path: Path,
+              point: Optional[int]) -> Optional[int]:
+    """Draw one point's per-layer timeline (kernel and stall per layer boundary) from its
+    summary.json; returns the point drawn, or None when no summary has layers."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if point is None:
+        share = ok["stall_time_s"] / ok["iteration_time_s"]
+        row = ok.loc[share.idxmax()]
+    else:
+        match = ok[ok["point"] == point]
+        if match.empty:
+            raise ReportError(f"--timeline {point}: no such successful point")
+        row = match.iloc[0]
+    summary = folder / "points" / str(row["key"]) / "summary.json"
+    if not summary.is_file():
+        return None
+    layers = json.loads(summary.read_text(encoding="utf-8")).get("layers") or []
+    if not layers:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for i, layer in enumerate(layers):
+        start, end = layer["start_s"] * 1e3, layer["end_s"] * 1e3
+        kernel = layer["kernel_ps"] * 1e-9
+        colour = "#4c72b0" if layer["phase"] == "forward" else "#55a868"
+        ax.broken_barh([(start, kernel)], (i - 0.4, 0.8), color=colour)
+        if end - start > kernel:
+            ax.broken_barh([(start + kernel, end - start - kernel)], (i - 0.4, 0.8),
+                           color="#dd8452")
+    ax.set_xlabel("time in the iteration (ms)")
+    ax.set_ylabel("layer boundary (forward, then backward)")
+    ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — blue/green kernels "
+                 "(forward/backward), orange stalls", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return int(row["point"])
 
 
 def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, str, str]]]]:

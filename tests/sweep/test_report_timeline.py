@@ -1,0 +1,46 @@
+"""sst-cdma report draws the stall breakdown and one point's per-layer timeline."""
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+import sst_cdma
+from sst_cdma.sweep.report import ReportError, write_report
+
+
+@pytest.fixture
+def results(tmp_path, repo):
+    rows = []
+    for i, algorithm in enumerate(["none", "zvc"]):
+        out = tmp_path / "points" / f"k{i}"
+        sst_cdma.run(repo / "topologies/pascal_cdma.py",
+                     ["--network", "alexnet", "--batch", "4", "--policy", "all", "--algorithm",
+                      algorithm], output_directory=out, console=io.StringIO())
+        s = json.loads((out / "summary.json").read_text())
+        rows.append({"point": i, "key": f"k{i}", "status": "ok", "opt.network": "alexnet",
+                     "opt.algorithm": algorithm, **{k: s[k] for k in (
+                         "iteration_time_s", "compute_time_s", "stall_time_s")},
+                     "baselines.vdnn.iteration_time_s": s["baselines"]["vdnn"]["iteration_time_s"]})
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    return tmp_path
+
+
+def test_report_has_stall_breakdown_and_timeline(results):
+    report = write_report(results)
+    text = report.markdown.read_text()
+    assert "## Stall breakdown" in text and "## Per-layer timeline" in text
+    names = {p.name for p in report.plots}
+    assert {"stall_breakdown.png", "timeline.png"} <= names
+    # the default timeline is the point that stalls most: no compression
+    assert "Point 0:" in text
+    assert (results / "report" / "timeline.png").stat().st_size > 1000
+
+
+def test_timeline_point_can_be_chosen_and_must_exist(results):
+    text = write_report(results, timeline=1).markdown.read_text()
+    assert "Point 1:" in text
+    with pytest.raises(ReportError, match="--timeline 7: no such successful point"):
+        write_report(results, timeline=7)
