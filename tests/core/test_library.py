@@ -1,0 +1,51 @@
+"""Element libraries: found by name, third-party ones through the entry point group."""
+from __future__ import annotations
+
+import sys
+import textwrap
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from sst_cdma import library
+from sst_cdma.library import ElementNotFound, find_element, load_library
+
+
+def test_builtin_libraries_list_their_elements():
+    assert {"GPU", "HBM", "CDMAEngine", "PCIeBridge", "PCIeSwitch", "HostMemory",
+            "Reporter"} <= set(load_library("cdma"))
+    assert find_element("testElement.PHOLD").type_name() == "testElement.PHOLD"
+
+
+def test_third_party_library_registers_through_an_entry_point(tmp_path, monkeypatch):
+    pkg = tmp_path / "acme_elements"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "widget.py").write_text(textwrap.dedent('''
+        from sst_cdma.element import Component, Param
+
+        class Widget(Component):
+            """A third-party widget."""
+            PARAMS = (Param("size", "int", 1, "how big"),)
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = [EntryPoint("acme", "acme_elements", library.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(library, "entry_points", lambda group: fake)
+    library.library_modules.cache_clear()
+    load_library.cache_clear()
+    try:
+        cls = find_element("acme.Widget")
+        assert cls.description() == "A third-party widget."
+        assert cls.validate_params({"size": "3"}, "w") == {"size": 3}
+    finally:
+        library.library_modules.cache_clear()
+        load_library.cache_clear()
+        sys.modules.pop("acme_elements", None)
+        sys.modules.pop("acme_elements.widget", None)
+
+
+def test_unknown_names_suggest_close_matches():
+    with pytest.raises(ElementNotFound, match="did you mean cdma.GPU"):
+        find_element("cdma.GPUs")
+    with pytest.raises(ElementNotFound, match="must be 'library.Element'"):
+        find_element("GPU")
