@@ -107,6 +107,15 @@ class Reporter(Component):
             summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
                 if summary["wire_bytes"] else 1.0
             summary["peak_gpu_memory_bytes"] = max(e["peak_gpu_memory_bytes"] for e in entries)
+            summary["gpu_memory_capacity_bytes"] = min(e["gpu_memory_capacity_bytes"]
+                                                       for e in entries)
+            for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm"):
+                if key in entries[0]:
+                    summary[key] = entries[0][key]  # the same link and network on every GPU
+            if "pcie_utilization" in entries[0]:
+                summary["pcie_utilization"] = {
+                    d: sum(e["pcie_utilization"][d] for e in entries) / len(entries)
+                    for d in ("d2h", "h2d")}
             summary["fits_in_memory"] = all(e["fits_in_memory"] for e in entries)
             summary["baselines"] = {
                 label: {"iteration_time_s": max(e["baselines"][label]["iteration_time_s"]

@@ -94,7 +94,8 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
                    "peak_flops": spec.gpu.peak_flops, "label": label,
-                   "hbm_contention": not o.no_contention, "write_stream": label == "main",
+                   "hbm_contention": not o.no_contention,
+                   "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity,

@@ -14,12 +14,18 @@ from .types import Number, Statistic, StatisticError
 
 
 def format_value(value: Number, ftype: str) -> str:
-    """Text of one field value as SST prints it (``%f`` for floats, plain integers)."""
+    """Text of one field value as SST prints it (``%f`` for floats, plain integers). Integers
+    wrap at their field width as SST-core's C++ fields do (a SumSQ of large byte counts
+    overflows a u64 there too), so every value fits the type its column declares."""
     if ftype == "f32":
         return "%f" % float(np.float32(value))
     if ftype == "f64":
         return "%f" % float(value)
-    return str(int(value))
+    bits = 32 if ftype.endswith("32") else 64
+    v = int(value) % (1 << bits)
+    if ftype[0] == "i" and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
 
 
 class StatisticOutput(ABC):

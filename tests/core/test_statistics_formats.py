@@ -74,3 +74,13 @@ def test_accumulator_counts_repeated_values():
     a.add_data(3, count=4)
     a.add_data(1)
     assert [v for _, _, v in a.fields()] == [13, 37, 5, 1, 3]
+
+
+def test_integer_fields_wrap_at_their_width_like_sst():
+    from sst_cdma.statistics.outputs import format_value
+
+    assert format_value(2**64 + 5, "u64") == "5"
+    assert format_value(2**32 + 7, "u32") == "7"
+    assert format_value(2**31, "i32") == str(-(2**31))
+    assert format_value(-3, "i64") == "-3"
+    assert format_value(123, "u64") == "123"
