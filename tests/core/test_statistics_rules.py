@@ -26,31 +26,33 @@ def test_rate_dumps_periodically(run_script, tmp_path):
     assert list(csv["SimTime"]) == [4000, 8000, result.sim_time_ps]
 
 
-def test_reset_on_output_restarts_counts(run_script):
-    result, _ = run_script(PROBE.format(params='{"rate": "4ns", "resetOnOutput": "1"}'))
+def test_reset_on_output_restarts_counts(run_script, tmp_path):
+    result, _ = run_script(PROBE.format(params='{"rate": "4ns", "resetOnOutput": "1"}'),
+                           output_directory=tmp_path)
     assert list(result.statistics["Count.u64"]) == [4, 4, 2]
 
 
-def test_histogram_type_from_enable_params(run_script):
+def test_histogram_type_from_enable_params(run_script, tmp_path):
     params = '{"type": "sst.HistogramStatistic", "minvalue": "0", "binwidth": "500", "numbins": "2"}'
-    result, _ = run_script(PROBE.format(params=params))
+    result, _ = run_script(PROBE.format(params=params), output_directory=tmp_path)
     row = result.statistics.iloc[0]
     assert row["StatisticType"] == "Histogram"
     assert row["Bin0:0-499.u64"] + row["Bin1:500-999.u64"] == row["NumItemsBinned.u64"] == 10
 
 
-def test_statistic_level_above_load_level_is_not_loaded(run_script):
+def test_statistic_level_above_load_level_is_not_loaded(run_script, tmp_path):
     body = PROBE.format(params="{}").replace("setStatisticLoadLevel(4)",
                                              "setStatisticLoadLevel(2)")
     body += 'p.enableStatistics(["values_f64", "values_u64"])\n'
-    result, _ = run_script(body)
+    result, _ = run_script(body, output_directory=tmp_path)
     assert sorted(result.statistics["StatisticName"]) == ["values_u32", "values_u64"]
 
 
-def test_bad_statistic_parameters_are_errors(run_script):
+def test_bad_statistic_parameters_are_errors(run_script, tmp_path):
     with pytest.raises(RunError, match="unknown statistic parameter 'rat'"):
-        run_script(PROBE.format(params='{"rat": "4ns"}'))
+        run_script(PROBE.format(params='{"rat": "4ns"}'), output_directory=tmp_path)
     with pytest.raises(RunError, match="rate '4 parsecs'"):
-        run_script(PROBE.format(params='{"rate": "4 parsecs"}'))
+        run_script(PROBE.format(params='{"rate": "4 parsecs"}'), output_directory=tmp_path)
     with pytest.raises(RunError, match="unknown statistic type 'sst.MedianStatistic'"):
-        run_script(PROBE.format(params='{"type": "sst.MedianStatistic"}'))
+        run_script(PROBE.format(params='{"type": "sst.MedianStatistic"}'),
+                   output_directory=tmp_path)
