@@ -25,7 +25,7 @@ from numba import njit
 from .bitops import elem_units, field_units, load_elem, load_u32, store_elem, store_u32
 from .codec import Payload
 from .errors import CodecError
-from .zvc import unit_dtype
+from .zvc import unit_dtype, unit_view
 
 __all__ = ["RLE", "MAX_RUN", "token_count"]
 
@@ -171,11 +171,7 @@ class _RLE:
         out = np.empty(count, bits_dtype)
         if count == 0 and payload.size == 0:
             return out
-        udt = unit_dtype(bits_dtype)
-        if payload.ctypes.data % udt.itemsize:
-            payload = payload.copy()  # misaligned caller buffer
-        q = payload.view(udt)
-        q.flags.writeable = False
+        q = unit_view(payload, bits_dtype)
         status = _decode(q, out)
         if status:
             raise CodecError(_DECODE_ERRORS[status])

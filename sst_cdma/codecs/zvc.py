@@ -51,6 +51,17 @@ def unit_dtype(bits_dtype: np.dtype) -> np.dtype:
     return np.dtype(f"<u{min(np.dtype(bits_dtype).itemsize, 4)}")
 
 
+def unit_view(payload: np.ndarray, bits_dtype: np.dtype) -> np.ndarray:
+    """A read-only view of a byte payload in the codec's word type (``unit_dtype``), copied
+    first when the caller's buffer is not aligned for it."""
+    udt = unit_dtype(bits_dtype)
+    if payload.ctypes.data % udt.itemsize:
+        payload = payload.copy()  # misaligned caller buffer
+    q = payload.view(udt)
+    q.flags.writeable = False
+    return q
+
+
 def size_formula(count: int, nnz: int, itemsize: int) -> int:
     """ZVC payload bytes: ``4 * ceil(count / 32) + itemsize * nnz``."""
     return 4 * ((count + BLOCK - 1) // BLOCK) + itemsize * nnz
@@ -342,11 +353,7 @@ class _ZVC:
         out = np.empty(count, bits_dtype)
         if count == 0:
             return out
-        udt = unit_dtype(bits_dtype)
-        if payload.ctypes.data % udt.itemsize:
-            payload = payload.copy()  # misaligned caller buffer
-        q = payload.view(udt)
-        q.flags.writeable = False
+        q = unit_view(payload, bits_dtype)
         simd = simd_enabled(out.itemsize)
         if count < PARALLEL_MIN_ITEMS or num_threads() == 1:
             status = _decode(q, out, simd)
