@@ -218,6 +218,8 @@ class CDMAEngine(Component):
             outer[res] = outer.get(res, 0.0) + share
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)
+        first = self.flows.route(first, req.tensor)
+        second = self.flows.route(second, req.tensor)
         state = {"next": 0, "staged": 0, "in_first": False, "in_second": False, "done": 0}
 
         def pump() -> None:

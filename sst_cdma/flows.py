@@ -108,12 +108,9 @@ class FlowNetwork:
         res = self.resources[name] = Resource(name, capacity, self)
         return res
 
-    def start(self, amount: float, weights: dict[str, float], on_done: Callable[[Flow], Any],
-              cap: float = math.inf, label: str = "") -> Flow:
-        """Start moving ``amount`` units over the named resources; ``on_done(flow)`` is called
-        when the last unit arrives."""
-        if amount < 0:
-            raise SimulationError(f"flow {label}: negative amount {amount}")
+    def route(self, weights: dict[str, float], label: str = "") -> list[tuple[Resource, float]]:
+        """Resolve ``{resource name: weight}`` once into the form :meth:`start` takes fastest
+        (a transfer split into bursts reuses it for every burst)."""
         pairs = []
         for name, w in weights.items():
             if w < 0:
@@ -122,14 +119,32 @@ class FlowNetwork:
                 if name not in self.resources:
                     raise SimulationError(f"flow {label}: unknown resource {name!r}")
                 pairs.append((self.resources[name], float(w)))
+        return pairs
+
+    def start(self, amount: float, weights: dict[str, float] | list[tuple[Resource, float]],
+              on_done: Callable[[Flow], Any], cap: float = math.inf, label: str = "") -> Flow:
+        """Start moving ``amount`` units over the named resources (or a :meth:`route`);
+        ``on_done(flow)`` is called when the last unit arrives."""
+        if amount < 0:
+            raise SimulationError(f"flow {label}: negative amount {amount}")
+        pairs = self.route(weights, label) if isinstance(weights, dict) else weights
         if not pairs and math.isinf(cap):
             raise SimulationError(f"flow {label}: needs a rate cap or a resource")
         flow = Flow(self._next_id, label, amount, pairs, cap, on_done, self.sim.now)
         self._next_id += 1
         self.flows.add(flow)
+        alone = True
         for res, _ in pairs:
+            if res.flows:
+                alone = False
             res.flows.append(flow)
-        self._resolve(self._connected([flow]))
+        if alone:  # nothing to share with: the isolated rate, one completion event
+            flow.rate = flow.alone
+            flow.version = 1
+            t = math.ceil(flow.remaining / flow.rate * PS_PER_S - _EPS) if amount > 0 else 0
+            self.sim.schedule(self.sim.now + max(t, 0), self._on_timer, (flow, 1))
+        else:
+            self._resolve(self._connected([flow]))
         return flow
 
     # -- internals -----------------------------------------------------------------------------
