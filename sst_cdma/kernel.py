@@ -38,8 +38,8 @@ class LinkEnd:
     """One end of a link as a component sees it: ``send`` delivers to the other end's handler
     after this end's latency plus an optional extra delay (both in picoseconds)."""
 
-    __slots__ = ("name", "port", "latency", "_sim", "_peer", "_handler", "_target",
-                 "_untimed_in", "_polled")
+    __slots__ = ("name", "port", "latency", "_sim", "_peer", "_handler", "_target", "_dest",
+                 "_buckets", "_keys", "_untimed_in", "_polled")
 
     def __init__(self, sim: "Simulator", name: str, port: str, latency_ps: int) -> None:
         self.name = name
@@ -51,6 +51,9 @@ class LinkEnd:
         self._untimed_in: deque = deque()
         self._polled: deque = deque()
         self._target: Handler = self._polled.append  # what the far end's send() calls
+        self._dest: Optional[Handler] = None          # the peer's _target, cached for send()
+        self._buckets = sim._buckets
+        self._keys = sim._keys
 
     @property
     def peer(self) -> Optional["LinkEnd"]:
@@ -60,6 +63,7 @@ class LinkEnd:
     @peer.setter
     def peer(self, other: "LinkEnd") -> None:
         self._peer = other
+        self._dest = other._target
 
     @property
     def handler(self) -> Optional[Handler]:
@@ -70,17 +74,18 @@ class LinkEnd:
     def handler(self, fn: Optional[Handler]) -> None:
         self._handler = fn
         self._target = fn if fn is not None else self._polled.append
+        if self._peer is not None:
+            self._peer._dest = self._target
 
     def send(self, event: Any, delay_ps: int = 0) -> None:
         """Deliver ``event`` to the far end ``latency + delay_ps`` picoseconds from now."""
-        sim = self._sim
-        key = ((sim.now + self.latency + delay_ps) << PRIORITY_BITS) | EVENT_PRIORITY
-        bucket = sim._buckets.get(key)
+        key = ((self._sim.now + self.latency + delay_ps) << PRIORITY_BITS) | EVENT_PRIORITY
+        bucket = self._buckets.get(key)
         if bucket is None:
-            sim._buckets[key] = [(self._peer._target, event)]
-            _heappush(sim._keys, key)
+            self._buckets[key] = [(self._dest, event)]
+            _heappush(self._keys, key)
         else:
-            bucket.append((self._peer._target, event))
+            bucket.append((self._dest, event))
 
     def recv(self) -> Any:
         """Return the next event queued on a polling link (one configured with no handler)."""
