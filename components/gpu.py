@@ -78,6 +78,13 @@ class GPU(Component):
         except (StreamError, WorkloadError) as exc:
             raise ValueError(f"{name}: {exc}") from None
         self.ops = self.stream.ops
+        # the layer each op belongs to: the next compute/sync at or after it
+        self.op_layer: list[str] = [""] * len(self.ops)
+        upcoming = ""
+        for i in range(len(self.ops) - 1, -1, -1):
+            if self.ops[i].op in ("compute", "sync"):
+                upcoming = self.ops[i].name
+            self.op_layer[i] = upcoming
         self.hbm_link = self.configure_link("hbm", None)
         self.dma = self.configure_link("dma", self._transfer_done)
         if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
@@ -152,7 +159,7 @@ class GPU(Component):
                 self._kick_copy()
             elif kind == "alloc":
                 self.hbm.allocate(op.name, self.stream.tensors[op.name].bytes,
-                                  op.layer or self._current_layer())
+                                  op.layer or self.op_layer[self.pc])
             elif kind == "free":
                 self.hbm.free(op.name)
             elif kind == "sync":
@@ -171,12 +178,6 @@ class GPU(Component):
                 self.backward_at = self.sim.now
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
-
-    def _current_layer(self) -> str:
-        for op in self.ops[self.pc:]:
-            if op.op in ("compute", "sync"):
-                return op.name
-        return ""
 
     def _unblock(self) -> None:
         if self.blocked is None:
