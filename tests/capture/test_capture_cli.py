@@ -54,8 +54,9 @@ def test_capture_writes_profile_and_samples(model_file, tmp_path, capsys):
     assert "--progress 0.5" in prov.command
     samples = load_samples(tmp_path / "s")
     assert samples["1"].shape == (2, 6, 4, 4)
-    assert np.count_nonzero(samples["1"]) / samples["1"].size == pytest.approx(
-        point.density, abs=0.5)  # first batch of two: near the two-batch density
+    # the saved sample is a real ReLU output of the first batch: non-negative, part zero
+    sample = samples["1"]
+    assert (sample >= 0).all() and 0 < np.count_nonzero(sample) < sample.size
 
 
 def test_capture_from_npz_with_import_path(tmp_path, capsys):
