@@ -38,8 +38,9 @@ class CDMAEngine(Component):
         Param("progress", "float", 0.5, "point of training (0..1) the densities are taken at",
               minimum=0, maximum=1),
         Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
-        Param("tensors", "str", "", "NPZ of real tensors (named as in the workload): compress "
-              "their real bytes instead of estimating from density"),
+        Param("tensors", "str", "", "real tensors named as in the workload — an NPZ file or a "
+              "folder written by 'sst-cdma capture --samples': compress their real bytes "
+              "instead of estimating from density"),
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
     )
@@ -84,11 +85,21 @@ class CDMAEngine(Component):
         if p["functional"] and not p["tensors"]:
             raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
         if p["tensors"]:
-            try:
-                with np.load(p["tensors"]) as npz:
-                    self.real = {k: npz[k] for k in npz.files}
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"{name}: cannot read tensors {p['tensors']!r}: {exc}") from None
+            self.real = self._load_tensors(p["tensors"])
+
+    def _load_tensors(self, source: str) -> dict[str, np.ndarray]:
+        """Real tensors from an NPZ file or a capture samples folder."""
+        from pathlib import Path
+
+        from sst_cdma.profiles import ProfileError, load_samples
+
+        try:
+            if Path(source).is_dir():
+                return load_samples(source)
+            with np.load(source) as npz:
+                return {k: npz[k] for k in npz.files}
+        except (OSError, ValueError, ProfileError) as exc:
+            raise ValueError(f"{self.name}: cannot read tensors {source!r}: {exc}") from None
 
     # -- init: learn the memory, the path and the workload -------------------------------------
     def init(self, phase: int) -> None:

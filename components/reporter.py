@@ -169,7 +169,11 @@ def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
+    """Bytes in GB, or MB/kB for small networks (decimal units)."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(n) >= scale / 10 or unit == "kB":
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
 
 
 def console_summary(s: dict[str, Any]) -> str:

@@ -156,11 +156,15 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: --engines must be >= 1, got {o.engines}")
     if not 0.0 <= o.progress <= 1.0:
         raise ConfigError(f"model option error: --progress must be in [0, 1], got {o.progress}")
-    from .workloads import NETWORKS
+    from .workloads import NETWORKS, WorkloadError
+    from .workloads.loader import network_path
 
-    if o.network not in NETWORKS and not o.network.endswith((".yaml", ".yml")):
+    try:
+        network_path(o.network)
+    except WorkloadError:
         raise ConfigError(f"model option error: unknown network {o.network!r} (one of "
-                          f"{', '.join(NETWORKS)}, or a .yaml network definition)")
+                          f"{', '.join(NETWORKS)}, digits_cnn, or a .yaml network definition)") \
+            from None
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     link_params = dict(LINKS[link_name])

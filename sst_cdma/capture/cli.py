@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated codecs to measure (default zvc,rle,zlib)")
     p.add_argument("--output", "-o", metavar="PROFILE.json", help="profile file to write")
     p.add_argument("--samples", metavar="DIR", help="save each tensor's first batch here")
+    p.add_argument("--names", metavar="MODULE=TENSOR,...",
+                   help="capture these modules (of any type) under these tensor names, e.g. "
+                        "the network definition's: relu1=conv1,pool=pool (default: every "
+                        "ReLU under its module name)")
     p.add_argument("--quiet", "-q", action="store_true", help="print no table")
     return p
 
@@ -99,6 +103,19 @@ def _kwargs(text: str) -> dict[str, Any]:
     return value
 
 
+def _names(text: str | None) -> dict[str, str] | None:
+    """``relu1=conv1,pool=pool`` -> {"relu1": "conv1", "pool": "pool"}."""
+    if not text:
+        return None
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        module, eq, tensor = item.strip().partition("=")
+        if not module or (eq and not tensor):
+            raise CaptureError(f"--names: {item!r} is not MODULE=TENSOR")
+        out[module] = tensor if eq else module
+    return out
+
+
 def _run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     _check(args)
@@ -114,7 +131,8 @@ def _run(argv: list[str]) -> int:
     else:
         inputs = list(npz_batches(args.inputs, args.input_key, args.batch_size))
         data = f"{args.inputs} ({sum(len(b) for b in inputs)} samples, {len(inputs)} batch(es))"
-    result = capture_activations(model, inputs, algorithms=algorithms, sample_dir=args.samples)
+    result = capture_activations(model, inputs, names=_names(args.names),
+                                 algorithms=algorithms, sample_dir=args.samples)
     network = args.network or args.model.rpartition(":")[2].rpartition(".")[2]
     provenance = MeasuredProvenance(
         model=args.model + (f" with weights {args.weights}" if args.weights else ""),

@@ -143,3 +143,15 @@ def test_weights_are_loaded(tmp_path, capsys):
     assert main([*base, "--weights", str(tmp_path / "bad.pt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sst-cdma capture: error: --weights: cannot load") and err.count("\n") == 1
+
+
+def test_names_capture_any_module_under_the_network_definitions_tensor_names(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    argv = ["--model", "sst_cdma.capture.digits_cnn:DigitsCNN", "--input-shape", "4,1,8,8",
+            "--names", "relu1=conv1,pool,relu3=fc1", "--network", "digits_cnn",
+            "--output", str(out), "--quiet"]
+    assert main(argv) == 0
+    profile = DensityProfile.load(out)
+    assert list(profile.tensors) == ["conv1", "pool", "fc1"]
+    assert main([*argv[:4], "--names", "relu1=", "--quiet"]) == 2
+    assert "--names: 'relu1=' is not MODULE=TENSOR" in capsys.readouterr().err
