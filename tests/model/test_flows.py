@@ -77,3 +77,44 @@ def test_bad_flows_are_rejected():
         net.start(1.0, {}, lambda f: None)
     with pytest.raises(SimulationError, match="capacity must be positive"):
         net.resource("zero", 0.0)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def flow_sets(draw):
+    n_res = draw(st.integers(1, 4))
+    caps = [draw(st.floats(1.0, 100.0)) for _ in range(n_res)]
+    flows = []
+    for _ in range(draw(st.integers(1, 6))):
+        used = draw(st.lists(st.integers(0, n_res - 1), min_size=1, max_size=n_res, unique=True))
+        weights = {f"r{i}": draw(st.floats(0.1, 4.0)) for i in used}
+        cap = draw(st.one_of(st.just(float("inf")), st.floats(0.5, 80.0)))
+        flows.append((weights, cap))
+    return caps, flows
+
+
+@settings(max_examples=150, deadline=None)
+@given(flow_sets())
+def test_rates_are_feasible_and_max_min_fair(data):
+    caps, specs = data
+    sim, net = _net(**{f"r{i}": c for i, c in enumerate(caps)})
+    flows = [net.start(1e12, w, lambda f: None, cap=cap) for w, cap in specs]
+    used = {f"r{i}": 0.0 for i in range(len(caps))}
+    for f in flows:
+        assert f.rate > 0
+        assert f.rate <= f.cap * (1 + 1e-9)
+        for res, w in f.weights:
+            used[res.name] += f.rate * w
+    for i, cap in enumerate(caps):
+        assert used[f"r{i}"] <= cap * (1 + 1e-6)          # no resource over capacity
+    # max-min fairness: every flow is held by its cap or by a saturated resource on which no
+    # other flow gets a higher rate
+    for f in flows:
+        if f.rate >= f.cap * (1 - 1e-6):
+            continue
+        bottleneck = [res for res, _ in f.weights
+                      if used[res.name] >= res.capacity * (1 - 1e-6)
+                      and all(g.rate <= f.rate * (1 + 1e-6) for g in res.flows)]
+        assert bottleneck, f"flow {f.fid} at {f.rate} has no bottleneck"
