@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence
 
 from .kernel import LinkEnd, Simulator
-from .statistics import NullStatistic, Statistic
+from .statistics import Statistic
 from .units import UnitAlgebra, UnitError
 
 if TYPE_CHECKING:
@@ -309,8 +309,3 @@ class SubComponent(Element):
     namespace (its statistics appear under the parent's name)."""
 
     parent: Optional[Element] = None
-
-
-def null_statistic(component: str, name: str) -> Statistic:
-    """A statistic that records nothing (for components built outside a configured run)."""
-    return NullStatistic(component, name)

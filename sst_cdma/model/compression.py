@@ -21,11 +21,6 @@ DENSITY_STEPS = 200  # densities are estimated on a grid of 0.005: ratios are sm
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
 
 
-def zvc_ratio(density: float, itemsize: int = 4) -> float:
-    """Raw/compressed size of ZVC for a large tensor at ``density`` (mask + non-zeros)."""
-    return (32 * itemsize) / (4 + 32 * itemsize * density)
-
-
 @lru_cache(maxsize=4096)
 def _sampled_ratio(algorithm: str, density_step: int, dtype: str) -> float:
     from .. import codecs
@@ -49,6 +44,8 @@ def ratio_from_density(algorithm: str, density: float, dtype: str = "float32") -
         raise ValueError(f"density {density} is not in [0, 1]")
     itemsize = np.dtype(DTYPES.get(dtype, np.float32)).itemsize
     if algorithm == "zvc":
+        from ..codecs import zvc_ratio  # the format's exact size: mask words + non-zeros
+
         return zvc_ratio(density, itemsize)
     if algorithm in ("rle", "zlib"):
         return _sampled_ratio(algorithm, int(round(density * DENSITY_STEPS)), dtype)

@@ -84,7 +84,7 @@ import argparse
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from .profile import DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance
