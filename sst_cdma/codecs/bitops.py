@@ -80,17 +80,22 @@ def load_u32(q: np.ndarray, pos: int) -> int:
 
 def store_u32(q: np.ndarray, pos: int, value: int) -> None:
     """Write ``value`` as a little-endian 32-bit field starting at unit ``pos`` of ``q``."""
-    raise NotImplementedError("numba-only helper")
+    n = field_units(q)
+    q[pos:pos + n] = np.frombuffer(int(value).to_bytes(4, "little"), dtype=q.dtype.newbyteorder("<"))
 
 
 def load_elem(q: np.ndarray, pos: int, like: np.ndarray) -> int:
     """Read one element of ``like``'s dtype starting at unit ``pos`` of ``q``."""
-    raise NotImplementedError("numba-only helper")
+    n = elem_units(q, like)
+    return int.from_bytes(q[pos:pos + n].tobytes(), "little")
 
 
-def store_elem(q: np.ndarray, pos: int, value: int) -> None:
-    """Write one element starting at unit ``pos`` of ``q``."""
-    raise NotImplementedError("numba-only helper")
+def store_elem(q: np.ndarray, pos: int, value: Any) -> None:
+    """Write one element (a numpy integer of the element's width) starting at unit ``pos``."""
+    width = np.asarray(value).dtype.itemsize
+    n = width // q.dtype.itemsize
+    data = int(value).to_bytes(width, "little", signed=int(value) < 0)
+    q[pos:pos + n] = np.frombuffer(data, dtype=q.dtype.newbyteorder("<"))
 
 
 @overload(field_units, inline="always")

@@ -122,3 +122,20 @@ def test_codecs_work_in_a_forked_child() -> None:
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.parametrize("unit", ["<u1", "<u2", "<u4"])
+def test_plain_python_field_helpers_match_the_compiled_ones(unit):
+    import numba
+
+    from sst_cdma.codecs.bitops import load_u32, store_u32
+
+    @numba.njit
+    def compiled_store(q, pos, value):
+        store_u32(q, pos, value)
+
+    plain, compiled = np.zeros(8, unit), np.zeros(8, unit)
+    store_u32(plain, 4 // np.dtype(unit).itemsize, 0xDEADBEEF)
+    compiled_store(compiled, 4 // np.dtype(unit).itemsize, np.uint32(0xDEADBEEF))
+    assert plain.tobytes() == compiled.tobytes()
+    assert load_u32(plain, 4 // np.dtype(unit).itemsize) == 0xDEADBEEF
