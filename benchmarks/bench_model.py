@@ -5,6 +5,10 @@ event rate of the model compared with the kernel's raw rate on PHOLD measured in
 
 The requirement is that the components cost no more than half the kernel's raw rate, i.e.
 model events/s >= 0.5 x PHOLD events/s; the last line says whether that holds.
+
+These machines are shared and their speed drifts by tens of percent within a minute, so every
+figure is the best of ``--repeat`` runs, and PHOLD is measured before and after the model runs
+(its best is the reference: the ratio errs against the model).
 """
 from __future__ import annotations
 
@@ -12,8 +16,12 @@ import argparse
 import contextlib
 import io
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
+from sst_cdma.flows import Flow, FlowNetwork, Route
+from sst_cdma.kernel import Simulator
 from sst_cdma.runner import run
 from sst_cdma.workloads import NETWORKS
 
@@ -24,6 +32,33 @@ def phold_rate() -> float:
     """Events/s of the kernel on the PHOLD benchmark model."""
     r = run(REPO / "topologies/phold_torus.py", ["--time-limit", "5us"], console=io.StringIO())
     return r.events / r.timing["run_s"]
+
+
+def bare_flow_rate(events: int = 100_000) -> float:
+    """Events/s of the flow network with no component logic at all: two chains of 1 MiB flows
+    (DRAM+codec, and the host link), each completion starting the next. The cheapest event
+    any flow-level model can have, and so a ceiling on its rate."""
+    sim = Simulator()
+    net = FlowNetwork.of(sim)
+    net.resource("hbm", 622e9)
+    net.resource("codec", 256e9)
+    net.resource("pcie", 12.44e9)
+    routes = [net.route({"hbm": 1.0, "codec": 1.0}), net.route({"pcie": 0.5})]
+    left = [events]
+
+    def chain(route: Route) -> Callable[[Flow], None]:
+        def done(_flow: Flow) -> None:
+            left[0] -= 1
+            if left[0] > 0:
+                net.launch(1 << 20, route, on_done)
+        on_done = done
+        return done
+
+    for route in routes:
+        net.launch(1 << 20, route, chain(route))
+    start = time.perf_counter()
+    delivered = sim.run()
+    return delivered / (time.perf_counter() - start)
 
 
 def model_run(network: str, mode: str, batch: int, algorithm: str) -> tuple[int, float, float]:
@@ -41,20 +76,34 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--algorithm", default="zvc")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best counts)")
     args = ap.parse_args()
-    kernel = max(phold_rate() for _ in range(3))
+    kernel = max(phold_rate() for _ in range(args.repeat))
+    rows = []
+    for network in NETWORKS:
+        for mode in ("flow", "chunk"):
+            runs = [model_run(network, mode, args.batch, args.algorithm)
+                    for _ in range(args.repeat)]
+            rows.append((network, mode, min(runs, key=lambda r: r[1])))
+    kernel = max([kernel] + [phold_rate() for _ in range(args.repeat)])
+    bare = max(bare_flow_rate() for _ in range(args.repeat))
     print(f"kernel PHOLD rate: {kernel:,.0f} events/s")
+    print(f"bare flow network (no component logic): {bare:,.0f} events/s = "
+          f"{bare / kernel:.3f} x PHOLD")
     print(f"{'network':<12}{'mode':<7}{'events':>9}{'run s':>10}{'wall s':>9}{'events/s':>12}"
           f"{'vs PHOLD':>10}")
     total_events = total_run = 0.0
-    for network in NETWORKS:
-        for mode in ("flow", "chunk"):
-            events, run_s, wall = model_run(network, mode, args.batch, args.algorithm)
-            total_events += events
-            total_run += run_s
-            rate = events / run_s
-            print(f"{network:<12}{mode:<7}{events:>9}{run_s:>10.4f}{wall:>9.3f}{rate:>12,.0f}"
-                  f"{rate / kernel:>10.3f}")
+    per_mode: dict[str, list[float]] = {"flow": [0, 0.0], "chunk": [0, 0.0]}
+    for network, mode, (events, run_s, wall) in rows:
+        total_events += events
+        total_run += run_s
+        per_mode[mode][0] += events
+        per_mode[mode][1] += run_s
+        rate = events / run_s
+        print(f"{network:<12}{mode:<7}{events:>9}{run_s:>10.4f}{wall:>9.3f}{rate:>12,.0f}"
+              f"{rate / kernel:>10.3f}")
+    for mode, (events, run_s) in per_mode.items():
+        print(f"{mode} mode: {events / run_s:,.0f} events/s = {events / run_s / kernel:.3f} x PHOLD")
     overall = total_events / total_run
     ratio = overall / kernel
     print(f"all runs: {overall:,.0f} model events/s = {ratio:.3f} x the kernel's PHOLD rate "

@@ -11,7 +11,7 @@ import numpy as np
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
+from sst_cdma.flows import Flow, FlowNetwork, Route
 from sst_cdma.kernel import SimulationError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 
@@ -216,9 +216,6 @@ class CDMAEngine(Component):
         ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
         p = self.params
         raw = req.raw_bytes
-        burst = min(p["burst"], raw)
-        sizes = [burst] * (raw // burst) + ([raw % burst] if raw % burst else [])
-        slots = max(1, p["buffer"] // burst)
         share = wire / raw
         offload = req.direction == "offload"
         inner = {self.hbm_resource: 1.0}
@@ -229,37 +226,8 @@ class CDMAEngine(Component):
             outer[res] = outer.get(res, 0.0) + share
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)
-        first = self.flows.route(first, req.tensor)
-        second = self.flows.route(second, req.tensor)
-        state = {"next": 0, "staged": 0, "in_first": False, "in_second": False, "done": 0}
-
-        def pump() -> None:
-            if not state["in_first"] and state["next"] < len(sizes) and state["staged"] < slots:
-                i = state["next"]
-                state["next"] += 1
-                state["in_first"] = True
-                self.flows.start(sizes[i], first, lambda f, i=i: first_done(i), label=req.tensor)
-            if not state["in_second"] and state["staged"] > 0:
-                state["staged"] -= 1
-                state["in_second"] = True
-                i = state["done"]
-                self.flows.start(sizes[i], second, lambda f: second_done(), label=req.tensor)
-
-        def first_done(i: int) -> None:
-            state["in_first"] = False
-            state["staged"] += 1
-            pump()
-
-        def second_done() -> None:
-            state["in_second"] = False
-            state["done"] += 1
-            self.stat_bursts.add_data(1)
-            if state["done"] == len(sizes):
-                self._done(req, wire, start)
-            else:
-                pump()
-
-        pump()
+        _BurstPipeline(self, req, wire, start, self.flows.route(first, req.tensor),
+                       self.flows.route(second, req.tensor)).pump()
 
     def _done(self, req: TransferRequest, wire: int, start: int) -> None:
         now = self.sim.now
@@ -297,3 +265,61 @@ class CDMAEngine(Component):
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r} returned data that "
                                   "differs from what was offloaded")
         self.host.release(key)
+
+
+class _BurstPipeline:
+    """One chunk-mode transfer in flight: bursts enter the first stage while the staging buffer
+    has room, and leave through the second stage in order."""
+
+    __slots__ = ("engine", "launch", "req", "wire", "start", "burst", "last", "count", "slots",
+                 "first", "second", "first_done", "second_done", "issued", "staged", "landed",
+                 "in_first", "in_second")
+
+    def __init__(self, engine: CDMAEngine, req: TransferRequest, wire: int, start: int,
+                 first: Route, second: Route) -> None:
+        raw = req.raw_bytes
+        self.engine = engine
+        self.launch = engine.flows.launch
+        self.req = req
+        self.wire = wire
+        self.start = start
+        self.burst = min(engine.params["burst"], raw)
+        self.count = -(-raw // self.burst)
+        self.last = raw - self.burst * (self.count - 1)  # the last burst may be short
+        self.slots = max(1, engine.params["buffer"] // self.burst)
+        self.first = first
+        self.second = second
+        self.first_done = self._first_done
+        self.second_done = self._second_done
+        self.issued = 0     # bursts that entered the first stage
+        self.staged = 0     # bursts waiting in the buffer
+        self.landed = 0     # bursts through the second stage
+        self.in_first = False
+        self.in_second = False
+
+    def pump(self) -> None:
+        """Start whichever stages are idle and have work."""
+        if not self.in_first and self.issued < self.count and self.staged < self.slots:
+            self.issued += 1
+            self.in_first = True
+            self.launch(self.burst if self.issued < self.count else self.last, self.first,
+                        self.first_done, math.inf, self.req.tensor)
+        if not self.in_second and self.staged:
+            self.staged -= 1
+            self.in_second = True
+            self.launch(self.burst if self.landed + 1 < self.count else self.last, self.second,
+                        self.second_done, math.inf, self.req.tensor)
+
+    def _first_done(self, _flow: Flow) -> None:
+        self.in_first = False
+        self.staged += 1
+        self.pump()
+
+    def _second_done(self, _flow: Flow) -> None:
+        self.in_second = False
+        self.landed += 1
+        if self.landed == self.count:
+            self.engine.stat_bursts.add_data(1, self.count)
+            self.engine._done(self.req, self.wire, self.start)
+        else:
+            self.pump()

@@ -143,6 +143,7 @@ class GPU(Component):
                         f"at batch {self.stream.batch}, more than the GPU memory "
                         f"({self.hbm.capacity} bytes)")
         self.dram_bandwidth = self.flows.resources[self.hbm_resource].capacity
+        self.kernel_route = self.flows.route({self.hbm_resource: 1.0})
         self.sim.schedule(0, lambda _: self._issue())
 
     # -- issuing -----------------------------------------------------------------------------
@@ -221,12 +222,12 @@ class GPU(Component):
             # end is rounded up to whole ps, so aim half a picosecond early.
             cap = op.dram / ((duration - p["kernel_overhead"] - 0.5) / PS_PER_S)
             if p["kernel_overhead"]:
-                self.sim.schedule(start + p["kernel_overhead"], lambda _: self.flows.start(
-                    op.dram, {self.hbm_resource: 1.0}, lambda f: self._kernel_done(label, start),
-                    cap=cap, label=label))
+                self.sim.schedule(start + p["kernel_overhead"], lambda _: self.flows.launch(
+                    float(op.dram), self.kernel_route, lambda f: self._kernel_done(label, start),
+                    cap, label))
             else:
-                self.flows.start(op.dram, {self.hbm_resource: 1.0},
-                                 lambda f: self._kernel_done(label, start), cap=cap, label=label)
+                self.flows.launch(float(op.dram), self.kernel_route,
+                                  lambda f: self._kernel_done(label, start), cap, label)
         else:
             self.sim.schedule(start + duration, lambda _: self._kernel_done(label, start))
 

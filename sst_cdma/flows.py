@@ -6,65 +6,113 @@ A flow moves ``amount`` units (raw bytes, say) and loads each resource on its pa
 with weight 1 (it reads raw bytes) and PCIe with weight 0.25 (only compressed bytes cross it).
 A flow may carry a rate cap (a kernel that cannot use DRAM faster than its compute allows).
 
-Rates change only when a flow starts or ends, so the solver runs once per such event and the
-simulation schedules a single event for the next completion: exact for bandwidth-bound
-transfers, with a handful of events per transfer.
+Rates change only when a flow starts or ends, and each flow has one pending completion event:
+exact for bandwidth-bound transfers, with a handful of events per transfer. Most starts and
+ends need no solve at all. A flow that fits beside the others at its isolated rate leaves every
+other rate as it was (a saturated resource could not have taken it, so each other flow keeps
+its bottleneck); an end frees capacity that only flows running below their isolated rate can
+use. Only when one of those tests fails are the connected flows re-solved by progressive
+filling. ``tests/model/test_flows.py`` checks the rates against a from-scratch solution after
+every start and end.
 """
 from __future__ import annotations
 
 import math
+from heapq import heappush
 from typing import Any, Callable, Optional
 
-from .kernel import EVENT_PRIORITY, SimulationError, Simulator
+from .kernel import EVENT_PRIORITY, PRIORITY_BITS, SimulationError, Simulator
 
 PS_PER_S = 1e12
 _EPS = 1e-9
+_FULL = 1 + 1e-9  # a resource loaded to within this factor of capacity counts as full
 
 
 class Resource:
     """A shared capacity in units per second (e.g. HBM bandwidth in B/s)."""
 
-    __slots__ = ("name", "capacity", "_busy", "flows", "_net")
+    __slots__ = ("name", "capacity", "flows", "routes", "used", "_residual", "_load", "_net")
 
     def __init__(self, name: str, capacity: float, net: Optional["FlowNetwork"] = None) -> None:
         if not capacity > 0:
             raise SimulationError(f"resource {name}: capacity must be positive, got {capacity}")
         self.name = name
         self.capacity = float(capacity)
-        self._busy = 0.0
         self.flows: list[Flow] = []
+        self.routes: list[tuple[Route, float]] = []  # every route through here, with its weight
+        self.used = 0.0  # units per second the flows on it use now
+        self._residual = 0.0  # scratch space of the max-min solver
+        self._load = 0.0
         self._net = net
 
     @property
     def busy_units(self) -> float:
-        """Units carried so far (the integral of used capacity over time), up to now."""
-        if self._net is not None:
-            for flow in self.flows:
-                self._net._advance(flow)
-        return self._busy
+        """Units carried so far (the integral of used capacity over time), up to now: what
+        finished flows moved, plus the progress of the flows still on this resource."""
+        busy = 0.0
+        for route, w in self.routes:
+            busy += route.done * w
+        now = self._net.sim.now if self._net is not None else 0
+        for flow in self.flows:
+            moved = flow.amount - flow.remaining + flow.rate * (now - flow.last_ps) / PS_PER_S
+            busy += moved * flow.route.weight_of[self.name]
+        return busy
+
+
+class Route:
+    """The resources a kind of transfer crosses and the units of each it uses per unit moved,
+    resolved once (see :meth:`FlowNetwork.route`) and shared by every flow taking it."""
+
+    __slots__ = ("pairs", "lists", "weight_of", "alone", "done", "_durations")
+
+    def __init__(self, pairs: list[tuple[Resource, float]]) -> None:
+        self.pairs = pairs
+        self.lists = tuple(res.flows for res, _ in pairs)
+        self.weight_of = {res.name: w for res, w in pairs}
+        # the rate a flow gets on this route when nothing else shares it
+        self.alone = min([math.inf] + [res.capacity / w for res, w in pairs])
+        self.done = 0.0  # units moved by finished flows, for the resources' busy time
+        self._durations: dict[float, int] = {}
+        for res, w in pairs:
+            res.routes.append((self, w))
+
+    def alone_ps(self, amount: float) -> int:
+        """Duration of ``amount`` units alone on this route (memoized: bursts repeat sizes)."""
+        t = self._durations.get(amount)
+        if t is None:
+            t = self._durations[amount] = _duration_ps(amount, self.alone)
+        return t
 
 
 class Flow:
-    """One transfer in progress: remaining amount, current rate, its resources and weights."""
+    """One transfer in progress: remaining amount, current rate, its route and rate cap."""
 
-    __slots__ = ("fid", "label", "amount", "remaining", "rate", "cap", "weights", "on_done",
-                 "started_ps", "last_ps", "version", "alone")
+    __slots__ = ("fid", "label", "amount", "remaining", "rate", "cap", "route", "on_done",
+                 "last_ps", "version", "alone")
 
-    def __init__(self, fid: int, label: str, amount: float, weights: list[tuple[Resource, float]],
-                 cap: float, on_done: Callable[["Flow"], Any], started_ps: int) -> None:
+    def __init__(self, fid: int, label: str, amount: float, route: Route, cap: float,
+                 on_done: Callable[["Flow"], Any], now_ps: int) -> None:
         self.fid = fid
         self.label = label
-        self.amount = float(amount)
-        self.remaining = float(amount)
+        self.amount = self.remaining = amount
         self.rate = 0.0
         self.cap = cap
-        self.weights = weights
+        self.route = route
         self.on_done = on_done
-        self.started_ps = started_ps
-        self.last_ps = started_ps
-        self.version = 0
-        # the rate this flow gets when nothing else shares its resources
-        self.alone = min([cap] + [res.capacity / w for res, w in weights])
+        self.last_ps = now_ps  # when ``remaining`` was last brought up to date
+        self.version = 0  # bumped at each reschedule; -1 once finished
+        self.alone = route.alone if cap >= route.alone else cap
+
+    @property
+    def weights(self) -> list[tuple[Resource, float]]:
+        """(resource, units of it per unit moved) for each resource on the way."""
+        return self.route.pairs
+
+
+def _duration_ps(amount: float, rate: float) -> int:
+    """Whole picoseconds to move ``amount`` at ``rate`` (rounded up; a hair of slack so that
+    an exact multiple does not round up because of floating point)."""
+    return math.ceil(amount / rate * PS_PER_S - _EPS) if amount > 0 else 0
 
 
 def isolated_duration_ps(amount: float, weights: list[tuple[float, float]],
@@ -77,18 +125,22 @@ def isolated_duration_ps(amount: float, weights: list[tuple[float, float]],
             rate = min(rate, capacity / weight)
     if math.isinf(rate):
         raise SimulationError("a flow needs a rate cap or at least one resource")
-    return math.ceil(amount / rate * PS_PER_S - _EPS) if amount > 0 else 0
+    return _duration_ps(amount, rate)
 
 
 class FlowNetwork:
     """All resources and flows of one simulation (a shared service components look up with
     ``FlowNetwork.of(sim)``). Flows interact only through shared resources, so a start or an end
-    re-solves just the flows connected to it, and each flow has its own completion event."""
+    re-solves just the flows connected to it, and each flow has its own completion event.
+
+    A flow alone on its resources costs no solve at all: it starts at its route's isolated rate
+    and its completion is a single event. This is the common case and the hot path of every
+    model, so it is written out inline rather than through helpers."""
 
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self.resources: dict[str, Resource] = {}
-        self.flows: set[Flow] = set()
+        self._routes: dict[tuple[tuple[str, float], ...], Route] = {}
         self._next_id = 0
         self.solves = 0
 
@@ -108,120 +160,147 @@ class FlowNetwork:
         res = self.resources[name] = Resource(name, capacity, self)
         return res
 
-    def route(self, weights: dict[str, float], label: str = "") -> list[tuple[Resource, float]]:
-        """Resolve ``{resource name: weight}`` once into the form :meth:`start` takes fastest
-        (a transfer split into bursts reuses it for every burst)."""
+    def route(self, weights: dict[str, float], label: str = "") -> Route:
+        """Resolve ``{resource name: weight}`` into a :class:`Route` (the same object for the
+        same weights, so a transfer split into bursts, or a kernel's DRAM traffic, reuses it)."""
+        key = tuple(weights.items())
+        route = self._routes.get(key)
+        if route is not None:
+            return route
         pairs = []
-        for name, w in weights.items():
+        for name, w in key:
             if w < 0:
                 raise SimulationError(f"flow {label}: negative weight on {name}")
             if w > 0:
                 if name not in self.resources:
                     raise SimulationError(f"flow {label}: unknown resource {name!r}")
                 pairs.append((self.resources[name], float(w)))
-        return pairs
+        route = self._routes[key] = Route(pairs)
+        return route
 
-    def start(self, amount: float, weights: dict[str, float] | list[tuple[Resource, float]],
+    def start(self, amount: float, weights: dict[str, float] | Route,
               on_done: Callable[[Flow], Any], cap: float = math.inf, label: str = "") -> Flow:
         """Start moving ``amount`` units over the named resources (or a :meth:`route`);
         ``on_done(flow)`` is called when the last unit arrives."""
         if amount < 0:
             raise SimulationError(f"flow {label}: negative amount {amount}")
-        pairs = self.route(weights, label) if isinstance(weights, dict) else weights
-        if not pairs and math.isinf(cap):
+        route = weights if type(weights) is Route else self.route(weights, label)
+        if not route.pairs and cap == math.inf:
             raise SimulationError(f"flow {label}: needs a rate cap or a resource")
-        flow = Flow(self._next_id, label, amount, pairs, cap, on_done, self.sim.now)
+        return self.launch(float(amount), route, on_done, cap, label)
+
+    def launch(self, amount: float, route: Route, on_done: Callable[[Flow], Any],
+               cap: float = math.inf, label: str = "") -> Flow:
+        """:meth:`start` without its checks, for callers that hold a :class:`Route` and a
+        non-negative amount (a transfer's bursts: the hot path of chunk mode)."""
+        sim = self.sim
+        flow = Flow(self._next_id, label, amount, route, cap, on_done, sim.now)
         self._next_id += 1
-        self.flows.add(flow)
-        alone = True
-        for res, _ in pairs:
-            if res.flows:
-                alone = False
+        rate = flow.alone
+        fits = True  # can it run at its isolated rate without squeezing any resource?
+        for res, w in route.pairs:
+            if res.flows and res.used + rate * w > res.capacity * _FULL:
+                fits = False
             res.flows.append(flow)
-        if alone:  # nothing to share with: the isolated rate, one completion event
-            flow.rate = flow.alone
+        if fits:
+            # Then nobody's rate changes: every other flow keeps its bottleneck (a saturated
+            # resource could not have taken this one), and this one runs at its isolated rate.
+            flow.rate = rate
             flow.version = 1
-            t = math.ceil(flow.remaining / flow.rate * PS_PER_S - _EPS) if amount > 0 else 0
-            self.sim.schedule(self.sim.now + max(t, 0), self._on_timer, (flow, 1))
+            for res, w in route.pairs:
+                res.used += rate * w
+            t = route.alone_ps(flow.amount) if rate == route.alone \
+                else _duration_ps(flow.amount, rate)
+            key = ((sim.now + t) << PRIORITY_BITS) | EVENT_PRIORITY
+            bucket = sim._buckets.get(key)
+            if bucket is None:
+                sim._buckets[key] = [(self._on_timer, (flow, 1))]
+                heappush(sim._keys, key)
+            else:
+                bucket.append((self._on_timer, (flow, 1)))
         else:
             self._resolve(self._connected([flow]))
         return flow
 
     # -- internals -----------------------------------------------------------------------------
-    def _advance(self, flow: Flow) -> None:
-        """Move ``flow`` forward to now at its current rate."""
-        now = self.sim.now
-        if now > flow.last_ps:
-            moved = flow.rate * (now - flow.last_ps) / PS_PER_S
-            flow.remaining -= moved
-            for res, w in flow.weights:
-                res._busy += moved * w
-            flow.last_ps = now
-
     @staticmethod
     def _connected(seeds: list[Flow]) -> list[Flow]:
         """Every flow that shares a resource, directly or through others, with ``seeds``."""
-        if len(seeds) == 1 and all(len(res.flows) == 1 for res, _ in seeds[0].weights):
-            return seeds  # the common case: a flow alone on its resources
         seen = {f.fid: f for f in seeds}
         todo = list(seeds)
         while todo:
-            for res, _ in todo.pop().weights:
-                for other in res.flows:
+            for flows in todo.pop().route.lists:
+                for other in flows:
                     if other.fid not in seen:
                         seen[other.fid] = other
                         todo.append(other)
+        if len(seen) == 1:
+            return seeds
         return sorted(seen.values(), key=lambda f: f.fid)
 
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
         completion of every flow whose rate changed."""
         self.solves += 1
-        for f in group:
-            self._advance(f)
+        now = self.sim.now
+        for f in group:  # bring every flow forward to now at its old rate
+            if now > f.last_ps:
+                f.remaining -= f.rate * (now - f.last_ps) / PS_PER_S
+                f.last_ps = now
         old = [f.rate for f in group]
         if len(group) == 1:
             group[0].rate = group[0].alone
         else:
             self._fill(group)
+        touched = {}
+        for f in group:
+            for res, _ in f.route.pairs:
+                touched[res.name] = res
+        for res in touched.values():
+            res.used = 0.0
+            for f in res.flows:
+                res.used += f.rate * f.route.weight_of[res.name]
+        schedule = self.sim.schedule
         for f, before in zip(group, old):
             if f.rate != before or f.version == 0:
                 f.version += 1
                 if f.rate > 0:
-                    t = math.ceil(f.remaining / f.rate * PS_PER_S - _EPS) if f.remaining > 0 else 0
-                    self.sim.schedule(self.sim.now + max(t, 0), self._on_timer, (f, f.version),
-                                      EVENT_PRIORITY)
+                    t = _duration_ps(f.remaining, f.rate) if f.remaining > 0 else 0
+                    schedule(now + max(t, 0), self._on_timer, (f, f.version), EVENT_PRIORITY)
 
     @staticmethod
     def _fill(group: list[Flow]) -> None:
         for f in group:
             f.rate = 0.0
-        residual: dict[int, float] = {}
-        for f in group:
-            for res, _ in f.weights:
-                residual[id(res)] = res.capacity
-        active = list(group)
+            for res, _ in f.route.pairs:
+                res._residual = res.capacity
+        active = group
         while active:
-            load: dict[int, float] = {}
+            loaded: list[Resource] = []
             for f in active:
-                for res, w in f.weights:
-                    load[id(res)] = load.get(id(res), 0.0) + w
+                for res, _ in f.route.pairs:
+                    res._load = 0.0
+            for f in active:
+                for res, w in f.route.pairs:
+                    if res._load == 0.0:
+                        loaded.append(res)
+                    res._load += w
             delta = math.inf
-            for rid, total in load.items():
-                delta = min(delta, residual[rid] / total)
+            for res in loaded:
+                delta = min(delta, res._residual / res._load)
             for f in active:
                 delta = min(delta, f.cap - f.rate)
             delta = max(delta, 0.0)
             for f in active:
                 f.rate += delta
-                for res, w in f.weights:
-                    residual[id(res)] -= delta * w
-            saturated = {rid for rid in load if residual[rid] <= _EPS * max(1.0, delta)}
+                for res, w in f.route.pairs:
+                    res._residual -= delta * w
+            limit = _EPS * max(1.0, delta)
             still = []
             for f in active:
                 if f.cap - f.rate <= _EPS * max(1.0, f.rate):
                     f.rate = f.cap
-                elif not any(id(res) in saturated for res, _ in f.weights):
+                elif not any(res._residual <= limit for res, _ in f.route.pairs):
                     still.append(f)
             active = still
         for f in group:
@@ -232,16 +311,29 @@ class FlowNetwork:
 
     def _on_timer(self, item: tuple[Flow, int]) -> None:
         flow, version = item
-        if version != flow.version or flow not in self.flows:
-            return  # the rate changed since this completion was scheduled
-        self._advance(flow)
-        self.flows.discard(flow)
-        neighbours = []
-        for res, _ in flow.weights:
-            res.flows.remove(flow)
-            neighbours.extend(res.flows)
+        if version != flow.version:
+            return  # the rate changed since this completion was scheduled, or it is done
+        flow.version = -1
+        route = flow.route
+        route.done += flow.amount
+        squeezed = False  # does a flow left on these resources run below its isolated rate?
+        rate = flow.rate
+        for res, w in route.pairs:
+            flows = res.flows
+            flows.remove(flow)
+            if flows:
+                res.used -= rate * w
+                for other in flows:
+                    if other.rate != other.alone:
+                        squeezed = True
+            else:
+                res.used = 0.0
         flow.remaining = 0.0
-        if neighbours:
+        if squeezed:
+            # only flows below their isolated rate can gain from the freed capacity
+            neighbours = []
+            for res, _ in route.pairs:
+                neighbours.extend(res.flows)
             self._resolve(self._connected(neighbours))
         flow.on_done(flow)
 

@@ -118,3 +118,61 @@ def test_rates_are_feasible_and_max_min_fair(data):
                       if used[res.name] >= res.capacity * (1 - 1e-6)
                       and all(g.rate <= f.rate * (1 + 1e-6) for g in res.flows)]
         assert bottleneck, f"flow {f.fid} at {f.rate} has no bottleneck"
+
+
+def _reference_rates(specs, capacity):
+    """Max-min fair rates by plain progressive filling: ``specs`` lists (weights, cap)."""
+    rates = [0.0] * len(specs)
+    residual = dict(capacity)
+    active = set(range(len(specs)))
+    while active:
+        load: dict[str, float] = {}
+        for i in active:
+            for name, w in specs[i][0].items():
+                load[name] = load.get(name, 0.0) + w
+        delta = min([residual[n] / total for n, total in load.items()] +
+                    [specs[i][1] - rates[i] for i in active])
+        for i in active:
+            rates[i] += delta
+            for name, w in specs[i][0].items():
+                residual[name] -= delta * w
+        active = {i for i in active
+                  if specs[i][1] - rates[i] > 1e-9 * max(1.0, rates[i])
+                  and all(residual[n] > 1e-9 * capacity[n] for n in specs[i][0])}
+    return rates
+
+
+@settings(max_examples=150, deadline=None)
+@given(flow_sets(), st.lists(st.tuples(st.integers(0, 50), st.floats(1.0, 200.0)),
+                             min_size=6, max_size=6))
+def test_rates_stay_max_min_fair_as_flows_come_and_go(data, timing):
+    """Starts that fit skip the solver and ends that free nobody skip it too: after every start
+    and every end the rates must still equal a from-scratch max-min solution."""
+    caps, specs = data
+    capacity = {f"r{i}": c for i, c in enumerate(caps)}
+    sim, net = _net(**capacity)
+    live: dict[int, tuple] = {}
+    checks = []
+
+    def check(_=None):
+        flows = sorted(live.values(), key=lambda f: f.fid)
+        want = _reference_rates([(dict((r.name, w) for r, w in f.weights), f.cap)
+                                 for f in flows], capacity)
+        for f, rate in zip(flows, want):
+            assert f.rate == pytest.approx(rate, rel=1e-6), (sim.now, f.fid)
+        checks.append(len(flows))
+
+    def finished(flow):
+        del live[flow.fid]
+        check()
+
+    def begin(i):
+        (weights, cap), (start_s, amount) = specs[i], timing[i]
+        flow = net.start(amount, weights, finished, cap=cap)
+        live[flow.fid] = flow
+        check()
+
+    for i in range(len(specs)):
+        sim.schedule(timing[i][0] * 10**11, begin, i)
+    sim.run()
+    assert not live and len(checks) == 2 * len(specs)
