@@ -192,15 +192,25 @@ class CDMAEngine(Component):
         start = self.sim.now
         self.sim.schedule(start + self.path.latency_ps, self._move, (req, wire, start))
 
-    def weights(self, direction: str, raw: int, wire: int) -> dict[str, float]:
-        """Bytes each resource carries per uncompressed byte of a transfer."""
-        share = wire / raw if raw else 1.0
-        w: dict[str, float] = {self.hbm_resource: 1.0}
+    def stage_weights(self, direction: str, raw: int, wire: int) -> tuple[dict[str, float],
+                                                                          dict[str, float]]:
+        """Bytes each resource carries per uncompressed byte of a transfer: (GPU DRAM and
+        codec, at the raw size; the host link, at the compressed size)."""
+        inner = {self.hbm_resource: 1.0}
         if self.codec is not None:
-            w[self.codec.name] = 1.0
+            inner[self.codec.name] = 1.0
+        share = wire / raw if raw else 1.0
+        outer: dict[str, float] = {}
         for res in (self.path.d2h if direction == "offload" else self.path.h2d):
-            w[res] = w.get(res, 0.0) + share
-        return w
+            outer[res] = outer.get(res, 0.0) + share
+        return inner, outer
+
+    def weights(self, direction: str, raw: int, wire: int) -> dict[str, float]:
+        """Both stages' weights together: what one flow carrying the whole transfer loads."""
+        inner, outer = self.stage_weights(direction, raw, wire)
+        for res, w in outer.items():
+            inner[res] = inner.get(res, 0.0) + w
+        return inner
 
     def _move(self, job: tuple[TransferRequest, int, int]) -> None:
         req, wire, start = job
@@ -214,16 +224,8 @@ class CDMAEngine(Component):
     def _chunked(self, req: TransferRequest, wire: int, start: int) -> None:
         """Bursts go through two stages — DRAM+codec, then the host link — with at most
         ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
-        p = self.params
-        raw = req.raw_bytes
-        share = wire / raw
+        inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire)
         offload = req.direction == "offload"
-        inner = {self.hbm_resource: 1.0}
-        if self.codec is not None:
-            inner[self.codec.name] = 1.0
-        outer: dict[str, float] = {}
-        for res in (self.path.d2h if offload else self.path.h2d):
-            outer[res] = outer.get(res, 0.0) + share
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)
         _BurstPipeline(self, req, wire, start, self.flows.route(first, req.tensor),

@@ -9,8 +9,9 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, Optional, Sequence, Union
+from typing import IO, Any, Callable, Optional, Sequence, Union
 
 from . import config_api
 from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph
@@ -33,10 +34,11 @@ class RunError(Exception):
 
 @dataclass
 class RunResult:
-    """What one run produced: the statistics (a DataFrame with the CSV's columns), simulated
-    time, events delivered, why the run ended, wall-clock timing and the components' reports."""
+    """What one run produced: the statistics (a DataFrame with the CSV's columns, built on
+    first use so that runs which never look at it do not import pandas), simulated time, events
+    delivered, why the run ended, wall-clock timing and the components' reports."""
 
-    statistics: Any
+    table: Callable[[], Any] = field(repr=False)
     sim_time_ps: int
     events: int
     end_reason: str
@@ -45,6 +47,11 @@ class RunResult:
     output_directory: Optional[Path] = None
     graph: Optional[ConfigGraph] = None
     engine: Any = None
+
+    @cached_property
+    def statistics(self) -> Any:
+        """Every statistic dump as a pandas DataFrame with the CSV's columns."""
+        return self.table()
 
     @property
     def sim_time_s(self) -> float:
@@ -227,7 +234,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         raise RunError(str(exc), _where_display(exc.where)) from None
     engine.timing["script_s"] = time.perf_counter() - t0 - engine.timing.get("build_s", 0.0)
     if mode == "init":
-        return RunResult(engine.statistics.table(), 0, 0, "run-mode init", engine.timing,
+        return RunResult(engine.statistics.table, 0, 0, "run-mode init", engine.timing,
                          engine.reports, out_dir, graph)
     try:
         engine.run(stop_ps)
@@ -238,5 +245,5 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     if engine.statistics.suppressed_by_level and not engine.statistics.stats:
         warn("statistics were enabled but none loaded: the statistic load level is below their "
              "enable level (call sst.setStatisticLoadLevel(N))")
-    return RunResult(engine.statistics.table(), engine.sim.now, engine.sim.events_delivered,
+    return RunResult(engine.statistics.table, engine.sim.now, engine.sim.events_delivered,
                      engine.sim.end_reason, engine.timing, engine.reports, out_dir, graph, engine)
