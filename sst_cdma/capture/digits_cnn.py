@@ -1,18 +1,21 @@
 """A small CNN for scikit-learn's 8x8 handwritten digits, with named layers.
 
-``conv1 -> relu1 -> conv2 -> relu2 (in-place) -> pool -> fc1 -> relu3 -> fc2``. The ReLU
-outputs ``relu1`` (16x8x8), ``relu2`` (32x8x8) and ``relu3`` (64) are the tensors of the shipped
-``digits_cnn`` density profile.
+``conv1 -> relu1 -> conv2 -> relu2 (in-place) -> pool -> fc1 -> relu3 -> fc2``. The outputs of
+``relu1`` (16x8x8), ``relu2`` (32x8x8), ``pool`` (32x4x4) and ``relu3`` (64) are the tensors of
+the shipped ``digits_cnn`` density profile, under the names the ``digits_cnn`` network definition
+gives them (``PROFILE_TENSORS``), so the simulator can use the profile as it is.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-__all__ = ["DigitsCNN", "RELU_TENSORS"]
+__all__ = ["DigitsCNN", "PROFILE_TENSORS"]
 
-RELU_TENSORS: tuple[str, ...] = ("relu1", "relu2", "relu3")
-"""The hooked ReLU modules, in forward order."""
+PROFILE_TENSORS: dict[str, str] = {"relu1": "conv1", "relu2": "conv2", "pool": "pool",
+                                   "relu3": "fc1"}
+"""Hooked module -> the tensor it produces in ``workloads/networks/digits_cnn.yaml`` (a ReLU
+works in place there, so its output keeps the name of the layer before it), in forward order."""
 
 
 class DigitsCNN(nn.Module):

@@ -24,7 +24,7 @@ from torch import nn
 from .. import __version__
 from ..profiles import DensityProfile, MeasuredProvenance
 from .activations import capture_activations
-from .digits_cnn import DigitsCNN
+from .digits_cnn import PROFILE_TENSORS, DigitsCNN
 from .digits_data import DATA_DESCRIPTION, load_digits_split
 from .result import CaptureResult, build_profile
 
@@ -110,7 +110,8 @@ def train_and_capture(steps: int = DEFAULT_STEPS,
 
 def _checkpoint(run: TrainingRun, progress: float, model: nn.Module, data, algorithms,
                 loss_fn: nn.Module) -> None:
-    run.captures[progress] = capture_activations(model, data.held_x, algorithms=algorithms)
+    run.captures[progress] = capture_activations(model, data.held_x, names=PROFILE_TENSORS,
+                                                 algorithms=algorithms)
     model.eval()
     with torch.no_grad():
         logits = model(data.held_x)
@@ -134,7 +135,7 @@ def train_and_profile(steps: int = DEFAULT_STEPS,
                    f"--checkpoints {marks} --seed {seed}")
     accuracy = ", ".join(f"{p:g}: {a:.3f}" for p, a in sorted(run.accuracy.items()))
     provenance = MeasuredProvenance(
-        model=f"{MODEL_NAME} (conv16-relu1-conv32-relu2-pool-fc64-relu3-fc10), SGD momentum 0.9, "
+        model=f"{MODEL_NAME} (conv16-relu1-conv32-relu2-pool-fc64-relu3-fc10; tensors named as in the digits_cnn network), SGD momentum 0.9, "
               f"lr {options.get('lr', DEFAULT_LR)}, batch {options.get('batch_size', DEFAULT_BATCH)}",
         data=f"{DATA_DESCRIPTION}; 1500 training images, densities on a fixed held-out batch "
              f"of 297",

@@ -66,10 +66,10 @@ from their inputs at every point by the rules above.
 The shape agrees with the measured trend of the ``digits_cnn`` profile
 (``workloads/profiles/digits_cnn.json``, made by ``python -m sst_cdma.capture.digits_train``:
 DigitsCNN trained on the scikit-learn digits, 3000 steps, seed 0): its deeper ReLU outputs
-``relu2`` / ``relu3`` start at 0.51 / 0.55, bottom out at 0.34 / 0.35 within the first 5% of
+``relu2`` / ``relu3`` (tensors ``conv2`` / ``fc1`` there) start at 0.51 / 0.55, bottom out at 0.34 / 0.35 within the first 5% of
 training (progress 0.05 / 0.02) and drift back up to 0.39 / 0.41 at the end, decelerating,
 i.e. the minimum is 0.87 / 0.85 of the final density, which ``DIP`` follows. Its first layer
-``relu1`` (fed by 8x8 images, about half of whose pixels are zero) instead rises from 0.34 to
+``relu1`` (tensor ``conv1``; fed by 8x8 images, about half of whose pixels are zero) instead rises from 0.34 to
 0.45; the estimate puts the first layers of the ImageNet networks, whose inputs are dense, at
 a flat-to-rising 0.50 -> 0.55. The digits minimum comes earlier (0.02-0.05) than the
 estimate's (0.1): a small network on an easy task converges within a few hundred steps.
@@ -167,10 +167,10 @@ DIGITS_COMPARISON = (
     "Compared with the measured trend of the digits_cnn profile "
     "(workloads/profiles/digits_cnn.json, from python -m sst_cdma.capture.digits_train: "
     "DigitsCNN on the scikit-learn digits, 3000 steps, seed 0): its deeper ReLU outputs "
-    "relu2/relu3 start at 0.51/0.55, bottom out at 0.34/0.35 within the first 5% of training "
+    "relu2/relu3 (tensors conv2/fc1 there) start at 0.51/0.55, bottom out at 0.34/0.35 within the first 5% of training "
     "(progress 0.05/0.02) and drift back up to 0.39/0.41 at 1.0 (minimum 0.87/0.85 of the "
     "final value), the same shape as this estimate, whose minimum comes later (0.1); its first "
-    "layer relu1 (fed by digit images, about half of whose pixels are zero) rises instead, "
+    "layer relu1 (tensor conv1; fed by digit images, about half of whose pixels are zero) rises instead, "
     "0.34 -> 0.45, as the estimate's first layers do mildly (0.50 -> 0.55)."
 )
 

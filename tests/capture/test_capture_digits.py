@@ -32,13 +32,13 @@ def _shipped_progress(p: float) -> float:
 
 def test_shipped_run_covers_the_short_run(shipped):
     assert shipped.provenance.steps == DEFAULT_STEPS
-    marks = [p.progress for p in shipped.tensors["relu1"].points]
+    marks = [p.progress for p in shipped.tensors["conv1"].points]
     for p in SHORT_CHECKPOINTS:
         assert any(abs(_shipped_progress(p) - m) < 1e-9 for m in marks), p
 
 
 def test_short_run_matches_shipped_densities_and_ratios(short, shipped):
-    assert list(short.tensors) == list(shipped.tensors) == ["relu1", "relu2", "relu3"]
+    assert list(short.tensors) == list(shipped.tensors) == ["conv1", "conv2", "pool", "fc1"]
     for name, tensor in short.tensors.items():
         for point in tensor.points:
             at = _shipped_progress(point.progress)
@@ -101,10 +101,10 @@ def test_command_line_writes_a_profile(tmp_path, capsys):
 
     out = tmp_path / "d.json"
     assert main(["--steps", "20", "--checkpoints", "0,1", "--output", str(out)]) == 0
-    assert "relu3" in capsys.readouterr().out
+    assert "fc1" in capsys.readouterr().out
     profile = DensityProfile.load(out)
     assert profile.provenance.command == ("python -m sst_cdma.capture.digits_train --steps 20 "
                                           f"--checkpoints 0,1 --output {out}")
-    assert [p.progress for p in profile.tensors["relu2"].points] == [0.0, 1.0]
+    assert [p.progress for p in profile.tensors["conv2"].points] == [0.0, 1.0]
     assert main(["--steps", "5", "--checkpoints", "0,0.01"]) == 2
     assert "both fall on step 0" in capsys.readouterr().err

@@ -13,12 +13,11 @@ pytest.importorskip("sklearn")
 import sst_cdma  # noqa: E402
 from sst_cdma import codecs  # noqa: E402
 from sst_cdma.capture import capture_activations  # noqa: E402
+from sst_cdma.capture.digits_cnn import PROFILE_TENSORS as TENSORS  # noqa: E402
 from sst_cdma.capture.digits_cnn import DigitsCNN  # noqa: E402
 from sst_cdma.capture.digits_data import load_digits_split  # noqa: E402
 from sst_cdma.profiles import load_samples  # noqa: E402
 
-# module of the PyTorch model -> tensor of the network definition (workloads/networks)
-TENSORS = {"relu1": "conv1", "relu2": "conv2", "pool": "pool", "relu3": "fc1"}
 
 
 @pytest.fixture
@@ -47,3 +46,4 @@ def test_captured_activations_run_functionally_through_the_engine(repo, samples)
     assert not host.payloads                   # and every one of them was checked and released
     summary = result.reports["summary"]
     assert summary["compression_ratio"] > 1.0
+
