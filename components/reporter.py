@@ -11,6 +11,7 @@ from sst_cdma.flows import FlowNetwork
 from sst_cdma.model.compression import wire_bytes
 
 from .cdma_engine import CDMAEngine
+from .pcie_bridge import DuplexLink
 
 PS = 1e-12
 
@@ -63,6 +64,9 @@ class Reporter(Component):
             out["pcie_bandwidth_Bps"] = pcie.bandwidth
             out["pcie_utilization"] = {d: flows.utilization(f"{pcie.name}.{d}", end)
                                        for d in ("d2h", "h2d")}
+        shared = self.shared_link_utilization([name], end)
+        if shared:
+            out["switch_utilization"] = shared
         if isinstance(engine, CDMAEngine) and engine.ratios:
             tensors = self.engine.components[name].stream.tensors
             raw = {t: tensors[t].bytes for t in engine.ratios if t in tensors and tensors[t].bytes}
@@ -87,6 +91,23 @@ class Reporter(Component):
                     out["iteration_time_s"]
         out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
                          for l in r["layers"]]
+        return out
+
+    def shared_link_utilization(self, gpus: list[str], end_ps: int) -> dict[str, dict[str, float]]:
+        """Busy fraction of each link the GPUs' transfers cross beyond their own bridge (the
+        upstream ports of PCIe switches), per direction, over ``end_ps``."""
+        flows = FlowNetwork.of(self.sim)
+        out: dict[str, dict[str, float]] = {}
+        for gpu in gpus:
+            engine = self.engine.components.get(f"{gpu}.dma")
+            if not isinstance(engine, CDMAEngine) or engine.path is None:
+                continue
+            for link in engine.path.link_names[1:]:
+                comp = self.engine.components.get(link)
+                if isinstance(comp, DuplexLink) and link not in out:
+                    out[link] = {"bandwidth_Bps": comp.bandwidth,
+                                 "d2h": flows.utilization(comp.d2h.name, end_ps),
+                                 "h2d": flows.utilization(comp.h2d.name, end_ps)}
         return out
 
     def finish(self) -> None:
@@ -116,6 +137,10 @@ class Reporter(Component):
                 summary["pcie_utilization"] = {
                     d: sum(e["pcie_utilization"][d] for e in entries) / len(entries)
                     for d in ("d2h", "h2d")}
+            shared = self.shared_link_utilization(
+                main, max(max(gpus[n]["iteration_time_ps"] for n in main), 1))
+            if shared:
+                summary["switch_utilization"] = shared
             summary["fits_in_memory"] = all(e["fits_in_memory"] for e in entries)
             summary["baselines"] = {
                 label: {"iteration_time_s": max(e["baselines"][label]["iteration_time_s"]
@@ -202,6 +227,12 @@ def console_summary(s: dict[str, Any]) -> str:
         u = s["pcie_utilization"]
         lines.append(f"host link:       {s['pcie_bandwidth_Bps'] / 1e9:.2f} GB/s per direction, "
                      f"busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to GPU")
+    if s.get("switch_utilization"):
+        name, u = max(s["switch_utilization"].items(), key=lambda kv: max(kv[1]["d2h"],
+                                                                          kv[1]["h2d"]))
+        lines.append(f"switch uplink:   {len(s['switch_utilization'])} shared, busiest {name} "
+                     f"({u['bandwidth_Bps'] / 1e9:.2f} GB/s) busy {100 * u['d2h']:.1f}% to host, "
+                     f"{100 * u['h2d']:.1f}% to GPU")
     if "extra_dram_bytes" in s:
         lines.append(f"DMA DRAM traffic: {_gb(s['extra_dram_bytes'])} read+written by the engine")
     cap = s.get("gpu_memory_capacity_bytes")

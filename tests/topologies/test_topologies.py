@@ -58,6 +58,23 @@ def test_dgx1_reports_every_gpu_and_the_shared_switch_costs_time(tmp_path):
     single = alone.reports["summary"]["iteration_time_s"]
     # two GPUs share each switch's upstream port: transfers take up to twice as long
     assert summary["iteration_time_s"] > single * 1.05
+    assert "switch_utilization" not in alone.reports["summary"]
+
+
+def test_dgx1_reports_how_busy_each_switch_uplink_is(tmp_path):
+    result, console = run("dgx1_cdma.py", "--network", "alexnet", "--batch", "32",
+                          "--policy", "all", "--no-baselines")
+    s = result.reports["summary"]
+    switches = s["switch_utilization"]
+    assert len(switches) == 4
+    # every offloaded wire byte crossed exactly one switch uplink towards the host
+    carried = sum(u["d2h"] * u["bandwidth_Bps"] * s["iteration_time_s"]
+                  for u in switches.values())
+    assert carried == pytest.approx(s["wire_bytes"], rel=1e-9)
+    # each uplink carries two GPUs' traffic, so it is busier than either GPU's own link
+    for u in switches.values():
+        assert u["d2h"] > s["pcie_utilization"]["d2h"]
+    assert "switch uplink:   4 shared, busiest switch" in console
 
 
 def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
