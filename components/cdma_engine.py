@@ -270,12 +270,15 @@ class CDMAEngine(Component):
 
 
 class _BurstPipeline:
-    """One chunk-mode transfer in flight: bursts enter the first stage while the staging buffer
-    has room, and leave through the second stage in order."""
+    """One chunk-mode transfer in flight. A burst holds a buffer slot from the moment the first
+    stage starts producing it until the second stage has finished with it (the compressed bytes
+    stay in the buffer until they have crossed the link; on a prefetch, until they are
+    decompressed into DRAM), so the first stage starts a burst only when a slot is free: one
+    slot serializes the stages, two overlap them."""
 
     __slots__ = ("engine", "launch", "req", "wire", "start", "burst", "last", "count", "slots",
-                 "first", "second", "first_done", "second_done", "issued", "staged", "landed",
-                 "in_first", "in_second")
+                 "first", "second", "first_done", "second_done", "issued", "held", "staged",
+                 "landed", "in_first", "in_second")
 
     def __init__(self, engine: CDMAEngine, req: TransferRequest, wire: int, start: int,
                  first: Route, second: Route) -> None:
@@ -294,15 +297,17 @@ class _BurstPipeline:
         self.first_done = self._first_done
         self.second_done = self._second_done
         self.issued = 0     # bursts that entered the first stage
-        self.staged = 0     # bursts waiting in the buffer
+        self.held = 0       # buffer slots in use: bursts past their first start, not yet landed
+        self.staged = 0     # bursts waiting in the buffer for the second stage
         self.landed = 0     # bursts through the second stage
         self.in_first = False
         self.in_second = False
 
     def pump(self) -> None:
         """Start whichever stages are idle and have work."""
-        if not self.in_first and self.issued < self.count and self.staged < self.slots:
+        if not self.in_first and self.issued < self.count and self.held < self.slots:
             self.issued += 1
+            self.held += 1
             self.in_first = True
             self.launch(self.burst if self.issued < self.count else self.last, self.first,
                         self.first_done, math.inf, self.req.tensor)
@@ -319,6 +324,7 @@ class _BurstPipeline:
 
     def _second_done(self, _flow: Flow) -> None:
         self.in_second = False
+        self.held -= 1
         self.landed += 1
         if self.landed == self.count:
             self.engine.stat_bursts.add_data(1, self.count)
