@@ -31,8 +31,9 @@ class CDMAEngine(Component):
               choices=("flow", "chunk")),
         Param("burst", "bytes", "1MiB", "burst size in chunk mode (uncompressed bytes)",
               minimum=1),
-        Param("buffer", "bytes", "4MiB", "staging buffer between compressor and link in chunk "
-              "mode (uncompressed bytes)", minimum=1),
+        Param("buffer", "bytes", "4MiB", "staging buffer between the two stages in chunk mode "
+              "(uncompressed bytes): buffer/burst slots, each held from a burst's first-stage "
+              "start to its second-stage end", minimum=1),
         Param("profile", "str", "", "density profile: a shipped network name or a JSON path "
               "(default: the workload's network)"),
         Param("progress", "float", 0.5, "point of training (0..1) the densities are taken at",
