@@ -57,7 +57,7 @@ class GPU(Component):
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
         from sst_cdma.workloads import WorkloadError
-        from sst_cdma.workloads.render import render_stream
+        from sst_cdma.workloads.render import iteration_stream
         from sst_cdma.workloads.stream import StreamError, parse_stream
 
         p = self.params
@@ -68,8 +68,8 @@ class GPU(Component):
             else:
                 if not p["network"]:
                     raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
-                text = render_stream(p["network"], p["batch"], p["dtype"], p["policy"])
-                self.stream = parse_stream(text, f"{p['network']}-b{p['batch']}-{p['policy']}")
+                text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
+                                                     p["policy"])
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")

@@ -13,11 +13,12 @@ from typing import Mapping
 
 import jinja2
 
-from .loader import load_network
+from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
+from .stream import Stream, parse_stream
 from .vdnn import Plan, plan_iteration
 
-__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan"]
+__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "iteration_stream"]
 
 #: Folder holding ``stream.j2`` and ``ops.j2``.
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -51,3 +52,24 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     """
     net = network if isinstance(network, Network) else load_network(network)
     return render_plan(plan_iteration(net, batch, dtype, policy, times))
+
+
+def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
+                     policy: str = "conv") -> tuple[str, Stream]:
+    """The rendered text of one training iteration of ``network`` and its parsed stream.
+
+    Memoized by the definition file and its modification time (and the macro library's), so
+    a run's baselines and the points of a sweep that share a network, batch, dtype and policy
+    render and parse it once; an edited definition is rendered afresh. The stream is shared:
+    treat it as read-only.
+    """
+    path = network_path(network)
+    return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
+                      batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}")
+
+
+@functools.lru_cache(maxsize=32)
+def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
+               policy: str, label: str) -> tuple[str, Stream]:
+    text = render_stream(path, batch, dtype, policy)
+    return text, parse_stream(text, label)

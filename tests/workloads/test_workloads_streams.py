@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
 from sst_cdma.workloads import (NETWORKS, POLICIES, WorkloadError, load_network, parse_stream,
                                 render_stream, stream_stats)
+from sst_cdma.workloads.loader import network_path
+from sst_cdma.workloads.render import iteration_stream
 
 GB = 1e9
 
@@ -210,3 +213,21 @@ def test_command_line(tmp_path, capsys):
     assert main(["stats", str(out)]) == 1
     assert "unknown phase 'sideways'" in capsys.readouterr().err
     assert main(["list"]) == 0 and "vgg16" in capsys.readouterr().out
+
+
+def test_iteration_stream_is_rendered_once_and_again_after_an_edit(tmp_path):
+    text, stream = iteration_stream("alexnet", 8, "float32", "all")
+    assert text == render_stream("alexnet", 8, "float32", policy="all")
+    assert iteration_stream("alexnet", 8, "float32", "all")[1] is stream      # memoized
+    assert iteration_stream("alexnet", 8, "float32", "conv")[1] is not stream  # other policy
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(network_path("alexnet").read_text())
+    first = iteration_stream(mine, 8, "float32", "all")[1]
+    assert [op.op for op in first.ops] == [op.op for op in stream.ops]
+    edited = mine.read_text().replace("num_output: 4096", "num_output: 2048")
+    mine.write_text(edited)
+    st = os.stat(mine)
+    os.utime(mine, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a later modification time
+    second = iteration_stream(mine, 8, "float32", "all")[1]
+    assert second is not first
+    assert second.tensors["fc6"].bytes == first.tensors["fc6"].bytes // 2
