@@ -63,11 +63,10 @@ class Route:
     """The resources a kind of transfer crosses and the units of each it uses per unit moved,
     resolved once (see :meth:`FlowNetwork.route`) and shared by every flow taking it."""
 
-    __slots__ = ("pairs", "lists", "weight_of", "alone", "done", "_durations")
+    __slots__ = ("pairs", "weight_of", "alone", "done", "_durations")
 
     def __init__(self, pairs: list[tuple[Resource, float]]) -> None:
         self.pairs = pairs
-        self.lists = tuple(res.flows for res, _ in pairs)
         self.weight_of = {res.name: w for res, w in pairs}
         # the rate a flow gets on this route when nothing else shares it
         self.alone = min([math.inf] + [res.capacity / w for res, w in pairs])
@@ -229,8 +228,8 @@ class FlowNetwork:
         seen = {f.fid: f for f in seeds}
         todo = list(seeds)
         while todo:
-            for flows in todo.pop().route.lists:
-                for other in flows:
+            for res, _ in todo.pop().route.pairs:
+                for other in res.flows:
                     if other.fid not in seen:
                         seen[other.fid] = other
                         todo.append(other)
