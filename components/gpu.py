@@ -32,6 +32,8 @@ class GPU(Component):
                                                                    "bfloat16")),
         Param("policy", "str", "conv", "vDNN offload policy", choices=("none", "all", "conv")),
         Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
+        Param("layer_times", "str", "", "measured kernel times per layer and pass (a "
+              "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: roofline"),
         Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
               exclusive_minimum=True),
         Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s kernels reach",
@@ -63,13 +65,16 @@ class GPU(Component):
         p = self.params
         try:
             if p["workload"]:
+                if p["layer_times"]:
+                    raise ValueError(f"{name}: 'layer_times' applies to a rendered 'network'; "
+                                     "a 'workload' stream carries its own time= keys")
                 path = Path(p["workload"])
                 self.stream = parse_stream(path.read_text(encoding="utf-8"), str(path))
             else:
                 if not p["network"]:
                     raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
                 text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
-                                                     p["policy"])
+                                                     p["policy"], p["layer_times"])
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")

@@ -34,6 +34,8 @@ class Reporter(Component):
         Param("console", "bool", "true", "print the summary on standard output"),
         Param("trace", "bool", "true", "write trace.json (Chrome trace format) with the output"),
         Param("system", "str", "", "a one-line description of the simulated system"),
+        Param("kernel_times", "str", "roofline", "where kernel times come from: roofline, or "
+              "measured (the layer-times file and its device)"),
     )
 
     def gpu_summary(self, name: str, gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -152,6 +154,7 @@ class Reporter(Component):
                 for label in entries[0].get("baselines", {})}
             summary["gpus"] = entries
         summary["system"] = self.params["system"]
+        summary["kernel_times"] = self.params["kernel_times"]
         self.engine.reports["summary"] = summary
         if self.params["console"]:
             print(console_summary(summary), file=self.engine.console or sys.stdout)
@@ -211,6 +214,8 @@ def console_summary(s: dict[str, Any]) -> str:
     ]
     if s.get("system"):
         lines.append(f"system:          {s['system']}")
+    if s.get("kernel_times", "roofline") != "roofline":
+        lines.append(f"kernel times:    {s['kernel_times']}")
     lines += [
         f"iteration:       {it * ms:.3f} ms  (forward {s['forward_time_s'] * ms:.3f} ms, "
         f"backward {s['backward_time_s'] * ms:.3f} ms)",

@@ -65,6 +65,9 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
     p.add_argument("--workload", default="", help="run this workload stream file instead of "
                    "rendering one for --network/--batch/--policy")
+    p.add_argument("--layer-times", default="", metavar="FILE",
+                   help="measured kernel times per layer (sst-cdma time-layers writes one) "
+                        "instead of the roofline")
     p.add_argument("--tensors", default="", help="NPZ of real tensors for the cDMA engine")
     p.add_argument("--functional", action="store_true",
                    help="move and check real compressed bytes (needs --tensors)")
@@ -94,7 +97,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
                    "peak_flops": spec.gpu.peak_flops, "label": label,
-                   "hbm_contention": not o.no_contention,
+                   "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
                    "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
@@ -165,6 +168,19 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: unknown network {o.network!r} (one of "
                           f"{', '.join(NETWORKS)}, digits_cnn, or a .yaml network definition)") \
             from None
+    kernel_times = "roofline"
+    if o.layer_times:
+        if o.workload:
+            raise ConfigError("model option error: --layer-times applies to a --network; a "
+                              "--workload stream carries its own time= keys")
+        from .workloads import load_network
+        from .workloads.layer_times import load_layer_times
+        try:
+            measured = load_layer_times(o.layer_times)
+            measured.check(load_network(o.network), o.batch, o.dtype)
+        except WorkloadError as exc:
+            raise ConfigError(f"model option error: --layer-times: {exc}") from None
+        kernel_times = f"measured on {measured.device} ({o.layer_times})"
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     link_params = dict(LINKS[link_name])
@@ -177,6 +193,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         _system(sst, "vdnn.", replace(spec), o.policy if o.policy != "none" else "conv", "none",
                 False, "vdnn")
     reporter = sst.Component("report", "cdma.Reporter")
+    reporter.addParam("kernel_times", kernel_times)
     reporter.addParam("system", system or f"{spec_gpu.name}, {link_name if o.pcie_gen is None else f'pcie{o.pcie_gen}x16'}, "
                       f"{o.gpus} GPU(s)")
     options = sst.getProgramOptions()

@@ -13,6 +13,7 @@ from typing import Mapping
 
 import jinja2
 
+from .layer_times import load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
 from .stream import Stream, parse_stream
@@ -55,21 +56,42 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
-                     policy: str = "conv") -> tuple[str, Stream]:
+                     policy: str = "conv",
+                     layer_times: str | os.PathLike[str] = "") -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
-    Memoized by the definition file and its modification time (and the macro library's), so
-    a run's baselines and the points of a sweep that share a network, batch, dtype and policy
-    render and parse it once; an edited definition is rendered afresh. The stream is shared:
-    treat it as read-only.
+    ``layer_times`` optionally names a measured layer-times file
+    (:mod:`~sst_cdma.workloads.layer_times`) whose times become the compute ops' ``time=``;
+    it must be for this network, batch and dtype.
+
+    Memoized by the definition file and its modification time (and the macro library's, and
+    the layer-times file's), so a run's baselines and the points of a sweep that share a
+    network, batch, dtype and policy render and parse it once; an edited file is read afresh.
+    The stream is shared: treat it as read-only.
     """
     path = network_path(network)
+    times = ""
+    times_mtime = 0
+    if layer_times:
+        times = os.fspath(layer_times)
+        try:
+            times_mtime = os.stat(times).st_mtime_ns
+        except OSError:
+            times_mtime = -1  # load_layer_times reports it, naming the file
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
-                      batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}")
+                      batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
+                      times, times_mtime)
 
 
 @functools.lru_cache(maxsize=32)
 def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
-               policy: str, label: str) -> tuple[str, Stream]:
-    text = render_stream(path, batch, dtype, policy)
+               policy: str, label: str, layer_times: str, times_mtime_ns: int
+               ) -> tuple[str, Stream]:
+    net = load_network(path)
+    times = None
+    if layer_times:
+        measured = load_layer_times(layer_times)
+        measured.check(net, batch, dtype)
+        times = measured.as_stream_times()
+    text = render_plan(plan_iteration(net, batch, dtype, policy, times))
     return text, parse_stream(text, label)

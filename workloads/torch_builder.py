@@ -93,6 +93,15 @@ class TorchNetwork(nn.Module):
             self.blocks[key] = module
             self._keys[layer.name] = key
 
+    def module_of(self, layer: str) -> nn.Module:
+        """The module computing ``layer`` (KeyError for data, concat and add, which have none)."""
+        return self.blocks[self._keys[layer]]
+
+    def parameters_of(self, layer: str) -> list[nn.Parameter]:
+        """The weights of ``layer`` (none for layers without a module)."""
+        key = self._keys.get(layer)
+        return list(self.blocks[key].parameters()) if key is not None else []
+
     def forward_all(self, *inputs: torch.Tensor) -> tuple[dict[str, torch.Tensor],
                                                           dict[str, torch.Tensor]]:
         """Run the network; returns (tensors by stream name, layer outputs by layer name)."""

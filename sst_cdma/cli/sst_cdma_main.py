@@ -1,5 +1,5 @@
-"""``sst-cdma``: the project's own command — parameter sweeps, batch regression, reports, and
-activation capture.
+"""``sst-cdma``: the project's own command — parameter sweeps, batch regression, reports,
+activation capture and kernel timing.
 
     sst-cdma sweep SPEC.yaml [--output DIR] [--workers N] [--scheduler tcp://HOST:PORT]
                    [--no-progress] [--retry-failed]
@@ -7,6 +7,7 @@ activation capture.
     sst-cdma report RESULTS [--output DIR] [--x COLUMN]
     sst-cdma table RESULTS --rows P --value V [--cols Q] [--divide-by C] [--invert]
     sst-cdma capture ...                     (see sst-cdma capture --help)
+    sst-cdma time-layers ...                 (see sst-cdma time-layers --help)
 
 Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1.
 """
@@ -125,15 +126,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="only points where this parameter has this value (repeatable)")
     sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
                                    "(sst-cdma capture --help)", add_help=False)
+    sub.add_parser("time-layers", help="measure per-layer kernel times in PyTorch for "
+                                       "--layer-times (sst-cdma time-layers --help)",
+                   add_help=False)
     return p
 
 
-def _capture(argv: list[str]) -> int:
+def _torch_tool(command: str, module: str, argv: list[str]) -> int:
+    """Run a PyTorch-based tool (``capture``, ``time-layers``) with its own argument parser."""
+    import importlib
+
     try:
-        from ..capture.cli import main as capture_main
-    except Exception as exc:  # the capture tool or its dependencies are missing
-        return _fail(f"capture: not available ({type(exc).__name__}: {exc})")
-    return int(capture_main(argv) or 0)
+        tool = importlib.import_module(f"..capture.{module}", __package__)
+    except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
+        return _fail(f"{command}: not available ({type(exc).__name__}: {exc})")
+    return int(tool.main(argv) or 0)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -216,12 +223,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst-cdma`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rest = [a for a in argv if a not in ("-v", "--verbose")]
-    if rest and rest[0] == "capture":
-        return _capture(rest[1:])
+    tools = {"capture": "cli", "time-layers": "timing_cli"}
+    if rest and rest[0] in tools:
+        return _torch_tool(rest[0], tools[rest[0]], rest[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        return _fail("error: no command given (sweep, regress, report or capture; see "
+        return _fail("error: no command given (sweep, regress, report, table, capture or time-layers; see "
                      "sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
                "table": _table}[args.command]

@@ -191,19 +191,23 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     assert "--x colour: no such column" in _one_line_error(capsys)
 
 
-def test_capture_dispatches_its_arguments(monkeypatch):
+@pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
+                                            ("time-layers", "sst_cdma.capture.timing_cli")])
+def test_torch_tools_get_their_arguments(monkeypatch, command, module):
     seen = []
-    fake = types.ModuleType("sst_cdma.capture.cli")     # the real one imports torch (slow)
+    fake = types.ModuleType(module)     # the real one imports torch (slow)
     fake.main = lambda argv: seen.append(argv) or 7
-    monkeypatch.setitem(sys.modules, "sst_cdma.capture.cli", fake)
-    assert main(["capture", "--model", "m.py", "--help"]) == 7
-    assert seen == [["--model", "m.py", "--help"]]
+    monkeypatch.setitem(sys.modules, module, fake)
+    assert main([command, "--network", "m.yaml", "--help"]) == 7
+    assert seen == [["--network", "m.yaml", "--help"]]
 
 
-def test_capture_unavailable_is_one_line(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "sst_cdma.capture.cli", None)   # import fails
-    assert main(["capture", "--help"]) == 1
-    assert "capture: not available" in _one_line_error(capsys)
+@pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
+                                            ("time-layers", "sst_cdma.capture.timing_cli")])
+def test_an_unavailable_torch_tool_is_one_line(monkeypatch, capsys, command, module):
+    monkeypatch.setitem(sys.modules, module, None)   # import fails
+    assert main([command, "--help"]) == 1
+    assert f"{command}: not available" in _one_line_error(capsys)
 
 
 def test_internal_errors_are_one_line(monkeypatch, tmp_path, capsys):

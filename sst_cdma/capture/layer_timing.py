@@ -1,0 +1,137 @@
+"""Measure each layer's forward and backward kernel time in PyTorch, on any device, for the GPU
+model's calibration (``sst topologies/pascal_cdma.py -- --layer-times FILE``).
+
+Each layer of a network definition is built as the PyTorch module the shape test uses
+(:mod:`sst_cdma.workloads.torch_builder`) and timed on its own, with random inputs of the
+layer's real shapes at the given batch size: forward as in training (autograd recording), and
+backward as the gradients of the layer's inputs that need one and of its weights. Timing
+layers one at a time is what per-layer benchmarks (convnet-benchmarks, DeepBench) do: the
+times map one-to-one onto the stream's kernels, and only one layer's tensors need to fit on the
+device. Each figure is the median of ``repeat`` runs after ``warmup`` runs, each bracketed by a
+device synchronization.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from .. import __version__
+from ..workloads.dtypes import DTYPES
+from ..workloads.layer_times import LayerTimes
+from ..workloads.loader import load_network
+from ..workloads.network import Network
+from ..workloads.torch_builder import build_torch
+from .errors import CaptureError
+
+__all__ = ["time_layers", "device_description"]
+
+_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _synchronizer(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    if device.type == "mps":
+        return torch.mps.synchronize
+    return lambda: None
+
+
+def device_description(device: torch.device) -> str:
+    """What the times were measured on, for the file and the run's summary."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} ({device})"
+    if device.type == "cpu":
+        cpu = platform.processor() or platform.machine() or "cpu"
+        return f"CPU {cpu}, {torch.get_num_threads()} threads"
+    return str(device)
+
+
+def _median_ps(run: Callable[[], object], sync: Callable[[], None], repeat: int,
+               warmup: int) -> int:
+    for _ in range(warmup):
+        run()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        run()
+        sync()
+        samples.append(time.perf_counter_ns() - start)
+    return int(statistics.median(samples)) * 1000
+
+
+def time_layers(network: Network | str | os.PathLike[str], batch: int, dtype: str = "float32",
+                device: str = "cpu", repeat: int = 5, warmup: int = 1, seed: int = 0,
+                progress: Callable[[str, int, int], None] | None = None) -> LayerTimes:
+    """Time every layer of ``network`` at ``batch`` on ``device``.
+
+    ``progress(layer, fwd_ps, bwd_ps)`` is called after each layer. Raises
+    :class:`CaptureError` for a bad request (device, dtype, counts) and
+    :class:`~sst_cdma.workloads.WorkloadError` for a bad network.
+    """
+    if batch < 1 or repeat < 1 or warmup < 0:
+        raise CaptureError(f"batch and repeat must be at least 1 and warmup at least 0, got "
+                           f"batch {batch}, repeat {repeat}, warmup {warmup}")
+    if dtype not in DTYPES or dtype not in _TORCH_DTYPES:
+        raise CaptureError(f"dtype {dtype!r} is not one of {', '.join(_TORCH_DTYPES)}")
+    try:
+        dev = torch.device(device)
+        torch.empty(1, device=dev)
+    except (RuntimeError, AssertionError) as exc:
+        raise CaptureError(f"device {device!r} is not usable here: "
+                           f"{str(exc).splitlines()[0]}") from None
+    net = network if isinstance(network, Network) else load_network(network)
+    infos = {i.name: i for i in net.infer(batch, dtype)}
+    wanted = [layer.name for layer in net.layers if layer.kind != "data"]
+    sync = _synchronizer(dev)
+    kind = _TORCH_DTYPES[dtype]
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_torch(net).to(device=dev, dtype=kind).train()
+    times: dict[str, dict[str, int]] = {}
+    for name in wanted:
+        info = infos[name]
+        layer = net.layer(name)
+        xs = [torch.randn(shape, generator=generator).to(device=dev, dtype=kind)
+              .requires_grad_(tensor in info.grad_inputs)
+              for tensor, shape in zip(layer.input_tensors, info.input_shapes)]
+        forward = _forward(model, layer.kind, name)
+        fwd = _median_ps(lambda: forward(xs), sync, repeat, warmup)
+        y = forward(xs)
+        dy = torch.randn(y.shape, generator=generator).to(device=dev, dtype=kind)
+        wrt = [x for x in xs if x.requires_grad] + [
+            p for p in model.parameters_of(name) if p.requires_grad]
+        if wrt and y.requires_grad:
+            def backward() -> object:
+                return torch.autograd.grad(y, wrt, dy, retain_graph=True)
+            bwd = _median_ps(backward, sync, repeat, warmup)
+        else:
+            bwd = 0  # nothing upstream needs a gradient and the layer has no weights
+        times[name] = {"fwd": fwd, "bwd": bwd}
+        if progress is not None:
+            progress(name, fwd, bwd)
+        del xs, y, dy, wrt
+    return LayerTimes(net.name, batch, dtype, device_description(dev), times,
+                      f"sst-cdma time-layers {__version__}, torch {torch.__version__}, median "
+                      f"of {repeat} after {warmup} warm-up")
+
+
+def _forward(model: torch.nn.Module, kind: str, name: str) -> Callable[[list[torch.Tensor]],
+                                                                         torch.Tensor]:
+    if kind == "concat":
+        return lambda xs: torch.cat(xs, dim=1)
+    if kind == "add":
+        def add(xs: list[torch.Tensor]) -> torch.Tensor:
+            y = xs[0]
+            for x in xs[1:]:
+                y = y + x
+            return y
+        return add
+    module = model.module_of(name)  # type: ignore[operator]
+    return lambda xs: module(xs[0])

@@ -1,0 +1,99 @@
+"""``sst-cdma time-layers``: measure per-layer kernel times in PyTorch for the GPU model.
+
+Example (on the machine whose GPU you want to model)::
+
+    sst-cdma time-layers --network vgg16 --batch 64 --device cuda --output vgg16_b64.json
+    sst topologies/pascal_cdma.py -- --network vgg16 --batch 64 --layer-times vgg16_b64.json
+
+``main(argv)`` returns the exit status: 0 on success, 2 on bad arguments or inputs (with a
+one-line ``sst-cdma time-layers: error: ...`` on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from ..workloads.errors import WorkloadError
+from .errors import CaptureError
+from .layer_timing import time_layers
+
+__all__ = ["main", "build_parser"]
+
+PROG = "sst-cdma time-layers"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and raise instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`CaptureError` (reported as one line by :func:`main`)."""
+        raise CaptureError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``sst-cdma time-layers``."""
+    p = _Parser(prog=PROG, description="Time each layer's forward and backward kernels of a "
+                "network definition in PyTorch and write a layer-times file for "
+                "'--layer-times' (the GPU model then uses these times instead of its roofline).")
+    p.add_argument("--network", required=True,
+                   help="alexnet overfeat nin vgg16 squeezenet googlenet resnet50, digits_cnn, "
+                        "or a network definition file")
+    p.add_argument("--batch", type=int, required=True, help="batch size")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--device", default="cpu", help="PyTorch device: cpu, cuda, cuda:1, mps "
+                   "(default cpu)")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per kernel; the median "
+                   "counts (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
+    p.add_argument("--output", "-o", required=True, metavar="FILE.json",
+                   help="layer-times file to write")
+    p.add_argument("--quiet", "-q", action="store_true", help="print no table")
+    return p
+
+
+def _run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise CaptureError(f"--output: folder {str(out.parent)!r} does not exist")
+
+    shown = []
+
+    def show(layer: str, fwd_ps: int, bwd_ps: int) -> None:
+        if not shown:  # the header waits until the request has been checked
+            print(f"{'layer':<28}{'fwd ms':>12}{'bwd ms':>12}")
+        shown.append(layer)
+        print(f"{layer:<28}{fwd_ps / 1e9:>12.3f}{bwd_ps / 1e9:>12.3f}", flush=True)
+
+    times = time_layers(args.network, args.batch, args.dtype, args.device, args.repeat,
+                        args.warmup, args.seed, None if args.quiet else show)
+    times.write(out)
+    if not args.quiet:
+        fwd = sum(t["fwd"] for t in times.times_ps.values())
+        bwd = sum(t["bwd"] for t in times.times_ps.values())
+        print(f"{'total':<28}{fwd / 1e9:>12.3f}{bwd / 1e9:>12.3f}")
+        print(f"measured on {times.device}; wrote {out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sst-cdma time-layers`` with ``argv`` (default ``sys.argv[1:]``); returns the
+    status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (CaptureError, WorkloadError, OSError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # PyTorch: out of device memory, a kernel missing for a dtype
+        print(f"{PROG}: error: PyTorch: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""``sst-cdma time-layers``: every layer of a definition timed in PyTorch, a file the simulator
+accepts, and one-line errors before any timing starts."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+import sst_cdma  # noqa: E402
+from sst_cdma.capture.layer_timing import time_layers  # noqa: E402
+from sst_cdma.capture.errors import CaptureError  # noqa: E402
+from sst_cdma.capture.timing_cli import main  # noqa: E402
+from sst_cdma.workloads import load_network  # noqa: E402
+from sst_cdma.workloads.layer_times import load_layer_times  # noqa: E402
+
+BRANCHES = """\
+name: tiny_branches
+layers:
+  - {name: data, kind: data, params: {shape: [3, 8, 8]}}
+  - {name: pool0, kind: pool, params: {mode: max, kernel_size: 2, stride: 2}}
+  - {name: a, kind: conv, inputs: pool0, params: {num_output: 4, kernel_size: 1}}
+  - {name: b, kind: conv, inputs: pool0, params: {num_output: 4, kernel_size: 1}}
+  - {name: cat, kind: concat, inputs: [a, b]}
+  - {name: relu, kind: relu}
+  - {name: drop, kind: dropout, params: {ratio: 0.5}}
+  - {name: sum, kind: add, inputs: [drop, cat]}
+  - {name: fc, kind: fc, params: {num_output: 3}}
+  - {name: loss, kind: loss}
+"""
+
+
+@pytest.fixture
+def branches(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(BRANCHES)
+    return path
+
+
+def test_every_kernel_is_timed_and_the_file_fits_the_network(branches):
+    seen = []
+    times = time_layers(branches, 2, repeat=2, warmup=0,
+                        progress=lambda layer, f, b: seen.append(layer))
+    net = load_network(branches)
+    times.check(net, 2, "float32")  # raises unless every layer has both passes
+    assert seen == [layer.name for layer in net.layers if layer.kind != "data"]
+    for name, passes in times.times_ps.items():
+        assert passes["fwd"] > 0, name
+    # The pool reads the network input, which needs no gradient, and has no weights: its
+    # backward does nothing. Every other layer's backward computes something.
+    assert times.times_ps["pool0"]["bwd"] == 0
+    assert all(p["bwd"] > 0 for name, p in times.times_ps.items() if name != "pool0")
+    assert times.network == "tiny_branches" and times.batch == 2
+    assert times.device.startswith("CPU ")
+
+
+def test_bad_requests_are_refused_before_timing(branches):
+    with pytest.raises(CaptureError, match="dtype 'float64'"):
+        time_layers(branches, 2, dtype="float64")
+    with pytest.raises(CaptureError, match="batch and repeat must be at least 1"):
+        time_layers(branches, 2, repeat=0)
+    with pytest.raises(CaptureError, match="device 'cuda:7' is not usable here"):
+        time_layers(branches, 2, device="cuda:7")
+
+
+def test_the_cli_writes_a_file_the_simulator_runs_on(repo, tmp_path, capsys):
+    out = tmp_path / "digits_b8.json"
+    assert main(["--network", "digits_cnn", "--batch", "8", "--repeat", "1", "-o",
+                 str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == ["layer", "fwd", "ms", "bwd", "ms"]
+    assert printed[-2].startswith("total")
+    assert printed[-1] == f"measured on {load_layer_times(out).device}; wrote {out}"
+    times = load_layer_times(out)
+    assert len(printed) == 3 + len(times.times_ps)
+    result = sst_cdma.run(repo / "topologies/pascal_cdma.py",
+                          ["--network", "digits_cnn", "--batch", "8", "--policy", "all",
+                           "--layer-times", str(out)], output_directory=tmp_path / "run",
+                          console=io.StringIO())
+    gpu = result.reports["gpus"]["gpu0"]
+    assert gpu["compute_time_ps"] == sum(p["fwd"] + p["bwd"] for p in times.times_ps.values())
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["kernel_times"].startswith(f"measured on {times.device}")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--network", "lenet", "--batch", "2", "-o", "{tmp}/t.json"], "no network 'lenet'"),
+    (["--network", "alexnet", "--batch", "2", "-o", "{tmp}/nowhere/t.json"],
+     "--output: folder"),
+    (["--network", "alexnet", "--batch", "2", "--device", "tpu", "-o", "{tmp}/t.json"],
+     "device 'tpu' is not usable here"),
+    (["--network", "alexnet", "--batch", "two", "-o", "{tmp}/t.json"],
+     "argument --batch: invalid int value: 'two'"),
+    (["--network", "alexnet", "--batch", "2"], "the following arguments are required: --output"),
+])
+def test_cli_errors_are_one_line_and_write_nothing(tmp_path, capsys, argv, message):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("sst-cdma time-layers: error: ")
+    assert message in captured.err
+    assert not list(tmp_path.iterdir())

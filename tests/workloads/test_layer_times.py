@@ -1,0 +1,174 @@
+"""Layer-times files: exact durations, validation naming the file and the fault, the check
+against a network, and the times reaching the stream and the simulation."""
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+import sst_cdma
+from sst_cdma.model.closed_form import from_simulation
+from sst_cdma.runner import RunError
+from sst_cdma.workloads import WorkloadError, load_network
+from sst_cdma.workloads.layer_times import LayerTimes, format_ps, load_layer_times
+from sst_cdma.workloads.render import iteration_stream
+from sst_cdma.workloads.stream import parse_duration
+
+
+def made_up_times(network: str, batch: int, dtype: str = "float32") -> LayerTimes:
+    """Distinct times for every kernel: layer k's forward takes (k+1) x 10.5 us, its backward
+    twice that plus 1 ps, so a misplaced time would show."""
+    net = load_network(network)
+    layers = [layer.name for layer in net.layers if layer.kind != "data"]
+    return LayerTimes(net.name, batch, dtype, "a made-up device",
+                      {name: {"fwd": (k + 1) * 10_500_000, "bwd": 2 * (k + 1) * 10_500_000 + 1}
+                       for k, name in enumerate(layers)}, "test")
+
+
+@pytest.mark.parametrize("ps", [0, 1, 999, 1000, 1234, 10**6, 1_234_567, 10**9 + 1,
+                                123_456_789_012, 7 * 10**12])
+def test_durations_are_written_exactly(ps):
+    assert parse_duration(format_ps(ps)) == ps
+
+
+def test_a_written_file_reads_back_the_same(tmp_path):
+    times = made_up_times("alexnet", 16)
+    times.write(tmp_path / "t.json")
+    back = load_layer_times(tmp_path / "t.json")
+    assert back == times
+    assert back.source == str(tmp_path / "t.json")
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _doc(**changes):
+    doc = made_up_times("alexnet", 16).to_json()
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "invalid JSON at line 1"),
+    (json.dumps([1, 2]), "a layer-times file holds a JSON object"),
+    (json.dumps(_doc(format="profile")), "not a layer-times file"),
+    (json.dumps(_doc(version=7)), "unsupported version 7"),
+    (json.dumps(_doc(colour="red")), "unknown key 'colour'"),
+    (json.dumps(_doc(network="")), "'network' must be a non-empty string"),
+    (json.dumps(_doc(batch=0)), "'batch' must be a positive integer, got 0"),
+    (json.dumps(_doc(batch=1.5)), "'batch' must be a positive integer, got 1.5"),
+    (json.dumps(_doc(layers={})), "'layers' must map layer names"),
+    (json.dumps(_doc(layers={"conv1": {"sideways": "1ms"}})), "layer 'conv1': unknown pass"),
+    (json.dumps(_doc(layers={"conv1": {"fwd": 0.001}})), "layer 'conv1' fwd: time must be a "
+                                                         "string with a unit"),
+    (json.dumps(_doc(layers={"conv1": {"fwd": "3 fortnights"}})), "layer 'conv1' fwd: bad "
+                                                                   "duration"),
+    (json.dumps(_doc(layers={"conv1": {"bwd": "-2ms"}})), "layer 'conv1' bwd: bad duration"),
+])
+def test_a_bad_file_is_one_error_naming_it_and_the_fault(tmp_path, content, message):
+    path = tmp_path / "times.json"
+    path.write_text(content)
+    with pytest.raises(WorkloadError) as err:
+        load_layer_times(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert message in str(err.value)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(WorkloadError, match="missing.json: cannot read layer times"):
+        load_layer_times(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda t: setattr(t, "network", "vgg16"), "times measured for network 'vgg16', not "
+                                               "'alexnet'"),
+    (lambda t: setattr(t, "batch", 32), "times measured at batch 32, not 16"),
+    (lambda t: setattr(t, "dtype", "float16"), "times measured in float16, not float32"),
+    (lambda t: t.times_ps.update(conv9={"fwd": 1, "bwd": 1}), "no layer 'conv9' in network"),
+    (lambda t: t.times_ps["fc7"].pop("bwd"), "no time for fc7.bwd; every layer needs"),
+    (lambda t: [t.times_ps.pop(k) for k in ("relu1", "norm1")], "no time for relu1.fwd (and "
+                                                                 "3 more)"),
+])
+def test_times_must_be_for_this_network_batch_and_dtype_and_cover_it(change, message):
+    times = made_up_times("alexnet", 16)
+    times.source = "t.json"
+    change(times)
+    with pytest.raises(WorkloadError) as err:
+        times.check(load_network("alexnet"), 16, "float32")
+    assert str(err.value).startswith("t.json: ")
+    assert message in str(err.value)
+
+
+def test_every_kernel_of_the_stream_takes_its_measured_time(tmp_path):
+    times = made_up_times("googlenet", 8)
+    times.write(tmp_path / "t.json")
+    _, stream = iteration_stream("googlenet", 8, "float32", "all", tmp_path / "t.json")
+    computes = [op for op in stream.ops if op.op == "compute"]
+    assert len(computes) == 2 * len(times.times_ps)
+    for op in computes:
+        assert op.time_ps == times.times_ps[op.name][op.pass_], (op.name, op.pass_)
+    roofline = iteration_stream("googlenet", 8, "float32", "all")[1]
+    assert all(op.time_ps is None for op in roofline.ops if op.op == "compute")
+
+
+def test_an_edited_times_file_is_read_afresh(tmp_path):
+    path = tmp_path / "t.json"
+    times = made_up_times("alexnet", 8)
+    times.write(path)
+    first = iteration_stream("alexnet", 8, "float32", "conv", path)[1]
+    assert iteration_stream("alexnet", 8, "float32", "conv", path)[1] is first
+    times.times_ps["conv1"]["fwd"] += 1
+    times.write(path)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    second = iteration_stream("alexnet", 8, "float32", "conv", path)[1]
+    conv1 = next(op for op in second.ops if op.op == "compute" and op.name == "conv1")
+    assert conv1.time_ps == times.times_ps["conv1"]["fwd"]
+
+
+def _simulate(repo, *opts, out=None):
+    return sst_cdma.run(repo / "topologies/pascal_cdma.py", list(opts), output_directory=out,
+                        console=io.StringIO())
+
+
+def test_without_offload_the_iteration_is_the_sum_of_the_measured_times(repo, tmp_path):
+    times = made_up_times("squeezenet", 16)
+    times.write(tmp_path / "t.json")
+    result = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none",
+                       "--layer-times", str(tmp_path / "t.json"), out=tmp_path / "out")
+    gpu = result.reports["gpus"]["gpu0"]
+    forward = sum(t["fwd"] for t in times.times_ps.values())
+    backward = sum(t["bwd"] for t in times.times_ps.values())
+    assert gpu["forward_time_ps"] == forward
+    assert gpu["iteration_time_ps"] == forward + backward
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["kernel_times"] == f"measured on a made-up device ({tmp_path / 't.json'})"
+    assert summary["baselines"]["oracle"]["iteration_time_s"] == pytest.approx(
+        (forward + backward) / 1e12, rel=1e-15)  # the baselines run the same kernels
+    roofline = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none")
+    assert roofline.reports["summary"]["kernel_times"] == "roofline"
+
+
+@pytest.mark.parametrize("policy", ["all", "conv"])
+def test_measured_times_keep_the_simulation_equal_to_the_closed_form(repo, tmp_path, policy):
+    times = made_up_times("vgg16", 16)
+    times.write(tmp_path / "t.json")
+    result = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", policy,
+                       "--algorithm", "zvc", "--no-baselines", "--layer-times",
+                       str(tmp_path / "t.json"))
+    gpu = result.reports["gpus"]["gpu0"]
+    closed = from_simulation(result.engine, "gpu0")
+    assert gpu["iteration_time_ps"] == closed.iteration_ps
+    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu["layers"]] == closed.boundaries
+    assert gpu["compute_time_ps"] == sum(t["fwd"] + t["bwd"] for t in times.times_ps.values())
+
+
+def test_bad_layer_times_stop_the_run_before_it_starts(repo, tmp_path):
+    made_up_times("alexnet", 16).write(tmp_path / "t.json")
+    with pytest.raises(RunError) as err:
+        _simulate(repo, "--network", "alexnet", "--batch", "32", "--layer-times",
+                  str(tmp_path / "t.json"))
+    assert "model option error: --layer-times: " in str(err.value)
+    assert "times measured at batch 16, not 32" in str(err.value)
+    with pytest.raises(RunError, match="--layer-times applies to a --network"):
+        _simulate(repo, "--workload", "x.stream", "--layer-times", str(tmp_path / "t.json"))

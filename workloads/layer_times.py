@@ -1,0 +1,162 @@
+"""Measured per-layer kernel times: the file that calibrates the GPU model against a real device.
+
+By default a kernel lasts what the roofline says (FLOPs against peak FLOP/s, bytes against DRAM
+bandwidth). A layer-times file replaces that with times measured on a real device, for one
+network at one batch size and dtype::
+
+    {"format": "sst-cdma-layer-times", "version": 1,
+     "network": "vgg16", "batch": 64, "dtype": "float32",
+     "device": "NVIDIA H200 (cuda:0)", "measured_by": "sst-cdma time-layers 0.1.0",
+     "layers": {"conv1_1": {"fwd": "1.234ms", "bwd": "2.5ms"}, ...}}
+
+Every layer but the data layer runs one forward and one backward kernel, and the file must give
+both for each: a file that covered some layers would silently mix measured and modelled time.
+``sst-cdma time-layers`` writes such a file by timing each layer of the definition in PyTorch
+(:mod:`sst_cdma.capture.layer_timing`); hand-written files are welcome. The times become the
+``time=`` keys of the stream's compute ops (docs/workloads.md).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import WorkloadError
+from .network import Network
+from .stream import parse_duration
+
+__all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps"]
+
+FORMAT = "sst-cdma-layer-times"
+VERSION = 1
+PASSES = ("fwd", "bwd")
+_KEYS = {"format", "version", "network", "batch", "dtype", "device", "measured_by", "layers"}
+
+
+def format_ps(ps: int) -> str:
+    """A duration in picoseconds as exact text in the largest unit it reaches (``parse_duration``
+    reads it back to the same picosecond)."""
+    for unit, digits in (("ms", 9), ("us", 6), ("ns", 3)):
+        if ps >= 10**digits:
+            whole, frac = divmod(ps, 10**digits)
+            tail = f"{frac:0{digits}d}".rstrip("0")
+            return f"{whole}.{tail}{unit}" if tail else f"{whole}{unit}"
+    return f"{ps}ps"
+
+
+@dataclass
+class LayerTimes:
+    """Measured kernel times of one network at one batch size and dtype, in picoseconds."""
+
+    network: str
+    batch: int
+    dtype: str
+    device: str
+    times_ps: dict[str, dict[str, int]]
+    measured_by: str = ""
+    source: str = field(default="", compare=False)
+
+    def as_stream_times(self) -> dict[str, dict[str, str]]:
+        """The ``times`` argument of :func:`~sst_cdma.workloads.render.render_stream`."""
+        return {layer: {p: format_ps(ps) for p, ps in passes.items()}
+                for layer, passes in self.times_ps.items()}
+
+    def check(self, network: Network, batch: int, dtype: str) -> None:
+        """Raise :class:`WorkloadError` (naming the file) unless these times are for
+        ``network`` at ``batch`` and ``dtype`` and cover each of its kernels."""
+        where = self.source or None
+        if self.network != network.name:
+            raise WorkloadError(f"times measured for network {self.network!r}, not "
+                                f"{network.name!r}", file=where)
+        if self.batch != batch:
+            raise WorkloadError(f"times measured at batch {self.batch}, not {batch} (kernel "
+                                f"times do not scale linearly; measure at this batch)", file=where)
+        if self.dtype != dtype:
+            raise WorkloadError(f"times measured in {self.dtype}, not {dtype}", file=where)
+        layers = [layer.name for layer in network.layers if layer.kind != "data"]
+        unknown = sorted(set(self.times_ps) - set(layers))
+        if unknown:
+            raise WorkloadError(f"no layer {unknown[0]!r} in network {network.name!r}"
+                                + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""),
+                                file=where)
+        missing = [f"{name}.{p}" for name in layers for p in PASSES
+                   if p not in self.times_ps.get(name, {})]
+        if missing:
+            raise WorkloadError(f"no time for {missing[0]}"
+                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                                + "; every layer needs its fwd and bwd kernel time", file=where)
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content."""
+        return {"format": FORMAT, "version": VERSION, "network": self.network,
+                "batch": self.batch, "dtype": self.dtype, "device": self.device,
+                "measured_by": self.measured_by,
+                "layers": {name: {p: format_ps(ps) for p, ps in passes.items()}
+                           for name, passes in self.times_ps.items()}}
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the file (atomically: a reader never sees half of it)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _parse(doc: Any, where: str) -> LayerTimes:
+    def fail(message: str) -> WorkloadError:
+        return WorkloadError(message, file=where)
+
+    if not isinstance(doc, dict):
+        raise fail("a layer-times file holds a JSON object")
+    if doc.get("format") != FORMAT:
+        raise fail(f"not a layer-times file (format must be {FORMAT!r})")
+    if doc.get("version") != VERSION:
+        raise fail(f"unsupported version {doc.get('version')!r} (this reads version {VERSION})")
+    extra = sorted(set(doc) - _KEYS)
+    if extra:
+        raise fail(f"unknown key {extra[0]!r}")
+    for key, kind in (("network", str), ("dtype", str), ("device", str)):
+        if not isinstance(doc.get(key), kind) or not doc[key]:
+            raise fail(f"{key!r} must be a non-empty string")
+    batch = doc.get("batch")
+    if type(batch) is not int or batch < 1:
+        raise fail(f"'batch' must be a positive integer, got {batch!r}")
+    layers = doc.get("layers")
+    if not isinstance(layers, dict) or not layers:
+        raise fail("'layers' must map layer names to {\"fwd\": TIME, \"bwd\": TIME}")
+    times: dict[str, dict[str, int]] = {}
+    for name, passes in layers.items():
+        if not isinstance(passes, dict):
+            raise fail(f"layer {name!r}: expected {{\"fwd\": TIME, \"bwd\": TIME}}")
+        times[name] = {}
+        for p, text in passes.items():
+            if p not in PASSES:
+                raise fail(f"layer {name!r}: unknown pass {p!r} (fwd or bwd)")
+            if not isinstance(text, str):
+                raise fail(f"layer {name!r} {p}: time must be a string with a unit, "
+                           f"e.g. \"1.5ms\", got {text!r}")
+            try:
+                ps = parse_duration(text)
+            except ValueError as exc:
+                raise fail(f"layer {name!r} {p}: {exc}") from None
+            times[name][p] = ps
+    return LayerTimes(doc["network"], batch, doc["dtype"], doc["device"], times,
+                      str(doc.get("measured_by", "")), where)
+
+
+def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
+    """Read and validate a layer-times file; errors are :class:`WorkloadError` naming it."""
+    where = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkloadError(f"cannot read layer times: {exc.strerror or exc}", file=where) \
+            from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"invalid JSON at line {exc.lineno}: {exc.msg}", file=where) from None
+    return _parse(doc, where)
+
