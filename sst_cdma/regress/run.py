@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..sweep.dispatch import Dispatcher
 from ..sweep.execute import PointTask, point_dir
-from ..sweep.keys import inputs_digest, point_key, script_digest
+from ..sweep.keys import inputs_digest, key_of, script_digest
 from ..sweep.marks import SpecError
 from ..sweep.table import run_values
 from .compare import Difference, compare_case, select_values
@@ -67,7 +67,7 @@ def read_reference(path: Path) -> Optional[dict[str, Any]]:
 def reference_text(case: Case, values: dict[str, Any]) -> str:
     """The reference file of a case (stable JSON: sorted keys, two-space indent)."""
     data = {"case": case.name, "format": REFERENCE_VERSION,
-            "topology": case.point.topology_name, "model_options": case.point.model_options(),
+            "topology": case.point.topology_name, "model_options": case.point.model_options(as_written=True),
             "params": case.point.overrides(), "values": values}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
@@ -94,8 +94,7 @@ def run_suite(folder: Union[str, Path], update: bool = False, workers: int = 1,
     tasks: dict[str, PointTask] = {}
     for case in cases:
         point = case.point
-        key = point_key(script_digest(point.topology), point.model_options(),
-                        point.overrides(), inputs)
+        key = key_of(point, script_digest(point.topology), inputs)
         case_dir = runs / case.name
         if case_dir.exists():
             shutil.rmtree(case_dir)

@@ -11,7 +11,7 @@ from typing import IO, Any, Optional, Union
 
 from .dispatch import DispatchError, Dispatcher
 from .execute import PointTask, load_result
-from .keys import inputs_digest, point_key, script_digest
+from .keys import inputs_digest, key_of, script_digest
 from .marks import display_path
 from .spec import Point, SweepSpec, load_spec
 from .table import build_table, point_row, write_tables
@@ -58,7 +58,7 @@ def plan(spec: SweepSpec, points_dir: Path, retry_failed: bool = False
         if point.topology not in scripts:
             scripts[point.topology] = script_digest(point.topology)
         options, overrides = point.model_options(), point.overrides()
-        key = point_key(scripts[point.topology], options, overrides, inputs)
+        key = key_of(point, scripts[point.topology], inputs)
         out.append((point, PointTask(key=key, script=str(point.topology),
                                      topology_name=point.topology_name,
                                      model_options=tuple(options), overrides=overrides,

@@ -114,10 +114,19 @@ def script_digest(script: Path) -> str:
     return h.hexdigest()
 
 
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, or :func:`digest_tree` of a folder."""
+    if path.is_dir():
+        return digest_tree(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def point_key(script_sha: str, model_options: list[str], overrides: dict[str, Any],
-              inputs: Optional[str] = None, version: Optional[str] = None) -> str:
-    """The cache key of one simulation (hex, :data:`KEY_LENGTH` digits)."""
-    payload = {
+              inputs: Optional[str] = None, version: Optional[str] = None,
+              files: Optional[dict[str, str]] = None) -> str:
+    """The cache key of one simulation (hex, :data:`KEY_LENGTH` digits). ``files`` maps the
+    options that name files to their content digests, so an edited file runs again."""
+    payload: dict[str, Any] = {
         "script": script_sha,
         "options": list(model_options),
         "overrides": [[p, [[k, str(v)] for k, v in params.items()]]
@@ -125,8 +134,19 @@ def point_key(script_sha: str, model_options: list[str], overrides: dict[str, An
         "inputs": inputs if inputs is not None else inputs_digest(),
         "version": version if version is not None else sst_cdma.__version__,
     }
+    if files:
+        payload["files"] = sorted(files.items())
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-__all__ = ["inputs_digest", "script_digest", "point_key", "digest_tree", "INPUT_PACKAGES"]
+def key_of(point: Any, script_sha: str, inputs: Optional[str] = None) -> str:
+    """The cache key of a sweep or regression :class:`~sst_cdma.sweep.spec.Point`: its script,
+    its options as written, its overrides, and the content of every file an option names."""
+    files = {name: file_digest(Path(path)) for name, path in point.files}
+    return point_key(script_sha, point.model_options(as_written=True), point.overrides(),
+                     inputs, files=files)
+
+
+__all__ = ["inputs_digest", "script_digest", "point_key", "key_of", "file_digest", "digest_tree",
+           "INPUT_PACKAGES"]

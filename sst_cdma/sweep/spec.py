@@ -45,17 +45,22 @@ class Point:
     params: tuple[tuple[str, str, Any], ...]
     line: int
     lines: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    #: options whose value names a file or folder: (option, its absolute path)
+    files: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
-    def model_options(self) -> list[str]:
+    def model_options(self, as_written: bool = False) -> list[str]:
         """The options the script sees in ``sys.argv[1:]``: ``--name value`` per option; a
-        ``true`` option is a bare ``--name`` flag, ``false``/null options are left out."""
+        ``true`` option is a bare ``--name`` flag, ``false``/null options are left out. A value
+        naming a file relative to the spec is given as its absolute path (a point runs in its
+        own folder), unless ``as_written``."""
+        paths = {} if as_written else dict(self.files)
         out: list[str] = []
         for name, value in self.options:
             if value is None or value is False:
                 continue
             out.append(f"--{name}")
             if value is not True:
-                out.append(format_value(value))
+                out.append(paths.get(name, format_value(value)))
         return out
 
     def overrides(self) -> dict[str, dict[str, str]]:
@@ -75,7 +80,7 @@ class Point:
 
     def describe(self) -> str:
         """A short label: the model options and overrides as one would type them."""
-        parts = [self.topology_name] + self.model_options()
+        parts = [self.topology_name] + self.model_options(as_written=True)
         parts += [f"{pattern}.{name}={format_value(value)}" for pattern, name, value in
                   self.params]
         return " ".join(parts)
@@ -99,7 +104,8 @@ class Point:
 
     def identity(self) -> str:
         """What makes two points the same simulation (for duplicate detection)."""
-        return json.dumps([str(self.topology), self.model_options(), self.overrides()],
+        return json.dumps([str(self.topology), self.model_options(as_written=True),
+                           self.overrides()],
                           sort_keys=True)
 
 
@@ -150,6 +156,18 @@ def _topology(item: Located, what: str, spec_dir: Path, path: Path,
         raise SpecError(f"topology script {value!r} not found (looked for {resolved})", path,
                         item.line)
     return Path(value).as_posix(), resolved
+
+
+def _named_file(value: Any, spec_dir: Path) -> Optional[str]:
+    """The absolute path of the file or folder an option value names relative to the spec
+    (or absolutely), if it names one. Only values that look like paths (with a ``/`` or a
+    suffix) count, so a bare name such as a shipped network's is never taken for a folder."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if "/" not in value and not Path(value).suffix:
+        return None
+    candidate = (spec_dir / value).resolve()
+    return str(candidate) if candidate.exists() else None
 
 
 def _param_value(item: Located, what: str, path: Path) -> Any:
@@ -355,7 +373,9 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
             point = Point(index=len(result), topology=topo[1], topology_name=topo[0],
                           options=tuple((k, v) for k, (v, _) in options.items()),
                           params=tuple((p, n, v) for (p, n), (v, _) in params.items()),
-                          line=assign.line, lines=tuple(lines))
+                          line=assign.line, lines=tuple(lines),
+                          files=tuple((k, f) for k, (v, _) in options.items()
+                                      if (f := _named_file(v, spec_dir)) is not None))
             ident = point.identity()
             if ident in seen:
                 first = seen[ident]

@@ -21,7 +21,11 @@ parser.add_argument("--value", type=float, default=1.0)
 parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--mode", choices=["a", "b"], default="a")
+parser.add_argument("--data", default="", help="a file holding the value")
 args = parser.parse_args(sys.argv[1:])
+if args.data:
+    with open(args.data) as f:
+        args.value = float(f.read())
 
 real = os.sep + "points" + os.sep in os.getcwd() + os.sep
 if real:

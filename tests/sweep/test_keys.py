@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import sst_cdma
-from sst_cdma.sweep.keys import digest_tree, inputs_digest, point_key, script_digest
+from sst_cdma.sweep.keys import (digest_tree, file_digest, inputs_digest, point_key,
+                                 script_digest)
 
 
 def test_key_depends_on_options_overrides_inputs_and_version(tmp_path):
@@ -18,6 +19,26 @@ def test_key_depends_on_options_overrides_inputs_and_version(tmp_path):
                 point_key(sha, ["--n", "1"], {}, "inputs", "1.1"),
                 point_key("0" * 64, ["--n", "1"], {}, "inputs", "1.0")]
     assert len(set(variants + [base])) == len(variants) + 1
+
+
+def test_key_follows_the_content_of_files_options_name(tmp_path):
+    sha = "0" * 64
+    plain = point_key(sha, ["--n", "1"], {}, "inputs", "1.0")
+    assert point_key(sha, ["--n", "1"], {}, "inputs", "1.0", files={}) == plain  # old keys hold
+    data = tmp_path / "v.json"
+    data.write_text("1")
+    first = point_key(sha, ["--n", "1"], {}, "inputs", "1.0", files={"d": file_digest(data)})
+    assert first != plain
+    assert point_key(sha, ["--n", "1"], {}, "inputs", "1.0",
+                     files={"d": file_digest(data)}) == first
+    data.write_text("2")
+    assert point_key(sha, ["--n", "1"], {}, "inputs", "1.0",
+                     files={"d": file_digest(data)}) != first
+    (tmp_path / "samples").mkdir()
+    (tmp_path / "samples" / "a.npy").write_bytes(b"x")
+    before = file_digest(tmp_path / "samples")
+    (tmp_path / "samples" / "a.npy").write_bytes(b"y")
+    assert file_digest(tmp_path / "samples") != before
 
 
 def test_default_inputs_and_version_are_the_package_s(tmp_path):

@@ -61,6 +61,24 @@ def test_boolean_options_are_flags(counting):
     assert spec.points[1].model_options() == ["--n", "1"]
 
 
+def test_options_naming_files_run_with_absolute_paths_and_show_as_written(counting):
+    (counting.folder / "inputs").mkdir()
+    (counting.folder / "inputs" / "v.txt").write_text("2")
+    (counting.folder / "a").mkdir()  # a folder named like a bare value is not taken for it
+    spec = load_spec(counting.spec("""
+        topology: {script}
+        options: {data: inputs/v.txt, mode: a, value: 0.5}
+        grid: {n: [1]}
+        """))
+    point = spec.points[0]
+    assert point.files == (("data", str(counting.folder / "inputs" / "v.txt")),)
+    assert point.model_options() == ["--data", str(counting.folder / "inputs" / "v.txt"),
+                                     "--mode", "a", "--value", "0.5", "--n", "1"]
+    assert point.model_options(as_written=True)[:2] == ["--data", "inputs/v.txt"]
+    assert point.describe().startswith(f"{counting.script.name} --data inputs/v.txt")
+    assert point.columns()["opt.data"] == "inputs/v.txt"
+
+
 def test_topology_per_point(counting, tmp_path):
     other = tmp_path / "other.py"
     other.write_text(counting.script.read_text())

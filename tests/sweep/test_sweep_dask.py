@@ -68,6 +68,27 @@ def test_sweep_through_a_scheduler_address(counting, tmp_path, client2):
     assert counting.count(1) == counting.count(2) == 1
 
 
+def test_a_file_named_by_an_option_is_found_from_the_spec_and_its_edits_rerun(counting,
+                                                                             tmp_path, client2):
+    data = counting.folder / "inputs" / "value.txt"
+    data.parent.mkdir()
+    data.write_text("3")
+    spec = counting.spec("""
+        topology: {script}
+        options: {data: inputs/value.txt}
+        grid: {n: [1, 2]}
+        """)
+    out = tmp_path / "out"
+    assert run_sweep(spec, output=out, client=client2, progress=False).ran == 2
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["opt.data"]) == ["inputs/value.txt"] * 2  # as written: tables travel
+    assert list(table["iteration_time_s"]) == [6.0, 9.0]
+    assert run_sweep(spec, output=out, client=client2, progress=False).cached == 2
+    data.write_text("4")
+    assert run_sweep(spec, output=out, client=client2, progress=False).ran == 2
+    assert list(pd.read_csv(out / "results.csv")["iteration_time_s"]) == [8.0, 12.0]
+
+
 def test_rerun_runs_only_what_is_missing(counting, tmp_path, client2):
     out = tmp_path / "out"
     first = run_sweep(counting.spec(SPEC), output=out, client=client2, progress=False)
