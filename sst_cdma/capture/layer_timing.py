@@ -24,8 +24,8 @@ from .. import __version__
 from ..workloads.dtypes import DTYPES
 from ..workloads.layer_times import LayerTimes
 from ..workloads.loader import load_network
-from ..workloads.network import Network
-from ..workloads.torch_builder import build_torch
+from ..workloads.network import LayerInfo, Network
+from ..workloads.torch_builder import TorchNetwork, build_torch
 from .errors import CaptureError
 
 __all__ = ["time_layers", "device_description"]
@@ -67,8 +67,12 @@ def _median_ps(run: Callable[[], object], sync: Callable[[], None], repeat: int,
 
 def time_layers(network: Network | str | os.PathLike[str], batch: int, dtype: str = "float32",
                 device: str = "cpu", repeat: int = 5, warmup: int = 1, seed: int = 0,
+                cudnn_benchmark: bool = False,
                 progress: Callable[[str, int, int], None] | None = None) -> LayerTimes:
     """Time every layer of ``network`` at ``batch`` on ``device``.
+
+    ``cudnn_benchmark`` lets cuDNN try its algorithms and keep the fastest (during the warm-up
+    runs), as frameworks do with ``torch.backends.cudnn.benchmark``.
 
     ``progress(layer, fwd_ps, bwd_ps)`` is called after each layer. Raises
     :class:`CaptureError` for a bad request (device, dtype, counts) and
@@ -95,34 +99,40 @@ def time_layers(network: Network | str | os.PathLike[str], batch: int, dtype: st
         torch.manual_seed(seed)
         model = build_torch(net).to(device=dev, dtype=kind).train()
     times: dict[str, dict[str, int]] = {}
-    for name in wanted:
-        info = infos[name]
-        layer = net.layer(name)
-        xs = [torch.randn(shape, generator=generator).to(device=dev, dtype=kind)
-              .requires_grad_(tensor in info.grad_inputs)
-              for tensor, shape in zip(layer.input_tensors, info.input_shapes)]
-        forward = _forward(model, layer.kind, name)
-        fwd = _median_ps(lambda: forward(xs), sync, repeat, warmup)
-        y = forward(xs)
-        dy = torch.randn(y.shape, generator=generator).to(device=dev, dtype=kind)
-        wrt = [x for x in xs if x.requires_grad] + [
-            p for p in model.parameters_of(name) if p.requires_grad]
-        if wrt and y.requires_grad:
-            def backward() -> object:
-                return torch.autograd.grad(y, wrt, dy, retain_graph=True)
-            bwd = _median_ps(backward, sync, repeat, warmup)
-        else:
-            bwd = 0  # nothing upstream needs a gradient and the layer has no weights
-        times[name] = {"fwd": fwd, "bwd": bwd}
-        if progress is not None:
-            progress(name, fwd, bwd)
-        del xs, y, dy, wrt
+    with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
+        for name in wanted:
+            times[name] = _time_layer(model, net, infos[name], dev, kind, generator, sync,
+                                      repeat, warmup)
+            if progress is not None:
+                progress(name, times[name]["fwd"], times[name]["bwd"])
+    how = f"median of {repeat} after {warmup} warm-up" + (
+        ", cudnn.benchmark" if cudnn_benchmark else "")
     return LayerTimes(net.name, batch, dtype, device_description(dev), times,
-                      f"sst-cdma time-layers {__version__}, torch {torch.__version__}, median "
-                      f"of {repeat} after {warmup} warm-up")
+                      f"sst-cdma time-layers {__version__}, torch {torch.__version__}, {how}")
 
 
-def _forward(model: torch.nn.Module, kind: str, name: str) -> Callable[[list[torch.Tensor]],
+def _time_layer(model: TorchNetwork, net: Network, info: LayerInfo, dev: torch.device,
+                kind: torch.dtype, generator: torch.Generator, sync: Callable[[], None],
+                repeat: int, warmup: int) -> dict[str, int]:
+    """Forward and backward picoseconds of one layer on its own."""
+    layer = net.layer(info.name)
+    xs = [torch.randn(shape, generator=generator).to(device=dev, dtype=kind)
+          .requires_grad_(tensor in info.grad_inputs)
+          for tensor, shape in zip(layer.input_tensors, info.input_shapes)]
+    forward = _forward(model, layer.kind, info.name)
+    fwd = _median_ps(lambda: forward(xs), sync, repeat, warmup)
+    y = forward(xs)
+    dy = torch.randn(y.shape, generator=generator).to(device=dev, dtype=kind)
+    wrt = [x for x in xs if x.requires_grad] + [
+        p for p in model.parameters_of(info.name) if p.requires_grad]
+    if not (wrt and y.requires_grad):
+        return {"fwd": fwd, "bwd": 0}  # nothing upstream needs a gradient, and no weights
+    bwd = _median_ps(lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True), sync, repeat,
+                     warmup)
+    return {"fwd": fwd, "bwd": bwd}
+
+
+def _forward(model: TorchNetwork, kind: str, name: str) -> Callable[[list[torch.Tensor]],
                                                                          torch.Tensor]:
     if kind == "concat":
         return lambda xs: torch.cat(xs, dim=1)
@@ -133,5 +143,5 @@ def _forward(model: torch.nn.Module, kind: str, name: str) -> Callable[[list[tor
                 y = y + x
             return y
         return add
-    module = model.module_of(name)  # type: ignore[operator]
+    module = model.module_of(name)
     return lambda xs: module(xs[0])

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=5, help="timed runs per kernel; the median "
                    "counts (default 5)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="let cuDNN pick its fastest algorithm per layer during warm-up (as "
+                        "frameworks do with torch.backends.cudnn.benchmark)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
     p.add_argument("--output", "-o", required=True, metavar="FILE.json",
                    help="layer-times file to write")
@@ -69,7 +72,8 @@ def _run(argv: list[str]) -> int:
         print(f"{layer:<28}{fwd_ps / 1e9:>12.3f}{bwd_ps / 1e9:>12.3f}", flush=True)
 
     times = time_layers(args.network, args.batch, args.dtype, args.device, args.repeat,
-                        args.warmup, args.seed, None if args.quiet else show)
+                        args.warmup, args.seed, args.cudnn_benchmark,
+                        None if args.quiet else show)
     times.write(out)
     if not args.quiet:
         fwd = sum(t["fwd"] for t in times.times_ps.values())

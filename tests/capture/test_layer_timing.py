@@ -41,7 +41,7 @@ def branches(tmp_path):
 
 def test_every_kernel_is_timed_and_the_file_fits_the_network(branches):
     seen = []
-    times = time_layers(branches, 2, repeat=2, warmup=0,
+    times = time_layers(branches, 2, repeat=2, warmup=0, cudnn_benchmark=True,
                         progress=lambda layer, f, b: seen.append(layer))
     net = load_network(branches)
     times.check(net, 2, "float32")  # raises unless every layer has both passes
@@ -54,6 +54,7 @@ def test_every_kernel_is_timed_and_the_file_fits_the_network(branches):
     assert all(p["bwd"] > 0 for name, p in times.times_ps.items() if name != "pool0")
     assert times.network == "tiny_branches" and times.batch == 2
     assert times.device.startswith("CPU ")
+    assert times.measured_by.endswith("median of 2 after 0 warm-up, cudnn.benchmark")
 
 
 def test_bad_requests_are_refused_before_timing(branches):
