@@ -32,6 +32,8 @@ class GPU(Component):
                                                                    "bfloat16")),
         Param("policy", "str", "conv", "vDNN offload policy", choices=("none", "all", "conv")),
         Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
+        Param("optimizer", "str", "none", "optimizer step ending the iteration (none: "
+              "forward and backward only)", choices=("none", "sgd", "momentum", "adam")),
         Param("layer_times", "str", "", "measured kernel times per layer and pass (a "
               "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: roofline"),
         Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
@@ -68,13 +70,17 @@ class GPU(Component):
                 if p["layer_times"]:
                     raise ValueError(f"{name}: 'layer_times' applies to a rendered 'network'; "
                                      "a 'workload' stream carries its own time= keys")
+                if p["optimizer"] != "none":
+                    raise ValueError(f"{name}: 'optimizer' applies to a rendered 'network'; a "
+                                     "'workload' stream has its own update phase (or none)")
                 path = Path(p["workload"])
                 self.stream = parse_stream(path.read_text(encoding="utf-8"), str(path))
             else:
                 if not p["network"]:
                     raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
                 text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
-                                                     p["policy"], p["layer_times"])
+                                                     p["policy"], p["layer_times"],
+                                                     p["optimizer"])
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")
@@ -106,6 +112,7 @@ class GPU(Component):
         self.prefetched: set[str] = set()
         self.started = 0
         self.backward_at: Optional[int] = None
+        self.update_at: Optional[int] = None
         self.finished_at: Optional[int] = None
         self.kernel_total = 0
         self.offloaded_raw = 0
@@ -180,8 +187,11 @@ class GPU(Component):
             elif kind == "phase":
                 pass
             self.pc += 1
-            if self.backward_at is None and op.phase == "backward":
-                self.backward_at = self.sim.now
+            if op.phase != "forward":
+                if self.backward_at is None:
+                    self.backward_at = self.sim.now
+                if self.update_at is None and op.phase == "update":
+                    self.update_at = self.sim.now
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
 
@@ -275,6 +285,7 @@ class GPU(Component):
         """Record statistics and leave this GPU's results in the engine's reports."""
         end = self.finished_at if self.finished_at is not None else self.sim.now
         back = self.backward_at if self.backward_at is not None else end
+        update = self.update_at if self.update_at is not None else end
         self.stat_iter.add_data(end)
         self.stat_stall.add_data(max(0, end - self.kernel_total))
         hbm = self.hbm
@@ -282,8 +293,10 @@ class GPU(Component):
             "label": self.params["label"] or self.name,
             "network": self.stream.network, "batch": self.stream.batch,
             "dtype": self.stream.dtype, "policy": self.stream.policy,
+            "optimizer": self.params["optimizer"],
             "completed": self.finished_at is not None,
-            "iteration_time_ps": end, "forward_time_ps": back, "backward_time_ps": end - back,
+            "iteration_time_ps": end, "forward_time_ps": back, "backward_time_ps": update - back,
+            "update_time_ps": end - update,
             "compute_time_ps": self.kernel_total, "stall_time_ps": max(0, end - self.kernel_total),
             "offloaded_bytes": self.offloaded_raw, "wire_bytes": self.offloaded_wire,
             "prefetched_bytes": self.prefetched_raw, "prefetch_wire_bytes": self.prefetched_wire,

@@ -53,6 +53,8 @@ class Reporter(Component):
             "iteration_time_s": _seconds(r, "iteration_time_ps"),
             "forward_time_s": _seconds(r, "forward_time_ps"),
             "backward_time_s": _seconds(r, "backward_time_ps"),
+            "update_time_s": _seconds(r, "update_time_ps"),
+            "optimizer": r["optimizer"],
             "compute_time_s": _seconds(r, "compute_time_ps"),
             "stall_time_s": _seconds(r, "stall_time_ps"),
             "offloaded_bytes": r["offloaded_bytes"], "wire_bytes": r["wire_bytes"],
@@ -122,8 +124,9 @@ class Reporter(Component):
         summary = dict(entries[0]) if len(entries) == 1 else {
             k: entries[0][k] for k in ("network", "batch", "dtype", "policy", "algorithm", "mode")}
         if len(entries) > 1:
-            for key in ("iteration_time_s", "forward_time_s", "backward_time_s", "compute_time_s",
-                        "stall_time_s"):
+            summary["optimizer"] = entries[0]["optimizer"]
+            for key in ("iteration_time_s", "forward_time_s", "backward_time_s", "update_time_s",
+                        "compute_time_s", "stall_time_s"):
                 summary[key] = max(e[key] for e in entries)
             for key in ("offloaded_bytes", "wire_bytes", "extra_dram_bytes"):
                 summary[key] = sum(e[key] for e in entries)
@@ -218,7 +221,9 @@ def console_summary(s: dict[str, Any]) -> str:
         lines.append(f"kernel times:    {s['kernel_times']}")
     lines += [
         f"iteration:       {it * ms:.3f} ms  (forward {s['forward_time_s'] * ms:.3f} ms, "
-        f"backward {s['backward_time_s'] * ms:.3f} ms)",
+        f"backward {s['backward_time_s'] * ms:.3f} ms"
+        + (f", {s['optimizer']} update {s['update_time_s'] * ms:.3f} ms"
+           if s.get("update_time_s") else "") + ")",
         f"compute / stall: {s['compute_time_s'] * ms:.3f} ms / {s['stall_time_s'] * ms:.3f} ms "
         f"({100 * s['stall_time_s'] / it if it else 0:.1f}% stalled)" if "compute_time_s" in s
         else f"stall:           {s['stall_time_s'] * ms:.3f} ms",

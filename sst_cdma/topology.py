@@ -65,6 +65,9 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
     p.add_argument("--workload", default="", help="run this workload stream file instead of "
                    "rendering one for --network/--batch/--policy")
+    p.add_argument("--optimizer", default="none", choices=("none", "sgd", "momentum", "adam"),
+                   help="end the iteration with this optimizer's step: its state in GPU "
+                        "memory, one update kernel per layer with weights (default none)")
     p.add_argument("--layer-times", default="", metavar="FILE",
                    help="measured kernel times per layer (sst-cdma time-layers writes one) "
                         "instead of the roofline")
@@ -98,6 +101,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
                    "peak_flops": spec.gpu.peak_flops, "label": label,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
+                   "optimizer": o.optimizer,
                    "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
@@ -168,6 +172,9 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: unknown network {o.network!r} (one of "
                           f"{', '.join(NETWORKS)}, digits_cnn, or a .yaml network definition)") \
             from None
+    if o.workload and o.optimizer != "none":
+        raise ConfigError("model option error: --optimizer applies to a --network; a --workload "
+                          "stream has its own update phase (or none)")
     kernel_times = "roofline"
     if o.layer_times:
         if o.workload:

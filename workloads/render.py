@@ -57,12 +57,14 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
                      policy: str = "conv",
-                     layer_times: str | os.PathLike[str] = "") -> tuple[str, Stream]:
+                     layer_times: str | os.PathLike[str] = "",
+                     optimizer: str = "none") -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
     (:mod:`~sst_cdma.workloads.layer_times`) whose times become the compute ops' ``time=``;
-    it must be for this network, batch and dtype.
+    it must be for this network, batch and dtype. ``optimizer`` adds its step (see
+    :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -80,18 +82,18 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
             times_mtime = -1  # load_layer_times reports it, naming the file
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
-                      times, times_mtime)
+                      times, times_mtime, optimizer)
 
 
 @functools.lru_cache(maxsize=32)
 def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
-               policy: str, label: str, layer_times: str, times_mtime_ns: int
-               ) -> tuple[str, Stream]:
+               policy: str, label: str, layer_times: str, times_mtime_ns: int,
+               optimizer: str) -> tuple[str, Stream]:
     net = load_network(path)
     times = None
     if layer_times:
         measured = load_layer_times(layer_times)
         measured.check(net, batch, dtype)
         times = measured.as_stream_times()
-    text = render_plan(plan_iteration(net, batch, dtype, policy, times))
+    text = render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer))
     return text, parse_stream(text, label)

@@ -27,6 +27,8 @@ class LayerStats:
     dram_bwd: int = 0
     time_fwd_ps: int | None = None
     time_bwd_ps: int | None = None
+    flops_update: int = 0
+    dram_update: int = 0
     offload_bytes: int = 0
     prefetch_bytes: int = 0
     sparse_offload_bytes: int = 0
@@ -42,7 +44,9 @@ class StreamStats:
     ``peak_bytes`` is the largest allocated total (line ``peak_line``, phase ``peak_phase``);
     ``declared_bytes`` the sum of every declared tensor — what a network-wide allocator that
     never frees would need; ``resident_after_forward`` the allocation at ``phase backward``.
-    ``leaked`` lists tensors still allocated at ``end``.
+    ``state_bytes`` is the optimizer state, ``flops_update``/``dram_update`` the optimizer
+    step's kernels (zero without an ``update`` phase). ``leaked`` lists tensors still allocated
+    at ``end``.
     """
 
     network: str
@@ -56,6 +60,7 @@ class StreamStats:
     backward_peak_bytes: int
     resident_after_forward: int
     weight_bytes: int
+    state_bytes: int
     declared_bytes: int
     activation_bytes: int
     offloaded_bytes: int
@@ -65,6 +70,8 @@ class StreamStats:
     flops_bwd: int
     dram_fwd: int
     dram_bwd: int
+    flops_update: int
+    dram_update: int
     offloaded: tuple[str, ...]
     prefetched: tuple[str, ...]
     leaked: tuple[str, ...]
@@ -82,7 +89,7 @@ def stream_stats(stream: Stream) -> StreamStats:
     current = peak = 0
     peak_line = 0
     peak_phase = "forward"
-    phase_peak = {"forward": 0, "backward": 0}
+    phase_peak = {"forward": 0, "backward": 0, "update": 0}
     after_forward = None
     layers: dict[str, LayerStats] = {}
     offloaded: list[str] = []
@@ -139,6 +146,9 @@ def stream_stats(stream: Stream) -> StreamStats:
                 st.dram_fwd += op.dram or 0
                 if op.time_ps is not None:
                     st.time_fwd_ps = (st.time_fwd_ps or 0) + op.time_ps
+            elif op.pass_ == "update":
+                st.flops_update += op.flops or 0
+                st.dram_update += op.dram or 0
             else:
                 st.flops_bwd += op.flops or 0
                 st.dram_bwd += op.dram or 0
@@ -153,6 +163,7 @@ def stream_stats(stream: Stream) -> StreamStats:
         forward_peak_bytes=phase_peak["forward"], backward_peak_bytes=phase_peak["backward"],
         resident_after_forward=after_forward,
         weight_bytes=sum(t.bytes for t in kinds if t.kind == "weight"),
+        state_bytes=sum(t.bytes for t in kinds if t.kind == "state"),
         declared_bytes=sum(t.bytes for t in kinds),
         activation_bytes=sum(t.bytes for t in kinds if t.kind == "activation"),
         offloaded_bytes=totals["offload"], prefetched_bytes=totals["prefetch"],
@@ -161,6 +172,8 @@ def stream_stats(stream: Stream) -> StreamStats:
         flops_bwd=sum(s.flops_bwd for s in layers.values()),
         dram_fwd=sum(s.dram_fwd for s in layers.values()),
         dram_bwd=sum(s.dram_bwd for s in layers.values()),
+        flops_update=sum(s.flops_update for s in layers.values()),
+        dram_update=sum(s.dram_update for s in layers.values()),
         offloaded=tuple(offloaded), prefetched=tuple(prefetched),
         leaked=tuple(sorted(allocated)), layers=layers,
     )

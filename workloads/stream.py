@@ -3,13 +3,15 @@
 Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored)::
 
     stream version=1 network=NAME batch=INT dtype=float32|float16|bfloat16 policy=none|all|conv
-    tensor NAME bytes=INT kind=activation|gradient|weight|workspace [layer=L] [sparse=0|1] [shape=AxBx..]
+    tensor NAME bytes=INT kind=activation|gradient|weight|state|workspace [layer=L] [sparse=0|1] [shape=AxBx..]
     phase forward
     alloc NAME | free NAME | wait NAME
     offload NAME layer=L | prefetch NAME layer=L
-    compute L pass=fwd|bwd flops=INT dram=INT [time=DURATION] [reads=T,T..] [writes=T,T..]
+    compute L pass=fwd|bwd|update flops=INT dram=INT [time=DURATION] [reads=T,T..] [writes=T,T..]
     sync L
     phase backward
+    ...
+    phase update            (optional: the optimizer step)
     ...
     end
 
@@ -37,10 +39,10 @@ __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "StreamTensor", "StreamOp", "Stream
 #: The stream format version this parser reads.
 STREAM_VERSION = 1
 #: Allowed ``kind=`` values of tensor declarations.
-TENSOR_KINDS = ("activation", "gradient", "weight", "workspace")
+TENSOR_KINDS = ("activation", "gradient", "weight", "state", "workspace")
 _POLICIES = ("none", "all", "conv")
-_PHASES = ("forward", "backward")
-_PASS_OF_PHASE = {"forward": "fwd", "backward": "bwd"}
+_PHASES = ("forward", "backward", "update")
+_PASS_OF_PHASE = {"forward": "fwd", "backward": "bwd", "update": "update"}
 _TENSOR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+:-]*$")
 _LAYER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 _INT_RE = re.compile(r"^[0-9]+$")
@@ -125,7 +127,7 @@ class Stream:
     ops: list[StreamOp] = field(default_factory=list)
 
     def phase_ops(self, phase: str) -> list[StreamOp]:
-        """The ops of ``phase`` ("forward" or "backward") in issue order."""
+        """The ops of ``phase`` ("forward", "backward" or "update") in issue order."""
         return [op for op in self.ops if op.phase == phase]
 
     def layers(self, pass_: str = "fwd") -> list[str]:
@@ -286,10 +288,11 @@ class _Parser:
 
     def phase(self, name: str | None) -> None:
         if name not in _PHASES:
-            raise self.fail(f"unknown phase '{name}' (expected forward or backward)")
-        expected = {"decl": "forward", "forward": "backward"}.get(self.state)
+            raise self.fail(f"unknown phase '{name}' (expected forward, backward or update)")
+        expected = {"decl": "forward", "forward": "backward", "backward": "update"}.get(self.state)
         if name != expected:
-            raise self.fail(f"'phase {name}' out of order (phases are forward, then backward)")
+            raise self.fail(f"'phase {name}' out of order (phases are forward, then backward, "
+                            "then an optional update)")
         self.state = name
 
     def op(self, head: str, arg: str | None, keys: dict[str, str]) -> None:
@@ -346,8 +349,8 @@ class _Parser:
     def compute(self, arg: str, keys: dict[str, str], phase: str) -> StreamOp:
         layer = self.layer_name("compute", arg)
         pass_ = keys["pass"]
-        if pass_ not in ("fwd", "bwd"):
-            raise self.fail(f"'compute': pass={pass_} must be fwd or bwd")
+        if pass_ not in _PASS_OF_PHASE.values():
+            raise self.fail(f"'compute': pass={pass_} must be fwd, bwd or update")
         if pass_ != _PASS_OF_PHASE[phase]:
             raise self.fail(f"'compute': pass={pass_} inside 'phase {phase}'")
         flops = self.int_value("compute", "flops", keys["flops"])

@@ -16,7 +16,10 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
   (inclusive); compute; sync; free l's output gradient and every tensor whose last backward
   use was l. An offloaded tensor is associated with ("anchored at") the latest layer whose
   backward needs it; tensors no backward kernel needs are never prefetched.
-* Memory: weights and weight gradients live all iteration; activations from production to
+* Optimizer step (``optimizer`` other than ``none``): after the backward pass, phase ``update``
+  runs one update kernel per layer with weights, reading its weights, weight gradient and
+  optimizer state and writing weights and state (see :data:`OPTIMIZERS`).
+* Memory: weights, weight gradients and optimizer state live all iteration; activations from production to
   their last backward use (or, offloaded, to their last forward reader and again from prefetch
   to last backward use); activation gradients from the backward of the tensor's last reader to
   the backward of its producer. Workspace is not modelled.
@@ -29,11 +32,29 @@ from typing import Mapping
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 
-__all__ = ["POLICIES", "TensorDecl", "Op", "Block", "Plan", "plan_iteration",
-           "grad_name", "weight_name", "wgrad_name"]
+__all__ = ["POLICIES", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block", "Plan",
+           "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name"]
 
 #: vDNN offload policies.
 POLICIES = ("none", "all", "conv")
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """What one optimizer step costs per weight: state buffers the size of the weights, FLOPs,
+    and elements read plus written by the update kernel."""
+
+    state_buffers: int
+    flops: int
+    dram_elements: int
+
+
+#: The optimizers an iteration can end with. ``sgd``: w -= lr*g (reads w, g; writes w).
+#: ``momentum``: v = mu*v + g; w -= lr*v (reads w, g, v; writes w, v). ``adam``: m and v moving
+#: averages, bias correction, w -= lr*m/(sqrt(v)+eps) (reads w, g, m, v; writes w, m, v).
+#: ``none`` leaves the step out (the layers' forward and backward only, as vDNN and cDMA report).
+OPTIMIZERS = {"none": None, "sgd": Optimizer(0, 2, 3), "momentum": Optimizer(1, 4, 5),
+              "adam": Optimizer(2, 12, 7)}
 
 
 def grad_name(tensor: str) -> str:
@@ -49,6 +70,11 @@ def weight_name(layer: str) -> str:
 def wgrad_name(layer: str) -> str:
     """Stream name of ``layer``'s weight gradient."""
     return f"{layer}:dw"
+
+
+def state_name(layer: str) -> str:
+    """Stream name of ``layer``'s optimizer state (all its buffers in one)."""
+    return f"{layer}:state"
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,7 @@ class Plan:
     backward: list[Block]
     epilogue: list[Op]
     offloaded: tuple[str, ...] = ()
+    update: list[Block] = field(default_factory=list)
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -116,14 +143,20 @@ def _times(times: Mapping[str, Mapping[str, str]] | None, layer: str, pass_: str
 
 
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
-                   times: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
-    """Schedule one training iteration of ``network`` under vDNN ``policy``.
+                   times: Mapping[str, Mapping[str, str]] | None = None,
+                   optimizer: str = "none") -> Plan:
+    """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
+    step of ``optimizer`` (one of :data:`OPTIMIZERS`).
 
     ``times`` optionally maps layer -> {"fwd": "1.2ms", "bwd": "2.5ms"} (measured kernel times
     for calibration); they become ``time=`` keys of the compute ops.
     """
     if policy not in POLICIES:
         raise WorkloadError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+    if optimizer not in OPTIMIZERS:
+        raise WorkloadError(f"unknown optimizer {optimizer!r} (expected one of "
+                            f"{', '.join(OPTIMIZERS)})")
+    step = OPTIMIZERS[optimizer]
     infos = network.infer(batch, dtype)
     tensors = network.tensors(batch, dtype)
     info: dict[str, LayerInfo] = {i.name: i for i in infos}
@@ -150,6 +183,10 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         decls.append(TensorDecl(weight_name(i.name), i.weight_bytes, "weight", i.name))
     for i in weighted:
         decls.append(TensorDecl(wgrad_name(i.name), i.weight_bytes, "gradient", i.name))
+    stateful = weighted if step is not None and step.state_buffers else []
+    for i in stateful:
+        decls.append(TensorDecl(state_name(i.name), step.state_buffers * i.weight_bytes, "state",
+                                i.name))
 
     # -- offload selection --------------------------------------------------------------------
     offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
@@ -193,6 +230,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     for i in weighted:
         prologue.append(Op("alloc", weight_name(i.name)))
         prologue.append(Op("alloc", wgrad_name(i.name)))
+    for i in stateful:
+        prologue.append(Op("alloc", state_name(i.name)))
     forward: list[Block] = []
     resident: set[str] = set()
     for i in infos:
@@ -276,8 +315,23 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     for i in weighted:
         epilogue.append(Op("free", weight_name(i.name)))
         epilogue.append(Op("free", wgrad_name(i.name)))
+    for i in stateful:
+        epilogue.append(Op("free", state_name(i.name)))
+
+    # -- optimizer step ---------------------------------------------------------------------------
+    update: list[Block] = []
+    if step is not None:
+        for i in weighted:
+            state = (state_name(i.name),) if step.state_buffers else ()
+            block = Block(i.name, i.kind, f"{i.name}: {optimizer} step over {i.params} weights")
+            block.ops.append(Op("compute", i.name, pass_="update", flops=step.flops * i.params,
+                                dram=step.dram_elements * i.weight_bytes,
+                                reads=(weight_name(i.name), wgrad_name(i.name)) + state,
+                                writes=(weight_name(i.name),) + state))
+            block.ops.append(Op("sync", i.name))
+            update.append(block)
     return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
-                tuple(offloaded))
+                tuple(offloaded), update)
 
 
 def _comment(i: LayerInfo, pass_: str) -> str:

@@ -1,0 +1,120 @@
+"""The optimizer step: state in GPU memory, one update kernel per layer with weights, an
+``update`` phase the parser checks, and the simulation timing it as the closed form does."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import sst_cdma
+from sst_cdma.model.closed_form import from_simulation
+from sst_cdma.runner import RunError
+from sst_cdma.workloads import NETWORKS, StreamError, load_network, parse_stream, stream_stats
+from sst_cdma.workloads.render import render_plan, render_stream
+from sst_cdma.workloads.vdnn import OPTIMIZERS, plan_iteration
+
+
+def stream_for(network: str, policy: str, optimizer: str, batch: int = 8):
+    text = render_plan(plan_iteration(load_network(network), batch, "float32", policy,
+                                      optimizer=optimizer))
+    return text, parse_stream(text, f"{network}-{optimizer}")
+
+
+@pytest.mark.parametrize("network", NETWORKS)
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_state_and_update_kernels_follow_the_weights(network, optimizer):
+    step = OPTIMIZERS[optimizer]
+    infos = [i for i in load_network(network).infer(8) if i.params]
+    _, stream = stream_for(network, "all", optimizer)
+    states = {t.layer: t.bytes for t in stream.tensors.values() if t.kind == "state"}
+    if step.state_buffers:
+        assert states == {i.name: step.state_buffers * i.weight_bytes for i in infos}
+    else:
+        assert states == {}
+    updates = [op for op in stream.ops if op.op == "compute" and op.pass_ == "update"]
+    assert [op.name for op in updates] == [i.name for i in infos]  # forward order
+    for op, info in zip(updates, infos):
+        assert op.phase == "update"
+        assert op.flops == step.flops * info.params
+        assert op.dram == step.dram_elements * info.weight_bytes
+    stats = stream_stats(stream)
+    assert stats.leaked == ()
+    assert stats.state_bytes == step.state_buffers * stats.weight_bytes
+    assert stats.dram_update == step.dram_elements * stats.weight_bytes
+
+
+@pytest.mark.parametrize("network", NETWORKS)
+@pytest.mark.parametrize("policy", ["none", "all", "conv"])
+def test_optimizer_state_adds_exactly_its_bytes_to_the_peak(network, policy):
+    without = stream_stats(stream_for(network, policy, "none")[1])
+    adam = stream_stats(stream_for(network, policy, "adam")[1])
+    assert adam.peak_bytes == without.peak_bytes + adam.state_bytes
+    assert adam.state_bytes == 2 * without.weight_bytes
+
+
+def test_no_optimizer_is_the_stream_without_a_step():
+    text, stream = stream_for("alexnet", "conv", "none")
+    assert text == render_stream("alexnet", 8, "float32", "conv")
+    assert "phase update" not in text
+    assert all(op.phase != "update" for op in stream.ops)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.replace("phase backward\n", "phase update\n", 1), "'phase update' out of "
+                                                                   "order"),
+    (lambda t: t.replace("pass=update", "pass=bwd", 1), "'compute': pass=bwd inside 'phase "
+                                                        "update'"),
+    (lambda t: t.replace("phase update\n", "", 1), "'compute': pass=update inside 'phase "
+                                                   "backward'"),
+    (lambda t: t.replace("kind=state", "kind=momentum", 1), "unknown kind 'momentum'"),
+])
+def test_a_malformed_update_phase_names_its_line(edit, message):
+    text, _ = stream_for("alexnet", "conv", "momentum")
+    with pytest.raises(StreamError) as err:
+        parse_stream(edit(text), "edited.stream")
+    assert str(err.value).startswith("edited.stream:")
+    assert message in str(err.value)
+
+
+def _simulate(repo, *opts):
+    return sst_cdma.run(repo / "topologies/pascal_cdma.py", list(opts), console=io.StringIO())
+
+
+@pytest.mark.parametrize("network", ["alexnet", "googlenet", "resnet50"])
+@pytest.mark.parametrize("policy", ["none", "all"])
+def test_the_update_phase_is_timed_as_the_closed_form_says(repo, network, policy):
+    result = _simulate(repo, "--network", network, "--batch", "16", "--policy", policy,
+                       "--optimizer", "momentum", "--no-contention", "--no-baselines")
+    gpu = result.reports["gpus"]["gpu0"]
+    closed = from_simulation(result.engine, "gpu0")
+    assert gpu["iteration_time_ps"] == closed.iteration_ps
+    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu["layers"]] == closed.boundaries
+    updates = [l for l in gpu["layers"] if l["phase"] == "update"]
+    assert updates and gpu["update_time_ps"] == sum(l["end_ps"] - l["start_ps"] for l in updates)
+    assert gpu["forward_time_ps"] + gpu["backward_time_ps"] + gpu["update_time_ps"] == \
+        gpu["iteration_time_ps"]
+
+
+def test_a_run_reports_the_step_and_its_memory(repo):
+    plain = _simulate(repo, "--network", "vgg16", "--batch", "32", "--policy", "conv")
+    sgd = _simulate(repo, "--network", "vgg16", "--batch", "32", "--policy", "conv",
+                    "--optimizer", "momentum")
+    a, b = plain.reports["summary"], sgd.reports["summary"]
+    assert (a["optimizer"], a["update_time_s"]) == ("none", 0.0)
+    assert b["optimizer"] == "momentum"
+    weights = stream_stats(stream_for("vgg16", "conv", "none", 32)[1]).weight_bytes
+    assert b["peak_gpu_memory_bytes"] - a["peak_gpu_memory_bytes"] == weights
+    for label in ("oracle", "vdnn"):  # the baselines take the same step
+        assert b["baselines"][label]["peak_gpu_memory_bytes"] - \
+            a["baselines"][label]["peak_gpu_memory_bytes"] == weights
+    # memory-bound: 5 weight-sized reads and writes at the HBM's achievable bandwidth
+    assert b["update_time_s"] == pytest.approx(5 * weights / (732e9 * 0.85), rel=1e-6)
+    assert b["iteration_time_s"] - a["iteration_time_s"] == pytest.approx(b["update_time_s"],
+                                                                           rel=1e-6)
+
+
+def test_bad_optimizer_options_stop_the_run_before_it_starts(repo, tmp_path):
+    with pytest.raises(RunError, match="argument --optimizer: invalid choice: 'lion'"):
+        _simulate(repo, "--optimizer", "lion")
+    with pytest.raises(RunError, match="--optimizer applies to a --network"):
+        _simulate(repo, "--workload", str(tmp_path / "x.stream"), "--optimizer", "sgd")
