@@ -29,13 +29,14 @@ from .inputs import FILLS, npz_batches, parse_shape, synthetic_batches
 from .model_loader import load_model
 from .result import build_profile
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "ToolParser"]
 
 PROG = "sst-cdma capture"
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and raise instead of exiting."""
+class ToolParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and raise instead of exiting (the parser of
+    ``sst-cdma capture`` and ``sst-cdma time-layers``)."""
 
     def error(self, message: str) -> NoReturn:
         """Raise :class:`CaptureError` (reported as one line by :func:`main`)."""
@@ -44,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sst-cdma capture``."""
-    p = _Parser(prog=PROG, description="Hook the ReLU outputs of a PyTorch model, measure their "
+    p = ToolParser(prog=PROG, description="Hook the ReLU outputs of a PyTorch model, measure their "
                 "density and real compressed sizes (ZVC, RLE, zlib), and write a density "
                 "profile. The model runs in eval mode without gradients.")
     p.add_argument("--model", required=True, metavar="MODULE:CALLABLE",

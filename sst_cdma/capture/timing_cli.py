@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Sequence
 
 from ..workloads.errors import WorkloadError
+from .cli import ToolParser
 from .errors import CaptureError
 from .layer_timing import time_layers
 
@@ -24,17 +25,9 @@ __all__ = ["main", "build_parser"]
 PROG = "sst-cdma time-layers"
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and raise instead of exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        """Raise :class:`CaptureError` (reported as one line by :func:`main`)."""
-        raise CaptureError(f"{message} (see --help)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sst-cdma time-layers``."""
-    p = _Parser(prog=PROG, description="Time each layer's forward and backward kernels of a "
+    p = ToolParser(prog=PROG, description="Time each layer's forward and backward kernels of a "
                 "network definition in PyTorch and write a layer-times file for "
                 "'--layer-times' (the GPU model then uses these times instead of its roofline).")
     p.add_argument("--network", required=True,
