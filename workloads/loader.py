@@ -47,12 +47,21 @@ def network_path(name_or_path: str | os.PathLike[str]) -> Path:
     )
 
 
+def _one_line(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line: where it is and what is wrong."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return " ".join(str(problem).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {' '.join(str(problem).split())}"
+
+
 def _read_yaml(path: Path, label: str) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
             return yaml.safe_load(fh)
     except yaml.YAMLError as exc:
-        raise WorkloadError(f"invalid YAML: {exc}", file=label) from None
+        raise WorkloadError(f"invalid YAML: {_one_line(exc)}", file=label) from None
     except OSError as exc:
         raise WorkloadError(f"cannot read: {exc}", file=label) from None
 

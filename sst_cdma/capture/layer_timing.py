@@ -101,8 +101,12 @@ def time_layers(network: Network | str | os.PathLike[str], batch: int, dtype: st
     times: dict[str, dict[str, int]] = {}
     with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
         for name in wanted:
-            times[name] = _time_layer(model, net, infos[name], dev, kind, generator, sync,
-                                      repeat, warmup)
+            try:
+                times[name] = _time_layer(model, net, infos[name], dev, kind, generator, sync,
+                                          repeat, warmup)
+            except RuntimeError as exc:  # an op PyTorch lacks for this device and dtype, OOM
+                raise CaptureError(f"layer {name!r} ({infos[name].kind}) on {device} in {dtype}: "
+                                   f"PyTorch: {str(exc).splitlines()[0]}") from None
             if progress is not None:
                 progress(name, times[name]["fwd"], times[name]["bwd"])
     how = f"median of {repeat} after {warmup} warm-up" + (

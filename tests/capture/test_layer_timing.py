@@ -66,6 +66,19 @@ def test_bad_requests_are_refused_before_timing(branches):
         time_layers(branches, 2, device="cuda:7")
 
 
+def test_a_layer_pytorch_cannot_run_is_named(branches, monkeypatch):
+    import torch
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+
+    monkeypatch.setattr(torch.autograd, "grad", out_of_memory)
+    with pytest.raises(CaptureError) as err:
+        time_layers(branches, 2, repeat=1)
+    assert str(err.value) == ("layer 'a' (conv) on cpu in float32: PyTorch: CUDA out of memory. "
+                              "Tried to allocate 2.00 GiB")
+
+
 def test_the_cli_writes_a_file_the_simulator_runs_on(repo, tmp_path, capsys):
     out = tmp_path / "digits_b8.json"
     assert main(["--network", "digits_cnn", "--batch", "8", "--repeat", "1", "-o",

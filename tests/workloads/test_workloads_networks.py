@@ -293,8 +293,10 @@ def test_in_place_after_a_reader_is_rejected(tmp_path):
 def test_file_level_errors(tmp_path):
     with pytest.raises(WorkloadError, match="no network 'vgg17'"):
         load_network("vgg17")
-    with pytest.raises(WorkloadError, match="invalid YAML"):
+    with pytest.raises(WorkloadError) as err:
         load_network(write(tmp_path, "layers: [ {name: a\n", "broken.yaml"))
+    assert "broken.yaml: invalid YAML: line 2, column 1: " in str(err.value)
+    assert "\n" not in str(err.value)
     with pytest.raises(WorkloadError, match="'layers' must be a non-empty list"):
         load_network(write(tmp_path, "name: x\n", "empty.yaml"))
     with pytest.raises(WorkloadError, match="unknown top-level key"):
