@@ -4,7 +4,7 @@ Commands::
 
     list                                   the shipped networks with params and GMAC
     info NETWORK [--batch N] [--dtype T]   per-layer table (shapes, params, GFLOP)
-    render NETWORK [--batch N] [--dtype T] [--policy P] [-o FILE]   write a stream
+    render NETWORK [--batch N] [--dtype T] [--policy P] [--optimizer O] [-o FILE]   a stream
     stats FILE...                          parse streams, print peak memory and transfers
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .loader import NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
 from .stream import parse_stream
-from .vdnn import POLICIES
+from .vdnn import OPTIMIZERS, POLICIES
 
 __all__ = ["main"]
 
@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--batch", type=int, default=64)
     render.add_argument("--dtype", choices=list(DTYPES), default="float32")
     render.add_argument("--policy", choices=list(POLICIES), default="conv")
+    render.add_argument("--optimizer", choices=list(OPTIMIZERS), default="none",
+                        help="end the iteration with this optimizer's step")
     render.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     stats = sub.add_parser("stats", help="validate streams and print their figures")
     stats.add_argument("files", nargs="+", type=Path)
@@ -56,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "info":
             print(load_network(args.network).summary(args.batch, args.dtype))
         elif args.command == "render":
-            text = render_stream(args.network, args.batch, args.dtype, args.policy)
+            text = render_stream(args.network, args.batch, args.dtype, args.policy,
+                                 optimizer=args.optimizer)
             if args.output:
                 args.output.write_text(text)
             else:

@@ -44,15 +44,17 @@ def render_plan(plan: Plan, template: str = "stream.j2") -> str:
 
 def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: str = "float32",
                   policy: str = "conv",
-                  times: Mapping[str, Mapping[str, str]] | None = None) -> str:
+                  times: Mapping[str, Mapping[str, str]] | None = None,
+                  optimizer: str = "none") -> str:
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
     measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
-    ``time=`` keys of the compute ops.
+    ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
+    :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out).
     """
     net = network if isinstance(network, Network) else load_network(network)
-    return render_plan(plan_iteration(net, batch, dtype, policy, times))
+    return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer))
 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
@@ -95,5 +97,5 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
         measured = load_layer_times(layer_times)
         measured.check(net, batch, dtype)
         times = measured.as_stream_times()
-    text = render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer))
+    text = render_stream(net, batch, dtype, policy, times, optimizer)
     return text, parse_stream(text, label)

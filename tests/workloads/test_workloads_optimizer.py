@@ -118,3 +118,12 @@ def test_bad_optimizer_options_stop_the_run_before_it_starts(repo, tmp_path):
         _simulate(repo, "--optimizer", "lion")
     with pytest.raises(RunError, match="--optimizer applies to a --network"):
         _simulate(repo, "--workload", str(tmp_path / "x.stream"), "--optimizer", "sgd")
+
+
+def test_the_workloads_cli_renders_the_step(tmp_path, capsys):
+    from sst_cdma.workloads.__main__ import main
+
+    out = tmp_path / "alexnet.stream"
+    assert main(["render", "alexnet", "--batch", "8", "--optimizer", "adam", "-o", str(out)]) == 0
+    assert out.read_text() == stream_for("alexnet", "conv", "adam")[0]
+    assert main(["stats", str(out)]) == 0
