@@ -65,6 +65,9 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
     p.add_argument("--workload", default="", help="run this workload stream file instead of "
                    "rendering one for --network/--batch/--policy")
+    p.add_argument("--compute-efficiency", type=float, default=0.6, metavar="E",
+                   help="fraction of peak FLOP/s the roofline's kernels reach (default 0.6; "
+                        "sst-cdma time-layers --gpu derives one from measured times)")
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "momentum", "adam"),
                    help="end the iteration with this optimizer's step: its state in GPU "
                         "memory, one update kernel per layer with weights (default none)")
@@ -100,6 +103,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
                    "peak_flops": spec.gpu.peak_flops, "label": label,
+                   "compute_efficiency": o.compute_efficiency,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
                    "optimizer": o.optimizer,
                    "write_stream": label == "main" and name == "gpu0",
@@ -161,6 +165,9 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: --gpus must be >= 1, got {o.gpus}")
     if o.engines < 1:
         raise ConfigError(f"model option error: --engines must be >= 1, got {o.engines}")
+    if not 0.0 < o.compute_efficiency <= 1.0:
+        raise ConfigError(f"model option error: --compute-efficiency must be in (0, 1], got "
+                          f"{o.compute_efficiency}")
     if not 0.0 <= o.progress <= 1.0:
         raise ConfigError(f"model option error: --progress must be in [0, 1], got {o.progress}")
     from .workloads import NETWORKS, WorkloadError

@@ -27,7 +27,8 @@ from .errors import WorkloadError
 from .network import Network
 from .stream import parse_duration
 
-__all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps"]
+__all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps",
+           "implied_compute_efficiency"]
 
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
@@ -160,3 +161,18 @@ def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
         raise WorkloadError(f"invalid JSON at line {exc.lineno}: {exc.msg}", file=where) from None
     return _parse(doc, where)
 
+
+def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: float) -> float:
+    """The ``compute_efficiency`` at which the roofline's convolutions would take, together,
+    the time measured for them: their FLOPs (forward and backward) over ``peak_flops`` x their
+    measured time. Convolutions dominate these networks' work and are compute-bound, so this
+    calibrates the roofline for GPUs that cannot be measured (same architecture, other peak)."""
+    infos = {i.name: i for i in network.infer(times.batch, times.dtype)}
+    convs = [name for name, info in infos.items() if info.kind == "conv" and name in times.times_ps]
+    if not convs:
+        raise WorkloadError("no convolution times to calibrate from", file=times.source or None)
+    flops = sum(infos[n].flops_fwd + infos[n].flops_bwd for n in convs)
+    seconds = sum(times.times_ps[n]["fwd"] + times.times_ps[n]["bwd"] for n in convs) / 1e12
+    if seconds <= 0:
+        raise WorkloadError("the convolutions' measured time is zero", file=times.source or None)
+    return flops / (peak_flops * seconds)

@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from ..model.gpus import GPUS
 from ..workloads.errors import WorkloadError
+from ..workloads.layer_times import implied_compute_efficiency
+from ..workloads.loader import load_network
 from .cli import ToolParser
 from .errors import CaptureError
 from .layer_timing import time_layers
@@ -43,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cudnn-benchmark", action="store_true",
                    help="let cuDNN pick its fastest algorithm per layer during warm-up (as "
                         "frameworks do with torch.backends.cudnn.benchmark)")
+    p.add_argument("--gpu", choices=sorted(GPUS), help="the GPU preset of the measured device: "
+                   "also print the roofline compute efficiency the measured convolutions imply "
+                   "(for --compute-efficiency on GPUs you cannot measure)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
     p.add_argument("--output", "-o", required=True, metavar="FILE.json",
                    help="layer-times file to write")
@@ -73,6 +79,14 @@ def _run(argv: list[str]) -> int:
         bwd = sum(t["bwd"] for t in times.times_ps.values())
         print(f"{'total':<28}{fwd / 1e9:>12.3f}{bwd / 1e9:>12.3f}")
         print(f"measured on {times.device}; wrote {out}")
+    if args.gpu:
+        spec = GPUS[args.gpu]
+        efficiency = implied_compute_efficiency(times, load_network(args.network),
+                                                spec.peak_flops)
+        line = (f"convolutions run at {efficiency:.3f} of the {spec.name}'s fp32 peak "
+                f"{spec.peak_flops / 1e12:g} TFLOP/s")
+        print(line + (f": --compute-efficiency {efficiency:.3f}" if efficiency <= 1 else
+                      ", faster than its peak: not this GPU, or not fp32 arithmetic"))
     return 0
 
 

@@ -14,7 +14,8 @@ from sst_cdma.capture.layer_timing import time_layers  # noqa: E402
 from sst_cdma.capture.errors import CaptureError  # noqa: E402
 from sst_cdma.capture.timing_cli import main  # noqa: E402
 from sst_cdma.workloads import load_network  # noqa: E402
-from sst_cdma.workloads.layer_times import load_layer_times  # noqa: E402
+from sst_cdma.workloads.layer_times import (implied_compute_efficiency,  # noqa: E402
+                                            load_layer_times)
 
 BRANCHES = """\
 name: tiny_branches
@@ -81,14 +82,17 @@ def test_a_layer_pytorch_cannot_run_is_named(branches, monkeypatch):
 
 def test_the_cli_writes_a_file_the_simulator_runs_on(repo, tmp_path, capsys):
     out = tmp_path / "digits_b8.json"
-    assert main(["--network", "digits_cnn", "--batch", "8", "--repeat", "1", "-o",
-                 str(out)]) == 0
+    assert main(["--network", "digits_cnn", "--batch", "8", "--repeat", "1", "--gpu", "pascal",
+                 "-o", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split() == ["layer", "fwd", "ms", "bwd", "ms"]
-    assert printed[-2].startswith("total")
-    assert printed[-1] == f"measured on {load_layer_times(out).device}; wrote {out}"
+    assert printed[-3].startswith("total")
+    assert printed[-2] == f"measured on {load_layer_times(out).device}; wrote {out}"
     times = load_layer_times(out)
-    assert len(printed) == 3 + len(times.times_ps)
+    efficiency = implied_compute_efficiency(times, load_network("digits_cnn"), 10.6e12)
+    assert printed[-1] == (f"convolutions run at {efficiency:.3f} of the Tesla P100 SXM2's fp32 "
+                           f"peak 10.6 TFLOP/s: --compute-efficiency {efficiency:.3f}")
+    assert len(printed) == 4 + len(times.times_ps)
     result = sst_cdma.run(repo / "topologies/pascal_cdma.py",
                           ["--network", "digits_cnn", "--batch", "8", "--policy", "all",
                            "--layer-times", str(out)], output_directory=tmp_path / "run",

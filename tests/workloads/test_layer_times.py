@@ -12,7 +12,8 @@ import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.runner import RunError
 from sst_cdma.workloads import WorkloadError, load_network
-from sst_cdma.workloads.layer_times import LayerTimes, format_ps, load_layer_times
+from sst_cdma.workloads.layer_times import (LayerTimes, format_ps, implied_compute_efficiency,
+                                            load_layer_times)
 from sst_cdma.workloads.render import iteration_stream
 from sst_cdma.workloads.stream import parse_duration
 
@@ -172,3 +173,33 @@ def test_bad_layer_times_stop_the_run_before_it_starts(repo, tmp_path):
     assert "times measured at batch 16, not 32" in str(err.value)
     with pytest.raises(RunError, match="--layer-times applies to a --network"):
         _simulate(repo, "--workload", "x.stream", "--layer-times", str(tmp_path / "t.json"))
+
+
+def test_the_implied_efficiency_recovers_the_one_the_times_were_made_with():
+    net = load_network("vgg16")
+    peak = 10.6e12
+    times = made_up_times("vgg16", 16)
+    for info in net.infer(16):
+        if info.kind == "conv":  # what the roofline gives at 37% of peak, compute-bound
+            times.times_ps[info.name] = {"fwd": round(info.flops_fwd / (peak * 0.37) * 1e12),
+                                         "bwd": round(info.flops_bwd / (peak * 0.37) * 1e12)}
+    assert implied_compute_efficiency(times, net, peak) == pytest.approx(0.37, rel=1e-9)
+    times.times_ps["conv1_1"]["fwd"] *= 3  # slower convolutions: a lower efficiency
+    assert implied_compute_efficiency(times, net, peak) < 0.37
+    with pytest.raises(WorkloadError, match="no convolution times"):
+        implied_compute_efficiency(LayerTimes("alexnet", 16, "float32", "x",
+                                              {"relu1": {"fwd": 1, "bwd": 1}}),
+                                   load_network("alexnet"), peak)
+
+
+def test_the_roofline_efficiency_is_a_model_option(repo):
+    fast = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", "none",
+                     "--no-baselines", "--no-contention", "--compute-efficiency", "0.6")
+    slow = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", "none",
+                     "--no-baselines", "--no-contention", "--compute-efficiency", "0.3")
+    assert slow.engine.components["gpu0"].params["compute_efficiency"] == 0.3
+    ratio = slow.reports["gpus"]["gpu0"]["compute_time_ps"] / \
+        fast.reports["gpus"]["gpu0"]["compute_time_ps"]
+    assert 1.5 < ratio <= 2.0  # compute-bound kernels take twice as long, memory-bound ones not
+    with pytest.raises(RunError, match="--compute-efficiency must be in \\(0, 1\\], got 0.0"):
+        _simulate(repo, "--compute-efficiency", "0")
