@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .dtypes import itemsize
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 
@@ -41,20 +42,35 @@ POLICIES = ("none", "all", "conv")
 
 @dataclass(frozen=True)
 class Optimizer:
-    """What one optimizer step costs per weight: state buffers the size of the weights, FLOPs,
-    and elements read plus written by the update kernel."""
+    """What one optimizer step costs: state buffers the size of the weights, and FLOPs per
+    weight. In float32 the state is in float32 and the update reads the weights, their gradient
+    and the state and writes weights and state. In float16/bfloat16 it is mixed precision's
+    step: the state and a master copy of the weights are float32; the update reads the
+    low-precision gradient, the master copy and the state, and writes master copy, state and
+    the low-precision weights."""
 
     state_buffers: int
     flops: int
-    dram_elements: int
+
+    def state_bytes(self, params: int, dtype: str) -> int:
+        """Bytes of optimizer state for ``params`` weights (with the master copy, if any)."""
+        if itemsize(dtype) >= 4:
+            return self.state_buffers * params * itemsize(dtype)
+        return (self.state_buffers + 1) * params * 4
+
+    def dram_bytes(self, params: int, dtype: str) -> int:
+        """Bytes the update kernel of ``params`` weights reads and writes."""
+        size = itemsize(dtype)
+        if size >= 4:
+            return params * size * (3 + 2 * self.state_buffers)
+        return params * (2 * size + 4 * (2 + 2 * self.state_buffers))
 
 
-#: The optimizers an iteration can end with. ``sgd``: w -= lr*g (reads w, g; writes w).
-#: ``momentum``: v = mu*v + g; w -= lr*v (reads w, g, v; writes w, v). ``adam``: m and v moving
-#: averages, bias correction, w -= lr*m/(sqrt(v)+eps) (reads w, g, m, v; writes w, m, v).
+#: The optimizers an iteration can end with. ``sgd``: w -= lr*g. ``momentum``: v = mu*v + g;
+#: w -= lr*v. ``adam``: moving averages m and v, bias correction, w -= lr*m/(sqrt(v)+eps).
 #: ``none`` leaves the step out (the layers' forward and backward only, as vDNN and cDMA report).
-OPTIMIZERS = {"none": None, "sgd": Optimizer(0, 2, 3), "momentum": Optimizer(1, 4, 5),
-              "adam": Optimizer(2, 12, 7)}
+OPTIMIZERS = {"none": None, "sgd": Optimizer(0, 2), "momentum": Optimizer(1, 4),
+              "adam": Optimizer(2, 12)}
 
 
 def grad_name(tensor: str) -> str:
@@ -183,9 +199,9 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         decls.append(TensorDecl(weight_name(i.name), i.weight_bytes, "weight", i.name))
     for i in weighted:
         decls.append(TensorDecl(wgrad_name(i.name), i.weight_bytes, "gradient", i.name))
-    stateful = weighted if step is not None and step.state_buffers else []
+    stateful = [i for i in weighted if step is not None and step.state_bytes(i.params, dtype)]
     for i in stateful:
-        decls.append(TensorDecl(state_name(i.name), step.state_buffers * i.weight_bytes, "state",
+        decls.append(TensorDecl(state_name(i.name), step.state_bytes(i.params, dtype), "state",
                                 i.name))
 
     # -- offload selection --------------------------------------------------------------------
@@ -322,10 +338,10 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     update: list[Block] = []
     if step is not None:
         for i in weighted:
-            state = (state_name(i.name),) if step.state_buffers else ()
+            state = (state_name(i.name),) if step.state_bytes(i.params, dtype) else ()
             block = Block(i.name, i.kind, f"{i.name}: {optimizer} step over {i.params} weights")
             block.ops.append(Op("compute", i.name, pass_="update", flops=step.flops * i.params,
-                                dram=step.dram_elements * i.weight_bytes,
+                                dram=step.dram_bytes(i.params, dtype),
                                 reads=(weight_name(i.name), wgrad_name(i.name)) + state,
                                 writes=(weight_name(i.name),) + state))
             block.ops.append(Op("sync", i.name))

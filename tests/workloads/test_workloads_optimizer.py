@@ -14,8 +14,9 @@ from sst_cdma.workloads.render import render_plan, render_stream
 from sst_cdma.workloads.vdnn import OPTIMIZERS, plan_iteration
 
 
-def stream_for(network: str, policy: str, optimizer: str, batch: int = 8):
-    text = render_plan(plan_iteration(load_network(network), batch, "float32", policy,
+def stream_for(network: str, policy: str, optimizer: str, batch: int = 8,
+               dtype: str = "float32"):
+    text = render_plan(plan_iteration(load_network(network), batch, dtype, policy,
                                       optimizer=optimizer))
     return text, parse_stream(text, f"{network}-{optimizer}")
 
@@ -33,14 +34,32 @@ def test_state_and_update_kernels_follow_the_weights(network, optimizer):
         assert states == {}
     updates = [op for op in stream.ops if op.op == "compute" and op.pass_ == "update"]
     assert [op.name for op in updates] == [i.name for i in infos]  # forward order
+    # float32: read w, g and the state, write w and the state
+    elements = {"sgd": 3, "momentum": 5, "adam": 7}[optimizer]
     for op, info in zip(updates, infos):
         assert op.phase == "update"
         assert op.flops == step.flops * info.params
-        assert op.dram == step.dram_elements * info.weight_bytes
+        assert op.dram == elements * info.weight_bytes
     stats = stream_stats(stream)
     assert stats.leaked == ()
     assert stats.state_bytes == step.state_buffers * stats.weight_bytes
-    assert stats.dram_update == step.dram_elements * stats.weight_bytes
+    assert stats.dram_update == elements * stats.weight_bytes
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("optimizer,state,dram", [("sgd", 4, 2 + 4 + 4 + 2),
+                                                  ("momentum", 8, 2 + 4 + 4 + 4 + 4 + 2),
+                                                  ("adam", 12, 2 + 4 + 8 + 4 + 8 + 2)])
+def test_low_precision_steps_keep_a_float32_master_copy_and_state(dtype, optimizer, state, dram):
+    """Bytes per weight: the state (master copy + buffers, float32), and the update's traffic:
+    read g (2), master (4), buffers (4 each); write master, buffers, the 2-byte weights."""
+    infos = [i for i in load_network("alexnet").infer(8, dtype) if i.params]
+    _, stream = stream_for("alexnet", "all", optimizer, dtype=dtype)
+    states = {t.layer: t.bytes for t in stream.tensors.values() if t.kind == "state"}
+    assert states == {i.name: state * i.params for i in infos}
+    updates = [op for op in stream.ops if op.op == "compute" and op.pass_ == "update"]
+    assert [op.dram for op in updates] == [dram * i.params for i in infos]
+    assert all(i.weight_bytes == 2 * i.params for i in infos)
 
 
 @pytest.mark.parametrize("network", NETWORKS)
