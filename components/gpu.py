@@ -34,6 +34,8 @@ class GPU(Component):
         Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
         Param("optimizer", "str", "none", "optimizer step ending the iteration (none: "
               "forward and backward only)", choices=("none", "sgd", "momentum", "adam")),
+        Param("workspace", "bytes", "0B", "cuDNN workspace each convolution kernel gets "
+              "(allocated for the kernel's duration; frameworks' workspace limit)", minimum=0),
         Param("layer_times", "str", "", "measured kernel times per layer and pass (a "
               "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: roofline"),
         Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
@@ -70,9 +72,9 @@ class GPU(Component):
                 if p["layer_times"]:
                     raise ValueError(f"{name}: 'layer_times' applies to a rendered 'network'; "
                                      "a 'workload' stream carries its own time= keys")
-                if p["optimizer"] != "none":
-                    raise ValueError(f"{name}: 'optimizer' applies to a rendered 'network'; a "
-                                     "'workload' stream has its own update phase (or none)")
+                if p["optimizer"] != "none" or p["workspace"]:
+                    raise ValueError(f"{name}: 'optimizer' and 'workspace' apply to a rendered "
+                                     "'network'; a 'workload' stream declares its own")
                 path = Path(p["workload"])
                 self.stream = parse_stream(path.read_text(encoding="utf-8"), str(path))
             else:
@@ -80,7 +82,7 @@ class GPU(Component):
                     raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
                 text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
                                                      p["policy"], p["layer_times"],
-                                                     p["optimizer"])
+                                                     p["optimizer"], p["workspace"])
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")

@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence
 
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
+from .units import UnitError, parse_bytes
 
 LINKS = {
     "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
@@ -71,6 +72,8 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "momentum", "adam"),
                    help="end the iteration with this optimizer's step: its state in GPU "
                         "memory, one update kernel per layer with weights (default none)")
+    p.add_argument("--workspace", default="0B", metavar="SIZE",
+                   help="cuDNN workspace each convolution kernel gets, e.g. 256MiB (default 0B)")
     p.add_argument("--layer-times", default="", metavar="FILE",
                    help="measured kernel times per layer (sst-cdma time-layers writes one) "
                         "instead of the roofline")
@@ -105,7 +108,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
                    "peak_flops": spec.gpu.peak_flops, "label": label,
                    "compute_efficiency": o.compute_efficiency,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
-                   "optimizer": o.optimizer,
+                   "optimizer": o.optimizer, "workspace": o.workspace,
                    "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
@@ -179,9 +182,13 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: unknown network {o.network!r} (one of "
                           f"{', '.join(NETWORKS)}, digits_cnn, or a .yaml network definition)") \
             from None
-    if o.workload and o.optimizer != "none":
-        raise ConfigError("model option error: --optimizer applies to a --network; a --workload "
-                          "stream has its own update phase (or none)")
+    try:
+        workspace = parse_bytes(o.workspace)
+    except UnitError as exc:
+        raise ConfigError(f"model option error: --workspace: {exc}") from None
+    if o.workload and (o.optimizer != "none" or workspace):
+        raise ConfigError("model option error: --optimizer and --workspace apply to a --network; "
+                          "a --workload stream declares its own")
     kernel_times = "roofline"
     if o.layer_times:
         if o.workload:

@@ -19,10 +19,12 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 * Optimizer step (``optimizer`` other than ``none``): after the backward pass, phase ``update``
   runs one update kernel per layer with weights, reading its weights, weight gradient and
   optimizer state and writing weights and state (see :data:`OPTIMIZERS`).
+* Workspace (``workspace`` bytes): each convolution kernel, forward and backward, gets that
+  much cuDNN workspace, allocated just before the kernel and freed at its layer's sync.
 * Memory: weights, weight gradients and optimizer state live all iteration; activations from production to
   their last backward use (or, offloaded, to their last forward reader and again from prefetch
   to last backward use); activation gradients from the backward of the tensor's last reader to
-  the backward of its producer. Workspace is not modelled.
+  the backward of its producer.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 
 __all__ = ["POLICIES", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block", "Plan",
-           "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name"]
+           "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name",
+           "workspace_name"]
 
 #: vDNN offload policies.
 POLICIES = ("none", "all", "conv")
@@ -86,6 +89,11 @@ def weight_name(layer: str) -> str:
 def wgrad_name(layer: str) -> str:
     """Stream name of ``layer``'s weight gradient."""
     return f"{layer}:dw"
+
+
+def workspace_name(layer: str) -> str:
+    """Stream name of ``layer``'s convolution workspace."""
+    return f"{layer}:ws"
 
 
 def state_name(layer: str) -> str:
@@ -160,9 +168,10 @@ def _times(times: Mapping[str, Mapping[str, str]] | None, layer: str, pass_: str
 
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
                    times: Mapping[str, Mapping[str, str]] | None = None,
-                   optimizer: str = "none") -> Plan:
+                   optimizer: str = "none", workspace: int = 0) -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
-    step of ``optimizer`` (one of :data:`OPTIMIZERS`).
+    step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
+    ``workspace`` bytes of cuDNN workspace.
 
     ``times`` optionally maps layer -> {"fwd": "1.2ms", "bwd": "2.5ms"} (measured kernel times
     for calibration); they become ``time=`` keys of the compute ops.
@@ -173,6 +182,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         raise WorkloadError(f"unknown optimizer {optimizer!r} (expected one of "
                             f"{', '.join(OPTIMIZERS)})")
     step = OPTIMIZERS[optimizer]
+    if workspace < 0:
+        raise WorkloadError(f"workspace must not be negative, got {workspace} bytes")
     infos = network.infer(batch, dtype)
     tensors = network.tensors(batch, dtype)
     info: dict[str, LayerInfo] = {i.name: i for i in infos}
@@ -203,6 +214,11 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     for i in stateful:
         decls.append(TensorDecl(state_name(i.name), step.state_bytes(i.params, dtype), "state",
                                 i.name))
+    scratch = {i.name: (workspace_name(i.name),) if workspace and i.kind == "conv" else ()
+               for i in infos}
+    for i in infos:
+        if scratch[i.name]:
+            decls.append(TensorDecl(workspace_name(i.name), workspace, "workspace", i.name))
 
     # -- offload selection --------------------------------------------------------------------
     offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
@@ -263,9 +279,12 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         for t in offload_at[i.name]:
             block.ops.append(Op("offload", t, layer=i.name))
         reads = tuple(dict.fromkeys(i.inputs)) + ((weight_name(i.name),) if i.params else ())
+        block.ops.extend(Op("alloc", t) for t in scratch[i.name])
         block.ops.append(Op("compute", i.name, pass_="fwd", flops=i.flops_fwd, dram=i.dram_fwd,
-                            time=_times(times, i.name, "fwd"), reads=reads, writes=(i.output,)))
+                            time=_times(times, i.name, "fwd"), reads=reads,
+                            writes=(i.output,) + scratch[i.name]))
         block.ops.append(Op("sync", i.name))
+        block.ops.extend(Op("free", t) for t in scratch[i.name])
         for t in free_after_fwd[i.name]:
             block.ops.append(Op("free", t))
             resident.discard(t)
@@ -314,9 +333,12 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         else:
             writes = tuple(dict.fromkeys(grad_name(t) for t in i.grad_inputs))
         writes += (wgrad_name(i.name),) if i.params else ()
+        ops.extend(Op("alloc", t) for t in scratch[i.name])
         ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
-                      time=_times(times, i.name, "bwd"), reads=reads, writes=writes))
+                      time=_times(times, i.name, "bwd"), reads=reads,
+                      writes=writes + scratch[i.name]))
         ops.append(Op("sync", i.name))
+        ops.extend(Op("free", t) for t in scratch[i.name])
         if not i.in_place and has_dy:
             ops.append(Op("free", dy))
             grads.discard(dy)

@@ -135,7 +135,7 @@ def test_a_run_reports_the_step_and_its_memory(repo):
 def test_bad_optimizer_options_stop_the_run_before_it_starts(repo, tmp_path):
     with pytest.raises(RunError, match="argument --optimizer: invalid choice: 'lion'"):
         _simulate(repo, "--optimizer", "lion")
-    with pytest.raises(RunError, match="--optimizer applies to a --network"):
+    with pytest.raises(RunError, match="--optimizer and --workspace apply to a --network"):
         _simulate(repo, "--workload", str(tmp_path / "x.stream"), "--optimizer", "sgd")
 
 
