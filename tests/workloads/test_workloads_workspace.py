@@ -70,3 +70,8 @@ def test_a_bad_workspace_stops_the_run_before_it_starts(repo, value, message):
     with pytest.raises(RunError) as err:
         _simulate(repo, f"--workspace={value}")
     assert "model option error: " + message in str(err.value)
+
+
+def test_a_workload_stream_declares_its_own_workspace(repo, tmp_path):
+    with pytest.raises(RunError, match="--optimizer and --workspace apply to a --network"):
+        _simulate(repo, "--workload", str(tmp_path / "x.stream"), "--workspace", "1MiB")
