@@ -60,7 +60,8 @@ class LayerTimes:
     source: str = field(default="", compare=False)
 
     def as_stream_times(self) -> dict[str, dict[str, str]]:
-        """The ``times`` argument of :func:`~sst_cdma.workloads.render.render_stream`."""
+        """The times as exact text: the ``times`` argument of
+        :func:`~sst_cdma.workloads.render.render_stream`, and the file's ``layers``."""
         return {layer: {p: format_ps(ps) for p, ps in passes.items()}
                 for layer, passes in self.times_ps.items()}
 
@@ -93,9 +94,7 @@ class LayerTimes:
         """The file's content."""
         return {"format": FORMAT, "version": VERSION, "network": self.network,
                 "batch": self.batch, "dtype": self.dtype, "device": self.device,
-                "measured_by": self.measured_by,
-                "layers": {name: {p: format_ps(ps) for p, ps in passes.items()}
-                           for name, passes in self.times_ps.items()}}
+                "measured_by": self.measured_by, "layers": self.as_stream_times()}
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the file (atomically: a reader never sees half of it)."""
