@@ -21,10 +21,10 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
   optimizer state and writing weights and state (see :data:`OPTIMIZERS`).
 * Workspace (``workspace`` bytes): each convolution kernel, forward and backward, gets that
   much cuDNN workspace, allocated just before the kernel and freed at its layer's sync.
-* Memory: weights, weight gradients and optimizer state live all iteration; activations from production to
-  their last backward use (or, offloaded, to their last forward reader and again from prefetch
-  to last backward use); activation gradients from the backward of the tensor's last reader to
-  the backward of its producer.
+* Memory: weights, weight gradients and optimizer state live all iteration; activations from
+  production to their last backward use (or, offloaded, to their last forward reader and again
+  from prefetch to last backward use); activation gradients from the backward of the tensor's
+  last reader to the backward of its producer.
 """
 from __future__ import annotations
 

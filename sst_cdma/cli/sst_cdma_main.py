@@ -229,8 +229,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        return _fail("error: no command given (sweep, regress, report, table, capture or time-layers; see "
-                     "sst-cdma --help)")
+        return _fail("error: no command given (sweep, regress, report, table, capture or "
+                     "time-layers; see sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
                "table": _table}[args.command]
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks

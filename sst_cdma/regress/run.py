@@ -67,7 +67,8 @@ def read_reference(path: Path) -> Optional[dict[str, Any]]:
 def reference_text(case: Case, values: dict[str, Any]) -> str:
     """The reference file of a case (stable JSON: sorted keys, two-space indent)."""
     data = {"case": case.name, "format": REFERENCE_VERSION,
-            "topology": case.point.topology_name, "model_options": case.point.model_options(as_written=True),
+            "topology": case.point.topology_name,
+            "model_options": case.point.model_options(as_written=True),
             "params": case.point.overrides(), "values": values}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
