@@ -83,6 +83,42 @@ def bare_flow_rate(events: int = 100_000) -> float:
     return delivered / (time.perf_counter() - start)
 
 
+def compiled_handler_rate(events: int = 200_000) -> float:
+    """Events/s when each event's whole component work is one numba call: the two chains of
+    :func:`bare_flow_rate`, each completion ending its flow and starting the next on the same
+    route at the route's rate inside compiled code, which returns the next completion time for
+    Python to schedule. No contention test, no solve, no statistics: the ceiling of a compiled
+    component core on this (Python) kernel."""
+    import numpy as np
+    from numba import njit
+
+    @njit(cache=False)
+    def complete(rates: np.ndarray, done: np.ndarray, route: int, now_ps: int,
+                 amount: float) -> int:
+        done[route] += amount
+        return now_ps + math.ceil(amount / rates[route] * 1e12 - 1e-9)
+
+    sim = Simulator()
+    rates = np.array([256e9, 12.44e9 / 0.5])
+    done = np.zeros(2)
+    amount = float(1 << 20)
+    left = [events]
+
+    def chain(route: int) -> Callable[[object], None]:
+        def handler(_event: object) -> None:
+            left[0] -= 1
+            if left[0] > 0:
+                sim.schedule(complete(rates, done, route, sim.now, amount), handler)
+        return handler
+
+    complete(rates, done, 0, 0, amount)  # compile outside the timed loop
+    for route in (0, 1):
+        sim.schedule(complete(rates, done, route, 0, amount), chain(route))
+    start = time.perf_counter()
+    delivered = sim.run()
+    return delivered / (time.perf_counter() - start)
+
+
 def model_run(network: str, mode: str, batch: int, algorithm: str) -> tuple[int, float, float]:
     """(events, run-loop seconds, total wall seconds) of one iteration."""
     with contextlib.redirect_stdout(io.StringIO()):
@@ -113,7 +149,9 @@ def main() -> int:
     args = ap.parse_args()
     for label, measure in (("empty component, one event per distinct time",
                             empty_component_rate),
-                           ("bare flow network (no component logic)", bare_flow_rate)):
+                           ("bare flow network (no component logic)", bare_flow_rate),
+                           ("compiled handler: one numba call per event, bare flows",
+                            compiled_handler_rate)):
         kernel, rate = paired(measure, args.repeat)
         print(f"{label}: {rate:,.0f} events/s = {rate / kernel:.3f} x PHOLD "
               f"({kernel:,.0f} events/s)")
