@@ -167,7 +167,7 @@ def test_rates_stay_max_min_fair_as_flows_come_and_go(data, timing):
         check()
 
     def begin(i):
-        (weights, cap), (start_s, amount) = specs[i], timing[i]
+        (weights, cap), (_, amount) = specs[i], timing[i]
         flow = net.start(amount, weights, finished, cap=cap)
         live[flow.fid] = flow
         check()
