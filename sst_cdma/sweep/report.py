@@ -33,6 +33,10 @@ class Report:
     plots: list[Path] = field(default_factory=list)
 
 
+#: Timeline colours of the kernels of each phase (stalls are orange).
+_PHASE_COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "update": "#8172b2"}
+
+
 def _is_param(column: str) -> bool:
     return column == "topology" or column.startswith(PARAM_PREFIXES)
 
@@ -285,15 +289,15 @@ def _timeline(folder: Path, ok: Any, swept: list[str], path: Path,
     for i, layer in enumerate(layers):
         start, end = layer["start_s"] * 1e3, layer["end_s"] * 1e3
         kernel = layer["kernel_ps"] * 1e-9
-        colour = "#4c72b0" if layer["phase"] == "forward" else "#55a868"
+        colour = _PHASE_COLOURS.get(layer["phase"], "#55a868")
         ax.broken_barh([(start, kernel)], (i - 0.4, 0.8), color=colour)
         if end - start > kernel:
             ax.broken_barh([(start + kernel, end - start - kernel)], (i - 0.4, 0.8),
                            color="#dd8452")
     ax.set_xlabel("time in the iteration (ms)")
-    ax.set_ylabel("layer boundary (forward, then backward)")
-    ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — blue/green kernels "
-                 "(forward/backward), orange stalls", fontsize=9)
+    ax.set_ylabel("layer boundary (forward, backward, update)")
+    ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — blue/green/purple kernels "
+                 "(forward/backward/optimizer update), orange stalls", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
