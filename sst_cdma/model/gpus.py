@@ -1,8 +1,16 @@
-"""GPU and system presets (DESIGN.md section 6, with sources there): peak fp32 FLOP/s, DRAM
-bandwidth and capacity, SM count and the host link the topologies give each GPU."""
+"""GPU and system presets: SM count, peak fp32 FLOP/s, DRAM bandwidth and capacity, the host
+link the topologies give each GPU, and the calibration set whose fitted kernel-model parameters
+price its kernels (docs/kernel_model.md; sources of the figures in docs/gpus.md).
+
+Four presets were measured (``calibration`` names their set in the DeepBench kernel
+measurements). The others take the nearest measured family's fitted parameters, scaled by their
+own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+from ..units import parse_bandwidth
 
 
 @dataclass(frozen=True)
@@ -15,14 +23,33 @@ class GPUSpec:
     dram_bandwidth: str   # text with units
     dram_capacity: str
     host_link: str        # e.g. "pcie3x16", "pcie4x16", "pcie5x16", "nvlink2x3"
+    #: the calibration set whose fitted kernel parameters this GPU uses
+    kernel_family: str = "P100"
+    #: the calibration set this GPU was itself measured in, if any
+    calibration: Optional[str] = None
+
+    @property
+    def dram_bandwidth_Bps(self) -> float:
+        """DRAM bandwidth in bytes per second."""
+        return parse_bandwidth(self.dram_bandwidth)
+
+    @property
+    def measured(self) -> bool:
+        """True when the kernel parameters were fitted to this GPU's own measurements."""
+        return self.calibration is not None
 
 
 GPUS = {
-    "maxwell": GPUSpec("Titan X (Maxwell GM200)", 24, 6.6e12, "336.5GB/s", "12GiB", "pcie3x16"),
-    "pascal": GPUSpec("Tesla P100 SXM2", 56, 10.6e12, "732GB/s", "16GiB", "pcie3x16"),
-    "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16"),
-    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3"),
-    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16"),
-    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16"),
-    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16"),
+    "maxwell": GPUSpec("Titan X (Maxwell GM200)", 24, 6.6e12, "336.5GB/s", "12GiB", "pcie3x16",
+                       "TitanX", "TitanX"),
+    "pascal": GPUSpec("Tesla P100 SXM2", 56, 10.6e12, "732GB/s", "16GiB", "pcie3x16",
+                      "P100", "P100"),
+    "titanx_pascal": GPUSpec("Titan X (Pascal GP102)", 28, 11.0e12, "480GB/s", "12GiB",
+                             "pcie3x16", "TitanX_Pascal", "TitanX_Pascal"),
+    "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
+                       "TitanXp", "TitanXp"),
+    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100"),
+    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100"),
+    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100"),
+    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100"),
 }

@@ -1,0 +1,392 @@
+"""An algorithm-aware model of cuDNN/cuBLAS training kernels: the time of one layer's forward,
+backward-data and backward-filter kernels on a GPU described by its SM count, peak FLOP/s and
+DRAM bandwidth, with a handful of per-architecture parameters fitted to measured kernels
+(:mod:`sst_cdma.model.calibration`, ``sst-cdma calibrate``).
+
+What decides a kernel's time, and how the model prices it (docs/kernel_model.md says more):
+
+* **Algorithm.** A convolution pass can run as an implicit GEMM, as Winograd (3x3, stride 1:
+  fused F(2x2,3x3) saves 2.25x of the multiplies, non-fused F(4x4,3x3) 4x at the price of
+  transformed tensors in DRAM), as FFT (whole planes: pointwise complex products plus
+  transforms) or FFT-tiling (32x32 tiles). Each candidate is priced and the fastest one that
+  fits the workspace limit is picked, as cuDNN's ``cudnnFind*`` does.
+* **Tiles and waves.** A GEMM of M x N x K is cut into output tiles (128x128 down to 64x32);
+  the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the GPU pays for
+  a whole wave. When the tiles cannot fill one wave the reduction is split (split-K) and the
+  partial sums cost DRAM traffic. Smaller tiles reach a lower share of peak (less reuse per
+  operand loaded): efficiency = peak share x I / (I + ``tile_reuse``), with I the tile's
+  multiply-adds per operand element loaded.
+* **Memory.** Every kernel moves at least its operands through DRAM at
+  ``memory_efficiency`` x peak bandwidth; the kernel takes the slower of compute and memory.
+* **Launch.** A fixed ``launch_s`` per kernel.
+* **Backward passes.** Backward-data is a convolution of dY with the flipped filters; a stride
+  s scatters into a zero-strided grid, which cuDNN computes as the dense problem (s x s more
+  multiplies). Backward-filter is a GEMM whose reduction runs over N x P x Q (split-K).
+  Each backward pass has its own efficiency factor.
+
+Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer step) run at
+``memory_efficiency`` x DRAM bandwidth plus the launch.
+
+Everything is vectorized over problems with numpy so one call prices a whole calibration set;
+the simulator prices each layer and pass once (:func:`price_conv`, :func:`price_gemm`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["ALGORITHMS", "PASSES", "Hardware", "KernelParams", "KernelPrice", "ConvProblem",
+           "ModelError", "conv_times", "gemm_times", "price_conv", "price_convs", "price_gemm",
+           "price_memory_bound"]
+
+#: Convolution algorithm families, as cuDNN names them (forward).
+ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT",
+              "FFT_TILING", "GEMM")
+#: The passes of a convolution.
+PASSES = ("fwd", "bwd_data", "bwd_filter")
+
+# Output tiles (rows x columns) of the GEMM kernels and how many of them one SM holds at once;
+# the skinny ones serve problems with a narrow side (few channels, few filters, small batch).
+_TILES = ((128, 128, 1), (128, 64, 2), (64, 128, 2), (64, 64, 2), (128, 32, 4), (32, 128, 4),
+          (128, 16, 4), (16, 128, 4))
+_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+_MIN_SPLIT_K = 64           # a split-K slice reduces over at least this many elements
+_FFT_TILE = 32              # FFT-tiling's tile edge
+_ELEMENT = 4                # bytes per float32 element (the calibration data is fp32)
+
+
+class ModelError(ValueError):
+    """A layer shape the kernel model cannot price."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the kernel model needs to know about a GPU: SMs, peak FLOP/s (fp32) and DRAM
+    bandwidth in bytes per second."""
+
+    sms: int
+    peak_flops: float
+    dram_bandwidth: float
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """Per-architecture parameters of the kernel model (all dimensionless except ``launch_s``).
+
+    ``gemm_efficiency``: share of peak FLOP/s a large GEMM tile reaches; ``tile_reuse``: how fast
+    that share falls for small tiles; ``winograd_efficiency``/``fft_efficiency``: the share of
+    peak the transformed algorithms reach on their (reduced) arithmetic;
+    ``bwd_data_efficiency``/``bwd_filter_efficiency``: factors on the share for the backward
+    kernels; ``blas_efficiency``: factor for cuBLAS GEMMs (fully connected layers);
+    ``memory_efficiency``: share of peak DRAM bandwidth kernels reach; ``launch_s``: fixed time
+    per kernel."""
+
+    gemm_efficiency: float = 0.75
+    tile_reuse: float = 8.0
+    tile_fill_k: float = 32.0
+    winograd_efficiency: float = 0.6
+    fft_efficiency: float = 0.3
+    bwd_data_efficiency: float = 1.0
+    strided_dgrad_efficiency: float = 0.5
+    bwd_filter_efficiency: float = 0.8
+    blas_efficiency: float = 1.0
+    memory_efficiency: float = 0.75
+    launch_s: float = 5e-6
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The parameter names, in declaration order."""
+        return tuple(f.name for f in fields(cls))
+
+    def as_dict(self) -> dict[str, float]:
+        """The parameters as a plain mapping."""
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], where: str = "") -> "KernelParams":
+        """Parameters from a mapping that must name each one with a positive number."""
+        missing = [n for n in cls.names() if n not in values]
+        unknown = sorted(set(values) - set(cls.names()))
+        prefix = f"{where}: " if where else ""
+        if missing or unknown:
+            raise ModelError(f"{prefix}kernel parameters: "
+                             + (f"missing {missing[0]!r}" if missing else f"unknown {unknown[0]!r}"))
+        out = {}
+        for n in cls.names():
+            v = values[n]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v <= 0:
+                raise ModelError(f"{prefix}kernel parameter {n!r} must be a positive number, "
+                                 f"got {v!r}")
+            out[n] = float(v)
+        return cls(**out)
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """One convolution: batch N, input C x H x W, K filters of R x S, padding, stride,
+    dilation and groups (Caffe/cuDNN semantics, floor output size)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    pad_h: int = 0
+    pad_w: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    groups: int = 1
+
+    @property
+    def p(self) -> int:
+        """Output height."""
+        return (self.h + 2 * self.pad_h - self.dilation_h * (self.r - 1) - 1) // self.stride_h + 1
+
+    @property
+    def q(self) -> int:
+        """Output width."""
+        return (self.w + 2 * self.pad_w - self.dilation_w * (self.s - 1) - 1) // self.stride_w + 1
+
+    def check(self, layer: str = "") -> None:
+        """Raise :class:`ModelError` (naming ``layer``) unless the model can price this shape."""
+        what = f"layer {layer!r}: " if layer else ""
+        for name in ("n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "dilation_h",
+                     "dilation_w", "groups"):
+            if getattr(self, name) < 1:
+                raise ModelError(f"{what}convolution {name} must be >= 1, got "
+                                 f"{getattr(self, name)}")
+        if self.pad_h < 0 or self.pad_w < 0:
+            raise ModelError(f"{what}convolution padding must be >= 0")
+        if self.c % self.groups or self.k % self.groups:
+            raise ModelError(f"{what}{self.groups} groups do not divide {self.c} input and "
+                             f"{self.k} output channels")
+        if self.p < 1 or self.q < 1:
+            raise ModelError(f"{what}a {self.r}x{self.s} filter (dilation "
+                             f"{self.dilation_h}x{self.dilation_w}) is larger than its padded "
+                             f"{self.h + 2 * self.pad_h}x{self.w + 2 * self.pad_w} input")
+
+
+@dataclass(frozen=True)
+class KernelPrice:
+    """One kernel's modelled time, the algorithm picked and the workspace it needs."""
+
+    seconds: float
+    algorithm: str
+    workspace_bytes: int
+
+
+# -- vectorized building blocks --------------------------------------------------------------
+
+def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1) -> dict[str, np.ndarray]:
+    """Every (tile, split) way to run ``batch`` independent GEMMs of m x n x k (arrays) on
+    ``sms`` SMs. Per problem and candidate (shape (problems, candidates)): ``flops`` padded to
+    whole waves of whole tiles, ``fill`` the same count for one reduction step (the tiles'
+    fixed prologue and epilogue cost, priced as ``tile_fill_k`` extra reduction steps),
+    ``reuse`` the tile's multiply-adds per operand element loaded, ``extra_bytes`` the DRAM
+    traffic of split-K partial sums."""
+    m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
+    flops, fill, reuse, extra = [], [], [], []
+    for tm, tn, per_sm in _TILES:
+        slots = sms * per_sm
+        tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
+        for split in _SPLITS:
+            kk = np.ceil(k / split)
+            ok = (split == 1) | ((kk >= _MIN_SPLIT_K) & (tiles * split <= 2 * slots))
+            per_wave = np.where(ok, np.ceil(tiles * split / slots) * slots * 2.0 * tm * tn, np.inf)
+            flops.append(per_wave * kk)
+            fill.append(per_wave)
+            reuse.append(np.full(m.shape, tm * tn / (tm + tn)))
+            extra.append(np.full(m.shape, 0.0) if split == 1 else
+                         2.0 * split * batch * m * n * _ELEMENT)
+    return {"flops": np.stack(flops, axis=-1), "fill": np.stack(fill, axis=-1),
+            "reuse": np.stack(reuse, axis=-1), "extra_bytes": np.stack(extra, axis=-1)}
+
+
+def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
+               dram: Any) -> np.ndarray:
+    """Seconds of the fastest candidate of :func:`_gemm_candidates` at ``efficiency`` x the
+    tile's share of peak, moving ``dram`` bytes of operands: the slower of compute and memory."""
+    share = np.asarray(efficiency, dtype=float)
+    eff = (share[..., None] if share.ndim else share) * c["reuse"] / (c["reuse"] + kp.tile_reuse)
+    compute = (c["flops"] + kp.tile_fill_k * c["fill"]) / (hw.peak_flops * eff)
+    memory = (np.asarray(dram, dtype=float)[..., None] + c["extra_bytes"]) / \
+        (hw.dram_bandwidth * kp.memory_efficiency)
+    return np.maximum(compute, memory).min(axis=-1)
+
+
+def _memory_s(nbytes: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
+    return np.asarray(nbytes, dtype=float) / (hw.dram_bandwidth * kp.memory_efficiency)
+
+
+def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelParams,
+               workspace_limit: float = math.inf) -> dict[str, np.ndarray]:
+    """Modelled time of ``pass_`` (``fwd``, ``bwd_data``, ``bwd_filter``) for arrays of
+    convolutions (keys n c h w k r s pad_h pad_w stride_h stride_w, optional dilation_h,
+    dilation_w, groups). Returns ``seconds`` (fastest algorithm within ``workspace_limit``
+    bytes, launches included), ``algorithm`` (index into :data:`ALGORITHMS`), ``workspace``
+    (bytes at 4 per element) and ``by_algorithm`` (problems x algorithms, inf where the
+    algorithm does not apply)."""
+    if pass_ not in PASSES:
+        raise ModelError(f"unknown pass {pass_!r} (one of {', '.join(PASSES)})")
+    f = {key: np.asarray(v, dtype=float) for key, v in prob.items()}
+    one = np.ones_like(f["n"])
+    dh, dw, g = (f.get(key, one) for key in ("dilation_h", "dilation_w", "groups"))
+    n, c, h, w, k, r, s = (f[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
+    sh, sw = f["stride_h"], f["stride_w"]
+    hp, wp = h + 2 * f["pad_h"], w + 2 * f["pad_w"]
+    p = np.floor((hp - dh * (r - 1) - 1) / sh) + 1
+    q = np.floor((wp - dw * (s - 1) - 1) / sw) + 1
+    cg, kg = c / g, k / g
+    x_bytes, y_bytes, w_bytes = (n * c * h * w * _ELEMENT, n * k * p * q * _ELEMENT,
+                                 k * cg * r * s * _ELEMENT)
+    dense = (sh == 1) & (sw == 1) & (dh == 1) & (dw == 1) & (g == 1)
+    wino_ok = dense & (r == 3) & (s == 3)
+    if pass_ == "fwd":
+        gm, gn, gk, eff = n * p * q, kg, cg * r * s, 1.0
+        dram = x_bytes + w_bytes + y_bytes
+        # Winograd GEMMs: tiles of the output, n = filters, reduce over input channels
+        wm, wn, wk = n, kg, cg
+    elif pass_ == "bwd_data":
+        strided = (sh > 1) | (sw > 1)
+        gm, gn, gk = n * h * w, cg, kg * r * s / (sh * sw)
+        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)
+        dram = y_bytes + w_bytes + x_bytes
+        wm, wn, wk = n, cg, kg
+    else:
+        gm, gn, gk, eff = kg, cg * r * s, n * p * q, kp.bwd_filter_efficiency
+        dram = x_bytes + y_bytes + w_bytes
+        wm, wn, wk = kg, cg, n
+    out_h, out_w = (h, w) if pass_ == "bwd_data" else (p, q)
+    inf = np.full(n.shape, np.inf)
+    zeros = np.zeros(n.shape)
+    times = dict.fromkeys(ALGORITHMS, inf)
+    space = dict.fromkeys(ALGORITHMS, zeros)
+    launches = dict.fromkeys(ALGORITHMS, g)
+
+    # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace)
+    gemm = _gemm_time(_gemm_candidates(gm, gn, gk, hw.sms, g), hw, kp,
+                      kp.gemm_efficiency * eff, dram)
+    times["IMPLICIT_PRECOMP_GEMM"] = gemm
+    # without workspace for its offsets: the model cannot tell it apart, so it is only picked
+    # where a zero workspace limit rules the precomputed variant out
+    times["IMPLICIT_GEMM"] = gemm * (1 + 1e-9)
+    if pass_ == "fwd":
+        space["IMPLICIT_PRECOMP_GEMM"] = gk * 8.0
+
+    # Winograd: F(2x2,3x3) fused (16 GEMMs over 4x4 tiles) and F(4x4,3x3) non-fused
+    # (36 GEMMs over 6x6 tiles, its transformed operands round-tripping through DRAM)
+    for algo, out_tile, points in (("WINOGRAD", 2, 16), ("WINOGRAD_NONFUSED", 4, 36)):
+        tiles = np.ceil(out_h / out_tile) * np.ceil(out_w / out_tile)
+        if pass_ == "bwd_filter":
+            mm, nn, kk = wm, wn, wk * tiles
+            t_in, t_out = n * tiles * (c + k) * points * _ELEMENT, kg * cg * points * _ELEMENT
+        else:
+            mm, nn, kk = wm * tiles, wn, wk
+            t_in = wm * tiles * wk * points * _ELEMENT + wn * wk * points * _ELEMENT
+            t_out = wm * tiles * wn * points * _ELEMENT
+        cand = _gemm_candidates(mm, nn, kk, hw.sms, points)
+        if algo == "WINOGRAD":
+            if pass_ == "bwd_filter":
+                continue
+            t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, dram)
+        else:
+            t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, t_in + t_out) + \
+                _memory_s(2 * (dram + t_in + t_out), hw, kp)
+            space[algo] = t_in + t_out
+            launches[algo] = 3 * one
+        times[algo] = np.where(wino_ok, t, np.inf)
+
+    # FFT over whole padded planes, and over 32x32 tiles (FFT-tiling)
+    tiles_h = np.ceil(p / np.maximum(_FFT_TILE - r + 1, 1))
+    tiles_w = np.ceil(q / np.maximum(_FFT_TILE - s + 1, 1))
+    for algo, eh, ew, count in (("FFT", hp, wp, one),
+                                ("FFT_TILING", one * _FFT_TILE, one * _FFT_TILE,
+                                 tiles_h * tiles_w)):
+        points = eh * (np.floor(ew / 2) + 1)   # a real transform keeps half the spectrum
+        planes = (n * c + n * k) * count + k * c
+        bufs = planes * points * 2 * _ELEMENT
+        transforms = planes * 2.5 * eh * ew * np.log2(np.maximum(eh * ew, 2))
+        products = 8.0 * n * k * c * count * points
+        t = np.maximum((transforms + products) / (hw.peak_flops * kp.fft_efficiency * eff),
+                       _memory_s(dram + 2 * bufs, hw, kp))
+        valid = dense & (r > 1) & (r <= eh) & (s <= ew)
+        if algo == "FFT":
+            valid &= (hp <= 256) & (wp <= 256)
+        else:
+            valid &= (r <= _FFT_TILE) & (s <= _FFT_TILE) & ((hp > _FFT_TILE) | (wp > _FFT_TILE))
+        times[algo] = np.where(valid, t, np.inf)
+        space[algo] = bufs
+        launches[algo] = 3 * one
+
+    by_algo = np.stack([times[a] for a in ALGORITHMS], axis=-1)
+    with_launch = by_algo + kp.launch_s * np.stack([launches[a] for a in ALGORITHMS], axis=-1)
+    ws = np.stack([np.broadcast_to(space[a], n.shape) for a in ALGORITHMS], axis=-1)
+    allowed = np.where(ws <= workspace_limit, with_launch, np.inf)
+    pick = np.argmin(allowed, axis=-1)
+    return {"seconds": np.take_along_axis(allowed, pick[..., None], axis=-1)[..., 0],
+            "algorithm": pick,
+            "workspace": np.take_along_axis(ws, pick[..., None], axis=-1)[..., 0],
+            "by_algorithm": with_launch}
+
+
+def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
+    """Modelled seconds of cuBLAS GEMMs C[m x n] = A[m x k] B[k x n] (arrays) in fp32."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    dram = (m * k + k * n + m * n) * _ELEMENT
+    return _gemm_time(_gemm_candidates(m, n, k, hw.sms), hw, kp,
+                      kp.gemm_efficiency * kp.blas_efficiency, dram) + kp.launch_s
+
+
+# -- one layer at a time (the simulator) -----------------------------------------------------
+
+def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: KernelParams,
+                itemsize: int = 4, workspace_limit: Optional[int] = None,
+                layers: Optional[Sequence[str]] = None) -> list[KernelPrice]:
+    """Many convolutions' ``pass_`` at once (one vectorized evaluation): time, algorithm and
+    workspace of each. Times are priced at fp32 rate (no tensor-core path); the workspace
+    scales with ``itemsize``. ``layers`` name the problems in errors."""
+    names = list(layers) if layers is not None else [""] * len(problems)
+    for problem, name in zip(problems, names):
+        problem.check(name)
+    if not problems:
+        return []
+    arrays = {key: np.array([float(getattr(pr, key)) for pr in problems])
+              for key in ConvProblem.__dataclass_fields__}
+    limit = math.inf if workspace_limit is None else float(workspace_limit)
+    res = conv_times(arrays, pass_, hw, kp, limit)
+    out = []
+    for i, name in enumerate(names):
+        seconds = float(res["seconds"][i])
+        if not math.isfinite(seconds):
+            raise ModelError(f"layer {name!r}: no convolution algorithm fits a workspace "
+                             f"limit of {workspace_limit} bytes")
+        out.append(KernelPrice(seconds, ALGORITHMS[int(res["algorithm"][i])],
+                               int(res["workspace"][i] * itemsize / _ELEMENT)))
+    return out
+
+
+def price_conv(problem: ConvProblem, pass_: str, hw: Hardware, kp: KernelParams,
+               itemsize: int = 4, workspace_limit: Optional[int] = None,
+               layer: str = "") -> KernelPrice:
+    """One convolution pass: its time, algorithm and workspace (see :func:`price_convs`)."""
+    return price_convs([problem], pass_, hw, kp, itemsize, workspace_limit, [layer])[0]
+
+
+def price_gemm(m: int, n: int, k: int, hw: Hardware, kp: KernelParams) -> KernelPrice:
+    """One fully connected layer's GEMM of m x n x k."""
+    return KernelPrice(float(gemm_times([m], [n], [k], hw, kp)[0]), "GEMM", 0)
+
+
+def price_memory_bound(dram_bytes: int, hw: Hardware, kp: KernelParams) -> KernelPrice:
+    """A memory-bound kernel (pooling, ReLU, LRN, batchnorm, concat, add, optimizer step)
+    moving ``dram_bytes`` at the achievable DRAM bandwidth."""
+    return KernelPrice(dram_bytes / (hw.dram_bandwidth * kp.memory_efficiency) + kp.launch_s,
+                       "", 0)
