@@ -10,6 +10,7 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork, PS_PER_S
+from sst_cdma.model.gpus import GPUS
 
 from .messages import MemoryHandle, TransferDone, TransferRequest
 
@@ -34,10 +35,22 @@ class GPU(Component):
         Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
         Param("optimizer", "str", "none", "optimizer step ending the iteration (none: "
               "forward and backward only)", choices=("none", "sgd", "momentum", "adam")),
-        Param("workspace", "bytes", "0B", "cuDNN workspace each convolution kernel gets "
-              "(allocated for the kernel's duration; frameworks' workspace limit)", minimum=0),
+        Param("workspace", "bytes", "0B", "cuDNN workspace each convolution kernel gets under "
+              "the roofline (allocated for the kernel's duration); the fitted model sizes "
+              "each kernel's own workspace instead (see workspace_limit)", minimum=0),
         Param("layer_times", "str", "", "measured kernel times per layer and pass (a "
-              "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: roofline"),
+              "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: the kernel "
+              "model"),
+        Param("kernel_model", "str", "fitted", "how kernels are priced: 'fitted' (the "
+              "algorithm-aware model fitted to measured cuDNN kernels; docs/kernel_model.md) "
+              "or 'roofline' (peak_flops x compute_efficiency against DRAM bandwidth)",
+              choices=("fitted", "roofline")),
+        Param("gpu_preset", "str", "pascal", "GPU preset whose SM count, DRAM bandwidth and "
+              "fitted kernel parameters the kernel model uses (peak_flops is this element's)",
+              choices=tuple(sorted(GPUS))),
+        Param("sms", "int", 0, "streaming multiprocessors (0: the preset's)", minimum=0),
+        Param("workspace_limit", "str", "", "largest cuDNN workspace one convolution kernel may "
+              "take when the fitted model picks its algorithm, e.g. 64MiB (default: no limit)"),
         Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
               exclusive_minimum=True),
         Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s kernels reach",
@@ -67,6 +80,9 @@ class GPU(Component):
         from sst_cdma.workloads.stream import StreamError, parse_stream
 
         p = self.params
+        self.kernel_model = None
+        if p["kernel_model"] == "fitted" and not p["workload"]:
+            self.kernel_model = self._fitted_model()
         try:
             if p["workload"]:
                 if p["layer_times"]:
@@ -82,7 +98,8 @@ class GPU(Component):
                     raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
                 text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
                                                      p["policy"], p["layer_times"],
-                                                     p["optimizer"], p["workspace"])
+                                                     p["optimizer"], p["workspace"],
+                                                     self.kernel_model, self._workspace_limit())
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")
@@ -126,11 +143,40 @@ class GPU(Component):
         self.timeline: list[tuple[str, str, int, int]] = []
         self._kernel_layer_start: dict[str, int] = {}
         self._layer_kernel = 0
+        self._layer_algorithms: list[str] = []
         self.register_as_primary()
         self.stat_iter = self.register_statistic("iteration_time_ps")
         self.stat_kernel = self.register_statistic("kernel_time_ps")
         self.stat_stall = self.register_statistic("stall_time_ps")
         self.stat_layer = self.register_statistic("layer_time_ps")
+
+    def _fitted_model(self) -> Any:
+        """The fitted kernel model of this GPU: its preset's family and SMs, this element's
+        peak FLOP/s."""
+        from dataclasses import replace
+
+        from sst_cdma.model.fitted import kernel_model_for
+        from sst_cdma.model.kernel_model import ModelError
+
+        p = self.params
+        preset = p["gpu_preset"]
+        spec = replace(GPUS[preset], peak_flops=p["peak_flops"],
+                       sms=p["sms"] or GPUS[preset].sms)
+        try:
+            return kernel_model_for(preset, spec)
+        except ModelError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
+
+    def _workspace_limit(self) -> Optional[int]:
+        from sst_cdma.units import UnitError, parse_bytes
+
+        text = self.params["workspace_limit"]
+        if not text:
+            return None
+        try:
+            return parse_bytes(text)
+        except UnitError as exc:
+            raise ValueError(f"{self.name}: param 'workspace_limit': {exc}") from None
 
     # -- wiring ------------------------------------------------------------------------------
     def init(self, phase: int) -> None:
@@ -210,8 +256,12 @@ class GPU(Component):
 
     def _layer_boundary(self, op: Any) -> None:
         now = self.sim.now
-        self.layers.append({"layer": op.name, "phase": op.phase, "start_ps": self.layer_start,
-                            "end_ps": now, "kernel_ps": self._layer_kernel})
+        entry = {"layer": op.name, "phase": op.phase, "start_ps": self.layer_start,
+                 "end_ps": now, "kernel_ps": self._layer_kernel}
+        if self._layer_algorithms:
+            entry["algorithm"] = ", ".join(self._layer_algorithms)
+            self._layer_algorithms = []
+        self.layers.append(entry)
         self.stat_layer.add_data(now - self.layer_start)
         stall = (now - self.layer_start) - self._layer_kernel
         if stall > 0:
@@ -233,8 +283,14 @@ class GPU(Component):
             duration = roofline_ps(op.flops or 0, op.dram or 0, p["peak_flops"],
                                    p["compute_efficiency"], self.dram_bandwidth,
                                    p["kernel_overhead"])
-        label = f"{op.name} ({op.pass_})"
-        if p["hbm_contention"] and op.dram and op.time_ps is None and duration > 0:
+        label = f"{op.name} ({op.pass_}, {op.algorithm})" if op.algorithm else \
+            f"{op.name} ({op.pass_})"
+        if op.algorithm:
+            self._layer_algorithms.append(f"{op.pass_} {op.algorithm}")
+        # Modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine;
+        # measured ones are timers: the measurement already holds their DRAM time.
+        modelled = op.time_ps is None or self.kernel_model is not None and not p["layer_times"]
+        if p["hbm_contention"] and op.dram and modelled and duration > 0:
             # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
             # end is rounded up to whole ps, so aim half a picosecond early.
             cap = op.dram / ((duration - p["kernel_overhead"] - 0.5) / PS_PER_S)

@@ -66,14 +66,22 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
     p.add_argument("--workload", default="", help="run this workload stream file instead of "
                    "rendering one for --network/--batch/--policy")
+    p.add_argument("--kernel-model", default="fitted", choices=("fitted", "roofline"),
+                   help="how kernels are priced: 'fitted' (algorithm-aware model fitted to "
+                        "measured cuDNN kernels, docs/kernel_model.md) or 'roofline' (peak "
+                        "FLOP/s x --compute-efficiency against DRAM bandwidth) (default fitted)")
     p.add_argument("--compute-efficiency", type=float, default=0.6, metavar="E",
                    help="fraction of peak FLOP/s the roofline's kernels reach (default 0.6; "
-                        "sst-cdma time-layers --gpu derives one from measured times)")
+                        "only with --kernel-model roofline; sst-cdma time-layers --gpu derives "
+                        "one from measured times)")
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "momentum", "adam"),
                    help="end the iteration with this optimizer's step: its state in GPU "
                         "memory, one update kernel per layer with weights (default none)")
-    p.add_argument("--workspace", default="0B", metavar="SIZE",
-                   help="cuDNN workspace each convolution kernel gets, e.g. 256MiB (default 0B)")
+    p.add_argument("--workspace", default="", metavar="SIZE",
+                   help="cuDNN workspace limit, e.g. 256MiB: the fitted model picks each "
+                        "convolution's fastest algorithm whose workspace fits (default: no "
+                        "limit); under --kernel-model roofline every convolution kernel gets "
+                        "SIZE (default 0B)")
     p.add_argument("--layer-times", default="", metavar="FILE",
                    help="measured kernel times per layer (sst-cdma time-layers writes one) "
                         "instead of the roofline")
@@ -104,11 +112,15 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     """Add one GPU with its HBM, engine and host link; returns (gpu, link component)."""
     o = spec.options
     gpu = sst.Component(name, "cdma.GPU")
+    fitted = o.kernel_model == "fitted"
     gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
                    "peak_flops": spec.gpu.peak_flops, "label": label,
+                   "kernel_model": o.kernel_model, "gpu_preset": o.gpu,
+                   "workspace_limit": o.workspace if fitted else "",
                    "compute_efficiency": o.compute_efficiency,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
-                   "optimizer": o.optimizer, "workspace": o.workspace,
+                   "optimizer": o.optimizer,
+                   "workspace": "0B" if fitted else (o.workspace or "0B"),
                    "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
@@ -183,13 +195,21 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
                           f"{', '.join(NETWORKS)}, digits_cnn, or a .yaml network definition)") \
             from None
     try:
-        workspace = parse_bytes(o.workspace)
+        workspace = parse_bytes(o.workspace) if o.workspace else 0
     except UnitError as exc:
         raise ConfigError(f"model option error: --workspace: {exc}") from None
     if o.workload and (o.optimizer != "none" or workspace):
         raise ConfigError("model option error: --optimizer and --workspace apply to a --network; "
                           "a --workload stream declares its own")
-    kernel_times = "roofline"
+    if o.kernel_model == "roofline":
+        kernel_times = "roofline"
+    else:
+        from .model.fitted import kernel_model_for
+        from .model.kernel_model import ModelError
+        try:
+            kernel_times = kernel_model_for(o.gpu).description
+        except ModelError as exc:
+            raise ConfigError(f"model option error: --gpu {o.gpu}: {exc}") from None
     if o.layer_times:
         if o.workload:
             raise ConfigError("model option error: --layer-times applies to a --network; a "
@@ -202,6 +222,13 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         except WorkloadError as exc:
             raise ConfigError(f"model option error: --layer-times: {exc}") from None
         kernel_times = f"measured on {measured.device} ({o.layer_times})"
+        if measured.gpu and measured.gpu != o.gpu:
+            if o.kernel_model != "fitted":
+                raise ConfigError(f"model option error: --layer-times {o.layer_times} was "
+                                  f"measured on GPU preset {measured.gpu!r}, not {o.gpu!r}: "
+                                  "scaling it needs --kernel-model fitted")
+            kernel_times += (f", predicted for {o.gpu} from {measured.gpu} by the kernel "
+                             "model's per-layer ratio")
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     link_params = dict(LINKS[link_name])

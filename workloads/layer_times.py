@@ -6,11 +6,15 @@ network at one batch size and dtype::
 
     {"format": "sst-cdma-layer-times", "version": 1,
      "network": "vgg16", "batch": 64, "dtype": "float32",
-     "device": "NVIDIA H200 (cuda:0)", "measured_by": "sst-cdma time-layers 0.1.0",
+     "device": "NVIDIA H200 (cuda:0)", "gpu": "h200",
+     "measured_by": "sst-cdma time-layers 0.1.0",
      "layers": {"conv1_1": {"fwd": "1.234ms", "bwd": "2.5ms"}, ...}}
 
 Every layer but the data layer runs one forward and one backward kernel, and the file must give
 both for each: a file that covered some layers would silently mix measured and modelled time.
+``gpu`` (optional) names the GPU preset of the measured device: a run on another preset then
+scales each measured kernel by the kernel model's ratio (target over source) for that layer and
+pass; without it the times are used as measured.
 ``sst-cdma time-layers`` writes such a file by timing each layer of the definition in PyTorch
 (:mod:`sst_cdma.capture.layer_timing`); hand-written files are welcome. The times become the
 ``time=`` keys of the stream's compute ops (docs/workloads.md).
@@ -33,7 +37,8 @@ __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "for
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
 PASSES = ("fwd", "bwd")
-_KEYS = {"format", "version", "network", "batch", "dtype", "device", "measured_by", "layers"}
+_KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "measured_by",
+         "layers"}
 
 
 def format_ps(ps: int) -> str:
@@ -58,6 +63,8 @@ class LayerTimes:
     times_ps: dict[str, dict[str, int]]
     measured_by: str = ""
     source: str = field(default="", compare=False)
+    #: the GPU preset of the measured device ("" when not known)
+    gpu: str = ""
 
     def as_stream_times(self) -> dict[str, dict[str, str]]:
         """The times as exact text: the ``times`` argument of
@@ -92,9 +99,12 @@ class LayerTimes:
 
     def to_json(self) -> dict[str, Any]:
         """The file's content."""
-        return {"format": FORMAT, "version": VERSION, "network": self.network,
-                "batch": self.batch, "dtype": self.dtype, "device": self.device,
-                "measured_by": self.measured_by, "layers": self.as_stream_times()}
+        doc = {"format": FORMAT, "version": VERSION, "network": self.network,
+               "batch": self.batch, "dtype": self.dtype, "device": self.device}
+        if self.gpu:
+            doc["gpu"] = self.gpu
+        doc.update({"measured_by": self.measured_by, "layers": self.as_stream_times()})
+        return doc
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the file (atomically: a reader never sees half of it)."""
@@ -120,6 +130,12 @@ def _parse(doc: Any, where: str) -> LayerTimes:
     for key, kind in (("network", str), ("dtype", str), ("device", str)):
         if not isinstance(doc.get(key), kind) or not doc[key]:
             raise fail(f"{key!r} must be a non-empty string")
+    gpu = doc.get("gpu", "")
+    if gpu != "":
+        from sst_cdma.model.gpus import GPUS
+
+        if not isinstance(gpu, str) or gpu not in GPUS:
+            raise fail(f"'gpu' must name a GPU preset ({', '.join(sorted(GPUS))}), got {gpu!r}")
     batch = doc.get("batch")
     if type(batch) is not int or batch < 1:
         raise fail(f"'batch' must be a positive integer, got {batch!r}")
@@ -143,7 +159,7 @@ def _parse(doc: Any, where: str) -> LayerTimes:
                 raise fail(f"layer {name!r} {p}: {exc}") from None
             times[name][p] = ps
     return LayerTimes(doc["network"], batch, doc["dtype"], doc["device"], times,
-                      str(doc.get("measured_by", "")), where)
+                      str(doc.get("measured_by", "")), where, gpu)
 
 
 def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:

@@ -9,15 +9,18 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping, Optional
 
 import jinja2
 
-from .layer_times import load_layer_times
+from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
 from .stream import Stream, parse_stream
 from .vdnn import Plan, plan_iteration
+
+if TYPE_CHECKING:
+    from sst_cdma.model.fitted import KernelModel
 
 __all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "iteration_stream"]
 
@@ -45,30 +48,64 @@ def render_plan(plan: Plan, template: str = "stream.j2") -> str:
 def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: str = "float32",
                   policy: str = "conv",
                   times: Mapping[str, Mapping[str, str]] | None = None,
-                  optimizer: str = "none", workspace: int = 0) -> str:
+                  optimizer: str = "none", workspace: int = 0,
+                  kernel_model: Optional["KernelModel"] = None,
+                  workspace_limit: Optional[int] = None) -> str:
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
     measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
     ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
     :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
-    cuDNN workspace in bytes each convolution kernel gets.
+    cuDNN workspace in bytes each convolution kernel gets. With a ``kernel_model`` (the fitted
+    model of the GPU, :mod:`sst_cdma.model.fitted`) every kernel is priced by it: its time,
+    algorithm and workspace (at most ``workspace_limit`` bytes) go into the stream, and
+    ``workspace`` is not used; measured ``times`` still take precedence for the times.
     """
+    from .kernel_pricing import price_network
+
     net = network if isinstance(network, Network) else load_network(network)
-    return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace))
+    kernels = None
+    if kernel_model is not None:
+        kernels = price_network(net, batch, dtype, kernel_model, workspace_limit)
+    return _render(net, batch, dtype, policy, times, optimizer, workspace, kernel_model, kernels)
+
+
+def _render(net: Network, batch: int, dtype: str, policy: str,
+            times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
+            kernel_model: Optional["KernelModel"], kernels: Optional[Mapping]) -> str:
+    from .kernel_pricing import price_update
+
+    update = None if kernel_model is None else functools.partial(price_update, model=kernel_model)
+    return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
+                                      kernels, update))
+
+
+@functools.lru_cache(maxsize=32)
+def _priced(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
+            kernel_model: "KernelModel", workspace_limit: Optional[int]) -> Mapping:
+    """The kernel model's prices of a network definition file, shared by the policies."""
+    from .kernel_pricing import price_network
+
+    return price_network(load_network(path), batch, dtype, kernel_model, workspace_limit)
 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
                      policy: str = "conv",
                      layer_times: str | os.PathLike[str] = "",
-                     optimizer: str = "none", workspace: int = 0) -> tuple[str, Stream]:
+                     optimizer: str = "none", workspace: int = 0,
+                     kernel_model: Optional["KernelModel"] = None,
+                     workspace_limit: Optional[int] = None) -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
     (:mod:`~sst_cdma.workloads.layer_times`) whose times become the compute ops' ``time=``;
     it must be for this network, batch and dtype. ``optimizer`` adds its step (see
     :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`); ``workspace`` gives each convolution kernel
-    that many bytes of cuDNN workspace.
+    that many bytes of cuDNN workspace. ``kernel_model`` prices every kernel with the fitted
+    model (see :func:`render_stream`); measured times of another GPU preset (the file's
+    ``gpu``) are then scaled to this one, layer by layer and pass by pass, by the model's
+    ratio.
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -86,18 +123,43 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
             times_mtime = -1  # load_layer_times reports it, naming the file
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
-                      times, times_mtime, optimizer, workspace)
+                      times, times_mtime, optimizer, workspace, kernel_model, workspace_limit)
 
 
 @functools.lru_cache(maxsize=32)
 def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
                policy: str, label: str, layer_times: str, times_mtime_ns: int,
-               optimizer: str, workspace: int) -> tuple[str, Stream]:
+               optimizer: str, workspace: int, kernel_model: Optional["KernelModel"],
+               workspace_limit: Optional[int]) -> tuple[str, Stream]:
     net = load_network(path)
     times = None
     if layer_times:
         measured = load_layer_times(layer_times)
         measured.check(net, batch, dtype)
+        if kernel_model is not None and measured.gpu and measured.gpu != kernel_model.preset:
+            measured = scale_layer_times(measured, net, kernel_model, workspace_limit)
         times = measured.as_stream_times()
-    text = render_stream(net, batch, dtype, policy, times, optimizer, workspace)
+    kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
+                                                        dtype, kernel_model, workspace_limit)
+    text = _render(net, batch, dtype, policy, times, optimizer, workspace, kernel_model, kernels)
     return text, parse_stream(text, label)
+
+
+def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelModel",
+                      workspace_limit: Optional[int] = None) -> "LayerTimes":
+    """Times measured on the file's GPU preset, predicted for ``target``: each kernel's
+    measured time times the kernel model's ratio (target over source) for that layer and
+    pass."""
+    from dataclasses import replace
+
+    from sst_cdma.model.fitted import kernel_model_for
+
+    from .kernel_pricing import price_network
+
+    source = kernel_model_for(measured.gpu)
+    src = price_network(network, measured.batch, measured.dtype, source, workspace_limit)
+    dst = price_network(network, measured.batch, measured.dtype, target, workspace_limit)
+    scaled = {layer: {p: max(1, round(ps * dst[layer][p].time_ps / src[layer][p].time_ps))
+                      for p, ps in passes.items()}
+              for layer, passes in measured.times_ps.items()}
+    return replace(measured, times_ps=scaled)

@@ -7,7 +7,7 @@ Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored
     phase forward
     alloc NAME | free NAME | wait NAME
     offload NAME layer=L | prefetch NAME layer=L
-    compute L pass=fwd|bwd|update flops=INT dram=INT [time=DURATION] [reads=T,T..] [writes=T,T..]
+    compute L pass=fwd|bwd|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
     sync L
     phase backward
     ...
@@ -46,6 +46,7 @@ _PASS_OF_PHASE = {"forward": "fwd", "backward": "bwd", "update": "update"}
 _TENSOR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+:-]*$")
 _LAYER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 _INT_RE = re.compile(r"^[0-9]+$")
+_ALGO_RE = re.compile(r"^[A-Z][A-Z0-9_]*(\+[A-Z][A-Z0-9_]*)*$")
 _DURATION_RE = re.compile(r"^((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(ps|ns|us|ms|s)$")
 _MAX_PS = Decimal(10) ** 24  # ~30 years: anything longer is a typo
 _PS_PER = {"ps": 1, "ns": 10**3, "us": 10**6, "ms": 10**9, "s": 10**12}
@@ -61,7 +62,8 @@ _SCHEMA: dict[str, tuple[str | None, frozenset[str], frozenset[str]]] = {
     "wait": ("tensor", frozenset(), frozenset()),
     "offload": ("tensor", frozenset({"layer"}), frozenset()),
     "prefetch": ("tensor", frozenset({"layer"}), frozenset()),
-    "compute": ("layer", frozenset({"pass", "flops", "dram"}), frozenset({"time", "reads", "writes"})),
+    "compute": ("layer", frozenset({"pass", "flops", "dram"}),
+                frozenset({"time", "algo", "reads", "writes"})),
     "sync": ("layer", frozenset(), frozenset()),
 }
 #: Ops allowed inside a phase.
@@ -98,7 +100,8 @@ class StreamTensor:
 @dataclass(frozen=True)
 class StreamOp:
     """One op of a phase; ``name`` is the tensor (alloc/free/offload/prefetch/wait) or layer
-    (compute/sync). ``time_ps`` is the optional measured kernel time in picoseconds."""
+    (compute/sync). ``time_ps`` is the optional kernel time in picoseconds (measured, or priced
+    by the kernel model), ``algorithm`` the convolution algorithm(s) the kernel model picked."""
 
     op: str
     name: str
@@ -110,6 +113,7 @@ class StreamOp:
     dram: int | None = None
     time_ps: int | None = None
     reads: tuple[str, ...] = ()
+    algorithm: str = ""
     writes: tuple[str, ...] = ()
 
 
@@ -361,6 +365,10 @@ class _Parser:
                 time_ps = parse_duration(keys["time"])
             except ValueError as exc:
                 raise self.fail(f"'compute': {exc}") from None
+        algorithm = keys.get("algo", "")
+        if "algo" in keys and not _ALGO_RE.match(algorithm):
+            raise self.fail(f"'compute': algo={algorithm} must be algorithm names joined by '+' "
+                            "(e.g. WINOGRAD or IMPLICIT_PRECOMP_GEMM+FFT)")
         lists = {}
         for key in ("reads", "writes"):
             names = tuple(keys[key].split(",")) if key in keys else ()
@@ -380,7 +388,7 @@ class _Parser:
         self.computed.add(layer)
         return StreamOp("compute", layer, phase, self.lineno, pass_=pass_, flops=flops,
                         dram=dram, time_ps=time_ps, reads=lists["reads"],
-                        writes=lists["writes"])
+                        writes=lists["writes"], algorithm=algorithm)
 
     def finish(self, last_line: int) -> Stream:
         self.lineno = max(last_line, 1)

@@ -29,10 +29,11 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 from .dtypes import itemsize
 from .errors import WorkloadError
+from .layer_times import format_ps
 from .network import LayerInfo, Network, TensorInfo
 
 __all__ = ["POLICIES", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block", "Plan",
@@ -91,9 +92,10 @@ def wgrad_name(layer: str) -> str:
     return f"{layer}:dw"
 
 
-def workspace_name(layer: str) -> str:
-    """Stream name of ``layer``'s convolution workspace."""
-    return f"{layer}:ws"
+def workspace_name(layer: str, pass_: str = "fwd") -> str:
+    """Stream name of ``layer``'s convolution workspace (of its forward kernel, or of its
+    backward kernel when the kernel model sizes them separately)."""
+    return f"{layer}:ws" if pass_ == "fwd" else f"{layer}:ws.{pass_}"
 
 
 def state_name(layer: str) -> str:
@@ -126,6 +128,7 @@ class Op:
     time: str | None = None
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    algorithm: str = ""
 
 
 @dataclass
@@ -168,13 +171,22 @@ def _times(times: Mapping[str, Mapping[str, str]] | None, layer: str, pass_: str
 
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
                    times: Mapping[str, Mapping[str, str]] | None = None,
-                   optimizer: str = "none", workspace: int = 0) -> Plan:
+                   optimizer: str = "none", workspace: int = 0,
+                   kernels: Mapping[str, Mapping[str, Any]] | None = None,
+                   update_ps: Callable[[int], int] | None = None) -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
     step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
     ``workspace`` bytes of cuDNN workspace.
 
     ``times`` optionally maps layer -> {"fwd": "1.2ms", "bwd": "2.5ms"} (measured kernel times
     for calibration); they become ``time=`` keys of the compute ops.
+
+    ``kernels`` optionally maps layer -> {"fwd": k, "bwd": k} of kernels priced by the kernel
+    model (:class:`~sst_cdma.workloads.kernel_pricing.PricedKernel`: ``time_ps``,
+    ``algorithm``, ``workspace``): their times become ``time=`` keys (unless ``times`` gives
+    measured ones), their algorithms ``algo=`` keys, and each kernel gets the workspace its
+    algorithm needs instead of ``workspace``. ``update_ps`` prices an optimizer update kernel
+    from its DRAM bytes.
     """
     if policy not in POLICIES:
         raise WorkloadError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
@@ -214,11 +226,19 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     for i in stateful:
         decls.append(TensorDecl(state_name(i.name), step.state_bytes(i.params, dtype), "state",
                                 i.name))
-    scratch = {i.name: (workspace_name(i.name),) if workspace and i.kind == "conv" else ()
-               for i in infos}
+    scratch: dict[str, dict[str, tuple[str, ...]]] = {i.name: {"fwd": (), "bwd": ()}
+                                                        for i in infos}
     for i in infos:
-        if scratch[i.name]:
-            decls.append(TensorDecl(workspace_name(i.name), workspace, "workspace", i.name))
+        for pass_ in ("fwd", "bwd"):
+            if kernels is not None:
+                size = kernels[i.name][pass_].workspace if i.name in kernels else 0
+            else:
+                size = workspace if i.kind == "conv" else 0
+            if size:
+                name = workspace_name(i.name, "fwd" if kernels is None else pass_)
+                scratch[i.name][pass_] = (name,)
+                if pass_ == "fwd" or kernels is not None:
+                    decls.append(TensorDecl(name, size, "workspace", i.name))
 
     # -- offload selection --------------------------------------------------------------------
     offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
@@ -279,12 +299,14 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         for t in offload_at[i.name]:
             block.ops.append(Op("offload", t, layer=i.name))
         reads = tuple(dict.fromkeys(i.inputs)) + ((weight_name(i.name),) if i.params else ())
-        block.ops.extend(Op("alloc", t) for t in scratch[i.name])
+        ws = scratch[i.name]["fwd"]
+        block.ops.extend(Op("alloc", t) for t in ws)
         block.ops.append(Op("compute", i.name, pass_="fwd", flops=i.flops_fwd, dram=i.dram_fwd,
-                            time=_times(times, i.name, "fwd"), reads=reads,
-                            writes=(i.output,) + scratch[i.name]))
+                            time=_kernel_time(times, kernels, i.name, "fwd"), reads=reads,
+                            writes=(i.output,) + ws,
+                            algorithm=_algorithm(kernels, i.name, "fwd")))
         block.ops.append(Op("sync", i.name))
-        block.ops.extend(Op("free", t) for t in scratch[i.name])
+        block.ops.extend(Op("free", t) for t in ws)
         for t in free_after_fwd[i.name]:
             block.ops.append(Op("free", t))
             resident.discard(t)
@@ -333,12 +355,13 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         else:
             writes = tuple(dict.fromkeys(grad_name(t) for t in i.grad_inputs))
         writes += (wgrad_name(i.name),) if i.params else ()
-        ops.extend(Op("alloc", t) for t in scratch[i.name])
+        ws = scratch[i.name]["bwd"]
+        ops.extend(Op("alloc", t) for t in ws)
         ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
-                      time=_times(times, i.name, "bwd"), reads=reads,
-                      writes=writes + scratch[i.name]))
+                      time=_kernel_time(times, kernels, i.name, "bwd"), reads=reads,
+                      writes=writes + ws, algorithm=_algorithm(kernels, i.name, "bwd")))
         ops.append(Op("sync", i.name))
-        ops.extend(Op("free", t) for t in scratch[i.name])
+        ops.extend(Op("free", t) for t in ws)
         if not i.in_place and has_dy:
             ops.append(Op("free", dy))
             grads.discard(dy)
@@ -362,14 +385,31 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         for i in weighted:
             state = (state_name(i.name),) if step.state_bytes(i.params, dtype) else ()
             block = Block(i.name, i.kind, f"{i.name}: {optimizer} step over {i.params} weights")
+            dram = step.dram_bytes(i.params, dtype)
             block.ops.append(Op("compute", i.name, pass_="update", flops=step.flops * i.params,
-                                dram=step.dram_bytes(i.params, dtype),
+                                dram=dram,
+                                time=None if update_ps is None else format_ps(update_ps(dram)),
                                 reads=(weight_name(i.name), wgrad_name(i.name)) + state,
                                 writes=(weight_name(i.name),) + state))
             block.ops.append(Op("sync", i.name))
             update.append(block)
     return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
                 tuple(offloaded), update)
+
+
+def _kernel_time(times: Mapping[str, Mapping[str, str]] | None,
+                 kernels: Mapping[str, Mapping[str, Any]] | None, layer: str,
+                 pass_: str) -> str | None:
+    measured = _times(times, layer, pass_)
+    if measured is not None or kernels is None or layer not in kernels:
+        return measured
+    return format_ps(kernels[layer][pass_].time_ps)
+
+
+def _algorithm(kernels: Mapping[str, Mapping[str, Any]] | None, layer: str, pass_: str) -> str:
+    if kernels is None or layer not in kernels:
+        return ""
+    return kernels[layer][pass_].algorithm
 
 
 def _comment(i: LayerInfo, pass_: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -47,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let cuDNN pick its fastest algorithm per layer during warm-up (as "
                         "frameworks do with torch.backends.cudnn.benchmark)")
     p.add_argument("--gpu", choices=sorted(GPUS), help="the GPU preset of the measured device: "
-                   "also print the roofline compute efficiency the measured convolutions imply "
-                   "(for --compute-efficiency on GPUs you cannot measure)")
+                   "recorded in the file, so runs on other presets scale the times by the "
+                   "kernel model; also print the roofline compute efficiency the measured "
+                   "convolutions imply (for --kernel-model roofline --compute-efficiency)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
     p.add_argument("--output", "-o", required=True, metavar="FILE.json",
                    help="layer-times file to write")
@@ -73,6 +75,8 @@ def _run(argv: list[str]) -> int:
     times = time_layers(args.network, args.batch, args.dtype, args.device, args.repeat,
                         args.warmup, args.seed, args.cudnn_benchmark,
                         None if args.quiet else show)
+    if args.gpu:
+        times = replace(times, gpu=args.gpu)
     times.write(out)
     if not args.quiet:
         fwd = sum(t["fwd"] for t in times.times_ps.values())

@@ -146,8 +146,11 @@ def test_without_offload_the_iteration_is_the_sum_of_the_measured_times(repo, tm
     assert summary["kernel_times"] == f"measured on a made-up device ({tmp_path / 't.json'})"
     assert summary["baselines"]["oracle"]["iteration_time_s"] == pytest.approx(
         (forward + backward) / 1e12, rel=1e-15)  # the baselines run the same kernels
-    roofline = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none")
+    roofline = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none",
+                         "--kernel-model", "roofline")
     assert roofline.reports["summary"]["kernel_times"] == "roofline"
+    fitted = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none")
+    assert fitted.reports["summary"]["kernel_times"].startswith("model fitted on P100")
 
 
 @pytest.mark.parametrize("policy", ["all", "conv"])
@@ -194,9 +197,11 @@ def test_the_implied_efficiency_recovers_the_one_the_times_were_made_with():
 
 def test_the_roofline_efficiency_is_a_model_option(repo):
     fast = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", "none",
-                     "--no-baselines", "--no-contention", "--compute-efficiency", "0.6")
+                     "--no-baselines", "--no-contention", "--compute-efficiency", "0.6",
+                     "--kernel-model", "roofline")
     slow = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", "none",
-                     "--no-baselines", "--no-contention", "--compute-efficiency", "0.3")
+                     "--no-baselines", "--no-contention", "--compute-efficiency", "0.3",
+                     "--kernel-model", "roofline")
     assert slow.engine.components["gpu0"].params["compute_efficiency"] == 0.3
     ratio = slow.reports["gpus"]["gpu0"]["compute_time_ps"] / \
         fast.reports["gpus"]["gpu0"]["compute_time_ps"]

@@ -115,9 +115,10 @@ def test_the_update_phase_is_timed_as_the_closed_form_says(repo, network, policy
 
 
 def test_a_run_reports_the_step_and_its_memory(repo):
-    plain = _simulate(repo, "--network", "vgg16", "--batch", "32", "--policy", "conv")
+    roofline = ("--kernel-model", "roofline")
+    plain = _simulate(repo, "--network", "vgg16", "--batch", "32", "--policy", "conv", *roofline)
     sgd = _simulate(repo, "--network", "vgg16", "--batch", "32", "--policy", "conv",
-                    "--optimizer", "momentum")
+                    "--optimizer", "momentum", *roofline)
     a, b = plain.reports["summary"], sgd.reports["summary"]
     assert (a["optimizer"], a["update_time_s"]) == ("none", 0.0)
     assert b["optimizer"] == "momentum"
@@ -147,3 +148,21 @@ def test_the_workloads_cli_renders_the_step(tmp_path, capsys):
     assert main(["render", "alexnet", "--batch", "8", "--optimizer", "adam", "-o", str(out)]) == 0
     assert out.read_text() == stream_for("alexnet", "conv", "adam")[0]
     assert main(["stats", str(out)]) == 0
+
+
+def test_the_fitted_model_prices_each_update_kernel_at_its_memory_rate(repo):
+    from sst_cdma.model.fitted import kernel_model_for
+    from sst_cdma.workloads.kernel_pricing import price_update
+
+    run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--policy", "none",
+                    "--optimizer", "adam", "--no-baselines", "--no-contention")
+    model = kernel_model_for("pascal")
+    stream = run.engine.components["gpu0"].stream
+    updates = [op for op in stream.ops if op.op == "compute" and op.pass_ == "update"]
+    assert updates and all(op.time_ps == price_update(op.dram, model) for op in updates)
+    expected = sum(op.time_ps for op in updates)
+    assert run.reports["gpus"]["gpu0"]["update_time_ps"] == expected
+    # a memory-bound kernel: the launch plus its bytes at the fitted share of DRAM bandwidth
+    op = updates[0]
+    seconds = op.dram / (model.hardware.dram_bandwidth * model.params.memory_efficiency)
+    assert op.time_ps == pytest.approx((seconds + model.params.launch_s) * 1e12, abs=1)

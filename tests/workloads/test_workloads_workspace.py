@@ -50,7 +50,7 @@ def _simulate(repo, *opts):
 
 def test_a_workspace_can_make_a_network_stop_fitting(repo):
     base = ["--network", "vgg16", "--batch", "256", "--policy", "none", "--algorithm", "none",
-            "--no-baselines"]
+            "--no-baselines", "--kernel-model", "roofline"]
     fits = _simulate(repo, *base).reports["summary"]
     short = _simulate(repo, *base, "--workspace", "1GiB").reports["summary"]
     assert fits["fits_in_memory"] and not short["fits_in_memory"]

@@ -1,0 +1,96 @@
+"""Kernel times of one network's layers from the fitted kernel model
+(:mod:`sst_cdma.model.kernel_model`): every layer and pass priced once, before the simulation.
+
+The stream runs one forward and one backward kernel per layer; a convolution's backward
+kernel is its backward-data plus its backward-filter kernel (backward-data only where its input
+needs a gradient), and a fully connected layer's are GEMMs (forward ``N x F_out x F_in``;
+backward the data-gradient and weight-gradient GEMMs). Every other kind, and the optimizer's
+update kernels, move their DRAM bytes at the achievable bandwidth. Each priced kernel carries
+the algorithm picked (``fwd``, ``bwd_data+bwd_filter``) and the cuDNN workspace it needs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from sst_cdma.model.fitted import KernelModel
+from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError, price_convs,
+                                         price_gemm, price_memory_bound)
+
+from .dtypes import itemsize
+from .errors import WorkloadError
+from .network import LayerInfo, Network
+
+__all__ = ["PricedKernel", "price_network", "price_update"]
+
+
+@dataclass(frozen=True)
+class PricedKernel:
+    """One stream kernel: its time in picoseconds, the algorithm(s) picked and the workspace
+    in bytes it holds while it runs."""
+
+    time_ps: int
+    algorithm: str
+    workspace: int
+
+
+def _ps(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1e12))
+
+
+def _conv_problem(layer_params: dict, info: LayerInfo) -> ConvProblem:
+    (n, c, h, w), (_, k, _, _) = info.input_shapes[0], info.shape
+    kh, kw = layer_params["kernel_size"]
+    (sh, sw), (ph, pw) = layer_params["stride"], layer_params["pad"]
+    dh, dw = layer_params["dilation"]
+    return ConvProblem(n, c, h, w, k, kh, kw, ph, pw, sh, sw, dh, dw, layer_params["group"])
+
+
+def _combine(parts: list[KernelPrice]) -> PricedKernel:
+    return PricedKernel(_ps(sum(p.seconds for p in parts)),
+                        "+".join(p.algorithm for p in parts if p.algorithm),
+                        max((p.workspace_bytes for p in parts), default=0))
+
+
+def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
+                  workspace_limit: Optional[int] = None) -> dict[str, dict[str, PricedKernel]]:
+    """``{layer: {"fwd": PricedKernel, "bwd": PricedKernel}}`` for every layer but the data
+    layer. ``workspace_limit`` caps each convolution kernel's workspace (frameworks' limit):
+    the fastest algorithm that fits is picked. A shape the model cannot price is a
+    :class:`WorkloadError` naming the layer. The convolutions of each pass are priced in one
+    vectorized call."""
+    hw, kp = model.hardware, model.params
+    size = itemsize(dtype)
+    layers = {layer.name: layer for layer in network.layers}
+    infos = [i for i in network.infer(batch, dtype) if i.kind != "data"]
+    convs = [i for i in infos if i.kind == "conv"]
+    try:
+        problems = [_conv_problem(dict(layers[i.name].params), i) for i in convs]
+        names = [i.name for i in convs]
+        conv = {p: dict(zip(names, price_convs(problems, p, hw, kp, size, workspace_limit,
+                                               names)))
+                for p in ("fwd", "bwd_data", "bwd_filter")}
+    except ModelError as exc:
+        raise WorkloadError(str(exc), file=network.file) from None
+    out: dict[str, dict[str, PricedKernel]] = {}
+    for info in infos:
+        if info.kind == "conv":
+            fwd = [conv["fwd"][info.name]]
+            bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []
+            bwd.append(conv["bwd_filter"][info.name])
+        elif info.kind == "fc":
+            n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
+            fwd = [price_gemm(n, f_out, f_in, hw, kp)]
+            bwd = [price_gemm(n, f_in, f_out, hw, kp)] if info.grad_inputs else []
+            bwd.append(price_gemm(f_out, f_in, n, hw, kp))
+        else:
+            fwd = [price_memory_bound(info.dram_fwd, hw, kp)]
+            bwd = [price_memory_bound(info.dram_bwd, hw, kp)]
+        out[info.name] = {"fwd": _combine(fwd), "bwd": _combine(bwd)}
+    return out
+
+
+def price_update(dram_bytes: int, model: KernelModel) -> int:
+    """Picoseconds of one optimizer update kernel moving ``dram_bytes``."""
+    return _ps(price_memory_bound(dram_bytes, model.hardware, model.params).seconds)
