@@ -1,0 +1,136 @@
+"""The fitted kernel model inside a run: every kernel of the stream priced once per layer and
+pass, its algorithm and workspace in the stream, the timeline and the trace, the framework's
+workspace limit, and measured times of one GPU preset scaled to another."""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import replace
+
+import pytest
+
+import sst_cdma
+from sst_cdma.model.fitted import kernel_model_for
+from sst_cdma.model.kernel_model import ALGORITHMS
+from sst_cdma.runner import RunError
+from sst_cdma.workloads import load_network, parse_stream
+from sst_cdma.workloads.kernel_pricing import price_network
+from sst_cdma.workloads.render import render_stream
+
+from test_layer_times import made_up_times  # noqa: E402 (same folder, on sys.path)
+
+MiB = 1 << 20
+
+
+def _simulate(repo, *opts, out=None):
+    return sst_cdma.run(repo / "topologies/pascal_cdma.py", list(opts), console=io.StringIO(),
+                        output_directory=out)
+
+
+@pytest.mark.parametrize("network", ["alexnet", "googlenet", "resnet50"])
+def test_every_kernel_takes_its_priced_time_and_names_its_algorithm(network):
+    model = kernel_model_for("pascal")
+    prices = price_network(load_network(network), 16, "float32", model)
+    stream = parse_stream(render_stream(network, 16, "float32", "all", kernel_model=model),
+                          network)
+    kinds = {layer.name: layer.kind for layer in load_network(network).layers}
+    first = {i.name for i in load_network(network).infer(16) if not i.grad_inputs}
+    computes = [op for op in stream.ops if op.op == "compute"]
+    assert len(computes) == 2 * len(prices)
+    for op in computes:
+        priced = prices[op.name][op.pass_]
+        assert op.time_ps == priced.time_ps > 0
+        assert op.algorithm == priced.algorithm
+        if kinds[op.name] == "conv":
+            assert op.algorithm and all(a in ALGORITHMS for a in op.algorithm.split("+"))
+            # backward: data gradient + filter gradient, or the filter's alone on the input
+            assert op.algorithm.count("+") == (0 if op.pass_ == "fwd" or op.name in first
+                                               else 1)
+        else:
+            assert kinds[op.name] == "fc" or op.algorithm == ""
+
+
+def test_a_convolution_pass_gets_the_workspace_of_its_algorithm_within_the_limit():
+    model = kernel_model_for("pascal")
+    net = load_network("vgg16")
+    for limit in (None, 64 * MiB, 0):
+        stream = parse_stream(render_stream(net, 32, "float32", "none", kernel_model=model,
+                                            workspace_limit=limit), "vgg16")
+        prices = price_network(net, 32, "float32", model, limit)
+        spaces = {t.name: t.bytes for t in stream.tensors.values() if t.kind == "workspace"}
+        expected = {(f"{layer}:ws" if p == "fwd" else f"{layer}:ws.bwd"): k.workspace
+                    for layer, passes in prices.items() for p, k in passes.items() if k.workspace}
+        assert spaces == expected
+        if limit is not None:
+            assert all(size <= limit for size in spaces.values())
+        if limit == 0:
+            assert spaces == {}
+        ops = stream.ops
+        for i, op in enumerate(ops):
+            if op.op == "compute":
+                held = [w for w in op.writes if w in spaces]
+                for ws in held:  # allocated right before its kernel, freed after the sync
+                    assert (ops[i - 1].op, ops[i - 1].name) == ("alloc", ws)
+                    assert (ops[i + 1].op, ops[i + 2].op, ops[i + 2].name) == \
+                        ("sync", "free", ws)
+    unlimited = price_network(net, 32, "float32", model)
+    none = price_network(net, 32, "float32", model, 0)
+    assert sum(k.time_ps for p in unlimited.values() for k in p.values()) < \
+        sum(k.time_ps for p in none.values() for k in p.values())
+
+
+def test_the_timeline_and_the_trace_name_the_algorithm(repo, tmp_path):
+    run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--no-baselines",
+                    out=tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    convs = [l for l in summary["layers"] if l["layer"].startswith("conv")]
+    assert convs and all(l["algorithm"].startswith(("fwd ", "bwd ")) for l in convs)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "compute"]
+    assert any(n.startswith("conv2 (fwd, ") for n in names)
+    assert summary["kernel_times"] == "model fitted on P100 (DeepBench kernel measurements)"
+    assert run.reports["summary"]["kernel_times"] == summary["kernel_times"]
+
+
+def test_an_unmeasured_gpu_says_whose_parameters_it_borrows(repo):
+    run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "hopper",
+                    "--no-baselines")
+    text = run.reports["summary"]["kernel_times"]
+    assert text.startswith("model fitted on P100") and "scaled to hopper" in text
+
+
+def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, tmp_path):
+    times = replace(made_up_times("alexnet", 16), gpu="pascal")
+    times.write(tmp_path / "t.json")
+    assert json.loads((tmp_path / "t.json").read_text())["gpu"] == "pascal"
+    run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--policy", "none",
+                    "--gpu", "volta", "--layer-times", str(tmp_path / "t.json"), "--no-baselines")
+    net = load_network("alexnet")
+    src = price_network(net, 16, "float32", kernel_model_for("pascal"))
+    dst = price_network(net, 16, "float32", kernel_model_for("volta"))
+    stream = run.engine.components["gpu0"].stream
+    for op in stream.ops:
+        if op.op == "compute":
+            measured = times.times_ps[op.name][op.pass_]
+            assert op.time_ps == round(measured * dst[op.name][op.pass_].time_ps
+                                       / src[op.name][op.pass_].time_ps)
+    assert "predicted for volta from pascal" in run.reports["summary"]["kernel_times"]
+    # on the preset it was measured on, the file is used as it is
+    same = _simulate(repo, "--network", "alexnet", "--batch", "16", "--policy", "none",
+                     "--layer-times", str(tmp_path / "t.json"), "--no-baselines")
+    assert same.reports["gpus"]["gpu0"]["iteration_time_ps"] == sum(
+        t["fwd"] + t["bwd"] for t in times.times_ps.values())
+    with pytest.raises(RunError, match="scaling it needs --kernel-model fitted"):
+        _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "volta",
+                  "--layer-times", str(tmp_path / "t.json"), "--kernel-model", "roofline")
+
+
+def test_a_layer_times_file_naming_an_unknown_preset_is_refused(tmp_path):
+    from sst_cdma.workloads import WorkloadError
+    from sst_cdma.workloads.layer_times import load_layer_times
+
+    doc = made_up_times("alexnet", 16).to_json()
+    doc["gpu"] = "gtx480"
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    with pytest.raises(WorkloadError, match="t.json.*'gpu' must name a GPU preset"):
+        load_layer_times(tmp_path / "t.json")
