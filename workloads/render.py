@@ -45,35 +45,42 @@ def render_plan(plan: Plan, template: str = "stream.j2") -> str:
 def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: str = "float32",
                   policy: str = "conv",
                   times: Mapping[str, Mapping[str, str]] | None = None,
-                  optimizer: str = "none", workspace: int = 0) -> str:
+                  optimizer: str = "none", workspace: int = 0,
+                  allocation: str = "liveness") -> str:
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
     measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
     ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
     :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
-    cuDNN workspace in bytes each convolution kernel gets.
+    cuDNN workspace in bytes each convolution kernel gets. ``allocation`` is ``liveness``
+    (buffers live from birth to death) or ``network-wide`` (vDNN's baseline: every buffer but
+    the offloaded ones for the whole iteration; see
+    :data:`~sst_cdma.workloads.vdnn.ALLOCATIONS`).
     """
     net = network if isinstance(network, Network) else load_network(network)
-    return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace))
+    return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
+                                      allocation))
 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
                      policy: str = "conv",
                      layer_times: str | os.PathLike[str] = "",
-                     optimizer: str = "none", workspace: int = 0) -> tuple[str, Stream]:
+                     optimizer: str = "none", workspace: int = 0,
+                     allocation: str = "liveness") -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
     (:mod:`~sst_cdma.workloads.layer_times`) whose times become the compute ops' ``time=``;
     it must be for this network, batch and dtype. ``optimizer`` adds its step (see
     :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`); ``workspace`` gives each convolution kernel
-    that many bytes of cuDNN workspace.
+    that many bytes of cuDNN workspace; ``allocation`` picks the memory allocation mode
+    (``liveness`` or ``network-wide``).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
-    network, batch, dtype and policy render and parse it once; an edited file is read afresh.
-    The stream is shared: treat it as read-only.
+    network, batch, dtype, policy and allocation render and parse it once; an edited file is
+    read afresh. The stream is shared: treat it as read-only.
     """
     path = network_path(network)
     times = ""
@@ -86,18 +93,18 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
             times_mtime = -1  # load_layer_times reports it, naming the file
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
-                      times, times_mtime, optimizer, workspace)
+                      times, times_mtime, optimizer, workspace, allocation)
 
 
 @functools.lru_cache(maxsize=32)
 def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
                policy: str, label: str, layer_times: str, times_mtime_ns: int,
-               optimizer: str, workspace: int) -> tuple[str, Stream]:
+               optimizer: str, workspace: int, allocation: str) -> tuple[str, Stream]:
     net = load_network(path)
     times = None
     if layer_times:
         measured = load_layer_times(layer_times)
         measured.check(net, batch, dtype)
         times = measured.as_stream_times()
-    text = render_stream(net, batch, dtype, policy, times, optimizer, workspace)
+    text = render_stream(net, batch, dtype, policy, times, optimizer, workspace, allocation)
     return text, parse_stream(text, label)
