@@ -306,6 +306,9 @@ class GPU(Component):
             "gpu_memory_capacity_bytes": hbm.capacity if hbm else 0,
             "fits_in_memory": bool(hbm and hbm.peak <= hbm.capacity),
             "out_of_memory": hbm.oom if hbm else None,
+            # GPU memory over the iteration [0, end]: average, the curve
+            "average_gpu_memory_bytes": hbm.average_usage(end) if hbm else 0,
+            "memory_curve": hbm.usage_curve() if hbm else [],
             "layers": self.layers, "timeline": self.timeline,
         }
         self.engine.reports.setdefault("gpus", {})[self.name] = report

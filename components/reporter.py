@@ -23,6 +23,7 @@ def _seconds(report: dict[str, Any], key: str) -> float:
 def _baseline(report: dict[str, Any]) -> dict[str, Any]:
     return {"iteration_time_s": _seconds(report, "iteration_time_ps"),
             "peak_gpu_memory_bytes": report["peak_gpu_memory_bytes"],
+            "average_gpu_memory_bytes": report["average_gpu_memory_bytes"],
             "fits_in_memory": report["fits_in_memory"]}
 
 
@@ -64,6 +65,7 @@ class Reporter(Component):
             "gpu_memory_capacity_bytes": r["gpu_memory_capacity_bytes"],
             "fits_in_memory": r["fits_in_memory"], "out_of_memory": r["out_of_memory"],
         }
+        out["average_gpu_memory_bytes"] = r["average_gpu_memory_bytes"]
         if pcie is not None:
             out["pcie_bandwidth_Bps"] = pcie.bandwidth
             out["pcie_utilization"] = {d: flows.utilization(f"{pcie.name}.{d}", end)
@@ -133,6 +135,8 @@ class Reporter(Component):
             summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
                 if summary["wire_bytes"] else 1.0
             summary["peak_gpu_memory_bytes"] = max(e["peak_gpu_memory_bytes"] for e in entries)
+            summary["average_gpu_memory_bytes"] = max(e["average_gpu_memory_bytes"]
+                                                      for e in entries)
             summary["gpu_memory_capacity_bytes"] = min(e["gpu_memory_capacity_bytes"]
                                                        for e in entries)
             for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm"):
@@ -152,6 +156,8 @@ class Reporter(Component):
                                                 for e in entries),
                         "peak_gpu_memory_bytes": max(e["baselines"][label]["peak_gpu_memory_bytes"]
                                                      for e in entries),
+                        "average_gpu_memory_bytes": max(
+                            e["baselines"][label]["average_gpu_memory_bytes"] for e in entries),
                         "fits_in_memory": all(e["baselines"][label]["fits_in_memory"]
                                               for e in entries)}
                 for label in entries[0].get("baselines", {})}
@@ -248,7 +254,9 @@ def console_summary(s: dict[str, Any]) -> str:
     cap = s.get("gpu_memory_capacity_bytes")
     fits = "fits" if s["fits_in_memory"] else "DOES NOT FIT"
     lines.append(f"peak GPU memory: {_gb(s['peak_gpu_memory_bytes'])}"
-                 + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})"))
+                 + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})")
+                 + (f", average {_gb(s['average_gpu_memory_bytes'])}"
+                    if "average_gpu_memory_bytes" in s else ""))
     oom = s.get("out_of_memory")
     if oom:
         lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "

@@ -1,0 +1,100 @@
+"""GPU memory as vDNN measures it: the time-weighted average of allocated memory beside the
+peak (run, baselines, every GPU)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Three kernels with measured times: l1 forward 10 us, l2 forward 30 us, l2 backward 20 us.
+# Bytes in use: 1500 over [0, 10) us, 4500 over [10, 40), 3500 over [40, 60), 0 from 60 us.
+TINY = """\
+stream version=1 network=tiny batch=1 dtype=float32 policy=none
+tensor w bytes=500 kind=weight layer=l1
+tensor a bytes=1000 kind=activation layer=l1
+tensor b bytes=3000 kind=activation layer=l2
+phase forward
+alloc w
+alloc a
+compute l1 pass=fwd flops=0 dram=0 time=10us reads=w writes=a
+sync l1
+alloc b
+compute l2 pass=fwd flops=0 dram=0 time=30us reads=a writes=b
+sync l2
+free a
+phase backward
+compute l2 pass=bwd flops=0 dram=0 time=20us reads=b
+sync l2
+free b
+free w
+end
+"""
+TINY_CURVE = [(0, 1500), (10_000_000, 4500), (40_000_000, 3500), (60_000_000, 0)]
+
+
+def run(*opts, topology="pascal_cdma.py", out=None):
+    console = io.StringIO()
+    result = sst_cdma.run(REPO / "topologies" / topology, list(opts), output_directory=out,
+                          console=console)
+    return result, console.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny")
+    (folder / "tiny.stream").write_text(TINY)
+    result, console = run("--workload", str(folder / "tiny.stream"), "--policy", "none",
+                          "--algorithm", "none", "--no-baselines", out=folder / "out")
+    return result, console, folder / "out"
+
+
+def test_the_average_is_the_exact_time_weighted_integral(tiny):
+    result, console, _ = tiny
+    s = result.reports["summary"]
+    assert s["iteration_time_s"] == pytest.approx(60e-6, abs=1e-15)
+    assert s["peak_gpu_memory_bytes"] == 4500
+    # (1500 x 10 + 4500 x 30 + 3500 x 20) / 60 = 3666.67 bytes: rounded to the nearest byte
+    assert s["average_gpu_memory_bytes"] == 3667
+    gpu = result.reports["gpus"]["gpu0"]
+    assert gpu["memory_curve"] == TINY_CURVE
+    assert "peak GPU memory: 4.50 kB of 17.18 GB (fits), average 3.67 kB" in console
+
+
+def test_the_integral_is_exact_in_integers(tiny):
+    result, _, _ = tiny
+    hbm = result.engine.components["gpu0.hbm"]
+    assert hbm.usage_integral(60_000_000) == 220_000 * 1_000_000
+    assert hbm.usage_integral(25_000_000) == 1500 * 10_000_000 + 4500 * 15_000_000
+    assert hbm.average_usage(10_000_000) == 1500
+    # past the end nothing is allocated: the average over a longer window drops
+    assert hbm.average_usage(120_000_000) == (220_000 * 1_000_000 + 60_000_000) // 120_000_000
+    assert hbm.average_usage(0) == 1500  # what was in use at time 0
+    assert hbm.history[:2] == [(0, 500), (0, 1500)]  # every change, before collapsing
+
+
+@pytest.mark.parametrize("policy", ["none", "conv", "all"])
+def test_the_average_is_at_most_the_peak_for_the_run_and_its_baselines(policy):
+    result, _ = run("--network", "googlenet", "--batch", "8", "--policy", policy)
+    s = result.reports["summary"]
+    for entry in (s, s["baselines"]["oracle"], s["baselines"]["vdnn"]):
+        assert 0 < entry["average_gpu_memory_bytes"] <= entry["peak_gpu_memory_bytes"]
+    # memory comes and goes: the average is well below the peak
+    assert s["average_gpu_memory_bytes"] < 0.95 * s["peak_gpu_memory_bytes"]
+
+
+def test_several_gpus_report_their_average_and_the_top_level_takes_the_max():
+    result, _ = run("--network", "alexnet", "--batch", "8", "--policy", "all",
+                    topology="dgx1_cdma.py")
+    s = result.reports["summary"]
+    assert len(s["gpus"]) == 8
+    assert s["average_gpu_memory_bytes"] == max(g["average_gpu_memory_bytes"] for g in s["gpus"])
+    for label in ("oracle", "vdnn"):
+        assert s["baselines"][label]["average_gpu_memory_bytes"] == max(
+            g["baselines"][label]["average_gpu_memory_bytes"] for g in s["gpus"])
+    for g in s["gpus"]:
+        assert 0 < g["average_gpu_memory_bytes"] <= g["peak_gpu_memory_bytes"]
