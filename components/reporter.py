@@ -190,7 +190,8 @@ def resolved_config(engine: Any) -> dict[str, Any]:
 
 
 def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Chrome trace events: one process per GPU, threads compute / copy / stall."""
+    """Chrome trace events: one process per GPU, threads compute / copy / stall, and a "GPU
+    memory" counter (bytes allocated) at every time the allocation changed."""
     events: list[dict[str, Any]] = []
     tids = {"compute": 1, "offload": 2, "prefetch": 2, "stall": 3}
     for pid, (name, rep) in enumerate(sorted(gpus.items()), start=1):
@@ -202,7 +203,15 @@ def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
             events.append({"name": f"{kind} {label}" if kind != "compute" else label,
                            "cat": kind, "ph": "X", "pid": pid, "tid": tids[kind],
                            "ts": start / 1e6, "dur": (end - start) / 1e6})
+        events.extend(memory_counter(pid, rep.get("memory_curve", ())))
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def memory_counter(pid: int, curve: Any) -> list[dict[str, Any]]:
+    """The "GPU memory" counter track of process ``pid``: one Chrome trace counter event ("ph":
+    "C", args {"bytes": n}) per (time_ps, bytes) point of ``curve``."""
+    return [{"name": "GPU memory", "ph": "C", "pid": pid, "ts": t / 1e6, "args": {"bytes": n}}
+            for t, n in curve]
 
 
 def _gb(n: float) -> str:

@@ -1,8 +1,9 @@
 """GPU memory as vDNN measures it: the time-weighted average of allocated memory beside the
-peak (run, baselines, every GPU)."""
+peak (run, baselines, every GPU), and the trace's GPU memory counter."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,17 @@ def run(*opts, topology="pascal_cdma.py", out=None):
     return result, console.getvalue()
 
 
+def counters(trace: dict) -> dict[str, list[tuple[float, int]]]:
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    out: dict[str, list[tuple[float, int]]] = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "C":
+            assert e["name"] == "GPU memory" and set(e["args"]) == {"bytes"}
+            out.setdefault(names[e["pid"]], []).append((e["ts"], e["args"]["bytes"]))
+    return out
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny")
@@ -75,6 +87,24 @@ def test_the_integral_is_exact_in_integers(tiny):
     assert hbm.average_usage(120_000_000) == (220_000 * 1_000_000 + 60_000_000) // 120_000_000
     assert hbm.average_usage(0) == 1500  # what was in use at time 0
     assert hbm.history[:2] == [(0, 500), (0, 1500)]  # every change, before collapsing
+
+
+def test_the_trace_has_a_gpu_memory_counter_at_every_change(tiny):
+    _, _, out = tiny
+    trace = json.loads((out / "trace.json").read_text())
+    assert counters(trace) == {"gpu0": [(t / 1e6, n) for t, n in TINY_CURVE]}
+
+
+def test_every_gpu_process_of_a_run_has_a_monotone_memory_counter(tmp_path):
+    result, _ = run("--network", "alexnet", "--batch", "16", "--policy", "conv", out=tmp_path)
+    tracks = counters(json.loads((tmp_path / "trace.json").read_text()))
+    assert set(tracks) == {"gpu0", "oracle.gpu0", "vdnn.gpu0"}
+    for name, points in tracks.items():
+        times = [t for t, _ in points]
+        assert times == sorted(times) and len(set(times)) == len(times), name  # collapsed
+        assert points[-1][1] == 0  # everything is freed at the end
+        peak = result.reports["gpus"][name]["peak_gpu_memory_bytes"]
+        assert max(n for _, n in points) <= peak
 
 
 @pytest.mark.parametrize("policy", ["none", "conv", "all"])
