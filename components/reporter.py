@@ -65,6 +65,7 @@ class Reporter(Component):
             "gpu_memory_capacity_bytes": r["gpu_memory_capacity_bytes"],
             "fits_in_memory": r["fits_in_memory"], "out_of_memory": r["out_of_memory"],
         }
+        out["allocation"] = r["allocation"]
         out["average_gpu_memory_bytes"] = r["average_gpu_memory_bytes"]
         if pcie is not None:
             out["pcie_bandwidth_Bps"] = pcie.bandwidth
@@ -137,6 +138,7 @@ class Reporter(Component):
             summary["peak_gpu_memory_bytes"] = max(e["peak_gpu_memory_bytes"] for e in entries)
             summary["average_gpu_memory_bytes"] = max(e["average_gpu_memory_bytes"]
                                                       for e in entries)
+            summary["allocation"] = entries[0]["allocation"]
             summary["gpu_memory_capacity_bytes"] = min(e["gpu_memory_capacity_bytes"]
                                                        for e in entries)
             for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm"):
@@ -228,7 +230,9 @@ def console_summary(s: dict[str, Any]) -> str:
     it = s["iteration_time_s"]
     lines = [
         f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
-        f"{s['policy']}, cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
+        f"{s['policy']}, "
+        + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
+        + f"cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
     ]
     if s.get("system"):
         lines.append(f"system:          {s['system']}")

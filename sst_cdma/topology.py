@@ -72,6 +72,10 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "momentum", "adam"),
                    help="end the iteration with this optimizer's step: its state in GPU "
                         "memory, one update kernel per layer with weights (default none)")
+    p.add_argument("--allocation", default="liveness", choices=("liveness", "network-wide"),
+                   help="GPU memory allocation: liveness (a buffer from its birth to its death, "
+                        "default) or network-wide (vDNN's baseline: every buffer but the "
+                        "offloaded ones for the whole iteration)")
     p.add_argument("--workspace", default="0B", metavar="SIZE",
                    help="cuDNN workspace each convolution kernel gets, e.g. 256MiB (default 0B)")
     p.add_argument("--layer-times", default="", metavar="FILE",
@@ -109,6 +113,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
                    "compute_efficiency": o.compute_efficiency,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
                    "optimizer": o.optimizer, "workspace": o.workspace,
+                   "allocation": o.allocation,
                    "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
@@ -189,6 +194,9 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     if o.workload and (o.optimizer != "none" or workspace):
         raise ConfigError("model option error: --optimizer and --workspace apply to a --network; "
                           "a --workload stream declares its own")
+    if o.workload and o.allocation != "liveness":
+        raise ConfigError("model option error: --allocation applies to a --network; a --workload "
+                          "stream's alloc and free ops are its own")
     kernel_times = "roofline"
     if o.layer_times:
         if o.workload:

@@ -1,5 +1,5 @@
 """GPU memory as vDNN measures it: the time-weighted average of allocated memory beside the
-peak (run, baselines, every GPU), and the trace's GPU memory counter."""
+peak (run, baselines, every GPU), the trace's GPU memory counter, and the allocation mode."""
 from __future__ import annotations
 
 import io
@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
+from sst_cdma.runner import RunError
+from sst_cdma.workloads import parse_stream, stream_stats
+from sst_cdma.workloads.render import iteration_stream
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +77,7 @@ def test_the_average_is_the_exact_time_weighted_integral(tiny):
     assert s["average_gpu_memory_bytes"] == 3667
     gpu = result.reports["gpus"]["gpu0"]
     assert gpu["memory_curve"] == TINY_CURVE
+    assert gpu["allocation"] == "stream" and s["allocation"] == "stream"
     assert "peak GPU memory: 4.50 kB of 17.18 GB (fits), average 3.67 kB" in console
 
 
@@ -107,14 +111,48 @@ def test_every_gpu_process_of_a_run_has_a_monotone_memory_counter(tmp_path):
         assert max(n for _, n in points) <= peak
 
 
+@pytest.mark.parametrize("allocation", ["liveness", "network-wide"])
 @pytest.mark.parametrize("policy", ["none", "conv", "all"])
-def test_the_average_is_at_most_the_peak_for_the_run_and_its_baselines(policy):
-    result, _ = run("--network", "googlenet", "--batch", "8", "--policy", policy)
+def test_the_average_is_at_most_the_peak_for_the_run_and_its_baselines(policy, allocation):
+    result, _ = run("--network", "googlenet", "--batch", "8", "--policy", policy,
+                    "--allocation", allocation)
     s = result.reports["summary"]
+    assert s["allocation"] == allocation
     for entry in (s, s["baselines"]["oracle"], s["baselines"]["vdnn"]):
         assert 0 < entry["average_gpu_memory_bytes"] <= entry["peak_gpu_memory_bytes"]
-    # memory comes and goes: the average is well below the peak
-    assert s["average_gpu_memory_bytes"] < 0.95 * s["peak_gpu_memory_bytes"]
+    # with liveness allocation memory comes and goes: the average is well below the peak
+    if allocation == "liveness":
+        assert s["average_gpu_memory_bytes"] < 0.95 * s["peak_gpu_memory_bytes"]
+
+
+def test_network_wide_without_offload_holds_every_buffer_all_iteration():
+    result, console = run("--network", "alexnet", "--batch", "16", "--policy", "none",
+                          "--algorithm", "none", "--allocation", "network-wide")
+    s = result.reports["summary"]
+    _, stream = iteration_stream("alexnet", 16, "float32", "none", allocation="network-wide")
+    total = sum(t.bytes for t in stream.tensors.values())
+    assert total == stream_stats(stream).declared_bytes
+    assert s["peak_gpu_memory_bytes"] == s["average_gpu_memory_bytes"] == total
+    oracle = s["baselines"]["oracle"]  # the oracle allocates as the run does
+    assert oracle["peak_gpu_memory_bytes"] == oracle["average_gpu_memory_bytes"] == total
+    assert "network-wide allocation" in console.splitlines()[0]
+
+
+def test_the_allocation_mode_changes_memory_but_not_time():
+    live, live_console = run("--network", "alexnet", "--batch", "16", "--policy", "conv")
+    wide, _ = run("--network", "alexnet", "--batch", "16", "--policy", "conv",
+                  "--allocation", "network-wide")
+    a, b = live.reports["summary"], wide.reports["summary"]
+    memory = {"allocation", "peak_gpu_memory_bytes", "average_gpu_memory_bytes",
+              "fits_in_memory", "out_of_memory", "baselines"}
+    assert {k: v for k, v in a.items() if k not in memory} == \
+        {k: v for k, v in b.items() if k not in memory}
+    assert a["allocation"] == "liveness" and "liveness allocation" in live_console
+    assert b["peak_gpu_memory_bytes"] > a["peak_gpu_memory_bytes"]
+    assert b["average_gpu_memory_bytes"] > a["average_gpu_memory_bytes"]
+    for label in ("oracle", "vdnn"):
+        assert a["baselines"][label]["iteration_time_s"] == \
+            b["baselines"][label]["iteration_time_s"]
 
 
 def test_several_gpus_report_their_average_and_the_top_level_takes_the_max():
@@ -123,8 +161,32 @@ def test_several_gpus_report_their_average_and_the_top_level_takes_the_max():
     s = result.reports["summary"]
     assert len(s["gpus"]) == 8
     assert s["average_gpu_memory_bytes"] == max(g["average_gpu_memory_bytes"] for g in s["gpus"])
+    assert s["allocation"] == "liveness"
     for label in ("oracle", "vdnn"):
         assert s["baselines"][label]["average_gpu_memory_bytes"] == max(
             g["baselines"][label]["average_gpu_memory_bytes"] for g in s["gpus"])
     for g in s["gpus"]:
         assert 0 < g["average_gpu_memory_bytes"] <= g["peak_gpu_memory_bytes"]
+
+
+def test_allocation_does_not_apply_to_a_workload_stream(tmp_path):
+    (tmp_path / "tiny.stream").write_text(TINY)
+    with pytest.raises(RunError) as err:
+        run("--workload", str(tmp_path / "tiny.stream"), "--allocation", "network-wide")
+    assert "--allocation applies to a --network" in str(err.value)
+
+
+def test_a_bogus_allocation_is_one_line_naming_the_option():
+    with pytest.raises(RunError) as err:
+        run("--no-baselines", "--allocation", "bogus")
+    message = str(err.value)
+    assert "argument --allocation: invalid choice: 'bogus'" in message
+    assert "\n" not in message
+
+
+def test_the_stream_of_a_network_wide_run_is_written_and_parses(tmp_path):
+    run("--network", "alexnet", "--batch", "4", "--policy", "conv", "--allocation",
+        "network-wide", "--no-baselines", out=tmp_path)
+    text = (tmp_path / "gpu0.stream").read_text()
+    assert "# network-wide allocation" in text
+    assert not stream_stats(parse_stream(text, "gpu0.stream")).leaked
