@@ -38,6 +38,9 @@ class GPU(Component):
         Param("workspace", "bytes", "0B", "cuDNN workspace each convolution kernel gets under "
               "the roofline (allocated for the kernel's duration); the fitted model sizes "
               "each kernel's own workspace instead (see workspace_limit)", minimum=0),
+        Param("allocation", "str", "liveness", "GPU memory allocation: liveness (a buffer from "
+              "its birth to its death) or network-wide (vDNN's baseline: every buffer but the "
+              "offloaded ones for the whole iteration)", choices=("liveness", "network-wide")),
         Param("layer_times", "str", "", "measured kernel times per layer and pass (a "
               "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: the kernel "
               "model"),
@@ -91,6 +94,9 @@ class GPU(Component):
                 if p["optimizer"] != "none" or p["workspace"]:
                     raise ValueError(f"{name}: 'optimizer' and 'workspace' apply to a rendered "
                                      "'network'; a 'workload' stream declares its own")
+                if p["allocation"] != "liveness":
+                    raise ValueError(f"{name}: 'allocation' applies to a rendered 'network'; a "
+                                     "'workload' stream's alloc and free ops are its own")
                 path = Path(p["workload"])
                 self.stream = parse_stream(path.read_text(encoding="utf-8"), str(path))
             else:
@@ -99,7 +105,8 @@ class GPU(Component):
                 text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
                                                      p["policy"], p["layer_times"],
                                                      p["optimizer"], p["workspace"],
-                                                     self.kernel_model, self._workspace_limit())
+                                                     p["allocation"], self.kernel_model,
+                                                     self._workspace_limit())
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")
@@ -362,6 +369,10 @@ class GPU(Component):
             "gpu_memory_capacity_bytes": hbm.capacity if hbm else 0,
             "fits_in_memory": bool(hbm and hbm.peak <= hbm.capacity),
             "out_of_memory": hbm.oom if hbm else None,
+            # GPU memory over the iteration [0, end]: allocation mode, average, the curve
+            "allocation": "stream" if self.params["workload"] else self.params["allocation"],
+            "average_gpu_memory_bytes": hbm.average_usage(end) if hbm else 0,
+            "memory_curve": hbm.usage_curve() if hbm else [],
             "layers": self.layers, "timeline": self.timeline,
         }
         self.engine.reports.setdefault("gpus", {})[self.name] = report

@@ -1,5 +1,5 @@
 """GPU DRAM (HBM2/GDDR): bandwidth shared by kernels and DMA, and capacity with allocation
-tracking so peak memory and out-of-memory are reported."""
+tracking so peak and time-weighted average memory and out-of-memory are reported."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -41,6 +41,8 @@ class HBM(Component):
         self.peak = 0
         self.peak_layer = ""
         self.live: dict[str, int] = {}
+        #: (time_ps, bytes in use) after every allocation and release, in time order
+        self.history: list[tuple[int, int]] = []
         self.oom: Optional[dict[str, Any]] = None
         self.stat_peak = self.register_statistic("peak_bytes")
         self.stat_alloc = self.register_statistic("allocations")
@@ -64,6 +66,7 @@ class HBM(Component):
             raise ValueError(f"{self.name}: tensor {tensor!r} allocated twice")
         self.live[tensor] = nbytes
         self.in_use += nbytes
+        self.history.append((self.sim.now, self.in_use))
         self.stat_alloc.add_data(nbytes)
         if self.in_use > self.peak:
             self.peak = self.in_use
@@ -75,6 +78,38 @@ class HBM(Component):
     def free(self, tensor: str) -> None:
         """Release ``tensor``'s memory."""
         self.in_use -= self.live.pop(tensor)
+        self.history.append((self.sim.now, self.in_use))
+
+    def usage_curve(self) -> list[tuple[int, int]]:
+        """Bytes in use over time: one (time_ps, bytes) per distinct time at which the allocation
+        changed, holding the value after the last change at that time."""
+        curve: list[tuple[int, int]] = []
+        for t, used in self.history:
+            if curve and curve[-1][0] == t:
+                curve[-1] = (t, used)
+            else:
+                curve.append((t, used))
+        return curve
+
+    def usage_integral(self, end_ps: int) -> int:
+        """Exact integral of the bytes in use over [0, ``end_ps``], in byte-picoseconds (memory
+        is empty before the first allocation; changes after ``end_ps`` do not count)."""
+        total = 0
+        prev_t, prev_used = 0, 0
+        for t, used in self.history:
+            if t >= end_ps:
+                break
+            total += prev_used * (t - prev_t)
+            prev_t, prev_used = t, used
+        return total + prev_used * max(0, end_ps - prev_t)
+
+    def average_usage(self, end_ps: int) -> int:
+        """Time-weighted average of the bytes in use over [0, ``end_ps``], rounded to the nearest
+        byte (halves up); for ``end_ps`` <= 0, the bytes in use at time 0."""
+        if end_ps <= 0:
+            at_zero = [used for t, used in self.history if t <= 0]
+            return at_zero[-1] if at_zero else 0
+        return (2 * self.usage_integral(end_ps) + end_ps) // (2 * end_ps)
 
     def finish(self) -> None:
         """Record peak use and the bytes moved through the memory."""

@@ -23,6 +23,7 @@ def _seconds(report: dict[str, Any], key: str) -> float:
 def _baseline(report: dict[str, Any]) -> dict[str, Any]:
     return {"iteration_time_s": _seconds(report, "iteration_time_ps"),
             "peak_gpu_memory_bytes": report["peak_gpu_memory_bytes"],
+            "average_gpu_memory_bytes": report["average_gpu_memory_bytes"],
             "fits_in_memory": report["fits_in_memory"]}
 
 
@@ -64,6 +65,8 @@ class Reporter(Component):
             "gpu_memory_capacity_bytes": r["gpu_memory_capacity_bytes"],
             "fits_in_memory": r["fits_in_memory"], "out_of_memory": r["out_of_memory"],
         }
+        out["allocation"] = r["allocation"]
+        out["average_gpu_memory_bytes"] = r["average_gpu_memory_bytes"]
         if pcie is not None:
             out["pcie_bandwidth_Bps"] = pcie.bandwidth
             out["pcie_utilization"] = {d: flows.utilization(f"{pcie.name}.{d}", end)
@@ -133,6 +136,9 @@ class Reporter(Component):
             summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
                 if summary["wire_bytes"] else 1.0
             summary["peak_gpu_memory_bytes"] = max(e["peak_gpu_memory_bytes"] for e in entries)
+            summary["average_gpu_memory_bytes"] = max(e["average_gpu_memory_bytes"]
+                                                      for e in entries)
+            summary["allocation"] = entries[0]["allocation"]
             summary["gpu_memory_capacity_bytes"] = min(e["gpu_memory_capacity_bytes"]
                                                        for e in entries)
             for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm"):
@@ -152,6 +158,8 @@ class Reporter(Component):
                                                 for e in entries),
                         "peak_gpu_memory_bytes": max(e["baselines"][label]["peak_gpu_memory_bytes"]
                                                      for e in entries),
+                        "average_gpu_memory_bytes": max(
+                            e["baselines"][label]["average_gpu_memory_bytes"] for e in entries),
                         "fits_in_memory": all(e["baselines"][label]["fits_in_memory"]
                                               for e in entries)}
                 for label in entries[0].get("baselines", {})}
@@ -184,7 +192,8 @@ def resolved_config(engine: Any) -> dict[str, Any]:
 
 
 def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Chrome trace events: one process per GPU, threads compute / copy / stall."""
+    """Chrome trace events: one process per GPU, threads compute / copy / stall, and a "GPU
+    memory" counter (bytes allocated) at every time the allocation changed."""
     events: list[dict[str, Any]] = []
     tids = {"compute": 1, "offload": 2, "prefetch": 2, "stall": 3}
     for pid, (name, rep) in enumerate(sorted(gpus.items()), start=1):
@@ -196,7 +205,15 @@ def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
             events.append({"name": f"{kind} {label}" if kind != "compute" else label,
                            "cat": kind, "ph": "X", "pid": pid, "tid": tids[kind],
                            "ts": start / 1e6, "dur": (end - start) / 1e6})
+        events.extend(memory_counter(pid, rep.get("memory_curve", ())))
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def memory_counter(pid: int, curve: Any) -> list[dict[str, Any]]:
+    """The "GPU memory" counter track of process ``pid``: one Chrome trace counter event ("ph":
+    "C", args {"bytes": n}) per (time_ps, bytes) point of ``curve``."""
+    return [{"name": "GPU memory", "ph": "C", "pid": pid, "ts": t / 1e6, "args": {"bytes": n}}
+            for t, n in curve]
 
 
 def _gb(n: float) -> str:
@@ -213,7 +230,9 @@ def console_summary(s: dict[str, Any]) -> str:
     it = s["iteration_time_s"]
     lines = [
         f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
-        f"{s['policy']}, cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
+        f"{s['policy']}, "
+        + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
+        + f"cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
     ]
     if s.get("system"):
         lines.append(f"system:          {s['system']}")
@@ -248,7 +267,9 @@ def console_summary(s: dict[str, Any]) -> str:
     cap = s.get("gpu_memory_capacity_bytes")
     fits = "fits" if s["fits_in_memory"] else "DOES NOT FIT"
     lines.append(f"peak GPU memory: {_gb(s['peak_gpu_memory_bytes'])}"
-                 + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})"))
+                 + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})")
+                 + (f", average {_gb(s['average_gpu_memory_bytes'])}"
+                    if "average_gpu_memory_bytes" in s else ""))
     oom = s.get("out_of_memory")
     if oom:
         lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "

@@ -77,6 +77,10 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "momentum", "adam"),
                    help="end the iteration with this optimizer's step: its state in GPU "
                         "memory, one update kernel per layer with weights (default none)")
+    p.add_argument("--allocation", default="liveness", choices=("liveness", "network-wide"),
+                   help="GPU memory allocation: liveness (a buffer from its birth to its death, "
+                        "default) or network-wide (vDNN's baseline: every buffer but the "
+                        "offloaded ones for the whole iteration)")
     p.add_argument("--workspace", default="", metavar="SIZE",
                    help="cuDNN workspace limit, e.g. 256MiB: the fitted model picks each "
                         "convolution's fastest algorithm whose workspace fits (default: no "
@@ -121,6 +125,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
                    "optimizer": o.optimizer,
                    "workspace": "0B" if fitted else (o.workspace or "0B"),
+                   "allocation": o.allocation,
                    "write_stream": label == "main" and name == "gpu0",
                    "workload": o.workload if label == "main" else ""})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
@@ -201,6 +206,9 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     if o.workload and (o.optimizer != "none" or workspace):
         raise ConfigError("model option error: --optimizer and --workspace apply to a --network; "
                           "a --workload stream declares its own")
+    if o.workload and o.allocation != "liveness":
+        raise ConfigError("model option error: --allocation applies to a --network; a --workload "
+                          "stream's alloc and free ops are its own")
     if o.kernel_model == "roofline":
         kernel_times = "roofline"
     else:

@@ -4,7 +4,8 @@ Commands::
 
     list                                   the shipped networks with params and GMAC
     info NETWORK [--batch N] [--dtype T]   per-layer table (shapes, params, GFLOP)
-    render NETWORK [--batch N] [--dtype T] [--policy P] [--optimizer O] [-o FILE]   a stream
+    render NETWORK [--batch N] [--dtype T] [--policy P] [--optimizer O] [--allocation A]
+           [-o FILE]                       a stream
     stats FILE...                          parse streams, print peak memory and transfers
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .loader import NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
 from .stream import parse_stream
-from .vdnn import OPTIMIZERS, POLICIES
+from .vdnn import ALLOCATIONS, OPTIMIZERS, POLICIES
 
 __all__ = ["main"]
 
@@ -40,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--policy", choices=list(POLICIES), default="conv")
     render.add_argument("--optimizer", choices=list(OPTIMIZERS), default="none",
                         help="end the iteration with this optimizer's step")
+    render.add_argument("--allocation", choices=list(ALLOCATIONS), default="liveness",
+                        help="GPU memory allocation: buffers live from birth to death, or "
+                             "network-wide (vDNN's baseline) for the whole iteration")
     render.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     stats = sub.add_parser("stats", help="validate streams and print their figures")
     stats.add_argument("files", nargs="+", type=Path)
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             print(load_network(args.network).summary(args.batch, args.dtype))
         elif args.command == "render":
             text = render_stream(args.network, args.batch, args.dtype, args.policy,
-                                 optimizer=args.optimizer)
+                                 optimizer=args.optimizer, allocation=args.allocation)
             if args.output:
                 args.output.write_text(text)
             else:

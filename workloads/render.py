@@ -49,6 +49,7 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
                   policy: str = "conv",
                   times: Mapping[str, Mapping[str, str]] | None = None,
                   optimizer: str = "none", workspace: int = 0,
+                  allocation: str = "liveness",
                   kernel_model: Optional["KernelModel"] = None,
                   workspace_limit: Optional[int] = None) -> str:
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
@@ -57,7 +58,10 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
     ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
     :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
-    cuDNN workspace in bytes each convolution kernel gets. With a ``kernel_model`` (the fitted
+    cuDNN workspace in bytes each convolution kernel gets. ``allocation`` is ``liveness``
+    (buffers live from birth to death) or ``network-wide`` (vDNN's baseline: every buffer but
+    the offloaded ones for the whole iteration; see
+    :data:`~sst_cdma.workloads.vdnn.ALLOCATIONS`). With a ``kernel_model`` (the fitted
     model of the GPU, :mod:`sst_cdma.model.fitted`) every kernel is priced by it: its time,
     algorithm and workspace (at most ``workspace_limit`` bytes) go into the stream, and
     ``workspace`` is not used; measured ``times`` still take precedence for the times.
@@ -68,17 +72,19 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     kernels = None
     if kernel_model is not None:
         kernels = price_network(net, batch, dtype, kernel_model, workspace_limit)
-    return _render(net, batch, dtype, policy, times, optimizer, workspace, kernel_model, kernels)
+    return _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
+                   kernel_model, kernels)
 
 
 def _render(net: Network, batch: int, dtype: str, policy: str,
             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
-            kernel_model: Optional["KernelModel"], kernels: Optional[Mapping]) -> str:
+            allocation: str, kernel_model: Optional["KernelModel"],
+            kernels: Optional[Mapping]) -> str:
     from .kernel_pricing import price_update
 
     update = None if kernel_model is None else functools.partial(price_update, model=kernel_model)
     return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
-                                      kernels, update))
+                                      kernels, update, allocation))
 
 
 @functools.lru_cache(maxsize=32)
@@ -94,6 +100,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      policy: str = "conv",
                      layer_times: str | os.PathLike[str] = "",
                      optimizer: str = "none", workspace: int = 0,
+                     allocation: str = "liveness",
                      kernel_model: Optional["KernelModel"] = None,
                      workspace_limit: Optional[int] = None) -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
@@ -102,15 +109,16 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     (:mod:`~sst_cdma.workloads.layer_times`) whose times become the compute ops' ``time=``;
     it must be for this network, batch and dtype. ``optimizer`` adds its step (see
     :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`); ``workspace`` gives each convolution kernel
-    that many bytes of cuDNN workspace. ``kernel_model`` prices every kernel with the fitted
+    that many bytes of cuDNN workspace; ``allocation`` picks the memory allocation mode
+    (``liveness`` or ``network-wide``). ``kernel_model`` prices every kernel with the fitted
     model (see :func:`render_stream`); measured times of another GPU preset (the file's
     ``gpu``) are then scaled to this one, layer by layer and pass by pass, by the model's
     ratio.
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
-    network, batch, dtype and policy render and parse it once; an edited file is read afresh.
-    The stream is shared: treat it as read-only.
+    network, batch, dtype, policy and allocation render and parse it once; an edited file is
+    read afresh. The stream is shared: treat it as read-only.
     """
     path = network_path(network)
     times = ""
@@ -123,13 +131,15 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
             times_mtime = -1  # load_layer_times reports it, naming the file
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
-                      times, times_mtime, optimizer, workspace, kernel_model, workspace_limit)
+                      times, times_mtime, optimizer, workspace, allocation, kernel_model,
+                      workspace_limit)
 
 
 @functools.lru_cache(maxsize=32)
 def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
                policy: str, label: str, layer_times: str, times_mtime_ns: int,
-               optimizer: str, workspace: int, kernel_model: Optional["KernelModel"],
+               optimizer: str, workspace: int, allocation: str,
+               kernel_model: Optional["KernelModel"],
                workspace_limit: Optional[int]) -> tuple[str, Stream]:
     net = load_network(path)
     times = None
@@ -141,7 +151,8 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
         times = measured.as_stream_times()
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
                                                         dtype, kernel_model, workspace_limit)
-    text = _render(net, batch, dtype, policy, times, optimizer, workspace, kernel_model, kernels)
+    text = _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
+                   kernel_model, kernels)
     return text, parse_stream(text, label)
 
 

@@ -25,6 +25,12 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
   production to their last backward use (or, offloaded, to their last forward reader and again
   from prefetch to last backward use); activation gradients from the backward of the tensor's
   last reader to the backward of its producer.
+* Allocation (``allocation``): ``liveness`` is the memory rule above. ``network-wide`` is the
+  vDNN paper's baseline: every buffer (feature maps, gradient maps, weights, weight gradients,
+  workspace, optimizer state) is allocated once before the forward pass and freed after the
+  last phase; only the tensors the policy offloads keep vDNN's memory manager's schedule
+  (allocated when produced, released after their offload, re-allocated at their prefetch,
+  released after their last backward use: their ``liveness`` schedule).
 """
 from __future__ import annotations
 
@@ -36,12 +42,17 @@ from .errors import WorkloadError
 from .layer_times import format_ps
 from .network import LayerInfo, Network, TensorInfo
 
-__all__ = ["POLICIES", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block", "Plan",
-           "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name",
+__all__ = ["POLICIES", "ALLOCATIONS", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block",
+           "Plan", "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name",
            "workspace_name"]
 
 #: vDNN offload policies.
 POLICIES = ("none", "all", "conv")
+
+#: GPU memory allocation modes: ``liveness`` allocates a buffer when it is born and frees it when
+#: it dies; ``network-wide`` (vDNN's baseline) holds every buffer for the whole iteration, except
+#: what the policy offloads.
+ALLOCATIONS = ("liveness", "network-wide")
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,7 @@ class Plan:
     epilogue: list[Op]
     offloaded: tuple[str, ...] = ()
     update: list[Block] = field(default_factory=list)
+    allocation: str = "liveness"
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -173,10 +185,12 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                    times: Mapping[str, Mapping[str, str]] | None = None,
                    optimizer: str = "none", workspace: int = 0,
                    kernels: Mapping[str, Mapping[str, Any]] | None = None,
-                   update_ps: Callable[[int], int] | None = None) -> Plan:
+                   update_ps: Callable[[int], int] | None = None,
+                   allocation: str = "liveness") -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
     step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
-    ``workspace`` bytes of cuDNN workspace.
+    ``workspace`` bytes of cuDNN workspace, allocating GPU memory as ``allocation`` says (one
+    of :data:`ALLOCATIONS`).
 
     ``times`` optionally maps layer -> {"fwd": "1.2ms", "bwd": "2.5ms"} (measured kernel times
     for calibration); they become ``time=`` keys of the compute ops.
@@ -194,6 +208,10 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         raise WorkloadError(f"unknown optimizer {optimizer!r} (expected one of "
                             f"{', '.join(OPTIMIZERS)})")
     step = OPTIMIZERS[optimizer]
+    if allocation not in ALLOCATIONS:
+        raise WorkloadError(f"unknown allocation {allocation!r} (expected one of "
+                            f"{', '.join(ALLOCATIONS)})")
+    wide = allocation == "network-wide"
     if workspace < 0:
         raise WorkloadError(f"workspace must not be negative, got {workspace} bytes")
     infos = network.infer(batch, dtype)
@@ -284,29 +302,33 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         prologue.append(Op("alloc", wgrad_name(i.name)))
     for i in stateful:
         prologue.append(Op("alloc", state_name(i.name)))
+    if wide:  # every buffer but the offloaded ones, once, for the whole iteration
+        prologue = [Op("alloc", d.name) for d in decls if d.name not in offloaded_set]
     forward: list[Block] = []
     resident: set[str] = set()
     for i in infos:
         block = Block(i.name, i.kind, _comment(i, "fwd"))
         if i.kind == "data":
-            block.ops.append(Op("alloc", i.output))
+            if not wide or i.output in offloaded_set:
+                block.ops.append(Op("alloc", i.output))
             resident.add(i.output)
             forward.append(block)
             continue
         if not i.in_place:
-            block.ops.append(Op("alloc", i.output))
+            if not wide or i.output in offloaded_set:
+                block.ops.append(Op("alloc", i.output))
             resident.add(i.output)
         for t in offload_at[i.name]:
             block.ops.append(Op("offload", t, layer=i.name))
         reads = tuple(dict.fromkeys(i.inputs)) + ((weight_name(i.name),) if i.params else ())
         ws = scratch[i.name]["fwd"]
-        block.ops.extend(Op("alloc", t) for t in ws)
+        block.ops.extend(Op("alloc", t) for t in ws if not wide)
         block.ops.append(Op("compute", i.name, pass_="fwd", flops=i.flops_fwd, dram=i.dram_fwd,
                             time=_kernel_time(times, kernels, i.name, "fwd"), reads=reads,
                             writes=(i.output,) + ws,
                             algorithm=_algorithm(kernels, i.name, "fwd")))
         block.ops.append(Op("sync", i.name))
-        block.ops.extend(Op("free", t) for t in ws)
+        block.ops.extend(Op("free", t) for t in ws if not wide)
         for t in free_after_fwd[i.name]:
             block.ops.append(Op("free", t))
             resident.discard(t)
@@ -325,7 +347,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
             for t in i.grad_inputs:
                 g = grad_name(t)
                 if g not in grads:
-                    ops.append(Op("alloc", g))
+                    if not wide:
+                        ops.append(Op("alloc", g))
                     grads.add(g)
         demand = [t for t in i.bwd_needs if t in offloaded_set and t not in prefetched]
         for t in demand:
@@ -356,17 +379,17 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
             writes = tuple(dict.fromkeys(grad_name(t) for t in i.grad_inputs))
         writes += (wgrad_name(i.name),) if i.params else ()
         ws = scratch[i.name]["bwd"]
-        ops.extend(Op("alloc", t) for t in ws)
+        ops.extend(Op("alloc", t) for t in ws if not wide)
         ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
                       time=_kernel_time(times, kernels, i.name, "bwd"), reads=reads,
                       writes=writes + ws, algorithm=_algorithm(kernels, i.name, "bwd")))
         ops.append(Op("sync", i.name))
-        ops.extend(Op("free", t) for t in ws)
-        if not i.in_place and has_dy:
+        ops.extend(Op("free", t) for t in ws if not wide)
+        if not i.in_place and has_dy and not wide:
             ops.append(Op("free", dy))
             grads.discard(dy)
         for t in release_at.get(idx[i.name], []):
-            if t in resident:
+            if t in resident and (not wide or t in offloaded_set):
                 ops.append(Op("free", t))
                 resident.discard(t)
         backward.append(block)
@@ -378,6 +401,9 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         epilogue.append(Op("free", wgrad_name(i.name)))
     for i in stateful:
         epilogue.append(Op("free", state_name(i.name)))
+    if wide:  # everything still allocated, in declaration order
+        epilogue = [Op("free", d.name) for d in decls
+                    if d.kind != "activation" or d.name in resident]
 
     # -- optimizer step ---------------------------------------------------------------------------
     update: list[Block] = []
@@ -394,7 +420,7 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
             block.ops.append(Op("sync", i.name))
             update.append(block)
     return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
-                tuple(offloaded), update)
+                tuple(offloaded), update, allocation)
 
 
 def _kernel_time(times: Mapping[str, Mapping[str, str]] | None,

@@ -107,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--output", "-o", metavar="DIR", default=None,
                     help="report folder (default RESULTS/report)")
     rp.add_argument("--timeline", metavar="POINT", type=int, default=None,
-                    help="point whose per-layer timeline is drawn (default: the one that "
-                         "stalls most)")
+                    help="point whose per-layer timeline and GPU memory are drawn (default: "
+                         "the one that stalls most)")
     rp.add_argument("--x", metavar="COLUMN", default=None,
                     help="the parameter on the x axis (default: the first swept one)")
 

@@ -1,7 +1,8 @@
 """``sst-cdma report``: a markdown report and PNG plots from a sweep's ``results.csv`` — every
 numeric figure against the swept parameter (one line or bar group per combination of the other
 swept parameters), and, when the summary has them, the speed-up over vDNN and the performance
-relative to the oracle per network and configuration."""
+relative to the oracle per network and configuration; one point's per-layer timeline (from its
+summary.json) and GPU memory over time (from its trace.json)."""
 from __future__ import annotations
 
 import math
@@ -147,7 +148,8 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
                  x: Optional[str] = None, timeline: Optional[int] = None) -> Report:
     """Write ``report.md`` and its plots into ``output`` (default ``<results folder>/report``);
     ReportError when the table cannot be read or ``x`` is not a column. ``timeline`` picks the
-    point whose per-layer timeline is drawn (default: the one that stalls most)."""
+    point whose per-layer timeline and GPU memory (``memory.png``, from the point's trace.json)
+    are drawn (default: the one that stalls most)."""
     import pandas as pd
 
     csv, frame = load_results(results)
@@ -200,12 +202,22 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
         report.plots.append(path)
         lines += ["## Stall breakdown", "", "Compute and stall time of every point's iteration.",
                   "", f"![stall breakdown]({path.name})", ""]
-        chosen = _timeline(csv.parent, ok, swept, out / "timeline.png", timeline)
+        row = _pick_point(ok, timeline)
+        chosen = _timeline(csv.parent, row, swept, out / "timeline.png")
         if chosen is not None:
             report.plots.append(out / "timeline.png")
             lines += ["## Per-layer timeline", "", f"Point {chosen}: each layer's kernel time "
                       "and the time the GPU then waited for copies, in iteration order.", "",
                       "![per-layer timeline](timeline.png)", ""]
+        lines += ["## GPU memory over time", ""]
+        note = _memory_plot(csv.parent, row, swept, out / "memory.png")
+        if note is None:
+            report.plots.append(out / "memory.png")
+            lines += [f"Point {int(row['point'])}: bytes allocated on each GPU over the "
+                      "iteration (the GPU memory counters of its trace.json); dashed: the "
+                      "baselines.", "", "![GPU memory over time](memory.png)", ""]
+        else:
+            lines += [f"Point {int(row['point'])}: no memory plot ({note}).", ""]
 
     lines += [f"## Figures against `{_label(x)}`", ""]
     skipped_constant, plotted = [], 0
@@ -260,10 +272,21 @@ def _stall_breakdown(ok: Any, swept: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def _timeline(folder: Path, ok: Any, swept: list[str], path: Path,
-              point: Optional[int]) -> Optional[int]:
+def _pick_point(ok: Any, point: Optional[int]) -> Any:
+    """The row of the point whose timeline and memory are drawn: ``point``, or by default the
+    one that stalls most; ReportError when ``point`` is not a successful point."""
+    if point is None:
+        share = ok["stall_time_s"] / ok["iteration_time_s"]
+        return ok.loc[share.idxmax()]
+    match = ok[ok["point"] == point]
+    if match.empty:
+        raise ReportError(f"--timeline {point}: no such successful point")
+    return match.iloc[0]
+
+
+def _timeline(folder: Path, row: Any, swept: list[str], path: Path) -> Optional[int]:
     """Draw one point's per-layer timeline (kernel and stall per layer boundary) from its
-    summary.json; returns the point drawn, or None when no summary has layers."""
+    summary.json; returns the point drawn, or None when its summary has no layers."""
     import json
 
     import matplotlib
@@ -271,14 +294,6 @@ def _timeline(folder: Path, ok: Any, swept: list[str], path: Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if point is None:
-        share = ok["stall_time_s"] / ok["iteration_time_s"]
-        row = ok.loc[share.idxmax()]
-    else:
-        match = ok[ok["point"] == point]
-        if match.empty:
-            raise ReportError(f"--timeline {point}: no such successful point")
-        row = match.iloc[0]
     summary = folder / "points" / str(row["key"]) / "summary.json"
     if not summary.is_file():
         return None
@@ -304,6 +319,71 @@ def _timeline(folder: Path, ok: Any, swept: list[str], path: Path,
     return int(row["point"])
 
 
+def memory_tracks(trace: dict[str, Any]) -> dict[str, list[tuple[float, int]]]:
+    """The "GPU memory" counter tracks of a Chrome trace (what the Reporter writes into
+    trace.json): process name -> [(time in us, bytes)], in time order, processes in name
+    order."""
+    names: dict[Any, str] = {}
+    tracks: dict[Any, list[tuple[float, int]]] = {}
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            names[event.get("pid")] = str(event.get("args", {}).get("name", event.get("pid")))
+        elif event.get("ph") == "C" and event.get("name") == "GPU memory":
+            tracks.setdefault(event.get("pid"), []).append(
+                (float(event["ts"]), int(event["args"]["bytes"])))
+    out = {names.get(pid, str(pid)): sorted(points, key=lambda p: p[0])
+           for pid, points in tracks.items()}
+    return dict(sorted(out.items()))
+
+
+def _memory_plot(folder: Path, row: Any, swept: list[str], path: Path) -> Optional[str]:
+    """Draw one point's GPU memory over time (a step line per GPU: the main system's solid,
+    the baselines' dashed) from the counter tracks of its trace.json; returns None when drawn,
+    else why not."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    point = folder / "points" / str(row["key"])
+    trace = point / "trace.json"
+    if not trace.is_file():
+        return "the point has no trace.json"
+    try:
+        tracks = memory_tracks(json.loads(trace.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"its trace.json cannot be read: {exc}"
+    if not tracks:
+        return "its trace.json has no GPU memory counters"
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for name, points in tracks.items():
+        main = "." not in name
+        ax.step([t * 1e-3 for t, _ in points], [b / 1e9 for _, b in points], where="post",
+                label=name, linewidth=1.6 if main else 1.0, linestyle="-" if main else "--")
+    summary = point / "summary.json"
+    if summary.is_file():
+        try:
+            capacity = json.loads(summary.read_text(encoding="utf-8")).get(
+                "gpu_memory_capacity_bytes")
+        except (OSError, ValueError):
+            capacity = None
+        if capacity:
+            ax.axhline(capacity / 1e9, color="#c44e52", linestyle=":", linewidth=1.0,
+                       label="capacity")
+    ax.set_xlabel("time in the iteration (ms)")
+    ax.set_ylabel("GPU memory allocated (GB)")
+    ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — GPU memory over the "
+                 "iteration", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
 def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, str, str]]]]:
     """Speed-ups per network and configuration, when the table has the columns."""
     if "opt.network" not in ok.columns or "iteration_time_s" not in ok.columns:
@@ -324,4 +404,5 @@ def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, 
     return table, [(name, column, title) for name, column, title in present]
 
 
-__all__ = ["write_report", "load_results", "swept_columns", "Report", "ReportError"]
+__all__ = ["write_report", "load_results", "swept_columns", "memory_tracks", "Report",
+           "ReportError"]

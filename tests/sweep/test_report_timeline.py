@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import sst_cdma
-from sst_cdma.sweep.report import ReportError, write_report
+from sst_cdma.sweep.report import ReportError, memory_tracks, write_report
 
 
 @pytest.fixture
@@ -44,3 +44,27 @@ def test_timeline_point_can_be_chosen_and_must_exist(results):
     assert "Point 1:" in text
     with pytest.raises(ReportError, match="--timeline 7: no such successful point"):
         write_report(results, timeline=7)
+
+
+def test_report_plots_the_timeline_points_gpu_memory_from_its_trace(results):
+    report = write_report(results, timeline=1)
+    text = report.markdown.read_text()
+    assert "## GPU memory over time" in text and "![GPU memory over time](memory.png)" in text
+    assert "Point 1: bytes allocated on each GPU" in text
+    assert results / "report" / "memory.png" in report.plots
+    assert (results / "report" / "memory.png").stat().st_size > 1000
+    tracks = memory_tracks(json.loads((results / "points" / "k1" / "trace.json").read_text()))
+    assert list(tracks) == ["gpu0", "oracle.gpu0", "vdnn.gpu0"]
+    summary = json.loads((results / "points" / "k1" / "summary.json").read_text())
+    assert max(n for _, n in tracks["gpu0"]) == summary["peak_gpu_memory_bytes"]
+    assert [t for t, _ in tracks["gpu0"]] == sorted(t for t, _ in tracks["gpu0"])
+
+
+def test_a_point_without_trace_gets_a_note_instead_of_a_memory_plot(results):
+    (results / "points" / "k0" / "trace.json").unlink()
+    report = write_report(results, timeline=0)
+    text = report.markdown.read_text()
+    assert "Point 0: no memory plot (the point has no trace.json)." in text
+    assert "memory.png" not in text
+    assert all(p.name != "memory.png" for p in report.plots)
+    assert "## Per-layer timeline" in text  # the timeline does not need the trace

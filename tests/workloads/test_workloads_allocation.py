@@ -1,0 +1,135 @@
+"""GPU memory allocation modes of the rendered stream: ``liveness`` (a buffer from its birth to its
+death, the default) and ``network-wide`` (vDNN's baseline: every buffer for the whole iteration,
+except the tensors the policy offloads, which keep their liveness schedule)."""
+from __future__ import annotations
+
+import pytest
+
+from sst_cdma.workloads import NETWORKS, WorkloadError, load_network, parse_stream, stream_stats
+from sst_cdma.workloads.__main__ import main as workloads_main
+from sst_cdma.workloads.render import iteration_stream, render_stream
+from sst_cdma.workloads.vdnn import ALLOCATIONS, plan_iteration
+
+GB = 1e9
+
+
+def _stream(network, batch, policy, allocation, **kw):
+    text = render_stream(network, batch, "float32", policy, allocation=allocation, **kw)
+    return parse_stream(text, f"{network}-{policy}-{allocation}")
+
+
+def _first_compute(stream):
+    return next(k for k, op in enumerate(stream.ops) if op.op == "compute")
+
+
+def _last_compute(stream):
+    return max(k for k, op in enumerate(stream.ops) if op.op == "compute")
+
+
+def test_the_modes_and_the_default():
+    assert ALLOCATIONS == ("liveness", "network-wide")
+    net = load_network("alexnet")
+    assert plan_iteration(net, 4).allocation == "liveness"
+    assert render_stream("alexnet", 4) == render_stream("alexnet", 4, allocation="liveness")
+    assert "network-wide" not in render_stream("alexnet", 4)
+    assert "# network-wide allocation" in render_stream("alexnet", 4, allocation="network-wide")
+
+
+def test_an_unknown_allocation_is_a_workload_error():
+    with pytest.raises(WorkloadError, match="unknown allocation 'bogus' .*liveness, "
+                                            "network-wide"):
+        plan_iteration(load_network("alexnet"), 4, allocation="bogus")
+
+
+@pytest.mark.parametrize("network", list(NETWORKS))
+def test_network_wide_needs_at_least_what_liveness_needs(network):
+    for policy in ("none", "conv", "all"):
+        live = stream_stats(_stream(network, 8, policy, "liveness"))
+        wide = stream_stats(_stream(network, 8, policy, "network-wide"))
+        assert wide.leaked == () and live.leaked == ()
+        assert wide.peak_bytes >= live.peak_bytes, policy
+        assert wide.declared_bytes == live.declared_bytes
+        # the same transfers and kernels: only alloc and free differ
+        assert (wide.offloaded, wide.prefetched, wide.flops_fwd, wide.flops_bwd, wide.dram_fwd,
+                wide.dram_bwd) == (live.offloaded, live.prefetched, live.flops_fwd,
+                                   live.flops_bwd, live.dram_fwd, live.dram_bwd)
+        if policy == "none":
+            # nothing offloaded: every declared buffer is live at once, before the first kernel
+            assert wide.peak_bytes == wide.declared_bytes
+            assert wide.resident_after_forward == wide.declared_bytes
+
+
+@pytest.mark.parametrize("policy", ["none", "conv", "all"])
+def test_network_wide_allocates_once_and_only_offloaded_tensors_move(policy):
+    live = _stream("googlenet", 4, policy, "liveness", optimizer="adam", workspace=1 << 20)
+    wide = _stream("googlenet", 4, policy, "network-wide", optimizer="adam", workspace=1 << 20)
+    offloaded = {op.name for op in wide.ops if op.op == "offload"}
+    first, last = _first_compute(wide), _last_compute(wide)
+    for name, tensor in wide.tensors.items():
+        allocs = [k for k, op in enumerate(wide.ops) if op.op == "alloc" and op.name == name]
+        frees = [k for k, op in enumerate(wide.ops) if op.op == "free" and op.name == name]
+        if name in offloaded:
+            continue
+        # one allocation before the forward pass, one release after the last phase
+        assert len(allocs) == 1 and allocs[0] < first, name
+        assert len(frees) == 1 and frees[0] > last, name
+    assert any(t.kind == "workspace" for t in wide.tensors.values())
+    assert any(t.kind == "state" for t in wide.tensors.values())
+
+    # the offloaded tensors keep their liveness schedule op for op
+    def moves(stream):
+        return [(op.op, op.name) for op in stream.ops if op.name in offloaded
+                and op.op in ("alloc", "free", "offload", "prefetch", "wait")]
+
+    assert moves(wide) == moves(live)
+    assert bool(offloaded) == (policy != "none")
+
+    # and apart from alloc/free, the two streams issue the same ops in the same order
+    def issued(stream):
+        return [(op.op, op.name, op.pass_) for op in stream.ops if op.op not in ("alloc", "free")]
+
+    assert issued(wide) == issued(live)
+
+
+def test_a_network_wide_workspace_is_allocated_once_for_the_iteration():
+    live = _stream("alexnet", 4, "conv", "liveness", workspace=1 << 20)
+    wide = _stream("alexnet", 4, "conv", "network-wide", workspace=1 << 20)
+    convs = [name for name, t in wide.tensors.items() if t.kind == "workspace"]
+    assert len(convs) == 5
+    for name in convs:
+        # liveness: around each of the layer's two kernels; network-wide: once
+        assert sum(op.op == "alloc" and op.name == name for op in live.ops) == 2
+        assert sum(op.op == "alloc" and op.name == name for op in wide.ops) == 1
+
+
+def test_vgg16_network_wide_without_offload_is_near_the_vdnn_papers_28_gb():
+    """vDNN (Rhu et al., MICRO 2016) quotes about 28 GB for VGG-16 at batch 256 under its
+    network-wide baseline allocation. Ours holds every feature map (15.60 GB, ReLUs in place),
+    gradient map (15.45 GB), weight and weight gradient (0.55 GB each) at once: 32.16 GB, 15%
+    above the paper, whose framework's exact buffers we do not reproduce. The 20-40 GB window
+    is loose on purpose but still catches a lost or double-counted class of buffers: without
+    the gradient maps the total would be 16.7 GB, with out-of-place ReLU outputs 46 GB."""
+    wide = stream_stats(_stream("vgg16", 256, "none", "network-wide"))
+    live = stream_stats(_stream("vgg16", 256, "none", "liveness"))
+    assert wide.peak_bytes == wide.declared_bytes == 32_160_364_864
+    assert 20 * GB <= wide.peak_bytes <= 40 * GB
+    assert live.peak_bytes == 16_880_589_120
+    conv = stream_stats(_stream("vgg16", 256, "conv", "network-wide"))
+    assert live.peak_bytes < conv.peak_bytes < wide.peak_bytes
+
+
+def test_the_memo_key_includes_the_allocation():
+    live_text, live = iteration_stream("alexnet", 4, "float32", "conv")
+    wide_text, wide = iteration_stream("alexnet", 4, "float32", "conv",
+                                       allocation="network-wide")
+    assert live_text != wide_text
+    assert stream_stats(wide).peak_bytes > stream_stats(live).peak_bytes
+    assert iteration_stream("alexnet", 4, "float32", "conv", allocation="network-wide")[1] is wide
+
+
+def test_the_render_command_takes_the_allocation(tmp_path, capsys):
+    out = tmp_path / "wide.stream"
+    assert workloads_main(["render", "alexnet", "--batch", "4", "--policy", "none",
+                           "--allocation", "network-wide", "-o", str(out)]) == 0
+    stats = stream_stats(parse_stream(out.read_text(), str(out)))
+    assert stats.peak_bytes == stats.declared_bytes
