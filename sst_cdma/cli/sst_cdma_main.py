@@ -6,6 +6,7 @@ activation capture and kernel timing.
     sst-cdma regress [SUITE_DIR] [--update] [--workers N] [--case NAME] [--keep DIR]
     sst-cdma report RESULTS [--output DIR] [--x COLUMN]
     sst-cdma table RESULTS --rows P --value V [--cols Q] [--divide-by C] [--invert]
+    sst-cdma calibrate [--data DIR] [--output FILE] [--check]
     sst-cdma capture ...                     (see sst-cdma capture --help)
     sst-cdma time-layers ...                 (see sst-cdma time-layers --help)
 
@@ -124,6 +125,19 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
     t.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only points where this parameter has this value (repeatable)")
+    c = sub.add_parser("calibrate", parents=[common],
+                       help="fit the kernel model to measured kernels (kernel_params.json)",
+                       description="Fit the kernel model's parameters to each GPU's measured "
+                                   "training kernels (DeepBench), write them to FILE and print "
+                                   "the in-sample fit error per GPU and kernel. --check refits "
+                                   "and exits 1 if FILE differs (docs/kernel_model.md).")
+    c.add_argument("--data", metavar="DIR", default=None,
+                   help="folder with conv_train_fp32.csv, gemm_train_fp32.csv and gpus.csv "
+                        "(default: the shipped DeepBench copy)")
+    c.add_argument("--output", "-o", metavar="FILE", default=None,
+                   help="parameters file (default: sst_cdma/model/kernel_params.json)")
+    c.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 unless FILE holds what the fit gives")
     sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
                                    "(sst-cdma capture --help)", add_help=False)
     sub.add_parser("time-layers", help="measure per-layer kernel times in PyTorch for "
@@ -219,6 +233,32 @@ def _table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from ..model.calibration import (CalibrationError, check_params, format_fit_errors, load,
+                                     params_document, write_params)
+    from ..model.fitted import PARAMS_PATH
+
+    output = args.output or PARAMS_PATH
+    try:
+        sets = load(args.data)
+        if args.check:
+            doc = params_document(sets)
+            differences = check_params(output, doc)
+        else:
+            doc = write_params(output, sets=sets)
+    except CalibrationError as exc:
+        return _fail(str(exc))
+    print(format_fit_errors(doc))
+    if args.check:
+        if differences:
+            more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+            return _fail(f"{differences[0]}{more}; run 'sst-cdma calibrate' to refit it")
+        print(f"{output}: matches the refit")
+    else:
+        print(f"wrote {output}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst-cdma`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -229,10 +269,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        return _fail("error: no command given (sweep, regress, report, table, capture or "
-                     "time-layers; see sst-cdma --help)")
+        return _fail("error: no command given (sweep, regress, report, table, calibrate, "
+                     "capture or time-layers; see sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
-               "table": _table}[args.command]
+               "table": _table, "calibrate": _calibrate}[args.command]
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:

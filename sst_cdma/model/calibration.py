@@ -1,0 +1,584 @@
+"""Fitting the kernel model (:mod:`sst_cdma.model.kernel_model`) to measured training kernels,
+and measuring how well it predicts them.
+
+The measurements are Baidu DeepBench's cuDNN/cuBLAS fp32 training kernels on four NVIDIA GPUs
+(github.com/baidu-research/DeepBench, ``results/train``, Apache-2.0), shipped as CSV in
+``calibration_data/deepbench/`` (its README gives the columns). :func:`load` reads and
+validates them; every bad input is a :class:`CalibrationError` of one line naming the file, the
+line and the field (``conv_train_fp32.csv:17: fwd_ms: must be a positive number, got '-1'``).
+
+:func:`fit` fits :class:`~sst_cdma.model.kernel_model.KernelParams` to one or several GPU sets
+(pooled) by least squares on log(predicted / measured) over every measured kernel (forward,
+backward-data, backward-filter and GEMM rows alike), in log-parameter space within the physical
+bounds of :data:`BOUNDS`, with a soft-L1 loss (scale 0.2, so a few kernels the model cannot
+explain do not drag the rest). It starts from fixed values and uses no randomness: the same data
+give the same parameters.
+
+:func:`evaluate` measures the model four ways, each against the roofline the simulator used
+before (:func:`roofline`): in sample (each GPU's own fit), leave one GPU out (fit on the other
+three, predict the fourth with its own SMs, peak FLOP/s and bandwidth), and "measured on one GPU,
+predicted on another" (a kernel's time measured on GPU A, scaled by the model's ratio of B to A).
+:func:`write_params` writes the fits to ``kernel_params.json`` (:mod:`sst_cdma.model.fitted`
+reads it); ``sst-cdma calibrate`` runs it.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from .gpus import GPUS
+from .kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
+                           conv_times, gemm_times)
+
+__all__ = ["DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
+           "ERROR_FLOOR", "CalibrationError", "CalibrationGPU", "CalibrationSet", "FitError",
+           "Evaluation", "RatioTable", "load", "predict", "roofline", "fit", "fit_error",
+           "ratios", "pooled", "evaluate", "params_document", "write_params", "check_params",
+           "format_fit_errors", "significant"]
+
+#: The shipped measurements.
+DATA_DIR = Path(__file__).with_name("calibration_data") / "deepbench"
+CONV_FILE = "conv_train_fp32.csv"
+GEMM_FILE = "gemm_train_fp32.csv"
+GPUS_FILE = "gpus.csv"
+#: The kinds of kernel measured: the three convolution passes and cuBLAS GEMMs.
+KINDS = PASSES + ("gemm",)
+#: Exact zeros of |predicted / measured - 1| count as this much in the geometric mean.
+ERROR_FLOOR = 1e-4
+#: Share of a bound the fit starts from when a default lies outside it.
+_INSIDE = 0.01
+
+#: Physical bounds of each parameter for the fit: shares of peak at most 1 (the backward and
+#: cuBLAS factors multiply ``gemm_efficiency`` and may exceed 1), DRAM at 50-95% of its peak,
+#: a kernel launch of 2-30 us.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_efficiency": (0.05, 1.0),
+    "tile_reuse": (0.1, 200.0),
+    "tile_fill_k": (0.1, 2000.0),
+    "winograd_efficiency": (0.05, 3.0),
+    "fft_efficiency": (0.01, 3.0),
+    "bwd_data_efficiency": (0.1, 3.0),
+    "strided_dgrad_efficiency": (0.05, 3.0),
+    "bwd_filter_efficiency": (0.1, 3.0),
+    "blas_efficiency": (0.2, 3.0),
+    "memory_efficiency": (0.5, 0.95),
+    "launch_s": (2e-6, 30e-6),
+}
+
+# The simulator's roofline before the kernel model (components/gpu.py ``roofline_ps`` with the
+# GPU element's default compute_efficiency; DRAM at 85% of its peak).
+_ROOFLINE_COMPUTE = 0.6
+_ROOFLINE_MEMORY = 0.85
+_ELEMENT = 4
+
+_CONV_SHAPE = ("W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w")
+_CONV_TIMES = {"fwd": "fwd_ms", "bwd_data": "bwd_data_ms", "bwd_filter": "bwd_filter_ms"}
+_CONV_COLUMNS = ("gpu",) + _CONV_SHAPE + tuple(_CONV_TIMES.values()) + ("fwd_algorithm",)
+_GEMM_COLUMNS = ("gpu", "M", "N", "K", "a_transpose", "b_transpose", "time_ms")
+_GPUS_COLUMNS = ("gpu", "model", "cudnn", "cuda", "source_file")
+
+
+class CalibrationError(ValueError):
+    """Bad calibration input or output: one line naming the file, line and field."""
+
+
+@dataclass(frozen=True)
+class CalibrationGPU:
+    """One measured GPU: its set name (``gpu`` column), model, cuDNN and CUDA versions, the
+    source sheet, and the GPU preset whose ``calibration`` names it (which gives its
+    :class:`Hardware`)."""
+
+    name: str
+    model: str
+    cudnn: str
+    cuda: str
+    source_sheet: str
+    preset: str
+    hardware: Hardware
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    """The measured kernels of one GPU. ``conv`` holds the convolution shapes as arrays (the
+    keys :func:`~sst_cdma.model.kernel_model.conv_times` takes), ``seconds`` the measured time
+    of each kind in :data:`KINDS` (NaN: not measured), ``conv_keys``/``gemm_keys`` a key per row
+    that is the same for the same kernel on every GPU (shape plus occurrence number)."""
+
+    gpu: CalibrationGPU
+    conv: dict[str, np.ndarray]
+    gemm: dict[str, np.ndarray]
+    seconds: dict[str, np.ndarray]
+    fwd_algorithm: tuple[str, ...]
+    conv_keys: tuple[tuple[Any, ...], ...]
+    gemm_keys: tuple[tuple[Any, ...], ...]
+    files: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The set's name (the ``gpu`` column)."""
+        return self.gpu.name
+
+    def rows(self, kind: str) -> int:
+        """Measured rows of ``kind`` (a pass or ``gemm``)."""
+        return int(np.count_nonzero(~np.isnan(self.seconds[kind])))
+
+    def keys(self, kind: str) -> tuple[tuple[Any, ...], ...]:
+        """The row keys of ``kind``."""
+        return self.gemm_keys if kind == "gemm" else self.conv_keys
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+def _read(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    """Rows of a CSV file with their line numbers, after checking the header has ``columns``."""
+    name = path.name
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise CalibrationError(f"{name}:1: empty file (expected a header with "
+                                       f"{', '.join(columns)})")
+            header = [h.strip() for h in header]
+            for col in columns:
+                if col not in header:
+                    raise CalibrationError(f"{name}:1: {col}: missing column")
+            rows = []
+            for fields in reader:
+                line = reader.line_num
+                if not any(x.strip() for x in fields):
+                    continue
+                if len(fields) != len(header):
+                    raise CalibrationError(f"{name}:{line}: {len(fields)} fields, the header "
+                                           f"has {len(header)}")
+                rows.append((line, {h: x.strip() for h, x in zip(header, fields)}))
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CalibrationError(f"{name}: not UTF-8 text") from None
+    except csv.Error as exc:
+        raise CalibrationError(f"{name}: malformed CSV: {exc}") from None
+    return rows
+
+
+def _whole(value: str, where: str, field: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise CalibrationError(f"{where}: {field}: must be a whole number >= {minimum}, "
+                               f"got {value!r}")
+    return number
+
+
+def _time(value: str, where: str, field: str, optional: bool = False) -> float:
+    """A measured time in ms as seconds (NaN for an empty optional one)."""
+    if optional and value == "":
+        return math.nan
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number <= 0:
+        raise CalibrationError(f"{where}: {field}: must be a positive number, got {value!r}")
+    return number * 1e-3
+
+
+def _gpus(path: Path) -> dict[str, CalibrationGPU]:
+    presets = {spec.calibration: name for name, spec in GPUS.items() if spec.calibration}
+    out: dict[str, CalibrationGPU] = {}
+    for line, row in _read(path, _GPUS_COLUMNS):
+        where = f"{path.name}:{line}"
+        name = row["gpu"]
+        if not name:
+            raise CalibrationError(f"{where}: gpu: missing value")
+        if name in out:
+            raise CalibrationError(f"{where}: gpu: {name!r} listed twice")
+        if name not in presets:
+            raise CalibrationError(f"{where}: gpu: no GPU preset has calibration {name!r} "
+                                   f"(sst_cdma/model/gpus.py)")
+        for col in ("model", "cudnn", "cuda"):
+            if not row[col]:
+                raise CalibrationError(f"{where}: {col}: missing value")
+        spec = GPUS[presets[name]]
+        out[name] = CalibrationGPU(name, row["model"], row["cudnn"], row["cuda"],
+                                   row["source_file"], presets[name],
+                                   Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps))
+    if not out:
+        raise CalibrationError(f"{path.name}: no GPUs listed")
+    return out
+
+
+def _known_gpu(value: str, where: str, gpus: Mapping[str, CalibrationGPU]) -> str:
+    if value not in gpus:
+        raise CalibrationError(f"{where}: gpu: unknown GPU {value!r} (not in {GPUS_FILE})")
+    return value
+
+
+def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, CalibrationSet]:
+    """The measured sets in ``data_dir`` (default: the shipped DeepBench copy, :data:`DATA_DIR`),
+    one per GPU of ``gpus.csv``, in its order. Raises :class:`CalibrationError` on bad input."""
+    folder = Path(data_dir) if data_dir is not None else DATA_DIR
+    if not folder.is_dir():
+        raise CalibrationError(f"{folder}: not a folder of calibration data")
+    gpus = _gpus(folder / GPUS_FILE)
+    conv: dict[str, list[tuple[Any, ...]]] = {g: [] for g in gpus}
+    seen: dict[tuple[Any, ...], int] = {}
+    for line, row in _read(folder / CONV_FILE, _CONV_COLUMNS):
+        where = f"{CONV_FILE}:{line}"
+        gpu = _known_gpu(row["gpu"], where, gpus)
+        shape = tuple(_whole(row[c], where, c, 0 if c.startswith("pad") else 1)
+                      for c in _CONV_SHAPE)
+        w, h, c, n, k, r, s, ph, pw, sh, sw = shape
+        try:
+            ConvProblem(n, c, h, w, k, r, s, ph, pw, sh, sw).check()
+        except ModelError as exc:
+            raise CalibrationError(f"{where}: R, S: {exc}") from None
+        times = tuple(_time(row[col], where, col, optional=(p == "bwd_data"))
+                      for p, col in _CONV_TIMES.items())
+        algo = row["fwd_algorithm"]
+        if algo not in ALGORITHMS:
+            raise CalibrationError(f"{where}: fwd_algorithm: unknown algorithm {algo!r} (one of "
+                                   f"{', '.join(ALGORITHMS)})")
+        occurrence = seen.get((gpu,) + shape, 0)
+        seen[(gpu,) + shape] = occurrence + 1
+        conv[gpu].append(shape + times + (algo, occurrence))
+    gemm: dict[str, list[tuple[Any, ...]]] = {g: [] for g in gpus}
+    seen = {}
+    for line, row in _read(folder / GEMM_FILE, _GEMM_COLUMNS):
+        where = f"{GEMM_FILE}:{line}"
+        gpu = _known_gpu(row["gpu"], where, gpus)
+        mnk = tuple(_whole(row[c], where, c, 1) for c in ("M", "N", "K"))
+        for col in ("a_transpose", "b_transpose"):
+            if row[col] not in ("N", "T"):
+                raise CalibrationError(f"{where}: {col}: must be N or T, got {row[col]!r}")
+        key = mnk + (row["a_transpose"], row["b_transpose"])
+        occurrence = seen.get((gpu,) + key, 0)
+        seen[(gpu,) + key] = occurrence + 1
+        gemm[gpu].append(key + (_time(row["time_ms"], where, "time_ms"), occurrence))
+    sets = {}
+    for name, gpu in gpus.items():
+        if not conv[name] and not gemm[name]:
+            raise CalibrationError(f"{CONV_FILE}: no measurements of GPU {name!r} (listed in "
+                                   f"{GPUS_FILE})")
+        cols = list(zip(*conv[name])) if conv[name] else [()] * 16
+        problems = {key: np.array(cols[i], dtype=float) for i, key in enumerate(
+            ("w", "h", "c", "n", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w"))}
+        gcols = list(zip(*gemm[name])) if gemm[name] else [()] * 7
+        seconds = {p: np.array(cols[11 + i], dtype=float) for i, p in enumerate(PASSES)}
+        seconds["gemm"] = np.array(gcols[5], dtype=float)
+        sets[name] = CalibrationSet(
+            gpu, problems, {x: np.array(gcols[i], dtype=float) for i, x in enumerate("mnk")},
+            seconds, tuple(cols[14]), tuple(row[:11] + row[15:] for row in conv[name]),
+            tuple(row[:5] + row[6:] for row in gemm[name]), (CONV_FILE, GEMM_FILE, GPUS_FILE))
+    return sets
+
+
+# -- prediction ------------------------------------------------------------------------------
+
+def predict(cset: CalibrationSet, kp: KernelParams,
+            hw: Optional[Hardware] = None) -> dict[str, np.ndarray]:
+    """Modelled seconds of every row of ``cset`` per kind, on ``hw`` (default: the set's own
+    GPU)."""
+    hw = hw or cset.gpu.hardware
+    out = {p: conv_times(cset.conv, p, hw, kp)["seconds"] for p in PASSES}
+    g = cset.gemm
+    out["gemm"] = gemm_times(g["m"], g["n"], g["k"], hw, kp)
+    return out
+
+
+def roofline(cset: CalibrationSet, hw: Optional[Hardware] = None) -> dict[str, np.ndarray]:
+    """The simulator's former roofline for every row of ``cset``: max(FLOPs / (peak x 0.6),
+    bytes / (bandwidth x 0.85)), FLOPs = 2 N K P Q C R S for each convolution pass (2 M N K for
+    a GEMM) and bytes = the operands once."""
+    hw = hw or cset.gpu.hardware
+    f = cset.conv
+    p = np.floor((f["h"] + 2 * f["pad_h"] - f["r"]) / f["stride_h"]) + 1
+    q = np.floor((f["w"] + 2 * f["pad_w"] - f["s"]) / f["stride_w"]) + 1
+    flops = 2 * f["n"] * f["k"] * p * q * f["c"] * f["r"] * f["s"]
+    nbytes = (f["n"] * f["c"] * f["h"] * f["w"] + f["k"] * f["c"] * f["r"] * f["s"] +
+              f["n"] * f["k"] * p * q) * _ELEMENT
+    conv = np.maximum(flops / (hw.peak_flops * _ROOFLINE_COMPUTE),
+                      nbytes / (hw.dram_bandwidth * _ROOFLINE_MEMORY))
+    out = {pass_: conv for pass_ in PASSES}
+    m, n, k = (cset.gemm[x] for x in "mnk")
+    out["gemm"] = np.maximum(2 * m * n * k / (hw.peak_flops * _ROOFLINE_COMPUTE),
+                             (m * k + k * n + m * n) * _ELEMENT /
+                             (hw.dram_bandwidth * _ROOFLINE_MEMORY))
+    return out
+
+
+# -- fitting ---------------------------------------------------------------------------------
+
+def _as_sets(sets: Union[CalibrationSet, Iterable[CalibrationSet]]) -> list[CalibrationSet]:
+    out = [sets] if isinstance(sets, CalibrationSet) else list(sets)
+    if not out:
+        raise CalibrationError("fit: no calibration sets given")
+    return out
+
+
+def _bounds() -> tuple[np.ndarray, np.ndarray]:
+    names = KernelParams.names()
+    missing = [n for n in names if n not in BOUNDS]
+    if missing:
+        raise CalibrationError(f"fit: no bounds for kernel parameter {missing[0]!r}")
+    return (np.log([BOUNDS[n][0] for n in names]), np.log([BOUNDS[n][1] for n in names]))
+
+
+def fit(sets: Union[CalibrationSet, Iterable[CalibrationSet]]) -> KernelParams:
+    """Kernel parameters fitted to one set or several pooled (each on its own hardware), by
+    least squares on log(predicted / measured) with a soft-L1 loss, in log-parameter space
+    within :data:`BOUNDS`, from the defaults of :class:`KernelParams`. Deterministic."""
+    from scipy.optimize import least_squares
+
+    sets = _as_sets(sets)
+    names = KernelParams.names()
+    lo, hi = _bounds()
+    default = np.log([getattr(KernelParams(), n) for n in names])
+    span = hi - lo
+    x0 = np.clip(default, lo + _INSIDE * span, hi - _INSIDE * span)
+    measured = [(s, {kind: s.seconds[kind] for kind in KINDS}) for s in sets]
+    masks = [{kind: ~np.isnan(m[kind]) for kind in KINDS} for _, m in measured]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        kp = KernelParams(**dict(zip(names, np.exp(x))))
+        out = []
+        for (s, m), ok in zip(measured, masks):
+            pred = predict(s, kp)
+            for kind in KINDS:
+                out.append(np.log(pred[kind][ok[kind]] / m[kind][ok[kind]]))
+        return np.concatenate(out)
+
+    result = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2,
+                           x_scale=1.0, method="trf")
+    return KernelParams(**dict(zip(names, (float(v) for v in np.exp(result.x)))))
+
+
+# -- fit error -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FitError:
+    """How far predictions are from measurements, over ``rows`` kernels: the median of
+    predicted / measured, the geometric mean of |predicted / measured - 1| (exp(mean(log|r - 1|)),
+    exact zeros counted as :data:`ERROR_FLOOR` = 1e-4 so the logarithm exists), and the share of
+    kernels predicted within +-25%."""
+
+    rows: int
+    median_ratio: float
+    geomean_abs_error: float
+    within_25pct: float
+
+    def as_dict(self, digits: int = 4) -> dict[str, Union[int, float]]:
+        """The figures as a mapping, rounded to ``digits`` decimals."""
+        return {"rows": self.rows, "median_ratio": round(self.median_ratio, digits),
+                "geomean_abs_error": round(self.geomean_abs_error, digits),
+                "within_25pct": round(self.within_25pct, digits)}
+
+
+def fit_error(ratio: np.ndarray) -> FitError:
+    """The :class:`FitError` of an array of predicted / measured ratios (NaNs skipped)."""
+    r = np.asarray(ratio, dtype=float)
+    r = r[~np.isnan(r)]
+    if r.size == 0:
+        return FitError(0, math.nan, math.nan, math.nan)
+    e = np.abs(r - 1.0)
+    return FitError(int(r.size), float(np.median(r)),
+                    float(np.exp(np.mean(np.log(np.maximum(e, ERROR_FLOOR))))),
+                    float(np.mean(e <= 0.25)))
+
+
+def ratios(predicted: Mapping[str, np.ndarray], cset: CalibrationSet) -> dict[str, np.ndarray]:
+    """predicted / measured per kind, measured rows only."""
+    out = {}
+    for kind in KINDS:
+        ok = ~np.isnan(cset.seconds[kind])
+        out[kind] = predicted[kind][ok] / cset.seconds[kind][ok]
+    return out
+
+
+#: predicted / measured ratios per GPU and kind.
+RatioTable = dict[str, dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The model's errors four ways, and the roofline's: ``own``/``logo`` hold each GPU's own fit
+    and its leave-it-out fit (the other GPUs pooled); ``in_sample``, ``leave_one_out`` and
+    ``roofline`` are predicted / measured per GPU and kind; ``cross`` and ``cross_roofline``
+    map (source, target) to the ratios of the target's measured times predicted from the
+    source's (measured on A x model_B / model_A, model_A = A's own fit, model_B = the fit that
+    left B out)."""
+
+    gpus: tuple[str, ...]
+    own: dict[str, KernelParams]
+    logo: dict[str, KernelParams]
+    in_sample: RatioTable
+    leave_one_out: RatioTable
+    roofline: RatioTable
+    cross: dict[tuple[str, str], dict[str, np.ndarray]]
+    cross_roofline: dict[tuple[str, str], dict[str, np.ndarray]]
+
+    def cross_by_target(self, roofline: bool = False) -> RatioTable:
+        """The cross-GPU ratios per target GPU and kind, pooled over the source GPUs."""
+        table = self.cross_roofline if roofline else self.cross
+        return {b: {kind: np.concatenate([table[(a, b)][kind] for a in self.gpus if a != b])
+                    for kind in KINDS} for b in self.gpus}
+
+
+def pooled(table: RatioTable, kinds: Sequence[str] = KINDS,
+           gpus: Optional[Sequence[str]] = None) -> np.ndarray:
+    """The ratios of ``kinds`` of ``gpus`` (default all) in one array."""
+    return np.concatenate([table[g][k] for g in (gpus or list(table)) for k in kinds])
+
+
+def _cross(a: CalibrationSet, b: CalibrationSet, model_a: Mapping[str, np.ndarray],
+           model_b: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = {}
+    for kind in KINDS:
+        index_b = {key: i for i, key in enumerate(b.keys(kind))}
+        pairs = [(i, index_b[key]) for i, key in enumerate(a.keys(kind)) if key in index_b]
+        ia = np.array([i for i, _ in pairs], dtype=int)
+        ib = np.array([j for _, j in pairs], dtype=int)
+        pred = a.seconds[kind][ia] * model_b[kind][ib] / model_a[kind][ia]
+        r = pred / b.seconds[kind][ib]
+        out[kind] = r[~np.isnan(r)]
+    return out
+
+
+def evaluate(sets: Mapping[str, CalibrationSet],
+             own: Optional[Mapping[str, KernelParams]] = None) -> Evaluation:
+    """Fit every set on its own and every leave-one-out pool (``own`` may give the own fits),
+    and measure in-sample, leave-one-GPU-out and cross-GPU errors, with the roofline's beside
+    them. Needs at least two sets."""
+    names = tuple(sets)
+    if len(names) < 2:
+        raise CalibrationError("evaluate: leave-one-GPU-out needs at least two GPUs")
+    own = {g: (own or {}).get(g) or fit(sets[g]) for g in names}
+    logo = {g: fit([sets[x] for x in names if x != g]) for g in names}
+    own_pred = {g: predict(sets[g], own[g]) for g in names}
+    logo_pred = {g: predict(sets[g], logo[g]) for g in names}
+    roof = {g: roofline(sets[g]) for g in names}
+    cross, cross_roof = {}, {}
+    for a in names:
+        for b in names:
+            if a != b:
+                cross[(a, b)] = _cross(sets[a], sets[b], own_pred[a], logo_pred[b])
+                cross_roof[(a, b)] = _cross(sets[a], sets[b], roof[a], roof[b])
+    return Evaluation(names, own, logo,
+                      {g: ratios(own_pred[g], sets[g]) for g in names},
+                      {g: ratios(logo_pred[g], sets[g]) for g in names},
+                      {g: ratios(roof[g], sets[g]) for g in names}, cross, cross_roof)
+
+
+# -- kernel_params.json ----------------------------------------------------------------------
+
+def significant(value: float, digits: int = 6) -> float:
+    """``value`` rounded to ``digits`` significant digits."""
+    return float(f"{value:.{digits}g}")
+
+
+def _rounded(kp: KernelParams) -> KernelParams:
+    return KernelParams(**{k: significant(v) for k, v in kp.as_dict().items()})
+
+
+def params_document(sets: Mapping[str, CalibrationSet],
+                    fits: Optional[Mapping[str, KernelParams]] = None) -> dict[str, Any]:
+    """The ``kernel_params.json`` document of ``sets``, each GPU fitted on its own (or taken
+    from ``fits``), parameters at 6 significant digits, with their provenance: source files,
+    rows per kind, the in-sample fit error of the rounded parameters per kind, and the cuDNN and
+    CUDA versions of the measurements."""
+    from .fitted import FORMAT, VERSION
+
+    families = {}
+    for name, cset in sets.items():
+        kp = _rounded((fits or {}).get(name) or fit(cset))
+        errors = {kind: fit_error(r).as_dict()
+                  for kind, r in ratios(predict(cset, kp), cset).items()}
+        gpu = cset.gpu
+        families[name] = {
+            "device": gpu.model,
+            "preset": gpu.preset,
+            "params": kp.as_dict(),
+            "provenance": {
+                "source": [f"DeepBench {gpu.source_sheet} (Baidu, "
+                           "github.com/baidu-research/DeepBench, Apache-2.0)"] +
+                          [f"sst_cdma/model/calibration_data/deepbench/{f}"
+                           for f in cset.files],
+                "cudnn": gpu.cudnn,
+                "cuda": gpu.cuda,
+                "rows": {kind: cset.rows(kind) for kind in KINDS},
+                "fit_error": errors,
+            },
+        }
+    return {"format": FORMAT, "version": VERSION, "calibrated_by": "sst-cdma calibrate",
+            "families": families}
+
+
+def write_params(path: Union[str, os.PathLike[str]],
+                 data_dir: Optional[Union[str, os.PathLike[str]]] = None,
+                 sets: Optional[Mapping[str, CalibrationSet]] = None) -> dict[str, Any]:
+    """Fit every GPU of ``data_dir`` (or the given ``sets``) and write ``kernel_params.json``
+    to ``path``; returns the document written."""
+    doc = params_document(sets if sets is not None else load(data_dir))
+    text = json.dumps(doc, indent=1) + "\n"
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot write: {exc.strerror}") from None
+    return doc
+
+
+def check_params(path: Union[str, os.PathLike[str]], doc: Mapping[str, Any]) -> list[str]:
+    """How the file at ``path`` differs from the refitted ``doc`` (families, devices, presets,
+    parameters at 6 significant digits): one line per difference, empty when they agree."""
+    name = Path(path).name
+    try:
+        committed = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    have = committed.get("families") if isinstance(committed, dict) else None
+    if not isinstance(have, dict):
+        return [f"{name}: no 'families' mapping"]
+    out = []
+    for fam in sorted(set(have) ^ set(doc["families"])):
+        out.append(f"{name}: family {fam!r} " +
+                   ("is not in the refit" if fam in have else "is missing"))
+    for fam, entry in doc["families"].items():
+        old = have.get(fam)
+        if not isinstance(old, dict):
+            continue
+        for key in ("device", "preset"):
+            if old.get(key) != entry[key]:
+                out.append(f"{name}: {fam}: {key}: committed {old.get(key)!r}, refit "
+                           f"{entry[key]!r}")
+        params = old.get("params") if isinstance(old.get("params"), dict) else {}
+        for p, value in entry["params"].items():
+            was = params.get(p)
+            if not isinstance(was, (int, float)) or significant(float(was)) != value:
+                out.append(f"{name}: {fam}: {p}: committed {was!r}, refit {value!r}")
+        for p in sorted(set(params) - set(entry["params"])):
+            out.append(f"{name}: {fam}: {p}: committed, but not a kernel parameter")
+    return out
+
+
+def format_fit_errors(doc: Mapping[str, Any]) -> str:
+    """The in-sample fit error of a ``kernel_params.json`` document as a text table: per GPU
+    and kind, rows, median predicted/measured, geometric-mean |r - 1| and share within
+    +-25%."""
+    lines = [f"{'GPU':<14} {'kernel':<10} {'rows':>5} {'median p/m':>10} {'geomean |r-1|':>14} "
+             f"{'within 25%':>10}"]
+    for fam, entry in doc["families"].items():
+        for kind, e in entry["provenance"]["fit_error"].items():
+            lines.append(f"{fam:<14} {kind:<10} {e['rows']:>5} {e['median_ratio']:>10.3f} "
+                         f"{e['geomean_abs_error']:>13.1%} {e['within_25pct']:>10.0%}")
+    return "\n".join(lines)

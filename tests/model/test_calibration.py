@@ -1,0 +1,282 @@
+"""Fitting the kernel model to DeepBench (sst_cdma/model/calibration.py, ``sst-cdma calibrate``):
+the shipped measurements load, bad input is one line naming file:line and field, the fit is
+deterministic and is what kernel_params.json holds, and the error figures are what they say."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sst_cdma.cli.sst_cdma_main import main
+from sst_cdma.model import calibration as cal
+from sst_cdma.model.fitted import PARAMS_PATH
+from sst_cdma.model.gpus import GPUS
+from sst_cdma.model.kernel_model import KernelParams
+
+
+@pytest.fixture(scope="module")
+def sets():
+    return cal.load()
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return json.loads(PARAMS_PATH.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def fits(sets):
+    """P100's and TitanX's own fits (a second each)."""
+    return {name: cal.fit(sets[name]) for name in ("P100", "TitanX")}
+
+
+@pytest.fixture(scope="module")
+def p100_fit(fits):
+    return fits["P100"]
+
+
+def _copy(tmp_path: Path, gpus: tuple[str, ...] = (), conv_rows: int = 0,
+          gemm_rows: int = 0) -> Path:
+    """The shipped data in tmp_path/data, optionally only ``gpus`` and their first rows."""
+    out = tmp_path / "data"
+    shutil.copytree(cal.DATA_DIR, out, ignore=shutil.ignore_patterns("__*"))
+    if gpus:
+        for name, limit in ((cal.GPUS_FILE, 0), (cal.CONV_FILE, conv_rows),
+                            (cal.GEMM_FILE, gemm_rows)):
+            with open(out / name, newline="") as f:
+                rows = list(csv.reader(f))
+            kept, counts = [rows[0]], dict.fromkeys(gpus, 0)
+            for row in rows[1:]:
+                if row[0] in gpus and (not limit or counts[row[0]] < limit):
+                    counts[row[0]] += 1
+                    kept.append(row)
+            with open(out / name, "w", newline="") as f:
+                csv.writer(f, lineterminator="\n").writerows(kept)
+    return out
+
+
+def _edit(folder: Path, name: str, line: int, column: str, value: str) -> None:
+    """Set ``column`` of file line ``line`` (1 = the header) to ``value``."""
+    with open(folder / name, newline="") as f:
+        rows = list(csv.reader(f))
+    rows[line - 1][rows[0].index(column)] = value
+    with open(folder / name, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+def test_the_shipped_measurements_load(sets):
+    assert list(sets) == ["P100", "TitanX", "TitanX_Pascal", "TitanXp"]
+    for name, cset in sets.items():
+        assert cset.rows("fwd") == cset.rows("bwd_filter") == 94
+        assert cset.rows("gemm") == 44
+        spec = GPUS[cset.gpu.preset]
+        assert spec.calibration == name
+        assert cset.gpu.hardware.sms == spec.sms
+        assert cset.gpu.hardware.dram_bandwidth == spec.dram_bandwidth_Bps
+    # an empty bwd_data_ms is no measurement (first layers of the cuDNN 5 sets)
+    assert [sets[g].rows("bwd_data") for g in sets] == [94, 84, 85, 94]
+    assert sets["P100"].seconds["fwd"][0] == pytest.approx(0.142e-3)
+    assert sets["P100"].fwd_algorithm[0] == "IMPLICIT_PRECOMP_GEMM"
+
+
+def test_the_shipped_copy_is_the_one_converted_from_deepbench():
+    # SHA-256 of the CSVs as converted from DeepBench's sheets (copied unchanged)
+    expected = {
+        "conv_train_fp32.csv": "882c20ccaceefef7135c03124afd6092eefa245034c08a8de996cc6e746331a1",
+        "gemm_train_fp32.csv": "8108f6978464e127a963048c186d45340a6367f2c33b38af95fdd841950354a1",
+        "gpus.csv": "e43fb74513b3231a374b39fe1422040273ce8a238fa108f92a1901af22700c3a",
+    }
+    for name, digest in expected.items():
+        assert hashlib.sha256((cal.DATA_DIR / name).read_bytes()).hexdigest() == digest, name
+
+
+@pytest.mark.parametrize("name, line, column, value, message", [
+    (cal.CONV_FILE, 17, "fwd_ms", "-1",
+     "conv_train_fp32.csv:17: fwd_ms: must be a positive number, got '-1'"),
+    (cal.CONV_FILE, 3, "bwd_filter_ms", "fast",
+     "conv_train_fp32.csv:3: bwd_filter_ms: must be a positive number, got 'fast'"),
+    (cal.CONV_FILE, 5, "bwd_data_ms", "0",
+     "conv_train_fp32.csv:5: bwd_data_ms: must be a positive number, got '0'"),
+    (cal.CONV_FILE, 5, "fwd_ms", "",
+     "conv_train_fp32.csv:5: fwd_ms: must be a positive number, got ''"),
+    (cal.CONV_FILE, 9, "fwd_algorithm", "DIRECT",
+     "conv_train_fp32.csv:9: fwd_algorithm: unknown algorithm 'DIRECT' (one of "
+     "IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, WINOGRAD, WINOGRAD_NONFUSED, FFT, FFT_TILING, "
+     "GEMM)"),
+    (cal.CONV_FILE, 40, "gpu", "V100",
+     "conv_train_fp32.csv:40: gpu: unknown GPU 'V100' (not in gpus.csv)"),
+    (cal.CONV_FILE, 2, "K", "2.5",
+     "conv_train_fp32.csv:2: K: must be a whole number >= 1, got '2.5'"),
+    (cal.CONV_FILE, 2, "R", "200",
+     "conv_train_fp32.csv:2: R, S: a 200x20 filter (dilation 1x1) is larger than its padded "
+     "161x700 input"),
+    (cal.GEMM_FILE, 12, "time_ms", "nan",
+     "gemm_train_fp32.csv:12: time_ms: must be a positive number, got 'nan'"),
+    (cal.GEMM_FILE, 7, "gpu", "K80",
+     "gemm_train_fp32.csv:7: gpu: unknown GPU 'K80' (not in gpus.csv)"),
+    (cal.GEMM_FILE, 4, "b_transpose", "X",
+     "gemm_train_fp32.csv:4: b_transpose: must be N or T, got 'X'"),
+    (cal.GPUS_FILE, 3, "gpu", "K80",
+     "gpus.csv:3: gpu: no GPU preset has calibration 'K80' (sst_cdma/model/gpus.py)"),
+])
+def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path, name, line, column, value,
+                                                         message):
+    folder = _copy(tmp_path)
+    _edit(folder, name, line, column, value)
+    with pytest.raises(cal.CalibrationError) as info:
+        cal.load(folder)
+    assert str(info.value) == message
+
+
+def test_a_missing_column_is_named(tmp_path):
+    folder = _copy(tmp_path)
+    path = folder / cal.CONV_FILE
+    path.write_text(path.read_text().replace(",fwd_ms,", ",fwd_time,", 1))
+    with pytest.raises(cal.CalibrationError, match=r"^conv_train_fp32\.csv:1: fwd_ms: missing "
+                                                   r"column$"):
+        cal.load(folder)
+
+
+def test_an_empty_bwd_data_is_allowed(tmp_path):
+    folder = _copy(tmp_path, ("P100",))
+    _edit(folder, cal.CONV_FILE, 2, "bwd_data_ms", "")
+    assert cal.load(folder)["P100"].rows("bwd_data") == 93
+
+
+def test_a_missing_folder_is_one_line(tmp_path):
+    with pytest.raises(cal.CalibrationError, match="not a folder of calibration data"):
+        cal.load(tmp_path / "nowhere")
+
+
+# -- error figures and the roofline ----------------------------------------------------------
+
+def test_fit_error_figures():
+    e = cal.fit_error(np.array([1.0, 1.1, 0.8, 2.0, np.nan]))
+    assert e.rows == 4
+    assert e.median_ratio == pytest.approx(1.05)
+    # exp(mean(log|r-1|)), the exact zero counted as 1e-4
+    assert e.geomean_abs_error == pytest.approx(math.exp(np.mean(np.log([1e-4, 0.1, 0.2, 1.0]))))
+    assert e.within_25pct == 0.75
+
+
+def test_the_roofline_is_the_old_model(sets):
+    cset = sets["P100"]
+    hw = cset.gpu.hardware
+    roof = cal.roofline(cset)
+    # first row: W 700, H 161, C 1, N 4, K 32, 5x20 filter, stride 2, no padding
+    p, q = (161 - 5) // 2 + 1, (700 - 20) // 2 + 1
+    flops = 2 * 4 * 32 * p * q * 1 * 5 * 20
+    nbytes = 4 * (4 * 1 * 161 * 700 + 32 * 5 * 20 + 4 * 32 * p * q)
+    expected = max(flops / (hw.peak_flops * 0.6), nbytes / (hw.dram_bandwidth * 0.85))
+    for pass_ in ("fwd", "bwd_data", "bwd_filter"):
+        assert roof[pass_][0] == pytest.approx(expected, rel=1e-12)
+    m, n, k = 1760, 16, 1760
+    assert roof["gemm"][0] == pytest.approx(max(2 * m * n * k / (hw.peak_flops * 0.6),
+                                                4 * (m * k + k * n + m * n) /
+                                                (hw.dram_bandwidth * 0.85)))
+
+
+# -- the fit ---------------------------------------------------------------------------------
+
+def test_the_committed_parameters_are_the_fit(sets, committed, fits):
+    for name, kp in fits.items():
+        family = committed["families"][name]
+        assert family["preset"] == sets[name].gpu.preset
+        assert family["device"] == sets[name].gpu.model
+        for param, value in kp.as_dict().items():
+            assert family["params"][param] == pytest.approx(value, rel=1e-3), (name, param)
+
+
+def test_the_committed_fit_error_is_the_in_sample_error(sets, committed, p100_fit):
+    family = committed["families"]["P100"]
+    kp = KernelParams(**family["params"])
+    figures = cal.ratios(cal.predict(sets["P100"], kp), sets["P100"])
+    for kind, ratio in figures.items():
+        assert family["provenance"]["fit_error"][kind] == cal.fit_error(ratio).as_dict()
+        assert family["provenance"]["rows"][kind] == ratio.size
+    refit = cal.fit_error(cal.ratios(cal.predict(sets["P100"], p100_fit), sets["P100"])["fwd"])
+    assert refit.geomean_abs_error <= 0.15
+    assert refit.geomean_abs_error <= family["provenance"]["fit_error"]["fwd"][
+        "geomean_abs_error"] + 1e-3
+
+
+def test_the_fit_respects_its_bounds_and_is_deterministic(sets, p100_fit):
+    assert cal.fit(sets["P100"]) == p100_fit
+    for name, value in p100_fit.as_dict().items():
+        lo, hi = cal.BOUNDS[name]
+        assert lo * (1 - 1e-9) <= value <= hi * (1 + 1e-9), name
+
+    def error(kp: KernelParams) -> float:
+        ratio = cal.ratios(cal.predict(sets["P100"], kp), sets["P100"])
+        return cal.fit_error(np.concatenate(list(ratio.values()))).geomean_abs_error
+    assert error(p100_fit) < 0.7 * error(KernelParams())  # better than where it started
+    with pytest.raises(cal.CalibrationError, match="no calibration sets"):
+        cal.fit([])
+
+
+def test_cross_gpu_prediction_is_measured_times_the_model_ratio(sets, fits):
+    two = {name: sets[name] for name in fits}
+    ev = cal.evaluate(two, own=fits)
+    a, b = two["P100"], two["TitanX"]
+    assert ev.own == fits
+    assert ev.logo["TitanX"] == fits["P100"]  # leaving TitanX out leaves P100's rows alone
+    model_a = cal.predict(a, ev.own["P100"])
+    model_b = cal.predict(b, ev.logo["TitanX"])
+    for kind in cal.KINDS:  # both sets list the same conv layers; TitanX lacks some GEMMs
+        index_b = {key: i for i, key in enumerate(b.keys(kind))}
+        pairs = [(i, index_b[key]) for i, key in enumerate(a.keys(kind)) if key in index_b]
+        ia, ib = (np.array(x) for x in zip(*pairs))
+        expected = a.seconds[kind][ia] * model_b[kind][ib] / model_a[kind][ia] / \
+            b.seconds[kind][ib]
+        expected = expected[~np.isnan(expected)]
+        assert expected.size >= 40
+        np.testing.assert_allclose(ev.cross[("P100", "TitanX")][kind], expected, rtol=1e-12)
+    assert ev.cross[("P100", "TitanX")]["bwd_data"].size == 84  # TitanX lacks 10 of them
+    np.testing.assert_allclose(ev.leave_one_out["TitanX"]["fwd"],
+                               model_b["fwd"] / b.seconds["fwd"], rtol=1e-12)
+    assert set(ev.cross_by_target()) == {"P100", "TitanX"}
+
+
+# -- kernel_params.json and sst-cdma calibrate -----------------------------------------------
+
+def test_calibrate_check_passes_on_the_committed_file(capsys):
+    assert main(["calibrate", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "matches the refit" in out and "TitanX_Pascal  bwd_filter" in out
+
+
+def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
+    data = _copy(tmp_path, ("P100",))
+    out = tmp_path / "params.json"
+    assert main(["calibrate", "--data", str(data), "--output", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert list(doc["families"]) == ["P100"]
+    assert doc["families"]["P100"]["provenance"]["rows"] == {
+        "fwd": 94, "bwd_data": 94, "bwd_filter": 94, "gemm": 44}
+    assert doc["families"]["P100"]["provenance"]["cudnn"] == "6.0.21"
+    assert all(v == cal.significant(v) for v in doc["families"]["P100"]["params"].values())
+    assert main(["calibrate", "--data", str(data), "--output", str(out), "--check"]) == 0
+    capsys.readouterr()
+    doc["families"]["P100"]["params"]["tile_reuse"] *= 1.001
+    out.write_text(json.dumps(doc))
+    assert main(["calibrate", "--data", str(data), "--output", str(out), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("sst-cdma: params.json: P100: tile_reuse: committed ")
+
+
+def test_calibrate_reports_bad_data_in_one_line(tmp_path, capsys):
+    data = _copy(tmp_path, ("P100",))
+    _edit(data, cal.CONV_FILE, 4, "fwd_ms", "-1")
+    assert main(["calibrate", "--data", str(data), "--output", str(tmp_path / "x.json")]) == 1
+    assert capsys.readouterr().err == ("sst-cdma: conv_train_fp32.csv:4: fwd_ms: must be a "
+                                       "positive number, got '-1'\n")
+    assert not (tmp_path / "x.json").exists()
