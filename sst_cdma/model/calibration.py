@@ -70,6 +70,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "blas_efficiency": (0.2, 3.0),
     "memory_efficiency": (0.5, 0.95),
     "launch_s": (2e-6, 30e-6),
+    "plane_elements": (0.01, 5000.0),
 }
 
 # The simulator's roofline before the kernel model (components/gpu.py ``roofline_ps`` with the

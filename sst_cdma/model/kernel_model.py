@@ -18,14 +18,21 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   multiply-adds per operand element loaded.
 * **Memory.** Every kernel moves at least its operands through DRAM at
   ``memory_efficiency`` x peak bandwidth; the kernel takes the slower of compute and memory.
-* **Launch.** A fixed ``launch_s`` per kernel.
-* **Backward passes.** Backward-data is a convolution of dY with the flipped filters; a stride
-  s scatters into a zero-strided grid, which cuDNN computes as the dense problem (s x s more
-  multiplies). Backward-filter is a GEMM whose reduction runs over N x P x Q (split-K).
-  Each backward pass has its own efficiency factor.
+  (``memory_efficiency`` absorbs the operands' re-reads, which the ideal byte count leaves
+  out.)
+* **Planes.** Tensors are NCHW, so a GEMM running over N x plane loads one plane at a time: a
+  small plane (7x7, 14x14) loads in short, poorly coalesced runs. The share of peak falls as
+  plane / (plane + ``plane_elements``).
+* **Launch.** A fixed ``launch_s`` per cuDNN call (the kernels of a multi-kernel algorithm
+  queue back to back behind it).
+* **Backward passes.** Backward-data is a convolution of dY with the flipped filters; a strided
+  layer's runs at its own efficiency (``strided_dgrad_efficiency``). Backward-filter is a GEMM
+  whose reduction runs over N x P x Q (split-K). Each backward pass has its own efficiency
+  factor.
 
-Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer step) run at
-``memory_efficiency`` x DRAM bandwidth plus the launch.
+Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer step) are not
+priced here: the GPU runs them at its HBM's achievable bandwidth plus ``launch_s``
+(``workloads/kernel_pricing.py``).
 
 Everything is vectorized over problems with numpy so one call prices a whole calibration set;
 the simulator prices each layer and pass once (:func:`price_conv`, :func:`price_gemm`).
@@ -39,8 +46,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 __all__ = ["ALGORITHMS", "PASSES", "Hardware", "KernelParams", "KernelPrice", "ConvProblem",
-           "ModelError", "conv_times", "gemm_times", "price_conv", "price_convs", "price_gemm",
-           "price_memory_bound"]
+           "ModelError", "conv_times", "gemm_times", "price_conv", "price_convs", "price_gemm"]
 
 #: Convolution algorithm families, as cuDNN names them (forward).
 ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT",
@@ -52,7 +58,7 @@ PASSES = ("fwd", "bwd_data", "bwd_filter")
 # the skinny ones serve problems with a narrow side (few channels, few filters, small batch).
 _TILES = ((128, 128, 1), (128, 64, 2), (64, 128, 2), (64, 64, 2), (128, 32, 4), (32, 128, 4),
           (128, 16, 4), (16, 128, 4))
-_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+_SPLITS = (1, 2, 4, 8, 16)
 _MIN_SPLIT_K = 64           # a split-K slice reduces over at least this many elements
 _FFT_TILE = 32              # FFT-tiling's tile edge
 _ELEMENT = 4                # bytes per float32 element (the calibration data is fp32)
@@ -95,6 +101,7 @@ class KernelParams:
     blas_efficiency: float = 1.0
     memory_efficiency: float = 0.75
     launch_s: float = 5e-6
+    plane_elements: float = 16.0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -198,8 +205,11 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1) -> dict[s
         slots = sms * per_sm
         tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
         for split in _SPLITS:
-            kk = np.ceil(k / split)
-            ok = (split == 1) | ((kk >= _MIN_SPLIT_K) & (tiles * split <= 2 * slots))
+            # a slice reduces over at least _MIN_SPLIT_K elements (short ones are padded), so
+            # a longer reduction never prices lower
+            kk = np.ceil(k / split) if split == 1 else np.maximum(np.ceil(k / split),
+                                                                  _MIN_SPLIT_K)
+            ok = (split == 1) | (tiles * split <= 2 * slots)
             per_wave = np.where(ok, np.ceil(tiles * split / slots) * slots * 2.0 * tm * tn, np.inf)
             flops.append(per_wave * kk)
             fill.append(per_wave)
@@ -265,11 +275,13 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
         dram = x_bytes + y_bytes + w_bytes
         wm, wn, wk = kg, cg, n
     out_h, out_w = (h, w) if pass_ == "bwd_data" else (p, q)
+    # NCHW tensors: a GEMM over N x plane reads runs of one plane at a time, so small planes
+    # (7x7, 14x14) load in short, poorly coalesced runs
+    eff = eff * (out_h * out_w) / (out_h * out_w + kp.plane_elements)
     inf = np.full(n.shape, np.inf)
     zeros = np.zeros(n.shape)
     times = dict.fromkeys(ALGORITHMS, inf)
     space = dict.fromkeys(ALGORITHMS, zeros)
-    launches = dict.fromkeys(ALGORITHMS, g)
 
     # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace)
     gemm = _gemm_time(_gemm_candidates(gm, gn, gk, hw.sms, g), hw, kp,
@@ -298,10 +310,11 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
                 continue
             t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, dram)
         else:
+            # the transforms read the operands and write their transforms; the GEMMs read
+            # those and write theirs; the inverse reads them and writes the result
             t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, t_in + t_out) + \
-                _memory_s(2 * (dram + t_in + t_out), hw, kp)
+                _memory_s(dram + 2 * (t_in + t_out), hw, kp)
             space[algo] = t_in + t_out
-            launches[algo] = 3 * one
         times[algo] = np.where(wino_ok, t, np.inf)
 
     # FFT over whole padded planes, and over 32x32 tiles (FFT-tiling)
@@ -324,10 +337,11 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
             valid &= (r <= _FFT_TILE) & (s <= _FFT_TILE) & ((hp > _FFT_TILE) | (wp > _FFT_TILE))
         times[algo] = np.where(valid, t, np.inf)
         space[algo] = bufs
-        launches[algo] = 3 * one
 
     by_algo = np.stack([times[a] for a in ALGORITHMS], axis=-1)
-    with_launch = by_algo + kp.launch_s * np.stack([launches[a] for a in ALGORITHMS], axis=-1)
+    # one launch per cuDNN call and group: a multi-kernel algorithm's kernels (transforms,
+    # GEMMs, inverse) queue back to back behind it
+    with_launch = by_algo + kp.launch_s * g[..., None]
     ws = np.stack([np.broadcast_to(space[a], n.shape) for a in ALGORITHMS], axis=-1)
     allowed = np.where(ws <= workspace_limit, with_launch, np.inf)
     pick = np.argmin(allowed, axis=-1)
@@ -383,10 +397,3 @@ def price_conv(problem: ConvProblem, pass_: str, hw: Hardware, kp: KernelParams,
 def price_gemm(m: int, n: int, k: int, hw: Hardware, kp: KernelParams) -> KernelPrice:
     """One fully connected layer's GEMM of m x n x k."""
     return KernelPrice(float(gemm_times([m], [n], [k], hw, kp)[0]), "GEMM", 0)
-
-
-def price_memory_bound(dram_bytes: int, hw: Hardware, kp: KernelParams) -> KernelPrice:
-    """A memory-bound kernel (pooling, ReLU, LRN, batchnorm, concat, add, optimizer step)
-    moving ``dram_bytes`` at the achievable DRAM bandwidth."""
-    return KernelPrice(dram_bytes / (hw.dram_bandwidth * kp.memory_efficiency) + kp.launch_s,
-                       "", 0)
