@@ -84,8 +84,11 @@ class GPU(Component):
 
         p = self.params
         self.kernel_model = None
+        #: the fitted launch, added to the kernels the GPU prices itself (memory-bound ones)
+        self.launch_ps = 0
         if p["kernel_model"] == "fitted" and not p["workload"]:
             self.kernel_model = self._fitted_model()
+            self.launch_ps = math.ceil(self.kernel_model.params.launch_s * PS_PER_S)
         try:
             if p["workload"]:
                 if p["layer_times"]:
@@ -284,12 +287,13 @@ class GPU(Component):
         self.compute_busy = True
         p = self.params
         start = self.sim.now
+        overhead = p["kernel_overhead"]
         if op.time_ps is not None:
-            duration = op.time_ps + p["kernel_overhead"]
-        else:
+            duration = op.time_ps + overhead
+        else:  # the roofline, or a memory-bound kernel of the fitted model (plus its launch)
+            overhead += self.launch_ps
             duration = roofline_ps(op.flops or 0, op.dram or 0, p["peak_flops"],
-                                   p["compute_efficiency"], self.dram_bandwidth,
-                                   p["kernel_overhead"])
+                                   p["compute_efficiency"], self.dram_bandwidth, overhead)
         label = f"{op.name} ({op.pass_}, {op.algorithm})" if op.algorithm else \
             f"{op.name} ({op.pass_})"
         if op.algorithm:
@@ -300,9 +304,9 @@ class GPU(Component):
         if p["hbm_contention"] and op.dram and modelled and duration > 0:
             # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
             # end is rounded up to whole ps, so aim half a picosecond early.
-            cap = op.dram / ((duration - p["kernel_overhead"] - 0.5) / PS_PER_S)
-            if p["kernel_overhead"]:
-                self.sim.schedule(start + p["kernel_overhead"], lambda _: self.flows.launch(
+            cap = op.dram / ((duration - overhead - 0.5) / PS_PER_S)
+            if overhead:
+                self.sim.schedule(start + overhead, lambda _: self.flows.launch(
                     float(op.dram), self.kernel_route, lambda f: self._kernel_done(label, start),
                     cap, label))
             else:

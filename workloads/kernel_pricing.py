@@ -5,8 +5,10 @@ The stream runs one forward and one backward kernel per layer; a convolution's b
 kernel is its backward-data plus its backward-filter kernel (backward-data only where its input
 needs a gradient), and a fully connected layer's are GEMMs (forward ``N x F_out x F_in``;
 backward the data-gradient and weight-gradient GEMMs). Every other kind, and the optimizer's
-update kernels, move their DRAM bytes at the achievable bandwidth. Each priced kernel carries
-the algorithm picked (``fwd``, ``bwd_data+bwd_filter``) and the cuDNN workspace it needs.
+update kernels, are left to the GPU: they move their DRAM bytes at the HBM's achievable
+bandwidth (the same resource the DMA engine shares, so an overridden HBM counts) plus the
+fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm picked
+(``fwd``, ``bwd_data+bwd_filter``) and the cuDNN workspace it needs.
 """
 from __future__ import annotations
 
@@ -16,21 +18,22 @@ from typing import Optional
 
 from sst_cdma.model.fitted import KernelModel
 from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError, price_convs,
-                                         price_gemm, price_memory_bound)
+                                         price_gemm)
 
 from .dtypes import itemsize
 from .errors import WorkloadError
 from .network import LayerInfo, Network
 
-__all__ = ["PricedKernel", "price_network", "price_update"]
+__all__ = ["PricedKernel", "price_network"]
 
 
 @dataclass(frozen=True)
 class PricedKernel:
-    """One stream kernel: its time in picoseconds, the algorithm(s) picked and the workspace
-    in bytes it holds while it runs."""
+    """One stream kernel: its time in picoseconds (None: memory-bound, priced by the GPU at its
+    HBM's bandwidth), the algorithm(s) picked and the workspace in bytes it holds while it
+    runs."""
 
-    time_ps: int
+    time_ps: Optional[int]
     algorithm: str
     workspace: int
 
@@ -85,12 +88,7 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             bwd = [price_gemm(n, f_in, f_out, hw, kp)] if info.grad_inputs else []
             bwd.append(price_gemm(f_out, f_in, n, hw, kp))
         else:
-            fwd = [price_memory_bound(info.dram_fwd, hw, kp)]
-            bwd = [price_memory_bound(info.dram_bwd, hw, kp)]
+            out[info.name] = {p: PricedKernel(None, "", 0) for p in ("fwd", "bwd")}
+            continue
         out[info.name] = {"fwd": _combine(fwd), "bwd": _combine(bwd)}
     return out
-
-
-def price_update(dram_bytes: int, model: KernelModel) -> int:
-    """Picoseconds of one optimizer update kernel moving ``dram_bytes``."""
-    return _ps(price_memory_bound(dram_bytes, model.hardware, model.params).seconds)

@@ -80,11 +80,8 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
             allocation: str, kernel_model: Optional["KernelModel"],
             kernels: Optional[Mapping]) -> str:
-    from .kernel_pricing import price_update
-
-    update = None if kernel_model is None else functools.partial(price_update, model=kernel_model)
     return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
-                                      kernels, update, allocation))
+                                      kernels, allocation))
 
 
 @functools.lru_cache(maxsize=32)
@@ -170,7 +167,13 @@ def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelM
     source = kernel_model_for(measured.gpu)
     src = price_network(network, measured.batch, measured.dtype, source, workspace_limit)
     dst = price_network(network, measured.batch, measured.dtype, target, workspace_limit)
-    scaled = {layer: {p: max(1, round(ps * dst[layer][p].time_ps / src[layer][p].time_ps))
-                      for p, ps in passes.items()}
+    # memory-bound kernels (no price here) scale with the DRAM bandwidth
+    dram = source.hardware.dram_bandwidth / target.hardware.dram_bandwidth
+
+    def ratio(layer: str, p: str) -> float:
+        a, b = src[layer][p].time_ps, dst[layer][p].time_ps
+        return dram if a is None or b is None else b / a
+
+    scaled = {layer: {p: max(1, round(ps * ratio(layer, p))) for p, ps in passes.items()}
               for layer, passes in measured.times_ps.items()}
     return replace(measured, times_ps=scaled)

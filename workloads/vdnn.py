@@ -35,7 +35,7 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from .dtypes import itemsize
 from .errors import WorkloadError
@@ -185,7 +185,6 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                    times: Mapping[str, Mapping[str, str]] | None = None,
                    optimizer: str = "none", workspace: int = 0,
                    kernels: Mapping[str, Mapping[str, Any]] | None = None,
-                   update_ps: Callable[[int], int] | None = None,
                    allocation: str = "liveness") -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
     step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
@@ -199,8 +198,7 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     model (:class:`~sst_cdma.workloads.kernel_pricing.PricedKernel`: ``time_ps``,
     ``algorithm``, ``workspace``): their times become ``time=`` keys (unless ``times`` gives
     measured ones), their algorithms ``algo=`` keys, and each kernel gets the workspace its
-    algorithm needs instead of ``workspace``. ``update_ps`` prices an optimizer update kernel
-    from its DRAM bytes.
+    algorithm needs instead of ``workspace``.
     """
     if policy not in POLICIES:
         raise WorkloadError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
@@ -414,7 +412,6 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
             dram = step.dram_bytes(i.params, dtype)
             block.ops.append(Op("compute", i.name, pass_="update", flops=step.flops * i.params,
                                 dram=dram,
-                                time=None if update_ps is None else format_ps(update_ps(dram)),
                                 reads=(weight_name(i.name), wgrad_name(i.name)) + state,
                                 writes=(weight_name(i.name),) + state))
             block.ops.append(Op("sync", i.name))
@@ -429,7 +426,8 @@ def _kernel_time(times: Mapping[str, Mapping[str, str]] | None,
     measured = _times(times, layer, pass_)
     if measured is not None or kernels is None or layer not in kernels:
         return measured
-    return format_ps(kernels[layer][pass_].time_ps)
+    time_ps = kernels[layer][pass_].time_ps
+    return None if time_ps is None else format_ps(time_ps)
 
 
 def _algorithm(kernels: Mapping[str, Mapping[str, Any]] | None, layer: str, pass_: str) -> str:
