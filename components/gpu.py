@@ -52,6 +52,10 @@ class GPU(Component):
               "fitted kernel parameters the kernel model uses (peak_flops is this element's)",
               choices=tuple(sorted(GPUS))),
         Param("sms", "int", 0, "streaming multiprocessors (0: the preset's)", minimum=0),
+        Param("memory_capacity", "bytes", "0B", "GPU memory the fitted model's algorithm "
+              "choice must fit in: a kernel whose fastest algorithm's workspace would not fit "
+              "beside the iteration's tensors takes the fastest that does (the HBM's "
+              "capacity; 0B: no such limit)", minimum=0),
         Param("workspace_limit", "str", "", "largest cuDNN workspace one convolution kernel may "
               "take when the fitted model picks its algorithm, e.g. 64MiB (default: no limit)"),
         Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
@@ -109,7 +113,8 @@ class GPU(Component):
                                                      p["policy"], p["layer_times"],
                                                      p["optimizer"], p["workspace"],
                                                      p["allocation"], self.kernel_model,
-                                                     self._workspace_limit())
+                                                     self._workspace_limit(),
+                                                     p["memory_capacity"] or None)
                 out = engine.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")

@@ -121,6 +121,7 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
                    "peak_flops": spec.gpu.peak_flops, "label": label,
                    "kernel_model": o.kernel_model, "gpu_preset": o.gpu,
                    "workspace_limit": o.workspace if fitted else "",
+                   "memory_capacity": "0B" if unlimited else spec.gpu.dram_capacity,
                    "compute_efficiency": o.compute_efficiency,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
                    "optimizer": o.optimizer,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 from sst_cdma.model.fitted import KernelModel
 from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError, price_convs,
@@ -23,8 +23,9 @@ from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError, p
 from .dtypes import itemsize
 from .errors import WorkloadError
 from .network import LayerInfo, Network
+from .vdnn import Plan
 
-__all__ = ["PricedKernel", "price_network"]
+__all__ = ["PricedKernel", "price_network", "limits_from_free_memory"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,10 @@ def _conv_problem(layer_params: dict, info: LayerInfo) -> ConvProblem:
     return ConvProblem(n, c, h, w, k, kh, kw, ph, pw, sh, sw, dh, dw, layer_params["group"])
 
 
+def _tighter(a: Optional[int], b: Optional[int]) -> Optional[int]:
+    return b if a is None else a if b is None else min(a, b)
+
+
 def _combine(parts: list[KernelPrice]) -> PricedKernel:
     return PricedKernel(_ps(sum(p.seconds for p in parts)),
                         "+".join(p.algorithm for p in parts if p.algorithm),
@@ -57,12 +62,15 @@ def _combine(parts: list[KernelPrice]) -> PricedKernel:
 
 
 def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
-                  workspace_limit: Optional[int] = None) -> dict[str, dict[str, PricedKernel]]:
+                  workspace_limit: Optional[int] = None,
+                  limits: Optional[Mapping[str, Mapping[str, int]]] = None
+                  ) -> dict[str, dict[str, PricedKernel]]:
     """``{layer: {"fwd": PricedKernel, "bwd": PricedKernel}}`` for every layer but the data
     layer. ``workspace_limit`` caps each convolution kernel's workspace (frameworks' limit):
-    the fastest algorithm that fits is picked. A shape the model cannot price is a
-    :class:`WorkloadError` naming the layer. The convolutions of each pass are priced in one
-    vectorized call."""
+    the fastest algorithm that fits is picked; ``limits`` ({layer: {"fwd"|"bwd": bytes}})
+    lower it for single kernels (the memory free beside them). A shape the model cannot price
+    is a :class:`WorkloadError` naming the layer. The convolutions of each pass are priced in
+    one vectorized call."""
     hw, kp = model.hardware, model.params
     size = itemsize(dtype)
     layers = {layer.name: layer for layer in network.layers}
@@ -71,9 +79,12 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
     try:
         problems = [_conv_problem(dict(layers[i.name].params), i) for i in convs]
         names = [i.name for i in convs]
-        conv = {p: dict(zip(names, price_convs(problems, p, hw, kp, size, workspace_limit,
-                                               names)))
-                for p in ("fwd", "bwd_data", "bwd_filter")}
+        conv = {}
+        for p in ("fwd", "bwd_data", "bwd_filter"):
+            kernel = "fwd" if p == "fwd" else "bwd"
+            each = [_tighter(workspace_limit, (limits or {}).get(name, {}).get(kernel))
+                    for name in names]
+            conv[p] = dict(zip(names, price_convs(problems, p, hw, kp, size, each, names)))
     except ModelError as exc:
         raise WorkloadError(str(exc), file=network.file) from None
     out: dict[str, dict[str, PricedKernel]] = {}
@@ -91,4 +102,32 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             out[info.name] = {p: PricedKernel(None, "", 0) for p in ("fwd", "bwd")}
             continue
         out[info.name] = {"fwd": _combine(fwd), "bwd": _combine(bwd)}
+    return out
+
+
+def limits_from_free_memory(plan: Plan, capacity: int) -> dict[str, dict[str, int]]:
+    """Per layer and pass, the workspace a convolution kernel can have without overflowing
+    ``capacity`` bytes of GPU memory beside what the iteration holds when it runs (replaying
+    ``plan``'s allocations in issue order): ``{layer: {"fwd"|"bwd": bytes}}`` for the kernels
+    whose planned workspace does not fit, as a framework picks its algorithms within the
+    memory it has free. Kernels that fit are left out."""
+    sizes = {t.name: t.bytes for t in plan.tensors}
+    scratch = {t.name for t in plan.tensors if t.kind == "workspace"}
+    ops = list(plan.prologue)
+    for blocks in (plan.forward, plan.backward, plan.update):
+        for block in blocks:
+            ops.extend(block.ops)
+    ops.extend(plan.epilogue)
+    in_use = 0
+    out: dict[str, dict[str, int]] = {}
+    for op in ops:
+        if op.op == "alloc":
+            in_use += sizes[op.name]
+        elif op.op == "free":
+            in_use -= sizes[op.name]
+        elif op.op == "compute":
+            own = sum(sizes[t] for t in op.writes if t in scratch)
+            beside = in_use - own
+            if own and beside + own > capacity:
+                out.setdefault(op.name, {})[op.pass_] = max(0, capacity - beside)
     return out

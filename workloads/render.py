@@ -51,7 +51,8 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
                   optimizer: str = "none", workspace: int = 0,
                   allocation: str = "liveness",
                   kernel_model: Optional["KernelModel"] = None,
-                  workspace_limit: Optional[int] = None) -> str:
+                  workspace_limit: Optional[int] = None,
+                  memory_capacity: Optional[int] = None) -> str:
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
@@ -64,7 +65,10 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     :data:`~sst_cdma.workloads.vdnn.ALLOCATIONS`). With a ``kernel_model`` (the fitted
     model of the GPU, :mod:`sst_cdma.model.fitted`) every kernel is priced by it: its time,
     algorithm and workspace (at most ``workspace_limit`` bytes) go into the stream, and
-    ``workspace`` is not used; measured ``times`` still take precedence for the times.
+    ``workspace`` is not used; measured ``times`` still take precedence for the times. With a
+    ``memory_capacity`` (bytes of GPU memory) a kernel whose algorithm's workspace would not
+    fit beside what the iteration holds when it runs takes the fastest algorithm that does, as
+    a framework picks within the memory it has free.
     """
     from .kernel_pricing import price_network
 
@@ -73,15 +77,32 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     if kernel_model is not None:
         kernels = price_network(net, batch, dtype, kernel_model, workspace_limit)
     return _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
-                   kernel_model, kernels)
+                   kernel_model, kernels, workspace_limit, memory_capacity)
 
 
 def _render(net: Network, batch: int, dtype: str, policy: str,
             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
             allocation: str, kernel_model: Optional["KernelModel"],
-            kernels: Optional[Mapping]) -> str:
-    return render_plan(plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
-                                      kernels, allocation))
+            kernels: Optional[Mapping], workspace_limit: Optional[int],
+            memory_capacity: Optional[int]) -> str:
+    from .kernel_pricing import limits_from_free_memory, price_network
+
+    plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace, kernels,
+                          allocation)
+    if kernel_model is not None and memory_capacity:
+        limits: dict[str, dict[str, int]] = {}
+        for _ in range(4):  # a smaller workspace frees memory for others: settle in a few
+            tight = limits_from_free_memory(plan, memory_capacity)
+            if not tight:
+                break
+            for layer, passes in tight.items():
+                for p, size in passes.items():
+                    mine = limits.setdefault(layer, {})
+                    mine[p] = min(size, mine.get(p, size))
+            kernels = price_network(net, batch, dtype, kernel_model, workspace_limit, limits)
+            plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
+                                  kernels, allocation)
+    return render_plan(plan)
 
 
 @functools.lru_cache(maxsize=32)
@@ -99,7 +120,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      optimizer: str = "none", workspace: int = 0,
                      allocation: str = "liveness",
                      kernel_model: Optional["KernelModel"] = None,
-                     workspace_limit: Optional[int] = None) -> tuple[str, Stream]:
+                     workspace_limit: Optional[int] = None,
+                     memory_capacity: Optional[int] = None) -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
@@ -110,7 +132,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     (``liveness`` or ``network-wide``). ``kernel_model`` prices every kernel with the fitted
     model (see :func:`render_stream`); measured times of another GPU preset (the file's
     ``gpu``) are then scaled to this one, layer by layer and pass by pass, by the model's
-    ratio.
+    ratio; ``memory_capacity`` makes algorithm choice fit the GPU's memory (see
+    :func:`render_stream`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -129,7 +152,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
                       times, times_mtime, optimizer, workspace, allocation, kernel_model,
-                      workspace_limit)
+                      workspace_limit, memory_capacity)
 
 
 @functools.lru_cache(maxsize=32)
@@ -137,7 +160,8 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
                policy: str, label: str, layer_times: str, times_mtime_ns: int,
                optimizer: str, workspace: int, allocation: str,
                kernel_model: Optional["KernelModel"],
-               workspace_limit: Optional[int]) -> tuple[str, Stream]:
+               workspace_limit: Optional[int],
+               memory_capacity: Optional[int]) -> tuple[str, Stream]:
     net = load_network(path)
     times = None
     if layer_times:
@@ -149,7 +173,7 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
                                                         dtype, kernel_model, workspace_limit)
     text = _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
-                   kernel_model, kernels)
+                   kernel_model, kernels, workspace_limit, memory_capacity)
     return text, parse_stream(text, label)
 
 

@@ -237,7 +237,7 @@ def _memory_s(nbytes: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
 
 
 def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelParams,
-               workspace_limit: float = math.inf) -> dict[str, np.ndarray]:
+               workspace_limit: Any = math.inf) -> dict[str, np.ndarray]:
     """Modelled time of ``pass_`` (``fwd``, ``bwd_data``, ``bwd_filter``) for arrays of
     convolutions (keys n c h w k r s pad_h pad_w stride_h stride_w, optional dilation_h,
     dilation_w, groups). Returns ``seconds`` (fastest algorithm within ``workspace_limit``
@@ -343,7 +343,8 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     # GEMMs, inverse) queue back to back behind it
     with_launch = by_algo + kp.launch_s * g[..., None]
     ws = np.stack([np.broadcast_to(space[a], n.shape) for a in ALGORITHMS], axis=-1)
-    allowed = np.where(ws <= workspace_limit, with_launch, np.inf)
+    limit = np.asarray(workspace_limit, dtype=float)
+    allowed = np.where(ws <= (limit[..., None] if limit.ndim else limit), with_launch, np.inf)
     pick = np.argmin(allowed, axis=-1)
     return {"seconds": np.take_along_axis(allowed, pick[..., None], axis=-1)[..., 0],
             "algorithm": pick,
@@ -362,11 +363,12 @@ def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams) -> np.nda
 # -- one layer at a time (the simulator) -----------------------------------------------------
 
 def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: KernelParams,
-                itemsize: int = 4, workspace_limit: Optional[int] = None,
+                itemsize: int = 4, workspace_limit: Any = None,
                 layers: Optional[Sequence[str]] = None) -> list[KernelPrice]:
     """Many convolutions' ``pass_`` at once (one vectorized evaluation): time, algorithm and
     workspace of each. Times are priced at fp32 rate (no tensor-core path); the workspace
-    scales with ``itemsize``. ``layers`` name the problems in errors."""
+    scales with ``itemsize``. ``workspace_limit`` (bytes; None: no limit) is one limit for all
+    or one per problem. ``layers`` name the problems in errors."""
     names = list(layers) if layers is not None else [""] * len(problems)
     for problem, name in zip(problems, names):
         problem.check(name)
@@ -374,14 +376,20 @@ def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: K
         return []
     arrays = {key: np.array([float(getattr(pr, key)) for pr in problems])
               for key in ConvProblem.__dataclass_fields__}
-    limit = math.inf if workspace_limit is None else float(workspace_limit)
-    res = conv_times(arrays, pass_, hw, kp, limit)
+    if workspace_limit is None:
+        limit: Any = math.inf
+    elif np.ndim(workspace_limit):
+        limit = np.array([math.inf if x is None else float(x) for x in workspace_limit])
+    else:
+        limit = float(workspace_limit)
+    res = conv_times(arrays, pass_, hw, kp, np.asarray(limit) * _ELEMENT / itemsize)
     out = []
     for i, name in enumerate(names):
         seconds = float(res["seconds"][i])
         if not math.isfinite(seconds):
             raise ModelError(f"layer {name!r}: no convolution algorithm fits a workspace "
-                             f"limit of {workspace_limit} bytes")
+                             f"limit of {np.atleast_1d(limit)[min(i, np.size(limit) - 1)]:.0f} "
+                             "bytes")
         out.append(KernelPrice(seconds, ALGORITHMS[int(res["algorithm"][i])],
                                int(res["workspace"][i] * itemsize / _ELEMENT)))
     return out

@@ -86,13 +86,12 @@ def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
     assert s["out_of_memory"]["bytes_short"] > 0 and s["out_of_memory"]["layer"]
     assert "DOES NOT FIT" in console and "out of memory:" in console
     # vDNN's claim: VGG-16 at batch 256 trains on a 12 GB Titan X once feature maps are
-    # offloaded, although keeping everything resident does not fit -- with memory-optimal
-    # convolution algorithms (vDNN's "(m)": no workspace). The fastest algorithms' workspace
-    # (FFT, non-fused Winograd at batch 256) does not fit beside it.
-    assert s["baselines"]["vdnn"]["fits_in_memory"] is False
-    result, _ = run("maxwell_titanx_cdma.py", "--network", "vgg16", "--batch", "256",
-                    "--policy", "none", "--algorithm", "none", "--workspace", "0B")
-    assert result.reports["summary"]["baselines"]["vdnn"]["fits_in_memory"] is True
+    # offloaded, although keeping everything resident does not fit. The fastest algorithms'
+    # workspace (FFT, non-fused Winograd at batch 256) would not fit beside the feature maps:
+    # the kernels that would overflow take the fastest algorithm that fits.
+    vdnn = s["baselines"]["vdnn"]
+    assert vdnn["fits_in_memory"] is True
+    assert vdnn["peak_gpu_memory_bytes"] <= s["gpu_memory_capacity_bytes"]
 
 
 def test_statistics_are_byte_identical_run_after_run(tmp_path):

@@ -138,3 +138,38 @@ def test_a_layer_times_file_naming_an_unknown_preset_is_refused(tmp_path):
     (tmp_path / "t.json").write_text(json.dumps(doc))
     with pytest.raises(WorkloadError, match="t.json.*'gpu' must name a GPU preset"):
         load_layer_times(tmp_path / "t.json")
+
+
+def test_algorithms_are_picked_within_the_memory_free_beside_each_kernel():
+    model = kernel_model_for("maxwell")
+    net = load_network("vgg16")
+    capacity = 12 << 30
+    free = render_stream(net, 256, "float32", "conv", kernel_model=model)
+    fitted = render_stream(net, 256, "float32", "conv", kernel_model=model,
+                           memory_capacity=capacity)
+    roomy = render_stream(net, 256, "float32", "conv", kernel_model=model,
+                          memory_capacity=1 << 50)
+    assert roomy == free  # with memory to spare nothing changes
+    assert fitted != free
+    stream = parse_stream(fitted, "vgg16")
+    sizes = {t.name: t.bytes for t in stream.tensors.values()}
+    in_use = peak = 0
+    for op in stream.ops:
+        if op.op == "alloc":
+            in_use += sizes[op.name]
+            peak = max(peak, in_use)
+        elif op.op == "free":
+            in_use -= sizes[op.name]
+    assert peak <= capacity < stream_peak(free)
+    # the kernels that had to give up workspace got slower, none faster
+    before = {(op.name, op.pass_): op.time_ps for op in parse_stream(free, "v").ops
+              if op.op == "compute"}
+    after = {(op.name, op.pass_): op.time_ps for op in stream.ops if op.op == "compute"}
+    changed = [k for k in before if before[k] != after[k]]
+    assert changed and all(after[k] > before[k] for k in changed)
+
+
+def stream_peak(text: str) -> int:
+    from sst_cdma.workloads import stream_stats
+
+    return stream_stats(parse_stream(text, "s")).peak_bytes
