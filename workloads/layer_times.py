@@ -157,6 +157,8 @@ def _parse(doc: Any, where: str) -> LayerTimes:
                 ps = parse_duration(text)
             except ValueError as exc:
                 raise fail(f"layer {name!r} {p}: {exc}") from None
+            if ps <= 0:
+                raise fail(f"layer {name!r} {p}: a measured time must be positive, got {text!r}")
             times[name][p] = ps
     return LayerTimes(doc["network"], batch, doc["dtype"], doc["device"], times,
                       str(doc.get("measured_by", "")), where, gpu)

@@ -65,6 +65,9 @@ def _doc(**changes):
     (json.dumps(_doc(layers={"conv1": {"fwd": "3 fortnights"}})), "layer 'conv1' fwd: bad "
                                                                    "duration"),
     (json.dumps(_doc(layers={"conv1": {"bwd": "-2ms"}})), "layer 'conv1' bwd: bad duration"),
+    (json.dumps(_doc(layers={"conv1": {"fwd": "0ms"}})), "layer 'conv1' fwd: a measured time "
+                                                         "must be positive, got '0ms'"),
+    (json.dumps(_doc(gpu="gtx480")), "'gpu' must name a GPU preset"),
 ])
 def test_a_bad_file_is_one_error_naming_it_and_the_fault(tmp_path, content, message):
     path = tmp_path / "times.json"
