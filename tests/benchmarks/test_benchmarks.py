@@ -1,5 +1,6 @@
 """Smoke tests of benchmarks/bench_phold.py and bench_model.py on tiny runs (no speed
-requirement): each measure runs, and the two PHOLD models are the same model."""
+requirement): each measure runs, and the two PHOLD models are the same model; and
+bench_kernel_model.py's markdown tables, on a made-up evaluation (no fitting)."""
 from __future__ import annotations
 
 import importlib.util
@@ -35,3 +36,44 @@ def test_each_ceiling_of_the_model_benchmark_runs(measure):
 def test_the_model_benchmark_times_one_iteration():
     events, run_s, wall_s = load("bench_model").model_run("alexnet", "chunk", 8, "zvc")
     assert events > 100 and 0 < run_s < wall_s
+
+
+def _fake_evaluation():
+    """A tiny made-up evaluation of two GPUs (no fitting), for the markdown tables."""
+    import numpy as np
+
+    from sst_cdma.model.calibration import KINDS, Evaluation
+    from sst_cdma.model.kernel_model import KernelParams
+
+    gpus = ("A", "B")
+    good = {k: np.array([1.1, 0.9, 1.2]) for k in KINDS}  # geomean |r-1| 12.6%, all within
+    bad = {k: np.array([2.0, 0.5, 1.5]) for k in KINDS}    # 63.0% off, none within
+    table = {g: dict(good) for g in gpus}
+    in_sample = {g: dict(good, bwd_filter=bad["bwd_filter"]) for g in gpus}
+    return Evaluation(gpus, {g: KernelParams(launch_s=30e-6) for g in gpus},
+                      {g: KernelParams() for g in gpus}, in_sample, table,
+                      {g: dict(bad) for g in gpus},
+                      {("A", "B"): dict(good), ("B", "A"): dict(good)},
+                      {("A", "B"): dict(bad), ("B", "A"): dict(bad)})
+
+
+def test_the_kernel_model_benchmark_prints_its_tables_as_markdown():
+    bench = load("bench_kernel_model")
+    text = bench.markdown(_fake_evaluation())
+    titles = [line for line in text.splitlines() if line.startswith("### ")]
+    assert len(titles) == 8 and titles[-1] == "### Targets (both GPUs pooled)"
+    # every table row has as many cells as its header, and pipes in cells are escaped
+    for block in text.split("\n\n"):
+        rows = [r for r in block.splitlines() if r.startswith("| ")]
+        if rows:
+            widths = {len(r.replace("\\|", "").split(" | ")) for r in rows}
+            assert len(widths) == 1, block
+    assert "| `launch_s` (us) | **30** | **30** |" in text      # at its bound: bold
+    assert "| A | fwd | 3 | 1.10 | 12.6% | 100% | 1.50 | 63.0% | 0% |" in text
+    assert "| **both** | all | 24 | 1.10 | 12.6% | 100% |" in text
+    assert "| A | - | 12.6% (63.0%) |" in text
+    assert "| A | bwd_filter | 3 | 1.50 | 63.0% | 0% | 1.50 | 63.0% | 0% |" in text
+    assert "| leave one GPU out, geomean \\|r-1\\| | 12.6% (63.0%) |" in text
+    assert "| in sample, fwd geomean \\|r-1\\| <= 15% | 12.6% | PASS |" in text
+    assert "| in sample, bwd_filter geomean \\|r-1\\| <= 15% | 63.0% | MISS |" in text
+    assert text.rstrip().endswith("9 of 10 targets met.")
