@@ -110,8 +110,9 @@ def as_byte_array(data: Any) -> np.ndarray:
 def parse_header(buf: np.ndarray) -> Header:
     """Parse and structurally validate the header of ``buf`` (from :func:`as_byte_array`).
 
-    Checks magic, version, algorithm, dtype code, ndim, the reserved field, every dimension
-    and the element count against :data:`MAX_ELEMENTS`, ``count == prod(shape)``, and that
+    Checks magic, version, algorithm, dtype code, ndim, the reserved field, every dimension,
+    the element count and the product of the non-zero dimensions (which numpy needs to index
+    even an empty array) against :data:`MAX_ELEMENTS`, ``count == prod(shape)``, and that
     the buffer holds exactly header + payload.  Does not read the payload or check the CRC.
     """
     n = buf.size
@@ -141,14 +142,20 @@ def parse_header(buf: np.ndarray) -> Header:
         raise CodecError(f"truncated stream: {n} bytes, header needs {hlen}")
     shape = struct.unpack(f"<{ndim}Q", bytes(buf[FIXED_HEADER_SIZE:hlen]))
     product = 1
+    extent = 1  # product of the non-zero dimensions: what numpy needs to fit in an index
     for dim in shape:
         if dim > MAX_ELEMENTS:
             raise CodecError(f"dimension {dim} exceeds {MAX_ELEMENTS}")
         product *= dim
+        if dim:
+            extent *= dim
     if count > MAX_ELEMENTS:
         raise CodecError(f"element count {count} exceeds {MAX_ELEMENTS}")
     if product != count:
         raise CodecError(f"element count {count} does not match shape {shape}")
+    if extent > MAX_ELEMENTS:
+        raise CodecError(f"shape {shape}: the product of its non-zero dimensions exceeds "
+                         f"{MAX_ELEMENTS}")
     if payload_len > n - hlen:
         raise CodecError(
             f"truncated stream: {n} bytes, header announces {hlen + payload_len}"

@@ -127,6 +127,24 @@ def test_huge_dimension_with_zero_count(alg: str) -> None:
     _raises_fast_without_allocating(blob)
 
 
+@pytest.mark.parametrize("alg", ALGS)
+@pytest.mark.parametrize("shape", [(1 << 32, 1 << 32, 0), (0, 1 << 40, 1 << 40),
+                                   (1 << 24, 1 << 24, 2, 0)])
+def test_empty_shape_too_large_to_index_is_a_codec_error(alg: str, shape: tuple) -> None:
+    # count 0 == prod(shape) and every dimension <= 2**48: only the non-zero dimensions'
+    # product tells that numpy cannot build the array; that must be a CodecError, as
+    # documented, and stream_info must agree with decompress.
+    blob = make_header(ALG_ID[alg], FLOAT32, shape, 0, b"")
+    for reader in (codecs.decompress, codecs.stream_info):
+        with pytest.raises(CodecError, match="non-zero dimensions"):
+            reader(blob)
+
+
+def test_empty_shape_at_the_limit_still_decodes() -> None:
+    y = codecs.decompress(make_header(1, FLOAT32, (1 << 24, 1 << 24, 0), 0, b""))
+    assert y.shape == (1 << 24, 1 << 24, 0) and y.dtype == np.float32
+
+
 def test_zvc_all_zero_claim_bounded_by_payload() -> None:
     # 64 bytes of zero masks describe at most 16 blocks = 512 elements, not 2**30.
     _raises_fast_without_allocating(make_header(1, FLOAT32, (1 << 30,), 1 << 30, b"\x00" * 64))
