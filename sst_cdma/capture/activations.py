@@ -92,6 +92,21 @@ def _batches(inputs: Any, dtype: torch.dtype, device: torch.device) -> Iterator[
             yield (_as_tensor(batch, dtype, device, where),)
 
 
+def _forward(model: nn.Module, args: tuple, index: int) -> None:
+    """Run one batch; a forward pass that fails on these inputs (a shape the model cannot
+    take, a wrong dtype) is a one-line :class:`CaptureError` naming the batch and its shapes."""
+    try:
+        model(*args)
+    except CaptureError:
+        raise
+    except Exception as exc:
+        shapes = ", ".join("x".join(map(str, a.shape)) if isinstance(a, torch.Tensor)
+                           else type(a).__name__ for a in args)
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise CaptureError(f"inputs[{index}]: the model cannot take input of shape {shapes}: "
+                           f"{reason}") from exc
+
+
 class _Recorder:
     """Forward-hook target: measures each hooked output the moment it is produced."""
 
@@ -183,7 +198,8 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     ``torch.no_grad()``; each module's train/eval flag is restored afterwards. Each output is
     copied to numpy at once (so in-place ReLUs are safe), its non-zero bit patterns counted and
     compressed as one contiguous buffer (logical element order) with each of ``algorithms``
-    by :func:`sst_cdma.codecs.compressed_size`; totals add up over batches. With
+    by :func:`sst_cdma.codecs.compressed_size`; totals add up over batches. A forward pass
+    that fails on a batch (a shape the model cannot take) raises :class:`CaptureError`. With
     ``sample_dir``, the first batch of every tensor is saved there (see
     :mod:`sst_cdma.profiles.samples`).
     """
@@ -209,7 +225,7 @@ def capture_activations(model: nn.Module, inputs: Any, *,
         with torch.no_grad():
             for args in _batches(inputs, dtype, device):
                 recorder.start_batch()
-                model(*args)
+                _forward(model, args, batches)
                 batches += 1
     finally:
         for handle in handles:

@@ -95,6 +95,10 @@ def test_capture_from_npz_with_import_path(tmp_path, capsys):
      "unknown algorithm 'lz4'"),
     (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--batches", "0"],
      "--batches: must be at least 1"),
+    (["--model", "{file}:build", "--input-shape", "2,1,6,6"],
+     "inputs[0]: the model cannot take input of shape 2x1x6x6: "),
+    (["--model", "{file}:build", "--input-shape", "2,3,9,9"],
+     "inputs[0]: the model cannot take input of shape 2x3x9x9: "),
 ])
 def test_bad_input_is_one_line_error(model_file, tmp_path, capsys, argv, message):
     np.savez(tmp_path / "two.npz", a=np.zeros((1, 3, 6, 6)), b=np.zeros(1))
@@ -104,6 +108,18 @@ def test_bad_input_is_one_line_error(model_file, tmp_path, capsys, argv, message
     assert err.count("\n") == 1, err
     assert err.startswith("sst-cdma capture: error: ")
     assert message in err, err
+
+
+def test_input_shape_the_model_cannot_take_exits_2_from_the_sst_cdma_command(capsys):
+    from sst_cdma.cli.sst_cdma_main import main as sst_cdma
+
+    status = sst_cdma(["capture", "--model", "sst_cdma.capture.digits_cnn:DigitsCNN",
+                       "--input-shape", "4,3,8,8", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("sst-cdma capture: error: inputs[0]: "
+                                                     "the model cannot take input of shape "
+                                                     "4x3x8x8: "), err
 
 
 def test_help_returns_zero(capsys):
