@@ -13,7 +13,7 @@ from typing import Any, Optional
 import networkx as nx
 
 from .element import Element, StatisticEnable
-from .library import find_element
+from .library import ElementNotFound, find_element
 
 ENABLE_ALL = "*"
 
@@ -84,6 +84,75 @@ class ConfigLink:
     def end_latency(self, i: int) -> Optional[str]:
         """The latency text that applies to end ``i``."""
         return self.ends[i].latency if self.ends[i].latency is not None else self.latency
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of ``value``'s type, for messages."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object", type(None): "null"}.get(
+        type(value), type(value).__name__)
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a JSON object (absent: empty); ConfigError naming ``what`` otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{what}: expected a mapping (JSON object), got {_json_type(value)} "
+                          f"{json.dumps(value)[:40]}")
+    return value
+
+
+def _sequence(value: Any, what: str) -> list[Any]:
+    """``value`` as a JSON array (absent: empty); ConfigError naming ``what`` otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(f"{what}: expected an array, got {_json_type(value)}")
+    return value
+
+
+def _component_from_json(d: Any, path: str, source: str, sub: bool) -> "ConfigComponent":
+    """One (sub)component of a graph file; faults name it (by name once known, else ``path``)."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: expected an object, got {_json_type(d)}")
+    for key in ("name", "type"):
+        if key not in d:
+            where = path if key == "name" else \
+                f"{'subcomponent' if sub else 'component'} {str(d['name'])!r}"
+            raise ConfigError(f"malformed configuration graph: KeyError: {key!r} ({where} has "
+                              f"no \"{key}\")")
+    label = f"{'subcomponent' if sub else 'component'} {str(d['name'])!r}"
+    type_name = d["type"]
+    if not isinstance(type_name, str):
+        raise ConfigError(f"{label}: type: expected a string such as \"cdma.GPU\", got "
+                          f"{_json_type(type_name)}")
+    try:
+        find_element(type_name)
+    except ElementNotFound as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+    params = _mapping(d.get("params"), f"{label}: params")
+    kwargs: dict[str, Any] = dict(name=str(d["name"]), type=type_name, where=source,
+                                  params={str(k): str(v) for k, v in params.items()})
+    c: ConfigComponent = ConfigSubComponent(**kwargs, slot=str(d["slot_name"]),
+                                            index=int(d.get("slot_number", 0))) \
+        if sub else ConfigComponent(**kwargs)
+    stats: dict[str, StatisticEnable] = {}
+    for j, st in enumerate(_sequence(d.get("statistics"), f"{label}: statistics")):
+        st = _mapping(st, f"{label}: statistics[{j}]")
+        stats[st["name"]] = StatisticEnable(
+            st.get("type", "sst.AccumulatorStatistic"),
+            dict(_mapping(st.get("params"), f"{label}: statistics[{j}].params")))
+    c.statistics = stats
+    if d.get("statistic_load_level") is not None:
+        c.stat_load_level = int(d["statistic_load_level"])
+    c.subcomponents = [  # type: ignore[misc]
+        _component_from_json(s, f"{label}: subcomponents[{k}]", source, True)
+        for k, s in enumerate(_sequence(d.get("subcomponents"), f"{label}: subcomponents"))]
+    return c
 
 
 class ConfigGraph:
@@ -238,40 +307,26 @@ class ConfigGraph:
         g = cls()
         g.source = source
         try:
-            g.program_options = {str(k): str(v) for k, v in data.get("program_options", {}).items()}
-            so = data.get("statistics_options", {})
+            g.program_options = {str(k): str(v) for k, v in
+                                 _mapping(data.get("program_options"), "program_options").items()}
+            so = _mapping(data.get("statistics_options"), "statistics_options")
             g.stat_load_level = int(so.get("statisticLoadLevel", 0))
             g.stat_output = (str(so.get("statisticOutput", "sst.statOutputConsole")),
-                             {str(k): str(v) for k, v in so.get("params", {}).items()})
-
-            def comp_from(d: dict[str, Any], sub: bool) -> ConfigComponent:
-                kwargs: dict[str, Any] = dict(name=str(d["name"]), type=str(d["type"]),
-                                              where=source,
-                                              params={str(k): str(v)
-                                                      for k, v in d.get("params", {}).items()})
-                c: ConfigComponent = ConfigSubComponent(**kwargs, slot=str(d["slot_name"]),
-                                                        index=int(d.get("slot_number", 0))) \
-                    if sub else ConfigComponent(**kwargs)
-                c.statistics = {s["name"]: StatisticEnable(s.get("type",
-                                                                 "sst.AccumulatorStatistic"),
-                                                           dict(s.get("params", {})))
-                                for s in d.get("statistics", [])}
-                if d.get("statistic_load_level") is not None:
-                    c.stat_load_level = int(d["statistic_load_level"])
-                c.subcomponents = [comp_from(s, True) for s in d.get("subcomponents", [])]  # type: ignore[misc]
-                return c
-
-            for d in data.get("components", []):
-                g.add_component(comp_from(d, False))
-            for d in data.get("links", []):
+                             {str(k): str(v) for k, v in
+                              _mapping(so.get("params"), "statistics_options.params").items()})
+            for i, d in enumerate(_sequence(data.get("components"), "components")):
+                g.add_component(_component_from_json(d, f"components[{i}]", source, False))
+            for d in _sequence(data.get("links"), "links"):
                 link = ConfigLink(str(d["name"]), d.get("latency"), no_cut=bool(d.get("noCut")),
                                   where=source)
                 g.links[link.name] = link
                 for e in d.get("ends", []):
                     g.add_link_end(link, LinkEndConfig(str(e["component"]), str(e["port"]),
                                                        e.get("latency")), source)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, ConfigError):
+                if not exc.where:
+                    exc.where = source
                 raise
             raise ConfigError(f"malformed configuration graph: {type(exc).__name__}: {exc}",
                               source) from None

@@ -84,6 +84,12 @@ def _script_frame(exc: BaseException, script: str) -> str:
     return script
 
 
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """A file that is not UTF-8, said in one line."""
+    bad = exc.object[exc.start:exc.start + 1]
+    return f"not UTF-8 text (byte 0x{bad.hex() or '??'} at offset {exc.start})"
+
+
 def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
                    program_options: Optional[dict[str, str]] = None) -> ConfigGraph:
     """Run a topology script with ``import sst`` available and ``sys.argv`` = [script, *options];
@@ -96,6 +102,9 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     if path.endswith(".json"):
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise RunError(f"cannot read configuration graph: {_not_utf8(exc)}",
+                           _display(path)) from None
         except (OSError, ValueError) as exc:
             raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
         try:
@@ -115,6 +124,9 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         try:
             source = Path(path).read_text(encoding="utf-8")
             code = compile(source, path, "exec")
+        except UnicodeDecodeError as exc:
+            raise RunError(f"cannot read topology script: {_not_utf8(exc)}", _display(path)) \
+                from None
         except SyntaxError as exc:
             raise RunError(f"syntax error: {exc.msg}", _where_display(f"{path}:{exc.lineno}")) \
                 from None

@@ -29,3 +29,12 @@ def test_broken_script_gives_one_line_error(script, capsys):
 
 def test_corpus_is_not_empty():
     assert len(BROKEN) >= 15
+
+
+def test_a_script_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys):
+    script = tmp_path / "latin1.py"
+    script.write_bytes(b"import sst\n# caf\xe9\n")
+    assert main([str(script)]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"sst: {script}: cannot read topology script: not UTF-8 text "
+                   f"(byte 0xe9 at offset 16)\n")

@@ -81,3 +81,65 @@ def test_from_json_rejects_a_link_to_an_unknown_component():
                                 {"component": "zz", "port": "port"}]}]}
     with pytest.raises(ConfigError, match="link 'l' names unknown component 'zz'"):
         ConfigGraph.from_json(data, "g.json")
+
+
+GRAPH = {"format": "sst-cdma-config",
+         "components": [{"name": "a", "type": "testElement.Echo", "params": {"pings": "2", "rounds": "4"}},
+                        {"name": "b", "type": "testElement.Echo"}],
+         "links": [{"name": "l", "latency": "1ns",
+                    "ends": [{"component": "a", "port": "port"},
+                             {"component": "b", "port": "port"}]}]}
+
+
+def _graph_with(**component_a):
+    data = json.loads(json.dumps(GRAPH))
+    data["components"][0].update(component_a)
+    return data
+
+
+def test_a_valid_hand_written_graph_runs(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(GRAPH))
+    assert run(path, console=io.StringIO()).events > 0
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"type": "testElement.Nope"}, "component 'a': unknown element 'testElement.Nope'"),
+    ({"type": "nolib.Echo"}, "component 'a': unknown element library 'nolib'"),
+    ({"type": 7}, "component 'a': type: expected a string"),
+    ({"params": "rounds=4"}, "component 'a': params: expected a mapping (JSON object), got "
+                             "string"),
+    ({"params": ["rounds", 4]}, "component 'a': params: expected a mapping (JSON object), got "
+                                "array"),
+    ({"statistics": [{"name": "x", "params": "p"}]},
+     "component 'a': statistics[0].params: expected a mapping"),
+    ({"subcomponents": [{"name": "c", "type": "testElement.Nope", "slot_name": "counter"}]},
+     "subcomponent 'c': unknown element 'testElement.Nope'"),
+])
+def test_a_bad_component_in_a_graph_file_is_one_line_naming_file_and_component(
+        tmp_path, change, message):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(_graph_with(**change)))
+    with pytest.raises(RunError) as err:
+        run(path)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"{path}: ") and message in text, text
+
+
+def test_a_graph_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_bytes(b'{"format": "sst-cdma-config", "x": "\xff"}')
+    with pytest.raises(RunError) as err:
+        run(path)
+    assert str(err.value) == (f"{path}: cannot read configuration graph: not UTF-8 text "
+                              f"(byte 0xff at offset 36)")
+
+
+def test_sst_command_reports_a_bad_graph_in_one_line_with_status_1(tmp_path, capsys):
+    from sst_cdma.cli.sst_main import main
+
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(_graph_with(params="rounds=4")))
+    assert main([str(path)]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "component 'a': params" in err and str(path) in err, err
