@@ -83,6 +83,7 @@ class GPU(Component):
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
         from sst_cdma.workloads import WorkloadError
+        from sst_cdma.workloads.errors import not_utf8
         from sst_cdma.workloads.render import iteration_stream
         from sst_cdma.workloads.stream import StreamError, parse_stream
 
@@ -105,7 +106,11 @@ class GPU(Component):
                     raise ValueError(f"{name}: 'allocation' applies to a rendered 'network'; a "
                                      "'workload' stream's alloc and free ops are its own")
                 path = Path(p["workload"])
-                self.stream = parse_stream(path.read_text(encoding="utf-8"), str(path))
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except UnicodeDecodeError as exc:
+                    raise WorkloadError(not_utf8(exc), file=str(path)) from None
+                self.stream = parse_stream(text, str(path))
             else:
                 if not p["network"]:
                     raise ValueError(f"{name}: give a 'network' or a 'workload' stream")

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from .dtypes import DTYPES
-from .errors import WorkloadError
+from .errors import WorkloadError, not_utf8
 from .loader import NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
@@ -70,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.write(text)
         elif args.command == "stats":
             for path in args.files:
-                st = stream_stats(parse_stream(path.read_text(), source=str(path)))
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except UnicodeDecodeError as exc:
+                    raise WorkloadError(not_utf8(exc), file=str(path)) from None
+                st = stream_stats(parse_stream(text, source=str(path)))
                 print(f"{path}: {st.network} batch {st.batch} {st.dtype} policy {st.policy}: "
                       f"peak {st.peak_bytes / 1e9:.3f} GB ({st.peak_phase}, line {st.peak_line}), "
                       f"offloaded {st.offloaded_bytes / 1e9:.3f} GB, "

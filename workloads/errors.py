@@ -5,7 +5,13 @@ catch ``ValueError``; the subclasses carry where the problem is (file, layer, li
 """
 from __future__ import annotations
 
-__all__ = ["WorkloadError", "StreamError"]
+__all__ = ["WorkloadError", "StreamError", "not_utf8"]
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """A file that is not UTF-8, said in one line: ``not UTF-8 text (byte 0xff at offset 7)``."""
+    bad = exc.object[exc.start:exc.start + 1]
+    return f"not UTF-8 text (byte 0x{bad.hex() or '??'} at offset {exc.start})"
 
 
 class WorkloadError(ValueError):

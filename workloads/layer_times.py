@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import WorkloadError
+from .errors import WorkloadError, not_utf8
 from .network import Network
 from .stream import parse_duration
 
@@ -172,6 +172,8 @@ def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
     except OSError as exc:
         raise WorkloadError(f"cannot read layer times: {exc.strerror or exc}", file=where) \
             from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(not_utf8(exc), file=where) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import WorkloadError
+from .errors import WorkloadError, not_utf8
 from .kinds import KINDS, normalize_params
 from .macros import Macro, expand_layers, parse_macros
 from .network import NAME_RE, Layer, Network
@@ -62,6 +62,8 @@ def _read_yaml(path: Path, label: str) -> Any:
             return yaml.safe_load(fh)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"invalid YAML: {_one_line(exc)}", file=label) from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(not_utf8(exc), file=label) from None
     except OSError as exc:
         raise WorkloadError(f"cannot read: {exc}", file=label) from None
 

@@ -194,3 +194,13 @@ def test_the_stream_of_a_network_wide_run_is_written_and_parses(tmp_path):
     text = (tmp_path / "gpu0.stream").read_text()
     assert "# network-wide allocation" in text
     assert not stream_stats(parse_stream(text, "gpu0.stream")).leaked
+
+
+def test_a_workload_stream_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "tiny.stream"
+    path.write_bytes(TINY.replace("network=tiny", "network=t\u00efny").encode("latin-1"))
+    with pytest.raises(RunError) as err:
+        run("--workload", str(path), "--no-baselines")
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"{path}: not UTF-8 text (byte 0xef at offset 26)" in message

@@ -211,3 +211,11 @@ def test_the_roofline_efficiency_is_a_model_option(repo):
     assert 1.5 < ratio <= 2.0  # compute-bound kernels take twice as long, memory-bound ones not
     with pytest.raises(RunError, match="--compute-efficiency must be in \\(0, 1\\], got 0.0"):
         _simulate(repo, "--compute-efficiency", "0")
+
+
+def test_a_layer_times_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "times.json"
+    path.write_bytes(b'{"device": "\xff"}')
+    with pytest.raises(WorkloadError) as err:
+        load_layer_times(path)
+    assert str(err.value) == f"{path}: not UTF-8 text (byte 0xff at offset 12)"

@@ -322,3 +322,11 @@ def test_infer_rejects_bad_batch_and_dtype():
         net.infer(1, "int8")
     with pytest.raises(WorkloadError, match="batch"):
         net.infer(0)
+
+
+def test_a_network_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: caf\u00e9\nlayers: []\n".encode("latin-1"))
+    with pytest.raises(WorkloadError) as err:
+        load_network(path)
+    assert str(err.value) == f"{path}: not UTF-8 text (byte 0xe9 at offset 9)"

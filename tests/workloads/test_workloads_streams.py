@@ -231,3 +231,13 @@ def test_iteration_stream_is_rendered_once_and_again_after_an_edit(tmp_path):
     second = iteration_stream(mine, 8, "float32", "all")[1]
     assert second is not first
     assert second.tensors["fc6"].bytes == first.tensors["fc6"].bytes // 2
+
+
+def test_command_line_names_a_stream_that_is_not_utf8(tmp_path, capsys):
+    from sst_cdma.workloads.__main__ import main
+
+    path = tmp_path / "x.stream"
+    path.write_bytes(b"stream version=1 network=\xff\n")
+    assert main(["stats", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: not UTF-8 text (byte 0xff at offset 25)\n"
