@@ -128,6 +128,7 @@ class CDMAEngine(Component):
             source = p["profile"] or workload["network"]
             try:
                 profile = load_profile(source)
+                profile.require_network(workload["network"])
                 profile.require_tensors(need_profile)
             except ProfileError as exc:
                 if p["algorithm"] == "none":  # a plain copy engine needs no densities
@@ -143,7 +144,9 @@ class CDMAEngine(Component):
             self.densities[tensor] = density
             ratios = {}
             for algo in ALGORITHMS:
-                measured = profile.ratio(tensor, algo, p["progress"]) \
+                # ratios measured in another element type are not reused: derived from the
+                # density for this run's dtype instead (docs/profiles.md)
+                measured = profile.ratio(tensor, algo, p["progress"], dtype=dtype) \
                     if (profile is not None and sparse and algo != "none") else None
                 ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
             self.ratios[tensor] = ratios

@@ -150,23 +150,39 @@ class DensityProfile:
         x = self._check_progress(progress)
         return interpolate([p.progress for p in points], [p.density for p in points], x)
 
-    def ratio(self, tensor: str, algorithm: str, progress: float) -> float | None:
+    def ratio(self, tensor: str, algorithm: str, progress: float, *,
+              dtype: str | None = None) -> float | None:
         """Measured compression ratio of ``tensor`` under ``algorithm`` at ``progress``.
 
         Interpolates between the points that carry a ratio for ``algorithm``, linearly in the
         compressed-size fraction ``1/ratio`` (which is linear in density for ZVC), and clamps
-        outside them. Returns ``None`` when no point of the tensor has a measured ratio for it.
+        outside them. Returns ``None`` when no point of the tensor has a measured ratio for it,
+        and when ``dtype`` names another element type than the profile's: a ratio measured on
+        float32 says nothing exact about float16 or bfloat16 (each non-zero takes half the
+        bytes, the masks and run tokens do not shrink), so the caller must derive the ratio
+        from the density for its own element type instead.
         """
         if algorithm not in KNOWN_ALGORITHMS:
             raise ProfileError(f"{self.source}: unknown algorithm {algorithm!r} "
                                f"(known: {', '.join(KNOWN_ALGORITHMS)})")
-        points = [p for p in self.tensor(tensor).points if algorithm in p.ratios]
+        tensor_points = self.tensor(tensor).points
+        if dtype is not None and dtype != self.dtype:
+            return None
+        points = [p for p in tensor_points if algorithm in p.ratios]
         if not points:
             return None
         x = self._check_progress(progress)
         fraction = interpolate([p.progress for p in points],
                                [1.0 / p.ratios[algorithm] for p in points], x)
         return 1.0 / fraction
+
+    def require_network(self, network: str) -> None:
+        """Raise :class:`ProfileError` (naming the file and its ``network`` field) unless the
+        profile describes ``network``: another network's densities would be keyed on tensor
+        names that merely look alike."""
+        if self.network != network:
+            raise ProfileError(f"{self.source}: network: the profile describes "
+                               f"{self.network!r}, not {network!r}")
 
     def require_tensors(self, names: Iterable[str]) -> None:
         """Raise :class:`ProfileError` naming every tensor in ``names`` the profile lacks.

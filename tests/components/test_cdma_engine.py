@@ -71,6 +71,43 @@ def test_profile_missing_a_layer_is_named(repo, tmp_path):
         run(repo, "--network", "alexnet", "--batch", "8", "--profile", str(path))
 
 
+def test_a_profile_of_another_network_is_refused_naming_file_and_field(repo, tmp_path):
+    from sst_cdma.profiles import load_profile
+
+    data = load_profile("alexnet").to_dict()
+    data["network"] = "vgg16"   # same tensor names would otherwise be taken at face value
+    path = tmp_path / "vgg16_named.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(RunError) as err:
+        run(repo, "--network", "alexnet", "--batch", "8", "--profile", str(path))
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"{path}: network: the profile describes 'vgg16', not 'alexnet'" in message
+
+
+@pytest.mark.parametrize("dtype,itemsize", [("float16", 2), ("bfloat16", 2)])
+def test_float32_measured_ratios_are_not_reused_for_another_dtype(repo, dtype, itemsize):
+    """The shipped digits profile is float32 and carries measured ratios; a float16 or
+    bfloat16 run takes its densities and derives each ratio for its own element size."""
+    from sst_cdma.model.compression import ratio_from_density
+    from sst_cdma.profiles import load_profile
+
+    profile = load_profile("digits_cnn")
+    assert profile.dtype == "float32"
+    result = run(repo, "--network", "digits_cnn", "--batch", "64", "--policy", "all",
+                 "--algorithm", "zvc", "--progress", "1.0", "--dtype", dtype)
+    engine = result.engine.components["gpu0.dma"]
+    for tensor in ("conv1", "conv2", "pool", "fc1"):
+        density = profile.density(tensor, 1.0)
+        assert engine.densities[tensor] == density
+        measured = profile.ratio(tensor, "zvc", 1.0)
+        assert measured is not None
+        assert engine.ratios[tensor]["zvc"] == codecs.zvc_ratio(density, itemsize)
+        assert engine.ratios[tensor]["zvc"] < measured * 0.99  # fp16: 16/(1+16d) < 32/(1+32d)
+        for algo in ("rle", "zlib"):
+            assert engine.ratios[tensor][algo] == ratio_from_density(algo, density, dtype)
+
+
 @pytest.fixture
 def real_tensors(tmp_path):
     rng = np.random.default_rng(7)

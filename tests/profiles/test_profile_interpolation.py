@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sst_cdma.profiles import DensityProfile, interpolate
+from sst_cdma.profiles import DensityProfile, ProfileError, interpolate
 
 
 def test_density_at_points_between_and_outside(document):
@@ -51,3 +51,13 @@ def test_interpolate_stays_within_neighbours(xs, ys, x):
         i = next(k for k in range(1, len(xs)) if xs[k] > x)
         lo, hi = sorted((ys[i - 1], ys[i]))
         assert lo - 1e-12 <= y <= hi + 1e-12
+
+
+def test_ratio_measured_in_another_dtype_is_not_returned(document):
+    p = DensityProfile.from_dict(document, source="p.json")
+    assert p.ratio("conv1", "zvc", 0.0, dtype="float32") == pytest.approx(1.9)
+    for dtype in ("float16", "bfloat16", "float64"):
+        assert p.ratio("conv1", "zvc", 0.0, dtype=dtype) is None
+        assert p.ratio("conv1", "rle", 0.9, dtype=dtype) is None
+    with pytest.raises(ProfileError, match="no such tensor"):
+        p.ratio("conv9", "zvc", 0.0, dtype="float16")   # a wrong name is still an error

@@ -36,3 +36,12 @@ def test_every_shipped_profile_is_valid_and_named_for_its_network(network):
     assert profile.network == network
     assert profile.provenance.kind in ("measured", "estimated")
     assert profile.tensors
+
+
+def test_require_network_names_file_and_field(document, write):
+    profile = load_profile(write(document, "mine.json"))
+    profile.require_network("tiny")
+    with pytest.raises(ProfileError) as err:
+        profile.require_network("alexnet")
+    assert str(err.value) == (f"{profile.source}: network: the profile describes 'tiny', "
+                              f"not 'alexnet'")
