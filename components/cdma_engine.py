@@ -41,7 +41,8 @@ class CDMAEngine(Component):
         Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
         Param("tensors", "str", "", "real tensors named as in the workload — an NPZ file or a "
               "folder written by 'sst-cdma capture --samples': compress their real bytes "
-              "instead of estimating from density"),
+              "instead of estimating from density (each must be the simulated tensor: same "
+              "network where recorded, dtype and shape, batch included)"),
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
     )
@@ -76,6 +77,7 @@ class CDMAEngine(Component):
         self.ratios: dict[str, dict[str, float]] = {}
         self.densities: dict[str, float] = {}
         self.real: dict[str, np.ndarray] = {}
+        self.samples: Any = None  # the SampleSet the real tensors came from
         self.payload_of: dict[str, bytes] = {}
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
         self.stat_raw = self.register_statistic("offload_raw_bytes")
@@ -86,21 +88,32 @@ class CDMAEngine(Component):
         if p["functional"] and not p["tensors"]:
             raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
         if p["tensors"]:
-            self.real = self._load_tensors(p["tensors"])
+            self.samples = self._load_tensors(p["tensors"])
+            self.real = self.samples.arrays
 
-    def _load_tensors(self, source: str) -> dict[str, np.ndarray]:
-        """Real tensors from an NPZ file or a capture samples folder."""
-        from pathlib import Path
-
-        from sst_cdma.profiles import ProfileError, load_samples
+    def _load_tensors(self, source: str) -> Any:
+        """Real tensors from an NPZ file or a capture samples folder (a ``SampleSet``)."""
+        from sst_cdma.profiles import ProfileError, load_sample_set
 
         try:
-            if Path(source).is_dir():
-                return load_samples(source)
-            with np.load(source) as npz:
-                return {k: npz[k] for k in npz.files}
-        except (OSError, ValueError, ProfileError) as exc:
-            raise ValueError(f"{self.name}: cannot read tensors {source!r}: {exc}") from None
+            return load_sample_set(source)
+        except ProfileError as exc:
+            raise ValueError(f"{self.name}: cannot read tensors: {exc}") from None
+
+    def _check_real(self, workload: dict[str, Any]) -> None:
+        """Refuse real tensors that are not the ones simulated: samples of another network,
+        element type, shape or batch (functional mode would check a different tensor)."""
+        from sst_cdma.profiles import ProfileError
+
+        shapes = workload.get("shapes", {})
+        try:
+            self.samples.check_network(workload["network"])
+            for tensor, raw, _ in workload["offloaded"]:
+                if tensor in self.real:
+                    self.samples.check(tensor, dtype=workload["dtype"],
+                                       shape=shapes.get(tensor), nbytes=raw)
+        except ProfileError as exc:
+            raise ConfigError(f"{self.name}: {exc}") from None
 
     # -- init: learn the memory, the path and the workload -------------------------------------
     def init(self, phase: int) -> None:
@@ -122,6 +135,8 @@ class CDMAEngine(Component):
         p = self.params
         dtype = workload["dtype"]
         offloaded = workload["offloaded"]  # list of (tensor, raw_bytes, sparse)
+        if self.samples is not None:
+            self._check_real(workload)
         need_profile = [t for t, _, sparse in offloaded if sparse and t not in self.real]
         profile = None
         if need_profile:
@@ -138,7 +153,7 @@ class CDMAEngine(Component):
                 raise ConfigError(f"{self.name}: {exc}", source) from None
         for tensor, raw, sparse in offloaded:
             if tensor in self.real:
-                self._plan_real(tensor, raw)
+                self._plan_real(tensor, raw, dtype)
                 continue
             density = profile.density(tensor, p["progress"]) if sparse else 1.0
             self.densities[tensor] = density
@@ -152,13 +167,17 @@ class CDMAEngine(Component):
             self.ratios[tensor] = ratios
             self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
 
-    def _plan_real(self, tensor: str, raw: int) -> None:
+    def _plan_real(self, tensor: str, raw: int, dtype: str) -> None:
+        """Wire size (and, in functional mode, the payload) of a tensor from its real bytes."""
         from sst_cdma import codecs
 
         array = self.real[tensor]
+        # raw bfloat16 words (uint16) go through the codecs tagged as what they are
+        element_type = "bfloat16" if dtype == "bfloat16" and array.dtype == np.uint16 else None
         ratios = {"none": 1.0}
         for algo in ALGORITHMS[1:]:
-            ratios[algo] = array.nbytes / codecs.compressed_size(array, algo)
+            ratios[algo] = array.nbytes / codecs.compressed_size(array, algo,
+                                                                 element_type=element_type)
         self.ratios[tensor] = ratios
         self.densities[tensor] = float(np.count_nonzero(array.view(
             np.dtype(f"u{array.dtype.itemsize}")))) / max(array.size, 1)
@@ -166,12 +185,14 @@ class CDMAEngine(Component):
         if algo == "none":
             self.wire[tensor] = raw
             return
-        payload = codecs.compress(array, algo)
+        payload = codecs.compress(array, algo, element_type=element_type)
         if self.params["functional"]:
             self.payload_of[tensor] = payload
-        scale = raw / array.nbytes if array.nbytes else 1.0
-        self.wire[tensor] = wire_bytes(raw, raw / max(1, math.ceil(len(payload) * scale)),
-                                       self.params["bypass_incompressible"])
+        # the sample is the simulated tensor (checked), so the stream is what crosses the link,
+        # or the raw bytes where it would not be smaller and the engine bypasses compression
+        size = len(payload)
+        bypass = self.params["bypass_incompressible"] and size >= raw
+        self.wire[tensor] = 0 if raw <= 0 else (raw if bypass else size)
 
     def setup(self) -> None:
         """Check the wiring found what a transfer needs."""
@@ -265,7 +286,10 @@ class CDMAEngine(Component):
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r}: the host returned a "
                                   f"corrupt compressed stream ({exc})") from None
         original = self.real[req.tensor]
-        same = (restored.dtype == original.dtype and restored.shape == original.shape and
+        # raw bfloat16 words come back as bfloat16 (ml_dtypes) or uint16: same bits either way
+        same_type = restored.dtype == original.dtype or (
+            original.dtype == np.uint16 and restored.dtype.name in ("bfloat16", "uint16"))
+        same = (same_type and restored.shape == original.shape and
                 restored.tobytes() == original.tobytes())
         if not same:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r} returned data that "

@@ -205,8 +205,10 @@ class GPU(Component):
             tensors = self.stream.tensors
             offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
                          for op in self.ops if op.op == "offload"]
+            shapes = {op.name: tensors[op.name].shape for op in self.ops if op.op == "offload"}
             self.dma.send_untimed({"network": self.stream.network, "dtype": self.stream.dtype,
-                                   "offloaded": offloaded})
+                                   "batch": self.stream.batch, "offloaded": offloaded,
+                                   "shapes": shapes})
         while (msg := self.hbm_link.recv_untimed()) is not None:
             if isinstance(msg, MemoryHandle):
                 self.hbm, self.hbm_resource = msg.hbm, msg.resource

@@ -181,6 +181,7 @@ def capture_activations(model: nn.Module, inputs: Any, *,
                         algorithms: Sequence[str] = ("zvc", "rle", "zlib"),
                         sample_dir: str | os.PathLike[str] | None = None,
                         module_types: Sequence[type[nn.Module]] = DEFAULT_MODULE_TYPES,
+                        network: str | None = None,
                         ) -> CaptureResult:
     """Run ``model`` on ``inputs`` and measure the output of each hooked module.
 
@@ -201,7 +202,9 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     by :func:`sst_cdma.codecs.compressed_size`; totals add up over batches. A forward pass
     that fails on a batch (a shape the model cannot take) raises :class:`CaptureError`. With
     ``sample_dir``, the first batch of every tensor is saved there (see
-    :mod:`sst_cdma.profiles.samples`).
+    :mod:`sst_cdma.profiles.samples`), with each tensor's element type and, when given,
+    ``network``: the network definition the tensor names belong to, which the simulator
+    checks the samples against.
     """
     if not isinstance(model, nn.Module):
         raise CaptureError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
@@ -238,6 +241,9 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     if not layers:
         raise CaptureError(f"none of the hooked modules ({', '.join(selected)}) ran in the "
                            f"forward pass")
-    index = save_samples(sample_dir, samples) if sample_dir is not None else None
+    index = None
+    if sample_dir is not None:
+        index = save_samples(sample_dir, samples, network=network,
+                             element_types={name: layers[name].dtype for name in samples})
     return CaptureResult(layers=layers, batches=batches, algorithms=algorithms,
                          samples_index=index)

@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithms", default="zvc,rle,zlib",
                    help="comma-separated codecs to measure (default zvc,rle,zlib)")
     p.add_argument("--output", "-o", metavar="PROFILE.json", help="profile file to write")
-    p.add_argument("--samples", metavar="DIR", help="save each tensor's first batch here")
+    p.add_argument("--samples", metavar="DIR", help="save each tensor's first batch here (with "
+                   "--network, the samples record it and a run of another network refuses "
+                   "them)")
     p.add_argument("--names", metavar="MODULE=TENSOR,...",
                    help="capture these modules (of any type) under these tensor names, e.g. "
                         "the network definition's: relu1=conv1,pool=pool (default: every "
@@ -133,7 +135,8 @@ def _run(argv: list[str]) -> int:
         inputs = list(npz_batches(args.inputs, args.input_key, args.batch_size))
         data = f"{args.inputs} ({sum(len(b) for b in inputs)} samples, {len(inputs)} batch(es))"
     result = capture_activations(model, inputs, names=_names(args.names),
-                                 algorithms=algorithms, sample_dir=args.samples)
+                                 algorithms=algorithms, sample_dir=args.samples,
+                                 network=args.network)
     network = args.network or args.model.rpartition(":")[2].rpartition(".")[2]
     provenance = MeasuredProvenance(
         model=args.model + (f" with weights {args.weights}" if args.weights else ""),

@@ -16,7 +16,7 @@ from .errors import ProfileError
 from .interp import interpolate
 from .profile import DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance, MeasuredProvenance, Provenance
-from .samples import load_samples, save_samples
+from .samples import Sample, SampleSet, load_sample_set, load_samples, read_npz, save_samples
 from .schema import FORMAT, KNOWN_ALGORITHMS, KNOWN_DTYPES, VERSION
 from .store import load_profile, shipped_profile_path, shipped_profiles
 
@@ -38,4 +38,8 @@ __all__ = [
     "shipped_profile_path",
     "save_samples",
     "load_samples",
+    "load_sample_set",
+    "read_npz",
+    "Sample",
+    "SampleSet",
 ]

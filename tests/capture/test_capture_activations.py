@@ -190,3 +190,15 @@ def test_bfloat16_model_is_measured_on_raw_words():
     for algorithm in ALGORITHMS:
         assert layer.compressed_bytes[algorithm] == compressed_size(
             words, algorithm, element_type="bfloat16")
+
+
+def test_bfloat16_samples_record_their_element_type(tmp_path):
+    from sst_cdma.profiles import load_sample_set
+
+    model = _model().to(torch.bfloat16)
+    x = _batches()[0].to(torch.bfloat16)
+    capture_activations(model, x, sample_dir=tmp_path / "s", network="tiny")
+    samples = load_sample_set(tmp_path / "s")
+    assert samples.network == "tiny"
+    sample = samples.samples["act"]
+    assert sample.array.dtype == np.uint16 and sample.element_type == "bfloat16"

@@ -1,6 +1,7 @@
 """``sst-cdma capture`` (cli.main) on tiny models: profile written, errors one line."""
 from __future__ import annotations
 
+import json
 import textwrap
 
 import numpy as np
@@ -54,6 +55,9 @@ def test_capture_writes_profile_and_samples(model_file, tmp_path, capsys):
     assert "--progress 0.5" in prov.command
     samples = load_samples(tmp_path / "s")
     assert samples["1"].shape == (2, 6, 4, 4)
+    index = json.loads((tmp_path / "s" / "index.json").read_text())
+    assert index["network"] == "tiny"   # --network: a run of another network refuses them
+    assert index["tensors"]["1"]["element_type"] == "float32"
     # the saved sample is a real ReLU output of the first batch: non-negative, part zero
     sample = samples["1"]
     assert (sample >= 0).all() and 0 < np.count_nonzero(sample) < sample.size

@@ -155,3 +155,81 @@ def test_functional_mode_catches_a_corrupted_host_copy(repo, real_tensors, monke
 def test_functional_mode_needs_tensors(repo):
     with pytest.raises(RunError, match="functional mode needs 'tensors'"):
         run(repo, "--network", "alexnet", "--batch", "1", "--functional")
+
+
+def _one_line(err) -> str:
+    text = str(err.value)
+    assert "\n" not in text, text
+    return text
+
+
+def test_real_tensors_of_another_batch_are_refused_naming_the_tensor(repo, real_tensors):
+    path, _ = real_tensors   # alexnet at batch 1
+    with pytest.raises(RunError) as err:
+        run(repo, "--network", "alexnet", "--batch", "2", "--algorithm", "zvc",
+            "--tensors", str(path), "--functional")
+    text = _one_line(err)
+    assert f"{path}: tensor 'data': shape [1, 3, 227, 227] does not match the simulated " \
+           f"tensor's [2, 3, 227, 227] (batch 1, not 2)" in text, text
+
+
+def test_real_tensors_of_another_dtype_are_refused_naming_the_tensor(repo, real_tensors):
+    path, _ = real_tensors
+    with pytest.raises(RunError) as err:
+        run(repo, "--network", "alexnet", "--batch", "1", "--dtype", "float16",
+            "--tensors", str(path), "--functional")
+    assert f"{path}: tensor 'data': element type float32, but the run simulates float16" \
+        in _one_line(err)
+
+
+def test_samples_recorded_for_another_network_are_refused(repo, real_tensors, tmp_path):
+    from sst_cdma.profiles import save_samples
+
+    _, arrays = real_tensors
+    index = save_samples(tmp_path / "s", arrays, network="digits_cnn")
+    with pytest.raises(RunError) as err:
+        run(repo, "--network", "alexnet", "--batch", "1", "--tensors", str(tmp_path / "s"),
+            "--functional")
+    assert f"{index}: network: samples captured for 'digits_cnn', not 'alexnet'" \
+        in _one_line(err)
+    save_samples(tmp_path / "ok", arrays, network="alexnet")   # the right network runs
+    run(repo, "--network", "alexnet", "--batch", "1", "--tensors", str(tmp_path / "ok"),
+        "--functional")
+
+
+def test_raw_bfloat16_words_run_functionally(repo, tmp_path):
+    rng = np.random.default_rng(3)
+    arrays = {}
+    for t in offloaded_tensors("alexnet", 1):
+        x = np.abs(rng.standard_normal(t.shape)).astype(np.float32)
+        x[rng.random(t.shape) < 0.6] = 0.0
+        arrays[t.name] = (x.view(np.uint32) >> 16).astype(np.uint16)   # bfloat16 bits
+    path = tmp_path / "bf16.npz"
+    np.savez(path, **arrays)
+    result = run(repo, "--network", "alexnet", "--batch", "1", "--dtype", "bfloat16",
+                 "--algorithm", "zvc", "--tensors", str(path), "--functional")
+    engine = result.engine.components["gpu0.dma"]
+    for name, words in arrays.items():
+        assert engine.wire[name] == len(codecs.compress(words, "zvc", element_type="bfloat16"))
+    assert not result.engine.components["host"].payloads   # every prefetch checked
+
+
+def test_a_truncated_tensors_npz_is_one_line_naming_the_file(repo, real_tensors):
+    path, _ = real_tensors
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    with pytest.raises(RunError) as err:
+        run(repo, "--network", "alexnet", "--batch", "1", "--tensors", str(path),
+            "--functional")
+    assert f"{path}: not a readable .npz file" in _one_line(err)
+
+
+def test_sst_exits_non_zero_with_one_line_for_mismatched_tensors(repo, real_tensors, capsys):
+    from sst_cdma.cli.sst_main import main
+
+    path, _ = real_tensors
+    status = main([str(repo / TOPOLOGY), "--", "--no-baselines", "--network", "alexnet",
+                   "--batch", "2", "--tensors", str(path), "--functional"])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert err.count("\n") == 1 and "tensor 'data'" in err and "(batch 1, not 2)" in err, err

@@ -46,3 +46,35 @@ def test_captured_activations_run_functionally_through_the_engine(repo, samples)
     summary = result.reports["summary"]
     assert summary["compression_ratio"] > 1.0
 
+
+
+def _run_digits(repo, samples, *opts):
+    return sst_cdma.run(repo / "topologies/pascal_cdma.py",
+                        ["--policy", "all", "--algorithm", "zvc", "--tensors", str(samples),
+                         "--functional", "--no-baselines", *opts], console=io.StringIO())
+
+
+def test_samples_captured_at_batch_64_are_refused_at_batch_32(repo, samples):
+    from sst_cdma.runner import RunError
+
+    with pytest.raises(RunError) as err:
+        _run_digits(repo, samples, "--network", "digits_cnn", "--batch", "32")
+    text = str(err.value)
+    assert "\n" not in text
+    assert f"{samples / 'conv1.npz'}: tensor 'conv1': shape [64, 16, 8, 8] does not match " \
+           f"the simulated tensor's [32, 16, 8, 8] (batch 64, not 32)" in text, text
+
+
+def test_digits_samples_recorded_with_their_network_are_refused_on_alexnet(repo, tmp_path):
+    from sst_cdma.runner import RunError
+
+    torch.manual_seed(0)
+    images = load_digits_split().held_x[:64]
+    capture_activations(DigitsCNN(), images, names=TENSORS, sample_dir=tmp_path / "s",
+                        network="digits_cnn")
+    with pytest.raises(RunError) as err:
+        _run_digits(repo, tmp_path / "s", "--network", "alexnet", "--batch", "64")
+    assert f"{tmp_path / 's' / 'index.json'}: network: samples captured for 'digits_cnn', " \
+           f"not 'alexnet'" in str(err.value)
+    result = _run_digits(repo, tmp_path / "s", "--network", "digits_cnn", "--batch", "64")
+    assert not result.engine.components["host"].payloads
