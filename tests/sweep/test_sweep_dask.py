@@ -188,3 +188,17 @@ def test_killed_worker_mid_sweep_loses_nothing(counting, tmp_path, client2):
     runs = counting.total()
     again = run_sweep(spec, output=out, client=client2, progress=False)
     assert (again.ran, again.cached) == (0, 6) and counting.total() == runs
+
+
+def test_points_differing_only_in_option_order_are_one_cached_point(counting, tmp_path,
+                                                                    client1):
+    out = tmp_path / "out"
+    first = run_sweep(counting.spec("topology: {script}\noptions: {n: 2, mode: b}\n"),
+                      output=out, client=client1, progress=False)
+    again = run_sweep(counting.spec("topology: {script}\noptions: {mode: b, n: 2}\n"),
+                      output=out, client=client1, progress=False)
+    assert (again.total, again.ran, again.cached) == (1, 0, 1)
+    assert counting.count(2, "b") == 1
+    table = pd.read_csv(out / "results.csv")
+    assert len(table) == 1 and list(table["key"]) == list(first.table["key"])
+    assert [p.name for p in (out / "points").iterdir()] == list(table["key"])
