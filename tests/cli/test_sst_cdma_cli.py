@@ -191,6 +191,20 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     assert "--x colour: no such column" in _one_line_error(capsys)
 
 
+@pytest.mark.parametrize("keep", ["header", "mid-header", "mid-row"])
+def test_report_of_a_truncated_results_csv_names_the_file(tmp_path, capsys, keep):
+    folder = _results(tmp_path)
+    csv = folder / "results.csv"
+    text = csv.read_text()
+    header = text.index("\n") + 1
+    cut = {"header": header, "mid-header": header - 20, "mid-row": header + 12}[keep]
+    csv.write_text(text[:cut])
+    assert main(["report", str(folder)]) == 1
+    error = _one_line_error(capsys)
+    assert "res/results.csv: " in error and "truncated" in error and "0 points" not in error
+    assert not (folder / "report").exists()
+
+
 @pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
                                             ("time-layers", "sst_cdma.capture.timing_cli")])
 def test_torch_tools_get_their_arguments(monkeypatch, command, module):
