@@ -58,15 +58,19 @@ def is_complete(folder: Path) -> bool:
 
 
 def load_result(points_dir: os.PathLike | str, key: str) -> Optional[dict[str, Any]]:
-    """The record of a finished point, or None when it is missing or incomplete."""
+    """The record of a finished point, or None when it is missing, incomplete or corrupt (its
+    ``result.json`` is not a JSON object with status ``ok`` or ``failed``): such a point is
+    run again and its folder replaced."""
     folder = point_dir(points_dir, key)
     if not is_complete(folder):
         return None
     try:
         record = json.loads((folder / RESULT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
         return None
-    return record if isinstance(record, dict) else None
+    if not isinstance(record, dict) or record.get("status") not in ("ok", "failed"):
+        return None
+    return record
 
 
 @contextlib.contextmanager
@@ -120,19 +124,30 @@ def script_error(exc: BaseException, stderr: str) -> str:
     return text
 
 
+def _discard(folder: Path) -> None:
+    """Remove a point folder that is not a result: renamed aside first (one step, so no one
+    reads it half-deleted), then deleted. Gone already (another worker) is fine."""
+    aside = folder.with_name(f"{folder.name}.old-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
-    if final.exists() and not is_complete(final):
-        shutil.rmtree(final, ignore_errors=True)
-    elif replace_failed and final.exists():
+    """Move the finished point folder ``tmp`` to ``final``. A folder already there that is not
+    a readable result (no ``DONE``, or a ``result.json`` that is not valid JSON: a corrupt
+    cache entry) is replaced, and so is a failed result with ``replace_failed``; a good result
+    there (another worker finished the same point first) is kept and ``tmp`` dropped."""
+    if final.is_dir() and not final.is_symlink():
         old = load_result(final.parent, final.name)
-        if old is not None and old.get("status") != "ok":
-            aside = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(final, aside)
-            shutil.rmtree(aside, ignore_errors=True)
+        if old is None or (replace_failed and old.get("status") != "ok"):
+            _discard(final)
     try:
         os.rename(tmp, final)
     except OSError:
-        if is_complete(final):  # another worker finished the same point first
+        if load_result(final.parent, final.name) is not None:  # another worker was first
             shutil.rmtree(tmp, ignore_errors=True)
             return
         raise

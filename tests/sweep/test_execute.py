@@ -44,3 +44,17 @@ def test_half_written_folder_is_not_a_result_and_is_replaced(counting, tmp_path)
     assert record["status"] == "ok" and is_complete(folder)
     assert not (folder / "junk.txt").exists()
     assert counting.count(3) == 2
+
+
+def test_a_corrupt_cached_result_is_recomputed_once_and_the_fresh_one_kept(counting, tmp_path):
+    run_point(_task(counting, tmp_path, "--n", "4"))
+    folder = tmp_path / "points" / "k1"
+    for corrupt in ('{"key": "k1", "sta', "[]", '{"key": "k1"}', "\xff"):
+        (folder / "result.json").write_text(corrupt, encoding="latin-1")
+        assert load_result(tmp_path / "points", "k1") is None
+        record = run_point(_task(counting, tmp_path, "--n", "4"))
+        assert record["status"] == "ok" and record["summary"]["iteration_time_s"] == 5.0
+        assert load_result(tmp_path / "points", "k1") == record          # the fresh one, kept
+        assert run_point(_task(counting, tmp_path, "--n", "4")) == record  # and reused
+    assert counting.count(4) == 5
+    assert [p.name for p in (tmp_path / "points").iterdir()] == ["k1"]   # nothing left aside

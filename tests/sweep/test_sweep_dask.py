@@ -202,3 +202,19 @@ def test_points_differing_only_in_option_order_are_one_cached_point(counting, tm
     table = pd.read_csv(out / "results.csv")
     assert len(table) == 1 and list(table["key"]) == list(first.table["key"])
     assert [p.name for p in (out / "points").iterdir()] == list(table["key"])
+
+
+def test_a_corrupt_cached_result_is_repaired_by_one_rerun(counting, tmp_path, client1):
+    spec = counting.spec("topology: {script}\ngrid: {n: [1, 2]}\n")
+    out = tmp_path / "out"
+    first = run_sweep(spec, output=out, client=client1, progress=False)
+    key = first.table["key"][1]
+    (out / "points" / key / "result.json").write_text('{"key": "' + key + '", "stat')
+    again = run_sweep(spec, output=out, client=client1, progress=False)
+    assert (again.ran, again.cached) == (1, 1)
+    third = run_sweep(spec, output=out, client=client1, progress=False)
+    assert (third.ran, third.cached, third.failed) == (0, 2, 0)         # repaired: all cached
+    assert counting.count(1) == 1 and counting.count(2) == 2
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["iteration_time_s"]) == [2.0, 3.0] and list(table["status"]) == ["ok"] * 2
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(table["key"])
