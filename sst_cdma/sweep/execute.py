@@ -153,12 +153,36 @@ def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
         raise
 
 
+class PointStorageError(RuntimeError):
+    """A point's folder could not be created, written or published (a file or a stale symlink
+    in the way, no space, no permission). The message names the path, relative to the points
+    folder's parent (``points/KEY``). Deliberately not an OSError: that would read as a lost
+    connection to the Dask scheduler."""
+
+
+def _storage_error(exc: OSError, task: PointTask) -> PointStorageError:
+    root = Path(task.points_dir).parent
+    names = [str(n) for n in (exc.filename2, exc.filename) if n is not None]
+    where = names[0] if names else str(task.points_dir)
+    where = os.path.relpath(where, root) if where.startswith(str(root) + os.sep) else where
+    return PointStorageError(f"cannot write the point's folder {where}: "
+                             f"{exc.strerror or type(exc).__name__}")
+
+
 def run_point(task: PointTask) -> dict[str, Any]:
     """Run one point and publish its folder (unless it is already there: finished, or failed
     and ``task.retry_failed`` is false); return its record (``result.json``): key, status
     (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary and wall_s. A failure of
     the simulation (RunError or any exception) is a record with status ``failed``, never an
-    exception; only interruptions propagate."""
+    exception; a failure to write the point's folder is a :class:`PointStorageError` naming the
+    path; only those and interruptions propagate."""
+    try:
+        return _run_point(task)
+    except OSError as exc:
+        raise _storage_error(exc, task) from None
+
+
+def _run_point(task: PointTask) -> dict[str, Any]:
     from ..runner import RunError, run
 
     existing = load_result(task.points_dir, task.key)
@@ -215,5 +239,5 @@ def run_point(task: PointTask) -> dict[str, Any]:
     return record
 
 
-__all__ = ["PointTask", "run_point", "load_result", "is_complete", "point_dir", "in_directory",
+__all__ = ["PointTask", "run_point", "PointStorageError", "load_result", "is_complete", "point_dir", "in_directory",
            "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]

@@ -85,6 +85,16 @@ def test_missing_spec(tmp_path, capsys):
     assert "nope.yaml: no such file" in _one_line_error(capsys)
 
 
+def test_a_sweep_output_that_is_a_file_is_one_line_naming_it(tmp_path, capsys):
+    spec = _write(tmp_path, "topology: sleepy.py\ngrid:\n  n: [1, 2]\n")
+    out = tmp_path / "out.csv"
+    out.write_text("keep me")
+    assert main(["sweep", str(spec), "-o", str(out), "--workers", "1", "--no-progress"]) == 1
+    error = _one_line_error(capsys)
+    assert error.endswith("out.csv: the sweep's output is a file, not a folder")
+    assert "scheduler" not in error and out.read_text() == "keep me"
+
+
 def test_sweep_end_to_end_with_a_failed_point(tmp_path, capsys):
     spec = _write(tmp_path, """
         name: e2e
