@@ -137,8 +137,8 @@ def _discard(folder: Path) -> None:
 
 def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
     """Move the finished point folder ``tmp`` to ``final``. A folder already there that is not
-    a readable result (no ``DONE``, or a ``result.json`` that is not valid JSON: a corrupt
-    cache entry) is replaced, and so is a failed result with ``replace_failed``; a good result
+    a readable result (no ``DONE``, or a corrupt ``result.json``: see :func:`load_result`) is
+    replaced, and so is a failed result with ``replace_failed``; a good result
     there (another worker finished the same point first) is kept and ``tmp`` dropped."""
     if final.is_dir() and not final.is_symlink():
         old = load_result(final.parent, final.name)
@@ -161,6 +161,8 @@ class PointStorageError(RuntimeError):
 
 
 def _storage_error(exc: OSError, task: PointTask) -> PointStorageError:
+    """The one-line PointStorageError of ``exc``, its path relative to the points folder's
+    parent."""
     root = Path(task.points_dir).parent
     names = [str(n) for n in (exc.filename2, exc.filename) if n is not None]
     where = names[0] if names else str(task.points_dir)
@@ -239,5 +241,5 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     return record
 
 
-__all__ = ["PointTask", "run_point", "PointStorageError", "load_result", "is_complete", "point_dir", "in_directory",
-           "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]
+__all__ = ["PointTask", "run_point", "PointStorageError", "load_result", "is_complete",
+           "point_dir", "in_directory", "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]

@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from .marks import Located, SpecError, is_scalar, kind_name, load_located
 from .stats import SelectorError, parse_selector
@@ -30,7 +30,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _argv(options: Any, paths: dict[str, str]) -> list[str]:
+def _argv(options: Iterable[tuple[str, Any]], paths: dict[str, str]) -> list[str]:
     """``--name value`` per ``(name, value)`` option (a bare ``--name`` for ``true``; ``false``
     and null left out), a value named in ``paths`` replaced by its path."""
     out: list[str] = []
