@@ -201,11 +201,17 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
-    the script as ``sys.argv[1:]``. ``output_directory`` receives statistic files and whatever
+    the script as ``sys.argv[1:]`` (RunError when the string cannot be split: an unterminated
+    quote). ``output_directory`` receives statistic files and whatever
     the components write. ``console`` receives console statistics (default: stdout).
     """
-    opts = shlex.split(model_options) if isinstance(model_options, str) else \
-        list(model_options or [])
+    if isinstance(model_options, str):
+        try:
+            opts = shlex.split(model_options)
+        except ValueError as exc:  # an unterminated quote or a trailing backslash
+            raise RunError(f"model options {model_options!r}: {str(exc).lower()}") from None
+    else:
+        opts = list(model_options or [])
     t0 = time.perf_counter()
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
            "output-directory": str(output_directory) if output_directory is not None else None,

@@ -121,8 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--value", required=True, help="the figure in the cells")
     t.add_argument("--divide-by", default=None, help="divide the figure by this column")
     t.add_argument("--invert", action="store_true", help="show 1 / the figure")
-    t.add_argument("--scale", type=float, default=1.0, help="multiply the figure (e.g. 1e-9)")
-    t.add_argument("--digits", type=int, default=3, help="decimals shown (default 3)")
+    t.add_argument("--scale", type=float, default=1.0,
+                   help="multiply the figure (a finite number, e.g. 1e-9)")
+    t.add_argument("--digits", type=int, default=3, help="decimals shown (0 to 30, default 3)")
     t.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only points where this parameter has this value (repeatable)")
     c = sub.add_parser("calibrate", parents=[common],

@@ -88,7 +88,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_usage(sys.stderr)
         print("sst: error: no configuration file given", file=sys.stderr)
         return 1
-    model_opts = shlex.split(args.model_options) if args.model_options else []
+    try:
+        model_opts = shlex.split(args.model_options) if args.model_options else []
+    except ValueError as exc:  # an unterminated quote or a trailing backslash
+        parser.error(f"argument --model-options: {str(exc).lower()} in "
+                     f"{args.model_options!r}")
     model_opts += after
     try:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,

@@ -12,7 +12,7 @@ import threading
 import uuid
 from typing import Any, Iterable, Iterator, Optional
 
-from .execute import PointTask, run_point
+from .execute import PointStorageError, PointTask, run_point
 
 
 @contextlib.contextmanager
@@ -97,7 +97,7 @@ class Dispatcher:
             return
         if self.inline:
             for task in tasks:
-                yield task, run_point(task)
+                yield task, _run(task)
             return
         from distributed import as_completed
         from distributed.client import FutureCancelledError
@@ -107,7 +107,7 @@ class Dispatcher:
         batch = uuid.uuid4().hex[:8]
         futures = {}
         for n, task in enumerate(tasks):
-            fut = client.submit(run_point, task, key=f"sst-cdma-point-{task.key}-{batch}",
+            fut = client.submit(_run, task, key=f"sst-cdma-point-{task.key}-{batch}",
                                 pure=False, priority=len(tasks) - n)
             futures[fut] = task
         try:
@@ -123,7 +123,7 @@ class Dispatcher:
                         from None
                 except (OSError, TimeoutError) as exc:
                     raise DispatchError(f"lost the Dask scheduler: {exc}") from None
-                except Exception as exc:  # an error outside the simulation (e.g. disk full)
+                except Exception as exc:  # another error outside the simulation
                     record = _lost(task, f"{type(exc).__name__}: {exc}")
                 yield task, record
         finally:
@@ -133,6 +133,16 @@ class Dispatcher:
                     client.cancel(pending)
                 except Exception:
                     pass
+
+
+def _run(task: PointTask) -> dict[str, Any]:
+    """:func:`run_point`, with a point whose folder cannot be written (a path in the way, a
+    full disk: :class:`PointStorageError`) returned as a failed, uncached record instead of
+    raised: a worker then logs no traceback, and it is never taken for a lost scheduler."""
+    try:
+        return run_point(task)
+    except PointStorageError as exc:
+        return _lost(task, str(exc))
 
 
 def _lost(task: PointTask, error: str) -> dict[str, Any]:

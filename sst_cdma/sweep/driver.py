@@ -2,6 +2,7 @@
 check the rest up front, run them, and write the results table."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -12,7 +13,7 @@ from typing import IO, Any, Optional, Union
 from .dispatch import DispatchError, Dispatcher
 from .execute import PointTask, load_result
 from .keys import inputs_digest, key_of, script_digest
-from .marks import display_path
+from .marks import SpecError, display_path
 from .spec import Point, SweepSpec, load_spec
 from .table import build_table, point_row, write_tables
 from .validate import validate_points
@@ -67,6 +68,47 @@ def plan(spec: SweepSpec, points_dir: Path, retry_failed: bool = False
     return out
 
 
+def _in_the_way(path: Path) -> Optional[tuple[Path, str]]:
+    """The first of ``path`` and its parents that stops ``path`` being (or becoming) a folder,
+    and why: a stale symlink, or a file. None when nothing is in the way."""
+    for candidate in (path, *path.parents):
+        if candidate.is_symlink() and not candidate.exists():
+            return candidate, f"a stale symlink (to {os.readlink(candidate)}, which does not " \
+                              "exist)"
+        if candidate.exists():
+            return None if candidate.is_dir() else (candidate, "a file, not a folder")
+    return None
+
+
+def check_output(out: Path, planned: list[tuple[Point, PointTask]]) -> None:
+    """SpecError naming the path (before anything runs) when the output folder, its
+    ``points`` folder or the folder of a point still to run cannot be written as one: a file
+    or a stale symlink there, or a symlink where a point's folder would be published."""
+    for folder, what in ((out, "the sweep's output"), (out / "points", "its points folder")):
+        fault = _in_the_way(folder)
+        if fault is not None:
+            where, why = fault
+            whose = what if where == folder else f"in the way of {what} {display_path(folder)}"
+            raise SpecError(f"{whose} is {why}", where)
+    for point, task in planned:
+        folder = out / "points" / task.key
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            why = ("a stale symlink (to " + os.readlink(folder) + ", which does not exist)"
+                   if folder.is_symlink() and not folder.exists() else
+                   "a symlink, not a finished point" if folder.is_symlink() else
+                   "a file, not a point's folder")
+            raise SpecError(f"point {point.index}'s folder is {why}; remove it to run the "
+                            "point", folder)
+
+
+def _make_folder(folder: Path) -> None:
+    """``mkdir -p``, or SpecError naming the folder."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"cannot create the folder: {exc.strerror or exc}", folder) from None
+
+
 def _finished(planned: list[tuple[Point, PointTask]], points_dir: Path) -> int:
     """Points whose results are on disk now."""
     return sum(load_result(points_dir, task.key) is not None for _, task in planned)
@@ -79,7 +121,8 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     """Run the sweep ``spec_path`` into ``output`` (default ``results/<name>``) and write
     ``results.csv`` / ``results.parquet``. Points already finished there are not rerun
     (failed ones are, with ``retry_failed``). Raises SpecError before anything runs when the
-    spec or a point is bad, SweepInterrupted when stopped early."""
+    spec or a point is bad, or when the output folder cannot be one (a file or a stale symlink
+    in the way: see :func:`check_output`); SweepInterrupted when stopped early."""
     from tqdm import tqdm
 
     log = log if log is not None else sys.stderr
@@ -97,7 +140,9 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
         elif task.key not in queued:
             queued.add(task.key)
             todo.append((point, task))
+    check_output(out, todo)
     validate_points(str(spec_path), [p for p, _ in todo])
+    _make_folder(points_dir)
     cached = len(planned) - len(todo)  # points sharing a key count as cached
     done = 0
     bar = tqdm(total=len(todo), desc=spec.name, unit="point", file=log,
@@ -132,11 +177,17 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
                       spec.exclude) for point, task in planned]
     table = build_table(rows)
-    csv_path, parquet_path = write_tables(table, out)
+    try:
+        csv_path, parquet_path = write_tables(table, out)
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else out
+        raise SpecError(f"cannot write the results table: {exc.strerror or exc}", where) \
+            from None
     failed = sum(1 for row in rows if row["status"] != "ok")
     return SweepOutcome(spec=spec, output=out, total=len(planned), ran=len(todo),
                         cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
                         table=table)
 
 
-__all__ = ["run_sweep", "SweepOutcome", "SweepInterrupted", "plan", "default_output"]
+__all__ = ["run_sweep", "SweepOutcome", "SweepInterrupted", "plan", "default_output",
+           "check_output"]

@@ -58,15 +58,19 @@ def is_complete(folder: Path) -> bool:
 
 
 def load_result(points_dir: os.PathLike | str, key: str) -> Optional[dict[str, Any]]:
-    """The record of a finished point, or None when it is missing or incomplete."""
+    """The record of a finished point, or None when it is missing, incomplete or corrupt (its
+    ``result.json`` is not a JSON object with status ``ok`` or ``failed``): such a point is
+    run again and its folder replaced."""
     folder = point_dir(points_dir, key)
     if not is_complete(folder):
         return None
     try:
         record = json.loads((folder / RESULT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
         return None
-    return record if isinstance(record, dict) else None
+    if not isinstance(record, dict) or record.get("status") not in ("ok", "failed"):
+        return None
+    return record
 
 
 @contextlib.contextmanager
@@ -120,22 +124,51 @@ def script_error(exc: BaseException, stderr: str) -> str:
     return text
 
 
+def _discard(folder: Path) -> None:
+    """Remove a point folder that is not a result: renamed aside first (one step, so no one
+    reads it half-deleted), then deleted. Gone already (another worker) is fine."""
+    aside = folder.with_name(f"{folder.name}.old-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
-    if final.exists() and not is_complete(final):
-        shutil.rmtree(final, ignore_errors=True)
-    elif replace_failed and final.exists():
+    """Move the finished point folder ``tmp`` to ``final``. A folder already there that is not
+    a readable result (no ``DONE``, or a corrupt ``result.json``: see :func:`load_result`) is
+    replaced, and so is a failed result with ``replace_failed``; a good result
+    there (another worker finished the same point first) is kept and ``tmp`` dropped."""
+    if final.is_dir() and not final.is_symlink():
         old = load_result(final.parent, final.name)
-        if old is not None and old.get("status") != "ok":
-            aside = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(final, aside)
-            shutil.rmtree(aside, ignore_errors=True)
+        if old is None or (replace_failed and old.get("status") != "ok"):
+            _discard(final)
     try:
         os.rename(tmp, final)
     except OSError:
-        if is_complete(final):  # another worker finished the same point first
+        if load_result(final.parent, final.name) is not None:  # another worker was first
             shutil.rmtree(tmp, ignore_errors=True)
             return
         raise
+
+
+class PointStorageError(RuntimeError):
+    """A point's folder could not be created, written or published (a file or a stale symlink
+    in the way, no space, no permission). The message names the path, relative to the points
+    folder's parent (``points/KEY``). Deliberately not an OSError: that would read as a lost
+    connection to the Dask scheduler."""
+
+
+def _storage_error(exc: OSError, task: PointTask) -> PointStorageError:
+    """The one-line PointStorageError of ``exc``, its path relative to the points folder's
+    parent."""
+    root = Path(task.points_dir).parent
+    names = [str(n) for n in (exc.filename2, exc.filename) if n is not None]
+    where = names[0] if names else str(task.points_dir)
+    where = os.path.relpath(where, root) if where.startswith(str(root) + os.sep) else where
+    return PointStorageError(f"cannot write the point's folder {where}: "
+                             f"{exc.strerror or type(exc).__name__}")
 
 
 def run_point(task: PointTask) -> dict[str, Any]:
@@ -143,7 +176,15 @@ def run_point(task: PointTask) -> dict[str, Any]:
     and ``task.retry_failed`` is false); return its record (``result.json``): key, status
     (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary and wall_s. A failure of
     the simulation (RunError or any exception) is a record with status ``failed``, never an
-    exception; only interruptions propagate."""
+    exception; a failure to write the point's folder is a :class:`PointStorageError` naming the
+    path; only those and interruptions propagate."""
+    try:
+        return _run_point(task)
+    except OSError as exc:
+        raise _storage_error(exc, task) from None
+
+
+def _run_point(task: PointTask) -> dict[str, Any]:
     from ..runner import RunError, run
 
     existing = load_result(task.points_dir, task.key)
@@ -200,5 +241,5 @@ def run_point(task: PointTask) -> dict[str, Any]:
     return record
 
 
-__all__ = ["PointTask", "run_point", "load_result", "is_complete", "point_dir", "in_directory",
-           "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]
+__all__ = ["PointTask", "run_point", "PointStorageError", "load_result", "is_complete",
+           "point_dir", "in_directory", "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]

@@ -142,9 +142,11 @@ def point_key(script_sha: str, model_options: list[str], overrides: dict[str, An
 
 def key_of(point: Any, script_sha: str, inputs: Optional[str] = None) -> str:
     """The cache key of a sweep or regression :class:`~sst_cdma.sweep.spec.Point`: its script,
-    its options as written, its overrides, and the content of every file an option names."""
+    its options as written (sorted by name: their order does not make another point), its
+    overrides (each pattern's params sorted by name), and the content of every file an option
+    names."""
     files = {name: file_digest(Path(path)) for name, path in point.files}
-    return point_key(script_sha, point.model_options(as_written=True), point.overrides(),
+    return point_key(script_sha, point.canonical_options(), point.canonical_overrides(),
                      inputs, files=files)
 
 

@@ -2,14 +2,21 @@
 column per value of another, a figure (optionally divided by another figure) in the cells."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
+from .table import ResultsError, read_results
+
 
 class PivotError(ValueError):
-    """The table or a named column does not exist."""
+    """The table, a named column or an option is unusable (the message names which)."""
+
+
+#: The most decimals ``--digits`` may ask for.
+MAX_DIGITS = 30
 
 
 def _column(frame: pd.DataFrame, name: str, source: str) -> str:
@@ -19,18 +26,47 @@ def _column(frame: pd.DataFrame, name: str, source: str) -> str:
     raise PivotError(f"{source}: no column {name!r} (columns: {', '.join(frame.columns)})")
 
 
+def _numbers(frame: pd.DataFrame, column: str, option: str) -> pd.Series:
+    """``frame[column]`` as floats; PivotError naming ``option`` and the column when it holds
+    text (or booleans) rather than numbers."""
+    data = frame[column]
+    if pd.api.types.is_bool_dtype(data):
+        raise PivotError(f"{option}: column {column!r} holds true/false, not numbers")
+    if not pd.api.types.is_numeric_dtype(data):
+        numeric = pd.to_numeric(data, errors="coerce")
+        bad = data[numeric.isna() & data.notna()]
+        if len(bad):
+            raise PivotError(f"{option}: column {column!r} holds text, not numbers (e.g. "
+                             f"{str(bad.iloc[0])!r})")
+        data = numeric
+    return data.astype(float)
+
+
+def check_options(scale: float, digits: int) -> None:
+    """PivotError naming the option when ``scale`` is not a finite number or ``digits`` is not
+    a whole number from 0 to :data:`MAX_DIGITS`."""
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or \
+            not math.isfinite(scale):
+        raise PivotError(f"--scale {scale}: must be a finite number")
+    if not isinstance(digits, int) or isinstance(digits, bool) or \
+            not 0 <= digits <= MAX_DIGITS:
+        raise PivotError(f"--digits {digits}: must be a whole number from 0 to {MAX_DIGITS}")
+
+
 def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[str] = None,
                    divide_by: Optional[str] = None, invert: bool = False, scale: float = 1.0,
                    digits: int = 3, where: Optional[list[str]] = None) -> str:
     """The markdown table of ``value`` (optionally ``value / divide_by``, or its inverse) with
     one row per ``rows`` value and one column per ``cols`` value, in the order of the sweep,
-    over the points matching every ``where`` condition (``KEY=VALUE``)."""
-    path = Path(results)
-    if path.is_dir():
-        path = path / "results.csv"
-    if not path.is_file():
-        raise PivotError(f"{results}: no results.csv")
-    frame = pd.read_csv(path)
+    over the points matching every ``where`` condition (``KEY=VALUE``). PivotError (naming the
+    file, column or option) when the table is missing, truncated or empty, a column does not
+    exist, the figure or divisor holds text, ``scale`` is not finite or ``digits`` is not from
+    0 to :data:`MAX_DIGITS`."""
+    check_options(scale, digits)
+    try:
+        path, frame = read_results(results, sweep_columns=False)
+    except ResultsError as exc:
+        raise PivotError(str(exc)) from None
     frame = frame[frame["status"] == "ok"] if "status" in frame.columns else frame
     for condition in where or []:
         key, eq, wanted = condition.partition("=")
@@ -42,19 +78,18 @@ def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[st
             raise PivotError(f"{path}: no point has {column} = {wanted!r}")
     r = _column(frame, rows, str(path))
     v = _column(frame, value, str(path))
-    data = frame[v].astype(float) * scale
+    data = _numbers(frame, v, f"--value {value}") * scale
     if divide_by:
-        data = data / frame[_column(frame, divide_by, str(path))].astype(float)
+        data = data / _numbers(frame, _column(frame, divide_by, str(path)),
+                               f"--divide-by {divide_by}")
     if invert:
         data = 1.0 / data
-    frame = pd.DataFrame({r: frame[r], "_value": data,
-                          **({_column(frame, cols, str(path)): frame[_column(frame, cols, str(path))]}
-                             if cols else {})})
+    c = _column(frame, cols, str(path)) if cols else None
+    frame = pd.DataFrame({r: frame[r], "_value": data, **({c: frame[c]} if c else {})})
     if r == "topology":  # show the script's name, not its relative path
         frame[r] = [Path(str(x)).stem for x in frame[r]]
     row_order = list(dict.fromkeys(frame[r]))
-    if cols:
-        c = _column(frame, cols, str(path))
+    if c:
         col_order = list(dict.fromkeys(frame[c]))
         table = frame.pivot_table(index=r, columns=c, values="_value", aggfunc="first")
         table = table.reindex(index=row_order, columns=col_order)

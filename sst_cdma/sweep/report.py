@@ -78,21 +78,14 @@ def _md_table(frame: Any) -> str:
 
 
 def load_results(path: Union[str, Path]) -> tuple[Path, Any]:
-    """The results table at ``path`` (a sweep output folder or its ``results.csv``)."""
-    import pandas as pd
+    """The results table at ``path`` (a sweep output folder or its ``results.csv``);
+    ReportError when it is missing, truncated, empty or not a sweep's table."""
+    from .table import ResultsError, read_results
 
-    path = Path(path)
-    csv = path / "results.csv" if path.is_dir() else path
-    if not csv.is_file():
-        raise ReportError(f"{display_path(csv)}: no such results table")
     try:
-        frame = pd.read_csv(csv)
-    except Exception as exc:
-        raise ReportError(f"{display_path(csv)}: cannot read: {exc}") from None
-    if "status" not in frame.columns or "point" not in frame.columns:
-        raise ReportError(f"{display_path(csv)}: not a sweep results table (no point/status "
-                          "columns)")
-    return csv, frame
+        return read_results(path)
+    except ResultsError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def swept_columns(frame: Any) -> list[str]:

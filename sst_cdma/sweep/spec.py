@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from .marks import Located, SpecError, is_scalar, kind_name, load_located
 from .stats import SelectorError, parse_selector
@@ -28,6 +28,19 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _argv(options: Iterable[tuple[str, Any]], paths: dict[str, str]) -> list[str]:
+    """``--name value`` per ``(name, value)`` option (a bare ``--name`` for ``true``; ``false``
+    and null left out), a value named in ``paths`` replaced by its path."""
+    out: list[str] = []
+    for name, value in options:
+        if value is None or value is False:
+            continue
+        out.append(f"--{name}")
+        if value is not True:
+            out.append(paths.get(name, format_value(value)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -53,15 +66,13 @@ class Point:
         ``true`` option is a bare ``--name`` flag, ``false``/null options are left out. A value
         naming a file relative to the spec is given as its absolute path (a point runs in its
         own folder), unless ``as_written``."""
-        paths = {} if as_written else dict(self.files)
-        out: list[str] = []
-        for name, value in self.options:
-            if value is None or value is False:
-                continue
-            out.append(f"--{name}")
-            if value is not True:
-                out.append(paths.get(name, format_value(value)))
-        return out
+        return _argv(self.options, {} if as_written else dict(self.files))
+
+    def canonical_options(self) -> list[str]:
+        """The options as written, sorted by name: what identifies the point (its cache key,
+        duplicate detection). Points that differ only in the order of their options are one
+        point."""
+        return _argv(sorted(self.options, key=lambda option: option[0]), {})
 
     def overrides(self) -> dict[str, dict[str, str]]:
         """Param overrides for :func:`sst_cdma.runner.apply_overrides`."""
@@ -102,11 +113,18 @@ class Point:
             return lines["topology"]
         return self.line
 
+    def canonical_overrides(self) -> dict[str, dict[str, str]]:
+        """:meth:`overrides` with each pattern's params sorted by name (the patterns keep their
+        order: where two globs match one component the later one wins)."""
+        return {pattern: dict(sorted(params.items()))
+                for pattern, params in self.overrides().items()}
+
     def identity(self) -> str:
-        """What makes two points the same simulation (for duplicate detection)."""
-        return json.dumps([str(self.topology), self.model_options(as_written=True),
-                           self.overrides()],
-                          sort_keys=True)
+        """What makes two points the same simulation (for duplicate detection): the topology,
+        the canonical options and overrides, so the order options are written in does not
+        count."""
+        return json.dumps([str(self.topology), self.canonical_options(),
+                           list(self.canonical_overrides().items())])
 
 
 @dataclass

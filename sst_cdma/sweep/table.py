@@ -6,10 +6,11 @@ bytes whatever the number of workers."""
 from __future__ import annotations
 
 import fnmatch
+import io
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from .execute import STATISTICS, point_dir
 from .spec import Point
@@ -138,5 +139,47 @@ def write_tables(table: Any, output: Path) -> tuple[Path, Path]:
     return csv_path, parquet_path
 
 
+class ResultsError(ValueError):
+    """A results table cannot be read: missing, truncated, empty or not a sweep's table. The
+    message starts with the file's path."""
+
+
+def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Path, Any]:
+    """The results table at ``path`` (a sweep's output folder or its ``results.csv``) and its
+    path. ResultsError when it is missing or unreadable, when its last line is incomplete (the
+    file was cut short: a table is always written whole, ending with a newline), when it has
+    no rows, and, with ``sweep_columns``, when it lacks the ``point`` and ``status``
+    columns."""
+    import pandas as pd
+
+    from .marks import display_path
+
+    path = Path(path)
+    csv = path / "results.csv" if path.is_dir() else path
+    where = display_path(csv)
+    if not csv.is_file():
+        raise ResultsError(f"{where}: no such results table")
+    try:
+        data = csv.read_bytes()
+    except OSError as exc:
+        raise ResultsError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise ResultsError(f"{where}: the results table is empty")
+    if not data.endswith(b"\n"):
+        raise ResultsError(f"{where}: truncated: the last line of the results table is "
+                           "incomplete (run the sweep again to rewrite it)")
+    try:
+        frame = pd.read_csv(io.BytesIO(data))
+    except Exception as exc:  # pandas' parser errors, a file that is not text
+        text = " ".join(str(exc).split())
+        raise ResultsError(f"{where}: cannot read: {type(exc).__name__}: {text}") from None
+    if sweep_columns and ("status" not in frame.columns or "point" not in frame.columns):
+        raise ResultsError(f"{where}: not a sweep results table (no point/status columns)")
+    if frame.empty:
+        raise ResultsError(f"{where}: the results table has a header but no points "
+                           "(truncated? run the sweep again to rewrite it)")
+    return csv, frame
+
+
 __all__ = ["flatten", "build_table", "write_tables", "point_row", "run_values",
-           "read_statistics", "RUN_COLUMNS", "LEAD_COLUMNS"]
+           "read_statistics", "read_results", "ResultsError", "RUN_COLUMNS", "LEAD_COLUMNS"]

@@ -85,6 +85,16 @@ def test_missing_spec(tmp_path, capsys):
     assert "nope.yaml: no such file" in _one_line_error(capsys)
 
 
+def test_a_sweep_output_that_is_a_file_is_one_line_naming_it(tmp_path, capsys):
+    spec = _write(tmp_path, "topology: sleepy.py\ngrid:\n  n: [1, 2]\n")
+    out = tmp_path / "out.csv"
+    out.write_text("keep me")
+    assert main(["sweep", str(spec), "-o", str(out), "--workers", "1", "--no-progress"]) == 1
+    error = _one_line_error(capsys)
+    assert error.endswith("out.csv: the sweep's output is a file, not a folder")
+    assert "scheduler" not in error and out.read_text() == "keep me"
+
+
 def test_sweep_end_to_end_with_a_failed_point(tmp_path, capsys):
     spec = _write(tmp_path, """
         name: e2e
@@ -189,6 +199,20 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     folder = _results(tmp_path)
     assert main(["report", str(folder), "--x", "colour"]) == 1
     assert "--x colour: no such column" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("keep", ["header", "mid-header", "mid-row"])
+def test_report_of_a_truncated_results_csv_names_the_file(tmp_path, capsys, keep):
+    folder = _results(tmp_path)
+    csv = folder / "results.csv"
+    text = csv.read_text()
+    header = text.index("\n") + 1
+    cut = {"header": header, "mid-header": header - 20, "mid-row": header + 12}[keep]
+    csv.write_text(text[:cut])
+    assert main(["report", str(folder)]) == 1
+    error = _one_line_error(capsys)
+    assert "res/results.csv: " in error and "truncated" in error and "0 points" not in error
+    assert not (folder / "report").exists()
 
 
 @pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),

@@ -44,3 +44,40 @@ def test_half_written_folder_is_not_a_result_and_is_replaced(counting, tmp_path)
     assert record["status"] == "ok" and is_complete(folder)
     assert not (folder / "junk.txt").exists()
     assert counting.count(3) == 2
+
+
+def test_a_corrupt_cached_result_is_recomputed_once_and_the_fresh_one_kept(counting, tmp_path):
+    run_point(_task(counting, tmp_path, "--n", "4"))
+    folder = tmp_path / "points" / "k1"
+    for corrupt in ('{"key": "k1", "sta', "[]", '{"key": "k1"}', "\xff"):
+        (folder / "result.json").write_text(corrupt, encoding="latin-1")
+        assert load_result(tmp_path / "points", "k1") is None
+        record = run_point(_task(counting, tmp_path, "--n", "4"))
+        assert record["status"] == "ok" and record["summary"]["iteration_time_s"] == 5.0
+        assert load_result(tmp_path / "points", "k1") == record          # the fresh one, kept
+        assert run_point(_task(counting, tmp_path, "--n", "4")) == record  # and reused
+    assert counting.count(4) == 5
+    assert [p.name for p in (tmp_path / "points").iterdir()] == ["k1"]   # nothing left aside
+
+
+def test_a_path_in_the_way_of_a_point_is_a_storage_error_naming_it(counting, tmp_path):
+    import pytest
+
+    from sst_cdma.sweep.dispatch import Dispatcher
+    from sst_cdma.sweep.execute import PointStorageError
+
+    points = tmp_path / "points"
+    points.mkdir()
+    (points / "k1").symlink_to(tmp_path / "gone")                      # a stale symlink
+    with pytest.raises(PointStorageError) as info:
+        run_point(_task(counting, tmp_path, "--n", "5"))
+    assert not isinstance(info.value, OSError)             # not taken for a lost scheduler
+    assert str(info.value) == "cannot write the point's folder points/k1: Not a directory"
+    with Dispatcher(inline=True) as dispatcher:            # a failed point, not cached
+        [(_, record)] = list(dispatcher.run([_task(counting, tmp_path, "--n", "5")]))
+    assert record["status"] == "failed" and record["transient"] is True
+    assert record["error"] == str(info.value)
+    (tmp_path / "points").rename(tmp_path / "moved")
+    (tmp_path / "points").write_text("a file")                         # points/ is a file
+    with pytest.raises(PointStorageError, match="folder points: File exists"):
+        run_point(_task(counting, tmp_path, "--n", "5"))

@@ -87,3 +87,19 @@ def test_inputs_digest_covers_the_model_not_the_tools():
     workloads = _package_dir("sst_cdma.workloads")
     assert workloads is not None and any(_files(workloads))
     assert len(inputs_digest()) == 64
+
+
+def test_option_order_is_not_part_of_the_key(counting):
+    from sst_cdma.sweep import load_spec
+    from sst_cdma.sweep.keys import key_of, script_digest
+
+    sha = script_digest(counting.script)
+    one = load_spec(counting.spec("topology: {script}\noptions: {n: 1, mode: b, value: 2}\n"
+                                  "params: {probe: {seed: 3, count: 4}}\n", "one.yaml"))
+    two = load_spec(counting.spec("topology: {script}\noptions: {value: 2, mode: b, n: 1}\n"
+                                  "params: {probe: {count: 4, seed: 3}}\n", "two.yaml"))
+    other = load_spec(counting.spec("topology: {script}\noptions: {value: 2, mode: a, n: 1}\n",
+                                    "other.yaml"))
+    assert one.points[0].model_options() != two.points[0].model_options()   # run as written
+    assert key_of(one.points[0], sha, "inputs") == key_of(two.points[0], sha, "inputs")
+    assert key_of(one.points[0], sha, "inputs") != key_of(other.points[0], sha, "inputs")

@@ -38,3 +38,58 @@ def test_errors_name_the_column(results, capsys):
         pivot_markdown(results, "network", "speed")
     assert main(["table", str(results), "--rows", "network", "--value", "x"]) == 1
     assert capsys.readouterr().err.startswith("sst-cdma: ")
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    """Run ``sst-cdma`` with argv; it must exit 1 with one line on stderr and nothing on
+    stdout. That line."""
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("sst-cdma: ")
+    return err
+
+
+@pytest.mark.parametrize("scale", ["nan", "inf", "-inf"])
+def test_a_scale_that_is_not_finite_is_refused(results, capsys, scale):
+    err = _refused(capsys, ["table", str(results), "--rows", "network", "--value",
+                            "iteration_time_s", f"--scale={scale}"])
+    assert f"--scale {scale}: must be a finite number" in err
+    with pytest.raises(PivotError, match="--scale"):
+        pivot_markdown(results, "network", "iteration_time_s", scale=float(scale))
+
+
+def test_negative_digits_are_refused(results, capsys):
+    err = _refused(capsys, ["table", str(results), "--rows", "network", "--value",
+                            "iteration_time_s", "--digits", "-5"])
+    assert "--digits -5: must be a whole number from 0 to" in err
+    assert "| 2.0 |" in pivot_markdown(results, "algorithm", "iteration_time_s", digits=1)
+
+
+@pytest.mark.parametrize("option, column", [("--divide-by", "algorithm"),
+                                            ("--divide-by", "status"),
+                                            ("--value", "opt.network")])
+def test_a_text_column_as_figure_or_divisor_is_refused_naming_it(results, capsys, option,
+                                                                 column):
+    argv = ["table", str(results), "--rows", "network", "--value", "iteration_time_s",
+            option, column]
+    err = _refused(capsys, argv)
+    assert f"{option} {column}: column " in err and "holds text, not numbers" in err
+    assert "internal error" not in err
+
+
+@pytest.mark.parametrize("cut", [20, 60, len(CSV.splitlines()[0]) + 1, len(CSV) - 3])
+def test_a_truncated_results_csv_is_refused_naming_the_file(tmp_path, capsys, cut):
+    (tmp_path / "results.csv").write_text(CSV[:cut])
+    err = _refused(capsys, ["table", str(tmp_path), "--rows", "network", "--value",
+                            "iteration_time_s"])
+    assert "results.csv: " in err and "truncated" in err
+    with pytest.raises(PivotError, match="truncated"):
+        pivot_markdown(tmp_path, "network", "iteration_time_s")
+
+
+def test_an_empty_or_missing_results_csv_is_refused(tmp_path, capsys):
+    assert "no such results table" in _refused(capsys, ["table", str(tmp_path), "--rows", "n",
+                                                        "--value", "v"])
+    (tmp_path / "results.csv").write_text("")
+    assert "results.csv: the results table is empty" in _refused(
+        capsys, ["table", str(tmp_path), "--rows", "n", "--value", "v"])

@@ -103,6 +103,10 @@ def test_topology_per_point(counting, tmp_path):
     ("topology: {script}\ngrid:\n  --n: [1]\n", 3, "without its dashes"),
     ("topology: {script}\noptions: {n: 1}\ngrid:\n  n: [2]\n", 4, "also fixed"),
     ("topology: {script}\npoints:\n  - {n: 1}\n  - {n: 1}\n", 4, "repeats point 0"),
+    ("topology: {script}\ngrid: {n: [1], mode: [b]}\npoints:\n  - {mode: b, n: 1}\n", 4,
+     "repeats point 0"),
+    ("topology: {script}\npoints:\n  - {n: 1, params: {probe: {seed: 1, count: 2}}}\n"
+     "  - {params: {probe: {count: 2, seed: 1}}, n: 1}\n", 4, "repeats point 0"),
     ("topology: {script}\npoints:\n  - 5\n", 3, "mapping"),
     ("topology: {script}\nparams:\n  probe: 3\n", 3, "must be a mapping"),
     ("topology: {script}\nstatistics: [nodot]\n", 2, "STATISTIC.FIELD"),

@@ -3,6 +3,7 @@ after lost workers and half-written points, failed points."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -188,3 +189,80 @@ def test_killed_worker_mid_sweep_loses_nothing(counting, tmp_path, client2):
     runs = counting.total()
     again = run_sweep(spec, output=out, client=client2, progress=False)
     assert (again.ran, again.cached) == (0, 6) and counting.total() == runs
+
+
+def test_points_differing_only_in_option_order_are_one_cached_point(counting, tmp_path,
+                                                                    client1):
+    out = tmp_path / "out"
+    first = run_sweep(counting.spec("topology: {script}\noptions: {n: 2, mode: b}\n"),
+                      output=out, client=client1, progress=False)
+    again = run_sweep(counting.spec("topology: {script}\noptions: {mode: b, n: 2}\n"),
+                      output=out, client=client1, progress=False)
+    assert (again.total, again.ran, again.cached) == (1, 0, 1)
+    assert counting.count(2, "b") == 1
+    table = pd.read_csv(out / "results.csv")
+    assert len(table) == 1 and list(table["key"]) == list(first.table["key"])
+    assert [p.name for p in (out / "points").iterdir()] == list(table["key"])
+
+
+def test_a_corrupt_cached_result_is_repaired_by_one_rerun(counting, tmp_path, client1):
+    spec = counting.spec("topology: {script}\ngrid: {n: [1, 2]}\n")
+    out = tmp_path / "out"
+    first = run_sweep(spec, output=out, client=client1, progress=False)
+    key = first.table["key"][1]
+    (out / "points" / key / "result.json").write_text('{"key": "' + key + '", "stat')
+    again = run_sweep(spec, output=out, client=client1, progress=False)
+    assert (again.ran, again.cached) == (1, 1)
+    third = run_sweep(spec, output=out, client=client1, progress=False)
+    assert (third.ran, third.cached, third.failed) == (0, 2, 0)         # repaired: all cached
+    assert counting.count(1) == 1 and counting.count(2) == 2
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["iteration_time_s"]) == [2.0, 3.0] and list(table["status"]) == ["ok"] * 2
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(table["key"])
+
+
+def test_an_output_in_the_way_is_refused_naming_it_before_anything_runs(counting, tmp_path,
+                                                                       client1):
+    import pytest
+
+    from sst_cdma.sweep import SpecError
+
+    spec = counting.spec("topology: {script}\ngrid: {n: [1, 2]}\n")
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    for output, words in ((afile, "afile: the sweep's output is a file, not a folder"),
+                          (afile / "sub", "afile: in the way of the sweep's output")):
+        with pytest.raises(SpecError, match=words):
+            run_sweep(spec, output=output, client=client1, progress=False)
+    assert afile.read_text() == "mine" and counting.total() == 0
+    out = tmp_path / "out"
+    first = run_sweep(spec, output=out, client=client1, progress=False)
+    csv = (out / "results.csv").read_bytes()
+    key = first.table["key"][1]
+    shutil.rmtree(out / "points" / key)
+    (out / "points" / key).symlink_to(tmp_path / "gone")
+    with pytest.raises(SpecError) as info:
+        run_sweep(spec, output=out, client=client1, progress=False)
+    assert str(info.value).endswith(f"points/{key}: point 1's folder is a stale symlink (to "
+                                    f"{tmp_path / 'gone'}, which does not exist); remove it "
+                                    "to run the point")
+    assert "scheduler" not in str(info.value)
+    assert (out / "results.csv").read_bytes() == csv                  # nothing lost
+    assert (out / "points" / first.table["key"][0] / DONE).is_file()
+    assert counting.total() == 2                                      # nothing ran
+
+
+def test_a_point_that_cannot_be_published_on_dask_is_a_failed_point_not_a_lost_scheduler(
+        counting, tmp_path, client1):
+    from sst_cdma.sweep.dispatch import Dispatcher
+    from sst_cdma.sweep.execute import PointTask
+
+    points = tmp_path / "points"
+    points.mkdir()
+    (points / "k9").symlink_to(tmp_path / "gone")
+    task = PointTask(key="k9", script=str(counting.script), topology_name="counting.py",
+                     model_options=("--n", "1"), points_dir=str(points))
+    with Dispatcher(client=client1) as dispatcher:
+        [(_, record)] = list(dispatcher.run([task]))
+    assert record["status"] == "failed" and record["transient"] is True
+    assert record["error"] == "cannot write the point's folder points/k9: Not a directory"
