@@ -9,6 +9,7 @@ same graph, so the summary can put the speed-up in front of the user.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
@@ -32,6 +33,18 @@ class ModelOptionParser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # type: ignore[override]
         """Raise instead of exiting."""
         raise ConfigError(f"model option error: {message}")
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a float that is neither NaN nor infinite (NaN would pass every range
+    check, since it compares false with everything)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
@@ -61,7 +74,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                    help="uncompressed bytes/s per engine")
     p.add_argument("--burst", default="1MiB", help="burst size in chunk mode")
     p.add_argument("--buffer", default="4MiB", help="engine staging buffer in chunk mode")
-    p.add_argument("--progress", type=float, default=0.5,
+    p.add_argument("--progress", type=finite_float, default=0.5,
                    help="training progress (0..1) at which densities are taken")
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
     p.add_argument("--workload", default="", help="run this workload stream file instead of "
@@ -70,7 +83,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                    help="how kernels are priced: 'fitted' (algorithm-aware model fitted to "
                         "measured cuDNN kernels, docs/kernel_model.md) or 'roofline' (peak "
                         "FLOP/s x --compute-efficiency against DRAM bandwidth) (default fitted)")
-    p.add_argument("--compute-efficiency", type=float, default=0.6, metavar="E",
+    p.add_argument("--compute-efficiency", type=finite_float, default=0.6, metavar="E",
                    help="fraction of peak FLOP/s the roofline's kernels reach (default 0.6; "
                         "only with --kernel-model roofline; sst-cdma time-layers --gpu derives "
                         "one from measured times)")
