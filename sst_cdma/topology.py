@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
+from .model.links import MIN_DMA_BURST
 from .units import UnitError, parse_bytes
 
 LINKS = {
@@ -72,8 +73,10 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--engines", type=int, default=8, help="cDMA engines per GPU")
     p.add_argument("--engine-throughput", default="32GB/s",
                    help="uncompressed bytes/s per engine")
-    p.add_argument("--burst", default="1MiB", help="burst size in chunk mode")
-    p.add_argument("--buffer", default="4MiB", help="engine staging buffer in chunk mode")
+    p.add_argument("--burst", default="1MiB", help="burst size in chunk mode (at least 4KiB, "
+                   "one page)")
+    p.add_argument("--buffer", default="4MiB", help="engine staging buffer in chunk mode (at "
+                   "least one burst)")
     p.add_argument("--progress", type=finite_float, default=0.5,
                    help="training progress (0..1) at which densities are taken")
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
@@ -186,6 +189,24 @@ def _system(sst: Any, prefix: str, spec: SystemSpec, policy: str, algorithm: str
             port += 1
 
 
+def _check_burst(o: argparse.Namespace) -> None:
+    """--burst is at least one 4 KiB page (:data:`MIN_DMA_BURST`) and --buffer holds a burst."""
+    try:
+        burst = parse_bytes(o.burst)
+    except UnitError as exc:
+        raise ConfigError(f"model option error: --burst: {exc}") from None
+    try:
+        buffer = parse_bytes(o.buffer)
+    except UnitError as exc:
+        raise ConfigError(f"model option error: --buffer: {exc}") from None
+    if burst < MIN_DMA_BURST:
+        raise ConfigError(f"model option error: --burst {o.burst} is smaller than a DMA burst "
+                          f"can be: at least {MIN_DMA_BURST} B (one 4 KiB page; docs/model.md)")
+    if buffer < burst:
+        raise ConfigError(f"model option error: --buffer {o.buffer} is smaller than one "
+                          f"--burst ({o.burst}): the staging buffer must hold a burst")
+
+
 def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
           link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
           system: str = "") -> argparse.Namespace:
@@ -199,6 +220,10 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: --gpus must be >= 1, got {o.gpus}")
     if o.engines < 1:
         raise ConfigError(f"model option error: --engines must be >= 1, got {o.engines}")
+    if o.gpus_per_switch < 0:
+        raise ConfigError(f"model option error: --gpus-per-switch must be >= 0 (0: no switch), "
+                          f"got {o.gpus_per_switch}")
+    _check_burst(o)
     if not 0.0 < o.compute_efficiency <= 1.0:
         raise ConfigError(f"model option error: --compute-efficiency must be in (0, 1], got "
                           f"{o.compute_efficiency}")
@@ -254,6 +279,10 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     link_params = dict(LINKS[link_name])
+    if o.pcie_gen is not None and link_params["protocol"] != "pcie":
+        raise ConfigError(f"model option error: --pcie-gen {o.pcie_gen} applies to a PCIe host "
+                          f"link, and the link is {link_name} (NVLink); pick a PCIe --link "
+                          "instead")
     if o.pcie_gen is not None:
         link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
     spec = SystemSpec(spec_gpu, link_params, o)

@@ -56,3 +56,67 @@ def test_nan_in_an_element_param_override_is_refused():
     text = refused("--no-baselines", "--network", "alexnet", "--kernel-model", "roofline",
                    overrides={"gpu0": {"peak_flops": "nan"}})
     assert "'peak_flops'" in text and "'nan' is not a finite number" in text
+
+
+# -- 5 and 12: switches, buffers, bursts, links, the PHOLD torus -------------------------------
+@pytest.mark.parametrize("opts,message", [
+    (["--gpus-per-switch", "-1"], "--gpus-per-switch must be >= 0 (0: no switch), got -1"),
+    (["--mode", "chunk", "--burst", "2MiB", "--buffer", "1MiB"],
+     "--buffer 1MiB is smaller than one --burst (2MiB)"),
+    (["--burst", "8MiB"], "--buffer 4MiB is smaller than one --burst (8MiB)"),
+    (["--mode", "chunk", "--burst", "1B"],
+     "--burst 1B is smaller than a DMA burst can be: at least 4096 B"),
+    (["--mode", "chunk", "--burst", "4095B", "--buffer", "1MiB"],
+     "--burst 4095B is smaller than a DMA burst can be"),
+    (["--burst", "lots"], "--burst: "),
+    (["--buffer", "-1MiB"], "--buffer: "),
+    (["--link", "nvlink2x3", "--pcie-gen", "4"],
+     "--pcie-gen 4 applies to a PCIe host link, and the link is nvlink2x3 (NVLink)"),
+    (["--gpu", "volta", "--pcie-gen", "3"],
+     "--pcie-gen 3 applies to a PCIe host link, and the link is nvlink2x3 (NVLink)"),
+])
+def test_inconsistent_system_options_are_refused(opts, message):
+    text = refused("--no-baselines", "--network", "alexnet", *opts)
+    assert message in text and "pascal_cdma.py" in text
+
+
+def test_the_smallest_burst_and_a_one_burst_buffer_run():
+    result, _ = run("--no-baselines", "--network", "digits_cnn", "--batch", "64", "--policy",
+                    "all", "--mode", "chunk", "--burst", "4KiB", "--buffer", "4KiB")
+    assert result.reports["summary"]["iteration_time_s"] > 0
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"burst": "1KiB"}, "'burst': '1KiB' must be >= 4096"),
+    ({"burst": "64KiB", "buffer": "32KiB"}, "'buffer' (32768 bytes) must hold at least one "
+                                            "'burst' (65536 bytes)"),
+])
+def test_the_engine_params_refuse_the_same_bursts(params, message):
+    text = refused("--no-baselines", "--network", "alexnet", overrides={"gpu0.dma": params})
+    assert message in text
+
+
+def test_nvlink_alone_and_pcie_generations_still_run():
+    run("--no-baselines", "--network", "digits_cnn", "--link", "nvlink2x3")
+    run("--no-baselines", "--network", "digits_cnn", "--link", "pcie3x16", "--pcie-gen", "5")
+
+
+@pytest.mark.parametrize("opts,message", [
+    (["--size", "0"], "--size must be >= 1 (the torus side), got 0"),
+    (["--size", "-3"], "--size must be >= 1 (the torus side), got -3"),
+    (["--events", "-1"], "--events must be >= 0, got -1"),
+    (["--size", "x"], "argument --size: invalid int value: 'x'"),
+])
+def test_phold_refuses_an_empty_torus(opts, message):
+    text = refused(*opts, topology=REPO / "topologies" / "phold_torus.py")
+    assert message in text and "phold_torus.py" in text
+
+
+def test_sst_prints_one_line_and_exits_non_zero():
+    proc = sst("topologies/phold_torus.py", "--", "--size", "0")
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "--size must be >= 1" in proc.stderr
+    proc = sst("topologies/pascal_cdma.py", "--", "--mode", "chunk", "--burst", "1B")
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "--burst 1B" in proc.stderr
+
