@@ -276,6 +276,11 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
                                   "scaling it needs --kernel-model fitted")
             kernel_times += (f", predicted for {o.gpu} from {measured.gpu} by the kernel "
                              "model's per-layer ratio")
+    if o.workload and not o.no_baselines:
+        raise ConfigError("model option error: --workload needs --no-baselines: the oracle "
+                          "(the same stream with nothing offloaded) cannot be derived from an "
+                          "arbitrary stream, and baselines rendered from --network would "
+                          "compare another workload")
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     link_params = dict(LINKS[link_name])

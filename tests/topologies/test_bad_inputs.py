@@ -120,3 +120,30 @@ def test_sst_prints_one_line_and_exits_non_zero():
     assert proc.returncode != 0
     assert proc.stderr.count("\n") == 1 and "--burst 1B" in proc.stderr
 
+
+# -- 1: baselines of a --workload stream -------------------------------------------------------
+@pytest.fixture(scope="module")
+def digits_stream(tmp_path_factory) -> Path:
+    """A digits_cnn stream as ``python -m sst_cdma.workloads render`` writes it."""
+    from sst_cdma.workloads import render_stream
+
+    path = tmp_path_factory.mktemp("stream") / "digits.stream"
+    path.write_text(render_stream("digits_cnn", 64, "float32", "all"), encoding="utf-8")
+    return path
+
+
+def test_a_workload_stream_refuses_baselines_of_another_network(digits_stream):
+    text = refused("--workload", str(digits_stream))
+    assert "--workload needs --no-baselines" in text and "pascal_cdma.py" in text
+    proc = sst("topologies/pascal_cdma.py", "--", "--workload", digits_stream)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "--no-baselines" in proc.stderr
+
+
+def test_a_workload_stream_runs_without_baselines_and_claims_no_speed_up(digits_stream):
+    result, console = run("--workload", str(digits_stream), "--no-baselines")
+    summary = result.reports["summary"]
+    assert summary["network"] == "digits_cnn" and summary["allocation"] == "stream"
+    assert "baselines" not in summary
+    assert "speedup_vs_vdnn" not in summary and "slowdown_vs_oracle" not in summary
+    assert "speed-up" not in console and "oracle" not in console
