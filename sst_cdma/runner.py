@@ -224,6 +224,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
             stop_ps = UnitAlgebra(options["stop-at"]).to_picoseconds()
         except UnitError as exc:
             raise RunError(f"--stop-at: {exc}", _display(graph.source)) from None
+        if stop_ps <= 0:
+            raise RunError(f"--stop-at {options['stop-at']}: must be a positive time (the run "
+                           "would end before its first event)", _display(graph.source))
     mode = options["run-mode"]
     if mode not in ("init", "run", "both"):
         raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
