@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from components.reporter import console_summary
+from sst_cdma.components.reporter import console_summary
 
 REPO = Path(__file__).resolve().parents[2]
 DIGITS = ["--network", "digits_cnn", "--policy", "all"]  # 0.747 ms; oracle 0.747, vDNN 0.772
