@@ -18,8 +18,6 @@ parser.add_argument("--stats", default="", choices=("", "csv", "json", "txt"),
 args = parser.parse_args(sys.argv[1:])
 if args.size < 1:
     raise ConfigError(f"model option error: --size must be >= 1 (the torus side), got {args.size}")
-if args.events < 0:
-    raise ConfigError(f"model option error: --events must be >= 0, got {args.events}")
 
 nodes = {}
 for x in range(args.size):

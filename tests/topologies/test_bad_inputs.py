@@ -104,7 +104,7 @@ def test_nvlink_alone_and_pcie_generations_still_run():
 @pytest.mark.parametrize("opts,message", [
     (["--size", "0"], "--size must be >= 1 (the torus side), got 0"),
     (["--size", "-3"], "--size must be >= 1 (the torus side), got -3"),
-    (["--events", "-1"], "--events must be >= 0, got -1"),
+    (["--events", "-1"], "'initial_events': '-1' must be >= 0"),   # the element's bound
     (["--size", "x"], "argument --size: invalid int value: 'x'"),
 ])
 def test_phold_refuses_an_empty_torus(opts, message):
