@@ -14,6 +14,7 @@ from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import Flow, FlowNetwork, Route
 from sst_cdma.kernel import SimulationError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
+from sst_cdma.model.links import MIN_DMA_BURST
 
 from .messages import MemoryHandle, PathInfo, TransferDone, TransferRequest
 
@@ -29,11 +30,11 @@ class CDMAEngine(Component):
         Param("mode", "str", "flow", "flow: transfers share bandwidth max-min fairly as flows; "
               "chunk: transfers move in bursts through a bounded buffer",
               choices=("flow", "chunk")),
-        Param("burst", "bytes", "1MiB", "burst size in chunk mode (uncompressed bytes)",
-              minimum=1),
+        Param("burst", "bytes", "1MiB", "burst size in chunk mode (uncompressed bytes; at least "
+              "one 4 KiB page, docs/model.md)", minimum=MIN_DMA_BURST),
         Param("buffer", "bytes", "4MiB", "staging buffer between the two stages in chunk mode "
-              "(uncompressed bytes): buffer/burst slots, each held from a burst's first-stage "
-              "start to its second-stage end", minimum=1),
+              "(uncompressed bytes, at least one burst): buffer/burst slots, each held from a "
+              "burst's first-stage start to its second-stage end", minimum=MIN_DMA_BURST),
         Param("profile", "str", "", "density profile: a shipped network name or a JSON path "
               "(default: the workload's network)"),
         Param("progress", "float", 0.5, "point of training (0..1) the densities are taken at",
@@ -61,6 +62,9 @@ class CDMAEngine(Component):
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
         p = self.params
+        if p["buffer"] < p["burst"]:
+            raise ValueError(f"{name}: 'buffer' ({p['buffer']} bytes) must hold at least one "
+                             f"'burst' ({p['burst']} bytes)")
         self.flows = FlowNetwork.of(self.sim)
         self.codec = None
         if p["algorithm"] != "none":

@@ -24,7 +24,7 @@ def _baseline(report: dict[str, Any]) -> dict[str, Any]:
     return {"iteration_time_s": _seconds(report, "iteration_time_ps"),
             "peak_gpu_memory_bytes": report["peak_gpu_memory_bytes"],
             "average_gpu_memory_bytes": report["average_gpu_memory_bytes"],
-            "fits_in_memory": report["fits_in_memory"]}
+            "fits_in_memory": report["fits_in_memory"], "complete": report["completed"]}
 
 
 class Reporter(Component):
@@ -48,7 +48,7 @@ class Reporter(Component):
         pcie = self.engine.components.get(f"{name}.pcie")
         out: dict[str, Any] = {
             "gpu": name, "network": r["network"], "batch": r["batch"], "dtype": r["dtype"],
-            "policy": r["policy"],
+            "policy": r["policy"], "complete": r["completed"],
             "algorithm": engine.params["algorithm"] if isinstance(engine, CDMAEngine) else "none",
             "mode": engine.params["mode"] if isinstance(engine, CDMAEngine) else "flow",
             "iteration_time_s": _seconds(r, "iteration_time_ps"),
@@ -90,10 +90,11 @@ class Reporter(Component):
                 baselines[label] = _baseline(other)
         if baselines:
             out["baselines"] = baselines
-            if "oracle" in baselines:
+            # a ratio of cut-off iterations (--stop-at) is no speed-up: only whole ones compare
+            if "oracle" in baselines and out["complete"] and baselines["oracle"]["complete"]:
                 out["slowdown_vs_oracle"] = out["iteration_time_s"] / \
                     baselines["oracle"]["iteration_time_s"]
-            if "vdnn" in baselines:
+            if "vdnn" in baselines and out["complete"] and baselines["vdnn"]["complete"]:
                 out["speedup_vs_vdnn"] = baselines["vdnn"]["iteration_time_s"] / \
                     out["iteration_time_s"]
         out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
@@ -127,6 +128,7 @@ class Reporter(Component):
         summary = dict(entries[0]) if len(entries) == 1 else {
             k: entries[0][k] for k in ("network", "batch", "dtype", "policy", "algorithm", "mode")}
         if len(entries) > 1:
+            summary["complete"] = all(e["complete"] for e in entries)
             summary["optimizer"] = entries[0]["optimizer"]
             for key in ("iteration_time_s", "forward_time_s", "backward_time_s", "update_time_s",
                         "compute_time_s", "stall_time_s"):
@@ -161,11 +163,14 @@ class Reporter(Component):
                         "average_gpu_memory_bytes": max(
                             e["baselines"][label]["average_gpu_memory_bytes"] for e in entries),
                         "fits_in_memory": all(e["baselines"][label]["fits_in_memory"]
-                                              for e in entries)}
+                                              for e in entries),
+                        "complete": all(e["baselines"][label]["complete"] for e in entries)}
                 for label in entries[0].get("baselines", {})}
             summary["gpus"] = entries
         summary["system"] = self.params["system"]
         summary["kernel_times"] = self.params["kernel_times"]
+        if not summary["complete"]:
+            summary["stopped_at_s"] = self.sim.now * PS
         self.engine.reports["summary"] = summary
         if self.params["console"]:
             print(console_summary(summary), file=self.engine.console or sys.stdout)
@@ -228,6 +233,7 @@ def console_summary(s: dict[str, Any]) -> str:
     """The ten-second summary a person reads after a run."""
     ms = 1e3
     it = s["iteration_time_s"]
+    complete = s.get("complete", True)
     lines = [
         f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
         f"{s['policy']}, "
@@ -238,6 +244,16 @@ def console_summary(s: dict[str, Any]) -> str:
         lines.append(f"system:          {s['system']}")
     if s.get("kernel_times", "roofline") != "roofline":
         lines.append(f"kernel times:    {s['kernel_times']}")
+    if not complete:
+        stopped = s.get("stopped_at_s", it)
+        lines += [
+            f"STOPPED:         the run was stopped at {stopped * ms:.3f} ms (--stop-at) before "
+            "the iteration ended: no iteration time, stall, speed-up or slowdown",
+            f"offloaded:       {_gb(s['offloaded_bytes'])} raw, {_gb(s['wire_bytes'])} on the "
+            "wire so far",
+            f"peak GPU memory: {_gb(s['peak_gpu_memory_bytes'])} so far",
+        ]
+        return "\n".join(lines)
     lines += [
         f"iteration:       {it * ms:.3f} ms  (forward {s['forward_time_s'] * ms:.3f} ms, "
         f"backward {s['backward_time_s'] * ms:.3f} ms"
@@ -275,13 +291,17 @@ def console_summary(s: dict[str, Any]) -> str:
         lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "
                      f"{_gb(oom['bytes_short'])} short")
     b = s.get("baselines", {})
-    if "oracle" in b:
+    for label, name in (("oracle", "oracle"), ("vdnn", "vDNN baseline")):
+        if label in b and not b[label].get("complete", True):
+            lines.append(f"{name + ':':<16} stopped (--stop-at) before its iteration ended: "
+                         "no comparison")
+    if "oracle" in b and b["oracle"].get("complete", True):
         o = b["oracle"]
         lines.append(f"oracle:          {o['iteration_time_s'] * ms:.3f} ms, needs "
                      f"{_gb(o['peak_gpu_memory_bytes'])} "
                      f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
                      f"this run is {it / o['iteration_time_s']:.2f}x the oracle")
-    if "vdnn" in b:
+    if "vdnn" in b and b["vdnn"].get("complete", True):
         v = b["vdnn"]
         lines.append(f"vDNN (no comp.): {v['iteration_time_s'] * ms:.3f} ms; cDMA speed-up "
                      f"{v['iteration_time_s'] / it:.2f}x")

@@ -5,6 +5,7 @@ declaration. ``sst-info`` prints the same declarations.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence
@@ -79,6 +80,8 @@ class Param:
                 value = _parse_int(raw)
             elif kind == "float":
                 value = float(str(raw).strip())
+                if not math.isfinite(value):
+                    raise ParamError(f"{raw!r} is not a finite number")
             elif kind == "time":
                 value = UnitAlgebra(str(raw)).to_picoseconds()
             elif kind == "frequency":
@@ -93,8 +96,12 @@ class Param:
             raise
         except UnitError as exc:
             raise ParamError(str(exc)) from None
+        except OverflowError:
+            raise ParamError(f"{raw!r} is too large for a {kind}") from None
         except ValueError:
             raise ParamError(f"{raw!r} is not a valid {kind}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ParamError(f"{raw!r} is not a finite {kind}")
         if self.choices is not None and value not in self.choices:
             raise ParamError(f"{raw!r} is not one of {', '.join(map(str, self.choices))}")
         if self.minimum is not None and kind not in ("str", "bool"):

@@ -2,16 +2,21 @@
 results in-process. The ``sst`` CLI and :func:`sst_cdma.run` both go through here."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, Callable, Optional, Sequence, Union
+from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
 from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph
@@ -204,6 +209,11 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     the script as ``sys.argv[1:]`` (RunError when the string cannot be split: an unterminated
     quote). ``output_directory`` receives statistic files and whatever
     the components write. ``console`` receives console statistics (default: stdout).
+
+    The outputs appear together or not at all: the run writes them into a staging folder beside
+    ``output_directory`` (``DIR.partial-*``) and moves them in once it has ended; a run that
+    fails or is interrupted removes its staging folder and leaves the previous run's files as
+    they were.
     """
     if isinstance(model_options, str):
         try:
@@ -222,31 +232,151 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     options = resolve_options(graph, cli)
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        _check_output_directory(out_dir)
+    staging = _staging_folder(out_dir) if out_dir is not None else None
+    try:
+        result = _run_graph(graph, options, out_dir, staging, console, t0)
+        if staging is not None and out_dir is not None:
+            with _interrupts_deferred():
+                publish_outputs(staging, out_dir)
+            staging = None
+            if result.engine is not None:
+                result.engine.output_directory = out_dir
+        return result
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_output_directory(out_dir: Path) -> None:
+    """The output directory is a folder, or can be created as one (missing folders are)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RunError("is a file, not a folder", f"--output-directory {out_dir}")
+    for above in out_dir.parents:
+        if above.exists():
+            if not above.is_dir():
+                raise RunError(f"{above} is a file, not a folder", f"--output-directory {out_dir}")
+            break
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"cannot create its folder: {exc.strerror or exc}",
+                       f"--output-directory {out_dir}") from None
+
+
+def _staging_folder(out_dir: Path) -> Path:
+    """A new empty folder beside ``out_dir`` (same file system, so moving out of it is a
+    rename) named ``DIR.partial-<pid>-<random>``."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.partial-{os.getpid()}-",
+                                     dir=out_dir.parent))
+    except OSError as exc:
+        raise RunError(f"cannot write beside it: {exc.strerror or exc}",
+                       f"--output-directory {out_dir}") from None
+
+
+def publish_outputs(staging: Path, out_dir: Path) -> None:
+    """Move every file of ``staging`` into ``out_dir`` and remove ``staging``: one rename when
+    ``out_dir`` does not exist yet, else one ``os.replace`` per file (each atomic, so a reader
+    sees the old file or the new one, never half of one). Files of ``out_dir`` the run did not
+    write are left alone."""
+    if not out_dir.exists():
+        try:
+            os.rename(staging, out_dir)
+            return
+        except OSError:
+            if not out_dir.is_dir():  # not a race with another run creating it
+                raise
+    try:
+        for path in sorted(staging.rglob("*")):
+            if path.is_dir():
+                continue
+            target = out_dir / path.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+    except OSError as exc:
+        raise RunError(f"cannot move the outputs in: {exc}", f"--output-directory {out_dir}") \
+            from None
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) while the block runs, then raise KeyboardInterrupt if one came, so
+    that moving a run's outputs into place is not cut in half. Outside the main thread (where
+    signal handlers cannot be set) the block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # pragma: no cover - not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Optional[Path]
+                 ) -> Path:
+    """Where ``--output-json``/``--output-dot`` goes: relative to the output directory (its
+    folders created there), or as given (its folder must exist, and it must not be one)."""
+    given = Path(target)
+    inside = staging is not None and out_dir is not None and not given.is_absolute()
+    shown = out_dir / given if inside else given  # type: ignore[operator]
+    if shown.is_dir():
+        raise RunError("is a folder, not a file", f"--{key} {shown}")
+    if inside:
+        path = staging / given  # type: ignore[operator]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunError(f"cannot create its folder: {exc.strerror or exc}",
+                           f"--{key} {shown}") from None
+        return path
+    if not given.parent.is_dir():
+        raise RunError(f"no such folder {given.parent}", f"--{key} {shown}")
+    return given
+
+
+def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
+               staging: Optional[Path], console: Optional[IO[str]], t0: float) -> RunResult:
+    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere)."""
     for key, writer in (("output-json", graph.write_json), ("output-dot", None)):
         target = options[key]
         if target:
-            path = Path(target) if out_dir is None or Path(target).is_absolute() \
-                else out_dir / target
+            path = _output_file(key, target, out_dir, staging)
             try:
                 graph.check()
             except ConfigError as exc:
                 raise RunError(str(exc), _where_display(exc.where)) from None
-            if writer is not None:
-                writer(path)
-            else:
-                path.write_text(graph.to_dot(), encoding="utf-8")
+            try:
+                if writer is not None:
+                    writer(path)
+                else:
+                    path.write_text(graph.to_dot(), encoding="utf-8")
+            except OSError as exc:
+                raise RunError(f"cannot write it: {exc.strerror or exc}", f"--{key} {target}") \
+                    from None
     stop_ps = None
     if options["stop-at"]:
         try:
             stop_ps = UnitAlgebra(options["stop-at"]).to_picoseconds()
         except UnitError as exc:
             raise RunError(f"--stop-at: {exc}", _display(graph.source)) from None
+        if stop_ps <= 0:
+            raise RunError(f"--stop-at {options['stop-at']}: must be a positive time (the run "
+                           "would end before its first event)", _display(graph.source))
     mode = options["run-mode"]
     if mode not in ("init", "run", "both"):
         raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
     try:
-        engine = Engine(graph, out_dir, console)
+        engine = Engine(graph, staging, console)
         engine.build()
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None

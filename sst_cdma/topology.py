@@ -9,11 +9,13 @@ same graph, so the summary can put the speed-up in front of the user.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
+from .model.links import MIN_DMA_BURST
 from .units import UnitError, parse_bytes
 
 LINKS = {
@@ -32,6 +34,18 @@ class ModelOptionParser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # type: ignore[override]
         """Raise instead of exiting."""
         raise ConfigError(f"model option error: {message}")
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a float that is neither NaN nor infinite (NaN would pass every range
+    check, since it compares false with everything)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
@@ -59,9 +73,11 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--engines", type=int, default=8, help="cDMA engines per GPU")
     p.add_argument("--engine-throughput", default="32GB/s",
                    help="uncompressed bytes/s per engine")
-    p.add_argument("--burst", default="1MiB", help="burst size in chunk mode")
-    p.add_argument("--buffer", default="4MiB", help="engine staging buffer in chunk mode")
-    p.add_argument("--progress", type=float, default=0.5,
+    p.add_argument("--burst", default="1MiB", help="burst size in chunk mode (at least 4KiB, "
+                   "one page)")
+    p.add_argument("--buffer", default="4MiB", help="engine staging buffer in chunk mode (at "
+                   "least one burst)")
+    p.add_argument("--progress", type=finite_float, default=0.5,
                    help="training progress (0..1) at which densities are taken")
     p.add_argument("--profile", default="", help="density profile (name or JSON path)")
     p.add_argument("--workload", default="", help="run this workload stream file instead of "
@@ -70,7 +86,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                    help="how kernels are priced: 'fitted' (algorithm-aware model fitted to "
                         "measured cuDNN kernels, docs/kernel_model.md) or 'roofline' (peak "
                         "FLOP/s x --compute-efficiency against DRAM bandwidth) (default fitted)")
-    p.add_argument("--compute-efficiency", type=float, default=0.6, metavar="E",
+    p.add_argument("--compute-efficiency", type=finite_float, default=0.6, metavar="E",
                    help="fraction of peak FLOP/s the roofline's kernels reach (default 0.6; "
                         "only with --kernel-model roofline; sst-cdma time-layers --gpu derives "
                         "one from measured times)")
@@ -173,6 +189,24 @@ def _system(sst: Any, prefix: str, spec: SystemSpec, policy: str, algorithm: str
             port += 1
 
 
+def _check_burst(o: argparse.Namespace) -> None:
+    """--burst is at least one 4 KiB page (:data:`MIN_DMA_BURST`) and --buffer holds a burst."""
+    try:
+        burst = parse_bytes(o.burst)
+    except UnitError as exc:
+        raise ConfigError(f"model option error: --burst: {exc}") from None
+    try:
+        buffer = parse_bytes(o.buffer)
+    except UnitError as exc:
+        raise ConfigError(f"model option error: --buffer: {exc}") from None
+    if burst < MIN_DMA_BURST:
+        raise ConfigError(f"model option error: --burst {o.burst} is smaller than a DMA burst "
+                          f"can be: at least {MIN_DMA_BURST} B (one 4 KiB page; docs/model.md)")
+    if buffer < burst:
+        raise ConfigError(f"model option error: --buffer {o.buffer} is smaller than one "
+                          f"--burst ({o.burst}): the staging buffer must hold a burst")
+
+
 def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
           link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
           system: str = "") -> argparse.Namespace:
@@ -186,6 +220,10 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: --gpus must be >= 1, got {o.gpus}")
     if o.engines < 1:
         raise ConfigError(f"model option error: --engines must be >= 1, got {o.engines}")
+    if o.gpus_per_switch < 0:
+        raise ConfigError(f"model option error: --gpus-per-switch must be >= 0 (0: no switch), "
+                          f"got {o.gpus_per_switch}")
+    _check_burst(o)
     if not 0.0 < o.compute_efficiency <= 1.0:
         raise ConfigError(f"model option error: --compute-efficiency must be in (0, 1], got "
                           f"{o.compute_efficiency}")
@@ -238,9 +276,18 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
                                   "scaling it needs --kernel-model fitted")
             kernel_times += (f", predicted for {o.gpu} from {measured.gpu} by the kernel "
                              "model's per-layer ratio")
+    if o.workload and not o.no_baselines:
+        raise ConfigError("model option error: --workload needs --no-baselines: the oracle "
+                          "(the same stream with nothing offloaded) cannot be derived from an "
+                          "arbitrary stream, and baselines rendered from --network would "
+                          "compare another workload")
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     link_params = dict(LINKS[link_name])
+    if o.pcie_gen is not None and link_params["protocol"] != "pcie":
+        raise ConfigError(f"model option error: --pcie-gen {o.pcie_gen} applies to a PCIe host "
+                          f"link, and the link is {link_name} (NVLink); pick a PCIe --link "
+                          "instead")
     if o.pcie_gen is not None:
         link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
     spec = SystemSpec(spec_gpu, link_params, o)

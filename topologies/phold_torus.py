@@ -2,18 +2,22 @@
 
     sst topologies/phold_torus.py -- --size 10 --events 4 --time-limit 1us
 """
-import argparse
 import sys
 
 import sst
+from sst_cdma.config import ConfigError
+from sst_cdma.topology import ModelOptionParser
 
-parser = argparse.ArgumentParser(prog="phold_torus.py")
+parser = ModelOptionParser(prog="phold_torus.py")
 parser.add_argument("--size", type=int, default=10, help="torus side (nodes = size^2)")
 parser.add_argument("--events", type=int, default=4, help="initial events per node")
 parser.add_argument("--time-limit", default="1us", help="simulated time to run")
 parser.add_argument("--latency", default="1ns", help="link latency")
-parser.add_argument("--stats", default="", help="write statistics as csv, json or txt")
+parser.add_argument("--stats", default="", choices=("", "csv", "json", "txt"),
+                    help="write statistics as csv, json or txt")
 args = parser.parse_args(sys.argv[1:])
+if args.size < 1:
+    raise ConfigError(f"model option error: --size must be >= 1 (the torus side), got {args.size}")
 
 nodes = {}
 for x in range(args.size):

@@ -118,7 +118,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"Configuration checked: {len(result.graph.components)} components, "
               f"{len(result.graph.links)} links (run-mode init: not run)")
         return 0
-    print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
+    if result.end_reason.startswith("--stop-at"):
+        print(f"Simulation stopped by --stop-at, simulated time: "
+              f"{_human_time(result.sim_time_ps)}")
+    else:
+        print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
     level = args.timing_info
     if level is None:
         level = int(result.graph.program_options.get("timing-info") or

@@ -14,6 +14,12 @@ PCIE_GENERATIONS = {
     6: (64.0, 242 / 256),  # FLIT mode: 236 B payload of 256 B FLIT incl. FEC/CRC (approx.)
 }
 
+#: The smallest chunk-mode burst (bytes): one 4 KiB page, the unit GPU copy engines and the
+#: driver's pinned host buffers map and move. A smaller "burst" is no real DMA burst: the wire
+#: efficiency of small packets is already priced in the link bandwidth (``max_payload``), and
+#: each burst costs the simulation events, so 1 B bursts would take hours for one iteration.
+MIN_DMA_BURST = 4096
+
 
 @dataclass(frozen=True)
 class PCIeLink:

@@ -37,6 +37,15 @@ def test_stop_at_from_command_line(repo):
     assert "simulated time: 5 ns" in out.stdout
 
 
+def test_stop_at_zero_is_refused(repo):
+    for stop in ("0ps", "0.1ps", "-1ns"):
+        out = sh("sst", f"--stop-at={stop}", str(repo / "topologies/phold_torus.py"))
+        assert out.returncode == 1 and out.stdout == ""
+        assert f"--stop-at {stop}: must be a positive time" in out.stderr
+        assert "phold_torus.py" in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+
+
 def test_bad_option_is_one_line_exit_1():
     out = sh("sst", "--stop-at")
     assert out.returncode == 1

@@ -54,6 +54,11 @@ def test_missing_required_param_names_it():
     ("rate", "0GB/s", "'0GB/s' must be > 0"),
     ("size", "3 parsecs", "unknown unit"),
     ("mode", "medium", "'medium' is not one of fast, slow"),
+    ("ratio", "nan", "'nan' is not a finite number"),
+    ("ratio", "inf", "'inf' is not a finite number"),
+    ("ratio", "-Infinity", "'-Infinity' is not a finite number"),
+    ("rate", "1e400GB/s", "'1e400GB/s' is too large for a bandwidth"),
+    ("clock", "1e400GHz", "'1e400GHz' is too large for a frequency"),
 ])
 def test_bad_values_name_the_param_and_the_fault(key, value, message):
     with pytest.raises(ParamError) as err:
@@ -66,3 +71,15 @@ def test_unknown_param_suggests_close_matches():
         parse(cont=3)
     with pytest.raises(ParamError, match=r"unknown parameter 'zzz' \(known: "):
         parse(zzz=3)
+
+
+def test_nan_is_refused_even_without_a_range():
+    """NaN compares false with every bound, so a float param without minimum or maximum must
+    still refuse it (and infinity) where the param is parsed."""
+    free = Param("x", "float", 1.0, "no bounds")
+    for text in ("nan", "NaN", " inf", "-inf", "1e999"):
+        with pytest.raises(ParamError, match="is not a finite number"):
+            free.parse(text)
+    with pytest.raises(ParamError, match="is not a finite number"):
+        free.parse(float("nan"))
+    assert free.parse("1e300") == 1e300

@@ -110,7 +110,7 @@ def test_statistics_are_byte_identical_run_after_run(tmp_path):
     (["--engines", "0"], "--engines must be >= 1"),
     (["--engine-throughput=-5GB/s"], "'engine_throughput': '-5GB/s' must be > 0"),
     (["--engine-throughput", "5 parsecs"], "unknown unit"),
-    (["--burst", "0B"], "'burst': '0B' must be >= 1"),
+    (["--burst", "0B"], "--burst 0B is smaller than a DMA burst can be"),
     (["--batch", "0"], "--batch must be >= 1"),
 ])
 def test_bad_model_input_is_one_clear_error(opts, message):

@@ -1,0 +1,71 @@
+"""The reporter on a run stopped before its iteration ended (--stop-at): the console and
+summary.json say so (``complete``) and claim no speed-up or slowdown; a whole run is
+``complete: true`` with its figures."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.components.reporter import console_summary
+
+REPO = Path(__file__).resolve().parents[2]
+DIGITS = ["--network", "digits_cnn", "--policy", "all"]  # 0.747 ms; oracle 0.747, vDNN 0.772
+
+
+def run(*opts: str, stop_at=None, out=None):
+    console = io.StringIO()
+    result = sst_cdma.run(REPO / "topologies" / "pascal_cdma.py", list(opts), stop_at=stop_at,
+                          output_directory=out, console=console)
+    return result, console.getvalue()
+
+
+def test_a_whole_run_is_complete(tmp_path):
+    result, console = run(*DIGITS, out=tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] is True and "stopped_at_s" not in summary
+    assert all(b["complete"] is True for b in summary["baselines"].values())
+    assert "slowdown_vs_oracle" in summary and "speedup_vs_vdnn" in summary
+    assert "STOPPED" not in console and "cDMA speed-up" in console
+
+
+def test_a_run_stopped_mid_iteration_says_so_and_compares_nothing(tmp_path):
+    result, console = run(*DIGITS, stop_at="100us", out=tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] is False and summary["stopped_at_s"] == pytest.approx(100e-6, abs=1e-15)
+    assert "slowdown_vs_oracle" not in summary and "speedup_vs_vdnn" not in summary
+    assert all(b["complete"] is False for b in summary["baselines"].values())
+    assert "the run was stopped at 0.100 ms (--stop-at) before the iteration ended" in console
+    assert "% stalled" not in console and "cDMA speed-up" not in console
+    assert "x the oracle" not in console
+
+
+def test_a_baseline_cut_off_is_not_compared():
+    # the run and the oracle end by 0.75 ms, the vDNN baseline does not
+    result, console = run(*DIGITS, stop_at="0.76ms")
+    summary = result.reports["summary"]
+    assert summary["complete"] is True
+    assert summary["baselines"]["oracle"]["complete"] is True
+    assert summary["baselines"]["vdnn"]["complete"] is False
+    assert "slowdown_vs_oracle" in summary and "speedup_vs_vdnn" not in summary
+    assert "vDNN baseline:   stopped (--stop-at) before its iteration ended" in console
+    assert "cDMA speed-up" not in console and "x the oracle" in console
+
+
+def test_several_gpus_are_complete_only_together():
+    result, console = run("--network", "digits_cnn", "--gpus", "2", stop_at="100us")
+    summary = result.reports["summary"]
+    assert summary["complete"] is False and all(not g["complete"] for g in summary["gpus"])
+    assert "STOPPED" in console
+    result, _ = run("--network", "digits_cnn", "--gpus", "2")
+    assert result.reports["summary"]["complete"] is True
+
+
+def test_the_console_summary_of_an_old_summary_without_the_key_is_whole():
+    result, _ = run(*DIGITS)
+    summary = dict(result.reports["summary"])
+    del summary["complete"]
+    assert console_summary(summary) == console_summary(result.reports["summary"])

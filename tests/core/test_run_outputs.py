@@ -1,0 +1,175 @@
+"""A run's outputs appear together or not at all (issue #12, item 9): they are written into a
+staging folder beside ``--output-directory`` and moved in at the end, so an interrupted run
+leaves the previous run's files intact; and output paths that cannot be written are one-line
+errors naming the path (item 20)."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.cli.sst_main import main
+from sst_cdma.runner import RunError
+
+REPO = Path(__file__).resolve().parents[2]
+PASCAL = REPO / "topologies" / "pascal_cdma.py"
+OUTPUTS = {"StatisticOutput.csv", "summary.json", "config.json", "trace.json", "gpu0.stream"}
+
+
+def run(out: Path, *opts: str, **kwargs):
+    """digits_cnn (fast) on the P100 topology, writing into ``out``."""
+    return sst_cdma.run(PASCAL, ["--network", "digits_cnn", *opts], output_directory=out,
+                        console=io.StringIO(), **kwargs)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def interrupt_mid_run(monkeypatch) -> None:
+    """Ctrl-C in the middle of the simulation: the third kernel to end raises it."""
+    from sst_cdma.components.gpu import GPU  # the module the element library loads
+
+    done = GPU._kernel_done
+    calls = []
+
+    def kernel_done(self, label, start):
+        calls.append(label)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        done(self, label, start)
+
+    monkeypatch.setattr(GPU, "_kernel_done", kernel_done)
+
+
+def test_outputs_land_together_and_no_staging_folder_is_left(tmp_path):
+    result = run(tmp_path / "out")
+    assert set(snapshot(tmp_path / "out")) == OUTPUTS
+    assert result.output_directory == tmp_path / "out"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_an_interrupted_run_leaves_the_previous_outputs_intact(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    run(out, "--batch", "32")
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    interrupt_mid_run(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run(out, "--batch", "64", "--policy", "all")
+    assert snapshot(out) == before                       # nothing truncated, nothing added
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]   # staging removed
+
+
+def test_an_interrupted_first_run_creates_no_folder(tmp_path, monkeypatch):
+    interrupt_mid_run(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "new")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_run_leaves_the_previous_outputs_intact(tmp_path):
+    out = tmp_path / "out"
+    run(out)
+    before = snapshot(out)
+    with pytest.raises(RunError):
+        run(out, "--network", "vgg16", "--batch", "200000")   # more than the GPU memory
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_sst_interrupted_exits_130_and_keeps_the_old_files(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    assert main(["--output-directory", str(out), str(PASCAL), "--", "--network",
+                 "digits_cnn"]) == 0
+    before = snapshot(out)
+    interrupt_mid_run(monkeypatch)
+    code = main(["--output-directory", str(out), str(PASCAL), "--", "--network", "digits_cnn",
+                 "--batch", "16"])
+    assert code == 130 and "sst: interrupted" in capsys.readouterr().err
+    assert snapshot(out) == before
+
+
+def test_a_new_run_replaces_the_old_outputs_whole(tmp_path):
+    out = tmp_path / "out"
+    run(out, "--batch", "32")
+    run(out, "--batch", "16")
+    fresh = tmp_path / "fresh"
+    run(fresh, "--batch", "16")
+    assert snapshot(out) == snapshot(fresh)
+
+
+def test_ctrl_c_while_the_outputs_move_in_waits_for_the_move(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    run(out, "--batch", "32")
+    fresh = tmp_path / "fresh"
+    run(fresh, "--batch", "16")
+    replace = os.replace
+    moved = []
+
+    def replace_then_ctrl_c(src, dst):
+        replace(src, dst)
+        moved.append(dst)
+        if len(moved) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", replace_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run(out, "--batch", "16")
+    assert len(moved) == len(OUTPUTS)                    # every file moved before it stopped
+    assert snapshot(out) == snapshot(fresh)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# -- 20: output paths --------------------------------------------------------------------------
+def test_an_output_directory_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(RunError) as err:
+        run(tmp_path / "taken")
+    assert str(err.value) == f"--output-directory {tmp_path / 'taken'}: is a file, not a folder"
+    with pytest.raises(RunError) as err:
+        run(tmp_path / "taken" / "below")
+    assert str(err.value) == (f"--output-directory {tmp_path / 'taken' / 'below'}: "
+                              f"{tmp_path / 'taken'} is a file, not a folder")
+    assert (tmp_path / "taken").read_text() == "x"
+
+
+def test_missing_folders_of_the_output_directory_are_created(tmp_path):
+    run(tmp_path / "a" / "b" / "out")
+    assert set(snapshot(tmp_path / "a" / "b" / "out")) == OUTPUTS
+
+
+def test_output_json_in_a_missing_folder_or_onto_a_folder_is_refused(tmp_path):
+    with pytest.raises(RunError) as err:
+        run(None, output_json=str(tmp_path / "nope" / "g.json"))  # type: ignore[arg-type]
+    assert str(err.value) == (f"--output-json {tmp_path / 'nope' / 'g.json'}: no such folder "
+                              f"{tmp_path / 'nope'}")
+    with pytest.raises(RunError) as err:
+        run(None, output_dot=str(tmp_path))  # type: ignore[arg-type]
+    assert str(err.value) == f"--output-dot {tmp_path}: is a folder, not a file"
+    out = tmp_path / "out"
+    (out / "graph.json").mkdir(parents=True)
+    with pytest.raises(RunError) as err:
+        run(out, output_json="graph.json")
+    assert str(err.value) == f"--output-json {out / 'graph.json'}: is a folder, not a file"
+
+
+def test_output_json_inside_the_output_directory_moves_in_with_the_rest(tmp_path):
+    out = tmp_path / "out"
+    run(out, output_json="graphs/g.json")
+    assert set(snapshot(out)) == OUTPUTS | {"graphs/g.json"}
+    assert sst_cdma.run(out / "graphs" / "g.json", console=io.StringIO()).sim_time_ps > 0
+
+
+def test_sst_names_the_bad_path_in_one_line(tmp_path, capsys):
+    (tmp_path / "taken").write_text("x")
+    code = main(["--output-directory", str(tmp_path / "taken"), str(PASCAL)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1
+    assert err == f"sst: --output-directory {tmp_path / 'taken'}: is a file, not a folder\n"

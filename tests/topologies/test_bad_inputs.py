@@ -1,0 +1,149 @@
+"""Bad inputs of issue #12: each is refused with one line naming the option (or file) and the
+fault, and ``sst`` exits non-zero."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.runner import RunError
+
+REPO = Path(__file__).resolve().parents[2]
+PASCAL = REPO / "topologies" / "pascal_cdma.py"
+
+
+def run(*opts: str, topology: Path = PASCAL, **kwargs):
+    """Run a topology in-process, its console captured."""
+    console = io.StringIO()
+    return sst_cdma.run(topology, list(opts), console=console, **kwargs), console.getvalue()
+
+
+def refused(*opts: str, topology: Path = PASCAL, **kwargs) -> str:
+    """The one-line refusal of a run (the RunError as the ``sst`` command prints it)."""
+    with pytest.raises(RunError) as err:
+        run(*opts, topology=topology, **kwargs)
+    text = str(err.value)
+    assert "\n" not in text, text
+    return text
+
+
+def sst(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The ``sst`` command in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_main", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+# -- 17: NaN and infinity ----------------------------------------------------------------------
+@pytest.mark.parametrize("opts,message", [
+    (["--progress", "nan"], "argument --progress: 'nan' is not a finite number"),
+    (["--progress", "inf"], "argument --progress: 'inf' is not a finite number"),
+    (["--compute-efficiency", "nan"],
+     "argument --compute-efficiency: 'nan' is not a finite number"),
+    (["--compute-efficiency=-inf"],
+     "argument --compute-efficiency: '-inf' is not a finite number"),
+    (["--engine-throughput", "nan"], "'engine_throughput': 'nan' is not a number"),
+    (["--engine-throughput", "1e400GB/s"], "'engine_throughput': '1e400GB/s' is too large"),
+])
+def test_nan_and_infinity_are_refused_in_model_options(opts, message):
+    assert message in refused("--no-baselines", "--network", "alexnet", *opts)
+
+
+def test_nan_in_an_element_param_override_is_refused():
+    text = refused("--no-baselines", "--network", "alexnet", "--kernel-model", "roofline",
+                   overrides={"gpu0": {"peak_flops": "nan"}})
+    assert "'peak_flops'" in text and "'nan' is not a finite number" in text
+
+
+# -- 5 and 12: switches, buffers, bursts, links, the PHOLD torus -------------------------------
+@pytest.mark.parametrize("opts,message", [
+    (["--gpus-per-switch", "-1"], "--gpus-per-switch must be >= 0 (0: no switch), got -1"),
+    (["--mode", "chunk", "--burst", "2MiB", "--buffer", "1MiB"],
+     "--buffer 1MiB is smaller than one --burst (2MiB)"),
+    (["--burst", "8MiB"], "--buffer 4MiB is smaller than one --burst (8MiB)"),
+    (["--mode", "chunk", "--burst", "1B"],
+     "--burst 1B is smaller than a DMA burst can be: at least 4096 B"),
+    (["--mode", "chunk", "--burst", "4095B", "--buffer", "1MiB"],
+     "--burst 4095B is smaller than a DMA burst can be"),
+    (["--burst", "lots"], "--burst: "),
+    (["--buffer", "-1MiB"], "--buffer: "),
+    (["--link", "nvlink2x3", "--pcie-gen", "4"],
+     "--pcie-gen 4 applies to a PCIe host link, and the link is nvlink2x3 (NVLink)"),
+    (["--gpu", "volta", "--pcie-gen", "3"],
+     "--pcie-gen 3 applies to a PCIe host link, and the link is nvlink2x3 (NVLink)"),
+])
+def test_inconsistent_system_options_are_refused(opts, message):
+    text = refused("--no-baselines", "--network", "alexnet", *opts)
+    assert message in text and "pascal_cdma.py" in text
+
+
+def test_the_smallest_burst_and_a_one_burst_buffer_run():
+    result, _ = run("--no-baselines", "--network", "digits_cnn", "--batch", "64", "--policy",
+                    "all", "--mode", "chunk", "--burst", "4KiB", "--buffer", "4KiB")
+    assert result.reports["summary"]["iteration_time_s"] > 0
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"burst": "1KiB"}, "'burst': '1KiB' must be >= 4096"),
+    ({"burst": "64KiB", "buffer": "32KiB"}, "'buffer' (32768 bytes) must hold at least one "
+                                            "'burst' (65536 bytes)"),
+])
+def test_the_engine_params_refuse_the_same_bursts(params, message):
+    text = refused("--no-baselines", "--network", "alexnet", overrides={"gpu0.dma": params})
+    assert message in text
+
+
+def test_nvlink_alone_and_pcie_generations_still_run():
+    run("--no-baselines", "--network", "digits_cnn", "--link", "nvlink2x3")
+    run("--no-baselines", "--network", "digits_cnn", "--link", "pcie3x16", "--pcie-gen", "5")
+
+
+@pytest.mark.parametrize("opts,message", [
+    (["--size", "0"], "--size must be >= 1 (the torus side), got 0"),
+    (["--size", "-3"], "--size must be >= 1 (the torus side), got -3"),
+    (["--events", "-1"], "'initial_events': '-1' must be >= 0"),   # the element's bound
+    (["--size", "x"], "argument --size: invalid int value: 'x'"),
+])
+def test_phold_refuses_an_empty_torus(opts, message):
+    text = refused(*opts, topology=REPO / "topologies" / "phold_torus.py")
+    assert message in text and "phold_torus.py" in text
+
+
+def test_sst_prints_one_line_and_exits_non_zero():
+    proc = sst("topologies/phold_torus.py", "--", "--size", "0")
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "--size must be >= 1" in proc.stderr
+    proc = sst("topologies/pascal_cdma.py", "--", "--mode", "chunk", "--burst", "1B")
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "--burst 1B" in proc.stderr
+
+
+# -- 1: baselines of a --workload stream -------------------------------------------------------
+@pytest.fixture(scope="module")
+def digits_stream(tmp_path_factory) -> Path:
+    """A digits_cnn stream as ``python -m sst_cdma.workloads render`` writes it."""
+    from sst_cdma.workloads import render_stream
+
+    path = tmp_path_factory.mktemp("stream") / "digits.stream"
+    path.write_text(render_stream("digits_cnn", 64, "float32", "all"), encoding="utf-8")
+    return path
+
+
+def test_a_workload_stream_refuses_baselines_of_another_network(digits_stream):
+    text = refused("--workload", str(digits_stream))
+    assert "--workload needs --no-baselines" in text and "pascal_cdma.py" in text
+    proc = sst("topologies/pascal_cdma.py", "--", "--workload", digits_stream)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "--no-baselines" in proc.stderr
+
+
+def test_a_workload_stream_runs_without_baselines_and_claims_no_speed_up(digits_stream):
+    result, console = run("--workload", str(digits_stream), "--no-baselines")
+    summary = result.reports["summary"]
+    assert summary["network"] == "digits_cnn" and summary["allocation"] == "stream"
+    assert "baselines" not in summary
+    assert "speedup_vs_vdnn" not in summary and "slowdown_vs_oracle" not in summary
+    assert "speed-up" not in console and "oracle" not in console
