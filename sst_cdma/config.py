@@ -232,10 +232,13 @@ class ConfigGraph:
                 raise ConfigError(f"port {comp_name}.{port} is connected twice (links "
                                   f"{', '.join(repr(n) for n in names)})",
                                   self.links[names[1]].where)
+        ports_of: dict[str, list[tuple[str, list[str]]]] = {}
+        for (comp_name, port), names in used.items():
+            ports_of.setdefault(comp_name, []).append((port, names))
         for comp in self.components.values():
             cls = comp.element
-            for (comp_name, port), names in used.items():
-                if comp_name == comp.name and cls.find_port(port) is None:
+            for port, names in ports_of.get(comp.name, ()):
+                if cls.find_port(port) is None:
                     known = ", ".join(p.name for p in cls.PORTS) or "none"
                     raise ConfigError(f"{comp.name} ({comp.type}) has no port {port!r} "
                                       f"(ports: {known})", self.links[names[0]].where)

@@ -252,7 +252,7 @@ class Element:
 
     def connected_ports(self) -> list[str]:
         """Names of this element's ports that the configuration connected, sorted."""
-        return sorted(port for comp, port in self.engine._ends if comp == self.name)
+        return self.engine.connected_ports(self.name)
 
     def configure_self_link(self, name: str, latency: str | int,
                             handler: Callable[[Any], Any]) -> LinkEnd:

@@ -68,6 +68,9 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--pcie-gen", type=int, choices=(3, 4, 5, 6), default=None,
                    help="override the PCIe generation of the host link")
     p.add_argument("--gpus", type=int, default=gpus, help="number of GPUs")
+    p.add_argument("--gpus-per-host", type=int, default=0,
+                   help="GPUs per host (node): each host has its own memory and PCIe root "
+                        "(0: every GPU on one host)")
     p.add_argument("--gpus-per-switch", type=int, default=0,
                    help="GPUs sharing one PCIe switch upstream port (0: no switch)")
     p.add_argument("--engines", type=int, default=8, help="cDMA engines per GPU")
@@ -166,12 +169,20 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
 
 def _system(sst: Any, prefix: str, spec: SystemSpec, policy: str, algorithm: str,
             unlimited: bool, label: str) -> None:
-    """Add ``--gpus`` GPUs, their switches and the host memory under ``prefix``."""
+    """Add ``--gpus`` GPUs, their switches and host memories under ``prefix``: one host per
+    ``--gpus-per-host`` GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
     o = spec.options
-    host = sst.Component(f"{prefix}host", "cdma.HostMemory")
+    per_host = o.gpus_per_host or o.gpus
+    hosts = -(-o.gpus // per_host)
+    host = None
     port = 0
     switch = None
     for i in range(o.gpus):
+        if i % per_host == 0:
+            h = i // per_host
+            host = sst.Component(f"{prefix}host" if hosts == 1 else f"{prefix}host{h}",
+                                 "cdma.HostMemory")
+            port = 0
         _, link = _gpu_system(sst, f"{prefix}gpu{i}", spec, policy, algorithm, unlimited, label)
         if link is None:
             continue
@@ -209,10 +220,11 @@ def _check_burst(o: argparse.Namespace) -> None:
 
 def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
           link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
+          gpus_per_host: int = 0,
           system: str = "") -> argparse.Namespace:
     """Parse the model options and add the main system plus its oracle and vDNN baselines."""
     parser = option_parser(prog, gpu, link, gpus)
-    parser.set_defaults(gpus_per_switch=gpus_per_switch)
+    parser.set_defaults(gpus_per_switch=gpus_per_switch, gpus_per_host=gpus_per_host)
     o = parser.parse_args(list(argv))
     if o.batch < 1:
         raise ConfigError(f"model option error: --batch must be >= 1, got {o.batch}")
@@ -220,6 +232,13 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         raise ConfigError(f"model option error: --gpus must be >= 1, got {o.gpus}")
     if o.engines < 1:
         raise ConfigError(f"model option error: --engines must be >= 1, got {o.engines}")
+    if o.gpus_per_host < 0:
+        raise ConfigError(f"model option error: --gpus-per-host must be >= 0 (0: one host), "
+                          f"got {o.gpus_per_host}")
+    if o.gpus_per_host and o.gpus_per_switch and o.gpus_per_host % o.gpus_per_switch:
+        raise ConfigError(f"model option error: --gpus-per-host {o.gpus_per_host} is not a "
+                          f"multiple of --gpus-per-switch {o.gpus_per_switch} (a switch sits "
+                          "in one host)")
     if o.gpus_per_switch < 0:
         raise ConfigError(f"model option error: --gpus-per-switch must be >= 0 (0: no switch), "
                           f"got {o.gpus_per_switch}")

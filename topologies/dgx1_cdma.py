@@ -1,4 +1,5 @@
-"""DGX-1-like: eight P100s, two per PCIe switch sharing one gen3 x16 upstream port to the host.
+"""DGX-1-like: eight P100s per node, two per PCIe switch sharing one gen3 x16 upstream port to
+the node's host; more GPUs (--gpus 64) are more such nodes, each with its own host memory.
 
     sst topologies/dgx1_cdma.py -- --network vgg16 --batch 64
 """
@@ -7,4 +8,5 @@ import sys
 import sst
 from sst_cdma.topology import build
 
-build(sst, sys.argv[1:], prog="dgx1_cdma.py", gpu="pascal", gpus=8, gpus_per_switch=2)
+build(sst, sys.argv[1:], prog="dgx1_cdma.py", gpu="pascal", gpus=8, gpus_per_switch=2,
+      gpus_per_host=8)

@@ -77,3 +77,11 @@ def test_the_kernel_model_benchmark_prints_its_tables_as_markdown():
     assert "| in sample, fwd geomean \\|r-1\\| <= 15% | 12.6% | PASS |" in text
     assert "| in sample, bwd_filter geomean \\|r-1\\| <= 15% | 63.0% | MISS |" in text
     assert text.rstrip().endswith("9 of 10 targets met.")
+
+
+def test_the_scale_benchmark_fits_the_growth_exponent():
+    bench = load("bench_scale")
+    assert bench.growth_exponent([64, 256, 1024], [1.0, 4.0, 16.0]) == pytest.approx(1.0)
+    assert bench.growth_exponent([64, 256, 1024], [1.0, 16.0, 256.0]) == pytest.approx(2.0)
+    wall, timing = bench.one_run(8, ["--network", "alexnet", "--batch", "4", "--no-baselines"])
+    assert wall > timing["run_s"] > 0

@@ -131,3 +131,31 @@ def test_malformed_workload_stream_names_the_line(tmp_path):
     with pytest.raises(RunError) as err:
         run("pascal_cdma.py", "--no-baselines", "--algorithm", "none", "--workload", str(path))
     assert f"broken.stream:{bad + 1}:" in str(err.value)
+
+
+def test_gpus_beyond_a_node_get_hosts_of_their_own():
+    result, _ = run("dgx1_cdma.py", "--network", "alexnet", "--batch", "8", "--gpus", "24",
+                    "--no-baselines", "--policy", "all")
+    comps = result.engine.components
+    hosts = sorted(n for n in comps if n.startswith("host"))
+    assert hosts == ["host0", "host1", "host2"]  # eight GPUs per DGX-1 node
+    # every switch's upstream port lands on its own node's host
+    for k in range(12):
+        (end,) = [e for (c, p), e in result.engine._ends.items() if c == f"switch{k}" and p == "up"]
+        peer = [c for (c, p), e in result.engine._ends.items() if e is end.peer]
+        assert peer == [f"host{k // 4}"]
+    s = result.reports["summary"]
+    assert len(s["gpus"]) == 24 and s["complete"]
+    # one node's GPUs run exactly as the eight-GPU system does
+    eight, _ = run("dgx1_cdma.py", "--network", "alexnet", "--batch", "8", "--no-baselines",
+                   "--policy", "all")
+    assert s["iteration_time_s"] == eight.reports["summary"]["iteration_time_s"]
+
+
+@pytest.mark.parametrize("opts,message", [
+    (("--gpus-per-host", "-1"), "--gpus-per-host must be >= 0"),
+    (("--gpus-per-host", "6"), "--gpus-per-host 6 is not a multiple of --gpus-per-switch 4"),
+])
+def test_bad_host_sizes_are_refused(opts, message):
+    with pytest.raises(RunError, match=message):
+        run("dgx1_cdma.py", "--gpus-per-switch", "4", *opts)
