@@ -61,9 +61,11 @@ def main() -> int:
         for n in counts:
             outs[n] = scratch / f"w{n}"
             cold[n], outcome = timed_sweep(spec, outs[n], n)
+            work = point_seconds(outs[n])
             print(f"cold, {n} worker{'s' if n > 1 else ' '}: {cold[n]:7.2f} s wall  "
                   f"({outcome.total} points, {outcome.failed} failed; simulation work "
-                  f"{point_seconds(outs[n]):.2f} s)")
+                  f"{work:.2f} s; share of workers x wall spent simulating "
+                  f"{work / (n * cold[n]):.0%})")
         base = counts[0]
         for n in counts[1:]:
             same = (outs[base] / "results.csv").read_bytes() == \

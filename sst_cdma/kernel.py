@@ -130,6 +130,10 @@ class Clock:
             self._schedule_next()
 
 
+#: the run calls its ``progress`` hook once per this many + 1 event times (a power of two - 1)
+PROGRESS_EVERY = (1 << 14) - 1
+
+
 class Simulator:
     """Owns simulated time, the event queue, clocks and the primary-component bookkeeping."""
 
@@ -145,6 +149,8 @@ class Simulator:
         self._untimed_sent = 0
         self.events_delivered = 0
         self.end_reason = ""
+        #: called as ``progress(now_ps, events)`` every few thousand event times (None: never)
+        self.progress: Optional[Callable[[int, int], None]] = None
 
     # -- scheduling -------------------------------------------------------------------------
     def schedule(self, time_ps: int, handler: Handler, event: Any = None,
@@ -240,6 +246,8 @@ class Simulator:
         buckets = self._buckets
         pop = heapq.heappop
         delivered = 0
+        progress = self.progress
+        tick = 0
         try:
             while keys:
                 key = pop(keys)
@@ -250,6 +258,9 @@ class Simulator:
                     handler(event)
                 delivered += len(bucket)
                 del buckets[key]
+                tick += 1
+                if progress is not None and not tick & PROGRESS_EVERY:
+                    progress(self.now, self.events_delivered + delivered)
             self.end_reason = "no events left"
         except _Stop:
             pass  # the stop/exit action's bucket is not counted as delivered events
