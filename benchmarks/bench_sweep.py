@@ -37,11 +37,12 @@ def timed_sweep(spec: Path, output: Path, workers: int) -> tuple[float, object]:
     return time.perf_counter() - t0, outcome
 
 
-def point_seconds(output: Path) -> float:
-    """Sum of the points' own wall times (result.json), i.e. the serial simulation work."""
+def point_seconds(output: Path, key: str = "wall_s") -> float:
+    """Sum over the points (result.json) of their wall time (``wall_s``: run, outputs and
+    folder) or of their in-process run time (``run_s``: the simulation itself)."""
     total = 0.0
     for result in (output / "points").glob("*/result.json"):
-        total += json.loads(result.read_text()).get("wall_s") or 0.0
+        total += json.loads(result.read_text()).get(key) or 0.0
     return total
 
 
@@ -61,11 +62,11 @@ def main() -> int:
         for n in counts:
             outs[n] = scratch / f"w{n}"
             cold[n], outcome = timed_sweep(spec, outs[n], n)
-            work = point_seconds(outs[n])
+            work, simulating = point_seconds(outs[n]), point_seconds(outs[n], "run_s")
             print(f"cold, {n} worker{'s' if n > 1 else ' '}: {cold[n]:7.2f} s wall  "
-                  f"({outcome.total} points, {outcome.failed} failed; simulation work "
-                  f"{work:.2f} s; share of workers x wall spent simulating "
-                  f"{work / (n * cold[n]):.0%})")
+                  f"({outcome.total} points, {outcome.failed} failed; points' wall "
+                  f"{work:.2f} s, of it simulating {simulating:.2f} s; share of workers x wall "
+                  f"spent simulating {simulating / (n * cold[n]):.0%})")
         base = counts[0]
         for n in counts[1:]:
             same = (outs[base] / "results.csv").read_bytes() == \

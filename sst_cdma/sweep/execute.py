@@ -174,7 +174,9 @@ def _storage_error(exc: OSError, task: PointTask) -> PointStorageError:
 def run_point(task: PointTask) -> dict[str, Any]:
     """Run one point and publish its folder (unless it is already there: finished, or failed
     and ``task.retry_failed`` is false); return its record (``result.json``): key, status
-    (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary and wall_s. A failure of
+    (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary, wall_s (the whole
+    point: the run, its outputs, the point's folder) and run_s (the run in this process: script,
+    build, setup, event loop, finish). A failure of
     the simulation (RunError or any exception) is a record with status ``failed``, never an
     exception; a failure to write the point's folder is a :class:`PointStorageError` naming the
     path; only those and interruptions propagate."""
@@ -206,7 +208,8 @@ def _run_point(task: PointTask) -> dict[str, Any]:
             result = run(task.script, list(task.model_options), output_directory=tmp,
                          console=console, overrides=task.overrides or None)
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
-                          end_reason=str(result.end_reason))
+                          end_reason=str(result.end_reason),
+                          run_s=round(sum(result.timing.values()), 6))
             stats = result.statistics
             if stats is not None and len(stats):
                 stats.to_csv(tmp / STATISTICS, index=False, lineterminator="\n")
