@@ -181,7 +181,8 @@ class Reporter(Component):
             (out / "config.json").write_text(json.dumps(resolved_config(self.engine), indent=2)
                                              + "\n", encoding="utf-8")
             if self.params["trace"]:
-                (out / "trace.json").write_text(json.dumps(chrome_trace(gpus)) + "\n",
+                (out / "trace.json").write_text(json.dumps(chrome_trace(
+                    gpus, self.engine.full_trace)) + "\n",
                                                 encoding="utf-8")
 
 
@@ -196,9 +197,11 @@ def resolved_config(engine: Any) -> dict[str, Any]:
             "statistics_options": graph["statistics_options"]}
 
 
-def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def chrome_trace(gpus: dict[str, dict[str, Any]], full: bool = True) -> dict[str, Any]:
     """Chrome trace events: one process per GPU, threads compute / copy / stall, and a "GPU
-    memory" counter (bytes allocated) at every time the allocation changed."""
+    memory" counter (bytes allocated) at every time the allocation changed. ``full=False``
+    leaves out the kernels, copies and stalls (the bulk of the file) and keeps the memory
+    counters: what a sweep point keeps unless its spec asks for full traces."""
     events: list[dict[str, Any]] = []
     tids = {"compute": 1, "offload": 2, "prefetch": 2, "stall": 3}
     for pid, (name, rep) in enumerate(sorted(gpus.items()), start=1):
@@ -206,7 +209,7 @@ def chrome_trace(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for tname, tid in (("compute stream", 1), ("copy stream", 2), ("stalls", 3)):
             events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                            "args": {"name": tname}})
-        for kind, label, start, end in rep["timeline"]:
+        for kind, label, start, end in rep["timeline"] if full else ():
             events.append({"name": f"{kind} {label}" if kind != "compute" else label,
                            "cat": kind, "ph": "X", "pid": pid, "tid": tids[kind],
                            "ts": start / 1e6, "dur": (end - start) / 1e6})

@@ -33,6 +33,9 @@ class Engine:
         self.components: dict[str, Component] = {}
         self._ends: dict[tuple[str, str], LinkEnd] = {}
         self._ports: dict[str, list[str]] = {}  # component -> its connected ports
+        #: whether trace-writing elements write every event (False: a summary trace, as sweep
+        #: points keep unless asked)
+        self.full_trace = True
         base = output_directory if output_directory is not None else Path.cwd()
         out_type, out_params = graph.stat_output
         try:

@@ -203,7 +203,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         run_mode: str = "both", console: Optional[IO[str]] = None,
         output_json: Optional[str] = None, output_dot: Optional[str] = None,
         overrides: Optional[dict[str, dict[str, Any]]] = None,
-        progress: Optional[IO[str]] = None) -> RunResult:
+        progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
@@ -211,7 +211,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     quote). ``output_directory`` receives statistic files and whatever
     the components write. ``console`` receives console statistics (default: stdout).
     ``progress`` (e.g. ``sys.stderr``, as ``sst`` gives it) receives a line now and then once
-    the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`).
+    the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`). ``full_trace=False``
+    makes ``trace.json`` hold the GPU memory counters only (what sweep points keep).
 
     The outputs appear together or not at all: the run writes them into a staging folder beside
     ``output_directory`` (``DIR.partial-*``) and moves them in once it has ended; a run that
@@ -238,7 +239,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         _check_output_directory(out_dir)
     staging = _staging_folder(out_dir) if out_dir is not None else None
     try:
-        result = _run_graph(graph, options, out_dir, staging, console, t0, progress)
+        result = _run_graph(graph, options, out_dir, staging, console, t0, progress, full_trace)
         if staging is not None and out_dir is not None:
             with _interrupts_deferred():
                 publish_outputs(staging, out_dir)
@@ -349,7 +350,7 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
 
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
                staging: Optional[Path], console: Optional[IO[str]], t0: float,
-               progress: Optional[IO[str]] = None) -> RunResult:
+               progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
     """Write the graph files, build and run; outputs go to ``staging`` (or nowhere)."""
     for key, writer in (("output-json", graph.write_json), ("output-dot", None)):
         target = options[key]
@@ -381,6 +382,7 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
         raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
     try:
         engine = Engine(graph, staging, console)
+        engine.full_trace = full_trace
         if progress is not None:
             from .progress import Progress
 

@@ -59,12 +59,12 @@ def plan(spec: SweepSpec, points_dir: Path, retry_failed: bool = False
         if point.topology not in scripts:
             scripts[point.topology] = script_digest(point.topology)
         options, overrides = point.model_options(), point.overrides()
-        key = key_of(point, scripts[point.topology], inputs)
+        key = key_of(point, scripts[point.topology], inputs, spec.full_trace)
         out.append((point, PointTask(key=key, script=str(point.topology),
                                      topology_name=point.topology_name,
                                      model_options=tuple(options), overrides=overrides,
                                      points_dir=str(points_dir.resolve()),
-                                     retry_failed=retry_failed)))
+                                     retry_failed=retry_failed, full_trace=spec.full_trace)))
     return out
 
 

@@ -45,6 +45,7 @@ class PointTask:
     overrides: dict[str, dict[str, str]] = field(default_factory=dict, hash=False)
     points_dir: str = ""
     retry_failed: bool = False
+    full_trace: bool = False
 
 
 def point_dir(points_dir: os.PathLike | str, key: str) -> Path:
@@ -206,7 +207,8 @@ def _run_point(task: PointTask) -> dict[str, Any]:
             contextlib.redirect_stderr(output):
         try:
             result = run(task.script, list(task.model_options), output_directory=tmp,
-                         console=console, overrides=task.overrides or None)
+                         console=console, overrides=task.overrides or None,
+                         full_trace=task.full_trace)
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
                           end_reason=str(result.end_reason),
                           run_s=round(sum(result.timing.values()), 6))

@@ -123,9 +123,10 @@ def file_digest(path: Path) -> str:
 
 def point_key(script_sha: str, model_options: list[str], overrides: dict[str, Any],
               inputs: Optional[str] = None, version: Optional[str] = None,
-              files: Optional[dict[str, str]] = None) -> str:
+              files: Optional[dict[str, str]] = None, full_trace: bool = False) -> str:
     """The cache key of one simulation (hex, :data:`KEY_LENGTH` digits). ``files`` maps the
-    options that name files to their content digests, so an edited file runs again."""
+    options that name files to their content digests, so an edited file runs again;
+    ``full_trace`` (a point that keeps its full trace) makes another key."""
     payload: dict[str, Any] = {
         "script": script_sha,
         "options": list(model_options),
@@ -136,18 +137,21 @@ def point_key(script_sha: str, model_options: list[str], overrides: dict[str, An
     }
     if files:
         payload["files"] = sorted(files.items())
+    if full_trace:
+        payload["full_trace"] = True
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-def key_of(point: Any, script_sha: str, inputs: Optional[str] = None) -> str:
+def key_of(point: Any, script_sha: str, inputs: Optional[str] = None,
+           full_trace: bool = False) -> str:
     """The cache key of a sweep or regression :class:`~sst_cdma.sweep.spec.Point`: its script,
     its options as written (sorted by name: their order does not make another point), its
     overrides (each pattern's params sorted by name), and the content of every file an option
     names."""
     files = {name: file_digest(Path(path)) for name, path in point.files}
     return point_key(script_sha, point.canonical_options(), point.canonical_overrides(),
-                     inputs, files=files)
+                     inputs, files=files, full_trace=full_trace)
 
 
 __all__ = ["inputs_digest", "script_digest", "point_key", "key_of", "file_digest", "digest_tree",

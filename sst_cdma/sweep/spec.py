@@ -15,7 +15,7 @@ from .marks import Located, SpecError, is_scalar, kind_name, load_located
 from .stats import SelectorError, parse_selector
 
 TOP_KEYS = ("name", "description", "topology", "options", "grid", "points", "params",
-            "statistics", "exclude")
+            "statistics", "exclude", "full_trace")
 #: Summary keys left out of the table unless a spec says otherwise: per-layer timelines (they
 #: stay in each point's summary.json).
 DEFAULT_EXCLUDE = ("layers", "layers.*", "*.layers", "*.layers.*")
@@ -137,6 +137,8 @@ class SweepSpec:
     points: list[Point]
     statistics: list[str]
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    #: each point keeps its full Chrome trace (default: the GPU memory counters only)
+    full_trace: bool = False
 
 
 # -- parsing helpers -----------------------------------------------------------------------------
@@ -250,6 +252,12 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
     description = ""
     if "description" in top:
         description = str(_scalar(top["description"], "description", path) or "")
+    full_trace = False
+    if "full_trace" in top:
+        full_trace = _scalar(top["full_trace"], "full_trace", path, allow_null=False)
+        if not isinstance(full_trace, bool):
+            raise SpecError(f"full_trace must be true or false, got {full_trace!r}", path,
+                            top["full_trace"].line)
 
     topology = None
     if "topology" in top:
@@ -402,7 +410,7 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
             seen[ident] = point
             result.append(point)
     return SweepSpec(path=path, name=name, description=description, points=result,
-                     statistics=statistics, exclude=exclude)
+                     statistics=statistics, exclude=exclude, full_trace=full_trace)
 
 
 __all__ = ["Point", "SweepSpec", "SpecError", "load_spec", "format_value", "DEFAULT_EXCLUDE"]
