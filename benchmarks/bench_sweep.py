@@ -5,7 +5,11 @@ cold). Wall times are whole ``run_sweep`` calls: spec check, cluster start, poin
     python benchmarks/bench_sweep.py [SPEC.yaml] [--workers 1,2]
 
 SPEC defaults to sweeps/paper.yaml once topologies/pascal_cdma.py exists, else
-sweeps/phold.yaml (PHOLD tori; no cDMA model needed).
+sweeps/phold.yaml (PHOLD tori; no cDMA model needed). Each cold run also prints the share of
+workers x wall time spent simulating (the points' in-process run times, ``run_s``). On the
+paper's study (24 points of ~50 ms) Dask's start-up alone is most of the wall time; on
+sweeps/throughput.yaml (8 points of a second or more) the share measures the sweep's own
+per-point cost.
 """
 from __future__ import annotations
 
