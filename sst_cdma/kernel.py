@@ -130,8 +130,8 @@ class Clock:
             self._schedule_next()
 
 
-#: the run calls its ``progress`` hook once per this many + 1 event times (a power of two - 1)
-PROGRESS_EVERY = (1 << 14) - 1
+#: the run calls its ``progress`` hook after about this many events, and again after as many
+PROGRESS_EVERY = 1 << 14
 
 
 class Simulator:
@@ -247,7 +247,7 @@ class Simulator:
         pop = heapq.heappop
         delivered = 0
         progress = self.progress
-        tick = 0
+        check_at = PROGRESS_EVERY if progress is not None else -1
         try:
             while keys:
                 key = pop(keys)
@@ -258,8 +258,8 @@ class Simulator:
                     handler(event)
                 delivered += len(bucket)
                 del buckets[key]
-                tick += 1
-                if progress is not None and not tick & PROGRESS_EVERY:
+                if delivered >= check_at >= 0:
+                    check_at = delivered + PROGRESS_EVERY
                     progress(self.now, self.events_delivered + delivered)
             self.end_reason = "no events left"
         except _Stop:
