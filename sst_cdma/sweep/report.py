@@ -147,7 +147,14 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
 
     csv, frame = load_results(results)
     out = Path(output) if output is not None else csv.parent / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        in_the_way = next(p for p in (out, *out.parents) if p.exists() and not p.is_dir())
+        raise ReportError(f"--output {out}: {in_the_way} is a file, not a folder") from None
+    except OSError as exc:
+        raise ReportError(f"--output {out}: cannot create the folder: "
+                          f"{exc.strerror or exc}") from None
     ok = frame[frame["status"] == "ok"].copy()
     swept = swept_columns(frame)
     if x is not None:
