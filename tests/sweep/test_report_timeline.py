@@ -74,6 +74,6 @@ def test_a_point_without_trace_gets_a_note_instead_of_a_memory_plot(results):
 def test_a_report_output_that_is_a_file_is_one_error_naming_it(results, tmp_path, below):
     blocker = tmp_path / "blocker"
     blocker.write_text("not a folder")
-    with pytest.raises(ReportError, match=f"blocker is a file, not a folder"):
+    with pytest.raises(ReportError, match="blocker is a file, not a folder"):
         write_report(results, blocker / below if below else blocker)
     assert blocker.read_text() == "not a folder"
