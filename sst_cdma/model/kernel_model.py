@@ -83,12 +83,15 @@ class KernelParams:
     """Per-architecture parameters of the kernel model (all dimensionless except ``launch_s``).
 
     ``gemm_efficiency``: share of peak FLOP/s a large GEMM tile reaches; ``tile_reuse``: how fast
-    that share falls for small tiles; ``winograd_efficiency``/``fft_efficiency``: the share of
-    peak the transformed algorithms reach on their (reduced) arithmetic;
+    that share falls for small tiles; ``tile_fill_k``: a tile's fixed prologue and epilogue, in
+    reduction steps; ``winograd_efficiency``/``fft_efficiency``: the share of peak the
+    transformed algorithms reach on their (reduced) arithmetic;
     ``bwd_data_efficiency``/``bwd_filter_efficiency``: factors on the share for the backward
-    kernels; ``blas_efficiency``: factor for cuBLAS GEMMs (fully connected layers);
-    ``memory_efficiency``: share of peak DRAM bandwidth kernels reach; ``launch_s``: fixed time
-    per kernel."""
+    kernels, ``strided_dgrad_efficiency`` a further one for strided layers' backward-data;
+    ``blas_efficiency``: factor for cuBLAS GEMMs (fully connected layers);
+    ``memory_efficiency``: share of peak DRAM bandwidth a convolution's operand traffic reaches
+    (its re-reads included); ``launch_s``: fixed time per cuDNN call or GEMM;
+    ``plane_elements``: how fast the share falls for small NCHW planes."""
 
     gemm_efficiency: float = 0.75
     tile_reuse: float = 8.0
