@@ -107,7 +107,8 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                         "SIZE (default 0B)")
     p.add_argument("--layer-times", default="", metavar="FILE",
                    help="measured kernel times per layer (sst-cdma time-layers writes one) "
-                        "instead of the roofline")
+                        "instead of the kernel model; measured on another --gpu preset (the "
+                        "file's 'gpu'), they are scaled by the model")
     p.add_argument("--tensors", default="", help="NPZ of real tensors for the cDMA engine")
     p.add_argument("--functional", action="store_true",
                    help="move and check real compressed bytes (needs --tensors)")
