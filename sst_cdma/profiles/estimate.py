@@ -76,7 +76,7 @@ estimate's (0.1): a small network on an easy task converges within a few hundred
 
 What the profile does not hold: measured compression ratios (``ratios``). The simulator
 estimates RLE and zlib from density by running the real codecs on synthetic data; ZVC's fp32
-ratio follows from density alone, 32 / (1 + 32 d) (DESIGN.md section 5).
+ratio follows from density alone, 32 / (1 + 32 d) (docs/codecs.md, "Size formulas").
 """
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def pool_density(d_in: float, window: int) -> float:
 
 
 def zvc_ratio(density: float) -> float:
-    """ZVC's fp32 compression ratio at ``density`` (DESIGN.md section 5)."""
+    """ZVC's fp32 compression ratio at ``density`` (docs/codecs.md, "Size formulas")."""
     return 32.0 / (1.0 + 32.0 * density)
 
 
