@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -17,6 +18,24 @@ from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_byte
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .messages import MemoryHandle, PathInfo, TransferDone, TransferRequest
+
+
+@dataclass
+class EngineResult:
+    """What a cDMA engine published at the end of the run: whom it served (the GPU on its
+    ``gpu`` port and the links from its ``pcie`` port to the host memory, GPU side first), how
+    it was built, and the compression ratio every algorithm would have reached on the bytes it
+    offloaded (empty when it planned none)."""
+
+    gpu: str
+    path: list[str]
+    host: str
+    algorithm: str
+    mode: str
+    engines: int
+    engine_throughput_Bps: float
+    progress: float
+    ratio_by_algorithm: dict[str, float] = field(default_factory=dict)
 
 
 class CDMAEngine(Component):
@@ -79,6 +98,8 @@ class CDMAEngine(Component):
         self.busy = False
         self.wire: dict[str, int] = {}
         self.ratios: dict[str, dict[str, float]] = {}
+        self.raw_bytes: dict[str, int] = {}  # offloaded tensor -> uncompressed bytes
+        self.served_gpu = ""
         self.densities: dict[str, float] = {}
         self.real: dict[str, np.ndarray] = {}
         self.samples: Any = None  # the SampleSet the real tensors came from
@@ -139,6 +160,8 @@ class CDMAEngine(Component):
         p = self.params
         dtype = workload["dtype"]
         offloaded = workload["offloaded"]  # list of (tensor, raw_bytes, sparse)
+        self.served_gpu = workload.get("gpu", "")
+        self.raw_bytes.update((t, raw) for t, raw, _ in offloaded)
         if self.samples is not None:
             self._check_real(workload)
         need_profile = [t for t, _, sparse in offloaded if sparse and t not in self.real]
@@ -197,6 +220,28 @@ class CDMAEngine(Component):
         size = len(payload)
         bypass = self.params["bypass_incompressible"] and size >= raw
         self.wire[tensor] = 0 if raw <= 0 else (raw if bypass else size)
+
+    def ratio_by_algorithm(self) -> dict[str, float]:
+        """The compression ratio (raw / wire bytes, bypass included) of every algorithm over the
+        tensors this engine planned."""
+        raw = {t: self.raw_bytes[t] for t in self.ratios if self.raw_bytes.get(t)}
+        total = sum(raw.values())
+        if not raw:
+            return {}
+        bypass = self.params["bypass_incompressible"]
+        return {algo: total / sum(wire_bytes(raw[t], self.ratios[t][algo], bypass) for t in raw)
+                for algo in ALGORITHMS[1:]}
+
+    def finish(self) -> None:
+        """Publish whom the engine served, how it was built and what compression reached."""
+        p = self.params
+        path = self.path
+        self.publish(EngineResult(
+            gpu=self.served_gpu, path=list(path.link_names) if path else [],
+            host=path.host.name if path is not None and path.host is not None else "",
+            algorithm=p["algorithm"], mode=p["mode"], engines=p["engines"],
+            engine_throughput_Bps=p["engine_throughput"], progress=p["progress"],
+            ratio_by_algorithm=self.ratio_by_algorithm()))
 
     def setup(self) -> None:
         """Check the wiring found what a transfer needs."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,6 +14,46 @@ from sst_cdma.flows import FlowNetwork, PS_PER_S
 from sst_cdma.model.gpus import GPUS
 
 from .messages import MemoryHandle, TransferDone, TransferRequest
+
+#: the systems a GPU can belong to: the one studied and its two baselines
+SYSTEMS = ("main", "oracle", "vdnn")
+
+
+@dataclass
+class GPUResult:
+    """What a GPU measured over its iteration, published at the end of the run. Times are in
+    ps, sizes in bytes; ``layers`` and ``timeline`` are the per-layer table and the
+    (kind, label, start, end) events of the Chrome trace."""
+
+    system: str
+    preset: str
+    gpu_name: str
+    kernel_times: str
+    network: str
+    batch: int
+    dtype: str
+    policy: str
+    optimizer: str
+    completed: bool
+    iteration_time_ps: int
+    forward_time_ps: int
+    backward_time_ps: int
+    update_time_ps: int
+    compute_time_ps: int
+    stall_time_ps: int
+    offloaded_bytes: int
+    wire_bytes: int
+    prefetched_bytes: int
+    prefetch_wire_bytes: int
+    peak_gpu_memory_bytes: int
+    gpu_memory_capacity_bytes: int
+    fits_in_memory: bool
+    out_of_memory: Optional[dict[str, Any]]
+    allocation: str
+    average_gpu_memory_bytes: int
+    memory_curve: list[tuple[int, int]] = field(repr=False)
+    layers: list[dict[str, Any]] = field(repr=False)
+    timeline: list[tuple[str, str, int, int]] = field(repr=False)
 
 
 def roofline_ps(flops: int, dram: int, peak_flops: float, efficiency: float,
@@ -66,7 +107,9 @@ class GPU(Component):
               minimum=0),
         Param("hbm_contention", "bool", "true", "kernels' DRAM traffic competes with the DMA "
               "engine for HBM bandwidth (false: kernels are timers)"),
-        Param("label", "str", "", "what this GPU stands for in reports (main, oracle, vdnn)"),
+        Param("system", "str", "main", "the system this GPU belongs to: main (the system "
+              "studied), oracle (nothing offloaded, unlimited memory) or vdnn (offload without "
+              "compression); reports compare main against the others", choices=SYSTEMS),
         Param("write_stream", "bool", "true", "write the rendered stream into the output "
               "directory"),
     )
@@ -128,6 +171,8 @@ class GPU(Component):
         except (StreamError, WorkloadError) as exc:
             raise ValueError(f"{name}: {exc}") from None
         self.ops = self.stream.ops
+        #: where the kernel times come from, as the reports say it
+        self.kernel_times = self._kernel_times_source()
         # the layer each op belongs to: the next compute/sync at or after it
         self.op_layer: list[str] = [""] * len(self.ops)
         upcoming = ""
@@ -187,6 +232,18 @@ class GPU(Component):
         except ModelError as exc:
             raise ValueError(f"{self.name}: {exc}") from None
 
+    def _kernel_times_source(self) -> str:
+        from sst_cdma.model.kernel_model import ModelError
+        from sst_cdma.workloads.layer_times import kernel_times_source
+
+        p = self.params
+        if p["workload"]:
+            return f"workload stream {p['workload']} (its time= keys, else roofline)"
+        try:
+            return kernel_times_source(p["kernel_model"], p["gpu_preset"], p["layer_times"])
+        except ModelError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
+
     def _workspace_limit(self) -> Optional[int]:
         from sst_cdma.units import UnitError, parse_bytes
 
@@ -206,7 +263,8 @@ class GPU(Component):
             offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
                          for op in self.ops if op.op == "offload"]
             shapes = {op.name: tensors[op.name].shape for op in self.ops if op.op == "offload"}
-            self.dma.send_untimed({"network": self.stream.network, "dtype": self.stream.dtype,
+            self.dma.send_untimed({"gpu": self.name,
+                                   "network": self.stream.network, "dtype": self.stream.dtype,
                                    "batch": self.stream.batch, "offloaded": offloaded,
                                    "shapes": shapes})
         while (msg := self.hbm_link.recv_untimed()) is not None:
@@ -370,25 +428,26 @@ class GPU(Component):
         self.stat_iter.add_data(end)
         self.stat_stall.add_data(max(0, end - self.kernel_total))
         hbm = self.hbm
-        report = {
-            "label": self.params["label"] or self.name,
-            "network": self.stream.network, "batch": self.stream.batch,
-            "dtype": self.stream.dtype, "policy": self.stream.policy,
-            "optimizer": self.params["optimizer"],
-            "completed": self.finished_at is not None,
-            "iteration_time_ps": end, "forward_time_ps": back, "backward_time_ps": update - back,
-            "update_time_ps": end - update,
-            "compute_time_ps": self.kernel_total, "stall_time_ps": max(0, end - self.kernel_total),
-            "offloaded_bytes": self.offloaded_raw, "wire_bytes": self.offloaded_wire,
-            "prefetched_bytes": self.prefetched_raw, "prefetch_wire_bytes": self.prefetched_wire,
-            "peak_gpu_memory_bytes": hbm.peak if hbm else 0,
-            "gpu_memory_capacity_bytes": hbm.capacity if hbm else 0,
-            "fits_in_memory": bool(hbm and hbm.peak <= hbm.capacity),
-            "out_of_memory": hbm.oom if hbm else None,
+        p = self.params
+        self.publish(GPUResult(
+            system=p["system"], preset=p["gpu_preset"], gpu_name=GPUS[p["gpu_preset"]].name,
+            kernel_times=self.kernel_times,
+            network=self.stream.network, batch=self.stream.batch, dtype=self.stream.dtype,
+            policy=self.stream.policy, optimizer=p["optimizer"],
+            completed=self.finished_at is not None,
+            iteration_time_ps=end, forward_time_ps=back, backward_time_ps=update - back,
+            update_time_ps=end - update,
+            compute_time_ps=self.kernel_total, stall_time_ps=max(0, end - self.kernel_total),
+            offloaded_bytes=self.offloaded_raw, wire_bytes=self.offloaded_wire,
+            prefetched_bytes=self.prefetched_raw, prefetch_wire_bytes=self.prefetched_wire,
+            peak_gpu_memory_bytes=hbm.peak if hbm else 0,
+            gpu_memory_capacity_bytes=hbm.capacity if hbm else 0,
+            fits_in_memory=bool(hbm and hbm.peak <= hbm.capacity),
+            out_of_memory=hbm.oom if hbm else None,
             # GPU memory over the iteration [0, end]: allocation mode, average, the curve
-            "allocation": "stream" if self.params["workload"] else self.params["allocation"],
-            "average_gpu_memory_bytes": hbm.average_usage(end) if hbm else 0,
-            "memory_curve": hbm.usage_curve() if hbm else [],
-            "layers": self.layers, "timeline": self.timeline,
-        }
-        self.engine.reports.setdefault("gpus", {})[self.name] = report
+            allocation="stream" if p["workload"] else p["allocation"],
+            average_gpu_memory_bytes=hbm.average_usage(end) if hbm else 0,
+            memory_curve=hbm.usage_curve() if hbm else [],
+            layers=self.layers, timeline=self.timeline))
+        if p["system"] == "main":
+            self.end_main_system(end)

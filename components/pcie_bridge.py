@@ -2,7 +2,8 @@
 resulting TLP/DLLP efficiency, latency, full duplex) or an NVLink connection to the CPU."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
@@ -41,6 +42,35 @@ def link_bandwidth(p: dict[str, Any]) -> float:
                     p["dllp_overhead"]).effective
 
 
+@dataclass
+class LinkResult:
+    """What a full-duplex link (a GPU's host link, a switch's upstream port) published at the
+    end of the run: its kind and protocol, its payload bandwidth per direction and the bytes it
+    carried each way. PCIe links have a generation and lanes; NVLink ones bricks and a rate."""
+
+    kind: str
+    protocol: str
+    bandwidth_Bps: float
+    d2h_bytes: float
+    h2d_bytes: float
+    generation: Optional[int] = None
+    lanes: Optional[int] = None
+    nvlink_links: Optional[int] = None
+    nvlink_rate_Bps: Optional[float] = None
+
+    def utilization(self, direction: str, elapsed_ps: int) -> float:
+        """Average fraction of the bandwidth ``direction`` (``d2h`` or ``h2d``) carried over
+        ``elapsed_ps``."""
+        carried = self.d2h_bytes if direction == "d2h" else self.h2d_bytes
+        return carried / (self.bandwidth_Bps * elapsed_ps / 1e12) if elapsed_ps else 0.0
+
+    def describe(self) -> str:
+        """The link as users name it: ``pcie3x16``, ``nvlink3x25GB/s``."""
+        if self.protocol == "pcie":
+            return f"pcie{self.generation}x{self.lanes}"
+        return f"nvlink{self.nvlink_links}x{(self.nvlink_rate_Bps or 0) / 1e9:g}GB/s"
+
+
 class DuplexLink(Component):
     """What the bridge and the switch share: a full-duplex link with one bandwidth resource per
     direction, the path description it extends during init, and byte counts per direction."""
@@ -64,14 +94,27 @@ class DuplexLink(Component):
                         info.latency_ps + self.params["latency"], info.host,
                         [self.name, *info.link_names])
 
+    #: what this link is in a system, as its result record says
+    KIND = "link"
+
     def finish(self) -> None:
-        """Record the bytes carried each way."""
+        """Record the bytes carried each way and publish the link's result record."""
         self.stat_d2h.add_data(int(round(self.d2h.busy_units)))
         self.stat_h2d.add_data(int(round(self.h2d.busy_units)))
+        p = self.params
+        pcie = p["protocol"] == "pcie"
+        self.publish(LinkResult(
+            kind=self.KIND, protocol=p["protocol"], bandwidth_Bps=self.bandwidth,
+            d2h_bytes=self.d2h.busy_units, h2d_bytes=self.h2d.busy_units,
+            generation=p["generation"] if pcie else None, lanes=p["lanes"] if pcie else None,
+            nvlink_links=None if pcie else p["nvlink_links"],
+            nvlink_rate_Bps=None if pcie else p["nvlink_rate"]))
 
 
 class PCIeBridge(DuplexLink):
     """A GPU's host link, full duplex: one bandwidth resource per direction."""
+
+    KIND = "host link"
 
     PORTS = (Port("gpu", "towards the GPU's DMA engine", required=True),
              Port("host", "towards the host memory or a PCIe switch", required=True))

@@ -13,6 +13,7 @@ class PCIeSwitch(DuplexLink):
     """A PCIe switch whose upstream port's bandwidth all downstream ports share."""
 
     RESOURCE_PREFIX = ".up"
+    KIND = "switch"
     PORTS = (Port("up", "upstream port towards the host", required=True),
              Port("down%d", "downstream ports towards GPUs' PCIe bridges"))
     STATISTICS = (

@@ -1,93 +1,148 @@
-"""Collects every GPU's results after the run: the console summary, ``summary.json``, the
-resolved configuration and a Chrome-trace timeline (opens in Perfetto)."""
+"""Composes the run's summary from the result records the elements published: the console
+summary, ``summary.json`` and a Chrome-trace timeline (opens in Perfetto).
+
+Roles come from the records, not from component names: each GPU says which system it belongs
+to (``main``, ``oracle``, ``vdnn``), each cDMA engine which GPU it served and which links lead
+from it to the host memory. The k-th GPU of a baseline system is the baseline of the k-th
+main GPU, in the order the topology declared them.
+"""
 from __future__ import annotations
 
 import json
+import math
 import sys
-from typing import Any
+from typing import Any, Optional
 
+from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param
-from sst_cdma.flows import FlowNetwork
-from sst_cdma.model.compression import wire_bytes
 
-from .cdma_engine import CDMAEngine
-from .pcie_bridge import DuplexLink
+from .cdma_engine import EngineResult
+from .gpu import GPUResult
+from .pcie_bridge import LinkResult
 
 PS = 1e-12
 
+#: how a multi-GPU summary combines each per-GPU figure into its top-level one
+AGGREGATION = {
+    "iteration_time_s": "max", "forward_time_s": "max", "backward_time_s": "max",
+    "update_time_s": "max", "compute_time_s": "max", "stall_time_s": "max",
+    "offloaded_bytes": "sum", "wire_bytes": "sum", "extra_dram_bytes": "sum",
+    "peak_gpu_memory_bytes": "max", "average_gpu_memory_bytes": "max",
+    "gpu_memory_capacity_bytes": "min", "pcie_utilization": "mean", "fits_in_memory": "all",
+    "complete": "all",
+}
 
-def _seconds(report: dict[str, Any], key: str) -> float:
-    return report[key] * PS
+
+def _baseline(r: GPUResult) -> dict[str, Any]:
+    return {"iteration_time_s": r.iteration_time_ps * PS,
+            "peak_gpu_memory_bytes": r.peak_gpu_memory_bytes,
+            "average_gpu_memory_bytes": r.average_gpu_memory_bytes,
+            "fits_in_memory": r.fits_in_memory, "complete": r.completed, "policy": r.policy}
 
 
-def _baseline(report: dict[str, Any]) -> dict[str, Any]:
-    return {"iteration_time_s": _seconds(report, "iteration_time_ps"),
-            "peak_gpu_memory_bytes": report["peak_gpu_memory_bytes"],
-            "average_gpu_memory_bytes": report["average_gpu_memory_bytes"],
-            "fits_in_memory": report["fits_in_memory"], "complete": report["completed"]}
+def host_link_fields(link: LinkResult) -> dict[str, Any]:
+    """``summary.json``'s ``host_link``: the link's name, protocol and what sets its
+    bandwidth (generation and lanes, or NVLink bricks and rate)."""
+    out: dict[str, Any] = {"name": link.describe(), "protocol": link.protocol,
+                           "bandwidth_Bps": link.bandwidth_Bps}
+    if link.protocol == "pcie":
+        out.update(generation=link.generation, lanes=link.lanes)
+    else:
+        out.update(nvlink_links=link.nvlink_links, nvlink_rate_Bps=link.nvlink_rate_Bps)
+    return out
+
+
+class SystemResults:
+    """The records of one run sorted into roles: main GPUs with their baselines, the engine
+    that served each GPU, and every link."""
+
+    def __init__(self, results: dict[str, Any]) -> None:
+        gpus = {n: r for n, r in results.items() if isinstance(r, GPUResult)}
+        self.gpus = gpus
+        self.main = [n for n, r in gpus.items() if r.system == "main"]
+        self.engine_of = {r.gpu: r for r in results.values() if isinstance(r, EngineResult)}
+        self.links = {n: r for n, r in results.items() if isinstance(r, LinkResult)}
+        self.baseline_of: dict[str, dict[str, GPUResult]] = {n: {} for n in self.main}
+        for label in ("oracle", "vdnn"):
+            others = [n for n, r in gpus.items() if r.system == label]
+            if others and len(others) != len(self.main):
+                raise ConfigError(f"the {label} system has {len(others)} GPU(s) and the main "
+                                  f"system {len(self.main)}: a baseline system needs one GPU "
+                                  "per main GPU (sst_cdma.baselines.add_baselines builds them)")
+            for name, other in zip(self.main, others):
+                self.baseline_of[name][label] = gpus[other]
+
+    def host_link(self, gpu: str) -> Optional[LinkResult]:
+        """The link next to ``gpu``'s engine on its way to the host (None: no engine)."""
+        engine = self.engine_of.get(gpu)
+        if engine is None or not engine.path:
+            return None
+        return self.links.get(engine.path[0])
+
+    def shared_links(self, gpus: list[str]) -> dict[str, LinkResult]:
+        """The links beyond the GPUs' own host links (switch uplinks), by name."""
+        out: dict[str, LinkResult] = {}
+        for gpu in gpus:
+            engine = self.engine_of.get(gpu)
+            for name in engine.path[1:] if engine is not None else ():
+                if name in self.links:
+                    out.setdefault(name, self.links[name])
+        return out
 
 
 class Reporter(Component):
-    """Writes the run's summary: console text, summary.json, config.json and trace.json."""
+    """Writes the run's summary: console text, summary.json and trace.json, composed from the
+    result records the GPUs, engines and links published."""
 
     FINISH_LAST = True
     PARAMS = (
         Param("console", "bool", "true", "print the summary on standard output"),
         Param("trace", "bool", "true", "write trace.json (Chrome trace format) with the output"),
-        Param("system", "str", "", "a one-line description of the simulated system"),
-        Param("kernel_times", "str", "roofline", "where kernel times come from: roofline, or "
-              "measured (the layer-times file and its device)"),
+        Param("system", "str", "", "a one-line description of the simulated system (default: "
+              "composed from the GPUs' presets and the host link)"),
     )
 
-    def gpu_summary(self, name: str, gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def gpu_summary(self, name: str, runs: SystemResults) -> dict[str, Any]:
         """The summary.json entry of one main-system GPU, with its baselines."""
-        r = gpus[name]
-        engine = self.engine.components.get(f"{name}.dma")
-        flows = FlowNetwork.of(self.sim)
-        end = max(r["iteration_time_ps"], 1)
-        pcie = self.engine.components.get(f"{name}.pcie")
+        r = runs.gpus[name]
+        engine = runs.engine_of.get(name)
+        end = max(r.iteration_time_ps, 1)
+        link = runs.host_link(name)
         out: dict[str, Any] = {
-            "gpu": name, "network": r["network"], "batch": r["batch"], "dtype": r["dtype"],
-            "policy": r["policy"], "complete": r["completed"],
-            "algorithm": engine.params["algorithm"] if isinstance(engine, CDMAEngine) else "none",
-            "mode": engine.params["mode"] if isinstance(engine, CDMAEngine) else "flow",
-            "iteration_time_s": _seconds(r, "iteration_time_ps"),
-            "forward_time_s": _seconds(r, "forward_time_ps"),
-            "backward_time_s": _seconds(r, "backward_time_ps"),
-            "update_time_s": _seconds(r, "update_time_ps"),
-            "optimizer": r["optimizer"],
-            "compute_time_s": _seconds(r, "compute_time_ps"),
-            "stall_time_s": _seconds(r, "stall_time_ps"),
-            "offloaded_bytes": r["offloaded_bytes"], "wire_bytes": r["wire_bytes"],
-            "compression_ratio": r["offloaded_bytes"] / r["wire_bytes"] if r["wire_bytes"] else 1.0,
-            "extra_dram_bytes": r["offloaded_bytes"] + r["prefetched_bytes"],
-            "peak_gpu_memory_bytes": r["peak_gpu_memory_bytes"],
-            "gpu_memory_capacity_bytes": r["gpu_memory_capacity_bytes"],
-            "fits_in_memory": r["fits_in_memory"], "out_of_memory": r["out_of_memory"],
+            "gpu": name, "gpu_preset": r.preset, "network": r.network, "batch": r.batch,
+            "dtype": r.dtype, "policy": r.policy, "complete": r.completed,
+            "algorithm": engine.algorithm if engine else "none",
+            "mode": engine.mode if engine else "flow",
+            "iteration_time_s": r.iteration_time_ps * PS,
+            "forward_time_s": r.forward_time_ps * PS,
+            "backward_time_s": r.backward_time_ps * PS,
+            "update_time_s": r.update_time_ps * PS,
+            "optimizer": r.optimizer,
+            "compute_time_s": r.compute_time_ps * PS,
+            "stall_time_s": r.stall_time_ps * PS,
+            "offloaded_bytes": r.offloaded_bytes, "wire_bytes": r.wire_bytes,
+            "compression_ratio": r.offloaded_bytes / r.wire_bytes if r.wire_bytes else 1.0,
+            "extra_dram_bytes": r.offloaded_bytes + r.prefetched_bytes,
+            "peak_gpu_memory_bytes": r.peak_gpu_memory_bytes,
+            "gpu_memory_capacity_bytes": r.gpu_memory_capacity_bytes,
+            "fits_in_memory": r.fits_in_memory, "out_of_memory": r.out_of_memory,
+            "allocation": r.allocation, "average_gpu_memory_bytes": r.average_gpu_memory_bytes,
+            "kernel_times": r.kernel_times,
         }
-        out["allocation"] = r["allocation"]
-        out["average_gpu_memory_bytes"] = r["average_gpu_memory_bytes"]
-        if pcie is not None:
-            out["pcie_bandwidth_Bps"] = pcie.bandwidth
-            out["pcie_utilization"] = {d: flows.utilization(f"{pcie.name}.{d}", end)
-                                       for d in ("d2h", "h2d")}
-        shared = self.shared_link_utilization([name], end)
+        if engine is not None:
+            out["engines"] = engine.engines
+            out["engine_throughput_Bps"] = engine.engine_throughput_Bps
+        if link is not None:
+            out["host_link"] = host_link_fields(link)
+            out["pcie_bandwidth_Bps"] = link.bandwidth_Bps
+            out["pcie_utilization"] = {d: link.utilization(d, end) for d in ("d2h", "h2d")}
+        shared = self.shared_link_utilization(runs, [name], end)
         if shared:
             out["switch_utilization"] = shared
-        if isinstance(engine, CDMAEngine) and engine.ratios:
-            tensors = self.engine.components[name].stream.tensors
-            raw = {t: tensors[t].bytes for t in engine.ratios if t in tensors and tensors[t].bytes}
-            total = sum(raw.values())
-            bypass = engine.params["bypass_incompressible"]
-            out["compression_ratio_by_algorithm"] = {
-                algo: total / sum(wire_bytes(raw[t], engine.ratios[t][algo], bypass) for t in raw)
-                if total else 1.0 for algo in ("zvc", "rle", "zlib")}
-            out["density_profile_progress"] = engine.params["progress"]
-        baselines = {}
-        for label in ("oracle", "vdnn"):
-            other = gpus.get(f"{label}.{name}")
-            if other is not None:
-                baselines[label] = _baseline(other)
+        if engine is not None and engine.ratio_by_algorithm:
+            out["compression_ratio_by_algorithm"] = engine.ratio_by_algorithm
+            out["density_profile_progress"] = engine.progress
+        baselines = {label: _baseline(other) for label, other in runs.baseline_of[name].items()}
         if baselines:
             out["baselines"] = baselines
             # a ratio of cut-off iterations (--stop-at) is no speed-up: only whole ones compare
@@ -97,78 +152,50 @@ class Reporter(Component):
             if "vdnn" in baselines and out["complete"] and baselines["vdnn"]["complete"]:
                 out["speedup_vs_vdnn"] = baselines["vdnn"]["iteration_time_s"] / \
                     out["iteration_time_s"]
+        reason = no_speedup_reason(out)
+        if reason and "vdnn" in baselines:
+            out["no_cdma_speedup"] = reason
         out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
-                         for l in r["layers"]]
+                         for l in r.layers]
         return out
 
-    def shared_link_utilization(self, gpus: list[str], end_ps: int) -> dict[str, dict[str, float]]:
-        """Busy fraction of each link the GPUs' transfers cross beyond their own bridge (the
-        upstream ports of PCIe switches), per direction, over ``end_ps``."""
-        flows = FlowNetwork.of(self.sim)
-        out: dict[str, dict[str, float]] = {}
-        for gpu in gpus:
-            engine = self.engine.components.get(f"{gpu}.dma")
-            if not isinstance(engine, CDMAEngine) or engine.path is None:
-                continue
-            for link in engine.path.link_names[1:]:
-                comp = self.engine.components.get(link)
-                if isinstance(comp, DuplexLink) and link not in out:
-                    out[link] = {"bandwidth_Bps": comp.bandwidth,
-                                 "d2h": flows.utilization(comp.d2h.name, end_ps),
-                                 "h2d": flows.utilization(comp.h2d.name, end_ps)}
-        return out
+    @staticmethod
+    def shared_link_utilization(runs: SystemResults, gpus: list[str],
+                                end_ps: int) -> dict[str, dict[str, float]]:
+        """Busy fraction of each link the GPUs' transfers cross beyond their own host link
+        (the upstream ports of PCIe switches), per direction, over ``end_ps``."""
+        return {name: {"bandwidth_Bps": link.bandwidth_Bps,
+                       "d2h": link.utilization("d2h", end_ps),
+                       "h2d": link.utilization("h2d", end_ps)}
+                for name, link in runs.shared_links(gpus).items()}
+
+    def describe_system(self, runs: SystemResults) -> str:
+        """The one-line system description: the main GPUs' model, host link and count."""
+        if self.params["system"]:
+            return self.params["system"]
+        first = runs.gpus[runs.main[0]]
+        link = runs.host_link(runs.main[0])
+        return f"{first.gpu_name}, {link.describe() if link else 'no host link'}, " \
+               f"{len(runs.main)} GPU(s)"
 
     def finish(self) -> None:
         """Build the summary and write it where the run asked."""
-        gpus = self.engine.reports.get("gpus", {})
-        main = [n for n in gpus if "." not in n]
+        try:
+            runs = SystemResults(self.engine.results)
+        except ConfigError as exc:
+            raise ConfigError(f"{self.name}: {exc}") from None
+        main = runs.main
         if not main:
             return
-        entries = [self.gpu_summary(n, gpus) for n in main]
-        summary = dict(entries[0]) if len(entries) == 1 else {
-            k: entries[0][k] for k in ("network", "batch", "dtype", "policy", "algorithm", "mode")}
+        entries = [self.gpu_summary(n, runs) for n in main]
+        summary = dict(entries[0]) if len(entries) == 1 else multi_gpu_summary(entries)
         if len(entries) > 1:
-            summary["complete"] = all(e["complete"] for e in entries)
-            summary["optimizer"] = entries[0]["optimizer"]
-            for key in ("iteration_time_s", "forward_time_s", "backward_time_s", "update_time_s",
-                        "compute_time_s", "stall_time_s"):
-                summary[key] = max(e[key] for e in entries)
-            for key in ("offloaded_bytes", "wire_bytes", "extra_dram_bytes"):
-                summary[key] = sum(e[key] for e in entries)
-            summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
-                if summary["wire_bytes"] else 1.0
-            summary["peak_gpu_memory_bytes"] = max(e["peak_gpu_memory_bytes"] for e in entries)
-            summary["average_gpu_memory_bytes"] = max(e["average_gpu_memory_bytes"]
-                                                      for e in entries)
-            summary["allocation"] = entries[0]["allocation"]
-            summary["gpu_memory_capacity_bytes"] = min(e["gpu_memory_capacity_bytes"]
-                                                       for e in entries)
-            for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm"):
-                if key in entries[0]:
-                    summary[key] = entries[0][key]  # the same link and network on every GPU
-            if "pcie_utilization" in entries[0]:
-                summary["pcie_utilization"] = {
-                    d: sum(e["pcie_utilization"][d] for e in entries) / len(entries)
-                    for d in ("d2h", "h2d")}
             shared = self.shared_link_utilization(
-                main, max(max(gpus[n]["iteration_time_ps"] for n in main), 1))
+                runs, main, max(max(runs.gpus[n].iteration_time_ps for n in main), 1))
             if shared:
                 summary["switch_utilization"] = shared
-            summary["fits_in_memory"] = all(e["fits_in_memory"] for e in entries)
-            summary["baselines"] = {
-                label: {"iteration_time_s": max(e["baselines"][label]["iteration_time_s"]
-                                                for e in entries),
-                        "peak_gpu_memory_bytes": max(e["baselines"][label]["peak_gpu_memory_bytes"]
-                                                     for e in entries),
-                        "average_gpu_memory_bytes": max(
-                            e["baselines"][label]["average_gpu_memory_bytes"] for e in entries),
-                        "fits_in_memory": all(e["baselines"][label]["fits_in_memory"]
-                                              for e in entries),
-                        "complete": all(e["baselines"][label]["complete"] for e in entries)}
-                for label in entries[0].get("baselines", {})}
-            summary["gpus"] = entries
-        summary["system"] = self.params["system"]
-        summary["kernel_times"] = self.params["kernel_times"]
+        summary.update(system_shape(runs))
+        summary["system"] = self.describe_system(runs)
         if not summary["complete"]:
             summary["stopped_at_s"] = self.sim.now * PS
         self.engine.reports["summary"] = summary
@@ -178,26 +205,82 @@ class Reporter(Component):
         if out is not None:
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                               encoding="utf-8")
-            (out / "config.json").write_text(json.dumps(resolved_config(self.engine), indent=2)
-                                             + "\n", encoding="utf-8")
             if self.params["trace"]:
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
-                    gpus, self.engine.full_trace)) + "\n",
+                    runs.gpus, self.engine.full_trace)) + "\n",
                                                 encoding="utf-8")
 
 
-def resolved_config(engine: Any) -> dict[str, Any]:
-    """Every component with every param resolved (defaults included), and every link."""
-    comps = []
-    for name, comp in engine.components.items():
-        comps.append({"name": name, "type": comp.type_name(),
-                      "params": {k: v for k, v in comp.params.items()}})
-    graph = engine.graph.to_json()
-    return {"components": comps, "links": graph["links"],
-            "statistics_options": graph["statistics_options"]}
+def no_speedup_reason(entry: dict[str, Any]) -> str:
+    """Why a GPU's run has no cDMA speed-up to show ("" when it has one): nothing was
+    offloaded, nothing was compressed, or the run did not fit in GPU memory."""
+    if entry["policy"] == "none" or not entry["offloaded_bytes"]:
+        return "nothing was offloaded (vDNN policy none)" if entry["policy"] == "none" \
+            else "nothing was offloaded"
+    if entry["algorithm"] == "none":
+        return "nothing was compressed (cDMA algorithm none)"
+    if not entry["fits_in_memory"]:
+        return "this run ran out of GPU memory"
+    vdnn = entry.get("baselines", {}).get("vdnn")
+    if vdnn is not None and not vdnn["fits_in_memory"]:
+        return "the vDNN baseline ran out of GPU memory"
+    return ""
 
 
-def chrome_trace(gpus: dict[str, dict[str, Any]], full: bool = True) -> dict[str, Any]:
+def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The top-level summary of several main GPUs: the shared settings, each figure combined
+    as :data:`AGGREGATION` says (named in the summary's ``aggregation``), the baselines
+    combined the same way, and every GPU's own entry under ``gpus``."""
+    first = entries[0]
+    summary = {k: first[k] for k in ("network", "batch", "dtype", "policy", "algorithm", "mode",
+                                     "optimizer", "allocation", "kernel_times", "gpu_preset")}
+    combine = {"max": max, "min": min, "sum": sum, "all": all,
+               "mean": lambda xs: sum(xs) / len(xs)}
+    for key, how in AGGREGATION.items():
+        if key == "pcie_utilization":
+            if key in first:
+                summary[key] = {d: combine[how]([e[key][d] for e in entries])
+                                for d in ("d2h", "h2d")}
+        else:
+            summary[key] = combine[how]([e[key] for e in entries])
+    summary["aggregation"] = {k: v for k, v in AGGREGATION.items() if k in summary}
+    summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
+        if summary["wire_bytes"] else 1.0
+    for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm", "host_link", "engines",
+                "engine_throughput_Bps"):
+        if key in first:
+            summary[key] = first[key]  # the same link, engine and network on every GPU
+    labels = first.get("baselines", {})
+    if labels:
+        summary["baselines"] = {
+            label: {**{key: combine[AGGREGATION[key]]([e["baselines"][label][key]
+                                                        for e in entries])
+                       for key in ("iteration_time_s", "peak_gpu_memory_bytes",
+                                   "average_gpu_memory_bytes", "fits_in_memory", "complete")},
+                    "policy": first["baselines"][label]["policy"]}
+            for label in labels}
+    reasons = {e.get("no_cdma_speedup", "") for e in entries} - {""}
+    if reasons:
+        summary["no_cdma_speedup"] = sorted(reasons)[0]
+    summary["gpus"] = entries
+    return summary
+
+
+def system_shape(runs: SystemResults) -> dict[str, Any]:
+    """What shapes the main system, from its records: how many GPUs and hosts, and how many
+    GPUs share a switch uplink (0: none)."""
+    hosts = {runs.engine_of[g].host for g in runs.main if g in runs.engine_of}
+    sharing = {}
+    for g in runs.main:
+        engine = runs.engine_of.get(g)
+        for name in engine.path[1:] if engine is not None else ():
+            if runs.links.get(name) is not None and runs.links[name].kind == "switch":
+                sharing[name] = sharing.get(name, 0) + 1
+    return {"gpu_count": len(runs.main), "hosts": len(hosts),
+            "gpus_per_switch": max(sharing.values()) if sharing else 0}
+
+
+def chrome_trace(gpus: dict[str, GPUResult], full: bool = True) -> dict[str, Any]:
     """Chrome trace events: one process per GPU, threads compute / copy / stall, and a "GPU
     memory" counter (bytes allocated) at every time the allocation changed. ``full=False``
     leaves out the kernels, copies and stalls (the bulk of the file) and keeps the memory
@@ -209,11 +292,11 @@ def chrome_trace(gpus: dict[str, dict[str, Any]], full: bool = True) -> dict[str
         for tname, tid in (("compute stream", 1), ("copy stream", 2), ("stalls", 3)):
             events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                            "args": {"name": tname}})
-        for kind, label, start, end in rep["timeline"] if full else ():
+        for kind, label, start, end in rep.timeline if full else ():
             events.append({"name": f"{kind} {label}" if kind != "compute" else label,
                            "cat": kind, "ph": "X", "pid": pid, "tid": tids[kind],
                            "ts": start / 1e6, "dur": (end - start) / 1e6})
-        events.extend(memory_counter(pid, rep.get("memory_curve", ())))
+        events.extend(memory_counter(pid, rep.memory_curve))
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
@@ -224,12 +307,32 @@ def memory_counter(pid: int, curve: Any) -> list[dict[str, Any]]:
             for t, n in curve]
 
 
-def _gb(n: float) -> str:
-    """Bytes in GB, or MB/kB for small networks (decimal units)."""
+def _unit(largest: float) -> tuple[float, str]:
+    """The decimal unit (scale, name) for sizes up to ``largest`` bytes: GB, MB or kB."""
     for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if abs(n) >= scale / 10 or unit == "kB":
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
+        if abs(largest) >= scale / 10:
+            return scale, unit
+    return 1e3, "kB"
+
+
+def _sizes(*values: float) -> list[str]:
+    """``values`` in bytes, formatted in one decimal unit (the one that suits the largest), so
+    that a console line never mixes units."""
+    if not any(values):
+        return ["0 B"] * len(values)
+    scale, unit = _unit(max(abs(v) for v in values))
+    out = []
+    for v in values:
+        x = v / scale
+        # two decimals, or three significant digits where two decimals would show 0.00
+        digits = 2 if abs(x) >= 0.01 or x == 0 else 2 - math.floor(math.log10(abs(x)))
+        out.append(f"{x:.{digits}f} {unit}")
+    return out
+
+
+def _row(label: str, text: str) -> str:
+    """One console line: the label and a colon, padded so values line up."""
+    return f"{label + ':':<16} {text}"
 
 
 def console_summary(s: dict[str, Any]) -> str:
@@ -237,6 +340,10 @@ def console_summary(s: dict[str, Any]) -> str:
     ms = 1e3
     it = s["iteration_time_s"]
     complete = s.get("complete", True)
+    n = len(s.get("gpus", ()))
+    # what a multi-GPU figure is: the slowest GPU's, the total over GPUs, the largest GPU's
+    slowest, total, largest = (f" (slowest of {n} GPUs)", f" (total of {n} GPUs)",
+                               " (largest GPU)") if n else ("", "", "")
     lines = [
         f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
         f"{s['policy']}, "
@@ -249,24 +356,26 @@ def console_summary(s: dict[str, Any]) -> str:
         lines.append(f"kernel times:    {s['kernel_times']}")
     if not complete:
         stopped = s.get("stopped_at_s", it)
+        raw, wire = _sizes(s["offloaded_bytes"], s["wire_bytes"])
         lines += [
             f"STOPPED:         the run was stopped at {stopped * ms:.3f} ms (--stop-at) before "
             "the iteration ended: no iteration time, stall, speed-up or slowdown",
-            f"offloaded:       {_gb(s['offloaded_bytes'])} raw, {_gb(s['wire_bytes'])} on the "
-            "wire so far",
-            f"peak GPU memory: {_gb(s['peak_gpu_memory_bytes'])} so far",
+            _row(f"offloaded{total}", f"{raw} raw, {wire} on the wire so far"),
+            _row(f"peak GPU memory{largest}", f"{_sizes(s['peak_gpu_memory_bytes'])[0]} so far"),
         ]
         return "\n".join(lines)
+    raw, wire = _sizes(s["offloaded_bytes"], s["wire_bytes"])
     lines += [
-        f"iteration:       {it * ms:.3f} ms  (forward {s['forward_time_s'] * ms:.3f} ms, "
+        _row(f"iteration{slowest}", f"{it * ms:.3f} ms  (forward {s['forward_time_s'] * ms:.3f} ms, "
         f"backward {s['backward_time_s'] * ms:.3f} ms"
         + (f", {s['optimizer']} update {s['update_time_s'] * ms:.3f} ms"
-           if s.get("update_time_s") else "") + ")",
-        f"compute / stall: {s['compute_time_s'] * ms:.3f} ms / {s['stall_time_s'] * ms:.3f} ms "
-        f"({100 * s['stall_time_s'] / it if it else 0:.1f}% stalled)" if "compute_time_s" in s
+           if s.get("update_time_s") else "") + ")"),
+        _row(f"compute / stall{slowest}", f"{s['compute_time_s'] * ms:.3f} ms / "
+             f"{s['stall_time_s'] * ms:.3f} ms ({100 * s['stall_time_s'] / it if it else 0:.1f}% "
+             "stalled)") if "compute_time_s" in s
         else f"stall:           {s['stall_time_s'] * ms:.3f} ms",
-        f"offloaded:       {_gb(s['offloaded_bytes'])} raw, {_gb(s['wire_bytes'])} on the wire "
-        f"(ratio {s['compression_ratio']:.2f}x)",
+        _row(f"offloaded{total}", f"{raw} raw, {wire} on the wire "
+             f"(ratio {s['compression_ratio']:.2f}x)"),
     ]
     if "compression_ratio_by_algorithm" in s:
         r = s["compression_ratio_by_algorithm"]
@@ -274,7 +383,8 @@ def console_summary(s: dict[str, Any]) -> str:
     if "pcie_utilization" in s:
         u = s["pcie_utilization"]
         lines.append(f"host link:       {s['pcie_bandwidth_Bps'] / 1e9:.2f} GB/s per direction, "
-                     f"busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to GPU")
+                     f"busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to GPU"
+                     + (f" (mean of {n} GPUs)" if n else ""))
     if s.get("switch_utilization"):
         name, u = max(s["switch_utilization"].items(), key=lambda kv: max(kv[1]["d2h"],
                                                                           kv[1]["h2d"]))
@@ -282,17 +392,19 @@ def console_summary(s: dict[str, Any]) -> str:
                      f"({u['bandwidth_Bps'] / 1e9:.2f} GB/s) busy {100 * u['d2h']:.1f}% to host, "
                      f"{100 * u['h2d']:.1f}% to GPU")
     if "extra_dram_bytes" in s:
-        lines.append(f"DMA DRAM traffic: {_gb(s['extra_dram_bytes'])} read+written by the engine")
+        lines.append(_row(f"DMA DRAM traffic{total}", f"{_sizes(s['extra_dram_bytes'])[0]} "
+                          "read+written by the engine"))
     cap = s.get("gpu_memory_capacity_bytes")
     fits = "fits" if s["fits_in_memory"] else "DOES NOT FIT"
-    lines.append(f"peak GPU memory: {_gb(s['peak_gpu_memory_bytes'])}"
-                 + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})")
-                 + (f", average {_gb(s['average_gpu_memory_bytes'])}"
-                    if "average_gpu_memory_bytes" in s else ""))
+    peak, cap_text, avg = _sizes(s["peak_gpu_memory_bytes"], cap or 0,
+                                 s.get("average_gpu_memory_bytes", 0))
+    lines.append(_row(f"peak GPU memory{largest}", peak
+                      + (f" of {cap_text} ({fits})" if cap else f" ({fits})")
+                      + (f", average {avg}" if "average_gpu_memory_bytes" in s else "")))
     oom = s.get("out_of_memory")
     if oom:
         lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "
-                     f"{_gb(oom['bytes_short'])} short")
+                     f"{_sizes(oom['bytes_short'])[0]} short")
     b = s.get("baselines", {})
     for label, name in (("oracle", "oracle"), ("vdnn", "vDNN baseline")):
         if label in b and not b[label].get("complete", True):
@@ -300,14 +412,18 @@ def console_summary(s: dict[str, Any]) -> str:
                          "no comparison")
     if "oracle" in b and b["oracle"].get("complete", True):
         o = b["oracle"]
-        lines.append(f"oracle:          {o['iteration_time_s'] * ms:.3f} ms, needs "
-                     f"{_gb(o['peak_gpu_memory_bytes'])} "
-                     f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
-                     f"this run is {it / o['iteration_time_s']:.2f}x the oracle")
+        lines.append(_row(f"oracle{slowest}", f"{o['iteration_time_s'] * ms:.3f} ms, needs "
+                          f"{_sizes(o['peak_gpu_memory_bytes'])[0]}{' per GPU' if n else ''} "
+                          f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
+                          f"this run is {it / o['iteration_time_s']:.2f}x the oracle"))
     if "vdnn" in b and b["vdnn"].get("complete", True):
         v = b["vdnn"]
-        lines.append(f"vDNN (no comp.): {v['iteration_time_s'] * ms:.3f} ms; cDMA speed-up "
-                     f"{v['iteration_time_s'] / it:.2f}x")
+        policy = f", policy {v['policy']}" if v.get("policy") else ""
+        reason = s.get("no_cdma_speedup")
+        lines.append(_row(f"vDNN (no comp.{policy}){slowest}",
+                          f"{v['iteration_time_s'] * ms:.3f} ms; "
+                          + (f"no cDMA speed-up: {reason}" if reason else
+                             f"cDMA speed-up {v['iteration_time_s'] / it:.2f}x")))
     for g in s.get("gpus", []):
         lines.append(f"  {g['gpu']}: {g['iteration_time_s'] * ms:.3f} ms, stall "
                      f"{g['stall_time_s'] * ms:.3f} ms")

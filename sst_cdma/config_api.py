@@ -260,6 +260,18 @@ def popNamePrefix() -> None:
         _prefixes.pop()
 
 
+def current_graph() -> ConfigGraph:
+    """The configuration graph the running script is building (not part of SST's API: for
+    helpers such as :func:`sst_cdma.baselines.add_baselines` that read or extend it)."""
+    return _graph
+
+
+def caller_location() -> str:
+    """``file:line`` of the topology script statement that led to the current call, for
+    errors raised by such helpers."""
+    return _where(3)
+
+
 # -- statistics ----------------------------------------------------------------------------------
 def setStatisticOutput(type: str, params: Optional[Mapping[str, Any]] = None) -> None:
     """Choose the statistic output (``sst.statOutputCSV``, ...)."""

@@ -293,6 +293,19 @@ class Element:
     def finish(self) -> None:
         """Called once after the run, before statistics are written."""
 
+    # -- results -------------------------------------------------------------------------------
+    def publish(self, record: Any) -> None:
+        """Leave this element's typed result record (a dataclass of what it measured) for
+        elements that compose results, such as a reporter, and for the caller of the run."""
+        self.engine.results[self.name] = record
+
+    def end_main_system(self, time_ps: int) -> None:
+        """Declare that this element's part of the main system finished its work at
+        ``time_ps``: the run reports the latest such time as its simulated time, and the
+        statistics carry it as SimTime, however long the baseline systems ran."""
+        current = self.engine.main_end_ps
+        self.engine.main_end_ps = time_ps if current is None else max(current, time_ps)
+
 
 class Component(Element):
     """Base class of every component. Subclasses declare ``PARAMS``, ``PORTS``, ``STATISTICS``

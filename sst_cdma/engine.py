@@ -30,6 +30,12 @@ class Engine:
         self.output_directory = output_directory
         self.console = console  # where components print for the user (None: stdout)
         self.reports: dict[str, Any] = {}
+        #: element name -> the typed result record it published (:meth:`Element.publish`)
+        self.results: dict[str, Any] = {}
+        #: the simulated time the main system's work ended, when an element declared it
+        #: (:meth:`Element.end_main_system`); the run's reported time and the statistics'
+        #: SimTime (None: the simulation's end)
+        self.main_end_ps: Optional[int] = None
         self.components: dict[str, Component] = {}
         self._ends: dict[tuple[str, str], LinkEnd] = {}
         self._ports: dict[str, list[str]] = {}  # component -> its connected ports
@@ -158,10 +164,25 @@ class Engine:
         # Elements that summarise others (FINISH_LAST) see everyone else's results.
         for el in sorted(elements, key=lambda e: getattr(e, "FINISH_LAST", False)):
             el.finish()
-        self.statistics.finish()
+        self.statistics.finish(self.reported_end_ps)
         self.timing["finish_s"] = time.perf_counter() - t2
         sim.phase = "done"
 
+
+    def resolved_config(self) -> dict[str, Any]:
+        """Every component with every param resolved (defaults included), every link and the
+        statistics options: what ``config.json`` holds."""
+        comps = [{"name": name, "type": comp.type_name(), "params": dict(comp.params)}
+                 for name, comp in self.components.items()]
+        graph = self.graph.to_json()
+        return {"components": comps, "links": graph["links"],
+                "statistics_options": graph["statistics_options"]}
+
+    @property
+    def reported_end_ps(self) -> int:
+        """The simulated time a run reports: when the main system's work ended if an element
+        declared it, else when the last event ran (baseline systems may run longer)."""
+        return self.main_end_ps if self.main_end_ps is not None else self.sim.now
 
     def _located(self, el: Element, method: Any, *args: Any) -> None:
         """Call a lifecycle method; a ConfigError it raises without a location gets the line

@@ -49,6 +49,8 @@ class RunResult:
     end_reason: str
     timing: dict[str, float]
     reports: dict[str, Any] = field(default_factory=dict)
+    #: element name -> the typed result record the element published (a GPU's ``GPUResult``...)
+    results: dict[str, Any] = field(default_factory=dict)
     output_directory: Optional[Path] = None
     graph: Optional[ConfigGraph] = None
     engine: Any = None
@@ -393,7 +395,7 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     engine.timing["script_s"] = time.perf_counter() - t0 - engine.timing.get("build_s", 0.0)
     if mode == "init":
         return RunResult(engine.statistics.table, 0, 0, "run-mode init", engine.timing,
-                         engine.reports, out_dir, graph)
+                         engine.reports, engine.results, out_dir, graph)
     try:
         engine.run(stop_ps)
     except ConfigError as exc:
@@ -403,5 +405,9 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if engine.statistics.suppressed_by_level and not engine.statistics.stats:
         warn("statistics were enabled but none loaded: the statistic load level is below their "
              "enable level (call sst.setStatisticLoadLevel(N))")
-    return RunResult(engine.statistics.table, engine.sim.now, engine.sim.events_delivered,
-                     engine.sim.end_reason, engine.timing, engine.reports, out_dir, graph, engine)
+    if staging is not None:
+        (staging / "config.json").write_text(json.dumps(engine.resolved_config(), indent=2)
+                                             + "\n", encoding="utf-8")
+    return RunResult(engine.statistics.table, engine.reported_end_ps,
+                     engine.sim.events_delivered, engine.sim.end_reason, engine.timing,
+                     engine.reports, engine.results, out_dir, graph, engine)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
+from .baselines import add_baselines
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
 from .model.links import MIN_DMA_BURST
@@ -131,32 +132,27 @@ class SystemSpec:
     options: argparse.Namespace
 
 
-def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: str,
-                unlimited: bool, label: str) -> tuple[Any, Any]:
-    """Add one GPU with its HBM, engine and host link; returns (gpu, link component)."""
+def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
+    """Add one GPU with its HBM, engine and host link; returns the host link component."""
     o = spec.options
     gpu = sst.Component(name, "cdma.GPU")
     fitted = o.kernel_model == "fitted"
-    gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": policy,
-                   "peak_flops": spec.gpu.peak_flops, "label": label,
+    gpu.addParams({"network": o.network, "batch": o.batch, "dtype": o.dtype, "policy": o.policy,
+                   "peak_flops": spec.gpu.peak_flops,
                    "kernel_model": o.kernel_model, "gpu_preset": o.gpu,
                    "workspace_limit": o.workspace if fitted else "",
-                   "memory_capacity": "0B" if unlimited else spec.gpu.dram_capacity,
+                   "memory_capacity": spec.gpu.dram_capacity,
                    "compute_efficiency": o.compute_efficiency,
                    "hbm_contention": not o.no_contention, "layer_times": o.layer_times,
                    "optimizer": o.optimizer,
                    "workspace": "0B" if fitted else (o.workspace or "0B"),
                    "allocation": o.allocation,
-                   "write_stream": label == "main" and name == "gpu0",
-                   "workload": o.workload if label == "main" else ""})
+                   "write_stream": first, "workload": o.workload})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
-    hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity,
-                   "unlimited": unlimited})
+    hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity})
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
-    if policy == "none":
-        return gpu, None
     dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
-    dma.addParams({"algorithm": algorithm, "engines": o.engines,
+    dma.addParams({"algorithm": o.algorithm, "engines": o.engines,
                    "engine_throughput": o.engine_throughput, "mode": o.mode, "burst": o.burst,
                    "buffer": o.buffer, "progress": o.progress, "profile": o.profile,
                    "tensors": o.tensors, "functional": o.functional})
@@ -165,13 +161,12 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, policy: str, algorithm: s
     sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
     sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
     sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
-    return gpu, link
+    return link
 
 
-def _system(sst: Any, prefix: str, spec: SystemSpec, policy: str, algorithm: str,
-            unlimited: bool, label: str) -> None:
-    """Add ``--gpus`` GPUs, their switches and host memories under ``prefix``: one host per
-    ``--gpus-per-host`` GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
+def _system(sst: Any, spec: SystemSpec) -> None:
+    """Add ``--gpus`` GPUs, their switches and host memories: one host per ``--gpus-per-host``
+    GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
     o = spec.options
     per_host = o.gpus_per_host or o.gpus
     hosts = -(-o.gpus // per_host)
@@ -181,23 +176,19 @@ def _system(sst: Any, prefix: str, spec: SystemSpec, policy: str, algorithm: str
     for i in range(o.gpus):
         if i % per_host == 0:
             h = i // per_host
-            host = sst.Component(f"{prefix}host" if hosts == 1 else f"{prefix}host{h}",
-                                 "cdma.HostMemory")
+            host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
             port = 0
-        _, link = _gpu_system(sst, f"{prefix}gpu{i}", spec, policy, algorithm, unlimited, label)
-        if link is None:
-            continue
+        link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
         if o.gpus_per_switch:
             k, j = divmod(i, o.gpus_per_switch)
             if j == 0:
-                switch = sst.Component(f"{prefix}switch{k}", "cdma.PCIeSwitch")
+                switch = sst.Component(f"switch{k}", "cdma.PCIeSwitch")
                 switch.addParams({**{k2: v for k2, v in spec.link.items()}, "latency": "0ns"})
-                sst.Link(f"{prefix}switch{k}.l_up", "0ps").connect((switch, "up"),
-                                                                   (host, f"pcie{port}"))
+                sst.Link(f"switch{k}.l_up", "0ps").connect((switch, "up"), (host, f"pcie{port}"))
                 port += 1
-            sst.Link(f"{prefix}gpu{i}.l_host", "0ps").connect((link, "host"), (switch, f"down{j}"))
+            sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (switch, f"down{j}"))
         else:
-            sst.Link(f"{prefix}gpu{i}.l_host", "0ps").connect((link, "host"), (host, f"pcie{port}"))
+            sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (host, f"pcie{port}"))
             port += 1
 
 
@@ -311,15 +302,12 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     if o.pcie_gen is not None:
         link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
     spec = SystemSpec(spec_gpu, link_params, o)
-    _system(sst, "", spec, o.policy, o.algorithm, False, "main")
+    _system(sst, spec)
     if not o.no_baselines:
-        _system(sst, "oracle.", replace(spec), "none", "none", True, "oracle")
-        _system(sst, "vdnn.", replace(spec), o.policy if o.policy != "none" else "conv", "none",
-                False, "vdnn")
+        add_baselines()
     reporter = sst.Component("report", "cdma.Reporter")
-    reporter.addParam("kernel_times", kernel_times)
-    reporter.addParam("system", system or f"{spec_gpu.name}, {link_name if o.pcie_gen is None else f'pcie{o.pcie_gen}x16'}, "
-                      f"{o.gpus} GPU(s)")
+    if system:
+        reporter.addParam("system", system)
     options = sst.getProgramOptions()
     fmt = o.stats or ("csv" if options.get("output-directory") else "")
     if fmt:

@@ -32,6 +32,7 @@ from .network import Network
 from .stream import parse_duration
 
 __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps",
+           "kernel_times_source",
            "implied_compute_efficiency"]
 
 FORMAT = "sst-cdma-layer-times"
@@ -195,3 +196,23 @@ def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: 
     if seconds <= 0:
         raise WorkloadError("the convolutions' measured time is zero", file=times.source or None)
     return flops / (peak_flops * seconds)
+
+
+def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "") -> str:
+    """Where a GPU's kernel times come from, as ``summary.json``'s ``kernel_times`` says it:
+    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model) or ``measured on
+    DEVICE (FILE)``, with how times measured on another preset are carried over. Raises
+    :class:`~sst_cdma.model.kernel_model.ModelError` for a preset the model cannot price and
+    :class:`WorkloadError` for a layer-times file that does not load."""
+    if layer_times:
+        measured = load_layer_times(layer_times)
+        text = f"measured on {measured.device} ({layer_times})"
+        if measured.gpu and measured.gpu != preset:
+            text += (f", predicted for {preset} from {measured.gpu} by the kernel model's "
+                     "per-layer ratio")
+        return text
+    if kernel_model == "roofline":
+        return "roofline"
+    from sst_cdma.model.fitted import kernel_model_for
+
+    return kernel_model_for(preset).description

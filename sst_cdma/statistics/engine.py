@@ -104,9 +104,10 @@ class StatisticsEngine:
             self.sim.schedule(self.sim.now + period, self._periodic_dump, period,
                               STATISTIC_PRIORITY)
 
-    def dump(self, stats: list[Statistic]) -> None:
-        """Write ``stats`` at the current time to the output and the in-memory table."""
-        now = self.sim.now
+    def dump(self, stats: list[Statistic], now: Optional[int] = None) -> None:
+        """Write ``stats`` stamped ``now`` (default: the current time) to the output and the
+        in-memory table."""
+        now = self.sim.now if now is None else now
         self.output.output(stats, now)
         for stat in stats:
             row: dict[str, Any] = dict(zip(CSV_HEAD, [stat.component, stat.name, stat.subid,
@@ -115,9 +116,10 @@ class StatisticsEngine:
                 row[f"{name}.{ftype}"] = value
             self.rows.append(row)
 
-    def finish(self) -> None:
-        """The end-of-run dump of every statistic, then close the output."""
-        self.dump(self.stats)
+    def finish(self, end_ps: Optional[int] = None) -> None:
+        """The end-of-run dump of every statistic stamped ``end_ps`` (default: the current
+        time), then close the output."""
+        self.dump(self.stats, end_ps)
         self.output.stop()
 
     def table(self) -> "Any":

@@ -97,8 +97,8 @@ def test_the_cli_writes_a_file_the_simulator_runs_on(repo, tmp_path, capsys):
                           ["--network", "digits_cnn", "--batch", "8", "--policy", "all",
                            "--layer-times", str(out)], output_directory=tmp_path / "run",
                           console=io.StringIO())
-    gpu = result.reports["gpus"]["gpu0"]
-    assert gpu["compute_time_ps"] == sum(p["fwd"] + p["bwd"] for p in times.times_ps.values())
+    gpu = result.results["gpu0"]
+    assert gpu.compute_time_ps == sum(p["fwd"] + p["bwd"] for p in times.times_ps.values())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["kernel_times"].startswith(f"measured on {times.device}")
 

@@ -76,10 +76,10 @@ def test_the_average_is_the_exact_time_weighted_integral(tiny):
     assert s["peak_gpu_memory_bytes"] == 4500
     # (1500 x 10 + 4500 x 30 + 3500 x 20) / 60 = 3666.67 bytes: rounded to the nearest byte
     assert s["average_gpu_memory_bytes"] == 3667
-    gpu = result.reports["gpus"]["gpu0"]
-    assert gpu["memory_curve"] == TINY_CURVE
-    assert gpu["allocation"] == "stream" and s["allocation"] == "stream"
-    assert "peak GPU memory: 4.50 kB of 17.18 GB (fits), average 3.67 kB" in console
+    gpu = result.results["gpu0"]
+    assert gpu.memory_curve == TINY_CURVE
+    assert gpu.allocation == "stream" and s["allocation"] == "stream"
+    assert "peak GPU memory: 0.00000450 GB of 17.18 GB (fits), average 0.00000367 GB" in console
 
 
 def test_the_integral_is_exact_in_integers(tiny):
@@ -108,7 +108,7 @@ def test_every_gpu_process_of_a_run_has_a_monotone_memory_counter(tmp_path):
         times = [t for t, _ in points]
         assert times == sorted(times) and len(set(times)) == len(times), name  # collapsed
         assert points[-1][1] == 0  # everything is freed at the end
-        peak = result.reports["gpus"][name]["peak_gpu_memory_bytes"]
+        peak = result.results[name].peak_gpu_memory_bytes
         assert max(n for _, n in points) <= peak
 
 

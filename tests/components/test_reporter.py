@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,36 @@ def test_the_console_summary_of_an_old_summary_without_the_key_is_whole():
     summary = dict(result.reports["summary"])
     del summary["complete"]
     assert console_summary(summary) == console_summary(result.reports["summary"])
+
+
+def test_a_run_that_compresses_nothing_claims_no_cdma_speedup_and_says_why():
+    result, console = run(*DIGITS, "--algorithm", "none")
+    assert "cDMA speed-up" not in console.replace("no cDMA speed-up", "")
+    assert "no cDMA speed-up: nothing was compressed (cDMA algorithm none)" in console
+    assert result.reports["summary"]["no_cdma_speedup"].startswith("nothing was compressed")
+    _, console = run(*DIGITS)
+    assert "; cDMA speed-up 1." in console and "no cDMA speed-up" not in console
+
+
+def test_the_vdnn_baselines_policy_is_printed():
+    _, console = run("--network", "digits_cnn", "--policy", "conv")
+    assert "vDNN (no comp., policy conv):" in console
+
+
+def test_every_console_line_uses_one_size_unit():
+    for opts in (DIGITS, ("--network", "alexnet", "--batch", "32")):
+        _, console = run(*opts)
+        for line in console.splitlines():
+            units = set(re.findall(r"\d (GB|MB|kB)\b", line))
+            assert len(units) <= 1, line
+
+
+def test_a_multi_gpu_summary_labels_its_totals_and_per_gpu_figures():
+    result, console = run("--network", "digits_cnn", "--policy", "all", "--gpus", "2")
+    assert "iteration (slowest of 2 GPUs):" in console
+    assert "offloaded (total of 2 GPUs):" in console
+    assert "peak GPU memory (largest GPU):" in console
+    s = result.reports["summary"]
+    assert s["aggregation"]["offloaded_bytes"] == "sum"
+    assert s["aggregation"]["iteration_time_s"] == "max"
+    assert s["offloaded_bytes"] == sum(g["offloaded_bytes"] for g in s["gpus"])

@@ -28,22 +28,22 @@ def simulate(repo, network, policy, algorithm="none", *extra):
 @pytest.mark.parametrize("policy", ["none", "all", "conv"])
 def test_simulation_equals_closed_form_without_contention(repo, network, policy):
     result = simulate(repo, network, policy, "none", "--no-contention")
-    gpu = result.reports["gpus"]["gpu0"]
+    gpu = result.results["gpu0"]
     closed = from_simulation(result.engine, "gpu0")
-    assert gpu["iteration_time_ps"] == closed.iteration_ps
-    assert gpu["forward_time_ps"] == closed.forward_ps
-    sim_bounds = [(l["layer"], l["phase"], l["end_ps"]) for l in gpu["layers"]]
+    assert gpu.iteration_time_ps == closed.iteration_ps
+    assert gpu.forward_time_ps == closed.forward_ps
+    sim_bounds = [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers]
     assert sim_bounds == closed.boundaries
-    assert gpu["compute_time_ps"] == closed.compute_ps
+    assert gpu.compute_time_ps == closed.compute_ps
 
 
 @pytest.mark.parametrize("network", NETWORKS)
 def test_contention_only_delays_and_by_little(repo, network):
     result = simulate(repo, network, "all")
-    gpu = result.reports["gpus"]["gpu0"]
+    gpu = result.results["gpu0"]
     closed = from_simulation(result.engine, "gpu0")
-    assert gpu["iteration_time_ps"] >= closed.iteration_ps
-    assert gpu["iteration_time_ps"] <= closed.iteration_ps * 1.01
+    assert gpu.iteration_time_ps >= closed.iteration_ps
+    assert gpu.iteration_time_ps <= closed.iteration_ps * 1.01
 
 
 def test_contention_is_visible_where_memory_bound_kernels_overlap_transfers(repo):
@@ -54,6 +54,6 @@ def test_contention_is_visible_where_memory_bound_kernels_overlap_transfers(repo
     with_c = simulate(repo, "googlenet", "conv", "none", "--kernel-model", "roofline")
     without = simulate(repo, "googlenet", "conv", "none", "--no-contention", "--kernel-model",
                        "roofline")
-    a = with_c.reports["gpus"]["gpu0"]["iteration_time_ps"]
-    b = without.reports["gpus"]["gpu0"]["iteration_time_ps"]
+    a = with_c.results["gpu0"].iteration_time_ps
+    b = without.results["gpu0"].iteration_time_ps
     assert a > b

@@ -14,7 +14,7 @@ def iteration(repo, network, mode, policy):
     opts = ["--network", network, "--batch", "16", "--policy", policy, "--algorithm", "none",
             "--mode", mode, "--no-baselines"]
     r = sst_cdma.run(repo / "topologies/pascal_cdma.py", opts, console=io.StringIO())
-    return r.reports["gpus"]["gpu0"]["iteration_time_ps"], r.events
+    return r.results["gpu0"].iteration_time_ps, r.events
 
 
 @pytest.mark.parametrize("network", NETWORKS)

@@ -122,7 +122,7 @@ def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, t
     # on the preset it was measured on, the file is used as it is
     same = _simulate(repo, "--network", "alexnet", "--batch", "16", "--policy", "none",
                      "--layer-times", str(tmp_path / "t.json"), "--no-baselines")
-    assert same.reports["gpus"]["gpu0"]["iteration_time_ps"] == sum(
+    assert same.results["gpu0"].iteration_time_ps == sum(
         t["fwd"] + t["bwd"] for t in times.times_ps.values())
     with pytest.raises(RunError, match="scaling it needs --kernel-model fitted"):
         _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "volta",

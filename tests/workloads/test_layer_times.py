@@ -140,11 +140,11 @@ def test_without_offload_the_iteration_is_the_sum_of_the_measured_times(repo, tm
     times.write(tmp_path / "t.json")
     result = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none",
                        "--layer-times", str(tmp_path / "t.json"), out=tmp_path / "out")
-    gpu = result.reports["gpus"]["gpu0"]
+    gpu = result.results["gpu0"]
     forward = sum(t["fwd"] for t in times.times_ps.values())
     backward = sum(t["bwd"] for t in times.times_ps.values())
-    assert gpu["forward_time_ps"] == forward
-    assert gpu["iteration_time_ps"] == forward + backward
+    assert gpu.forward_time_ps == forward
+    assert gpu.iteration_time_ps == forward + backward
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["kernel_times"] == f"measured on a made-up device ({tmp_path / 't.json'})"
     assert summary["baselines"]["oracle"]["iteration_time_s"] == pytest.approx(
@@ -163,11 +163,11 @@ def test_measured_times_keep_the_simulation_equal_to_the_closed_form(repo, tmp_p
     result = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", policy,
                        "--algorithm", "zvc", "--no-baselines", "--layer-times",
                        str(tmp_path / "t.json"))
-    gpu = result.reports["gpus"]["gpu0"]
+    gpu = result.results["gpu0"]
     closed = from_simulation(result.engine, "gpu0")
-    assert gpu["iteration_time_ps"] == closed.iteration_ps
-    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu["layers"]] == closed.boundaries
-    assert gpu["compute_time_ps"] == sum(t["fwd"] + t["bwd"] for t in times.times_ps.values())
+    assert gpu.iteration_time_ps == closed.iteration_ps
+    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
+    assert gpu.compute_time_ps == sum(t["fwd"] + t["bwd"] for t in times.times_ps.values())
 
 
 def test_bad_layer_times_stop_the_run_before_it_starts(repo, tmp_path):
@@ -206,8 +206,8 @@ def test_the_roofline_efficiency_is_a_model_option(repo):
                      "--no-baselines", "--no-contention", "--compute-efficiency", "0.3",
                      "--kernel-model", "roofline")
     assert slow.engine.components["gpu0"].params["compute_efficiency"] == 0.3
-    ratio = slow.reports["gpus"]["gpu0"]["compute_time_ps"] / \
-        fast.reports["gpus"]["gpu0"]["compute_time_ps"]
+    ratio = slow.results["gpu0"].compute_time_ps / \
+        fast.results["gpu0"].compute_time_ps
     assert 1.5 < ratio <= 2.0  # compute-bound kernels take twice as long, memory-bound ones not
     with pytest.raises(RunError, match="--compute-efficiency must be in \\(0, 1\\], got 0.0"):
         _simulate(repo, "--compute-efficiency", "0")

@@ -106,14 +106,14 @@ def _simulate(repo, *opts):
 def test_the_update_phase_is_timed_as_the_closed_form_says(repo, network, policy):
     result = _simulate(repo, "--network", network, "--batch", "16", "--policy", policy,
                        "--optimizer", "momentum", "--no-contention", "--no-baselines")
-    gpu = result.reports["gpus"]["gpu0"]
+    gpu = result.results["gpu0"]
     closed = from_simulation(result.engine, "gpu0")
-    assert gpu["iteration_time_ps"] == closed.iteration_ps
-    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu["layers"]] == closed.boundaries
-    updates = [l for l in gpu["layers"] if l["phase"] == "update"]
-    assert updates and gpu["update_time_ps"] == sum(l["end_ps"] - l["start_ps"] for l in updates)
-    assert gpu["forward_time_ps"] + gpu["backward_time_ps"] + gpu["update_time_ps"] == \
-        gpu["iteration_time_ps"]
+    assert gpu.iteration_time_ps == closed.iteration_ps
+    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
+    updates = [l for l in gpu.layers if l["phase"] == "update"]
+    assert updates and gpu.update_time_ps == sum(l["end_ps"] - l["start_ps"] for l in updates)
+    assert gpu.forward_time_ps + gpu.backward_time_ps + gpu.update_time_ps == \
+        gpu.iteration_time_ps
 
 
 def test_a_run_reports_the_step_and_its_memory(repo):
@@ -165,4 +165,4 @@ def test_the_fitted_model_runs_update_kernels_at_the_hbm_rate_plus_its_launch(re
     # memory-bound: the bytes at the HBM's achievable bandwidth (732 GB/s x 0.85), plus the
     # fitted launch; each kernel rounds up to a whole ps
     expected = sum(math.ceil(op.dram / (732e9 * 0.85) * 1e12) + gpu.launch_ps for op in updates)
-    assert abs(run.reports["gpus"]["gpu0"]["update_time_ps"] - expected) <= len(updates)
+    assert abs(run.results["gpu0"].update_time_ps - expected) <= len(updates)

@@ -1,0 +1,127 @@
+"""The oracle and vDNN baselines of any cDMA system: :func:`add_baselines` copies the main
+system a topology script wired, by hand or with :func:`sst_cdma.topology.build`, into the two
+systems every summary compares it with.
+
+- **oracle**: each main GPU with its GPU memory only, nothing offloaded (policy ``none``) and
+  memory that never runs out: the iteration time training would take on a GPU big enough.
+- **vdnn**: the whole main system (GPUs, memories, engines, links, switches, host memories)
+  with the same offload policy (``conv`` where the main system offloads nothing) and every
+  engine copying without compression (algorithm ``none``): vDNN as published.
+
+Copies are named ``oracle.NAME`` and ``vdnn.NAME`` and carry the originals' params, links,
+latencies and statistic enables, so a param changed in the main system is changed in both
+baselines. A GPU's ``system`` param says which system it belongs to; reports pair the k-th GPU
+of each baseline with the k-th main GPU, in declaration order.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import networkx as nx
+
+from .config import ConfigComponent, ConfigError, ConfigGraph, ConfigLink, LinkEndConfig
+from .config_api import caller_location, current_graph
+
+__all__ = ["add_baselines", "GPU_TYPE", "ENGINE_TYPE"]
+
+#: the element types whose params the baselines change
+GPU_TYPE = "cdma.GPU"
+ENGINE_TYPE = "cdma.CDMAEngine"
+MEMORY_TYPE = "cdma.HBM"
+
+
+def _param(comp: ConfigComponent, name: str) -> str:
+    """The param's text as configured, else its declared default."""
+    if name in comp.params:
+        return comp.params[name]
+    for decl in comp.element.PARAMS:
+        if decl.name == name:
+            return str(decl.default)
+    raise KeyError(name)
+
+
+def _peers(graph: ConfigGraph) -> dict[tuple[str, str], tuple[str, ConfigLink]]:
+    """(component, port) -> the component wired there and the link doing it."""
+    out: dict[tuple[str, str], tuple[str, ConfigLink]] = {}
+    for link in graph.links.values():
+        if len(link.ends) == 2:
+            a, b = link.ends
+            out[(a.component, a.port)] = (b.component, link)
+            out[(b.component, b.port)] = (a.component, link)
+    return out
+
+
+def _copy_link(graph: ConfigGraph, link: ConfigLink, prefix: str, where: str) -> None:
+    clone = ConfigLink(prefix + link.name, link.latency, no_cut=link.no_cut, where=where)
+    for end in link.ends:
+        graph.add_link_end(clone, LinkEndConfig(prefix + end.component, end.port, end.latency),
+                           where)
+
+
+def _copy_component(graph: ConfigGraph, comp: ConfigComponent, prefix: str,
+                    params: dict[str, str], where: str) -> None:
+    clone = copy.deepcopy(comp)
+    clone.name = prefix + comp.name
+    clone.where = where
+    clone.params.update(params)
+    clone.param_where.update({k: where for k in params})
+    graph.add_component(clone)
+
+
+def _copy_links(graph: ConfigGraph, members: set[str], prefix: str, where: str) -> None:
+    for link in list(graph.links.values()):
+        if len(link.ends) == 2 and all(end.component in members for end in link.ends):
+            _copy_link(graph, link, prefix, where)
+
+
+def add_baselines(oracle: bool = True, vdnn: bool = True) -> None:
+    """Add the oracle and/or vDNN copies of the main system configured so far (see the
+    module's docstring). Call it once, after the main system is wired and before statistics
+    are enabled for all components (or after: copies keep the enables their originals had)."""
+    where = caller_location()
+    graph = current_graph()
+    comps = graph.components
+    gpus = [c for c in comps.values() if c.type == GPU_TYPE]
+    if not gpus:
+        raise ConfigError(f"add_baselines: no {GPU_TYPE} component is configured yet: wire the "
+                          "main system first", where)
+    taken = sorted(c.name for c in gpus if _param(c, "system") != "main")
+    if taken:
+        raise ConfigError(f"add_baselines: GPU {taken[0]!r} already belongs to a baseline "
+                          "system: add the baselines once", where)
+    members: set[str] = set()
+    for gpu in gpus:
+        if gpu.name not in members:
+            members |= nx.node_connected_component(graph.graph, gpu.name)
+    ordered = [c for c in comps.values() if c.name in members]
+    if oracle:
+        _add_oracle(graph, gpus, where)
+    if vdnn:
+        for comp in ordered:
+            params: dict[str, str] = {}
+            if comp.type == GPU_TYPE:
+                policy = _param(comp, "policy")
+                params = {"system": "vdnn", "policy": policy if policy != "none" else "conv",
+                          "write_stream": "0"}
+            elif comp.type == ENGINE_TYPE:
+                params = {"algorithm": "none"}
+            _copy_component(graph, comp, "vdnn.", params, where)
+        _copy_links(graph, members, "vdnn.", where)
+
+
+def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> None:
+    """Each GPU with its memory: nothing offloaded, memory that never runs out."""
+    peers = _peers(graph)
+    for gpu in gpus:
+        peer = peers.get((gpu.name, "hbm"))
+        if peer is None:
+            raise ConfigError(f"add_baselines: GPU {gpu.name!r} has no memory on its 'hbm' "
+                              "port", where)
+        memory = graph.component(peer[0])
+        _copy_component(graph, gpu, "oracle.", {"system": "oracle", "policy": "none",
+                                                "memory_capacity": "0B", "write_stream": "0"},
+                        where)
+        _copy_component(graph, memory, "oracle.",
+                        {"unlimited": "1"} if memory.type == MEMORY_TYPE else {}, where)
+        _copy_link(graph, peer[1], "oracle.", where)

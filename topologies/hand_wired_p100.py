@@ -1,0 +1,32 @@
+"""A Tesla P100 system wired by hand, element by element, as ``sst-info cdma`` documents them:
+the same machine as ``pascal_cdma.py`` with names of its own. ``add_baselines`` adds the oracle
+and vDNN systems the summary compares it with (see docs/topologies.md).
+
+    sst topologies/hand_wired_p100.py
+"""
+import sst
+from sst_cdma.baselines import add_baselines
+
+gpu = sst.Component("P100", "cdma.GPU")
+gpu.addParams({"network": "vgg16", "batch": 64, "policy": "conv", "gpu_preset": "pascal",
+               "peak_flops": 10.6e12, "memory_capacity": "16GiB"})
+hbm = sst.Component("P100_hbm2", "cdma.HBM")
+hbm.addParams({"bandwidth": "732GB/s", "capacity": "16GiB"})
+cdma = sst.Component("P100_cdma", "cdma.CDMAEngine")
+cdma.addParams({"algorithm": "zvc", "engines": 8})
+link = sst.Component("x16_slot", "cdma.PCIeBridge")
+link.addParams({"protocol": "pcie", "generation": 3, "lanes": 16})
+dram = sst.Component("xeon_dram", "cdma.HostMemory")
+
+sst.Link("kernels_to_dram", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+sst.Link("copy_requests", "0ps").connect((gpu, "dma"), (cdma, "gpu"))
+sst.Link("dma_to_dram", "0ps").connect((cdma, "hbm"), (hbm, "dma"))
+sst.Link("dma_to_slot", "0ps").connect((cdma, "pcie"), (link, "gpu"))
+sst.Link("slot_to_host", "0ps").connect((link, "host"), (dram, "pcie0"))
+
+add_baselines()
+sst.Component("summary", "cdma.Reporter")
+if sst.getProgramOptions().get("output-directory"):
+    sst.setStatisticLoadLevel(2)
+    sst.enableAllStatisticsForAllComponents()
+    sst.setStatisticOutput("sst.statOutputCSV", {"filepath": "StatisticOutput.csv"})
