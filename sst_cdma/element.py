@@ -43,6 +43,8 @@ def _parse_int(raw: Any) -> int:
         return int(number)
 
 _FALSE = ("0", "false", "no", "off")
+#: the unit a parsed value of each quantity kind is in, as range errors print it
+_BASE_UNITS = {"time": " ps", "frequency": " Hz", "bandwidth": " B/s", "bytes": " B"}
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,13 @@ class Param:
             raise ParamError(f"{raw!r} is not a finite {kind}")
         if self.choices is not None and value not in self.choices:
             raise ParamError(f"{raw!r} is not one of {', '.join(map(str, self.choices))}")
+        unit = _BASE_UNITS.get(kind, "")
         if self.minimum is not None and kind not in ("str", "bool"):
             if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
                 op = ">" if self.exclusive_minimum else ">="
-                raise ParamError(f"{raw!r} must be {op} {self.minimum:g}")
+                raise ParamError(f"{raw!r} must be {op} {self.minimum:g}{unit}")
         if self.maximum is not None and kind not in ("str", "bool") and value > self.maximum:
-            raise ParamError(f"{raw!r} must be <= {self.maximum:g}")
+            raise ParamError(f"{raw!r} must be <= {self.maximum:g}{unit}")
         return value
 
 

@@ -153,7 +153,7 @@ def test_functional_mode_catches_a_corrupted_host_copy(repo, real_tensors, monke
 
 
 def test_functional_mode_needs_tensors(repo):
-    with pytest.raises(RunError, match="functional mode needs 'tensors'"):
+    with pytest.raises(RunError, match="--functional needs --tensors"):
         run(repo, "--network", "alexnet", "--batch", "1", "--functional")
 
 

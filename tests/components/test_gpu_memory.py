@@ -64,8 +64,8 @@ def counters(trace: dict) -> dict[str, list[tuple[float, int]]]:
 def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny")
     (folder / "tiny.stream").write_text(TINY)
-    result, console = run("--workload", str(folder / "tiny.stream"), "--policy", "none",
-                          "--algorithm", "none", "--no-baselines", out=folder / "out")
+    result, console = run("--workload", str(folder / "tiny.stream"), "--algorithm", "none",
+                          "--no-baselines", out=folder / "out")
     return result, console, folder / "out"
 
 
@@ -177,14 +177,15 @@ def test_allocation_does_not_apply_to_a_workload_stream(tmp_path):
     (tmp_path / "tiny.stream").write_text(TINY)
     with pytest.raises(RunError) as err:
         run("--workload", str(tmp_path / "tiny.stream"), "--allocation", "network-wide")
-    assert "--allocation applies to a --network" in str(err.value)
+    assert "--allocation contradicts --workload: it applies to a rendered --network" \
+        in str(err.value)
 
 
 def test_a_bogus_allocation_is_one_line_naming_the_option():
     with pytest.raises(RunError) as err:
         run("--no-baselines", "--allocation", "bogus")
     message = str(err.value)
-    assert "argument --allocation: invalid choice: 'bogus'" in message
+    assert "argument --allocation: 'bogus' is not one of liveness, network-wide" in message
     assert "\n" not in message
 
 

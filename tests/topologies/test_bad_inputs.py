@@ -45,8 +45,9 @@ def sst(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
      "argument --compute-efficiency: 'nan' is not a finite number"),
     (["--compute-efficiency=-inf"],
      "argument --compute-efficiency: '-inf' is not a finite number"),
-    (["--engine-throughput", "nan"], "'engine_throughput': 'nan' is not a number"),
-    (["--engine-throughput", "1e400GB/s"], "'engine_throughput': '1e400GB/s' is too large"),
+    (["--engine-throughput", "nan"], "argument --engine-throughput: 'nan' is not a number"),
+    (["--engine-throughput", "1e400GB/s"],
+     "argument --engine-throughput: '1e400GB/s' is too large"),
 ])
 def test_nan_and_infinity_are_refused_in_model_options(opts, message):
     assert message in refused("--no-baselines", "--network", "alexnet", *opts)
@@ -63,17 +64,22 @@ def test_nan_in_an_element_param_override_is_refused():
     (["--gpus-per-switch", "-1"], "--gpus-per-switch must be >= 0 (0: no switch), got -1"),
     (["--mode", "chunk", "--burst", "2MiB", "--buffer", "1MiB"],
      "--buffer 1MiB is smaller than one --burst (2MiB)"),
-    (["--burst", "8MiB"], "--buffer 4MiB is smaller than one --burst (8MiB)"),
-    (["--mode", "chunk", "--burst", "1B"],
-     "--burst 1B is smaller than a DMA burst can be: at least 4096 B"),
+    (["--mode", "chunk", "--burst", "8MiB"], "--buffer 4MiB is smaller than one --burst (8MiB)"),
+    (["--mode", "chunk", "--burst", "1B"], "argument --burst: '1B' must be >= 4096 B"),
     (["--mode", "chunk", "--burst", "4095B", "--buffer", "1MiB"],
-     "--burst 4095B is smaller than a DMA burst can be"),
+     "argument --burst: '4095B' must be >= 4096 B"),
+    (["--burst", "1MiB"], "--burst contradicts --mode flow"),
+    (["--buffer", "8MiB"], "--buffer contradicts --mode flow"),
     (["--burst", "lots"], "--burst: "),
     (["--buffer", "-1MiB"], "--buffer: "),
     (["--link", "nvlink2x3", "--pcie-gen", "4"],
-     "--pcie-gen 4 applies to a PCIe host link, and the link is nvlink2x3 (NVLink)"),
+     "--pcie-gen 4 contradicts --link nvlink2x3: the generation applies to a PCIe host link"),
     (["--gpu", "volta", "--pcie-gen", "3"],
-     "--pcie-gen 3 applies to a PCIe host link, and the link is nvlink2x3 (NVLink)"),
+     "--pcie-gen 3 contradicts --link nvlink2x3"),
+    (["--link", "nvlink2x3", "--gpus", "2", "--gpus-per-switch", "2"],
+     "--gpus-per-switch 2 contradicts --link nvlink2x3"),
+    (["--compute-efficiency", "0.5"], "--compute-efficiency contradicts --kernel-model fitted"),
+    (["--functional"], "--functional needs --tensors"),
 ])
 def test_inconsistent_system_options_are_refused(opts, message):
     text = refused("--no-baselines", "--network", "alexnet", *opts)
@@ -118,7 +124,7 @@ def test_sst_prints_one_line_and_exits_non_zero():
     assert proc.stderr.count("\n") == 1 and "--size must be >= 1" in proc.stderr
     proc = sst("topologies/pascal_cdma.py", "--", "--mode", "chunk", "--burst", "1B")
     assert proc.returncode != 0
-    assert proc.stderr.count("\n") == 1 and "--burst 1B" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "argument --burst: '1B'" in proc.stderr
 
 
 # -- 1: baselines of a --workload stream -------------------------------------------------------

@@ -106,14 +106,14 @@ def test_statistics_are_byte_identical_run_after_run(tmp_path):
 
 @pytest.mark.parametrize("opts,message", [
     (["--network", "lenet"], "unknown network 'lenet'"),
-    (["--policy", "some"], "argument --policy: invalid choice: 'some'"),
-    (["--algorithm", "lz4"], "argument --algorithm: invalid choice: 'lz4'"),
+    (["--policy", "some"], "argument --policy: 'some' is not one of none, all, conv"),
+    (["--algorithm", "lz4"], "argument --algorithm: 'lz4' is not one of none, zvc, rle, zlib"),
     (["--network", "vgg16", "--batch", "200000"], "more than the GPU memory"),
-    (["--engines", "0"], "--engines must be >= 1"),
-    (["--engine-throughput=-5GB/s"], "'engine_throughput': '-5GB/s' must be > 0"),
+    (["--engines", "0"], "argument --engines: '0' must be >= 1"),
+    (["--engine-throughput=-5GB/s"], "argument --engine-throughput: '-5GB/s' must be > 0 B/s"),
     (["--engine-throughput", "5 parsecs"], "unknown unit"),
-    (["--burst", "0B"], "--burst 0B is smaller than a DMA burst can be"),
-    (["--batch", "0"], "--batch must be >= 1"),
+    (["--mode", "chunk", "--burst", "0B"], "argument --burst: '0B' must be >= 4096 B"),
+    (["--batch", "0"], "argument --batch: '0' must be >= 1"),
 ])
 def test_bad_model_input_is_one_clear_error(opts, message):
     with pytest.raises(RunError) as err:

@@ -137,9 +137,9 @@ def test_a_run_reports_the_step_and_its_memory(repo):
 
 
 def test_bad_optimizer_options_stop_the_run_before_it_starts(repo, tmp_path):
-    with pytest.raises(RunError, match="argument --optimizer: invalid choice: 'lion'"):
+    with pytest.raises(RunError, match="argument --optimizer: 'lion' is not one of none, sgd, momentum, adam"):
         _simulate(repo, "--optimizer", "lion")
-    with pytest.raises(RunError, match="--optimizer and --workspace apply to a --network"):
+    with pytest.raises(RunError, match="--optimizer contradicts --workload: it applies to a rendered --network"):
         _simulate(repo, "--workload", str(tmp_path / "x.stream"), "--optimizer", "sgd")
 
 

@@ -73,5 +73,5 @@ def test_a_bad_workspace_stops_the_run_before_it_starts(repo, value, message):
 
 
 def test_a_workload_stream_declares_its_own_workspace(repo, tmp_path):
-    with pytest.raises(RunError, match="--optimizer and --workspace apply to a --network"):
+    with pytest.raises(RunError, match="--workspace contradicts --workload: it applies to a rendered --network"):
         _simulate(repo, "--workload", str(tmp_path / "x.stream"), "--workspace", "1MiB")

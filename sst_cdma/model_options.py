@@ -1,0 +1,145 @@
+"""Model options generated from the elements' declared params: each option that sets an
+element param is declared once, by the param (kind, default, choices, range, units, doc), and
+this table only says which option sets which param. ``--help`` shows each default; a value
+the param refuses is one line naming the option.
+
+Options that shape the topology itself (``--gpu``, ``--link``, ``--gpus``...) are declared by
+:mod:`sst_cdma.topology`; this module knows nothing of them.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from .element import Param, ParamError
+from .library import find_element
+
+__all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
+           "given_options", "declared_param"]
+
+#: ``default`` of an option whose default is "not given" (the topology decides)
+UNSET = None
+
+
+@dataclass(frozen=True)
+class ElementOption:
+    """One model option that sets one element param. ``default`` overrides the param's own
+    default for topology scripts (``"vgg16"`` for the GPU's network); ``invert`` makes a flag
+    that sets a boolean param false (``--no-contention``); ``unset_help`` is the help text's
+    default where the option's default is "not given"."""
+
+    flag: str
+    element: str
+    param: str
+    default: Any = ...
+    invert: bool = False
+    unset_help: str = ""
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination: the flag without dashes, dashes as underscores."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+GPU, ENGINE, LINK = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge"
+
+ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
+    ElementOption("--network", GPU, "network", default="vgg16"),
+    ElementOption("--batch", GPU, "batch"),
+    ElementOption("--dtype", GPU, "dtype"),
+    ElementOption("--policy", GPU, "policy"),
+    ElementOption("--algorithm", ENGINE, "algorithm"),
+    ElementOption("--mode", ENGINE, "mode"),
+    ElementOption("--pcie-gen", LINK, "generation", default=UNSET,
+                  unset_help="the --link preset's"),
+    ElementOption("--engines", ENGINE, "engines"),
+    ElementOption("--engine-throughput", ENGINE, "engine_throughput"),
+    ElementOption("--burst", ENGINE, "burst"),
+    ElementOption("--buffer", ENGINE, "buffer"),
+    ElementOption("--progress", ENGINE, "progress"),
+    ElementOption("--profile", ENGINE, "profile"),
+    ElementOption("--workload", GPU, "workload"),
+    ElementOption("--kernel-model", GPU, "kernel_model"),
+    ElementOption("--compute-efficiency", GPU, "compute_efficiency"),
+    ElementOption("--optimizer", GPU, "optimizer"),
+    ElementOption("--allocation", GPU, "allocation"),
+    ElementOption("--layer-times", GPU, "layer_times"),
+    ElementOption("--tensors", ENGINE, "tensors"),
+    ElementOption("--functional", ENGINE, "functional"),
+    ElementOption("--no-contention", GPU, "hbm_contention", invert=True),
+)
+
+
+def declared_param(element: str, name: str) -> Param:
+    """The declaration of ``element``'s param ``name``."""
+    for param in find_element(element).PARAMS:
+        if param.name == name:
+            return param
+    raise KeyError(f"{element} declares no param {name!r}")
+
+
+_METAVARS = {"int": "N", "float": "X", "bytes": "SIZE", "bandwidth": "RATE", "time": "TIME",
+             "frequency": "FREQ", "str": "TEXT"}
+
+
+def _checked(param: Param) -> Any:
+    """An argparse type: the param's own parse (kind, choices, range); the value for numbers
+    and names, the text itself for quantities with units (``1MiB``) as the element reads them."""
+    def convert(text: str) -> Any:
+        try:
+            value = param.parse(text)
+        except ParamError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value if param.kind in ("int", "float", "str") else text
+    convert.__name__ = param.kind  # argparse names the type in its messages
+    return convert
+
+
+def add_element_options(parser: argparse.ArgumentParser,
+                        options: Sequence[ElementOption] = ELEMENT_OPTIONS) -> None:
+    """Add one argparse option per entry of ``options``, generated from its param."""
+    for opt in options:
+        param = declared_param(opt.element, opt.param)
+        if param.kind == "bool":
+            parser.add_argument(opt.flag, action="store_true", dest=opt.dest,
+                                help=f"{'not: ' if opt.invert else ''}{param.doc}")
+            continue
+        default = param.default if opt.default is ... else opt.default
+        shown = opt.unset_help if default is UNSET else (default if default != "" else "none")
+        metavar = "{" + ",".join(map(str, param.choices)) + "}" if param.choices else \
+            _METAVARS.get(param.kind)
+        parser.add_argument(opt.flag, dest=opt.dest, type=_checked(param), metavar=metavar,
+                            default=default if default is UNSET or param.kind not in
+                            ("int", "float") else param.parse(default),
+                            help=f"{param.doc} (default: {shown})")
+
+
+def element_params(values: argparse.Namespace, element: str,
+                   options: Sequence[ElementOption] = ELEMENT_OPTIONS) -> dict[str, Any]:
+    """The params the parsed options set on ``element`` (unset ones left out)."""
+    out: dict[str, Any] = {}
+    for opt in options:
+        if opt.element != element:
+            continue
+        value = getattr(values, opt.dest)
+        if value is UNSET:
+            continue
+        out[opt.param] = (not value) if opt.invert else value
+    return out
+
+
+def given_options(argv: Sequence[str], parser: argparse.ArgumentParser) -> set[str]:
+    """The destinations of the options ``argv`` gives explicitly (``--x v`` or ``--x=v``)."""
+    by_flag = {flag: action.dest for action in parser._actions for flag in action.option_strings}
+    out = set()
+    for token in argv:
+        flag = token.split("=", 1)[0]
+        if flag in by_flag:
+            out.add(by_flag[flag])
+    return out
+
+
+def explicit(o: argparse.Namespace, name: str) -> Optional[str]:
+    """The flag of destination ``name`` when the options gave it explicitly, else None."""
+    return f"--{name.replace('_', '-')}" if name in getattr(o, "given", set()) else None
