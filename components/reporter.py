@@ -43,7 +43,7 @@ class Reporter(Component):
         """The summary.json entry of one main-system GPU, with its baselines."""
         r = gpus[name]
         engine = self.engine.components.get(f"{name}.dma")
-        flows = FlowNetwork.of(self.sim)
+        flows = self.service(FlowNetwork)
         end = max(r["iteration_time_ps"], 1)
         pcie = self.engine.components.get(f"{name}.pcie")
         out: dict[str, Any] = {
@@ -104,7 +104,7 @@ class Reporter(Component):
     def shared_link_utilization(self, gpus: list[str], end_ps: int) -> dict[str, dict[str, float]]:
         """Busy fraction of each link the GPUs' transfers cross beyond their own bridge (the
         upstream ports of PCIe switches), per direction, over ``end_ps``."""
-        flows = FlowNetwork.of(self.sim)
+        flows = self.service(FlowNetwork)
         out: dict[str, dict[str, float]] = {}
         for gpu in gpus:
             engine = self.engine.components.get(f"{gpu}.dma")
