@@ -61,7 +61,7 @@ def bare_flow_rate(events: int = 100_000) -> float:
     (DRAM+codec, and the host link), each completion starting the next. The cheapest event
     any flow-level model can have, and so a ceiling on its rate."""
     sim = Simulator()
-    net = FlowNetwork.of(sim)
+    net = sim.service(FlowNetwork)
     net.resource("hbm", 622e9)
     net.resource("codec", 256e9)
     net.resource("pcie", 12.44e9)

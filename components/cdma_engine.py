@@ -13,11 +13,12 @@ import numpy as np
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import Flow, FlowNetwork, Route
+from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, PathInfo
 from sst_cdma.kernel import SimulationError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 from sst_cdma.model.links import MIN_DMA_BURST
 
-from .messages import MemoryHandle, PathInfo, TransferDone, TransferRequest
+from .messages import TransferDone, TransferRequest
 
 
 @dataclass
@@ -84,16 +85,16 @@ class CDMAEngine(Component):
         if p["buffer"] < p["burst"]:
             raise ValueError(f"{name}: 'buffer' ({p['buffer']} bytes) must hold at least one "
                              f"'burst' ({p['burst']} bytes)")
-        self.flows = FlowNetwork.of(self.sim)
+        self.flows = self.service(FlowNetwork)
         self.codec = None
         if p["algorithm"] != "none":
             self.codec = self.flows.resource(f"{name}.codec", p["engines"] * p["engine_throughput"])
         self.gpu = self.configure_link("gpu", self._request)
-        self.hbm_link = self.configure_link("hbm", None)
-        self.pcie = self.configure_link("pcie", None)
+        self.hbm_link = self.configure_link("hbm", self.refuse_event)
+        self.pcie = self.configure_link("pcie", self.refuse_event)
         self.hbm_resource = ""
         self.path: Optional[PathInfo] = None
-        self.host: Any = None
+        self.host: Optional[HostStore] = None
         self.queue: deque[TransferRequest] = deque()
         self.busy = False
         self.wire: dict[str, int] = {}
@@ -140,16 +141,9 @@ class CDMAEngine(Component):
         except ProfileError as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 
-    # -- init: learn the memory, the path and the workload -------------------------------------
+    # -- init: learn the workload; setup: the memory and the path ------------------------------
     def init(self, phase: int) -> None:
-        """Collect the HBM handle, the host path and the GPU's list of offloaded tensors."""
-        while (msg := self.hbm_link.recv_untimed()) is not None:
-            if isinstance(msg, MemoryHandle):
-                self.hbm_resource = msg.resource
-        while (msg := self.pcie.recv_untimed()) is not None:
-            if isinstance(msg, PathInfo):
-                self.path = msg
-                self.host = msg.host
+        """Collect the GPU's list of offloaded tensors."""
         while (msg := self.gpu.recv_untimed()) is not None:
             self._plan(msg)
 
@@ -244,9 +238,10 @@ class CDMAEngine(Component):
             ratio_by_algorithm=self.ratio_by_algorithm()))
 
     def setup(self) -> None:
-        """Check the wiring found what a transfer needs."""
-        if not self.hbm_resource or self.path is None:
-            raise ConfigError(f"{self.name}: the engine is not wired to an HBM and a host path")
+        """Find the GPU memory's bandwidth resource and the path to the host store."""
+        self.hbm_resource = self.peer_provider("hbm", MemoryPool).bandwidth_resource
+        self.path = self.peer_provider("pcie", HostPath).host_path()
+        self.host = self.path.host
 
     # -- transfers -----------------------------------------------------------------------------
     def _request(self, req: TransferRequest) -> None:
@@ -264,7 +259,7 @@ class CDMAEngine(Component):
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
         start = self.sim.now
-        self.sim.schedule(start + self.path.latency_ps, self._move, (req, wire, start))
+        self.schedule_at(start + self.path.latency_ps, self._move, (req, wire, start))
 
     def stage_weights(self, direction: str, raw: int, wire: int) -> tuple[dict[str, float],
                                                                           dict[str, float]]:
@@ -291,7 +286,7 @@ class CDMAEngine(Component):
         raw = req.raw_bytes
         if self.params["mode"] == "flow" or raw == 0:
             self.flows.start(raw, self.weights(req.direction, raw, wire),
-                             lambda f: self._done(req, wire, start), label=req.tensor)
+                             lambda f: self.transfer_done(req, wire, start), label=req.tensor)
         else:
             self._chunked(req, wire, start)
 
@@ -305,7 +300,9 @@ class CDMAEngine(Component):
         _BurstPipeline(self, req, wire, start, self.flows.route(first, req.tensor),
                        self.flows.route(second, req.tensor)).pump()
 
-    def _done(self, req: TransferRequest, wire: int, start: int) -> None:
+    def transfer_done(self, req: TransferRequest, wire: int, start: int) -> None:
+        """The last byte of ``req`` has moved: record it, leave an offload in host memory or
+        check a prefetch, tell the GPU and start the next transfer."""
         now = self.sim.now
         if req.direction == "offload":
             self.stat_raw.add_data(req.raw_bytes)
@@ -405,6 +402,6 @@ class _BurstPipeline:
         self.landed += 1
         if self.landed == self.count:
             self.engine.stat_bursts.add_data(1, self.count)
-            self.engine._done(self.req, self.wire, self.start)
+            self.engine.transfer_done(self.req, self.wire, self.start)
         else:
             self.pump()

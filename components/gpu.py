@@ -11,9 +11,10 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork, PS_PER_S
+from sst_cdma.interfaces import MemoryPool
 from sst_cdma.model.gpus import GPUS
 
-from .messages import MemoryHandle, TransferDone, TransferRequest
+from .messages import TransferDone, TransferRequest
 
 #: the systems a GPU can belong to: the one studied and its two baselines
 SYSTEMS = ("main", "oracle", "vdnn")
@@ -180,12 +181,12 @@ class GPU(Component):
             if self.ops[i].op in ("compute", "sync"):
                 upcoming = self.ops[i].name
             self.op_layer[i] = upcoming
-        self.hbm_link = self.configure_link("hbm", None)
+        self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.dma = self.configure_link("dma", self._transfer_done)
         if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
             raise ValueError(f"{name}: the workload moves tensors but port 'dma' is not connected")
-        self.flows = FlowNetwork.of(self.sim)
-        self.hbm: Any = None
+        self.flows = self.service(FlowNetwork)
+        self.hbm: Optional[MemoryPool] = None  # the peer on port 'hbm', from setup on
         self.hbm_resource = ""
         self.pc = 0
         self.compute_q: deque = deque()
@@ -257,7 +258,7 @@ class GPU(Component):
 
     # -- wiring ------------------------------------------------------------------------------
     def init(self, phase: int) -> None:
-        """Learn the DRAM; tell the engine which tensors this iteration offloads."""
+        """Tell the engine which tensors this iteration offloads."""
         if phase == 0 and self.dma is not None:
             tensors = self.stream.tensors
             offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
@@ -267,15 +268,12 @@ class GPU(Component):
                                    "network": self.stream.network, "dtype": self.stream.dtype,
                                    "batch": self.stream.batch, "offloaded": offloaded,
                                    "shapes": shapes})
-        while (msg := self.hbm_link.recv_untimed()) is not None:
-            if isinstance(msg, MemoryHandle):
-                self.hbm, self.hbm_resource = msg.hbm, msg.resource
 
     def setup(self) -> None:
-        """Check every tensor fits on its own, then start issuing."""
-        if self.hbm is None:
-            raise ConfigError(f"{self.name}: port 'hbm' must connect to a cdma.HBM")
-        if not self.hbm.params["unlimited"]:
+        """Find the DRAM, check every tensor fits in it on its own, then start issuing."""
+        self.hbm = self.peer_provider("hbm", MemoryPool)
+        self.hbm_resource = self.hbm.bandwidth_resource
+        if not self.hbm.unlimited:
             for t in self.stream.tensors.values():
                 if t.bytes > self.hbm.capacity:
                     raise ConfigError(
@@ -284,7 +282,7 @@ class GPU(Component):
                         f"({self.hbm.capacity} bytes)")
         self.dram_bandwidth = self.flows.resources[self.hbm_resource].capacity
         self.kernel_route = self.flows.route({self.hbm_resource: 1.0})
-        self.sim.schedule(0, lambda _: self._issue())
+        self.schedule_at(0, lambda _: self._issue())
 
     # -- issuing -----------------------------------------------------------------------------
     def _issue(self) -> None:
@@ -376,14 +374,14 @@ class GPU(Component):
             # end is rounded up to whole ps, so aim half a picosecond early.
             cap = op.dram / ((duration - overhead - 0.5) / PS_PER_S)
             if overhead:
-                self.sim.schedule(start + overhead, lambda _: self.flows.launch(
+                self.schedule_at(start + overhead, lambda _: self.flows.launch(
                     float(op.dram), self.kernel_route, lambda f: self._kernel_done(label, start),
                     cap, label))
             else:
                 self.flows.launch(float(op.dram), self.kernel_route,
                                   lambda f: self._kernel_done(label, start), cap, label)
         else:
-            self.sim.schedule(start + duration, lambda _: self._kernel_done(label, start))
+            self.schedule_at(start + duration, lambda _: self._kernel_done(label, start))
 
     def _kernel_done(self, label: str, start: int) -> None:
         now = self.sim.now

@@ -6,12 +6,12 @@ from typing import Any, Optional
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
-
-from .messages import MemoryHandle
+from sst_cdma.interfaces import MemoryPool
 
 
 class HBM(Component):
-    """GPU DRAM: shared bandwidth (a flow resource) and capacity with allocation tracking."""
+    """GPU DRAM: shared bandwidth (a flow resource) and capacity with allocation tracking.
+    Provides ``MemoryPool`` to the GPU and the DMA engine."""
 
     PARAMS = (
         Param("bandwidth", "bandwidth", "732GB/s", "peak DRAM bandwidth", minimum=0,
@@ -22,8 +22,10 @@ class HBM(Component):
         Param("unlimited", "bool", "false", "never run out of memory (the oracle's hypothetical "
               "GPU); peak use is still tracked against capacity"),
     )
-    PORTS = (Port("gpu", "the GPU whose kernels use this memory", required=True),
-             Port("dma", "the DMA/cDMA engine reading and writing this memory"))
+    PORTS = (Port("gpu", "the GPU whose kernels use this memory", required=True,
+                  provides=(MemoryPool,)),
+             Port("dma", "the DMA/cDMA engine reading and writing this memory",
+                  provides=(MemoryPool,)))
     STATISTICS = (
         StatisticSpec("peak_bytes", "peak allocated bytes", "B", "u64", 1),
         StatisticSpec("allocations", "size of each allocation", "B", "u64", 2),
@@ -33,10 +35,10 @@ class HBM(Component):
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
         p = self.params
-        self.flows = FlowNetwork.of(self.sim)
+        self.flows = self.service(FlowNetwork)
         self.resource = self.flows.resource(f"{name}.bandwidth", p["bandwidth"] * p["efficiency"])
-        self.ports = [link for port in ("gpu", "dma")
-                      if (link := self.configure_link(port, self.refuse_event)) is not None]
+        for port in ("gpu", "dma"):
+            self.configure_link(port, self.refuse_event)
         self.in_use = 0
         self.peak = 0
         self.peak_layer = ""
@@ -48,16 +50,20 @@ class HBM(Component):
         self.stat_alloc = self.register_statistic("allocations")
         self.stat_moved = self.register_statistic("bytes_moved")
 
-    def init(self, phase: int) -> None:
-        """Tell the GPU and the engine who we are and which resource carries our bandwidth."""
-        if phase == 0:
-            for link in self.ports:
-                link.send_untimed(MemoryHandle(self, self.resource.name))
-
     @property
     def capacity(self) -> int:
         """Capacity in bytes."""
         return self.params["capacity"]
+
+    @property
+    def unlimited(self) -> bool:
+        """True for the oracle's memory that never runs out."""
+        return self.params["unlimited"]
+
+    @property
+    def bandwidth_resource(self) -> str:
+        """The flow resource carrying the achievable bandwidth (``bandwidth x efficiency``)."""
+        return self.resource.name
 
     def allocate(self, tensor: str, nbytes: int, layer: str) -> None:
         """Allocate ``nbytes`` for ``tensor``; past capacity, record the first out-of-memory

@@ -6,12 +6,12 @@ from typing import Any
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
-
-from .messages import PathInfo
+from sst_cdma.interfaces import HostPath, HostStore, PathInfo
 
 
 class HostMemory(Component):
-    """CPU DRAM holding the pinned pool that offloaded feature maps are copied into."""
+    """CPU DRAM holding the pinned pool that offloaded feature maps are copied into.
+    Provides ``HostStore`` and ``HostPath`` (where every path to the host ends)."""
 
     PARAMS = (
         Param("bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth (both directions share it)",
@@ -19,7 +19,8 @@ class HostMemory(Component):
         Param("pinned_capacity", "bytes", "256GiB", "size of the pinned pool", minimum=0,
               exclusive_minimum=True),
     )
-    PORTS = (Port("pcie%d", "links to PCIe bridges or switches"),)
+    PORTS = (Port("pcie%d", "links to PCIe bridges or switches",
+                  provides=(HostStore, HostPath)),)
     STATISTICS = (
         StatisticSpec("stored_bytes", "bytes held in the pinned pool at the end", "B", "u64", 1),
         StatisticSpec("peak_stored_bytes", "peak bytes held in the pinned pool", "B", "u64", 1),
@@ -27,10 +28,10 @@ class HostMemory(Component):
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
-        self.resource = FlowNetwork.of(self.sim).resource(f"{name}.dram",
-                                                          self.params["bandwidth"])
-        self.ports = [self.configure_link(port, self.refuse_event)
-                      for port in self.connected_ports()]
+        self.resource = self.service(FlowNetwork).resource(f"{name}.dram",
+                                                           self.params["bandwidth"])
+        for port in self.connected_ports():
+            self.configure_link(port, self.refuse_event)
         self.stored: dict[str, int] = {}
         self.payloads: dict[str, bytes] = {}
         self.in_pool = 0
@@ -38,11 +39,9 @@ class HostMemory(Component):
         self.stat_stored = self.register_statistic("stored_bytes")
         self.stat_peak = self.register_statistic("peak_stored_bytes")
 
-    def init(self, phase: int) -> None:
-        """Start the path description every GPU-side element extends."""
-        if phase == 0:
-            for link in self.ports:
-                link.send_untimed(PathInfo([self.resource.name], [self.resource.name], 0, self))
+    def host_path(self) -> PathInfo:
+        """Where every path to the host ends: this memory's DRAM, both ways, and this store."""
+        return PathInfo([self.resource.name], [self.resource.name], 0, self)
 
     def store(self, key: str, nbytes: int, payload: bytes | None = None) -> None:
         """Keep ``nbytes`` (and, in functional mode, the bytes themselves) under ``key``."""

@@ -1,8 +1,7 @@
 """Events the cdma elements exchange over their links."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
 
 
 @dataclass
@@ -26,24 +25,3 @@ class TransferDone:
     wire_bytes: int
     started_ps: int
     finished_ps: int
-
-
-@dataclass
-class PathInfo:
-    """Untimed (init-phase) message travelling from the host towards the GPU: the resources a
-    transfer crosses in each direction, the latency it accumulates and the host memory."""
-
-    d2h: list = field(default_factory=list)
-    h2d: list = field(default_factory=list)
-    latency_ps: int = 0
-    host: Optional[Any] = None
-    link_names: list = field(default_factory=list)
-
-
-@dataclass
-class MemoryHandle:
-    """Untimed message from HBM to its GPU and engine: the memory component itself and the
-    name of its bandwidth resource."""
-
-    hbm: Any
-    resource: str

@@ -7,9 +7,8 @@ from typing import Any, Optional
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
+from sst_cdma.interfaces import HostPath, InterfaceError, PathInfo
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, nvlink_bandwidth
-
-from .messages import PathInfo
 
 
 def link_params(default_gen: int = 3) -> tuple[Param, ...]:
@@ -73,20 +72,34 @@ class LinkResult:
 
 class DuplexLink(Component):
     """What the bridge and the switch share: a full-duplex link with one bandwidth resource per
-    direction, the path description it extends during init, and byte counts per direction."""
+    direction and byte counts per direction. It provides ``HostPath`` on its GPU-side ports:
+    the path its peer on ``HOST_PORT`` describes, with this link added."""
 
     ABSTRACT = True
     PARAMS = link_params()
     RESOURCE_PREFIX = ""
+    HOST_PORT = "host"  # the port towards the host memory
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
         super().__init__(engine, name, params)
         self.bandwidth = link_bandwidth(self.params)
-        flows = FlowNetwork.of(self.sim)
+        flows = self.service(FlowNetwork)
         self.d2h = flows.resource(f"{name}{self.RESOURCE_PREFIX}.d2h", self.bandwidth)
         self.h2d = flows.resource(f"{name}{self.RESOURCE_PREFIX}.h2d", self.bandwidth)
         self.stat_d2h = self.register_statistic(self.STATISTICS[0].name)
         self.stat_h2d = self.register_statistic(self.STATISTICS[1].name)
+        self._resolving = False  # inside host_path(): a second entry means the links loop
+
+    def host_path(self) -> PathInfo:
+        """The path from this link to the host store: its host-side peer's, with this link."""
+        if self._resolving:
+            raise InterfaceError(f"{self.name} ({self.type_name()}): the links towards the host "
+                                 f"loop back through port {self.HOST_PORT!r}")
+        self._resolving = True
+        try:
+            return self.extended(self.peer_provider(self.HOST_PORT, HostPath).host_path())
+        finally:
+            self._resolving = False
 
     def extended(self, info: PathInfo) -> PathInfo:
         """``info`` (coming from the host side) with this link added."""
@@ -116,7 +129,7 @@ class PCIeBridge(DuplexLink):
 
     KIND = "host link"
 
-    PORTS = (Port("gpu", "towards the GPU's DMA engine", required=True),
+    PORTS = (Port("gpu", "towards the GPU's DMA engine", required=True, provides=(HostPath,)),
              Port("host", "towards the host memory or a PCIe switch", required=True))
     STATISTICS = (
         StatisticSpec("d2h_bytes", "bytes carried GPU to host", "B", "u64", 1),
@@ -127,8 +140,3 @@ class PCIeBridge(DuplexLink):
         super().__init__(engine, name, params)
         self.down = self.configure_link("gpu", self.refuse_event)
         self.up = self.configure_link("host", self.refuse_event)
-
-    def init(self, phase: int) -> None:
-        """Extend the host's path description with this link and pass it towards the GPU."""
-        while (info := self.up.recv_untimed()) is not None:
-            self.down.send_untimed(self.extended(info))

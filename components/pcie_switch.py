@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sst_cdma.element import Port, StatisticSpec
+from sst_cdma.interfaces import HostPath
 
 from .pcie_bridge import DuplexLink
 
@@ -14,8 +15,9 @@ class PCIeSwitch(DuplexLink):
 
     RESOURCE_PREFIX = ".up"
     KIND = "switch"
+    HOST_PORT = "up"
     PORTS = (Port("up", "upstream port towards the host", required=True),
-             Port("down%d", "downstream ports towards GPUs' PCIe bridges"))
+             Port("down%d", "downstream ports towards GPUs' PCIe bridges", provides=(HostPath,)))
     STATISTICS = (
         StatisticSpec("up_d2h_bytes", "bytes carried upstream (to host)", "B", "u64", 1),
         StatisticSpec("up_h2d_bytes", "bytes carried downstream (from host)", "B", "u64", 1),
@@ -26,9 +28,3 @@ class PCIeSwitch(DuplexLink):
         self.up = self.configure_link("up", self.refuse_event)
         self.downs = [self.configure_link(p, self.refuse_event) for p in self.connected_ports()
                       if p.startswith("down")]
-
-    def init(self, phase: int) -> None:
-        """Pass the host's path description, extended by the upstream port, to every GPU."""
-        while (info := self.up.recv_untimed()) is not None:
-            for down in self.downs:
-                down.send_untimed(self.extended(info))

@@ -8,14 +8,19 @@ import difflib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, TypeVar, \
+    overload
 
-from .kernel import LinkEnd, Simulator
+from .kernel import LinkEnd, Service, Simulator
 from .statistics import Statistic
 from .units import UnitAlgebra, UnitError
 
 if TYPE_CHECKING:
     from .engine import Engine
+
+P = TypeVar("P")  # an interface (sst_cdma.interfaces)
+S = TypeVar("S", bound=Service)
+E = TypeVar("E")  # what a scheduled callback receives
 
 PARAM_KINDS = ("int", "float", "bool", "str", "time", "frequency", "bandwidth", "bytes")
 
@@ -118,11 +123,14 @@ class Param:
 
 @dataclass(frozen=True)
 class Port:
-    """One declared port. A name may hold ``%d`` for a numbered family (``port%d``)."""
+    """One declared port. A name may hold ``%d`` for a numbered family (``port%d``).
+    ``provides`` lists the interfaces (``sst_cdma.interfaces``) the element offers to the
+    peer on this port, which gets them with ``peer_provider``."""
 
     name: str
     doc: str
     required: bool = False
+    provides: tuple[type, ...] = ()
 
     def matches(self, port: str) -> bool:
         """True when ``port`` is this port or a member of its ``%d`` family."""
@@ -224,6 +232,16 @@ class Element:
         return None
 
     @classmethod
+    def provided_interfaces(cls) -> tuple[type, ...]:
+        """Every interface this element provides on some port, in declaration order."""
+        out: list[type] = []
+        for decl in cls.PORTS:
+            for interface in decl.provides:
+                if interface not in out:
+                    out.append(interface)
+        return tuple(out)
+
+    @classmethod
     def find_statistic(cls, stat: str) -> Optional[StatisticSpec]:
         """The declared statistic called ``stat``, or None."""
         for decl in cls.STATISTICS:
@@ -245,6 +263,34 @@ class Element:
             if handler is None:
                 self._polled_ports.add((self.name, port))
         return end
+
+    def peer_provider(self, port: str, interface: type[P]) -> P:
+        """The element at the far end of ``port``, as ``interface``: it must declare the
+        interface on its own port (``Port(..., provides=...)``) and implement it. Ask from
+        ``init()`` on; a port that is undeclared or not connected, or a peer that does not
+        provide it, raises ``InterfaceError`` (a ConfigError) naming both elements, the ports
+        and the interface."""
+        from .interfaces import resolve_peer
+
+        return resolve_peer(self, port, interface)
+
+    def service(self, kind: type[S]) -> S:
+        """The simulation's instance of service ``kind`` (e.g. ``FlowNetwork``), shared by
+        every element that asks for it."""
+        return self.sim.service(kind)
+
+    @overload
+    def schedule_at(self, time_ps: int, handler: Callable[[None], object]) -> None: ...
+
+    @overload
+    def schedule_at(self, time_ps: int, handler: Callable[[E], object], event: E) -> None: ...
+
+    def schedule_at(self, time_ps: int, handler: Callable[[Any], object],
+                    event: Any = None) -> None:
+        """Call ``handler(event)`` at simulated time ``time_ps`` (absolute picoseconds, now or
+        later; events due at the same time run in the order they were scheduled). A time in
+        the past raises SimulationError."""
+        self.sim.schedule(time_ps, handler, event)
 
     def refuse_event(self, event: Any) -> None:
         """Handler for ports that carry no timed events (wiring-only links): an event there is

@@ -39,6 +39,8 @@ class Engine:
         self.components: dict[str, Component] = {}
         self._ends: dict[tuple[str, str], LinkEnd] = {}
         self._ports: dict[str, list[str]] = {}  # component -> its connected ports
+        self._peers: dict[tuple[str, str], tuple[str, str]] = {}  # (comp, port) -> far end
+        self._by_name: dict[str, Element] = {}
         #: whether trace-writing elements write every event (False: a summary trace, as sweep
         #: points keep unless asked)
         self.full_trace = True
@@ -55,6 +57,14 @@ class Engine:
     def link_end(self, component: str, port: str) -> Optional[LinkEnd]:
         """The link end wired to ``component.port`` (None when the port is not connected)."""
         return self._ends.get((component, port))
+
+    def peer(self, component: str, port: str) -> Optional[tuple[Element, str]]:
+        """The element and port at the far end of the link on ``component.port`` (None when
+        the port is not connected, or before every element is built)."""
+        far = self._peers.get((component, port))
+        if far is None or far[0] not in self._by_name:
+            return None
+        return self._by_name[far[0]], far[1]
 
     def connected_ports(self, component: str) -> list[str]:
         """Names of ``component``'s connected ports, sorted."""
@@ -76,6 +86,8 @@ class Engine:
             self._ends[(b.component, b.port)] = end_b
             self._ports.setdefault(a.component, []).append(a.port)
             self._ports.setdefault(b.component, []).append(b.port)
+            self._peers[(a.component, a.port)] = (b.component, b.port)
+            self._peers[(b.component, b.port)] = (a.component, a.port)
         self.statistics.configs = {}
         for cfg in self.graph.components.values():
             self.statistics.configs[cfg.name] = cfg
@@ -83,6 +95,7 @@ class Engine:
                 self.statistics.configs[sub.name] = sub
         for cfg in self.graph.components.values():
             self.components[cfg.name] = self._construct(cfg)  # type: ignore[assignment]
+        self._by_name = {el.name: el for el in self.elements()}
         for (comp, port), end in self._ends.items():
             if end.handler is None and end.peer is not None and not self._is_polled(comp, port):
                 raise ConfigError(f"{comp}: port {port!r} is connected but the element never "

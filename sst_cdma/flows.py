@@ -21,7 +21,7 @@ import math
 from heapq import heappush
 from typing import Any, Callable, Optional
 
-from .kernel import EVENT_PRIORITY, PRIORITY_BITS, SimulationError, Simulator
+from .kernel import EVENT_PRIORITY, PRIORITY_BITS, Service, SimulationError, Simulator
 
 PS_PER_S = 1e12
 _EPS = 1e-9
@@ -127,9 +127,9 @@ def isolated_duration_ps(amount: float, weights: list[tuple[float, float]],
     return _duration_ps(amount, rate)
 
 
-class FlowNetwork:
-    """All resources and flows of one simulation (a shared service components look up with
-    ``FlowNetwork.of(sim)``). Flows interact only through shared resources, so a start or an end
+class FlowNetwork(Service):
+    """All resources and flows of one simulation: a declared service elements look up with
+    ``self.service(FlowNetwork)`` (``sim.service(FlowNetwork)`` outside an element). Flows interact only through shared resources, so a start or an end
     re-solves just the flows connected to it, and each flow has its own completion event.
 
     A flow alone on its resources costs no solve at all: it starts at its route's isolated rate
@@ -137,7 +137,7 @@ class FlowNetwork:
     model, so it is written out inline rather than through helpers."""
 
     def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
+        super().__init__(sim)
         self.resources: dict[str, Resource] = {}
         self._routes: dict[tuple[tuple[str, float], ...], Route] = {}
         self._next_id = 0
@@ -145,12 +145,8 @@ class FlowNetwork:
 
     @classmethod
     def of(cls, sim: Simulator) -> "FlowNetwork":
-        """The simulation's flow network (created on first use)."""
-        net = getattr(sim, "_flow_network", None)
-        if net is None:
-            net = cls(sim)
-            sim._flow_network = net  # type: ignore[attr-defined]
-        return net
+        """The simulation's flow network: the same as ``sim.service(FlowNetwork)``."""
+        return sim.service(cls)
 
     def resource(self, name: str, capacity: float) -> Resource:
         """Register a resource; names are unique."""

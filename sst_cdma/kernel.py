@@ -5,14 +5,16 @@ Events are delivered in (time, priority, order of sending) order, as in SST-core
 The queue is a calendar of buckets: a dict from (time, priority) key to the list of
 (handler, event) pairs due then, in sending order, plus a binary heap of the distinct keys. Most
 sends land in a bucket that already exists (a dict lookup and a list append); the heap only
-sees each distinct (time, priority) once, so the loop costs about one call per event. Nothing in here depends on wall-clock time or on hashing, so a run is reproducible bit
-for bit.
+sees each distinct (time, priority) once, so the loop costs about one call per event.
+Services the elements of a simulation share (the flow network) hang off the simulator by class
+(:meth:`Simulator.service`). Nothing in here depends on wall-clock time or on hashing, so a run
+is reproducible bit for bit.
 """
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 # SST-core's activity priorities: at equal time a lower number runs first.
 STOP_PRIORITY = 30
@@ -28,6 +30,19 @@ _heappush = heapq.heappush
 
 class SimulationError(RuntimeError):
     """A fault detected while the simulation runs (a component broke the model's rules)."""
+
+
+class Service:
+    """Base class of a simulation-wide service: one instance per simulation, shared by every
+    element that asks for it with :meth:`Simulator.service` (``Element.service``). A service
+    is declared by subclassing this; its constructor takes the simulator and nothing else.
+    The flow network (``sst_cdma.flows.FlowNetwork``) is one."""
+
+    def __init__(self, sim: "Simulator") -> None:
+        self.sim = sim
+
+
+S = TypeVar("S", bound=Service)
 
 
 class _Stop(Exception):
@@ -147,6 +162,7 @@ class Simulator:
         self._primaries: set[str] = set()
         self._primaries_not_done: set[str] = set()
         self._untimed_sent = 0
+        self._services: dict[type, Service] = {}
         self.events_delivered = 0
         self.end_reason = ""
         #: called as ``progress(now_ps, events)`` every few thousand event times (None: never)
@@ -169,6 +185,17 @@ class Simulator:
             heapq.heappush(self._keys, key)
         else:
             bucket.append((handler, event))
+
+    def service(self, kind: type[S]) -> S:
+        """This simulation's instance of service ``kind`` (a :class:`Service` subclass),
+        created with ``kind(self)`` the first time anyone asks for it."""
+        found = self._services.get(kind)
+        if found is None:
+            if not (isinstance(kind, type) and issubclass(kind, Service)):
+                raise SimulationError(f"{getattr(kind, '__name__', kind)!r} is not a declared "
+                                      "service (a subclass of sst_cdma.kernel.Service)")
+            found = self._services[kind] = kind(self)
+        return found  # type: ignore[return-value]
 
     def pending(self) -> bool:
         """True while events other than the one being delivered are queued."""

@@ -36,7 +36,7 @@ class RecordingFlows:
 def transfer(raw: int, burst: int, buffer: int, first_rate: float, second_rate: float):
     """Run one pipelined transfer; return (end time, stage log, bursts counted)."""
     sim = Simulator()
-    net = FlowNetwork.of(sim)
+    net = sim.service(FlowNetwork)
     net.resource("a", first_rate)
     net.resource("b", second_rate)
     first, second = net.route({"a": 1.0}), net.route({"b": 1.0})
@@ -45,7 +45,7 @@ def transfer(raw: int, burst: int, buffer: int, first_rate: float, second_rate: 
     engine = SimpleNamespace(
         flows=flows, params={"burst": burst, "buffer": buffer},
         stat_bursts=SimpleNamespace(add_data=lambda value, count: bursts.append(count)),
-        _done=lambda req, wire, start: finished.append(sim.now))
+        transfer_done=lambda req, wire, start: finished.append(sim.now))
     req = SimpleNamespace(raw_bytes=raw, tensor="x")
     _BurstPipeline(engine, req, raw, 0, first, second).pump()
     sim.run()

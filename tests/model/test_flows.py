@@ -9,7 +9,7 @@ from sst_cdma.kernel import SimulationError, Simulator
 
 def _net(**caps):
     sim = Simulator()
-    net = FlowNetwork.of(sim)
+    net = sim.service(FlowNetwork)
     for name, cap in caps.items():
         net.resource(name, cap)
     return sim, net
