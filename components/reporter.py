@@ -8,7 +8,7 @@ from typing import Any
 
 from sst_cdma.element import Component, Param
 from sst_cdma.flows import FlowNetwork
-from sst_cdma.model.compression import wire_bytes
+from sst_cdma.model.compression import ALGORITHMS, wire_bytes
 
 from .cdma_engine import CDMAEngine
 from .pcie_bridge import DuplexLink
@@ -81,7 +81,7 @@ class Reporter(Component):
             bypass = engine.params["bypass_incompressible"]
             out["compression_ratio_by_algorithm"] = {
                 algo: total / sum(wire_bytes(raw[t], engine.ratios[t][algo], bypass) for t in raw)
-                if total else 1.0 for algo in ("zvc", "rle", "zlib")}
+                if total else 1.0 for algo in ALGORITHMS[1:]}
             out["density_profile_progress"] = engine.params["progress"]
         baselines = {}
         for label in ("oracle", "vdnn"):

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
+from .codecs.registry import ALGORITHM_CHOICES
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
 from .model.links import MIN_DMA_BURST
@@ -58,7 +59,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     p.add_argument("--policy", default="conv", choices=("none", "all", "conv"),
                    help="vDNN offload policy")
-    p.add_argument("--algorithm", default="zvc", choices=("none", "zvc", "rle", "zlib"),
+    p.add_argument("--algorithm", default="zvc", choices=ALGORITHM_CHOICES,
                    help="cDMA compression algorithm")
     p.add_argument("--mode", default="flow", choices=("flow", "chunk"),
                    help="bandwidth model: flows (exact, fast) or bursts through buffers")
