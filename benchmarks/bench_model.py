@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from sst_cdma.codecs.registry import ALGORITHM_CHOICES
 from sst_cdma.flows import Flow, FlowNetwork, Route
 from sst_cdma.kernel import Simulator
 from sst_cdma.runner import run
@@ -144,7 +145,7 @@ def main() -> int:
     """Print the table and the ratio."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--algorithm", default="zvc")
+    ap.add_argument("--algorithm", default="zvc", choices=ALGORITHM_CHOICES)
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best counts)")
     args = ap.parse_args()
     for label, measure in (("empty component, one event per distinct time",

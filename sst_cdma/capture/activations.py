@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..codecs.registry import ALGORITHM_NAMES, unknown_algorithm
 from ..profiles.samples import save_samples
 from .errors import CaptureError
 from .result import CaptureResult, LayerCapture
@@ -178,7 +179,7 @@ class _Recorder:
 
 def capture_activations(model: nn.Module, inputs: Any, *,
                         names: Mapping[str, str] | Sequence[str] | None = None,
-                        algorithms: Sequence[str] = ("zvc", "rle", "zlib"),
+                        algorithms: Sequence[str] = ALGORITHM_NAMES,
                         sample_dir: str | os.PathLike[str] | None = None,
                         module_types: Sequence[type[nn.Module]] = DEFAULT_MODULE_TYPES,
                         network: str | None = None,
@@ -210,12 +211,12 @@ def capture_activations(model: nn.Module, inputs: Any, *,
         raise CaptureError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     algorithms = tuple(algorithms)
     try:
-        from ..codecs import ALGORITHMS
+        from ..codecs import api  # noqa: F401  (the kernels the recorder compresses with)
     except ImportError as exc:
         raise CaptureError(f"the codecs (sst_cdma.codecs) cannot be imported: {exc}") from exc
     for algorithm in algorithms:
-        if algorithm not in ALGORITHMS:
-            raise CaptureError(f"unknown algorithm {algorithm!r} (known: {', '.join(ALGORITHMS)})")
+        if algorithm not in ALGORITHM_NAMES:
+            raise CaptureError(unknown_algorithm(algorithm, "algorithms"))
     selected = _select(model, names, module_types)
     modules = dict(model.named_modules())
     recorder = _Recorder(selected, algorithms, keep_samples=sample_dir is not None)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .. import __version__
+from ..codecs.registry import algorithm_names, unknown_algorithm
 from ..profiles import MeasuredProvenance, ProfileError
 from .activations import capture_activations
 from .errors import CaptureError
@@ -69,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", type=float, default=0.0,
                    help="training progress in [0, 1] of this model state (default 0.0)")
     p.add_argument("--steps", type=int, help="training steps the progress axis spans, if known")
-    p.add_argument("--algorithms", default="zvc,rle,zlib",
-                   help="comma-separated codecs to measure (default zvc,rle,zlib)")
+    p.add_argument("--algorithms", default=",".join(algorithm_names()),
+                   help="comma-separated codecs to measure (default: every registered one, "
+                        f"{','.join(algorithm_names())})")
     p.add_argument("--output", "-o", metavar="PROFILE.json", help="profile file to write")
     p.add_argument("--samples", metavar="DIR", help="save each tensor's first batch here (with "
                    "--network, the samples record it and a run of another network refuses "
@@ -94,6 +96,14 @@ def _check(args: argparse.Namespace) -> None:
         raise CaptureError(f"--steps: must not be negative, got {args.steps}")
     if args.input_shape is not None and (args.input_key or args.batch_size):
         raise CaptureError("--input-key and --batch-size apply to --inputs only")
+    for algorithm in _algorithms(args):
+        if algorithm not in algorithm_names():
+            raise CaptureError(unknown_algorithm(algorithm, "--algorithms"))
+
+
+def _algorithms(args: argparse.Namespace) -> tuple[str, ...]:
+    """The codecs ``--algorithms`` names, in its order."""
+    return tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
 
 
 def _kwargs(text: str) -> dict[str, Any]:
@@ -122,7 +132,7 @@ def _names(text: str | None) -> dict[str, str] | None:
 def _run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     _check(args)
-    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    algorithms = _algorithms(args)
     with torch.random.fork_rng(devices=[]):  # seeded weights, caller's RNG left alone
         torch.manual_seed(args.seed)
         model = load_model(args.model, _kwargs(args.model_kwargs), args.weights)

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .. import __version__
+from ..codecs.registry import ALGORITHM_NAMES, algorithm_names
 from ..profiles import DensityProfile, MeasuredProvenance
 from .activations import capture_activations
 from .digits_cnn import PROFILE_TENSORS, DigitsCNN
@@ -70,7 +71,7 @@ def _checkpoint_steps(steps: int, checkpoints: Sequence[float]) -> dict[int, flo
 def train_and_capture(steps: int = DEFAULT_STEPS,
                       checkpoints: Sequence[float] = DEFAULT_CHECKPOINTS, seed: int = 0, *,
                       batch_size: int = DEFAULT_BATCH, lr: float = DEFAULT_LR,
-                      algorithms: Sequence[str] = ("zvc", "rle", "zlib"),
+                      algorithms: Sequence[str] = ALGORITHM_NAMES,
                       threads: int | None = 1) -> TrainingRun:
     """Train ``DigitsCNN`` for ``steps`` SGD steps and capture it at each checkpoint.
 
@@ -181,14 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def format_profile(profile: DensityProfile) -> str:
     """Table of density and ratios per tensor and progress point."""
-    lines = [f"{'tensor':<10} {'progress':>8} {'density':>8} {'zvc x':>7} {'rle x':>7} "
-             f"{'zlib x':>7}"]
+    names = algorithm_names()
+    lines = [f"{'tensor':<10} {'progress':>8} {'density':>8}"
+             + "".join(f" {a + ' x':>7}" for a in names)]
     for name, tensor in profile.tensors.items():
         for p in tensor.points:
-            r = p.ratios
-            lines.append(f"{name:<10} {p.progress:>8.2f} {p.density:>8.4f} "
-                         f"{r.get('zvc', float('nan')):>7.3f} {r.get('rle', float('nan')):>7.3f} "
-                         f"{r.get('zlib', float('nan')):>7.3f}")
+            lines.append(f"{name:<10} {p.progress:>8.2f} {p.density:>8.4f}"
+                         + "".join(f" {p.ratios.get(a, float('nan')):>7.3f}" for a in names))
     if profile.provenance.kind == "measured" and profile.provenance.notes:
         lines.append(profile.provenance.notes)
     return "\n".join(lines)

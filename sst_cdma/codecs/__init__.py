@@ -1,4 +1,6 @@
-"""Lossless compression codecs for GPU activation data: ZVC, RLE and zlib.
+"""Lossless compression codecs for GPU activation data: ZVC, RLE and zlib, and any other
+codec registered in :mod:`.registry` (the one list of algorithms; ``docs/codecs.md``, "Adding
+a codec").
 
 Every codec works on bit patterns (an element is zero only if all its bits are zero, so
 ``-0.0`` and NaN payloads survive) and produces a self-describing stream: a fixed
@@ -17,18 +19,26 @@ True
 
 Public API: :func:`compress`, :func:`decompress`, :func:`compressed_size`,
 :func:`nonzero_count`, :func:`density`, :func:`zvc_ratio`, :func:`stream_info`,
-:data:`ALGORITHMS`, :class:`CodecError`.
+:data:`ALGORITHMS` (the registered names, in order, always current),
+:func:`algorithm_names`, :class:`CodecError`.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
+# The built-in codecs register themselves on import, in the order users see.
+from . import zvc, rle, deflate  # noqa: F401  (isort: skip)
 from .dtypes import ELEMENT_TYPES
 from .errors import CodecError
+from .registry import ALGORITHM_NAMES as ALGORITHMS
+from .registry import algorithm_choices, algorithm_names
+from .zvc import zvc_ratio
 
 __all__ = [
     "ALGORITHMS",
+    "algorithm_names",
+    "algorithm_choices",
     "CodecError",
     "Header",
     "compress",
@@ -41,9 +51,6 @@ __all__ = [
     "header_size",
     "SUPPORTED_DTYPES",
 ]
-
-ALGORITHMS: tuple[str, ...] = ("zvc", "rle", "zlib")
-"""Names accepted by :func:`compress` and :func:`compressed_size`."""
 
 SUPPORTED_DTYPES: tuple[str, ...] = tuple(t.name for t in ELEMENT_TYPES)
 """Element type names a stream can carry."""
@@ -62,16 +69,3 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-def zvc_ratio(density: float, itemsize: int = 4) -> float:
-    """Analytical ZVC compression ratio of a large array at non-zero fraction ``density``.
-
-    ``32 * itemsize / (4 + 32 * itemsize * density)``: uncompressed bytes of a 32-element
-    block over its 4-byte mask plus the packed non-zeros (header ignored).  For float32 this
-    is ``32 / (1 + 32 * density)``: 2.6x at density 0.35, 32x for all zeros, 32/33 dense.
-    """
-    if not 0.0 <= density <= 1.0:
-        raise ValueError(f"density must be within [0, 1], got {density}")
-    if itemsize not in (1, 2, 4, 8):
-        raise ValueError(f"itemsize must be 1, 2, 4 or 8, got {itemsize}")
-    return 32 * itemsize / (4 + 32 * itemsize * density)

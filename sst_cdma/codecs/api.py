@@ -6,18 +6,13 @@ from typing import Union
 
 import numpy as np
 
-from . import ALGORITHMS
 from . import format as _format
+from . import registry
 from .checksum import PARALLEL_MIN_BYTES
 from .codec import Codec
-from .deflate import ZLIB
 from .dtypes import bits_view, element_type_of, from_bits
 from .format import Header, as_byte_array, parse_header, start_crc_check, verify_crc
-from .rle import RLE
-from .zvc import ZVC
-from .zvc import nonzero_count as _bits_nonzero_count
-
-_CODECS: dict[str, Codec] = {"zvc": ZVC, "rle": RLE, "zlib": ZLIB}
+from .zvc_kernels import nonzero_count as _bits_nonzero_count
 
 BytesLike = Union[bytes, bytearray, memoryview]
 
@@ -27,12 +22,8 @@ def _as_array(array: np.ndarray) -> np.ndarray:
 
 
 def _codec(algorithm: str) -> Codec:
-    codec = _CODECS.get(algorithm) if isinstance(algorithm, str) else None
-    if codec is None:
-        raise ValueError(
-            f"unknown algorithm {algorithm!r}; valid algorithms: {', '.join(ALGORITHMS)}"
-        )
-    return codec
+    """The registered codec ``algorithm``; ValueError naming the registered ones if none."""
+    return registry.get(algorithm).codec
 
 
 def header_size(ndim: int) -> int:
@@ -43,10 +34,11 @@ def header_size(ndim: int) -> int:
 def compress(array: np.ndarray, algorithm: str, *, element_type: str | None = None) -> bytes:
     """Compress ``array`` losslessly into a self-describing stream.
 
-    ``algorithm`` is one of :data:`ALGORITHMS` (else :class:`ValueError` naming the valid
-    ones).  ``array`` is any numpy array (or numpy scalar, taken as a 0-d array) of a
-    supported dtype (:data:`SUPPORTED_DTYPES`; others raise :class:`TypeError`), any shape
-    including 0-d and empty, any memory order; it is encoded in C order.
+    ``algorithm`` is a registered codec (:func:`~.registry.algorithm_names`; else
+    :class:`ValueError` naming them).  ``array`` is any numpy array (or numpy scalar, taken as
+    a 0-d array) of a supported dtype (:data:`SUPPORTED_DTYPES`; others raise
+    :class:`TypeError`), any shape including 0-d and empty, any memory order; it is encoded in
+    C order.
     ``element_type="bfloat16"`` tags a ``uint16``/``int16`` array of raw bfloat16 words.
     Large arrays are processed on several threads.
     """
@@ -69,7 +61,7 @@ def decompress(data: BytesLike) -> np.ndarray:
     """
     buf = as_byte_array(data)
     header = parse_header(buf)
-    codec = _CODECS[header.algorithm]
+    codec = _codec(header.algorithm)
     et = header.element_type
     codec.check_sizes(header.count, et.itemsize, header.payload_len)
     if buf.size < PARALLEL_MIN_BYTES:
@@ -88,7 +80,7 @@ def stream_info(data: BytesLike) -> Header:
     """Validated header of a stream (structure and CRC), without decoding the payload."""
     buf = as_byte_array(data)
     header = parse_header(buf)
-    _CODECS[header.algorithm].check_sizes(
+    _codec(header.algorithm).check_sizes(
         header.count, header.element_type.itemsize, header.payload_len
     )
     verify_crc(buf, header)
@@ -100,8 +92,9 @@ def compressed_size(
 ) -> int:
     """Exactly ``len(compress(array, algorithm))``, computed without building the stream.
 
-    ZVC: ``header + 4 * ceil(n / 32) + itemsize * nnz`` from one counting pass.  RLE: one
-    token-counting pass.  zlib: compresses (DEFLATE size cannot be predicted).
+    Each codec sizes its payload as cheaply as it can: ZVC ``4 * ceil(n / 32) + itemsize *
+    nnz`` from one counting pass, RLE one token-counting pass, zlib compresses (DEFLATE size
+    cannot be predicted).
     """
     codec = _codec(algorithm)
     array = _as_array(array)

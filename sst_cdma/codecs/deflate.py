@@ -3,7 +3,8 @@
 Payload: one zlib stream (RFC 1950: 2-byte header, DEFLATE data, Adler-32) produced by
 ``zlib.compress(raw, level=6, wbits=15)`` from the elements' little-endian bytes in C order.
 Decoding requires the zlib stream to end exactly at the payload end and to yield exactly
-``count * itemsize`` bytes.
+``count * itemsize`` bytes.  DEFLATE's size is only known by compressing, so the ratio from
+density is sampled (the registry's default, :mod:`.sampling`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from .codec import Payload
 from .errors import CodecError
+from .registry import register
 
 __all__ = ["ZLIB", "LEVEL", "MAX_DEFLATE_RATIO"]
 
@@ -69,3 +71,5 @@ class _Zlib:
 
 ZLIB = _Zlib()
 """The zlib :class:`~sst_cdma.codecs.codec.Codec` instance."""
+
+register("zlib", 3, ZLIB, description="DEFLATE (zlib level 6) over the raw element bytes")

@@ -5,7 +5,7 @@ Layout (all integers little-endian; ``H = 32 + 8 * ndim``)::
     offset  size  field
     0       4     magic            b"SCDC"
     4       1     version          1
-    5       1     algorithm        1 = zvc, 2 = rle, 3 = zlib
+    5       1     algorithm        the codec's registered format id (1 = zvc, 2 = rle, 3 = zlib)
     6       1     dtype code       see sst_cdma.codecs.dtypes.ELEMENT_TYPES
     7       1     ndim             0 .. 64
     8       8     count            number of elements (= product of shape)
@@ -30,6 +30,7 @@ from .buffers import OutputBuffer
 from .checksum import crc32, crc32_start
 from .dtypes import ElementType, by_code
 from .errors import CodecError
+from .registry import by_format_id, get, specs
 
 __all__ = [
     "MAGIC",
@@ -37,7 +38,6 @@ __all__ = [
     "FIXED_HEADER_SIZE",
     "MAX_NDIM",
     "MAX_ELEMENTS",
-    "ALGORITHM_IDS",
     "Header",
     "header_size",
     "as_byte_array",
@@ -53,9 +53,6 @@ FIXED_HEADER_SIZE = 32
 MAX_NDIM = 64
 MAX_ELEMENTS = 1 << 48
 """Upper bound on ``count`` and on every dimension accepted from a header."""
-
-ALGORITHM_IDS: dict[str, int] = {"zvc": 1, "rle": 2, "zlib": 3}
-_ALGORITHM_NAMES = {v: k for k, v in ALGORITHM_IDS.items()}
 
 _FIXED = struct.Struct("<4sBBBBQQII")
 _CRC_OFFSET = 24
@@ -127,9 +124,11 @@ def parse_header(buf: np.ndarray) -> Header:
     )
     if version != VERSION:
         raise CodecError(f"unsupported format version {version} (this reader: {VERSION})")
-    algorithm = _ALGORITHM_NAMES.get(alg)
-    if algorithm is None:
-        raise CodecError(f"unknown algorithm id {alg}")
+    spec = by_format_id(alg)
+    if spec is None:
+        raise CodecError(f"unknown algorithm id {alg} in the stream header (registered: "
+                         f"{', '.join(f'{s.name} = {s.format_id}' for s in specs())})")
+    algorithm = spec.name
     et = by_code(code)
     if et is None:
         raise CodecError(f"unknown dtype code {code}")
@@ -218,7 +217,7 @@ def build_stream(
     view = out.view
     write_payload(view[hlen:])
     head = _FIXED.pack(
-        MAGIC, VERSION, ALGORITHM_IDS[algorithm], et.code, ndim, count, payload_size, 0, 0
+        MAGIC, VERSION, get(algorithm).format_id, et.code, ndim, count, payload_size, 0, 0
     ) + struct.pack(f"<{ndim}Q", *shape)
     view[:hlen] = np.frombuffer(head, np.uint8)
     crc = _stream_crc(view)

@@ -1,17 +1,19 @@
 """How many bytes a tensor takes on the wire for each algorithm, when only its density is known
 (from a density profile) or when its real contents are known (functional mode).
 
-With only a density, ZVC's size follows from its format exactly (a 32-bit mask per 32
-elements plus the non-zero values). RLE and zlib depend on where the zeros are, so their ratio
-is estimated by running the real codec on a synthetic sample of the tensor's element type with
-zeros placed independently at that density (seeded, so runs are reproducible). Independent
+With only a density, each codec estimates its own ratio (``sst_cdma.codecs.registry``):
+ZVC's size follows from its format exactly (a 32-bit mask per 32 elements plus the non-zero
+values); RLE and zlib depend on where the zeros are, so their ratio is estimated by running the
+real codec on a synthetic sample of the tensor's element type with zeros placed independently
+at that density (seeded, so runs are reproducible; ``sst_cdma.codecs.sampling``). Independent
 placement is the pessimistic case for both: real activations cluster their zeros.
 
-Those samples are the same on every run, so their ratios are computed once, on the density
-grid, by ``python -m sst_cdma.model.compression --write`` into ``ratio_table.json`` beside this
-module; a run looks them up instead of loading the codecs (which costs a second of JIT start-up
-per process). ``--check`` recomputes every entry and reports any that differ; the tests check a
-spread of them. Element types outside the table are sampled live.
+Those samples are the same on every run, so the ratios of the registered sampled codecs are
+computed once, on the density grid, by ``python -m sst_cdma.model.compression --write`` into
+``ratio_table.json`` beside this module; a run looks them up instead of loading the codecs
+(which costs a second of JIT start-up per process). ``--check`` recomputes every entry and
+reports any that differ; the tests check a spread of them. Element types and codecs outside
+the table are sampled live.
 """
 from __future__ import annotations
 
@@ -24,49 +26,44 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import numpy as np
+from ..codecs import registry
+from ..codecs.sampling import DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step, sample_ratio
 
-ALGORITHMS = ("none", "zvc", "rle", "zlib")
-SAMPLE_ELEMENTS = 1 << 15
-DENSITY_STEPS = 200  # densities are estimated on a grid of 0.005: ratios are smooth in density
-DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+__all__ = ["ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS", "TABLE_PATH",
+           "algorithm_choices", "sampled_algorithms", "ratio_from_density", "wire_bytes",
+           "compute_table", "main"]
+
 TABLE_PATH = Path(__file__).with_name("ratio_table.json")
-SAMPLED = ("rle", "zlib")
+ALGORITHMS = registry.ALGORITHM_CHOICES
+"""``"none"`` and every registered codec, always current (a live sequence)."""
+algorithm_choices = registry.algorithm_choices
 
 
-@lru_cache(maxsize=4096)
-def _sampled_ratio(algorithm: str, density_step: int, dtype: str) -> float:
-    from .. import codecs
-
-    density = density_step / DENSITY_STEPS
-    seed = zlib.crc32(f"{algorithm}:{density_step}:{dtype}".encode())
-    rng = np.random.default_rng(seed)
-    values = np.abs(rng.standard_normal(SAMPLE_ELEMENTS)).astype(np.float32) + 1e-3
-    values[rng.random(SAMPLE_ELEMENTS) >= density] = 0.0
-    np_dtype = DTYPES.get(dtype, np.float32)
-    sample = values.astype(np.float16).view(np.uint16) if np_dtype is np.uint16 else \
-        values.astype(np_dtype)
-    return sample.nbytes / codecs.compressed_size(sample, algorithm)
+def sampled_algorithms() -> tuple[str, ...]:
+    """The registered codecs whose ratio is sampled (the ones the table caches)."""
+    return tuple(s.name for s in registry.specs() if s.sampled)
 
 
 def ratio_from_density(algorithm: str, density: float, dtype: str = "float32") -> float:
-    """Estimated raw/compressed ratio of ``algorithm`` on a tensor of ``density``."""
-    if algorithm == "none":
+    """Estimated raw/compressed ratio of ``algorithm`` on a tensor of ``density``: the codec's
+    own estimate, from the shipped table where it holds the entry."""
+    if algorithm == registry.NONE:
         return 1.0
     if not 0.0 <= density <= 1.0:
         raise ValueError(f"density {density} is not in [0, 1]")
-    itemsize = np.dtype(DTYPES.get(dtype, np.float32)).itemsize
-    if algorithm == "zvc":
-        from ..codecs import zvc_ratio  # the format's exact size: mask words + non-zeros
+    spec = registry.get(algorithm)
+    if spec.sampled:
+        cached = _table_entry(_ratio_table(), algorithm, dtype, density_step(density))
+        if cached is not None:
+            return cached
+    return spec.estimate_ratio(density, dtype)
 
-        return zvc_ratio(density, itemsize)
-    if algorithm in SAMPLED:
-        step = int(round(density * DENSITY_STEPS))
-        table = _ratio_table()
-        if table is not None and dtype in table[algorithm]:
-            return table[algorithm][dtype][step]
-        return _sampled_ratio(algorithm, step, dtype)
-    raise ValueError(f"unknown algorithm {algorithm!r} (one of {', '.join(ALGORITHMS)})")
+
+def _table_entry(table: Optional[dict[str, dict[str, list[float]]]], algorithm: str, dtype: str,
+                 step: int) -> Optional[float]:
+    """The table's ratio for ``algorithm`` and ``dtype`` at grid ``step``, or None."""
+    entries = table.get(algorithm, {}).get(dtype) if table is not None else None
+    return entries[step] if entries is not None else None
 
 
 def wire_bytes(raw: int, ratio: float, bypass_incompressible: bool = True) -> int:
@@ -83,10 +80,10 @@ def compute_table() -> dict[str, Any]:
     """Every sampled ratio on the density grid, as ``ratio_table.json`` holds them."""
     return {"sample_elements": SAMPLE_ELEMENTS, "density_steps": DENSITY_STEPS,
             "zlib_version": zlib.ZLIB_RUNTIME_VERSION,
-            "ratios": {algo: {dtype: [_sampled_ratio(algo, step, dtype)
+            "ratios": {algo: {dtype: [sample_ratio(algo, step, dtype)
                                       for step in range(DENSITY_STEPS + 1)]
                               for dtype in DTYPES}
-                       for algo in SAMPLED}}
+                       for algo in sampled_algorithms()}}
 
 
 @lru_cache(maxsize=1)
@@ -105,7 +102,8 @@ def _ratio_table() -> Optional[dict[str, dict[str, list[float]]]]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``--write`` regenerates ratio_table.json; ``--check`` compares it with fresh samples."""
     ap = argparse.ArgumentParser(prog="python -m sst_cdma.model.compression",
-                                 description="the RLE/zlib ratio table on the density grid")
+                                 description="the table of the sampled codecs' ratios (RLE, "
+                                             "zlib, ...) on the density grid")
     action = ap.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="regenerate the table")
     action.add_argument("--check", action="store_true", help="recompute and compare every entry")
@@ -119,13 +117,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if shipped is None:
         print(f"{TABLE_PATH}: missing or made for other sampling settings")
         return 1
-    bad = [(algo, dtype, step) for algo in SAMPLED for dtype in DTYPES
+    sampled = sampled_algorithms()
+    bad = [(algo, dtype, step) for algo in sampled for dtype in DTYPES
            for step, value in enumerate(fresh["ratios"][algo][dtype])
-           if shipped[algo][dtype][step] != value]
+           if _table_entry(shipped, algo, dtype, step) != value]
     for algo, dtype, step in bad:
         print(f"{algo} {dtype} density {step / DENSITY_STEPS:.3f}: table "
-              f"{shipped[algo][dtype][step]!r}, sample {fresh['ratios'][algo][dtype][step]!r}")
-    print(f"{len(bad)} of {len(SAMPLED) * len(DTYPES) * (DENSITY_STEPS + 1)} entries differ")
+              f"{_table_entry(shipped, algo, dtype, step)!r}, sample "
+              f"{fresh['ratios'][algo][dtype][step]!r}")
+    print(f"{len(bad)} of {len(sampled) * len(DTYPES) * (DENSITY_STEPS + 1)} entries differ")
     return 1 if bad else 0
 
 

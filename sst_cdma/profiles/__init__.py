@@ -17,8 +17,17 @@ from .interp import interpolate
 from .profile import DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance, MeasuredProvenance, Provenance
 from .samples import Sample, SampleSet, load_sample_set, load_samples, read_npz, save_samples
-from .schema import FORMAT, KNOWN_ALGORITHMS, KNOWN_DTYPES, VERSION
+from .schema import FORMAT, KNOWN_DTYPES, VERSION
 from .store import load_profile, shipped_profile_path, shipped_profiles
+
+
+def __getattr__(name: str) -> object:
+    """``KNOWN_ALGORITHMS``: the registered codecs as of the access (see :mod:`.schema`)."""
+    if name == "KNOWN_ALGORITHMS":
+        from .schema import KNOWN_ALGORITHMS
+
+        return KNOWN_ALGORITHMS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FORMAT",

@@ -74,9 +74,10 @@ i.e. the minimum is 0.87 / 0.85 of the final density, which ``DIP`` follows. Its
 a flat-to-rising 0.50 -> 0.55. The digits minimum comes earlier (0.02-0.05) than the
 estimate's (0.1): a small network on an easy task converges within a few hundred steps.
 
-What the profile does not hold: measured compression ratios (``ratios``). The simulator
-estimates RLE and zlib from density by running the real codecs on synthetic data; ZVC's fp32
-ratio follows from density alone, 32 / (1 + 32 d) (docs/codecs.md, "Size formulas").
+What the profile does not hold: measured compression ratios (``ratios``). The simulator asks
+each registered codec for its ratio at the density (``sst_cdma.codecs.registry``): RLE and
+zlib by running the real codecs on synthetic data; ZVC's fp32 ratio follows from density
+alone, 32 / (1 + 32 d) (docs/codecs.md, "Size formulas").
 """
 from __future__ import annotations
 
@@ -86,6 +87,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from ..codecs import registry
 from .profile import DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance
 
@@ -214,8 +216,9 @@ def pool_density(d_in: float, window: int) -> float:
 
 
 def zvc_ratio(density: float) -> float:
-    """ZVC's fp32 compression ratio at ``density`` (docs/codecs.md, "Size formulas")."""
-    return 32.0 / (1.0 + 32.0 * density)
+    """ZVC's fp32 compression ratio at ``density``, 32 / (1 + 32 d): the ZVC codec's own
+    estimate from its registration (docs/codecs.md, "Size formulas")."""
+    return registry.get("zvc").estimate_ratio(density, "float32")
 
 
 # -- applying them to a network ------------------------------------------------------------------

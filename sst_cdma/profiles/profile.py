@@ -12,7 +12,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from .errors import ProfileError
 from .interp import interpolate
 from .provenance import Provenance, provenance_from_dict
-from .schema import FORMAT, KNOWN_ALGORITHMS, VERSION, parse_profile, tensor_path
+from ..codecs.registry import algorithm_names, unknown_algorithm
+from .schema import FORMAT, VERSION, parse_profile, tensor_path
 
 __all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
 
@@ -21,8 +22,9 @@ __all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
 class ProfilePoint:
     """Density of one tensor at one point of training progress.
 
-    ``ratios`` maps an algorithm (``"zvc"``, ``"rle"``, ``"zlib"``) to the measured compression
-    ratio (uncompressed bytes / compressed bytes) of the real tensor at that point.
+    ``ratios`` maps a registered algorithm (``"zvc"``, ``"rle"``, ``"zlib"``, ...) to the
+    measured compression ratio (uncompressed bytes / compressed bytes) of the real tensor at
+    that point.
     """
 
     progress: float
@@ -33,7 +35,7 @@ class ProfilePoint:
         """The JSON form of the point."""
         out: dict[str, Any] = {"progress": self.progress, "density": self.density}
         if self.ratios:
-            out["ratios"] = {a: self.ratios[a] for a in KNOWN_ALGORITHMS if a in self.ratios}
+            out["ratios"] = {a: self.ratios[a] for a in algorithm_names() if a in self.ratios}
         return out
 
 
@@ -162,9 +164,8 @@ class DensityProfile:
         bytes, the masks and run tokens do not shrink), so the caller must derive the ratio
         from the density for its own element type instead.
         """
-        if algorithm not in KNOWN_ALGORITHMS:
-            raise ProfileError(f"{self.source}: unknown algorithm {algorithm!r} "
-                               f"(known: {', '.join(KNOWN_ALGORITHMS)})")
+        if algorithm not in algorithm_names():
+            raise ProfileError(unknown_algorithm(algorithm, self.source))
         tensor_points = self.tensor(tensor).points
         if dtype is not None and dtype != self.dtype:
             return None

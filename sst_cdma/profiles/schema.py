@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from ..codecs.registry import algorithm_names
 from .errors import ProfileError
 
 __all__ = [
@@ -29,8 +30,15 @@ FORMAT = "sst-cdma-density-profile"
 VERSION = 1
 """The only ``version`` this code reads and writes."""
 
-KNOWN_ALGORITHMS: tuple[str, ...] = ("zvc", "rle", "zlib")
-"""Algorithms a point's ``ratios`` may name (the codecs of ``sst_cdma.codecs``)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``KNOWN_ALGORITHMS``: the algorithms a point's ``ratios`` may name, i.e. the codecs
+    registered in ``sst_cdma.codecs.registry`` as of the access."""
+    if name == "KNOWN_ALGORITHMS":
+        return algorithm_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 KNOWN_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
 """Element types a profile may describe."""
@@ -242,9 +250,14 @@ def _parse_tensor(c: _Checker, value: Any, path: str) -> dict[str, Any]:
         item: dict[str, Any] = {"progress": progress,
                                 "density": c.unit_interval(raw["density"], f"{ppath}.density")}
         if "ratios" in raw:
-            ratios = c.obj(raw["ratios"], f"{ppath}.ratios", (), KNOWN_ALGORITHMS)
+            known = algorithm_names()
+            ratios = c.mapping(raw["ratios"], f"{ppath}.ratios")
+            for algorithm in ratios:
+                if algorithm not in known:
+                    raise c.fail(f"{ppath}.ratios", f"unknown algorithm {_show(algorithm)} "
+                                                    f"(registered: {', '.join(known)})")
             item["ratios"] = {}
-            for algorithm in KNOWN_ALGORITHMS:
+            for algorithm in known:
                 if algorithm in ratios:
                     rpath = f"{ppath}.ratios.{algorithm}"
                     ratio = c.number(ratios[algorithm], rpath)

@@ -96,7 +96,7 @@ def test_capture_from_npz_with_import_path(tmp_path, capsys):
     (["--model", "{file}:build", "--inputs", "{dir}/two.npz"], "holds 2 arrays (a, b)"),
     (["--model", "{file}:build", "--inputs", "{dir}/absent.npz"], "--inputs: no such file"),
     (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--algorithms", "zvc,lz4"],
-     "unknown algorithm 'lz4'"),
+     "--algorithms: unknown algorithm 'lz4' (registered: zvc, rle, zlib)"),
     (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--batches", "0"],
      "--batches: must be at least 1"),
     (["--model", "{file}:build", "--input-shape", "2,1,6,6"],

@@ -276,7 +276,7 @@ def test_large_zvc_stray_tail_bits() -> None:
 
 @pytest.mark.parametrize("simd_flag", [False, True])
 def test_chunk_decoder_survives_payload_changed_after_scan(simd_flag: bool) -> None:
-    from sst_cdma.codecs import zvc
+    from sst_cdma.codecs import zvc_kernels as zvc
 
     x = np.zeros(LARGE, np.float32)
     x[::3] = 2.0

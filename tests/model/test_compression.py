@@ -7,9 +7,17 @@ import zlib
 
 import pytest
 
+from sst_cdma.codecs import sampling
+from sst_cdma.codecs.sampling import sample_ratio as _sampled_ratio
 from sst_cdma.model import compression
-from sst_cdma.model.compression import (DENSITY_STEPS, DTYPES, SAMPLED, _ratio_table,
-                                        _sampled_ratio, ratio_from_density, wire_bytes)
+from sst_cdma.model.compression import (DENSITY_STEPS, DTYPES, _ratio_table, ratio_from_density,
+                                        sampled_algorithms, wire_bytes)
+
+SAMPLED = sampled_algorithms()
+
+
+def test_the_sampled_algorithms_are_the_registered_codecs_without_a_formula():
+    assert SAMPLED == ("rle", "zlib")
 
 
 def test_the_table_covers_the_density_grid_for_every_sampled_algorithm_and_type():
@@ -37,7 +45,7 @@ def test_runs_look_ratios_up_instead_of_sampling(monkeypatch):
     def no_sampling(*args):
         raise AssertionError("sampled although the table has the entry")
 
-    monkeypatch.setattr(compression, "_sampled_ratio", no_sampling)
+    monkeypatch.setattr(sampling, "sample_ratio", no_sampling)
     table = _ratio_table()
     assert ratio_from_density("rle", 0.3) == table["rle"]["float32"][60]
     assert ratio_from_density("zlib", 0.502, "float16") == table["zlib"]["float16"][100]

@@ -67,7 +67,7 @@ CASES = [
     (_set("tensors.conv1.points.0.ratios.zvc", 0), "tensors.conv1.points[0].ratios.zvc: 0 is "
      "not a positive number"),
     (_set("tensors.conv1.points.0.ratios.lz4", 2.0),
-     'tensors.conv1.points[0].ratios: unknown field "lz4"'),
+     'tensors.conv1.points[0].ratios: unknown algorithm "lz4" (registered: zvc, rle, zlib)'),
     (_set("tensors.conv1.points", []), "tensors.conv1.points: is empty"),
     (_set("tensors.conv1.points", {"progress": 0}),
      "tensors.conv1.points: expected an array, got object"),

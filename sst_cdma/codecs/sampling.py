@@ -1,0 +1,62 @@
+"""Ratio from density for codecs without a formula: compress a synthetic sample.
+
+A codec whose size depends on where the zeros are (RLE, zlib) cannot turn a density into a
+size.  Its ratio is estimated by running the real codec on :data:`SAMPLE_ELEMENTS` elements of
+the tensor's element type, with zeros placed independently at that density, seeded by the
+algorithm, the density and the type (so runs are reproducible).  Independent placement is the
+pessimistic case: real activations cluster their zeros.  Densities are taken on a grid of
+``1 / DENSITY_STEPS`` (ratios are smooth in density), which lets the model cache the samples of
+the shipped codecs in a table (``sst_cdma/model/ratio_table.json``).
+"""
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["SAMPLE_ELEMENTS", "DENSITY_STEPS", "DTYPES", "itemsize_of", "density_step",
+           "sample_ratio", "sampled_ratio", "forget"]
+
+SAMPLE_ELEMENTS = 1 << 15
+DENSITY_STEPS = 200
+DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+"""Element types sampled as themselves (bfloat16 as its raw 16-bit words); others as float32."""
+
+
+def itemsize_of(dtype: str) -> int:
+    """Bytes per element of a simulated element type (float32's for types not in DTYPES)."""
+    return np.dtype(DTYPES.get(dtype, np.float32)).itemsize
+
+
+def density_step(density: float) -> int:
+    """Index of ``density`` on the sampling grid."""
+    return int(round(density * DENSITY_STEPS))
+
+
+@lru_cache(maxsize=4096)
+def sample_ratio(algorithm: str, step: int, dtype: str) -> float:
+    """Raw/compressed ratio of ``algorithm`` on the seeded sample at density
+    ``step / DENSITY_STEPS`` of element type ``dtype``."""
+    from .api import compressed_size
+
+    density = step / DENSITY_STEPS
+    seed = zlib.crc32(f"{algorithm}:{step}:{dtype}".encode())
+    rng = np.random.default_rng(seed)
+    values = np.abs(rng.standard_normal(SAMPLE_ELEMENTS)).astype(np.float32) + 1e-3
+    values[rng.random(SAMPLE_ELEMENTS) >= density] = 0.0
+    np_dtype = DTYPES.get(dtype, np.float32)
+    sample = values.astype(np.float16).view(np.uint16) if np_dtype is np.uint16 else \
+        values.astype(np_dtype)
+    return sample.nbytes / compressed_size(sample, algorithm)
+
+
+def sampled_ratio(algorithm: str, density: float, dtype: str = "float32") -> float:
+    """:func:`sample_ratio` at the grid point nearest ``density``."""
+    return sample_ratio(algorithm, density_step(density), dtype)
+
+
+def forget(algorithm: str) -> None:
+    """Drop cached samples (after ``algorithm`` is unregistered, another codec may take its
+    name)."""
+    sample_ratio.cache_clear()
