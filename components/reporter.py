@@ -259,6 +259,17 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
                                    "average_gpu_memory_bytes", "fits_in_memory", "complete")},
                     "policy": first["baselines"][label]["policy"]}
             for label in labels}
+    complete = summary["complete"]
+    for key, label, ratio in (("slowdown_vs_oracle", "oracle", lambda b: summary[
+            "iteration_time_s"] / b), ("speedup_vs_vdnn", "vdnn", lambda b: b / summary[
+            "iteration_time_s"])):
+        base = summary.get("baselines", {}).get(label)
+        if base is not None and complete and base["complete"]:
+            summary[key] = ratio(base["iteration_time_s"])
+    summary["out_of_memory"] = next((e["out_of_memory"] for e in entries if e["out_of_memory"]),
+                                    None)
+    if "density_profile_progress" in first:
+        summary["density_profile_progress"] = first["density_profile_progress"]
     reasons = {e.get("no_cdma_speedup", "") for e in entries} - {""}
     if reasons:
         summary["no_cdma_speedup"] = sorted(reasons)[0]
