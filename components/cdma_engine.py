@@ -51,11 +51,11 @@ class CDMAEngine(Component):
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True))
     STATISTICS = (
-        StatisticSpec("offload_raw_bytes", "uncompressed bytes offloaded per transfer", "B", "u64",
+        StatisticSpec("offload_raw_bytes", "uncompressed bytes offloaded per transfer", "B", "f64",
                       1),
-        StatisticSpec("offload_wire_bytes", "bytes on the wire per offload", "B", "u64", 1),
-        StatisticSpec("prefetch_wire_bytes", "bytes on the wire per prefetch", "B", "u64", 1),
-        StatisticSpec("transfer_time_ps", "duration of each transfer", "ps", "u64", 2),
+        StatisticSpec("offload_wire_bytes", "bytes on the wire per offload", "B", "f64", 1),
+        StatisticSpec("prefetch_wire_bytes", "bytes on the wire per prefetch", "B", "f64", 1),
+        StatisticSpec("transfer_time_ps", "duration of each transfer", "ps", "f64", 2),
         StatisticSpec("bursts", "bursts moved in chunk mode", "bursts", "u64", 2),
     )
 

@@ -1,13 +1,15 @@
 """Decides which statistics load (enable rules and load levels), schedules periodic dumps
-(``rate``) and feeds every dump to the configured output and to an in-memory table."""
+(``rate``) and feeds every dump to the configured output and to an in-memory table (values fitted
+to their field types as the output writes them)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional
 
 from ..kernel import STATISTIC_PRIORITY, Simulator
 from ..units import UnitAlgebra, UnitError
-from .outputs import StatisticOutput, format_value, make_output
+from .outputs import StatisticOutput, fit_value, format_value, make_output
 from .types import NullStatistic, Statistic, StatisticError, make_statistic
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ class StatisticsEngine:
         self.suppressed_by_level = 0
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
+        self._wrapped: set[tuple[str, str]] = set()
 
     def register(self, element: "Element", decl: "StatisticSpec", subid: str = "") -> Statistic:
         """The statistic ``element`` asked for: live when enabled at a sufficient load level."""
@@ -112,8 +115,19 @@ class StatisticsEngine:
             row: dict[str, Any] = dict(zip(CSV_HEAD, [stat.component, stat.name, stat.subid,
                                                       stat.kind, now, 0]))
             for name, ftype, value in stat.fields():
-                row[f"{name}.{ftype}"] = value
+                fitted = fit_value(value, ftype)
+                if fitted != value and ftype[0] != "f":
+                    self._warn_wrapped(stat, name, ftype)
+                row[f"{name}.{ftype}"] = fitted
             self.rows.append(row)
+
+    def _warn_wrapped(self, stat: Statistic, field: str, ftype: str) -> None:
+        key = (stat.full_name, field)
+        if key not in self._wrapped:
+            self._wrapped.add(key)
+            print(f"sst: warning: statistic {stat.full_name}: {field} does not fit its type "
+                  f"{ftype} and wraps, as SST-core's does (declare the statistic f64)",
+                  file=sys.stderr)
 
     def finish(self) -> None:
         """The end-of-run dump of every statistic, then close the output."""
