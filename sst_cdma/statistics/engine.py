@@ -9,7 +9,8 @@ from typing import IO, TYPE_CHECKING, Any, Optional
 
 from ..kernel import STATISTIC_PRIORITY, Simulator
 from ..units import UnitAlgebra, UnitError
-from .outputs import StatisticOutput, fit_value, format_value, make_output
+from ..element import StatisticEnable
+from .outputs import MemoryOnlyOutput, StatisticOutput, fit_value, format_value, make_output
 from .types import NullStatistic, Statistic, StatisticError, make_statistic
 
 if TYPE_CHECKING:
@@ -27,10 +28,16 @@ class StatisticsEngine:
 
     def __init__(self, sim: Simulator, global_level: int, output_type: str,
                  output_params: dict[str, str], base_dir: Path,
-                 console: Optional[IO[str]] = None) -> None:
+                 console: Optional[IO[str]] = None, record_all: bool = False) -> None:
+        """``record_all``: record every statistic the components declare, whatever the
+        configuration enabled and at any load level, into the in-memory table only (no
+        output)."""
         self.sim = sim
         self.global_level = global_level
-        self.output: StatisticOutput = make_output(output_type, output_params, base_dir, console)
+        self.record_all = record_all
+        self.output: StatisticOutput = (MemoryOnlyOutput({}, base_dir) if record_all else
+                                        make_output(output_type, output_params, base_dir,
+                                                    console))
         self.configs: dict[str, "ConfigComponent"] = {}
         self.stats: list[Statistic] = []
         self._keys: set[tuple[str, str, str]] = set()
@@ -47,10 +54,13 @@ class StatisticsEngine:
         enable = None
         if cfg is not None:
             enable = cfg.statistics.get(decl.name) or cfg.statistics.get(ENABLE_ALL)
+        if self.record_all:
+            enable = StatisticEnable()
         if enable is None:
             return NullStatistic(element.name, decl.name, subid, decl.dtype)
-        level = cfg.stat_load_level if cfg.stat_load_level is not None else self.global_level
-        if level <= 0 or decl.level > level:
+        level = cfg.stat_load_level if cfg is not None and cfg.stat_load_level is not None \
+            else self.global_level
+        if not self.record_all and (level <= 0 or decl.level > level):
             self.suppressed_by_level += 1
             return NullStatistic(element.name, decl.name, subid, decl.dtype)
         key = (element.name, decl.name, subid)

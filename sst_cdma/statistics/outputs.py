@@ -209,6 +209,20 @@ class JSONOutput(StatisticOutput):
         super().stop()
 
 
+class MemoryOnlyOutput(StatisticOutput):
+    """Writes nothing: the statistics go only to the run's in-memory table (what
+    :func:`sst_cdma.run` records when the run has nowhere to write them). Not an SST output,
+    so scripts cannot name it."""
+
+    type_name = "memory-only"
+
+    def start(self, stats: list[Statistic]) -> None:
+        """Nothing to prepare."""
+
+    def output(self, stats: Iterable[Statistic], sim_time: int) -> None:
+        """Nothing to write."""
+
+
 OUTPUT_TYPES = {cls.type_name: cls for cls in (ConsoleOutput, CSVOutput, JSONOutput, TXTOutput)}
 
 
