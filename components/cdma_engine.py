@@ -57,6 +57,10 @@ class CDMAEngine(Component):
         StatisticSpec("prefetch_wire_bytes", "bytes on the wire per prefetch", "B", "f64", 1),
         StatisticSpec("transfer_time_ps", "duration of each transfer", "ps", "f64", 2),
         StatisticSpec("bursts", "bursts moved in chunk mode", "bursts", "u64", 2),
+        StatisticSpec("functional_checks", "functional mode: prefetches whose real bytes were "
+                      "checked bit for bit against what was offloaded", "prefetches", "u64", 1),
+        StatisticSpec("functional_matches", "functional mode: checked prefetches that matched",
+                      "prefetches", "u64", 1),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
@@ -89,6 +93,10 @@ class CDMAEngine(Component):
         self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
         self.stat_time = self.register_statistic("transfer_time_ps")
         self.stat_bursts = self.register_statistic("bursts")
+        self.stat_checks = self.register_statistic("functional_checks")
+        self.stat_matches = self.register_statistic("functional_matches")
+        self.functional_checks = 0   # prefetches checked bit for bit (functional mode)
+        self.functional_matches = 0  # of those, the ones that matched
         if p["functional"] and not p["tensors"]:
             raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
         if p["tensors"]:
@@ -295,10 +303,34 @@ class CDMAEngine(Component):
             original.dtype == np.uint16 and restored.dtype.name in ("bfloat16", "uint16"))
         same = (same_type and restored.shape == original.shape and
                 restored.tobytes() == original.tobytes())
+        self.functional_checks += 1
+        self.stat_checks.add_data(1)
         if not same:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r} returned data that "
                                   "differs from what was offloaded")
+        self.functional_matches += 1
+        self.stat_matches.add_data(1)
         self.host.release(key)
+
+    def functional_results(self) -> dict[str, int]:
+        """The summary's ``functional_checks`` (prefetches whose real bytes were checked bit
+        for bit) and ``functional_matches`` (those that matched); empty outside functional
+        mode."""
+        if not self.params["functional"]:
+            return {}
+        return {"functional_checks": self.functional_checks,
+                "functional_matches": self.functional_matches}
+
+    @staticmethod
+    def functional_line(summary: dict[str, Any]) -> str:
+        """The console line of a summary's functional checks."""
+        checks, matches = summary["functional_checks"], summary["functional_matches"]
+        if not checks:
+            return "functional:      no prefetch checked (no real tensor was compressed and " \
+                   "brought back)"
+        verdict = "all matched" if checks == matches else f"{matches} matched"
+        return (f"functional:      {checks} prefetch{'es' if checks != 1 else ''} checked bit for "
+                f"bit, {verdict}")
 
 
 class _BurstPipeline:

@@ -66,6 +66,7 @@ class Reporter(Component):
             "fits_in_memory": r["fits_in_memory"], "out_of_memory": r["out_of_memory"],
         }
         out["allocation"] = r["allocation"]
+        out.update(engine.functional_results() if isinstance(engine, CDMAEngine) else {})
         out["average_gpu_memory_bytes"] = r["average_gpu_memory_bytes"]
         if pcie is not None:
             out["pcie_bandwidth_Bps"] = pcie.bandwidth
@@ -289,6 +290,8 @@ def console_summary(s: dict[str, Any]) -> str:
                  + (f" of {_gb(cap)} ({fits})" if cap else f" ({fits})")
                  + (f", average {_gb(s['average_gpu_memory_bytes'])}"
                     if "average_gpu_memory_bytes" in s else ""))
+    if "functional_checks" in s:
+        lines.append(CDMAEngine.functional_line(s))
     oom = s.get("out_of_memory")
     if oom:
         lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "
