@@ -33,9 +33,8 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
   vDNN paper's baseline: every buffer (feature maps, gradient maps, weights, weight gradients,
   workspace, optimizer state) is allocated once before the forward pass and freed after the
   last phase; only the tensors the policy offloads (or frees early) keep vDNN's memory
-  manager's schedule
-  (allocated when produced, released after their offload, re-allocated at their prefetch,
-  released after their last backward use: their ``liveness`` schedule).
+  manager's schedule (allocated when produced, released after their offload, re-allocated at
+  their prefetch, released after their last backward use: their ``liveness`` schedule).
 """
 from __future__ import annotations
 
@@ -310,7 +309,7 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         prologue.append(Op("alloc", wgrad_name(i.name)))
     for i in stateful:
         prologue.append(Op("alloc", state_name(i.name)))
-    if wide:  # every buffer but the offloaded ones, once, for the whole iteration
+    if wide:  # every buffer but those on vDNN's schedule, once, for the whole iteration
         prologue = [Op("alloc", d.name) for d in decls if d.name not in managed]
     forward: list[Block] = []
     resident: set[str] = set()
