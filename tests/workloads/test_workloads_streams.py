@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from sst_cdma.workloads import (NETWORKS, POLICIES, WorkloadError, load_network, parse_stream,
-                                render_stream, stream_stats)
+from sst_cdma.workloads import (NETWORK_DIR, NETWORKS, POLICIES, WorkloadError, load_network,
+                                parse_stream, render_stream, stream_stats)
 from sst_cdma.workloads.loader import network_path
 from sst_cdma.workloads.render import iteration_stream
 
@@ -111,8 +111,15 @@ def test_forward_offload_overlaps_compute_and_frees_after_last_reader(name, poli
         assert fwd[free - 1].op in ("sync", "free")
 
 
+SHIPPED = sorted(p.stem for p in NETWORK_DIR.glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def test_the_shipped_networks():
+    assert set(NETWORKS) | {"digits_cnn"} == set(SHIPPED)
+
+
 @pytest.mark.parametrize("policy", ["all", "conv"])
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", SHIPPED)
 def test_every_offloaded_tensor_is_prefetched(name, policy):
     _, stream = rendered(name, policy)
     offloads = [op.name for op in stream.ops if op.op == "offload"]
