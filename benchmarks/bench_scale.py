@@ -30,7 +30,7 @@ def one_run(gpus: int, options: Sequence[str]) -> tuple[float, dict[str, float]]
     """Wall seconds of one run with ``gpus`` GPUs, and the runner's own phase timings."""
     start = time.perf_counter()
     result = run(REPO / "topologies/dgx1_cdma.py", ["--gpus", str(gpus), *options],
-                 console=io.StringIO())
+                 console=io.StringIO(), record_statistics=False)
     return time.perf_counter() - start, result.timing
 
 

@@ -37,6 +37,10 @@ class EngineResult:
     engine_throughput_Bps: float
     progress: float
     ratio_by_algorithm: dict[str, float] = field(default_factory=dict)
+    #: functional mode only: prefetches whose real bytes were checked bit for bit against
+    #: what was offloaded, and those that matched (None outside functional mode)
+    functional_checks: Optional[int] = None
+    functional_matches: Optional[int] = None
 
 
 class CDMAEngine(Component):
@@ -71,12 +75,16 @@ class CDMAEngine(Component):
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True))
     STATISTICS = (
-        StatisticSpec("offload_raw_bytes", "uncompressed bytes offloaded per transfer", "B", "u64",
+        StatisticSpec("offload_raw_bytes", "uncompressed bytes offloaded per transfer", "B", "f64",
                       1),
-        StatisticSpec("offload_wire_bytes", "bytes on the wire per offload", "B", "u64", 1),
-        StatisticSpec("prefetch_wire_bytes", "bytes on the wire per prefetch", "B", "u64", 1),
-        StatisticSpec("transfer_time_ps", "duration of each transfer", "ps", "u64", 2),
+        StatisticSpec("offload_wire_bytes", "bytes on the wire per offload", "B", "f64", 1),
+        StatisticSpec("prefetch_wire_bytes", "bytes on the wire per prefetch", "B", "f64", 1),
+        StatisticSpec("transfer_time_ps", "duration of each transfer", "ps", "f64", 2),
         StatisticSpec("bursts", "bursts moved in chunk mode", "bursts", "u64", 2),
+        StatisticSpec("functional_checks", "functional mode: prefetches whose real bytes were "
+                      "checked bit for bit against what was offloaded", "prefetches", "u64", 1),
+        StatisticSpec("functional_matches", "functional mode: checked prefetches that matched",
+                      "prefetches", "u64", 1),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:
@@ -111,6 +119,10 @@ class CDMAEngine(Component):
         self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
         self.stat_time = self.register_statistic("transfer_time_ps")
         self.stat_bursts = self.register_statistic("bursts")
+        self.stat_checks = self.register_statistic("functional_checks")
+        self.stat_matches = self.register_statistic("functional_matches")
+        self.functional_checks = 0   # prefetches checked bit for bit (functional mode)
+        self.functional_matches = 0  # of those, the ones that matched
         if p["functional"] and not p["tensors"]:
             raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
         if p["tensors"]:
@@ -235,7 +247,9 @@ class CDMAEngine(Component):
             host=path.host.name if path is not None and path.host is not None else "",
             algorithm=p["algorithm"], mode=p["mode"], engines=p["engines"],
             engine_throughput_Bps=p["engine_throughput"], progress=p["progress"],
-            ratio_by_algorithm=self.ratio_by_algorithm()))
+            ratio_by_algorithm=self.ratio_by_algorithm(),
+            functional_checks=self.functional_checks if p["functional"] else None,
+            functional_matches=self.functional_matches if p["functional"] else None))
 
     def setup(self) -> None:
         """Find the GPU memory's bandwidth resource and the path to the host store."""
@@ -337,9 +351,13 @@ class CDMAEngine(Component):
             original.dtype == np.uint16 and restored.dtype.name in ("bfloat16", "uint16"))
         same = (same_type and restored.shape == original.shape and
                 restored.tobytes() == original.tobytes())
+        self.functional_checks += 1
+        self.stat_checks.add_data(1)
         if not same:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r} returned data that "
                                   "differs from what was offloaded")
+        self.functional_matches += 1
+        self.stat_matches.add_data(1)
         self.host.release(key)
 
 

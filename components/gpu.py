@@ -117,11 +117,11 @@ class GPU(Component):
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
              Port("dma", "the DMA/cDMA engine (needed unless policy is none)"))
     STATISTICS = (
-        StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "u64", 1),
-        StatisticSpec("kernel_time_ps", "duration of each kernel", "ps", "u64", 1),
-        StatisticSpec("stall_time_ps", "time the compute stream waited for copies", "ps", "u64",
+        StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
+        StatisticSpec("kernel_time_ps", "duration of each kernel", "ps", "f64", 1),
+        StatisticSpec("stall_time_ps", "time the compute stream waited for copies", "ps", "f64",
                       1),
-        StatisticSpec("layer_time_ps", "time between layer boundaries", "ps", "u64", 2),
+        StatisticSpec("layer_time_ps", "time between layer boundaries", "ps", "f64", 2),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:

@@ -27,9 +27,9 @@ class HBM(Component):
              Port("dma", "the DMA/cDMA engine reading and writing this memory",
                   provides=(MemoryPool,)))
     STATISTICS = (
-        StatisticSpec("peak_bytes", "peak allocated bytes", "B", "u64", 1),
-        StatisticSpec("allocations", "size of each allocation", "B", "u64", 2),
-        StatisticSpec("bytes_moved", "bytes read or written by kernels and DMA", "B", "u64", 1),
+        StatisticSpec("peak_bytes", "peak allocated bytes", "B", "f64", 1),
+        StatisticSpec("allocations", "size of each allocation", "B", "f64", 2),
+        StatisticSpec("bytes_moved", "bytes read or written by kernels and DMA", "B", "f64", 1),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:

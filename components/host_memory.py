@@ -22,8 +22,8 @@ class HostMemory(Component):
     PORTS = (Port("pcie%d", "links to PCIe bridges or switches",
                   provides=(HostStore, HostPath)),)
     STATISTICS = (
-        StatisticSpec("stored_bytes", "bytes held in the pinned pool at the end", "B", "u64", 1),
-        StatisticSpec("peak_stored_bytes", "peak bytes held in the pinned pool", "B", "u64", 1),
+        StatisticSpec("stored_bytes", "bytes held in the pinned pool at the end", "B", "f64", 1),
+        StatisticSpec("peak_stored_bytes", "peak bytes held in the pinned pool", "B", "f64", 1),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:

@@ -132,8 +132,8 @@ class PCIeBridge(DuplexLink):
     PORTS = (Port("gpu", "towards the GPU's DMA engine", required=True, provides=(HostPath,)),
              Port("host", "towards the host memory or a PCIe switch", required=True))
     STATISTICS = (
-        StatisticSpec("d2h_bytes", "bytes carried GPU to host", "B", "u64", 1),
-        StatisticSpec("h2d_bytes", "bytes carried host to GPU", "B", "u64", 1),
+        StatisticSpec("d2h_bytes", "bytes carried GPU to host", "B", "f64", 1),
+        StatisticSpec("h2d_bytes", "bytes carried host to GPU", "B", "f64", 1),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:

@@ -19,8 +19,8 @@ class PCIeSwitch(DuplexLink):
     PORTS = (Port("up", "upstream port towards the host", required=True),
              Port("down%d", "downstream ports towards GPUs' PCIe bridges", provides=(HostPath,)))
     STATISTICS = (
-        StatisticSpec("up_d2h_bytes", "bytes carried upstream (to host)", "B", "u64", 1),
-        StatisticSpec("up_h2d_bytes", "bytes carried downstream (from host)", "B", "u64", 1),
+        StatisticSpec("up_d2h_bytes", "bytes carried upstream (to host)", "B", "f64", 1),
+        StatisticSpec("up_h2d_bytes", "bytes carried downstream (from host)", "B", "f64", 1),
     )
 
     def __init__(self, engine: Any, name: str, params: Any) -> None:

@@ -129,6 +129,9 @@ class Reporter(Component):
             "allocation": r.allocation, "average_gpu_memory_bytes": r.average_gpu_memory_bytes,
             "kernel_times": r.kernel_times,
         }
+        if engine is not None and engine.functional_checks is not None:
+            out["functional_checks"] = engine.functional_checks
+            out["functional_matches"] = engine.functional_matches
         if engine is not None:
             out["engines"] = engine.engines
             out["engine_throughput_Bps"] = engine.engine_throughput_Bps
@@ -341,6 +344,17 @@ def _sizes(*values: float) -> list[str]:
     return out
 
 
+def functional_line(summary: dict[str, Any]) -> str:
+    """The console line of a summary's functional checks."""
+    checks, matches = summary["functional_checks"], summary["functional_matches"]
+    if not checks:
+        return _row("functional", "no prefetch checked (no real tensor was compressed and "
+                    "brought back)")
+    verdict = "all matched" if checks == matches else f"{matches} matched"
+    return _row("functional", f"{checks} prefetch{'es' if checks != 1 else ''} checked bit for "
+                f"bit, {verdict}")
+
+
 def _row(label: str, text: str) -> str:
     """One console line: the label and a colon, padded so values line up."""
     return f"{label + ':':<16} {text}"
@@ -412,6 +426,8 @@ def console_summary(s: dict[str, Any]) -> str:
     lines.append(_row(f"peak GPU memory{largest}", peak
                       + (f" of {cap_text} ({fits})" if cap else f" ({fits})")
                       + (f", average {avg}" if "average_gpu_memory_bytes" in s else "")))
+    if "functional_checks" in s:
+        lines.append(functional_line(s))
     oom = s.get("out_of_memory")
     if oom:
         lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "

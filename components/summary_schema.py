@@ -81,6 +81,9 @@ SUMMARY: tuple[Key, ...] = (
     _k("fits_in_memory", "boolean", "peak <= capacity"),
     _k("out_of_memory", "null|object", "null, or the `layer`, `tensor` and `bytes_short` where "
        "memory ran out"),
+    _k("functional_checks", "integer", "prefetches whose real compressed bytes were checked bit "
+       "for bit against what was offloaded (a mismatch stops the run)", "with --functional"),
+    _k("functional_matches", "integer", "of those, the ones that matched", "with --functional"),
     _k("baselines", "object", "`oracle` and `vdnn`: see `baselines.*` below",
        "with baselines"),
     _k("slowdown_vs_oracle", "number", "iteration_time_s / the oracle's", WHOLE),

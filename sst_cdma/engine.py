@@ -21,10 +21,12 @@ MAX_INIT_PHASES = 1000
 
 class Engine:
     """One simulation: the kernel, the components built from the graph, their link ends and
-    the statistics engine. ``reports`` is where components leave results for the caller."""
+    the statistics engine. ``reports`` is where components leave results for the caller.
+    ``record_all_statistics`` records every declared statistic in memory only, instead of what
+    the graph enables and its output (see :class:`~sst_cdma.statistics.engine.StatisticsEngine`)."""
 
     def __init__(self, graph: ConfigGraph, output_directory: Optional[Path] = None,
-                 console: Optional[IO[str]] = None) -> None:
+                 console: Optional[IO[str]] = None, record_all_statistics: bool = False) -> None:
         self.graph = graph
         self.sim = Simulator()
         self.output_directory = output_directory
@@ -48,7 +50,8 @@ class Engine:
         out_type, out_params = graph.stat_output
         try:
             self.statistics = StatisticsEngine(self.sim, graph.stat_load_level, out_type,
-                                               dict(out_params), base, console)
+                                               dict(out_params), base, console,
+                                               record_all_statistics)
         except StatisticError as exc:
             raise ConfigError(str(exc), graph.source) from None
         self.timing: dict[str, float] = {}

@@ -41,7 +41,9 @@ class RunError(Exception):
 class RunResult:
     """What one run produced: the statistics (a DataFrame with the CSV's columns, built on
     first use so that runs which never look at it do not import pandas), simulated time, events
-    delivered, why the run ended, wall-clock timing and the components' reports."""
+    delivered, why the run ended, wall-clock timing and the components' reports (the cDMA
+    topologies' ``reports["summary"]`` is what ``summary.json`` holds), with or without an
+    output directory."""
 
     table: Callable[[], Any] = field(repr=False)
     sim_time_ps: int
@@ -205,13 +207,21 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         run_mode: str = "both", console: Optional[IO[str]] = None,
         output_json: Optional[str] = None, output_dot: Optional[str] = None,
         overrides: Optional[dict[str, dict[str, Any]]] = None,
-        progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
+        progress: Optional[IO[str]] = None, full_trace: bool = True,
+        record_statistics: bool = True) -> RunResult:
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
     the script as ``sys.argv[1:]`` (RunError when the string cannot be split: an unterminated
     quote). ``output_directory`` receives statistic files and whatever
     the components write. ``console`` receives console statistics (default: stdout).
+
+    The result's ``statistics`` (a pandas DataFrame with the CSV's columns) and ``reports``
+    (the cDMA topologies' ``reports["summary"]``, what ``summary.json`` holds) come back with or
+    without an output directory. A run with no output directory whose script enables no
+    statistic (the cDMA topologies enable theirs only to write them) records every statistic
+    the components declare, in memory only, as the CSV would hold them; ``record_statistics=False``
+    leaves them out (``sst`` does: it has nowhere to show them), which saves a little time.
     ``progress`` (e.g. ``sys.stderr``, as ``sst`` gives it) receives a line now and then once
     the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`). ``full_trace=False``
     makes ``trace.json`` hold the GPU memory counters only (what sweep points keep).
@@ -241,7 +251,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         _check_output_directory(out_dir)
     staging = _staging_folder(out_dir) if out_dir is not None else None
     try:
-        result = _run_graph(graph, options, out_dir, staging, console, t0, progress, full_trace)
+        record_all = record_statistics and out_dir is None and not _enables_statistics(graph)
+        result = _run_graph(graph, options, out_dir, staging, console, t0, progress, full_trace,
+                            record_all)
         if staging is not None and out_dir is not None:
             with _interrupts_deferred():
                 publish_outputs(staging, out_dir)
@@ -252,6 +264,12 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _enables_statistics(graph: ConfigGraph) -> bool:
+    """Whether the script enabled any statistic of any component or subcomponent."""
+    return any(cfg.statistics or any(sub.statistics for sub in cfg.subcomponents)
+               for cfg in graph.components.values())
 
 
 def _check_output_directory(out_dir: Path) -> None:
@@ -352,8 +370,10 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
 
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
                staging: Optional[Path], console: Optional[IO[str]], t0: float,
-               progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
-    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere)."""
+               progress: Optional[IO[str]] = None, full_trace: bool = True,
+               record_all: bool = False) -> RunResult:
+    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere).
+    ``record_all`` records every declared statistic in memory only."""
     for key, writer in (("output-json", graph.write_json), ("output-dot", None)):
         target = options[key]
         if target:
@@ -383,7 +403,7 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if mode not in ("init", "run", "both"):
         raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
     try:
-        engine = Engine(graph, staging, console)
+        engine = Engine(graph, staging, console, record_all)
         engine.full_trace = full_trace
         if progress is not None:
             from .progress import Progress

@@ -6,16 +6,20 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 
 * Offload unit: a layer's input feature map X_l, i.e. a tensor. ``none`` offloads nothing;
   ``all`` offloads every tensor read by a (non-in-place) layer; ``conv`` every tensor read by
-  a CONV layer. A tensor is offloaded once, overlapping the compute of its first selected
+  a CONV layer; but only a tensor some backward kernel reads is copied out: one no backward
+  kernel reads (a batchnorm output feeding only a residual add, the classifier's output
+  feeding the loss) is freed after the layer-boundary sync of its last forward reader, never
+  offloaded. A tensor is offloaded once, overlapping the compute of its first selected
   reader (after any in-place ReLU has run, so the post-ReLU data goes out), and freed after
-  the layer-boundary sync of its last forward reader.
+  the layer-boundary sync of its last forward reader; so every offloaded tensor is
+  prefetched.
 * Backward, per layer l (reverse order): allocate gradient buffers for its inputs; for each
   tensor its backward kernel needs that was offloaded and not yet prefetched, prefetch it and
   ``wait`` (an on-demand stall); then prefetch ahead: search l-1, l-2, ... for the nearest
   layer whose needed offloaded tensors are not yet prefetched, stopping at the first CONV layer
   (inclusive); compute; sync; free l's output gradient and every tensor whose last backward
   use was l. An offloaded tensor is associated with ("anchored at") the latest layer whose
-  backward needs it; tensors no backward kernel needs are never prefetched.
+  backward needs it.
 * Optimizer step (``optimizer`` other than ``none``): after the backward pass, phase ``update``
   runs one update kernel per layer with weights, reading its weights, weight gradient and
   optimizer state and writing weights and state (see :data:`OPTIMIZERS`).
@@ -28,9 +32,9 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 * Allocation (``allocation``): ``liveness`` is the memory rule above. ``network-wide`` is the
   vDNN paper's baseline: every buffer (feature maps, gradient maps, weights, weight gradients,
   workspace, optimizer state) is allocated once before the forward pass and freed after the
-  last phase; only the tensors the policy offloads keep vDNN's memory manager's schedule
-  (allocated when produced, released after their offload, re-allocated at their prefetch,
-  released after their last backward use: their ``liveness`` schedule).
+  last phase; only the tensors the policy offloads (or frees early) keep vDNN's memory
+  manager's schedule (allocated when produced, released after their offload, re-allocated at
+  their prefetch, released after their last backward use: their ``liveness`` schedule).
 """
 from __future__ import annotations
 
@@ -256,28 +260,33 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                 if pass_ == "fwd" or kernels is not None:
                     decls.append(TensorDecl(name, size, "workspace", i.name))
 
-    # -- offload selection --------------------------------------------------------------------
-    offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
-    free_after_fwd: dict[str, list[str]] = {i.name: [] for i in infos}
-    offloaded: list[str] = []
-    for ti in tensors.values():
-        if policy == "all":
-            selected = list(ti.consumers)
-        elif policy == "conv":
-            selected = [c for c in ti.consumers if kind[c] == "conv"]
-        else:
-            selected = []
-        if selected:
-            offload_at[min(selected, key=idx.__getitem__)].append(ti.name)
-            free_after_fwd[max(ti.consumers, key=idx.__getitem__)].append(ti.name)
-            offloaded.append(ti.name)
-    offloaded_set = set(offloaded)
-
-    # -- backward needs, anchors and release points --------------------------------------------
+    # -- backward needs ------------------------------------------------------------------------
     need: dict[str, list[int]] = {t: [] for t in tensors}
     for i in infos:
         for t in i.bwd_needs:
             need[t].append(idx[i.name])
+
+    # -- offload selection --------------------------------------------------------------------
+    # A selected tensor no backward kernel reads is not copied out: it is freed after its last
+    # forward reader (``dropped``), as vDNN's memory manager releases it.
+    offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
+    free_after_fwd: dict[str, list[str]] = {i.name: [] for i in infos}
+    offloaded: list[str] = []
+    dropped: set[str] = set()
+    for ti in tensors.values():
+        selected = _selected_readers(policy, ti, kind)
+        if not selected:
+            continue
+        free_after_fwd[max(ti.consumers, key=idx.__getitem__)].append(ti.name)
+        if need[ti.name]:
+            offload_at[min(selected, key=idx.__getitem__)].append(ti.name)
+            offloaded.append(ti.name)
+        else:
+            dropped.add(ti.name)
+    offloaded_set = set(offloaded)
+    managed = offloaded_set | dropped  # on vDNN's schedule, even under network-wide allocation
+
+    # -- anchors and release points -------------------------------------------------------------
     anchored: dict[int, list[str]] = {}
     release: dict[str, int] = {}
     for ti in tensors.values():
@@ -300,20 +309,20 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         prologue.append(Op("alloc", wgrad_name(i.name)))
     for i in stateful:
         prologue.append(Op("alloc", state_name(i.name)))
-    if wide:  # every buffer but the offloaded ones, once, for the whole iteration
-        prologue = [Op("alloc", d.name) for d in decls if d.name not in offloaded_set]
+    if wide:  # every buffer but those on vDNN's schedule, once, for the whole iteration
+        prologue = [Op("alloc", d.name) for d in decls if d.name not in managed]
     forward: list[Block] = []
     resident: set[str] = set()
     for i in infos:
         block = Block(i.name, i.kind, _comment(i, "fwd"))
         if i.kind == "data":
-            if not wide or i.output in offloaded_set:
+            if not wide or i.output in managed:
                 block.ops.append(Op("alloc", i.output))
             resident.add(i.output)
             forward.append(block)
             continue
         if not i.in_place:
-            if not wide or i.output in offloaded_set:
+            if not wide or i.output in managed:
                 block.ops.append(Op("alloc", i.output))
             resident.add(i.output)
         for t in offload_at[i.name]:
@@ -418,6 +427,16 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
             update.append(block)
     return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
                 tuple(offloaded), update, allocation)
+
+
+def _selected_readers(policy: str, tensor: TensorInfo, kind: Mapping[str, str]) -> list[str]:
+    """The readers of ``tensor`` for which ``policy`` manages it (vDNN-all: every
+    non-in-place reader; vDNN-conv: the CONV readers; ``none``: none)."""
+    if policy == "all":
+        return list(tensor.consumers)
+    if policy == "conv":
+        return [c for c in tensor.consumers if kind[c] == "conv"]
+    return []
 
 
 def _kernel_time(times: Mapping[str, Mapping[str, str]] | None,

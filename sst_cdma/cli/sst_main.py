@@ -97,7 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,
                      stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
-                     output_dot=args.output_dot, progress=sys.stderr)
+                     output_dot=args.output_dot, progress=sys.stderr, record_statistics=False)
     except RunError as exc:
         if args.verbose:
             traceback.print_exc()

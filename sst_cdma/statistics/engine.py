@@ -1,13 +1,16 @@
 """Decides which statistics load (enable rules and load levels), schedules periodic dumps
-(``rate``) and feeds every dump to the configured output and to an in-memory table."""
+(``rate``) and feeds every dump to the configured output and to an in-memory table (values fitted
+to their field types as the output writes them)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional
 
 from ..kernel import STATISTIC_PRIORITY, Simulator
 from ..units import UnitAlgebra, UnitError
-from .outputs import StatisticOutput, format_value, make_output
+from ..element import StatisticEnable
+from .outputs import MemoryOnlyOutput, StatisticOutput, fit_value, format_value, make_output
 from .types import NullStatistic, Statistic, StatisticError, make_statistic
 
 if TYPE_CHECKING:
@@ -25,10 +28,16 @@ class StatisticsEngine:
 
     def __init__(self, sim: Simulator, global_level: int, output_type: str,
                  output_params: dict[str, str], base_dir: Path,
-                 console: Optional[IO[str]] = None) -> None:
+                 console: Optional[IO[str]] = None, record_all: bool = False) -> None:
+        """``record_all``: record every statistic the components declare, whatever the
+        configuration enabled and at any load level, into the in-memory table only (no
+        output)."""
         self.sim = sim
         self.global_level = global_level
-        self.output: StatisticOutput = make_output(output_type, output_params, base_dir, console)
+        self.record_all = record_all
+        self.output: StatisticOutput = (MemoryOnlyOutput({}, base_dir) if record_all else
+                                        make_output(output_type, output_params, base_dir,
+                                                    console))
         self.configs: dict[str, "ConfigComponent"] = {}
         self.stats: list[Statistic] = []
         self._keys: set[tuple[str, str, str]] = set()
@@ -37,6 +46,7 @@ class StatisticsEngine:
         self.suppressed_by_level = 0
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
+        self._wrapped: set[tuple[str, str]] = set()
 
     def register(self, element: "Element", decl: "StatisticSpec", subid: str = "") -> Statistic:
         """The statistic ``element`` asked for: live when enabled at a sufficient load level."""
@@ -44,10 +54,13 @@ class StatisticsEngine:
         enable = None
         if cfg is not None:
             enable = cfg.statistics.get(decl.name) or cfg.statistics.get(ENABLE_ALL)
+        if self.record_all:
+            enable = StatisticEnable()
         if enable is None:
             return NullStatistic(element.name, decl.name, subid, decl.dtype)
-        level = cfg.stat_load_level if cfg.stat_load_level is not None else self.global_level
-        if level <= 0 or decl.level > level:
+        level = cfg.stat_load_level if cfg is not None and cfg.stat_load_level is not None \
+            else self.global_level
+        if not self.record_all and (level <= 0 or decl.level > level):
             self.suppressed_by_level += 1
             return NullStatistic(element.name, decl.name, subid, decl.dtype)
         key = (element.name, decl.name, subid)
@@ -113,8 +126,19 @@ class StatisticsEngine:
             row: dict[str, Any] = dict(zip(CSV_HEAD, [stat.component, stat.name, stat.subid,
                                                       stat.kind, now, 0]))
             for name, ftype, value in stat.fields():
-                row[f"{name}.{ftype}"] = value
+                fitted = fit_value(value, ftype)
+                if fitted != value and ftype[0] != "f":
+                    self._warn_wrapped(stat, name, ftype)
+                row[f"{name}.{ftype}"] = fitted
             self.rows.append(row)
+
+    def _warn_wrapped(self, stat: Statistic, field: str, ftype: str) -> None:
+        key = (stat.full_name, field)
+        if key not in self._wrapped:
+            self._wrapped.add(key)
+            print(f"sst: warning: statistic {stat.full_name}: {field} does not fit its type "
+                  f"{ftype} and wraps, as SST-core's does (declare the statistic f64)",
+                  file=sys.stderr)
 
     def finish(self, end_ps: Optional[int] = None) -> None:
         """The end-of-run dump of every statistic stamped ``end_ps`` (default: the current

@@ -13,19 +13,28 @@ import numpy as np
 from .types import Number, Statistic, StatisticError
 
 
-def format_value(value: Number, ftype: str) -> str:
-    """Text of one field value as SST prints it (``%f`` for floats, plain integers). Integers
-    wrap at their field width as SST-core's C++ fields do (a SumSQ of large byte counts
-    overflows a u64 there too), so every value fits the type its column declares."""
-    if ftype == "f32":
-        return "%f" % float(np.float32(value))
-    if ftype == "f64":
-        return "%f" % float(value)
+def fit_value(value: Number, ftype: str) -> Number:
+    """``value`` as a field of type ``ftype`` holds it: a float for ``f32``/``f64``; an integer
+    wrapped at the field's width for the integer types, as SST-core's C++ fields wrap (a SumSQ
+    of large byte counts or picosecond times overflows a u64 there too). Statistics that can
+    grow that large are declared ``f64`` (docs/model.md, "Statistics")."""
+    if ftype[0] == "f":
+        return float(value)
     bits = 32 if ftype.endswith("32") else 64
     v = int(value) % (1 << bits)
     if ftype[0] == "i" and v >= 1 << (bits - 1):
         v -= 1 << bits
-    return str(v)
+    return v
+
+
+def format_value(value: Number, ftype: str) -> str:
+    """Text of one field value as SST prints it (``%f`` for floats, plain integers), fitted to
+    its type by :func:`fit_value`, so every value fits the type its column declares."""
+    if ftype == "f32":
+        return "%f" % float(np.float32(value))
+    if ftype == "f64":
+        return "%f" % float(value)
+    return str(fit_value(value, ftype))
 
 
 class StatisticOutput(ABC):
@@ -198,6 +207,20 @@ class JSONOutput(StatisticOutput):
         if self._fh is not None:
             self._fh.write("\n   ]\n}\n")
         super().stop()
+
+
+class MemoryOnlyOutput(StatisticOutput):
+    """Writes nothing: the statistics go only to the run's in-memory table (what
+    :func:`sst_cdma.run` records when the run has nowhere to write them). Not an SST output,
+    so scripts cannot name it."""
+
+    type_name = "memory-only"
+
+    def start(self, stats: list[Statistic]) -> None:
+        """Nothing to prepare."""
+
+    def output(self, stats: Iterable[Statistic], sim_time: int) -> None:
+        """Nothing to write."""
 
 
 OUTPUT_TYPES = {cls.type_name: cls for cls in (ConsoleOutput, CSVOutput, JSONOutput, TXTOutput)}

@@ -135,6 +135,77 @@ def test_functional_mode_moves_and_checks_real_bytes(repo, real_tensors):
     assert prefetched and not (prefetched & {k.split("/")[-1] for k in host.payloads})
 
 
+def test_functional_mode_counts_the_prefetches_it_checked(repo, real_tensors, tmp_path):
+    path, arrays = real_tensors
+    out = tmp_path / "out"
+    console = io.StringIO()
+    result = sst_cdma.run(repo / TOPOLOGY, ["--no-baselines", "--network", "alexnet",
+                                            "--batch", "1", "--algorithm", "zvc", "--tensors",
+                                            str(path), "--functional"],
+                          output_directory=out, console=console)
+    engine = result.engine.components["gpu0.dma"]
+    checked = [t for d, t, *_ in engine.transfers if d == "prefetch" and t in arrays]
+    assert len(checked) == len(arrays) == 5  # every conv input comes back and is checked
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["functional_checks"] == summary["functional_matches"] == 5
+    assert result.reports["summary"]["functional_checks"] == 5
+    assert "functional:      5 prefetches checked bit for bit, all matched" in \
+        console.getvalue().splitlines()
+    stats = result.statistics.set_index("StatisticName")
+    assert stats.loc["functional_checks", "Count.u64"] == 5
+    assert stats.loc["functional_matches", "Sum.u64"] == 5
+
+
+def test_functional_mode_counts_only_what_it_compressed(repo, real_tensors):
+    # a plain copy engine moves no compressed stream: nothing is checked, and the line says so
+    path, _ = real_tensors
+    console = io.StringIO()
+    result = sst_cdma.run(repo / TOPOLOGY, ["--no-baselines", "--network", "alexnet",
+                                            "--batch", "1", "--algorithm", "none", "--tensors",
+                                            str(path), "--functional"], console=console)
+    summary = result.reports["summary"]
+    assert summary["functional_checks"] == summary["functional_matches"] == 0
+    assert "functional:      no prefetch checked" in console.getvalue()
+
+
+def test_outside_functional_mode_there_is_no_functional_key(repo, real_tensors):
+    path, _ = real_tensors
+    console = io.StringIO()
+    result = sst_cdma.run(repo / TOPOLOGY, ["--no-baselines", "--network", "alexnet",
+                                            "--batch", "1", "--tensors", str(path)],
+                          console=console)
+    assert "functional_checks" not in result.reports["summary"]
+    assert "functional:" not in console.getvalue()
+
+
+def test_a_mismatch_is_counted_as_checked_and_not_matched(repo, real_tensors, monkeypatch):
+    from sst_cdma.components.cdma_engine import CDMAEngine
+
+    path, _ = real_tensors
+    engines = []
+    init = CDMAEngine.__init__
+
+    def keep(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        engines.append(self)
+
+    monkeypatch.setattr(CDMAEngine, "__init__", keep)
+    load = CDMAEngine._plan_real
+
+    def swap_one(self, tensor, raw, dtype):
+        load(self, tensor, raw, dtype)  # compresses the real pool2 ...
+        if tensor == "pool2":  # ... and compares what comes back with something else
+            self.real = {**self.real, tensor: self.real[tensor] + 1.0}
+
+    monkeypatch.setattr(CDMAEngine, "_plan_real", swap_one)
+    with pytest.raises(RunError, match="prefetch of 'pool2' returned data that differs"):
+        run(repo, "--network", "alexnet", "--batch", "1", "--algorithm", "zvc", "--tensors",
+            str(path), "--functional")
+    engine = next(e for e in engines if e.name == "gpu0.dma")
+    assert engine.functional_checks == engine.functional_matches + 1
+    assert engine.functional_matches < 5
+
+
 def test_functional_mode_catches_a_corrupted_host_copy(repo, real_tensors, monkeypatch):
     from sst_cdma.components.host_memory import HostMemory
 
