@@ -94,14 +94,10 @@ class GPU(Component):
               "fitted kernel parameters the kernel model uses (peak_flops is this element's)",
               choices=tuple(sorted(GPUS))),
         Param("sms", "int", 0, "streaming multiprocessors (0: the preset's)", minimum=0),
-        Param("memory_capacity", "bytes", "0B", "GPU memory the fitted model's algorithm "
-              "choice must fit in: a kernel whose fastest algorithm's workspace would not fit "
-              "beside the iteration's tensors takes the fastest that does (the HBM's "
-              "capacity; 0B: no such limit)", minimum=0),
         Param("workspace_limit", "str", "", "largest cuDNN workspace one convolution kernel may "
               "take when the fitted model picks its algorithm, e.g. 64MiB (default: no limit)"),
-        Param("peak_flops", "float", 10.6e12, "peak FLOP/s (fp32)", minimum=0,
-              exclusive_minimum=True),
+        Param("peak_flops", "float", 0.0, "peak FLOP/s (fp32; 0: the GPU preset's)",
+              minimum=0),
         Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s kernels reach",
               minimum=0, exclusive_minimum=True, maximum=1),
         Param("kernel_overhead", "time", "0ns", "fixed time added to every kernel (launch)",
@@ -132,61 +128,25 @@ class GPU(Component):
         from sst_cdma.workloads.stream import StreamError, parse_stream
 
         p = self.params
+        #: peak FLOP/s: the param, or the preset's
+        self.peak_flops: float = p["peak_flops"] or GPUS[p["gpu_preset"]].peak_flops
         self.kernel_model = None
         #: the fitted launch, added to the kernels the GPU prices itself (memory-bound ones)
         self.launch_ps = 0
         if p["kernel_model"] == "fitted" and not p["workload"]:
             self.kernel_model = self._fitted_model()
             self.launch_ps = math.ceil(self.kernel_model.params.launch_s * PS_PER_S)
-        try:
-            if p["workload"]:
-                if p["layer_times"]:
-                    raise ValueError(f"{name}: 'layer_times' applies to a rendered 'network'; "
-                                     "a 'workload' stream carries its own time= keys")
-                if p["optimizer"] != "none" or p["workspace"]:
-                    raise ValueError(f"{name}: 'optimizer' and 'workspace' apply to a rendered "
-                                     "'network'; a 'workload' stream declares its own")
-                if p["allocation"] != "liveness":
-                    raise ValueError(f"{name}: 'allocation' applies to a rendered 'network'; a "
-                                     "'workload' stream's alloc and free ops are its own")
-                path = Path(p["workload"])
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except UnicodeDecodeError as exc:
-                    raise WorkloadError(not_utf8(exc), file=str(path)) from None
-                self.stream = parse_stream(text, str(path))
-            else:
-                if not p["network"]:
-                    raise ValueError(f"{name}: give a 'network' or a 'workload' stream")
-                text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
-                                                     p["policy"], p["layer_times"],
-                                                     p["optimizer"], p["workspace"],
-                                                     p["allocation"], self.kernel_model,
-                                                     self._workspace_limit(),
-                                                     p["memory_capacity"] or None)
-                out = engine.output_directory
-                if out is not None and p["write_stream"]:
-                    (out / f"{name}.stream").write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"{name}: cannot read workload: {exc}") from None
-        except (StreamError, WorkloadError) as exc:
-            raise ValueError(f"{name}: {exc}") from None
-        self.ops = self.stream.ops
+        #: the iteration's workload stream and its ops, rendered at init once the GPU knows
+        #: its memory (the fitted model picks algorithms whose workspace fits)
+        self.stream: Any = None
+        self.ops: list[Any] = []
+        self.op_layer: list[str] = []
         #: where the kernel times come from, as the reports say it
         self.kernel_times = self._kernel_times_source()
-        # the layer each op belongs to: the next compute/sync at or after it
-        self.op_layer: list[str] = [""] * len(self.ops)
-        upcoming = ""
-        for i in range(len(self.ops) - 1, -1, -1):
-            if self.ops[i].op in ("compute", "sync"):
-                upcoming = self.ops[i].name
-            self.op_layer[i] = upcoming
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.dma = self.configure_link("dma", self._transfer_done)
-        if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
-            raise ValueError(f"{name}: the workload moves tensors but port 'dma' is not connected")
         self.flows = self.service(FlowNetwork)
-        self.hbm: Optional[MemoryPool] = None  # the peer on port 'hbm', from setup on
+        self.hbm: Optional[MemoryPool] = None  # the peer on port 'hbm', from init on
         self.hbm_resource = ""
         self.pc = 0
         self.compute_q: deque = deque()
@@ -195,7 +155,6 @@ class GPU(Component):
         self.copy_busy = False
         self.blocked: Optional[str] = None
         self.prefetched: set[str] = set()
-        self.started = 0
         self.backward_at: Optional[int] = None
         self.update_at: Optional[int] = None
         self.finished_at: Optional[int] = None
@@ -207,7 +166,6 @@ class GPU(Component):
         self.layer_start = 0
         self.layers: list[dict[str, Any]] = []
         self.timeline: list[tuple[str, str, int, int]] = []
-        self._kernel_layer_start: dict[str, int] = {}
         self._layer_kernel = 0
         self._layer_algorithms: list[str] = []
         self.register_as_primary()
@@ -226,7 +184,7 @@ class GPU(Component):
 
         p = self.params
         preset = p["gpu_preset"]
-        spec = replace(GPUS[preset], peak_flops=p["peak_flops"],
+        spec = replace(GPUS[preset], peak_flops=self.peak_flops,
                        sms=p["sms"] or GPUS[preset].sms)
         try:
             return kernel_model_for(preset, spec)
@@ -257,9 +215,69 @@ class GPU(Component):
             raise ValueError(f"{self.name}: param 'workspace_limit': {exc}") from None
 
     # -- wiring ------------------------------------------------------------------------------
+    def _render(self, memory_capacity: Optional[int]) -> None:
+        """Read or render the iteration's workload stream (a rendered one with algorithms
+        chosen for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which
+        layer each op belongs to."""
+        from sst_cdma.workloads import WorkloadError
+        from sst_cdma.workloads.errors import not_utf8
+        from sst_cdma.workloads.render import iteration_stream
+        from sst_cdma.workloads.stream import StreamError, parse_stream
+
+        p = self.params
+        name = self.name
+        try:
+            if p["workload"]:
+                if p["layer_times"]:
+                    raise ConfigError(f"{name}: 'layer_times' applies to a rendered 'network'; "
+                                      "a 'workload' stream carries its own time= keys")
+                if p["optimizer"] != "none" or p["workspace"]:
+                    raise ConfigError(f"{name}: 'optimizer' and 'workspace' apply to a rendered "
+                                      "'network'; a 'workload' stream declares its own")
+                if p["allocation"] != "liveness":
+                    raise ConfigError(f"{name}: 'allocation' applies to a rendered 'network'; a "
+                                      "'workload' stream's alloc and free ops are its own")
+                path = Path(p["workload"])
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except UnicodeDecodeError as exc:
+                    raise WorkloadError(not_utf8(exc), file=str(path)) from None
+                self.stream = parse_stream(text, str(path))
+            else:
+                if not p["network"]:
+                    raise ConfigError(f"{name}: give a 'network' or a 'workload' stream")
+                text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
+                                                     p["policy"], p["layer_times"],
+                                                     p["optimizer"], p["workspace"],
+                                                     p["allocation"], self.kernel_model,
+                                                     self._workspace_limit(), memory_capacity)
+                out = self.engine.output_directory
+                if out is not None and p["write_stream"]:
+                    (out / f"{name}.stream").write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{name}: cannot read workload: {exc}") from None
+        except (StreamError, WorkloadError, ValueError) as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+        self.ops = self.stream.ops
+        if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
+            raise ConfigError(f"{name}: the workload moves tensors but port 'dma' is not "
+                              "connected")
+        # the layer each op belongs to: the next compute/sync at or after it
+        self.op_layer = [""] * len(self.ops)
+        upcoming = ""
+        for i in range(len(self.ops) - 1, -1, -1):
+            if self.ops[i].op in ("compute", "sync"):
+                upcoming = self.ops[i].name
+            self.op_layer[i] = upcoming
+
     def init(self, phase: int) -> None:
-        """Tell the engine which tensors this iteration offloads."""
-        if phase == 0 and self.dma is not None:
+        """Find the GPU memory, render the iteration for it and tell the engine which tensors
+        this iteration offloads."""
+        if phase != 0:
+            return
+        self.hbm = self.peer_provider("hbm", MemoryPool)
+        self._render(None if self.hbm.unlimited else self.hbm.capacity)
+        if self.dma is not None:
             tensors = self.stream.tensors
             offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
                          for op in self.ops if op.op == "offload"]
@@ -270,8 +288,7 @@ class GPU(Component):
                                    "shapes": shapes})
 
     def setup(self) -> None:
-        """Find the DRAM, check every tensor fits in it on its own, then start issuing."""
-        self.hbm = self.peer_provider("hbm", MemoryPool)
+        """Check every tensor fits in the GPU memory on its own, then start issuing."""
         self.hbm_resource = self.hbm.bandwidth_resource
         if not self.hbm.unlimited:
             for t in self.stream.tensors.values():
@@ -360,7 +377,7 @@ class GPU(Component):
             duration = op.time_ps + overhead
         else:  # the roofline, or a memory-bound kernel of the fitted model (plus its launch)
             overhead += self.launch_ps
-            duration = roofline_ps(op.flops or 0, op.dram or 0, p["peak_flops"],
+            duration = roofline_ps(op.flops or 0, op.dram or 0, self.peak_flops,
                                    p["compute_efficiency"], self.dram_bandwidth, overhead)
         label = f"{op.name} ({op.pass_}, {op.algorithm})" if op.algorithm else \
             f"{op.name} ({op.pass_})"

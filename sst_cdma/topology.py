@@ -83,10 +83,10 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     gpu = sst.Component(name, "cdma.GPU")
     fitted = o.kernel_model == "fitted"
     gpu.addParams({**element_params(o, "cdma.GPU"),
-                   "peak_flops": spec.gpu.peak_flops, "gpu_preset": o.gpu,
+                   "gpu_preset": o.gpu,
                    "workspace_limit": o.workspace if fitted else "",
                    "workspace": "0B" if fitted else (o.workspace or "0B"),
-                   "memory_capacity": spec.gpu.dram_capacity, "write_stream": first})
+                   "write_stream": first})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity})
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))

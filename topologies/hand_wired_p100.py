@@ -8,8 +8,7 @@ import sst
 from sst_cdma.baselines import add_baselines
 
 gpu = sst.Component("P100", "cdma.GPU")
-gpu.addParams({"network": "vgg16", "batch": 64, "policy": "conv", "gpu_preset": "pascal",
-               "peak_flops": 10.6e12, "memory_capacity": "16GiB"})
+gpu.addParams({"network": "vgg16", "batch": 64, "policy": "conv", "gpu_preset": "pascal"})
 hbm = sst.Component("P100_hbm2", "cdma.HBM")
 hbm.addParams({"bandwidth": "732GB/s", "capacity": "16GiB"})
 cdma = sst.Component("P100_cdma", "cdma.CDMAEngine")

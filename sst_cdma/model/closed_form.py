@@ -72,7 +72,7 @@ def from_simulation(engine: Any, gpu_name: str) -> ClosedFormResult:
     def kernel(op: Any) -> int:
         if op.time_ps is not None:
             return op.time_ps + p["kernel_overhead"]
-        return roofline_ps(op.flops or 0, op.dram or 0, p["peak_flops"],
+        return roofline_ps(op.flops or 0, op.dram or 0, gpu.peak_flops,
                            p["compute_efficiency"], dram_bw, p["kernel_overhead"] + gpu.launch_ps)
 
     def transfer(op: Any) -> int:
