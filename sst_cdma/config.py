@@ -35,6 +35,17 @@ class ConfigError(ValueError):
         self.where = where
 
 
+class StructureError(ConfigError):
+    """SST's structural check failed: links created and never connected, or connected on one
+    side only. ``warnings`` are SST's lines (``Found unused link: l0``), in link creation
+    order."""
+
+    def __init__(self, warnings: list[str], where: str = "") -> None:
+        super().__init__("Structure errors found in the ConfigGraph: " + "; ".join(warnings),
+                         where)
+        self.warnings = warnings
+
+
 @dataclass
 class ConfigComponent:
     """A component or subcomponent as configured: type, params and where it was declared."""
@@ -166,6 +177,11 @@ class ConfigGraph:
         self.stat_output: tuple[str, dict[str, str]] = ("sst.statOutputConsole", {})
         self.stat_load_level = 0
         self.source = ""
+        #: every link the script created, connected or not, in creation order
+        self.declared_links: dict[str, ConfigLink] = {}
+        #: faults the script made that SST reports after its structural check (an unknown
+        #: element type): raised by :meth:`check_structure` when the structure is sound
+        self.deferred_errors: list[ConfigError] = []
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -209,7 +225,33 @@ class ConfigGraph:
             a, b = link.ends
             self.graph.add_edge(a.component, b.component, key=link.name, link=link)
 
+    def declare_link(self, link: ConfigLink) -> None:
+        """Record a link the script created (``sst.Link(name)``), connected or not."""
+        self.declared_links.setdefault(link.name, link)
+
     # -- checks --------------------------------------------------------------------------------
+    def structure_warnings(self) -> list[str]:
+        """SST-core's ``ConfigGraph::checkForStructuralErrors``: one line per link never
+        connected or connected on one side only, in link creation order."""
+        out = []
+        links = {**self.declared_links, **self.links}
+        for link in links.values():
+            if not link.ends:
+                out.append(f"Found unused link: {link.name}")
+            elif len(link.ends) == 1:
+                out.append(f"Found dangling link: {link.name}.  It is connected on one side "
+                           f"to component {link.ends[0].component}.")
+        return out
+
+    def check_structure(self) -> None:
+        """What SST does after the script ran, before anything is built: raise StructureError
+        for unused or dangling links, then the first deferred fault (an unknown element)."""
+        warnings = self.structure_warnings()
+        if warnings:
+            raise StructureError(warnings, self.source)
+        if self.deferred_errors:
+            raise self.deferred_errors[0]
+
     def check(self) -> None:
         """Raise ConfigError for the first fault: dangling link, port used twice, unknown or
         required port, missing latency, bad param, unknown statistic."""

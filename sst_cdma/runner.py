@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
-from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph
+from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph, StructureError
 from .engine import Engine, warn
 from .kernel import SimulationError
 from .units import UnitAlgebra, UnitError
@@ -35,6 +35,16 @@ class RunError(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class StructureRunError(RunError):
+    """SST's structural check failed (unused or dangling links); ``warnings`` are SST's lines
+    (``Found unused link: l0``), which ``sst`` prints as SST-core does."""
+
+    def __init__(self, warnings: list[str], where: str = "") -> None:
+        super().__init__("Structure errors found in the ConfigGraph: " + "; ".join(warnings),
+                         where)
+        self.warnings = warnings
 
 
 @dataclass
@@ -113,9 +123,11 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         except (OSError, ValueError) as exc:
             raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
         try:
-            return ConfigGraph.from_json(data, _display(path))
+            graph = ConfigGraph.from_json(data, _display(path))
         except ConfigError as exc:
             raise RunError(str(exc), exc.where) from None
+        _check_structure(graph)
+        return graph
     graph = ConfigGraph()
     graph.source = path
     cli_options = {k: v for k, v in (program_options or {}).items() if v}
@@ -158,7 +170,19 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         else:
             sys.modules["sst"] = saved_sst
     graph.program_options.update(cli_options)
+    _check_structure(graph)
     return graph
+
+
+def _check_structure(graph: ConfigGraph) -> None:
+    """SST's check after the script ran: unused or dangling links stop the run
+    (StructureRunError), then a fault SST reports later (an unknown element type)."""
+    try:
+        graph.check_structure()
+    except StructureError as exc:
+        raise StructureRunError(exc.warnings, _display(graph.source)) from None
+    except ConfigError as exc:
+        raise RunError(str(exc), _where_display(exc.where)) from None
 
 
 def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) -> None:

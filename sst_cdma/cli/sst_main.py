@@ -10,7 +10,7 @@ import traceback
 from typing import NoReturn, Optional, Sequence
 
 from .. import __version__
-from ..runner import RunError, run
+from ..runner import RunError, StructureRunError, run
 from ..units import UnitAlgebra
 
 
@@ -98,6 +98,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,
                      stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
                      output_dot=args.output_dot, progress=sys.stderr)
+    except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
+        for line in exc.warnings:
+            print(f"WARNING:  {line}", flush=True)
+        print("FATAL: # SST Core: Structure errors found in the ConfigGraph.", file=sys.stderr)
+        return 1
     except RunError as exc:
         if args.verbose:
             traceback.print_exc()
