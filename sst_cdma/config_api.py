@@ -138,11 +138,13 @@ class _Configurable:
         self._config.statistics[ENABLE_ALL] = _stat_params(params)
 
     def setStatisticLoadLevel(self, level: int, apply_to_children: bool = False) -> None:
-        """Load level for this element only (overrides the global one)."""
-        self._config.stat_load_level = int(level)
+        """Load level for this element only (overrides the global one); 255 is SST's "not
+        set" (the global level applies), as SST's generated scripts write it."""
+        value = None if int(level) == 255 else int(level)
+        self._config.stat_load_level = value
         if apply_to_children:
             for sub in self._config.subcomponents:
-                sub.stat_load_level = int(level)
+                sub.stat_load_level = value
 
     def getFullName(self) -> str:
         """The element's full name."""
@@ -154,6 +156,9 @@ class _Configurable:
 
     def setRank(self, rank: int, thread: int = 0) -> None:
         """Accepted for compatibility; this engine runs on one rank."""
+
+    def setCoordinates(self, x: float, y: float = 0.0, z: float = 0.0) -> None:
+        """Accepted for compatibility (SST's graph scripts set them; nothing uses them)."""
 
     def setWeight(self, weight: float) -> None:
         """Accepted for compatibility (partitioning weight)."""
