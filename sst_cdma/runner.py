@@ -157,7 +157,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         except ConfigError as exc:
             raise RunError(str(exc), _where_display(exc.where or _script_frame(exc, path))) \
                 from exc
-        except RunError:
+        except (RunError, BrokenPipeError):  # a closed stdout is the caller's to handle
             raise
         except Exception as exc:
             raise RunError(f"{type(exc).__name__}: {exc}",
@@ -227,7 +227,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         run_mode: str = "both", console: Optional[IO[str]] = None,
         output_json: Optional[str] = None, output_dot: Optional[str] = None,
         overrides: Optional[dict[str, dict[str, Any]]] = None,
-        progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
+        progress: Optional[IO[str]] = None, full_trace: bool = True,
+        output_config: Optional[str] = None) -> RunResult:
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
@@ -253,7 +254,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     t0 = time.perf_counter()
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
            "output-directory": str(output_directory) if output_directory is not None else None,
-           "output-json": output_json, "output-dot": output_dot}
+           "output-json": output_json, "output-dot": output_dot, "output-config": output_config}
     graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
     if overrides:
         apply_overrides(graph, overrides)
@@ -376,7 +377,8 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
                staging: Optional[Path], console: Optional[IO[str]], t0: float,
                progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
     """Write the graph files, build and run; outputs go to ``staging`` (or nowhere)."""
-    for key, writer in (("output-json", graph.write_json), ("output-dot", None)):
+    for key, writer in (("output-json", graph.write_json), ("output-config", graph.write_python),
+                        ("output-dot", None)):
         target = options[key]
         if target:
             path = _output_file(key, target, out_dir, staging)

@@ -4,10 +4,11 @@ traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import traceback
-from typing import NoReturn, Optional, Sequence
+from typing import Callable, NoReturn, Optional, Sequence
 
 from .. import __version__
 from ..runner import RunError, StructureRunError, run
@@ -45,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="directory for every output file (statistics, reports)")
     p.add_argument("--output-json", default=None, metavar="FILE",
                    help="write the configuration graph as JSON (runnable with sst FILE.json)")
+    p.add_argument("--output-config", default=None, metavar="FILE",
+                   help="write the configuration graph as a Python script that rebuilds it")
     p.add_argument("--output-dot", default=None, metavar="FILE",
                    help="write the configuration graph as Graphviz DOT")
     p.add_argument("--run-mode", default="both", choices=("init", "run", "both"),
@@ -59,6 +62,18 @@ def _split_model_options(argv: list[str]) -> tuple[list[str], list[str]]:
         i = argv.index("--")
         return argv[:i], argv[i + 1:]
     return argv, []
+
+
+def _model_options_hint(own: list[str], unknown: list[str], positional: Optional[str]) -> str:
+    """When options sst does not know sit beside a topology script, the likely mistake is a
+    missing ``--``: say where model options go."""
+    script = next((a for a in own if a.endswith((".py", ".json"))), None)
+    if script is None:
+        return ""
+    extra = set(unknown) | ({positional} if positional and positional != script else set())
+    model = [a for a in own if a in extra and a != script]
+    return (f" (model options go after '--': sst [options] {script} -- {' '.join(model)}; "
+            "or in --model-options)")
 
 
 def _human_time(ps: int) -> str:
@@ -78,7 +93,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 parser.error(f"argument {name}: invalid level {value!r}")
             level_given = int(value)
             own.remove(arg)
-    args = parser.parse_args(own)
+    args, unknown = parser.parse_known_args(own)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}"
+                     f"{_model_options_hint(own, unknown, args.config_file)}")
     if level_given is not None:
         args.timing_info = level_given
     if args.version:
@@ -97,7 +115,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,
                      stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
-                     output_dot=args.output_dot, progress=sys.stderr)
+                     output_config=args.output_config, output_dot=args.output_dot,
+                     progress=sys.stderr)
     except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
         for line in exc.warnings:
             print(f"WARNING:  {line}", flush=True)
@@ -113,6 +132,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("sst: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout went to a pipe its reader closed: run_main ends quietly
+        raise
     except Exception as exc:  # a bug in a component or in the engine
         if args.verbose:
             traceback.print_exc()
@@ -149,10 +170,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def run_main() -> int:
     """``main`` for the console script: a closed stdout pipe (``sst ... | head``) ends quietly."""
+    return quiet_on_closed_pipe(main)
+
+
+def quiet_on_closed_pipe(entry: Callable[[], int]) -> int:
+    """Run a command's ``main``; when its reader closes stdout (``... | head``), end quietly
+    with status 0: no traceback, and no second error when Python flushes stdout at exit."""
     try:
-        return main()
+        code = entry()
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
-        sys.stderr.close()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
 
 
