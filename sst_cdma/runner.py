@@ -228,7 +228,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         output_json: Optional[str] = None, output_dot: Optional[str] = None,
         overrides: Optional[dict[str, dict[str, Any]]] = None,
         progress: Optional[IO[str]] = None, full_trace: bool = True,
-        output_config: Optional[str] = None) -> RunResult:
+        output_config: Optional[str] = None,
+        program_options: Optional[dict[str, str]] = None) -> RunResult:
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
@@ -236,7 +237,10 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     quote). ``output_directory`` receives statistic files and whatever
     the components write. ``console`` receives console statistics (default: stdout).
     ``progress`` (e.g. ``sys.stderr``, as ``sst`` gives it) receives a line now and then once
-    the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`). ``full_trace=False``
+    the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`).
+    ``program_options`` are more command-line options by SST's names (``heartbeat-sim-period``,
+    ``heartbeat-wall-period``, ``exit-after``); like all command-line options they win over
+    the script's. ``full_trace=False``
     makes ``trace.json`` hold the GPU memory counters only (what sweep points keep).
 
     The outputs appear together or not at all: the run writes them into a staging folder beside
@@ -254,7 +258,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     t0 = time.perf_counter()
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
            "output-directory": str(output_directory) if output_directory is not None else None,
-           "output-json": output_json, "output-dot": output_dot, "output-config": output_config}
+           "output-json": output_json, "output-dot": output_dot, "output-config": output_config,
+           **(program_options or {})}
     graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
     if overrides:
         apply_overrides(graph, overrides)
@@ -373,6 +378,45 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
     return given
 
 
+def _watch_progress(engine: Engine, options: dict[str, str], console: Optional[IO[str]],
+                    progress: Optional[IO[str]], source: str) -> None:
+    """Install the heartbeats, the --exit-after limit and the progress lines the options ask
+    for; a malformed period is a RunError naming the option."""
+    from .progress import Progress, SimHeartbeat, WallWatch, parse_wall_time
+
+    def stream() -> IO[str]:
+        return console if console is not None else sys.stdout
+
+    def wall(key: str) -> Optional[int]:
+        text = options.get(key) or ""
+        if text in ("", "0"):
+            return None
+        try:
+            return parse_wall_time(text)
+        except ValueError as exc:
+            raise RunError(f"--{key}: {exc}", _display(source)) from None
+
+    key = "heartbeat-sim-period" if options.get("heartbeat-sim-period") else "heartbeat-period"
+    period = options.get(key) or ""
+    if period:
+        try:
+            period_ps = UnitAlgebra(period).to_picoseconds()
+        except UnitError as exc:
+            raise RunError(f"--{key} {period}: {exc}", _display(source)) from None
+        if period_ps <= 0:
+            raise RunError(f"--{key} {period}: must be a positive time", _display(source))
+        stream().write(f"# Creating simulation heartbeat at simulated time period of "
+                       f"{period}.\n")
+        SimHeartbeat(engine.sim, period_ps, stream).start()
+    beat_s, exit_s = wall("heartbeat-wall-period"), wall("exit-after")
+    if beat_s is not None or exit_s is not None:
+        engine.sim.progress = WallWatch(engine.sim, stream, beat_s, exit_s,
+                                        options.get("exit-after", ""),
+                                        Progress(progress) if progress is not None else None)
+    elif progress is not None:
+        engine.sim.progress = Progress(progress)
+
+
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
                staging: Optional[Path], console: Optional[IO[str]], t0: float,
                progress: Optional[IO[str]] = None, full_trace: bool = True) -> RunResult:
@@ -409,10 +453,6 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     try:
         engine = Engine(graph, staging, console)
         engine.full_trace = full_trace
-        if progress is not None:
-            from .progress import Progress
-
-            engine.sim.progress = Progress(progress)
         engine.build()
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None
@@ -420,6 +460,7 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if mode == "init":
         return RunResult(engine.statistics.table, 0, 0, "run-mode init", engine.timing,
                          engine.reports, out_dir, graph)
+    _watch_progress(engine, options, console, progress, graph.source)
     try:
         engine.run(stop_ps)
     except ConfigError as exc:

@@ -42,6 +42,16 @@ def _parser() -> argparse.ArgumentParser:
                    action="store_const", const=2, default=None,
                    help="print build/run wall time, simulated time, events and events/s "
                         "(--timing-info=LEVEL sets a level; 0 turns it off)")
+    p.add_argument("--exit-after", default=None, metavar="TIME",
+                   help="wall-clock limit: end the run cleanly (finish, statistics and outputs "
+                        "written, status 0) once this much real time has passed; H:M:S, M:S, "
+                        "S, Hh, Mm or Ss")
+    p.add_argument("--heartbeat-sim-period", "--heartbeat-period", default=None,
+                   dest="heartbeat_sim_period", metavar="PERIOD",
+                   help="print a heartbeat every PERIOD of simulated time (e.g. 2us)")
+    p.add_argument("--heartbeat-wall-period", default=None, metavar="PERIOD",
+                   help="print a heartbeat every PERIOD of wall time (H:M:S, M:S, S, Hh, Mm, "
+                        "Ss)")
     p.add_argument("--output-directory", default=None, metavar="DIR",
                    help="directory for every output file (statistics, reports)")
     p.add_argument("--output-json", default=None, metavar="FILE",
@@ -116,7 +126,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,
                      stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
                      output_config=args.output_config, output_dot=args.output_dot,
-                     progress=sys.stderr)
+                     progress=sys.stderr, program_options={
+                         "exit-after": args.exit_after,
+                         "heartbeat-sim-period": args.heartbeat_sim_period,
+                         "heartbeat-wall-period": args.heartbeat_wall_period})
     except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
         for line in exc.warnings:
             print(f"WARNING:  {line}", flush=True)
@@ -144,11 +157,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"Configuration checked: {len(result.graph.components)} components, "
               f"{len(result.graph.links)} links (run-mode init: not run)")
         return 0
-    if result.end_reason.startswith("--stop-at"):
-        print(f"Simulation stopped by --stop-at, simulated time: "
-              f"{_human_time(result.sim_time_ps)}")
-    else:
-        print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
+    # SST-core's last line, also when --stop-at or --exit-after ended the run
+    print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
     level = args.timing_info
     if level is None:
         level = int(result.graph.program_options.get("timing-info") or

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any
 
 from ...element import Component, Param, Port, StatisticSpec
@@ -44,6 +45,10 @@ class CoreTestComponent(Component):
             for link in self.links:
                 link.send(self.params["commSize"])
         return False
+
+    def finish(self) -> None:
+        """Say so, as SST's does."""
+        print("Component Finished.", file=self.engine.console or sys.stdout)
 
 
 class _StatisticsComponent(Component):
