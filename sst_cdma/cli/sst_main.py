@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="more output; errors show a traceback")
+    p.add_argument("--sdl-file", default=None, metavar="FILE",
+                   help="the configuration file (as SST's option; usually given without it)")
     p.add_argument("--model-options", default=None, metavar="STR",
                    help="options for the configuration script (split like a shell would)")
     p.add_argument("--stop-at", default=None, metavar="TIME",
@@ -77,11 +79,12 @@ def _split_model_options(argv: list[str]) -> tuple[list[str], list[str]]:
 def _model_options_hint(own: list[str], unknown: list[str], positional: Optional[str]) -> str:
     """When options sst does not know sit beside a topology script, the likely mistake is a
     missing ``--``: say where model options go."""
-    script = next((a for a in own if a.endswith((".py", ".json"))), None)
-    if script is None:
-        return ""
+    script = next((a for a in own if a.endswith((".py", ".json")) and not a.startswith("-")),
+                  None)
     extra = set(unknown) | ({positional} if positional and positional != script else set())
     model = [a for a in own if a in extra and a != script]
+    if script is None or not model:
+        return ""
     return (f" (model options go after '--': sst [options] {script} -- {' '.join(model)}; "
             "or in --model-options)")
 
@@ -95,20 +98,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     own, after = _split_model_options(args_list)
     parser = _parser()
-    level_given = None
-    for arg in list(own):
+    level_given, verbose_given = None, None
+    for arg in list(own):  # SST's optional-argument forms --timing-info=LEVEL, --verbose=LEVEL
         name, eq, value = arg.partition("=")
-        if eq and name in ("--timing-info", "--print-timing-info"):
+        if eq and name in ("--timing-info", "--print-timing-info", "--verbose"):
             if not value.isdigit():
                 parser.error(f"argument {name}: invalid level {value!r}")
-            level_given = int(value)
+            if name == "--verbose":
+                verbose_given = int(value)
+            else:
+                level_given = int(value)
             own.remove(arg)
     args, unknown = parser.parse_known_args(own)
+    if args.sdl_file and not args.config_file:
+        args.config_file = args.sdl_file
+    elif args.sdl_file:
+        unknown.append(args.config_file)
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}"
                      f"{_model_options_hint(own, unknown, args.config_file)}")
     if level_given is not None:
         args.timing_info = level_given
+    if verbose_given is not None:
+        args.verbose += verbose_given
     if args.version:
         print(f"SST-Core-compatible sst-cdma Version ({__version__})")
         return 0

@@ -95,3 +95,13 @@ def test_an_unknown_option_without_a_script_gets_no_hint(capsys):
     with pytest.raises(SystemExit):
         main(["--bogus"])
     assert capsys.readouterr().err == "sst: error: unrecognized arguments: --bogus\n"
+
+
+def test_sst_option_forms_verbose_level_and_sdl_file(repo, capsys):
+    script = str(repo / REFERENCE / "statistics_example.py")
+    assert main(["--verbose=2", f"--sdl-file={script}"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "Simulation is complete, simulated time: 20 ns"
+    with pytest.raises(SystemExit):
+        main(["--verbose=x", script])
+    assert capsys.readouterr().err == "sst: error: argument --verbose: invalid level 'x'\n"
