@@ -9,7 +9,8 @@ import re
 import time
 from typing import IO, Callable, Optional
 
-from .kernel import EXIT_PRIORITY, PRIORITY_BITS, STOP_PRIORITY, Simulator
+from .kernel import (EXIT_PRIORITY, PRIORITY_BITS, STATISTIC_PRIORITY, STOP_PRIORITY,
+                     Simulator)
 from .units import UnitAlgebra
 
 __all__ = ["Progress", "SimHeartbeat", "WallWatch", "parse_wall_time", "heartbeat_lines"]
@@ -105,7 +106,7 @@ class SimHeartbeat:
         """Schedule the beat when it is due before the next event, else a hop after it."""
         sim = self.sim
         sim.events_delivered -= 1  # the kernel counts this action's bucket
-        if not sim.pending():
+        if not self._model_pending():
             return  # the run is over
         next_time = sim._keys[0] >> PRIORITY_BITS
         if next_time >= self.due:
@@ -115,6 +116,17 @@ class SimHeartbeat:
             sim.schedule(next_time, self._hop, None, self.HOP_PRIORITY)
         else:  # only the exit check is left at this time
             sim.schedule(sim.now + 1, self._hop, None, self.HOP_PRIORITY)
+
+    def _model_pending(self) -> bool:
+        """Whether anything but periodic statistic dumps is queued (those, like this, only go
+        on while something else is queued: counting them would keep both going forever)."""
+        keys = self.sim._keys
+        mask = (1 << PRIORITY_BITS) - 1
+        if not keys:
+            return False
+        if keys[0] & mask != STATISTIC_PRIORITY:
+            return True
+        return any(key & mask != STATISTIC_PRIORITY for key in keys)
 
     def _hop(self, _: object) -> None:
         self._follow()

@@ -161,3 +161,29 @@ def test_the_heartbeat_is_not_counted_and_does_not_move_the_end(period):
     sim.run()
     assert sim.events_delivered == 100 and sim.now == 99
     assert out.getvalue().count("Simulated Time") == 99 // period
+
+
+def test_sim_heartbeat_with_periodic_statistics_ends_with_the_run(write_script, tmp_path):
+    # periodic statistic dumps also go on only while something else is queued: the two must
+    # not keep each other going
+    script = write_script("""
+        import sst
+        sst.setStatisticLoadLevel(2)
+        sst.setStatisticOutput("sst.statOutputCSV", {"filepath": "s.csv"})
+        a = sst.Component("a", "testElement.PHOLD")
+        a.addParams({"time_limit": "300ns", "seed": 2})
+        b = sst.Component("b", "testElement.PHOLD")
+        b.addParams({"time_limit": "300ns", "seed": 3})
+        sst.Link("l", "1ns").connect((a, "east"), (b, "west"))
+        sst.enableAllStatisticsForAllComponents({"rate": "70ns"})
+    """)
+    plain = sst_cdma.run(script, output_directory=tmp_path / "a")
+    beats = io.StringIO()
+    beating = sst_cdma.run(script, output_directory=tmp_path / "b", console=beats,
+                           program_options={"heartbeat-sim-period": "50ns"})
+    assert (plain.events, plain.sim_time_ps) == (beating.events, beating.sim_time_ps)
+    assert (tmp_path / "a/s.csv").read_bytes() == (tmp_path / "b/s.csv").read_bytes()
+    # beats while the model has events (past 300 ns), none for the last dump (at 350 ns)
+    assert plain.sim_time_ps == 350_000
+    assert re.findall(r"Simulated Time (\d+) ns", beats.getvalue()) == \
+        ["50", "100", "150", "200", "250", "300"]
