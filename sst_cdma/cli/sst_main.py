@@ -25,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(
-        prog="sst", usage="sst [options] config-file [-- model options]",
+        prog="sst", usage="sst [options] config-file [-- model options]", allow_abbrev=False,
         description="Run an SST-style Python topology (or a configuration graph written with "
                     "--output-json) on the sst-cdma event kernel.",
         epilog="Model options after '--' (or in --model-options) reach the script as "

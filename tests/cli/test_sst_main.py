@@ -78,7 +78,8 @@ def test_sst_cdma_piped_into_a_closed_reader_is_quiet(tmp_path):
 @pytest.mark.parametrize("argv, model", [
     (["T", "--network", "alexnet"], "--network alexnet"),
     (["--network", "alexnet", "T"], "--network alexnet"),
-    (["--stop-at", "1us", "T", "--batch", "8", "--gpu", "volta"], "--batch 8 --gpu volta")])
+    (["--stop-at", "1us", "T", "--batch", "8", "--gpu", "volta"], "--batch 8 --gpu volta"),
+    (["T", "--mode", "chunk"], "--mode chunk")])  # not an abbreviation of --model-options
 def test_model_options_without_double_dash_get_a_hint(repo, capsys, argv, model):
     script = str(repo / "topologies/phold_torus.py")
     with pytest.raises(SystemExit) as info:
