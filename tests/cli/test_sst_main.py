@@ -98,7 +98,8 @@ def test_an_unknown_option_without_a_script_gets_no_hint(capsys):
     assert capsys.readouterr().err == "sst: error: unrecognized arguments: --bogus\n"
 
 
-def test_sst_option_forms_verbose_level_and_sdl_file(repo, capsys):
+def test_sst_option_forms_verbose_level_and_sdl_file(repo, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the script writes its statistics to ./
     script = str(repo / REFERENCE / "statistics_example.py")
     assert main(["--verbose=2", f"--sdl-file={script}"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \

@@ -77,7 +77,8 @@ def _masked(lines):
     return [re.sub(r"\d+(\.\d+)?", "N", line) for line in lines]
 
 
-def test_sim_heartbeat_prints_sst_lines(repo, capsys):
+def test_sim_heartbeat_prints_sst_lines(repo, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the script writes its statistics to ./
     assert main(["--heartbeat-sim-period=2us", "--stop-at", "6us",
                  str(repo / REFERENCE / "links_example.py")]) == 0
     out = capsys.readouterr().out.splitlines()
