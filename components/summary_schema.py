@@ -43,7 +43,7 @@ SUMMARY: tuple[Key, ...] = (
     _k("optimizer", "string", "optimizer step ending the iteration (`none`, `sgd`, ...)"),
     _k("allocation", "string", "`liveness`, `network-wide`, or `stream` for a --workload"),
     _k("complete", "boolean", "true when every main GPU ended its iteration; false for a run "
-       "--stop-at cut off (its times are then of the cut-off iteration)"),
+       "--stop-at or --exit-after cut off (its times are then of the cut-off iteration)"),
     _k("stopped_at_s", "number", "when the run was stopped", "when not complete"),
     _k("system", "string", "one line: GPU model, host link, GPU count"),
     _k("gpu_preset", "string", "GPU preset of the main GPUs"),

@@ -5,7 +5,6 @@ as JSON (which ``sst`` runs again) or as Graphviz DOT.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -13,16 +12,21 @@ from typing import Any, Optional
 import networkx as nx
 
 from .element import Element, StatisticEnable
-from .library import ElementNotFound, find_element
+from .library import find_element
 
 ENABLE_ALL = "*"
 
 # Program options a script may set with sst.setProgramOption(s); values are kept as text.
+# SST-core 16 accepts (and its graph files list) all of these; the ones sst-cdma does not act
+# on (timeVortex, interthread-links, checkpoint-*, ...) are accepted and kept.
 PROGRAM_OPTIONS = {
     "stop-at": "", "timing-info": "0", "print-timing-info": "0", "output-directory": "",
     "output-json": "", "output-dot": "", "output-config": "", "run-mode": "both",
     "verbose": "0", "timebase": "1ps", "num-threads": "1", "model-options": "",
-    "heartbeat-period": "", "heartbeat-sim-period": "", "partitioner": "",
+    "heartbeat-period": "", "heartbeat-sim-period": "", "heartbeat-wall-period": "0",
+    "exit-after": "", "partitioner": "", "timeVortex": "sst.timevortex.priority_queue",
+    "interthread-links": "false", "output-prefix-core": "#@x SST Core: ",
+    "checkpoint-sim-period": "", "checkpoint-wall-period": "0",
 }
 
 
@@ -33,6 +37,17 @@ class ConfigError(ValueError):
     def __init__(self, message: str, where: str = "") -> None:
         super().__init__(message)
         self.where = where
+
+
+class StructureError(ConfigError):
+    """SST's structural check failed: links created and never connected, or connected on one
+    side only. ``warnings`` are SST's lines (``Found unused link: l0``), in link creation
+    order."""
+
+    def __init__(self, warnings: list[str], where: str = "") -> None:
+        super().__init__("Structure errors found in the ConfigGraph: " + "; ".join(warnings),
+                         where)
+        self.warnings = warnings
 
 
 @dataclass
@@ -86,75 +101,6 @@ class ConfigLink:
         return self.ends[i].latency if self.ends[i].latency is not None else self.latency
 
 
-def _json_type(value: Any) -> str:
-    """The JSON name of ``value``'s type, for messages."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return {str: "string", list: "array", dict: "object", type(None): "null"}.get(
-        type(value), type(value).__name__)
-
-
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    """``value`` as a JSON object (absent: empty); ConfigError naming ``what`` otherwise."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{what}: expected a mapping (JSON object), got {_json_type(value)} "
-                          f"{json.dumps(value)[:40]}")
-    return value
-
-
-def _sequence(value: Any, what: str) -> list[Any]:
-    """``value`` as a JSON array (absent: empty); ConfigError naming ``what`` otherwise."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ConfigError(f"{what}: expected an array, got {_json_type(value)}")
-    return value
-
-
-def _component_from_json(d: Any, path: str, source: str, sub: bool) -> "ConfigComponent":
-    """One (sub)component of a graph file; faults name it (by name once known, else ``path``)."""
-    if not isinstance(d, dict):
-        raise ConfigError(f"{path}: expected an object, got {_json_type(d)}")
-    for key in ("name", "type"):
-        if key not in d:
-            where = path if key == "name" else \
-                f"{'subcomponent' if sub else 'component'} {str(d['name'])!r}"
-            raise ConfigError(f"malformed configuration graph: KeyError: {key!r} ({where} has "
-                              f"no \"{key}\")")
-    label = f"{'subcomponent' if sub else 'component'} {str(d['name'])!r}"
-    type_name = d["type"]
-    if not isinstance(type_name, str):
-        raise ConfigError(f"{label}: type: expected a string such as \"cdma.GPU\", got "
-                          f"{_json_type(type_name)}")
-    try:
-        find_element(type_name)
-    except ElementNotFound as exc:
-        raise ConfigError(f"{label}: {exc}") from None
-    params = _mapping(d.get("params"), f"{label}: params")
-    kwargs: dict[str, Any] = dict(name=str(d["name"]), type=type_name, where=source,
-                                  params={str(k): str(v) for k, v in params.items()})
-    c: ConfigComponent = ConfigSubComponent(**kwargs, slot=str(d["slot_name"]),
-                                            index=int(d.get("slot_number", 0))) \
-        if sub else ConfigComponent(**kwargs)
-    stats: dict[str, StatisticEnable] = {}
-    for j, st in enumerate(_sequence(d.get("statistics"), f"{label}: statistics")):
-        st = _mapping(st, f"{label}: statistics[{j}]")
-        stats[st["name"]] = StatisticEnable(
-            st.get("type", "sst.AccumulatorStatistic"),
-            dict(_mapping(st.get("params"), f"{label}: statistics[{j}].params")))
-    c.statistics = stats
-    if d.get("statistic_load_level") is not None:
-        c.stat_load_level = int(d["statistic_load_level"])
-    c.subcomponents = [  # type: ignore[misc]
-        _component_from_json(s, f"{label}: subcomponents[{k}]", source, True)
-        for k, s in enumerate(_sequence(d.get("subcomponents"), f"{label}: subcomponents"))]
-    return c
-
-
 class ConfigGraph:
     """Everything one topology script configured. Components are nodes of ``self.graph`` (a
     networkx MultiGraph) and connected links are its edges, keyed by link name."""
@@ -166,6 +112,11 @@ class ConfigGraph:
         self.stat_output: tuple[str, dict[str, str]] = ("sst.statOutputConsole", {})
         self.stat_load_level = 0
         self.source = ""
+        #: every link the script created, connected or not, in creation order
+        self.declared_links: dict[str, ConfigLink] = {}
+        #: faults the script made that SST reports after its structural check (an unknown
+        #: element type): raised by :meth:`check_structure` when the structure is sound
+        self.deferred_errors: list[ConfigError] = []
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -209,7 +160,33 @@ class ConfigGraph:
             a, b = link.ends
             self.graph.add_edge(a.component, b.component, key=link.name, link=link)
 
+    def declare_link(self, link: ConfigLink) -> None:
+        """Record a link the script created (``sst.Link(name)``), connected or not."""
+        self.declared_links.setdefault(link.name, link)
+
     # -- checks --------------------------------------------------------------------------------
+    def structure_warnings(self) -> list[str]:
+        """SST-core's ``ConfigGraph::checkForStructuralErrors``: one line per link never
+        connected or connected on one side only, in link creation order."""
+        out = []
+        links = {**self.declared_links, **self.links}
+        for link in links.values():
+            if not link.ends:
+                out.append(f"Found unused link: {link.name}")
+            elif len(link.ends) == 1:
+                out.append(f"Found dangling link: {link.name}.  It is connected on one side "
+                           f"to component {link.ends[0].component}.")
+        return out
+
+    def check_structure(self) -> None:
+        """What SST does after the script ran, before anything is built: raise StructureError
+        for unused or dangling links, then the first deferred fault (an unknown element)."""
+        warnings = self.structure_warnings()
+        if warnings:
+            raise StructureError(warnings, self.source)
+        if self.deferred_errors:
+            raise self.deferred_errors[0]
+
     def check(self) -> None:
         """Raise ConfigError for the first fault: dangling link, port used twice, unknown or
         required port, missing latency, bad param, unknown statistic."""
@@ -269,71 +246,31 @@ class ConfigGraph:
             raise ConfigError(f"link {link.name!r}: negative latency {text!r}", link.where)
         return value
 
-    # -- JSON and DOT --------------------------------------------------------------------------
+    # -- JSON, Python and DOT ------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """The graph as JSON-ready data (the format ``sst FILE.json`` reads)."""
-        def comp_json(c: ConfigComponent) -> dict[str, Any]:
-            out: dict[str, Any] = {"name": c.name, "type": c.type, "params": dict(c.params)}
-            if c.statistics:
-                out["statistics"] = [{"name": n, "type": e.type_name, "params": dict(e.params)}
-                                     for n, e in c.statistics.items()]
-            if c.stat_load_level is not None:
-                out["statistic_load_level"] = c.stat_load_level
-            if isinstance(c, ConfigSubComponent):
-                out["slot_name"], out["slot_number"] = c.slot, c.index
-            if c.subcomponents:
-                out["subcomponents"] = [comp_json(s) for s in c.subcomponents]
-            return out
+        """The graph as SST-core 16's JSON model (what ``sst FILE.json`` reads)."""
+        from .graph_files import to_json
 
-        return {
-            "format": "sst-cdma-config", "version": 1,
-            "program_options": dict(self.program_options),
-            "statistics_options": {"statisticLoadLevel": self.stat_load_level,
-                                   "statisticOutput": self.stat_output[0],
-                                   "params": dict(self.stat_output[1])},
-            "components": [comp_json(c) for c in self.components.values()],
-            "links": [{"name": l.name, "noCut": l.no_cut, "latency": l.latency,
-                       "ends": [{"component": e.component, "port": e.port, "latency": e.latency}
-                                for e in l.ends]} for l in self.links.values()],
-        }
+        return to_json(self)
 
     def write_json(self, path: Path) -> None:
-        """Write :meth:`to_json` to ``path``."""
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        """Write :meth:`to_json` to ``path``, laid out as SST-core 16 writes it."""
+        from .graph_files import dumps
+
+        path.write_text(dumps(self.to_json()), encoding="utf-8")
+
+    def write_python(self, path: Path) -> None:
+        """Write the graph as a Python script that rebuilds it (``--output-config``)."""
+        from .graph_files import to_python
+
+        path.write_text(to_python(self), encoding="utf-8")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], source: str) -> "ConfigGraph":
-        """Rebuild a graph written by :meth:`write_json`; ConfigError names what is wrong."""
-        if not isinstance(data, dict) or data.get("format") != "sst-cdma-config":
-            raise ConfigError("not an sst-cdma configuration graph (missing "
-                              "\"format\": \"sst-cdma-config\")", source)
-        g = cls()
-        g.source = source
-        try:
-            g.program_options = {str(k): str(v) for k, v in
-                                 _mapping(data.get("program_options"), "program_options").items()}
-            so = _mapping(data.get("statistics_options"), "statistics_options")
-            g.stat_load_level = int(so.get("statisticLoadLevel", 0))
-            g.stat_output = (str(so.get("statisticOutput", "sst.statOutputConsole")),
-                             {str(k): str(v) for k, v in
-                              _mapping(so.get("params"), "statistics_options.params").items()})
-            for i, d in enumerate(_sequence(data.get("components"), "components")):
-                g.add_component(_component_from_json(d, f"components[{i}]", source, False))
-            for d in _sequence(data.get("links"), "links"):
-                link = ConfigLink(str(d["name"]), d.get("latency"), no_cut=bool(d.get("noCut")),
-                                  where=source)
-                g.links[link.name] = link
-                for e in d.get("ends", []):
-                    g.add_link_end(link, LinkEndConfig(str(e["component"]), str(e["port"]),
-                                                       e.get("latency")), source)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            if isinstance(exc, ConfigError):
-                if not exc.where:
-                    exc.where = source
-                raise
-            raise ConfigError(f"malformed configuration graph: {type(exc).__name__}: {exc}",
-                              source) from None
-        return g
+    def from_json(cls, data: Any, source: str) -> "ConfigGraph":
+        """Rebuild a graph from SST's JSON model; ConfigError names what is wrong."""
+        from .graph_files import from_json
+
+        return from_json(data, source)
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT: a box per component, an edge per link."""

@@ -71,12 +71,17 @@ class _Configurable:
     """What Component and SubComponent share."""
 
     _config: ConfigComponent
+    _unknown = False  # the element type is unknown (reported after the structural check)
 
     def addParam(self, key: str, value: Any) -> None:
         """Set one param; an unknown name or a value that does not parse is an error here."""
         where = _where()
         key = str(key)
         text = _text(value)
+        if self._unknown:
+            self._config.params[key] = text
+            self._config.param_where[key] = where
+            return
         cls = self._config.element
         decl = {p.name: p for p in cls.PARAMS}
         label = f"{self._config.name} ({self._config.type})"
@@ -99,8 +104,8 @@ class _Configurable:
     def setSubComponent(self, slot: str, type: str, slot_num: int = 0) -> "SubComponent":
         """Load a subcomponent of ``type`` into ``slot``."""
         where = _where()
-        cls = self._config.element
-        if not any(s.name == slot for s in cls.SLOTS):
+        cls = self._config.element if not self._unknown else None
+        if cls is not None and not any(s.name == slot for s in cls.SLOTS):
             known = ", ".join(s.name for s in cls.SLOTS) or "none"
             raise ConfigError(f"{self._config.name} ({self._config.type}) has no subcomponent "
                               f"slot {slot!r} (slots: {known})", where)
@@ -121,10 +126,9 @@ class _Configurable:
         """Enable the named statistics (subject to the statistic load level)."""
         where = _where()
         names = [stats] if isinstance(stats, str) else list(stats)
-        cls = self._config.element
         for stat in names:
-            if cls.find_statistic(stat) is None:
-                known = ", ".join(s.name for s in cls.STATISTICS) or "none"
+            if not self._unknown and self._config.element.find_statistic(stat) is None:
+                known = ", ".join(s.name for s in self._config.element.STATISTICS) or "none"
                 raise ConfigError(f"{self._config.name} ({self._config.type}) has no statistic "
                                   f"{stat!r} (statistics: {known})", where)
             self._config.statistics[stat] = _stat_params(params)
@@ -134,11 +138,13 @@ class _Configurable:
         self._config.statistics[ENABLE_ALL] = _stat_params(params)
 
     def setStatisticLoadLevel(self, level: int, apply_to_children: bool = False) -> None:
-        """Load level for this element only (overrides the global one)."""
-        self._config.stat_load_level = int(level)
+        """Load level for this element only (overrides the global one); 255 is SST's "not
+        set" (the global level applies), as SST's generated scripts write it."""
+        value = None if int(level) == 255 else int(level)
+        self._config.stat_load_level = value
         if apply_to_children:
             for sub in self._config.subcomponents:
-                sub.stat_load_level = int(level)
+                sub.stat_load_level = value
 
     def getFullName(self) -> str:
         """The element's full name."""
@@ -150,6 +156,9 @@ class _Configurable:
 
     def setRank(self, rank: int, thread: int = 0) -> None:
         """Accepted for compatibility; this engine runs on one rank."""
+
+    def setCoordinates(self, x: float, y: float = 0.0, z: float = 0.0) -> None:
+        """Accepted for compatibility (SST's graph scripts set them; nothing uses them)."""
 
     def setWeight(self, weight: float) -> None:
         """Accepted for compatibility (partitioning weight)."""
@@ -167,7 +176,10 @@ class Component(_Configurable):
         try:
             find_element(type)
         except ElementNotFound as exc:
-            raise ConfigError(str(exc), where) from None
+            # SST looks element types up when it builds components, after its structural
+            # check: record the fault, accept the rest of this component's configuration
+            _graph.deferred_errors.append(ConfigError(str(exc), where))
+            self._unknown = True
         self._config = ConfigComponent(name=full, type=type, where=where)
         _graph.add_component(self._config)
 
@@ -196,6 +208,7 @@ class Link:
         self._config = ConfigLink(full, None if latency is None else _text(latency),
                                   where=_where())
         self.name = full
+        _graph.declare_link(self._config)
 
     def _attach(self, comp: _Configurable, port: str, latency: Any, where: str) -> None:
         end = LinkEndConfig(comp._config.name, str(port), None if latency is None

@@ -1,12 +1,19 @@
-"""Progress lines for long runs: after a few seconds of wall time, a line now and then saying
-how far the simulation has come, so a user waiting on a big system sees it move (SST's
-heartbeat, driven by wall time)."""
+"""Progress of a run: our progress lines for long runs (after a few seconds of wall time, a
+line now and then on stderr saying how far the simulation has come), SST-core's heartbeats
+(``--heartbeat-sim-period``, ``--heartbeat-wall-period``) and its wall-clock limit
+(``--exit-after``)."""
 from __future__ import annotations
 
+import math
+import re
 import time
-from typing import IO, Callable
+from typing import IO, Callable, Optional
 
-__all__ = ["Progress"]
+from .kernel import (EXIT_PRIORITY, PRIORITY_BITS, STATISTIC_PRIORITY, STOP_PRIORITY,
+                     Simulator)
+from .units import UnitAlgebra
+
+__all__ = ["Progress", "SimHeartbeat", "WallWatch", "parse_wall_time", "heartbeat_lines"]
 
 
 class Progress:
@@ -34,3 +41,134 @@ class Progress:
               f"{wall - self.start:.0f} s",
               file=self.stream, flush=True)
 
+
+
+_WALL_FORMATS = (
+    (re.compile(r"(\d+):(\d+):(\d+)"), (3600, 60, 1)),
+    (re.compile(r"(\d+):(\d+)"), (60, 1)),
+    (re.compile(r"(\d+)"), (1,)),
+    (re.compile(r"(\d+)h"), (3600,)),
+    (re.compile(r"(\d+)m"), (60,)),
+    (re.compile(r"(\d+)s"), (1,)),
+)
+
+
+def parse_wall_time(text: str) -> int:
+    """Seconds of wall time in SST's formats: ``H:M:S``, ``M:S``, ``S``, ``Hh``, ``Mm``,
+    ``Ss`` (``1:30`` is 90 s, ``2h`` 7200 s). ValueError naming the formats otherwise."""
+    for pattern, scale in _WALL_FORMATS:
+        m = pattern.fullmatch(str(text).strip())
+        if m:
+            return sum(int(g) * s for g, s in zip(m.groups(), scale))
+    raise ValueError(f"{text!r} is not a wall time (H:M:S, M:S, S, Hh, Mm or Ss, e.g. 1:30 "
+                     "or 10m)")
+
+
+def _sim_time(ps: int) -> str:
+    """Simulated time as SST prints it (``2 us``)."""
+    return UnitAlgebra(f"{ps}ps").bestSI() if ps else "0 s"
+
+
+def heartbeat_lines(sim: Simulator, since_s: float) -> str:
+    """SST's heartbeat block: the time line and the figures this kernel has an equivalent for
+    (SST's mempool and sync sizes and its maximum TimeVortex depth have none: left out)."""
+    active = sum(len(bucket) for bucket in sim._buckets.values())
+    return (f"# Simulation Heartbeat: Simulated Time {_sim_time(sim.now)} (Real CPU time since "
+            f"last period {since_s:.5f} seconds)\n"
+            f"\t{'Global active activities':<33}{active} activities\n")
+
+
+class SimHeartbeat:
+    """``--heartbeat-sim-period``: writes SST's heartbeat block at every multiple of
+    ``period_ps`` of simulated time while the run goes on. It never keeps a finished run going
+    nor moves its end time: between beats it hops from one time with events to the next (an
+    action after that time's events), so when the last event has run the queue is empty. Its
+    actions are not counted as delivered events."""
+
+    BEAT_PRIORITY = STOP_PRIORITY - 1  # before --stop-at at the same time, as SST prints it
+    HOP_PRIORITY = EXIT_PRIORITY - 1  # after every event of its time, before the exit check
+
+    def __init__(self, sim: Simulator, period_ps: int, stream: Callable[[], IO[str]],
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.sim = sim
+        self.period_ps = period_ps
+        self.stream = stream
+        self.clock = clock
+        self.last = clock()
+        self.due = period_ps
+
+    def start(self) -> None:
+        """Begin: the first hop comes after the events of time 0."""
+        self.last = self.clock()
+        self.sim.schedule(self.sim.now, self._hop, None, self.HOP_PRIORITY)
+
+    def _follow(self) -> None:
+        """Schedule the beat when it is due before the next event, else a hop after it."""
+        sim = self.sim
+        sim.events_delivered -= 1  # the kernel counts this action's bucket
+        if not self._model_pending():
+            return  # the run is over
+        next_time = sim._keys[0] >> PRIORITY_BITS
+        if next_time >= self.due:
+            sim.schedule(self.due, self._beat, None, self.BEAT_PRIORITY)
+        elif next_time > sim.now or sim._current_key & ((1 << PRIORITY_BITS) - 1) < \
+                self.HOP_PRIORITY:
+            sim.schedule(next_time, self._hop, None, self.HOP_PRIORITY)
+        else:  # only the exit check is left at this time
+            sim.schedule(sim.now + 1, self._hop, None, self.HOP_PRIORITY)
+
+    def _model_pending(self) -> bool:
+        """Whether anything but periodic statistic dumps is queued (those, like this, only go
+        on while something else is queued: counting them would keep both going forever)."""
+        keys = self.sim._keys
+        mask = (1 << PRIORITY_BITS) - 1
+        if not keys:
+            return False
+        if keys[0] & mask != STATISTIC_PRIORITY:
+            return True
+        return any(key & mask != STATISTIC_PRIORITY for key in keys)
+
+    def _hop(self, _: object) -> None:
+        self._follow()
+
+    def _beat(self, _: object) -> None:
+        now = self.clock()
+        self.stream().write(heartbeat_lines(self.sim, now - self.last))
+        self.last = now
+        self.due += self.period_ps
+        self._follow()
+
+
+class WallWatch:
+    """Wall-clock duties, called with the kernel's ``progress`` hook (every few thousand
+    events): the ``--heartbeat-wall-period`` heartbeat, and the ``--exit-after`` limit, which
+    ends the run cleanly at the current simulated time (finish and statistics still run)."""
+
+    def __init__(self, sim: Simulator, stream: Callable[[], IO[str]],
+                 heartbeat_s: Optional[float] = None, exit_after_s: Optional[float] = None,
+                 exit_after_text: str = "", progress: Optional[Progress] = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.sim = sim
+        self.stream = stream
+        self.heartbeat_s = heartbeat_s
+        self.exit_after_text = exit_after_text
+        self.progress = progress
+        self.clock = clock
+        self.start = self.last_beat = clock()
+        self.next_beat = self.start + heartbeat_s if heartbeat_s else math.inf
+        self.deadline = self.start + exit_after_s if exit_after_s is not None else math.inf
+
+    def __call__(self, now_ps: int, events: int) -> None:
+        """Beat, stop or report progress if the time has come."""
+        if self.progress is not None:
+            self.progress(now_ps, events)
+        wall = self.clock()
+        if wall >= self.next_beat:
+            self.stream().write(heartbeat_lines(self.sim, wall - self.last_beat))
+            self.last_beat = wall
+            self.next_beat = wall + self.heartbeat_s  # type: ignore[operator]
+        if wall >= self.deadline:
+            self.stream().write(f"# --exit-after={self.exit_after_text}: wall-clock limit "
+                                f"reached at simulated time {_sim_time(now_ps)}; ending the "
+                                "simulation\n")
+            self.sim._stop_at(f"--exit-after {self.exit_after_text}")

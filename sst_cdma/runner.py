@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
-from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph
+from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph, StructureError
 from .engine import Engine, warn
 from .kernel import SimulationError
 from .units import UnitAlgebra, UnitError
@@ -35,6 +35,16 @@ class RunError(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class StructureRunError(RunError):
+    """SST's structural check failed (unused or dangling links); ``warnings`` are SST's lines
+    (``Found unused link: l0``), which ``sst`` prints as SST-core does."""
+
+    def __init__(self, warnings: list[str], where: str = "") -> None:
+        super().__init__("Structure errors found in the ConfigGraph: " + "; ".join(warnings),
+                         where)
+        self.warnings = warnings
 
 
 @dataclass
@@ -117,9 +127,11 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         except (OSError, ValueError) as exc:
             raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
         try:
-            return ConfigGraph.from_json(data, _display(path))
+            graph = ConfigGraph.from_json(data, _display(path))
         except ConfigError as exc:
             raise RunError(str(exc), exc.where) from None
+        _check_structure(graph)
+        return graph
     graph = ConfigGraph()
     graph.source = path
     cli_options = {k: v for k, v in (program_options or {}).items() if v}
@@ -149,7 +161,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         except ConfigError as exc:
             raise RunError(str(exc), _where_display(exc.where or _script_frame(exc, path))) \
                 from exc
-        except RunError:
+        except (RunError, BrokenPipeError):  # a closed stdout is the caller's to handle
             raise
         except Exception as exc:
             raise RunError(f"{type(exc).__name__}: {exc}",
@@ -162,7 +174,19 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         else:
             sys.modules["sst"] = saved_sst
     graph.program_options.update(cli_options)
+    _check_structure(graph)
     return graph
+
+
+def _check_structure(graph: ConfigGraph) -> None:
+    """SST's check after the script ran: unused or dangling links stop the run
+    (StructureRunError), then a fault SST reports later (an unknown element type)."""
+    try:
+        graph.check_structure()
+    except StructureError as exc:
+        raise StructureRunError(exc.warnings, _display(graph.source)) from None
+    except ConfigError as exc:
+        raise RunError(str(exc), _where_display(exc.where)) from None
 
 
 def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) -> None:
@@ -208,7 +232,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         output_json: Optional[str] = None, output_dot: Optional[str] = None,
         overrides: Optional[dict[str, dict[str, Any]]] = None,
         progress: Optional[IO[str]] = None, full_trace: bool = True,
-        record_statistics: bool = True) -> RunResult:
+        record_statistics: bool = True, output_config: Optional[str] = None,
+        program_options: Optional[dict[str, str]] = None) -> RunResult:
     """Run a topology in this process and return its results.
 
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
@@ -223,7 +248,10 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     the components declare, in memory only, as the CSV would hold them; ``record_statistics=False``
     leaves them out (``sst`` does: it has nowhere to show them), which saves a little time.
     ``progress`` (e.g. ``sys.stderr``, as ``sst`` gives it) receives a line now and then once
-    the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`). ``full_trace=False``
+    the run has taken a few seconds (:class:`~sst_cdma.progress.Progress`).
+    ``program_options`` are more command-line options by SST's names (``heartbeat-sim-period``,
+    ``heartbeat-wall-period``, ``exit-after``); like all command-line options they win over
+    the script's. ``full_trace=False``
     makes ``trace.json`` hold the GPU memory counters only (what sweep points keep).
 
     The outputs appear together or not at all: the run writes them into a staging folder beside
@@ -241,7 +269,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     t0 = time.perf_counter()
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
            "output-directory": str(output_directory) if output_directory is not None else None,
-           "output-json": output_json, "output-dot": output_dot}
+           "output-json": output_json, "output-dot": output_dot, "output-config": output_config,
+           **(program_options or {})}
     graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
     if overrides:
         apply_overrides(graph, overrides)
@@ -368,13 +397,53 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
     return given
 
 
+def _watch_progress(engine: Engine, options: dict[str, str], console: Optional[IO[str]],
+                    progress: Optional[IO[str]], source: str) -> None:
+    """Install the heartbeats, the --exit-after limit and the progress lines the options ask
+    for; a malformed period is a RunError naming the option."""
+    from .progress import Progress, SimHeartbeat, WallWatch, parse_wall_time
+
+    def stream() -> IO[str]:
+        return console if console is not None else sys.stdout
+
+    def wall(key: str) -> Optional[int]:
+        text = options.get(key) or ""
+        if text in ("", "0"):
+            return None
+        try:
+            return parse_wall_time(text)
+        except ValueError as exc:
+            raise RunError(f"--{key}: {exc}", _display(source)) from None
+
+    key = "heartbeat-sim-period" if options.get("heartbeat-sim-period") else "heartbeat-period"
+    period = options.get(key) or ""
+    if period:
+        try:
+            period_ps = UnitAlgebra(period).to_picoseconds()
+        except UnitError as exc:
+            raise RunError(f"--{key} {period}: {exc}", _display(source)) from None
+        if period_ps <= 0:
+            raise RunError(f"--{key} {period}: must be a positive time", _display(source))
+        stream().write(f"# Creating simulation heartbeat at simulated time period of "
+                       f"{period}.\n")
+        SimHeartbeat(engine.sim, period_ps, stream).start()
+    beat_s, exit_s = wall("heartbeat-wall-period"), wall("exit-after")
+    if beat_s is not None or exit_s is not None:
+        engine.sim.progress = WallWatch(engine.sim, stream, beat_s, exit_s,
+                                        options.get("exit-after", ""),
+                                        Progress(progress) if progress is not None else None)
+    elif progress is not None:
+        engine.sim.progress = Progress(progress)
+
+
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
                staging: Optional[Path], console: Optional[IO[str]], t0: float,
                progress: Optional[IO[str]] = None, full_trace: bool = True,
                record_all: bool = False) -> RunResult:
     """Write the graph files, build and run; outputs go to ``staging`` (or nowhere).
     ``record_all`` records every declared statistic in memory only."""
-    for key, writer in (("output-json", graph.write_json), ("output-dot", None)):
+    for key, writer in (("output-json", graph.write_json), ("output-config", graph.write_python),
+                        ("output-dot", None)):
         target = options[key]
         if target:
             path = _output_file(key, target, out_dir, staging)
@@ -405,10 +474,6 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     try:
         engine = Engine(graph, staging, console, record_all)
         engine.full_trace = full_trace
-        if progress is not None:
-            from .progress import Progress
-
-            engine.sim.progress = Progress(progress)
         engine.build()
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None
@@ -416,6 +481,7 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if mode == "init":
         return RunResult(engine.statistics.table, 0, 0, "run-mode init", engine.timing,
                          engine.reports, engine.results, out_dir, graph)
+    _watch_progress(engine, options, console, progress, graph.source)
     try:
         engine.run(stop_ps)
     except ConfigError as exc:

@@ -37,6 +37,11 @@ Decisions other modules rely on
       :class:`UnitError`. ``==``/``!=`` between different units answer ``False``/``True``
       instead of raising (as pint and astropy do), so mixed-unit sets and dicts stay safe;
       hash is consistent with ``==``. Plain numbers act as unitless values.
+    * Text is SST-core 16's: ``str()``/:meth:`~UnitAlgebra.toString` print base units with no
+      prefix, the number rounded to SST's 24 decimal places and shown like C's ``%g``
+      (``16000000000 B/s``, ``1e-09 s``); :meth:`~UnitAlgebra.bestSI` uses SST's prefixes
+      (``K`` for kilo) and 6 significant digits (``4.29497 GB``). The project's own messages
+      use :meth:`~UnitAlgebra.human` (exact digits, ``k``).
     * Objects are immutable; :meth:`~UnitAlgebra.invert` returns a new value.
     * :meth:`~UnitAlgebra.to_picoseconds` and :func:`parse_time_ps` accept a frequency and
       return its period (SST does so for clocks); :meth:`~UnitAlgebra.to_hertz` and
@@ -50,7 +55,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from decimal import Decimal, Inexact, localcontext
+from decimal import ROUND_HALF_UP, Decimal, Inexact, localcontext
 from fractions import Fraction
 from functools import lru_cache
 from typing import Union
@@ -177,23 +182,53 @@ def _round_nearest(q: Fraction) -> int:
     return r if q >= 0 else -r
 
 
+#: SST-core keeps UnitAlgebra values as fixed point with 24 decimal places (sst_big_num).
+_SST_FRACTION_DIGITS = 24
+#: ... and 24 whole digits: "all digits" when printing means 48 significant digits.
+_SST_ALL_DIGITS = 48
+
+
 def _format_number(q: Fraction, precision: int | None) -> str:
-    """Decimal text for q: exact when it terminates within 20 significant digits (and
-    precision is None), else rounded to ``precision`` (default 12) significant digits."""
+    """Decimal text for q as SST-core 16 prints a UnitAlgebra number: q rounded to SST's 24
+    decimal places, then to ``precision`` significant digits (None or <= 0: all digits), shown
+    like C's ``%g`` at that precision (scientific when the exponent is below -4 or not below the
+    precision: ``1e-09``, ``7.14285714285714e-10``; else fixed: ``16000000000``, ``2.048``),
+    trailing zeros dropped."""
+    scale = 10 ** _SST_FRACTION_DIGITS
+    units = _round_nearest(q * scale)
+    if units == 0:
+        return "0"
+    digits = _SST_ALL_DIGITS if precision is None or precision <= 0 else precision
+    with localcontext() as ctx:
+        ctx.prec = digits
+        ctx.rounding = ROUND_HALF_UP
+        d = +(Decimal(units).scaleb(-_SST_FRACTION_DIGITS))
+    exponent = d.adjusted()
+    if exponent < -4 or exponent >= digits:
+        sign, mant_digits, _ = d.as_tuple()
+        mant = "".join(map(str, mant_digits)).rstrip("0") or "0"
+        text = mant[0] + ("." + mant[1:] if len(mant) > 1 else "")
+        return f"{'-' if sign else ''}{text}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    text = format(d, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _format_human(q: Fraction) -> str:
+    """Decimal text for messages: exact when it terminates within 20 significant digits, else
+    12 significant digits (no exponent between 1e-7 and 1e20)."""
     if q == 0:
         return "0"
     with localcontext() as ctx:
-        ctx.prec = 20 if precision is None else max(1, precision)
+        ctx.prec = 20
         ctx.traps[Inexact] = False
         d = Decimal(q.numerator) / Decimal(q.denominator)
-        if precision is None and ctx.flags[Inexact]:
+        if ctx.flags[Inexact]:
             ctx.prec = 12
             d = Decimal(q.numerator) / Decimal(q.denominator)
         d = d.normalize()
-    exponent = d.adjusted()
-    if -7 <= exponent <= 20:
-        return format(d, "f")
-    return format(d, "e")
+    return format(d, "f") if -7 <= d.adjusted() <= 20 else format(d, "e")
 
 
 @lru_cache(maxsize=4096)
@@ -331,7 +366,7 @@ class UnitAlgebra:
 
     def _describe(self) -> str:
         """The text the user wrote, or the best-SI rendering for computed values."""
-        return self._text if self._text is not None else self.toStringBestSI()
+        return self._text if self._text is not None else self.human()
 
     def hasUnits(self, unit: str) -> bool:
         """True when this value has the dimensions of ``unit``; prefixes in ``unit`` are
@@ -365,43 +400,57 @@ class UnitAlgebra:
 
     # ----------------------------------------------------------------- text
     def toString(self, precision: int | None = None) -> str:
-        """Value in base units with canonical units, no prefix, e.g. ``"1400000000 Hz"``.
-        ``precision`` = significant digits; None gives the exact decimal when it terminates
-        within 20 digits, else 12 significant digits."""
+        """Value in base units with canonical units and no prefix, as SST-core 16 prints it:
+        ``"1400000000 Hz"``, ``"1e-09 s"``, ``"7.14285714285714e-10 s"``. ``precision`` =
+        significant digits; None (or <= 0) prints every digit SST keeps (24 decimal places).
+        This is ``str()``."""
         num = _format_number(self._value, precision)
         units = self.units
         return f"{num} {units}" if units else num
 
-    def toStringBestSI(self, precision: int | None = None) -> str:
-        """Text with the SI prefix (a..E, ``k`` for kilo) that puts the number in [1, 1000),
-        e.g. ``"16 GB/s"``, ``"1.4 GHz"``, ``"714.285714286 ps"``. Units without a numerator
-        (``1/B``) and unitless values get no prefix. ``precision`` as in :meth:`toString`."""
+    def _best_prefix(self, kilo: str) -> tuple[Fraction, str]:
+        """(value scaled, prefix) putting the number in [1, 1000); no prefix for unitless
+        values, units without a numerator (``1/B``) and zero."""
         units = self.units
         if not units or units.startswith("1/") or self._value == 0:
-            return self.toString(precision)
+            return self._value, ""
         mag = abs(self._value)
         exp3 = 0
         while exp3 < 18 and mag >= Fraction(10) ** (exp3 + 3):
             exp3 += 3
         while exp3 > -18 and mag < Fraction(10) ** exp3:
             exp3 -= 3
-        while True:
-            num = _format_number(self._value / Fraction(10) ** exp3, precision)
-            if exp3 < 18 and abs(Decimal(num)) >= 1000:  # rounding carried to 1000
-                exp3 += 3
-                continue
-            break
         prefix = {-18: "a", -15: "f", -12: "p", -9: "n", -6: "u", -3: "m", 0: "",
-                  3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}[exp3]
-        return f"{num} {prefix}{units}"
+                  3: kilo, 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}[exp3]
+        return self._value / Fraction(10) ** exp3, prefix
+
+    def toStringBestSI(self, precision: int | None = 6) -> str:
+        """Text with the SI prefix that puts the number in [1, 1000), as SST-core 16's
+        ``bestSI()``: SST's prefixes (``K`` for kilo) and ``precision`` significant digits
+        (default 6, as SST): ``"16 GB/s"``, ``"2.048 KB"``, ``"4.29497 GB"``,
+        ``"714.286 ps"``. Units without a numerator (``1/B``) and unitless values get no
+        prefix."""
+        value, prefix = self._best_prefix("K")
+        num = _format_number(value, precision)
+        units = self.units
+        return f"{num} {prefix}{units}" if units else num
 
     bestSI = toStringBestSI  # the name SST's Python module uses
 
+    def human(self) -> str:
+        """Best-SI text for the project's own messages: exact when the number terminates within
+        20 digits, else 12 significant digits, ``k`` for kilo (``"714.285714286 ps"``,
+        ``"2.048 kB"``). Not SST's format: see :meth:`toStringBestSI` for that."""
+        value, prefix = self._best_prefix("k")
+        num = _format_human(value)
+        units = self.units
+        return f"{num} {prefix}{units}" if units else num
+
     def __str__(self) -> str:
-        return self.toStringBestSI()
+        return self.toString()
 
     def __repr__(self) -> str:
-        return f"UnitAlgebra('{self.toStringBestSI()}')"
+        return f"UnitAlgebra('{self.toString()}')"
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)

@@ -280,6 +280,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except BrokenPipeError:  # stdout's reader closed it (| head): run_main ends quietly
+        raise
     except Exception as exc:  # a bug: one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
@@ -287,5 +289,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      "traceback)")
 
 
+def run_main() -> int:
+    """``main`` for the console script: a closed stdout pipe (``sst-cdma ... | head``) ends
+    quietly."""
+    from .sst_main import quiet_on_closed_pipe
+
+    return quiet_on_closed_pipe(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main())

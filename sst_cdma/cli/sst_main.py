@@ -4,13 +4,14 @@ traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import traceback
-from typing import NoReturn, Optional, Sequence
+from typing import Callable, NoReturn, Optional, Sequence
 
 from .. import __version__
-from ..runner import RunError, run
+from ..runner import RunError, StructureRunError, run
 from ..units import UnitAlgebra
 
 
@@ -24,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(
-        prog="sst", usage="sst [options] config-file [-- model options]",
+        prog="sst", usage="sst [options] config-file [-- model options]", allow_abbrev=False,
         description="Run an SST-style Python topology (or a configuration graph written with "
                     "--output-json) on the sst-cdma event kernel.",
         epilog="Model options after '--' (or in --model-options) reach the script as "
@@ -33,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="more output; errors show a traceback")
+    p.add_argument("--sdl-file", default=None, metavar="FILE",
+                   help="the configuration file (as SST's option; usually given without it)")
     p.add_argument("--model-options", default=None, metavar="STR",
                    help="options for the configuration script (split like a shell would)")
     p.add_argument("--stop-at", default=None, metavar="TIME",
@@ -41,10 +44,22 @@ def _parser() -> argparse.ArgumentParser:
                    action="store_const", const=2, default=None,
                    help="print build/run wall time, simulated time, events and events/s "
                         "(--timing-info=LEVEL sets a level; 0 turns it off)")
+    p.add_argument("--exit-after", default=None, metavar="TIME",
+                   help="wall-clock limit: end the run cleanly (finish, statistics and outputs "
+                        "written, status 0) once this much real time has passed; H:M:S, M:S, "
+                        "S, Hh, Mm or Ss")
+    p.add_argument("--heartbeat-sim-period", "--heartbeat-period", default=None,
+                   dest="heartbeat_sim_period", metavar="PERIOD",
+                   help="print a heartbeat every PERIOD of simulated time (e.g. 2us)")
+    p.add_argument("--heartbeat-wall-period", default=None, metavar="PERIOD",
+                   help="print a heartbeat every PERIOD of wall time (H:M:S, M:S, S, Hh, Mm, "
+                        "Ss)")
     p.add_argument("--output-directory", default=None, metavar="DIR",
                    help="directory for every output file (statistics, reports)")
     p.add_argument("--output-json", default=None, metavar="FILE",
                    help="write the configuration graph as JSON (runnable with sst FILE.json)")
+    p.add_argument("--output-config", default=None, metavar="FILE",
+                   help="write the configuration graph as a Python script that rebuilds it")
     p.add_argument("--output-dot", default=None, metavar="FILE",
                    help="write the configuration graph as Graphviz DOT")
     p.add_argument("--run-mode", default="both", choices=("init", "run", "both"),
@@ -61,6 +76,19 @@ def _split_model_options(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _model_options_hint(own: list[str], unknown: list[str], positional: Optional[str]) -> str:
+    """When options sst does not know sit beside a topology script, the likely mistake is a
+    missing ``--``: say where model options go."""
+    script = next((a for a in own if a.endswith((".py", ".json")) and not a.startswith("-")),
+                  None)
+    extra = set(unknown) | ({positional} if positional and positional != script else set())
+    model = [a for a in own if a in extra and a != script]
+    if script is None or not model:
+        return ""
+    return (f" (model options go after '--': sst [options] {script} -- {' '.join(model)}; "
+            "or in --model-options)")
+
+
 def _human_time(ps: int) -> str:
     return UnitAlgebra(f"{ps}ps").toStringBestSI(6) if ps else "0 s"
 
@@ -70,17 +98,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     own, after = _split_model_options(args_list)
     parser = _parser()
-    level_given = None
-    for arg in list(own):
+    level_given, verbose_given = None, None
+    for arg in list(own):  # SST's optional-argument forms --timing-info=LEVEL, --verbose=LEVEL
         name, eq, value = arg.partition("=")
-        if eq and name in ("--timing-info", "--print-timing-info"):
+        if eq and name in ("--timing-info", "--print-timing-info", "--verbose"):
             if not value.isdigit():
                 parser.error(f"argument {name}: invalid level {value!r}")
-            level_given = int(value)
+            if name == "--verbose":
+                verbose_given = int(value)
+            else:
+                level_given = int(value)
             own.remove(arg)
-    args = parser.parse_args(own)
+    args, unknown = parser.parse_known_args(own)
+    if args.sdl_file and not args.config_file:
+        args.config_file = args.sdl_file
+    elif args.sdl_file:
+        unknown.append(args.config_file)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}"
+                     f"{_model_options_hint(own, unknown, args.config_file)}")
     if level_given is not None:
         args.timing_info = level_given
+    if verbose_given is not None:
+        args.verbose += verbose_given
     if args.version:
         print(f"SST-Core-compatible sst-cdma Version ({__version__})")
         return 0
@@ -97,7 +137,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,
                      stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
-                     output_dot=args.output_dot, progress=sys.stderr, record_statistics=False)
+                     output_config=args.output_config, output_dot=args.output_dot,
+                     progress=sys.stderr, record_statistics=False, program_options={
+                         "exit-after": args.exit_after,
+                         "heartbeat-sim-period": args.heartbeat_sim_period,
+                         "heartbeat-wall-period": args.heartbeat_wall_period})
+    except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
+        for line in exc.warnings:
+            print(f"WARNING:  {line}", flush=True)
+        print("FATAL: # SST Core: Structure errors found in the ConfigGraph.", file=sys.stderr)
+        return 1
     except RunError as exc:
         if args.verbose:
             traceback.print_exc()
@@ -108,6 +157,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("sst: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout went to a pipe its reader closed: run_main ends quietly
+        raise
     except Exception as exc:  # a bug in a component or in the engine
         if args.verbose:
             traceback.print_exc()
@@ -118,11 +169,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"Configuration checked: {len(result.graph.components)} components, "
               f"{len(result.graph.links)} links (run-mode init: not run)")
         return 0
-    if result.end_reason.startswith("--stop-at"):
-        print(f"Simulation stopped by --stop-at, simulated time: "
-              f"{_human_time(result.sim_time_ps)}")
-    else:
-        print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
+    # SST-core's last line, also when --stop-at or --exit-after ended the run
+    print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
     level = args.timing_info
     if level is None:
         level = int(result.graph.program_options.get("timing-info") or
@@ -144,10 +192,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def run_main() -> int:
     """``main`` for the console script: a closed stdout pipe (``sst ... | head``) ends quietly."""
+    return quiet_on_closed_pipe(main)
+
+
+def quiet_on_closed_pipe(entry: Callable[[], int]) -> int:
+    """Run a command's ``main``; when its reader closes stdout (``... | head``), end quietly
+    with status 0: no traceback, and no second error when Python flushes stdout at exit."""
     try:
-        return main()
+        code = entry()
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
-        sys.stderr.close()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
 
 

@@ -209,7 +209,8 @@ def load_suite(folder: Union[str, Path]) -> Suite:
     folder = Path(folder)
     path = folder / SUITE_FILE
     if not folder.is_dir():
-        raise SpecError("no such suite directory", folder)
+        raise SpecError(f"no such suite directory (looked for {path.resolve()}; SUITE_DIR is "
+                        "a folder holding suite.yaml)", folder)
     root = load_located(path)
     if root.kind != "mapping":
         raise SpecError(f"the suite must be a mapping, not {kind_name(root)}", path, root.line)

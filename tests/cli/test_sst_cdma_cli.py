@@ -241,3 +241,12 @@ def test_internal_errors_are_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(sst_cdma_main, "_report", boom)
     assert main(["report", str(tmp_path)]) == 1
     assert "internal error: ZeroDivisionError: bug" in _one_line_error(capsys)
+
+
+def test_a_missing_regress_suite_names_the_path_looked_for(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["regress", "mysuite"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"sst-cdma: mysuite: no such suite directory (looked for "
+                   f"{tmp_path.resolve() / 'mysuite' / 'suite.yaml'}; SUITE_DIR is a folder "
+                   "holding suite.yaml)\n")

@@ -31,8 +31,10 @@ def test_output_json_reruns_to_identical_statistics(write_script, tmp_path):
                 console=io.StringIO())
     graph_file = tmp_path / "one" / "graph.json"
     data = json.loads(graph_file.read_text())
-    assert data["format"] == "sst-cdma-config"
     assert {c["name"] for c in data["components"]} == {"a", "b"}
+    assert data["links"] == [{"name": "l", "noCut": False, "nonlocal": False,
+                              "left": {"component": "a", "port": "port", "latency": "3 ns"},
+                              "right": {"component": "b", "port": "port", "latency": "2 ns"}}]
     second = run(graph_file, output_directory=tmp_path / "two", console=io.StringIO())
     assert first.sim_time_ps == second.sim_time_ps and first.events == second.events
     assert (tmp_path / "one" / "stats.csv").read_bytes() == \
@@ -57,11 +59,11 @@ def test_run_mode_init_checks_without_running(write_script):
 
 def test_malformed_graph_json_is_one_clear_error(tmp_path):
     path = tmp_path / "g.json"
-    path.write_text('{"format": "sst-cdma-config", "components": [{"name": "a"}]}')
+    path.write_text('{"components": [{"name": "a"}]}')
     with pytest.raises(RunError, match="malformed configuration graph: KeyError: 'type'"):
         run(path)
     path.write_text("[1, 2]")
-    with pytest.raises(RunError, match="not an sst-cdma configuration graph"):
+    with pytest.raises(RunError, match="not an SST configuration graph"):
         run(path)
     path.write_text("{nope")
     with pytest.raises(RunError, match="cannot read configuration graph"):
@@ -143,3 +145,106 @@ def test_sst_command_reports_a_bad_graph_in_one_line_with_status_1(tmp_path, cap
     assert main([str(path)]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "component 'a': params" in err and str(path) in err, err
+
+
+# ------------------------------------------------------------ SST-core 16's graph files
+REFERENCE = "tests/data/sst-core-16"
+EXAMPLES = ["links_example", "statistics_example"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_output_json_and_config_are_byte_identical_to_sst_core_16(repo, tmp_path, name):
+    run(repo / REFERENCE / f"{name}.py", run_mode="init", output_directory=tmp_path,
+        output_json="g.json", output_config="g.py")
+    assert (tmp_path / "g.json").read_text() == \
+        (repo / REFERENCE / f"{name}.json").read_text()
+    assert (tmp_path / "g.py").read_text() == \
+        (repo / REFERENCE / f"{name}_config.py").read_text()
+
+
+def test_a_graph_saved_by_sst_core_16_loads_with_links_and_latencies(repo):
+    result = run(repo / REFERENCE / "links_example.json", run_mode="init")
+    g = result.graph
+    assert list(g.components) == ["a", "b"]
+    assert g.components["a"].type == "coreTestElement.coreTestComponent"
+    assert g.components["b"].params == {"workPerCycle": "1000", "commFreq": "100",
+                                        "commSize": "100", "clockFrequency": "1GHz"}
+    ends = {name: [(e.component, e.port, g.end_latency_ps(link, i))
+                   for i, e in enumerate(link.ends)] for name, link in g.links.items()}
+    assert ends == {"ab": [("a", "Elink", 1000), ("b", "Wlink", 2000)],
+                    "ba": [("b", "Elink", 5000), ("a", "Wlink", 5000)],
+                    "ns": [("a", "Nlink", 3000), ("b", "Slink", 3000)],
+                    "sn": [("a", "Slink", 4000), ("b", "Nlink", 4000)]}
+    assert [l.name for l in g.links.values() if l.no_cut] == ["ns"]
+    assert set(g.components["a"].statistics) == {"*"} and not g.components["b"].statistics
+    assert g.components["a"].stat_load_level is None
+    assert g.stat_load_level == 7
+    assert g.stat_output == ("sst.statOutputCSV", {"filepath": "./links.csv"})
+    assert g.program_options["stop-at"] == "10us"
+
+
+def test_a_graph_saved_by_sst_core_16_loads_its_statistics(repo, tmp_path):
+    result = run(repo / REFERENCE / "statistics_example.json", output_directory=tmp_path)
+    stats = result.graph.components["gpu0"].statistics
+    assert list(stats) == ["stat1_U32", "stat2_U64"]
+    assert stats["stat1_U32"].type_name == "sst.AccumulatorStatistic"
+    assert stats["stat2_U64"].type_name == "sst.HistogramStatistic"
+    assert stats["stat2_U64"].params == {"IncludeOutOfBounds": "1", "binwidth": "1000",
+                                         "minvalue": "0", "numbins": "4"}
+    assert list(result.graph.components["gpu1"].statistics) == ["*"]
+    assert result.sim_time_ps == 20_000  # its stop-at
+    rows = (tmp_path / "StatisticOutput.csv").read_text().splitlines()[1:]
+    assert [r.split(", ")[:2] + r.split(", ")[3:4] for r in rows] == [
+        ["gpu0", "stat1_U32", "Accumulator"], ["gpu0", "stat2_U64", "Histogram"],
+        ["gpu1", "stat1_F32", "Accumulator"], ["gpu1", "stat2_F64", "Accumulator"]]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_sst_core_16_generated_scripts_rebuild_the_saved_graph(repo, name):
+    from_json = run(repo / REFERENCE / f"{name}.json", run_mode="init").graph
+    from_script = run(repo / REFERENCE / f"{name}_config.py", run_mode="init").graph
+    # SST's script lists the links component by component, its JSON in creation order
+    def by_name(data):
+        return {**data, "links": sorted(data["links"] or [], key=lambda l: l["name"])}
+    assert by_name(from_script.to_json()) == by_name(from_json.to_json())
+
+
+def test_output_config_round_trips_to_an_identical_graph(write_script, tmp_path):
+    topo = TOPO + """
+sst.setProgramOption("stop-at", "1us")
+c2 = sst.Component("c2", "testElement.PHOLD")
+c2.addParams({"seed": 3, "max_delay": "2ns"})
+c2.setStatisticLoadLevel(1)
+c2.enableStatistics(["extra_delay"], {"type": "sst.HistogramStatistic", "numbins": "3",
+                                      "binwidth": "1000", "minvalue": "0"})
+d2 = sst.Component("d2", "testElement.PHOLD")
+l2 = sst.Link("l2", "1.5ns")
+l2.setNoCut()
+l2.connect((c2, "north"), (d2, "south", "7ps"))
+"""
+    first = run(write_script(topo), run_mode="init", output_directory=tmp_path / "o",
+                output_config="g.py", output_json="g.json")
+    script = (tmp_path / "o" / "g.py").read_text()
+    assert 'c.enableAllStatistics' not in script  # variables are SST's comp_/subcomp_ names
+    assert 'subcomp_a_counter_0_ = comp_a.setSubComponent("counter", "testElement.Counter", 0)' \
+        in script
+    second = run(tmp_path / "o" / "g.py", run_mode="init")
+    assert second.graph.to_json() == first.graph.to_json()
+    third = run(tmp_path / "o" / "g.json", run_mode="init")
+    assert third.graph.to_json() == first.graph.to_json()
+    assert first.graph.to_json()["components"][0]["subcomponents"] == [
+        {"slot_name": "counter", "slot_number": 0, "type": "testElement.Counter",
+         "statistics_options": {"enable_all_statistics": True}, "params": {}}]
+
+
+def test_a_saved_graph_replays_the_topology_identically(repo, tmp_path):
+    topo = repo / "topologies/pascal_cdma.py"
+    opts = ["--network", "alexnet", "--batch", "16", "--stats", "csv"]
+    run(topo, opts, run_mode="init", output_directory=tmp_path / "g", output_json="g.json",
+        console=io.StringIO())
+    direct, replay = io.StringIO(), io.StringIO()
+    run(topo, opts, output_directory=tmp_path / "one", console=direct)
+    run(tmp_path / "g" / "g.json", output_directory=tmp_path / "two", console=replay)
+    assert direct.getvalue() == replay.getvalue()
+    for name in ("StatisticOutput.csv", "summary.json", "config.json"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
