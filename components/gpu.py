@@ -417,8 +417,7 @@ class GPU(Component):
         op = self.copy_q.popleft()
         self.copy_busy = True
         t = self.stream.tensors[op.name]
-        self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
-                                      self.sim.now))
+        self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse))
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request

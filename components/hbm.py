@@ -41,7 +41,6 @@ class HBM(Component):
             self.configure_link(port, self.refuse_event)
         self.in_use = 0
         self.peak = 0
-        self.peak_layer = ""
         self.live: dict[str, int] = {}
         #: (time_ps, bytes in use) after every allocation and release, in time order
         self.history: list[tuple[int, int]] = []
@@ -76,7 +75,6 @@ class HBM(Component):
         self.stat_alloc.add_data(nbytes)
         if self.in_use > self.peak:
             self.peak = self.in_use
-            self.peak_layer = layer
         if self.in_use > self.capacity and self.oom is None:
             self.oom = {"layer": layer, "tensor": tensor, "bytes_short": self.in_use - self.capacity,
                         "time_ps": self.sim.now}

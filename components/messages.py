@@ -14,7 +14,6 @@ class TransferRequest:
     raw_bytes: int
     layer: str
     sparse: bool = False
-    issued_ps: int = 0
 
 
 @dataclass

@@ -141,12 +141,6 @@ class FlowNetwork(Service):
         self.resources: dict[str, Resource] = {}
         self._routes: dict[tuple[tuple[str, float], ...], Route] = {}
         self._next_id = 0
-        self.solves = 0
-
-    @classmethod
-    def of(cls, sim: Simulator) -> "FlowNetwork":
-        """The simulation's flow network: the same as ``sim.service(FlowNetwork)``."""
-        return sim.service(cls)
 
     def resource(self, name: str, capacity: float) -> Resource:
         """Register a resource; names are unique."""
@@ -236,7 +230,6 @@ class FlowNetwork(Service):
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
         completion of every flow whose rate changed."""
-        self.solves += 1
         now = self.sim.now
         for f in group:  # bring every flow forward to now at its old rate
             if now > f.last_ps:

@@ -10,9 +10,6 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Optional
 
-KNOWN_FIELDS = ("Sum", "SumSQ", "Count", "Min", "Max")
-
-
 class SelectorError(ValueError):
     """A statistic selector is malformed."""
 

@@ -222,7 +222,6 @@ def test_a_service_is_one_instance_per_simulation():
     assert sim.service(Counter) is sim.service(Counter)
     assert sim.service(Counter).sim is sim
     assert other.service(Counter) is not sim.service(Counter)
-    assert sim.service(FlowNetwork) is FlowNetwork.of(sim)
     assert sim.service(FlowNetwork) is not sim.service(Counter)
 
 
