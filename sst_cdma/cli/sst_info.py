@@ -27,7 +27,9 @@ def describe_element(index: int, cls: type[Element]) -> list[str]:
     lines.append(f"      Ports ({len(cls.PORTS)} total)")
     for port in cls.PORTS:
         req = " (required)" if port.required else ""
-        lines.append(f"         {port.name}: {port.doc}{req}")
+        provides = f" [provides {', '.join(i.__name__ for i in port.provides)}]" \
+            if port.provides else ""
+        lines.append(f"         {port.name}: {port.doc}{req}{provides}")
     lines.append(f"      SubComponent Slots ({len(cls.SLOTS)} total)")
     for slot in cls.SLOTS:
         lines.append(f"         {slot.name}: {slot.doc}")

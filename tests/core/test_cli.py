@@ -91,3 +91,11 @@ def test_sst_info_lists_libraries_and_rejects_unknown():
     assert "cdma: " in out.stdout and "testElement: " in out.stdout
     bad = sh("sst-info", "cdma.GPUU")
     assert bad.returncode == 1 and "has no element 'GPUU'" in bad.stderr
+
+
+def test_sst_info_names_the_interfaces_each_port_provides():
+    out = sh("sst-info", "cdma.HBM").stdout
+    assert "gpu: the GPU whose kernels use this memory (required) [provides MemoryPool]" in out
+    out = sh("sst-info", "cdma.HostMemory").stdout
+    assert "[provides HostStore, HostPath]" in out
+    assert "[provides" not in sh("sst-info", "cdma.GPU").stdout
