@@ -87,8 +87,8 @@ class CDMAEngine(Component):
                       "prefetches", "u64", 1),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         p = self.params
         if p["buffer"] < p["burst"]:
             raise ValueError(f"{name}: 'buffer' ({p['buffer']} bytes) must hold at least one "

@@ -120,8 +120,8 @@ class GPU(Component):
         StatisticSpec("layer_time_ps", "time between layer boundaries", "ps", "f64", 2),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         from sst_cdma.workloads import WorkloadError
         from sst_cdma.workloads.errors import not_utf8
         from sst_cdma.workloads.render import iteration_stream
@@ -251,7 +251,7 @@ class GPU(Component):
                                                      p["optimizer"], p["workspace"],
                                                      p["allocation"], self.kernel_model,
                                                      self._workspace_limit(), memory_capacity)
-                out = self.engine.output_directory
+                out = self.simulation.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")
         except OSError as exc:

@@ -32,8 +32,8 @@ class HBM(Component):
         StatisticSpec("bytes_moved", "bytes read or written by kernels and DMA", "B", "f64", 1),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         p = self.params
         self.flows = self.service(FlowNetwork)
         self.resource = self.flows.resource(f"{name}.bandwidth", p["bandwidth"] * p["efficiency"])

@@ -26,8 +26,8 @@ class HostMemory(Component):
         StatisticSpec("peak_stored_bytes", "peak bytes held in the pinned pool", "B", "f64", 1),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.resource = self.service(FlowNetwork).resource(f"{name}.dram",
                                                            self.params["bandwidth"])
         for port in self.connected_ports():

@@ -80,8 +80,8 @@ class DuplexLink(Component):
     RESOURCE_PREFIX = ""
     HOST_PORT = "host"  # the port towards the host memory
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.bandwidth = link_bandwidth(self.params)
         flows = self.service(FlowNetwork)
         self.d2h = flows.resource(f"{name}{self.RESOURCE_PREFIX}.d2h", self.bandwidth)
@@ -136,7 +136,7 @@ class PCIeBridge(DuplexLink):
         StatisticSpec("h2d_bytes", "bytes carried host to GPU", "B", "f64", 1),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.down = self.configure_link("gpu", self.refuse_event)
         self.up = self.configure_link("host", self.refuse_event)

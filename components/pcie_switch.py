@@ -23,8 +23,8 @@ class PCIeSwitch(DuplexLink):
         StatisticSpec("up_h2d_bytes", "bytes carried downstream (from host)", "B", "f64", 1),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.up = self.configure_link("up", self.refuse_event)
         self.downs = [self.configure_link(p, self.refuse_event) for p in self.connected_ports()
                       if p.startswith("down")]

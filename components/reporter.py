@@ -184,7 +184,7 @@ class Reporter(Component):
     def finish(self) -> None:
         """Build the summary and write it where the run asked."""
         try:
-            runs = SystemResults(self.engine.results)
+            runs = SystemResults(self.simulation.results)
         except ConfigError as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
         main = runs.main
@@ -201,16 +201,16 @@ class Reporter(Component):
         summary["system"] = self.describe_system(runs)
         if not summary["complete"]:
             summary["stopped_at_s"] = self.sim.now * PS
-        self.engine.reports["summary"] = summary
+        self.simulation.reports["summary"] = summary
         if self.params["console"]:
-            print(console_summary(summary), file=self.engine.console or sys.stdout)
-        out = self.engine.output_directory
+            print(console_summary(summary), file=self.simulation.console or sys.stdout)
+        out = self.simulation.output_directory
         if out is not None:
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                               encoding="utf-8")
             if self.params["trace"]:
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
-                    runs.gpus, self.engine.full_trace)) + "\n",
+                    runs.gpus, self.simulation.full_trace)) + "\n",
                                                 encoding="utf-8")
 
 

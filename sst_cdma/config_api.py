@@ -155,7 +155,7 @@ class _Configurable:
         return self._config.type
 
     def setRank(self, rank: int, thread: int = 0) -> None:
-        """Accepted for compatibility; this engine runs on one rank."""
+        """Accepted for compatibility; this simulator runs on one rank."""
 
     def setCoordinates(self, x: float, y: float = 0.0, z: float = 0.0) -> None:
         """Accepted for compatibility (SST's graph scripts set them; nothing uses them)."""
@@ -371,7 +371,7 @@ def findComponentByName(name: str) -> Optional[Component]:
 
 
 def getMPIRankCount() -> int:
-    """Always 1: this engine runs on a single rank."""
+    """Always 1: this simulator runs on a single rank."""
     return 1
 
 

@@ -16,7 +16,7 @@ from .statistics import Statistic
 from .units import UnitAlgebra, UnitError
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .simulation import Simulation
 
 P = TypeVar("P")  # an interface (sst_cdma.interfaces)
 S = TypeVar("S", bound=Service)
@@ -179,13 +179,13 @@ class Element:
     library: ClassVar[str] = ""
     element_name: ClassVar[str] = ""
 
-    def __init__(self, engine: "Engine", name: str, params: Mapping[str, Any]) -> None:
-        self.engine = engine
-        self.sim: Simulator = engine.sim
+    def __init__(self, simulation: "Simulation", name: str, params: Mapping[str, Any]) -> None:
+        self.simulation = simulation
+        self.sim: Simulator = simulation.sim
         self.name = name
         self.params = self.validate_params(params, where=f"{name} ({self.type_name()})")
         self._polled_ports: set[tuple[str, str]] = set()
-        self.subcomponents: dict[str, list["SubComponent"]] = engine.build_subcomponents(self)
+        self.subcomponents: dict[str, list["SubComponent"]] = simulation.build_subcomponents(self)
 
     # -- declarations ------------------------------------------------------------------------
     @classmethod
@@ -257,7 +257,7 @@ class Element:
         if self.find_port(port) is None:
             raise ParamError(f"{self.name} ({self.type_name()}): configure_link on undeclared "
                              f"port {port!r}")
-        end = self.engine.link_end(self.name, port)
+        end = self.simulation.link_end(self.name, port)
         if end is not None:
             end.handler = handler
             if handler is None:
@@ -301,7 +301,7 @@ class Element:
 
     def connected_ports(self) -> list[str]:
         """Names of this element's ports that the configuration connected, sorted."""
-        return self.engine.connected_ports(self.name)
+        return self.simulation.connected_ports(self.name)
 
     def configure_self_link(self, name: str, latency: str | int,
                             handler: Callable[[Any], Any]) -> LinkEnd:
@@ -325,7 +325,7 @@ class Element:
         if decl is None:
             raise ParamError(f"{self.name} ({self.type_name()}): register_statistic on "
                              f"undeclared statistic {stat!r}")
-        return self.engine.statistics.register(self, decl, subid)
+        return self.simulation.statistics.register(self, decl, subid)
 
     def subcomponent(self, slot: str) -> Optional["SubComponent"]:
         """The first subcomponent loaded into ``slot``, or None."""
@@ -346,14 +346,14 @@ class Element:
     def publish(self, record: Any) -> None:
         """Leave this element's typed result record (a dataclass of what it measured) for
         elements that compose results, such as a reporter, and for the caller of the run."""
-        self.engine.results[self.name] = record
+        self.simulation.results[self.name] = record
 
     def end_main_system(self, time_ps: int) -> None:
         """Declare that this element's part of the main system finished its work at
         ``time_ps``: the run reports the latest such time as its simulated time, and the
         statistics carry it as SimTime, however long the baseline systems ran."""
-        current = self.engine.main_end_ps
-        self.engine.main_end_ps = time_ps if current is None else max(current, time_ps)
+        current = self.simulation.main_end_ps
+        self.simulation.main_end_ps = time_ps if current is None else max(current, time_ps)
 
 
 class Component(Element):

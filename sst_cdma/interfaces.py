@@ -149,7 +149,7 @@ def resolve_peer(asker: "Element", port: str, interface: type[P]) -> P:
     if asker.sim.phase == "construct":
         raise InterfaceError(f"{_label(asker)}: asks for {iface} on port {port!r} while the "
                              "simulation is being built; ask from init() or setup() on")
-    found = asker.engine.peer(asker.name, port)
+    found = asker.simulation.peer(asker.name, port)
     if found is None:
         raise InterfaceError(f"{_label(asker)}: port {port!r} is not connected; it needs a "
                              f"{iface}")

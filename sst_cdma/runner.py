@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
 from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph, StructureError
-from .engine import Engine, warn
+from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .units import UnitAlgebra, UnitError
 
@@ -65,7 +65,7 @@ class RunResult:
     results: dict[str, Any] = field(default_factory=dict)
     output_directory: Optional[Path] = None
     graph: Optional[ConfigGraph] = None
-    engine: Any = None
+    simulation: Any = None
 
     @cached_property
     def statistics(self) -> Any:
@@ -287,8 +287,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
             with _interrupts_deferred():
                 publish_outputs(staging, out_dir)
             staging = None
-            if result.engine is not None:
-                result.engine.output_directory = out_dir
+            if result.simulation is not None:
+                result.simulation.output_directory = out_dir
         return result
     finally:
         if staging is not None:
@@ -397,7 +397,7 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
     return given
 
 
-def _watch_progress(engine: Engine, options: dict[str, str], console: Optional[IO[str]],
+def _watch_progress(simulation: Simulation, options: dict[str, str], console: Optional[IO[str]],
                     progress: Optional[IO[str]], source: str) -> None:
     """Install the heartbeats, the --exit-after limit and the progress lines the options ask
     for; a malformed period is a RunError naming the option."""
@@ -426,14 +426,14 @@ def _watch_progress(engine: Engine, options: dict[str, str], console: Optional[I
             raise RunError(f"--{key} {period}: must be a positive time", _display(source))
         stream().write(f"# Creating simulation heartbeat at simulated time period of "
                        f"{period}.\n")
-        SimHeartbeat(engine.sim, period_ps, stream).start()
+        SimHeartbeat(simulation.sim, period_ps, stream).start()
     beat_s, exit_s = wall("heartbeat-wall-period"), wall("exit-after")
     if beat_s is not None or exit_s is not None:
-        engine.sim.progress = WallWatch(engine.sim, stream, beat_s, exit_s,
+        simulation.sim.progress = WallWatch(simulation.sim, stream, beat_s, exit_s,
                                         options.get("exit-after", ""),
                                         Progress(progress) if progress is not None else None)
     elif progress is not None:
-        engine.sim.progress = Progress(progress)
+        simulation.sim.progress = Progress(progress)
 
 
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
@@ -472,28 +472,28 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if mode not in ("init", "run", "both"):
         raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
     try:
-        engine = Engine(graph, staging, console, record_all)
-        engine.full_trace = full_trace
-        engine.build()
+        simulation = Simulation(graph, staging, console, record_all)
+        simulation.full_trace = full_trace
+        simulation.build()
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None
-    engine.timing["script_s"] = time.perf_counter() - t0 - engine.timing.get("build_s", 0.0)
+    simulation.timing["script_s"] = time.perf_counter() - t0 - simulation.timing.get("build_s", 0.0)
     if mode == "init":
-        return RunResult(engine.statistics.table, 0, 0, "run-mode init", engine.timing,
-                         engine.reports, engine.results, out_dir, graph)
-    _watch_progress(engine, options, console, progress, graph.source)
+        return RunResult(simulation.statistics.table, 0, 0, "run-mode init", simulation.timing,
+                         simulation.reports, simulation.results, out_dir, graph)
+    _watch_progress(simulation, options, console, progress, graph.source)
     try:
-        engine.run(stop_ps)
+        simulation.run(stop_ps)
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None
     except SimulationError as exc:
-        raise RunError(f"at {engine.sim.now} ps: {exc}", _display(graph.source)) from None
-    if engine.statistics.suppressed_by_level and not engine.statistics.stats:
+        raise RunError(f"at {simulation.sim.now} ps: {exc}", _display(graph.source)) from None
+    if simulation.statistics.suppressed_by_level and not simulation.statistics.stats:
         warn("statistics were enabled but none loaded: the statistic load level is below their "
              "enable level (call sst.setStatisticLoadLevel(N))")
     if staging is not None:
-        (staging / "config.json").write_text(json.dumps(engine.resolved_config(), indent=2)
+        (staging / "config.json").write_text(json.dumps(simulation.resolved_config(), indent=2)
                                              + "\n", encoding="utf-8")
-    return RunResult(engine.statistics.table, engine.reported_end_ps,
-                     engine.sim.events_delivered, engine.sim.end_reason, engine.timing,
-                     engine.reports, engine.results, out_dir, graph, engine)
+    return RunResult(simulation.statistics.table, simulation.reported_end_ps,
+                     simulation.sim.events_delivered, simulation.sim.end_reason, simulation.timing,
+                     simulation.reports, simulation.results, out_dir, graph, simulation)

@@ -59,15 +59,15 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
     return res
 
 
-def from_simulation(engine: Any, gpu_name: str) -> ClosedFormResult:
+def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
     """The closed form for GPU ``gpu_name`` of a built (or finished) simulation, taking every
     number — roofline inputs, wire sizes, link capacities, latency — from its components."""
     from sst_cdma.components.gpu import roofline_ps
 
-    gpu = engine.components[gpu_name]
+    gpu = simulation.components[gpu_name]
     p = gpu.params
     dram_bw = gpu.flows.resources[gpu.hbm_resource].capacity
-    dma = engine.components.get(f"{gpu_name}.dma")
+    dma = simulation.components.get(f"{gpu_name}.dma")
 
     def kernel(op: Any) -> int:
         if op.time_ps is not None:

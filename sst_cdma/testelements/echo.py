@@ -18,8 +18,8 @@ class Echo(Component):
     SLOTS = (SubComponentSlot("counter", "counts messages (testElement.Counter)"),)
     STATISTICS = (StatisticSpec("arrival_ps", "arrival time of each message", "ps", "u64", 1),)
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.link = self.configure_link("port", self.receive)
         self.arrivals: list[int] = []
         self.stat = self.register_statistic("arrival_ps")
@@ -43,7 +43,7 @@ class Echo(Component):
             self.link.send(event)
         else:
             self.primary_ok_to_end()
-        self.engine.reports.setdefault(self.name, []).append((self.sim.now, event))
+        self.simulation.reports.setdefault(self.name, []).append((self.sim.now, event))
 
 
 class Counter(SubComponent):
@@ -52,8 +52,8 @@ class Counter(SubComponent):
     PARAMS = (Param("weight", "int", 1, "added per message"),)
     STATISTICS = (StatisticSpec("messages", "messages counted", "messages", "u64", 1),)
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.total = 0
         self.stat = self.register_statistic("messages")
 

@@ -28,8 +28,8 @@ class PHOLD(Component):
                   StatisticSpec("extra_delay", "extra delay drawn per forwarded event", "ps",
                                 "u64", 2),)
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.random = random.Random(self.params["seed"]).random
         self.links = [link for d in DIRECTIONS
                       if (link := self.configure_link(d, self.handle)) is not None]

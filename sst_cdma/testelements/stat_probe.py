@@ -21,8 +21,8 @@ class StatProbe(Component):
         StatisticSpec("values_i64", "values as i64", "units", "i64", 4),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.stats = [self.register_statistic(s.name) for s in self.STATISTICS]
         self.left = self.params["count"]
         self.state = self.params["seed"] & 0xFFFFFFFF or 1

@@ -256,7 +256,7 @@ def test_a_simulation_runs_with_the_new_codec_and_reports_its_ratio(toy, tmp_pat
 
     result = run("--network", "alexnet", "--batch", "8", "--algorithm", "toy", "--progress",
                  "1.0")
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     profile = load_profile("alexnet")
     sparse = [t for t, d in engine.densities.items() if d < 1.0]
     assert sparse
@@ -287,10 +287,10 @@ def test_functional_mode_moves_real_toy_streams(toy, tmp_path):
     np.savez(path, **arrays)
     result = run("--network", "alexnet", "--batch", "1", "--algorithm", "toy", "--tensors",
                  str(path), "--functional")
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     for name, x in arrays.items():
         assert engine.wire[name] == len(codecs.compress(x, "toy"))
-    assert not result.engine.components["host"].payloads   # every prefetch checked
+    assert not result.simulation.components["host"].payloads   # every prefetch checked
 
 
 def test_profiles_accept_ratios_of_registered_codecs_only(tmp_path):

@@ -28,7 +28,7 @@ def offloaded_tensors(network, batch, policy="conv"):
 
 def test_zvc_wire_bytes_follow_the_profile_density(repo):
     result = run(repo, "--network", "alexnet", "--batch", "8", "--algorithm", "zvc")
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     from sst_cdma.profiles import load_profile
 
     profile = load_profile("alexnet")
@@ -96,7 +96,7 @@ def test_float32_measured_ratios_are_not_reused_for_another_dtype(repo, dtype, i
     assert profile.dtype == "float32"
     result = run(repo, "--network", "digits_cnn", "--batch", "64", "--policy", "all",
                  "--algorithm", "zvc", "--progress", "1.0", "--dtype", dtype)
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     for tensor in ("conv1", "conv2", "pool", "fc1"):
         density = profile.density(tensor, 1.0)
         assert engine.densities[tensor] == density
@@ -126,8 +126,8 @@ def test_functional_mode_moves_and_checks_real_bytes(repo, real_tensors):
     path, arrays = real_tensors
     result = run(repo, "--network", "alexnet", "--batch", "1", "--algorithm", "zvc",
                  "--tensors", str(path), "--functional")
-    engine = result.engine.components["gpu0.dma"]
-    host = result.engine.components["host"]
+    engine = result.simulation.components["gpu0.dma"]
+    host = result.simulation.components["host"]
     assert set(engine.payload_of) == set(arrays)
     for name, array in arrays.items():
         assert engine.wire[name] == len(codecs.compress(array, "zvc"))
@@ -143,7 +143,7 @@ def test_functional_mode_counts_the_prefetches_it_checked(repo, real_tensors, tm
                                             "--batch", "1", "--algorithm", "zvc", "--tensors",
                                             str(path), "--functional"],
                           output_directory=out, console=console)
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     checked = [t for d, t, *_ in engine.transfers if d == "prefetch" and t in arrays]
     assert len(checked) == len(arrays) == 5  # every conv input comes back and is checked
     summary = json.loads((out / "summary.json").read_text())
@@ -279,10 +279,10 @@ def test_raw_bfloat16_words_run_functionally(repo, tmp_path):
     np.savez(path, **arrays)
     result = run(repo, "--network", "alexnet", "--batch", "1", "--dtype", "bfloat16",
                  "--algorithm", "zvc", "--tensors", str(path), "--functional")
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     for name, words in arrays.items():
         assert engine.wire[name] == len(codecs.compress(words, "zvc", element_type="bfloat16"))
-    assert not result.engine.components["host"].payloads   # every prefetch checked
+    assert not result.simulation.components["host"].payloads   # every prefetch checked
 
 
 def test_a_truncated_tensors_npz_is_one_line_naming_the_file(repo, real_tensors):

@@ -21,7 +21,7 @@ def dgx1():
     """A DGX-1 node without baselines: GPUs behind bridges, two per PCIe switch."""
     return sst_cdma.run(REPO / "topologies" / "dgx1_cdma.py",
                         ["--network", "alexnet", "--batch", "8", "--no-baselines"],
-                        console=io.StringIO()).engine
+                        console=io.StringIO()).simulation
 
 
 def test_gpu_and_engine_get_their_hbm_and_the_engine_its_host_path(dgx1):

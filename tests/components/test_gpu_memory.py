@@ -84,7 +84,7 @@ def test_the_average_is_the_exact_time_weighted_integral(tiny):
 
 def test_the_integral_is_exact_in_integers(tiny):
     result, _, _ = tiny
-    hbm = result.engine.components["gpu0.hbm"]
+    hbm = result.simulation.components["gpu0.hbm"]
     assert hbm.usage_integral(60_000_000) == 220_000 * 1_000_000
     assert hbm.usage_integral(25_000_000) == 1500 * 10_000_000 + 4500 * 15_000_000
     assert hbm.average_usage(10_000_000) == 1500
@@ -130,7 +130,7 @@ def test_network_wide_without_offload_holds_every_buffer_all_iteration():
     result, console = run("--network", "alexnet", "--batch", "16", "--policy", "none",
                           "--algorithm", "none", "--allocation", "network-wide")
     s = result.reports["summary"]
-    stream = result.engine.components["gpu0"].stream  # workspaces of the fitted model's picks
+    stream = result.simulation.components["gpu0"].stream  # workspaces of the fitted model's picks
     assert stream is iteration_stream("alexnet", 16, "float32", "none", allocation="network-wide",
                                       kernel_model=kernel_model_for("pascal"),
                                       memory_capacity=16 << 30)[1]

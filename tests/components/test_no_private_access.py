@@ -58,7 +58,7 @@ def test_components_reach_into_no_private_attribute():
     ("self.sim._flows", "self.sim._flows"),
     ("self.sim._flow_network.start(1, {}, None)", "self.sim._flow_network"),
     ("engine._done(req, wire, start)", "engine._done"),
-    ("self.engine._ends[('a', 'b')]", "self.engine._ends"),
+    ("self.simulation._ends[('a', 'b')]", "self.simulation._ends"),
     ("self.pipeline.engine._done(1)", "self.pipeline.engine._done"),
     ("link._peer", "link._peer"),
     ("FlowNetwork._fill(group)", "FlowNetwork._fill"),

@@ -33,8 +33,8 @@ class Hello(Component):
     PORTS = (Port("out", "greets the peer", provides=(Greeter,)),
              Port("back", "provides nothing"))
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         for port in self.connected_ports():
             self.configure_link(port, self.refuse_event)
 
@@ -49,8 +49,8 @@ class Liar(Component):
     library = "iface"
     PORTS = Hello.PORTS
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.configure_link("out", self.refuse_event)
 
 
@@ -64,8 +64,8 @@ class Asker(Component):
                     choices=("construct", "init", "setup")))
     PORTS = (Port("in", "towards a greeter"), Port("spare", "another port"))
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         for port in self.connected_ports():
             self.configure_link(port, self.refuse_event)
         self.seen: list[tuple[int, Any]] = []
@@ -75,7 +75,7 @@ class Asker(Component):
     def ask(self) -> None:
         """Look the greeter up and report its greeting."""
         greeter = self.peer_provider(self.params["port"], Greeter)
-        self.engine.reports[self.name] = greeter.greet()
+        self.simulation.reports[self.name] = greeter.greet()
 
     def init(self, phase: int) -> None:
         """Ask during init when told to."""
@@ -89,7 +89,7 @@ class Asker(Component):
         self.schedule_at(30, self.record, "late")
         self.schedule_at(10, self.record, "early")
         self.schedule_at(10, lambda _: self.record("early, second"))
-        self.engine.reports["seen"] = self.seen
+        self.simulation.reports["seen"] = self.seen
 
     def record(self, event: Any) -> None:
         """Write down when ``event`` arrived."""

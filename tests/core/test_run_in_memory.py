@@ -63,15 +63,15 @@ def test_a_script_that_enables_statistics_keeps_its_choice(run_script):
 
 
 def test_sst_without_output_directory_records_none(monkeypatch, capsys):
-    from sst_cdma.statistics.engine import StatisticsEngine
+    from sst_cdma.statistics.collector import StatisticsCollector
 
     seen = []
-    init = StatisticsEngine.__init__
+    init = StatisticsCollector.__init__
 
     def spy(self, *args, **kwargs):
         init(self, *args, **kwargs)
         seen.append(self.record_all)
 
-    monkeypatch.setattr(StatisticsEngine, "__init__", spy)
+    monkeypatch.setattr(StatisticsCollector, "__init__", spy)
     assert main([str(PASCAL), "--", *OPTIONS]) == 0
     assert seen == [False]

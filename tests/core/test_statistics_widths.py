@@ -11,7 +11,7 @@ import pytest
 
 from sst_cdma.kernel import Simulator
 from sst_cdma.runner import run
-from sst_cdma.statistics.engine import StatisticsEngine
+from sst_cdma.statistics.collector import StatisticsCollector
 from sst_cdma.statistics.outputs import fit_value, format_value
 from sst_cdma.statistics.types import AccumulatorStatistic
 
@@ -32,7 +32,7 @@ def test_fit_value_wraps_integers_at_their_width_and_keeps_floats():
 
 def test_an_overflowing_u64_sumsq_wraps_in_table_and_csv_alike_and_warns(tmp_path, capsys):
     sim = Simulator()
-    engine = StatisticsEngine(sim, 1, "sst.statOutputCSV", {"filepath": "s.csv"}, tmp_path)
+    engine = StatisticsCollector(sim, 1, "sst.statOutputCSV", {"filepath": "s.csv"}, tmp_path)
     stat = AccumulatorStatistic("gpu0", "kernel_time_ps", dtype="u64")
     engine.stats.append(stat)
     engine.start()

@@ -29,7 +29,7 @@ def simulate(repo, network, policy, algorithm="none", *extra):
 def test_simulation_equals_closed_form_without_contention(repo, network, policy):
     result = simulate(repo, network, policy, "none", "--no-contention")
     gpu = result.results["gpu0"]
-    closed = from_simulation(result.engine, "gpu0")
+    closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
     assert gpu.forward_time_ps == closed.forward_ps
     sim_bounds = [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers]
@@ -41,7 +41,7 @@ def test_simulation_equals_closed_form_without_contention(repo, network, policy)
 def test_contention_only_delays_and_by_little(repo, network):
     result = simulate(repo, network, "all")
     gpu = result.results["gpu0"]
-    closed = from_simulation(result.engine, "gpu0")
+    closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps >= closed.iteration_ps
     assert gpu.iteration_time_ps <= closed.iteration_ps * 1.01
 

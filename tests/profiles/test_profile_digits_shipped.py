@@ -82,7 +82,7 @@ def test_the_shipped_measured_profile_drives_the_digits_network(repo):
     result = sst_cdma.run(repo / "topologies/pascal_cdma.py",
                           ["--network", "digits_cnn", "--batch", "64", "--policy", "all",
                            "--progress", "1.0", "--no-baselines"], console=io.StringIO())
-    engine = result.engine.components["gpu0.dma"]
+    engine = result.simulation.components["gpu0.dma"]
     profile = load_profile("digits_cnn")
     assert set(engine.densities) >= set(DIGITS_TENSORS)
     for tensor in DIGITS_TENSORS:

@@ -36,8 +36,8 @@ def test_captured_activations_run_functionally_through_the_engine(repo, samples)
                           ["--network", "digits_cnn", "--batch", "64", "--policy", "all",
                            "--algorithm", "zvc", "--tensors", str(samples), "--functional"],
                           console=io.StringIO())
-    engine = result.engine.components["gpu0.dma"]
-    host = result.engine.components["host"]
+    engine = result.simulation.components["gpu0.dma"]
+    host = result.simulation.components["host"]
     for name, array in real.items():
         assert engine.wire[name] == len(codecs.compress(array, "zvc"))
     prefetched = {t for d, t, *_ in engine.transfers if d == "prefetch"}
@@ -77,4 +77,4 @@ def test_digits_samples_recorded_with_their_network_are_refused_on_alexnet(repo,
     assert f"{tmp_path / 's' / 'index.json'}: network: samples captured for 'digits_cnn', " \
            f"not 'alexnet'" in str(err.value)
     result = _run_digits(repo, tmp_path / "s", "--network", "digits_cnn", "--batch", "64")
-    assert not result.engine.components["host"].payloads
+    assert not result.simulation.components["host"].payloads

@@ -138,13 +138,13 @@ def test_malformed_workload_stream_names_the_line(tmp_path):
 def test_gpus_beyond_a_node_get_hosts_of_their_own():
     result, _ = run("dgx1_cdma.py", "--network", "alexnet", "--batch", "8", "--gpus", "24",
                     "--no-baselines", "--policy", "all")
-    comps = result.engine.components
+    comps = result.simulation.components
     hosts = sorted(n for n in comps if n.startswith("host"))
     assert hosts == ["host0", "host1", "host2"]  # eight GPUs per DGX-1 node
     # every switch's upstream port lands on its own node's host
     for k in range(12):
-        (end,) = [e for (c, p), e in result.engine._ends.items() if c == f"switch{k}" and p == "up"]
-        peer = [c for (c, p), e in result.engine._ends.items() if e is end.peer]
+        (end,) = [e for (c, p), e in result.simulation._ends.items() if c == f"switch{k}" and p == "up"]
+        peer = [c for (c, p), e in result.simulation._ends.items() if e is end.peer]
         assert peer == [f"host{k // 4}"]
     s = result.reports["summary"]
     assert len(s["gpus"]) == 24 and s["complete"]

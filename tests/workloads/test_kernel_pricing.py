@@ -110,7 +110,7 @@ def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, t
     net = load_network("alexnet")
     src = price_network(net, 16, "float32", kernel_model_for("pascal"))
     dst = price_network(net, 16, "float32", kernel_model_for("volta"))
-    stream = run.engine.components["gpu0"].stream
+    stream = run.simulation.components["gpu0"].stream
     volta, pascal = (kernel_model_for(g).hardware.dram_bandwidth for g in ("volta", "pascal"))
     for op in stream.ops:
         if op.op == "compute":

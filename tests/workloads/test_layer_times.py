@@ -164,7 +164,7 @@ def test_measured_times_keep_the_simulation_equal_to_the_closed_form(repo, tmp_p
                        "--algorithm", "zvc", "--no-baselines", "--layer-times",
                        str(tmp_path / "t.json"))
     gpu = result.results["gpu0"]
-    closed = from_simulation(result.engine, "gpu0")
+    closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
     assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
     assert gpu.compute_time_ps == sum(t["fwd"] + t["bwd"] for t in times.times_ps.values())
@@ -205,7 +205,7 @@ def test_the_roofline_efficiency_is_a_model_option(repo):
     slow = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", "none",
                      "--no-baselines", "--no-contention", "--compute-efficiency", "0.3",
                      "--kernel-model", "roofline")
-    assert slow.engine.components["gpu0"].params["compute_efficiency"] == 0.3
+    assert slow.simulation.components["gpu0"].params["compute_efficiency"] == 0.3
     ratio = slow.results["gpu0"].compute_time_ps / \
         fast.results["gpu0"].compute_time_ps
     assert 1.5 < ratio <= 2.0  # compute-bound kernels take twice as long, memory-bound ones not

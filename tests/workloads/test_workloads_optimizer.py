@@ -107,7 +107,7 @@ def test_the_update_phase_is_timed_as_the_closed_form_says(repo, network, policy
     result = _simulate(repo, "--network", network, "--batch", "16", "--policy", policy,
                        "--optimizer", "momentum", "--no-contention", "--no-baselines")
     gpu = result.results["gpu0"]
-    closed = from_simulation(result.engine, "gpu0")
+    closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
     assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
     updates = [l for l in gpu.layers if l["phase"] == "update"]
@@ -157,7 +157,7 @@ def test_the_fitted_model_runs_update_kernels_at_the_hbm_rate_plus_its_launch(re
 
     run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--policy", "none",
                     "--optimizer", "adam", "--no-baselines", "--no-contention")
-    gpu = run.engine.components["gpu0"]
+    gpu = run.simulation.components["gpu0"]
     launch = kernel_model_for("pascal").params.launch_s
     assert gpu.launch_ps == math.ceil(launch * 1e12) > 0
     updates = [op for op in gpu.stream.ops if op.op == "compute" and op.pass_ == "update"]

@@ -28,8 +28,8 @@ class CoreTestComponent(Component):
                   StatisticSpec("E", "messages received on Elink", "events", "u64", 1),
                   StatisticSpec("W", "messages received on Wlink", "events", "u64", 1))
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.links = []
         for port in LINKS:
             stat = self.register_statistic(port[0])
@@ -48,7 +48,7 @@ class CoreTestComponent(Component):
 
     def finish(self) -> None:
         """Say so, as SST's does."""
-        print("Component Finished.", file=self.engine.console or sys.stdout)
+        print("Component Finished.", file=self.simulation.console or sys.stdout)
 
 
 class _StatisticsComponent(Component):
@@ -60,8 +60,8 @@ class _StatisticsComponent(Component):
         Param("seed", "int", 7, "seed of the value generator"),
     )
 
-    def __init__(self, engine: Any, name: str, params: Any) -> None:
-        super().__init__(engine, name, params)
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
         self.stats = [self.register_statistic(s.name) for s in self.STATISTICS]
         self.left = self.params["count"]
         self.random = random.Random(self.params["seed"]).random

@@ -14,16 +14,16 @@ from .config import ConfigComponent, ConfigError, ConfigGraph, ConfigSubComponen
 from .element import Component, Element, ParamError, SubComponent
 from .kernel import LinkEnd, SimulationError, Simulator
 from .statistics import StatisticError
-from .statistics.engine import StatisticsEngine
+from .statistics.collector import StatisticsCollector
 
 MAX_INIT_PHASES = 1000
 
 
-class Engine:
+class Simulation:
     """One simulation: the kernel, the components built from the graph, their link ends and
-    the statistics engine. ``reports`` is where components leave results for the caller.
+    the statistics collector. ``reports`` is where components leave results for the caller.
     ``record_all_statistics`` records every declared statistic in memory only, instead of what
-    the graph enables and its output (see :class:`~sst_cdma.statistics.engine.StatisticsEngine`)."""
+    the graph enables and its output (see :class:`~sst_cdma.statistics.collector.StatisticsCollector`)."""
 
     def __init__(self, graph: ConfigGraph, output_directory: Optional[Path] = None,
                  console: Optional[IO[str]] = None, record_all_statistics: bool = False) -> None:
@@ -49,7 +49,7 @@ class Engine:
         base = output_directory if output_directory is not None else Path.cwd()
         out_type, out_params = graph.stat_output
         try:
-            self.statistics = StatisticsEngine(self.sim, graph.stat_load_level, out_type,
+            self.statistics = StatisticsCollector(self.sim, graph.stat_load_level, out_type,
                                                dict(out_params), base, console,
                                                record_all_statistics)
         except StatisticError as exc:

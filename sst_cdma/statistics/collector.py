@@ -23,7 +23,7 @@ TYPE_PARAMS = {"minvalue", "binwidth", "numbins", "includeoutofbounds"}
 CSV_HEAD = ["ComponentName", "StatisticName", "StatisticSubId", "StatisticType", "SimTime", "Rank"]
 
 
-class StatisticsEngine:
+class StatisticsCollector:
     """Registers statistics for components and writes them out."""
 
     def __init__(self, sim: Simulator, global_level: int, output_type: str,
@@ -158,4 +158,4 @@ class StatisticsEngine:
         return frame
 
 
-__all__ = ["StatisticsEngine", "format_value"]
+__all__ = ["StatisticsCollector", "format_value"]
