@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import math
 import sys
 import time
 from pathlib import Path

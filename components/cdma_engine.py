@@ -33,8 +33,8 @@ class EngineResult:
     host: str
     algorithm: str
     mode: str
-    engines: int
-    engine_throughput_Bps: float
+    codec_units: int
+    codec_unit_throughput_Bps: float
     progress: float
     ratio_by_algorithm: dict[str, float] = field(default_factory=dict)
     #: functional mode only: prefetches whose real bytes were checked bit for bit against
@@ -48,9 +48,9 @@ class CDMAEngine(Component):
 
     PARAMS = (
         Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS),
-        Param("engines", "int", 8, "number of engines (one per memory controller)", minimum=1),
-        Param("engine_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second each "
-              "engine compresses or decompresses", minimum=0, exclusive_minimum=True),
+        Param("codec_units", "int", 8, "compression/decompression units in the engine (one per memory controller)", minimum=1),
+        Param("codec_unit_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second each "
+              "unit compresses or decompresses", minimum=0, exclusive_minimum=True),
         Param("mode", "str", "flow", "flow: transfers share bandwidth max-min fairly as flows; "
               "chunk: transfers move in bursts through a bounded buffer",
               choices=("flow", "chunk")),
@@ -96,7 +96,7 @@ class CDMAEngine(Component):
         self.flows = self.service(FlowNetwork)
         self.codec = None
         if p["algorithm"] != "none":
-            self.codec = self.flows.resource(f"{name}.codec", p["engines"] * p["engine_throughput"])
+            self.codec = self.flows.resource(f"{name}.codec", p["codec_units"] * p["codec_unit_throughput"])
         self.gpu = self.configure_link("gpu", self._request)
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.pcie = self.configure_link("pcie", self.refuse_event)
@@ -245,8 +245,8 @@ class CDMAEngine(Component):
         self.publish(EngineResult(
             gpu=self.served_gpu, path=list(path.link_names) if path else [],
             host=path.host.name if path is not None and path.host is not None else "",
-            algorithm=p["algorithm"], mode=p["mode"], engines=p["engines"],
-            engine_throughput_Bps=p["engine_throughput"], progress=p["progress"],
+            algorithm=p["algorithm"], mode=p["mode"], codec_units=p["codec_units"],
+            codec_unit_throughput_Bps=p["codec_unit_throughput"], progress=p["progress"],
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None))

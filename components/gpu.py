@@ -122,11 +122,6 @@ class GPU(Component):
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
-        from sst_cdma.workloads import WorkloadError
-        from sst_cdma.workloads.errors import not_utf8
-        from sst_cdma.workloads.render import iteration_stream
-        from sst_cdma.workloads.stream import StreamError, parse_stream
-
         p = self.params
         #: peak FLOP/s: the param, or the preset's
         self.peak_flops: float = p["peak_flops"] or GPUS[p["gpu_preset"]].peak_flops

@@ -133,8 +133,8 @@ class Reporter(Component):
             out["functional_checks"] = engine.functional_checks
             out["functional_matches"] = engine.functional_matches
         if engine is not None:
-            out["engines"] = engine.engines
-            out["engine_throughput_Bps"] = engine.engine_throughput_Bps
+            out["codec_units"] = engine.codec_units
+            out["codec_unit_throughput_Bps"] = engine.codec_unit_throughput_Bps
         if link is not None:
             out["host_link"] = host_link_fields(link)
             out["pcie_bandwidth_Bps"] = link.bandwidth_Bps
@@ -249,8 +249,8 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
     summary["aggregation"] = {k: v for k, v in AGGREGATION.items() if k in summary}
     summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
         if summary["wire_bytes"] else 1.0
-    for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm", "host_link", "engines",
-                "engine_throughput_Bps"):
+    for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm", "host_link", "codec_units",
+                "codec_unit_throughput_Bps"):
         if key in first:
             summary[key] = first[key]  # the same link, engine and network on every GPU
     labels = first.get("baselines", {})

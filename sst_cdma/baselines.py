@@ -16,8 +16,6 @@ of each baseline with the k-th main GPU, in declaration order.
 from __future__ import annotations
 
 import copy
-from typing import Optional
-
 import networkx as nx
 
 from .config import ConfigComponent, ConfigError, ConfigGraph, ConfigLink, LinkEndConfig

@@ -9,16 +9,18 @@ same graph, so the summary can put the speed-up in front of the user.
 from __future__ import annotations
 
 import argparse
-import math
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from .baselines import add_baselines
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
-from .model.links import MIN_DMA_BURST
 from .model_options import add_element_options, element_params, explicit, given_options
 from .units import UnitError, parse_bytes
+
+#: model options that were renamed, and their names now
+RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
 
 LINKS = {
     "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
@@ -34,7 +36,12 @@ class ModelOptionParser(argparse.ArgumentParser):
     printing usage and exiting."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
-        """Raise instead of exiting."""
+        """Raise instead of exiting; an option that was renamed says its new name."""
+        for old, new in RENAMED_OPTIONS.items():
+            if "unrecognized arguments" in message and \
+                    re.search(rf"(^|\s){re.escape(old)}(=|\s|$)", message):
+                message += f" ({old} is now {new})"
+                break
         raise ConfigError(f"model option error: {message}")
 
 

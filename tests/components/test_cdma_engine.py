@@ -54,8 +54,8 @@ def test_compression_speeds_up_a_link_bound_iteration(repo):
 
 def test_few_slow_engines_become_the_bottleneck(repo):
     fast = run(repo, "--network", "vgg16", "--batch", "16", "--policy", "all")
-    slow = run(repo, "--network", "vgg16", "--batch", "16", "--policy", "all", "--engines", "1",
-               "--engine-throughput", "2GB/s")
+    slow = run(repo, "--network", "vgg16", "--batch", "16", "--policy", "all", "--codec-units", "1",
+               "--codec-unit-throughput", "2GB/s")
     assert slow.reports["summary"]["iteration_time_s"] > \
         1.2 * fast.reports["summary"]["iteration_time_s"]
 

@@ -64,7 +64,7 @@ def test_add_baselines_copies_the_system_with_the_baselines_params(tmp_path):
                            "vdnn.c", "vdnn.d", "vdnn.e", "r"}
     assert params["oracle.a"]["policy"] == "none" and params["oracle.b"]["unlimited"] is True
     assert params["vdnn.a"]["policy"] == "all" and params["vdnn.c"]["algorithm"] == "none"
-    assert params["vdnn.c"]["engines"] == params["c"]["engines"]
+    assert params["vdnn.c"]["codec_units"] == params["c"]["codec_units"]
     s = result.reports["summary"]
     assert s["algorithm"] == "rle" and s["baselines"]["vdnn"]["policy"] == "all"
     assert s["speedup_vs_vdnn"] == pytest.approx(

@@ -81,7 +81,7 @@ def test_sst_info_documents_each_element(element):
 
 def test_sst_info_shows_defaults_and_units():
     out = sh("sst-info", "cdma.CDMAEngine").stdout
-    assert "engine_throughput: uncompressed bytes per second each engine compresses or " \
+    assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
            "decompresses (B/s).  [32GB/s]" in out
     assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib.  [zvc]" in out
 

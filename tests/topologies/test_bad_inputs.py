@@ -45,9 +45,9 @@ def sst(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
      "argument --compute-efficiency: 'nan' is not a finite number"),
     (["--compute-efficiency=-inf"],
      "argument --compute-efficiency: '-inf' is not a finite number"),
-    (["--engine-throughput", "nan"], "argument --engine-throughput: 'nan' is not a number"),
-    (["--engine-throughput", "1e400GB/s"],
-     "argument --engine-throughput: '1e400GB/s' is too large"),
+    (["--codec-unit-throughput", "nan"], "argument --codec-unit-throughput: 'nan' is not a number"),
+    (["--codec-unit-throughput", "1e400GB/s"],
+     "argument --codec-unit-throughput: '1e400GB/s' is too large"),
 ])
 def test_nan_and_infinity_are_refused_in_model_options(opts, message):
     assert message in refused("--no-baselines", "--network", "alexnet", *opts)
@@ -153,3 +153,11 @@ def test_a_workload_stream_runs_without_baselines_and_claims_no_speed_up(digits_
     assert "baselines" not in summary
     assert "speedup_vs_vdnn" not in summary and "slowdown_vs_oracle" not in summary
     assert "speed-up" not in console and "oracle" not in console
+
+
+@pytest.mark.parametrize("opts,message", [
+    (["--engines", "2"], "(--engines is now --codec-units)"),
+    (["--engine-throughput=4GB/s"], "(--engine-throughput is now --codec-unit-throughput)"),
+])
+def test_a_renamed_model_option_says_its_new_name(opts, message):
+    assert message in refused("--no-baselines", *opts)

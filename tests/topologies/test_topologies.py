@@ -109,9 +109,9 @@ def test_statistics_are_byte_identical_run_after_run(tmp_path):
     (["--policy", "some"], "argument --policy: 'some' is not one of none, all, conv"),
     (["--algorithm", "lz4"], "argument --algorithm: 'lz4' is not one of none, zvc, rle, zlib"),
     (["--network", "vgg16", "--batch", "200000"], "more than the GPU memory"),
-    (["--engines", "0"], "argument --engines: '0' must be >= 1"),
-    (["--engine-throughput=-5GB/s"], "argument --engine-throughput: '-5GB/s' must be > 0 B/s"),
-    (["--engine-throughput", "5 parsecs"], "unknown unit"),
+    (["--codec-units", "0"], "argument --codec-units: '0' must be >= 1"),
+    (["--codec-unit-throughput=-5GB/s"], "argument --codec-unit-throughput: '-5GB/s' must be > 0 B/s"),
+    (["--codec-unit-throughput", "5 parsecs"], "unknown unit"),
     (["--mode", "chunk", "--burst", "0B"], "argument --burst: '0B' must be >= 4096 B"),
     (["--batch", "0"], "argument --batch: '0' must be >= 1"),
 ])
