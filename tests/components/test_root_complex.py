@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
 from sst_cdma.components.pcie_bridge import LinkResult
+from sst_cdma.interfaces import HostPath, interface_members
 from sst_cdma.runner import RunError
 
 X = 100_000_000  # bytes each GPU offloads and prefetches
@@ -38,18 +40,26 @@ end
 """
 
 
-def system(gpus: int, root_complex: str, workload: str, rc_params: str = "{}") -> str:
-    """A topology of ``gpus`` GPUs moving ``workload``, each on its own PCIe gen3 x16 bridge;
-    the bridges on a root complex's downstream ports (``root_complex`` "rc") or straight on
-    the host memory ("")."""
+RC_ON_HOST = 'sst.Link("l_rc", "0ps").connect((rc, "host"), (host, "pcie0"))'
+
+
+def system(gpus: int, workload: str, rc_params: str | None = "{}", upstream: str = "",
+           host_side: str = RC_ON_HOST) -> str:
+    """A topology of ``gpus`` GPUs moving ``workload``, each on its own PCIe gen3 x16 bridge
+    ``pcieI``. With ``rc_params`` (None: no root complex) a root complex ``rc`` with those
+    params, wired to the host memory by ``host_side``; the bridges go to ``upstream`` (a
+    Python expression of ``i``; default: the root complex's ``downI``, else the host's
+    ``pcieI``)."""
+    upstream = upstream or ('(rc, f"down{i}")' if rc_params is not None else
+                            '(host, f"pcie{i}")')
+    root = "" if rc_params is None else f"""
+rc = sst.Component("rc", "cdma.RootComplex")
+rc.addParams({rc_params})
+{host_side}"""
     return f"""
 import sst
 host = sst.Component("host", "cdma.HostMemory")
-rc = None
-if {root_complex!r}:
-    rc = sst.Component("rc", "cdma.RootComplex")
-    rc.addParams({rc_params})
-    sst.Link("l_rc", "0ps").connect((rc, "host"), (host, "pcie0"))
+{root}
 for i in range({gpus}):
     gpu = sst.Component(f"gpu{{i}}", "cdma.GPU")
     gpu.addParams({{"workload": {workload!r}, "write_stream": "false"}})
@@ -61,8 +71,7 @@ for i in range({gpus}):
     sst.Link(f"b{{i}}", "0ps").connect((gpu, "dma"), (dma, "gpu"))
     sst.Link(f"c{{i}}", "0ps").connect((dma, "hbm"), (hbm, "dma"))
     sst.Link(f"d{{i}}", "0ps").connect((dma, "pcie"), (pcie, "gpu"))
-    sst.Link(f"e{{i}}", "0ps").connect((pcie, "host"), (rc, f"down{{i}}") if rc else
-                                       (host, f"pcie{{i}}"))
+    sst.Link(f"e{{i}}", "0ps").connect((pcie, "host"), {upstream})
 sst.Component("report", "cdma.Reporter")
 if sst.getProgramOptions().get("output-directory"):
     sst.setStatisticLoadLevel(1)
@@ -85,7 +94,7 @@ def seconds(result, gpu: str = "gpu0") -> float:
 @pytest.mark.parametrize("gpus", [1, 4])
 def test_the_downstream_ports_share_the_bandwidth(run_script, move, gpus):
     bandwidth = 20e9  # above one x16 link's 12.44 GB/s, below four of them
-    result, _ = run_script(system(gpus, "rc", move, '{"bandwidth": "20GB/s"}'))
+    result, _ = run_script(system(gpus, move, '{"bandwidth": "20GB/s"}'))
     each = min(LINK, bandwidth / gpus)  # max-min fair: the tighter of the link and the share
     latency = 2 * 1e-6  # the bridge's start-up latency, once per transfer
     for i in range(gpus):
@@ -96,14 +105,14 @@ def test_the_downstream_ports_share_the_bandwidth(run_script, move, gpus):
 
 
 def test_four_gpus_behind_a_root_complex_take_longer_than_on_their_own_links(run_script, move):
-    alone, _ = run_script(system(4, "", move))
-    shared, _ = run_script(system(4, "rc", move, '{"bandwidth": "20GB/s"}'))
+    alone, _ = run_script(system(4, move, None))
+    shared, _ = run_script(system(4, move, '{"bandwidth": "20GB/s"}'))
     assert seconds(alone) == pytest.approx(2 * X / LINK + 2e-6, rel=1e-6)
     assert seconds(shared) > 1.9 * seconds(alone)   # 4 x 12.44 GB/s wanted, 20 GB/s there
 
 
 def test_statistics_and_the_result_record_count_every_byte(run_script, move, tmp_path):
-    result, console = run_script(system(4, "rc", move, '{"bandwidth": "20GB/s"}'),
+    result, console = run_script(system(4, move, '{"bandwidth": "20GB/s"}'),
                                  output_directory=tmp_path / "out")
     record = result.results["rc"]
     assert isinstance(record, LinkResult) and record.kind == "root complex"
@@ -126,13 +135,10 @@ def test_statistics_and_the_result_record_count_every_byte(run_script, move, tmp
 
 
 def test_a_root_complex_behind_a_switch_gets_its_own_console_line(run_script, move):
-    body = system(2, "rc", move, '{"bandwidth": "20GB/s"}').replace(
-        'sst.Link(f"e{i}", "0ps").connect((pcie, "host"), (rc, f"down{i}") if rc else\n'
-        '                                       (host, f"pcie{i}"))',
-        'sst.Link(f"e{i}", "0ps").connect((pcie, "host"), (switch, f"down{i}"))')
-    body = body.replace('for i in range(2):', 'switch = sst.Component("sw", "cdma.PCIeSwitch")\n'
-                        'sst.Link("l_sw", "0ps").connect((switch, "up"), (rc, "down0"))\n'
-                        'for i in range(2):')
+    switch = 'sw = sst.Component("sw", "cdma.PCIeSwitch")\n' \
+        'sst.Link("l_sw", "0ps").connect((sw, "up"), (rc, "down0"))\n' + RC_ON_HOST
+    body = system(2, move, '{"bandwidth": "20GB/s"}', upstream='(sw, f"down{i}")',
+                  host_side=switch)
     result, console = run_script(body)
     assert result.results["dma0"].path == ["pcie0", "sw", "rc"]
     s = result.reports["summary"]
@@ -145,13 +151,29 @@ def test_a_root_complex_behind_a_switch_gets_its_own_console_line(run_script, mo
 
 
 def test_a_root_complex_as_the_gpus_own_link_is_named_by_its_kind(run_script, move):
-    body = system(1, "rc", move).replace('(dma, "pcie"), (pcie, "gpu")', '(dma, "pcie"), (rc, "down0")')
-    body = body.replace('sst.Link(f"e{i}"', '# sst.Link(f"e{i}"').replace(
-        '                                       (host, f"pcie{i}"))', '')
-    body = body.replace('pcie = sst.Component(f"pcie{i}", "cdma.PCIeBridge")', '')
-    result, _ = run_script(body)
+    # no PCIe bridge: the engine's pcie port on the root complex itself
+    result, _ = run_script(f"""
+import sst
+gpu = sst.Component("gpu", "cdma.GPU")
+gpu.addParams({{"workload": {move!r}, "write_stream": "false"}})
+hbm = sst.Component("hbm", "cdma.HBM")
+dma = sst.Component("dma", "cdma.CDMAEngine")
+dma.addParams({{"algorithm": "none"}})
+rc = sst.Component("rc", "cdma.RootComplex")
+host = sst.Component("host", "cdma.HostMemory")
+sst.Link("a", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+sst.Link("b", "0ps").connect((gpu, "dma"), (dma, "gpu"))
+sst.Link("c", "0ps").connect((dma, "hbm"), (hbm, "dma"))
+sst.Link("d", "0ps").connect((dma, "pcie"), (rc, "down0"))
+sst.Link("e", "0ps").connect((rc, "host"), (host, "pcie0"))
+sst.Component("report", "cdma.Reporter")
+""")
     s = result.reports["summary"]
     assert s["host_link"]["name"] == "root complex" and s["pcie_bandwidth_Bps"] == 31.1e9
+    assert "switch_utilization" not in s
+    rc = result.engine.components["rc"]
+    assert isinstance(rc, HostPath) and rc.provided_interfaces() == (HostPath,)
+    assert all(hasattr(rc, m) for m in interface_members(HostPath))
 
 
 @pytest.mark.parametrize("params, fault", [
@@ -163,13 +185,13 @@ def test_a_root_complex_as_the_gpus_own_link_is_named_by_its_kind(run_script, mo
 ])
 def test_bad_params_are_refused_naming_the_param(run_script, move, params, fault):
     with pytest.raises(RunError) as err:
-        run_script(system(1, "rc", move, params))
+        run_script(system(1, move, params))
     message = str(err.value)
     assert fault in message and "topo.py:" in message and "\n" not in message
 
 
 def test_a_root_complex_with_nothing_downstream_is_refused(run_script, move):
-    body = system(1, "", move) + 'rc = sst.Component("rc", "cdma.RootComplex")\n' \
+    body = system(1, move, None) + 'rc = sst.Component("rc", "cdma.RootComplex")\n' \
         'sst.Link("l_rc", "0ps").connect((rc, "host"), (host, "pcie9"))\n'
     with pytest.raises(RunError, match=r"topo.py:\d+: rc \(cdma.RootComplex\): no downstream "
                        r"port is connected: wire a PCIe bridge or switch to down0$"):
@@ -177,26 +199,24 @@ def test_a_root_complex_with_nothing_downstream_is_refused(run_script, move):
 
 
 def test_a_root_complex_without_a_host_side_is_refused(run_script, move):
-    body = system(1, "rc", move).replace(
-        'sst.Link("l_rc", "0ps").connect((rc, "host"), (host, "pcie0"))', '')
-    with pytest.raises(RunError, match=r"rc.*'host'"):
+    body = system(1, move, host_side="")
+    with pytest.raises(RunError, match=r"topo.py:\d+: rc \(cdma.RootComplex\): required port "
+                       r"'host' is not connected$"):
         run_script(body)
 
 
 def test_a_host_side_that_leads_back_downstream_is_named(run_script, move):
-    body = system(1, "rc", move).replace(
-        'sst.Link("l_rc", "0ps").connect((rc, "host"), (host, "pcie0"))',
-        'back = sst.Component("back", "cdma.PCIeBridge")\n'
-        'sst.Link("l_rc", "0ps").connect((rc, "host"), (back, "gpu"))\n'
-        'sst.Link("l_back", "0ps").connect((back, "host"), (rc, "down7"))')
+    body = system(1, move, host_side='back = sst.Component("back", "cdma.PCIeBridge")\n'
+                  'sst.Link("l_rc", "0ps").connect((rc, "host"), (back, "gpu"))\n'
+                  'sst.Link("l_back", "0ps").connect((back, "host"), (rc, "down7"))')
     with pytest.raises(RunError, match=r"rc \(cdma.RootComplex\): the links towards the host "
                        r"loop back through port 'host'"):
         run_script(body)
 
 
 def test_sst_info_documents_it():
-    out = subprocess.run(["sst-info", "cdma.RootComplex"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_info", "cdma.RootComplex"],
+                         capture_output=True, text=True, check=True).stdout
     assert "bandwidth: aggregate payload bandwidth per direction that all downstream ports " \
            "share" in out and "[31.1GB/s]" in out
     assert "down%d: downstream ports towards PCIe bridges or switches" in out
