@@ -64,7 +64,10 @@ class LinkResult:
         return carried / (self.bandwidth_Bps * elapsed_ps / 1e12) if elapsed_ps else 0.0
 
     def describe(self) -> str:
-        """The link as users name it: ``pcie3x16``, ``nvlink3x25GB/s``."""
+        """The link as users name it: ``pcie3x16``, ``nvlink3x25GB/s``; an aggregate of
+        several links (a root complex) by its kind."""
+        if self.generation is None and self.nvlink_links is None:
+            return self.kind
         if self.protocol == "pcie":
             return f"pcie{self.generation}x{self.lanes}"
         return f"nvlink{self.nvlink_links}x{(self.nvlink_rate_Bps or 0) / 1e9:g}GB/s"

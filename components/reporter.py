@@ -166,8 +166,9 @@ class Reporter(Component):
     def shared_link_utilization(runs: SystemResults, gpus: list[str],
                                 end_ps: int) -> dict[str, dict[str, float]]:
         """Busy fraction of each link the GPUs' transfers cross beyond their own host link
-        (the upstream ports of PCIe switches), per direction, over ``end_ps``."""
-        return {name: {"bandwidth_Bps": link.bandwidth_Bps,
+        (the upstream ports of PCIe switches, root complexes), with its kind, per direction,
+        over ``end_ps``."""
+        return {name: {"kind": link.kind, "bandwidth_Bps": link.bandwidth_Bps,
                        "d2h": link.utilization("d2h", end_ps),
                        "h2d": link.utilization("h2d", end_ps)}
                 for name, link in runs.shared_links(gpus).items()}
@@ -410,12 +411,15 @@ def console_summary(s: dict[str, Any]) -> str:
         lines.append(f"host link:       {s['pcie_bandwidth_Bps'] / 1e9:.2f} GB/s per direction, "
                      f"busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to GPU"
                      + (f" (mean of {n} GPUs)" if n else ""))
-    if s.get("switch_utilization"):
-        name, u = max(s["switch_utilization"].items(), key=lambda kv: max(kv[1]["d2h"],
-                                                                          kv[1]["h2d"]))
-        lines.append(f"switch uplink:   {len(s['switch_utilization'])} shared, busiest {name} "
-                     f"({u['bandwidth_Bps'] / 1e9:.2f} GB/s) busy {100 * u['d2h']:.1f}% to host, "
-                     f"{100 * u['h2d']:.1f}% to GPU")
+    shared = s.get("switch_utilization") or {}
+    # one line per kind of shared link, in the order the GPUs' paths meet them
+    for kind in dict.fromkeys(u.get("kind", "switch") for u in shared.values()):
+        links = {n: u for n, u in shared.items() if u.get("kind", "switch") == kind}
+        name, u = max(links.items(), key=lambda kv: max(kv[1]["d2h"], kv[1]["h2d"]))
+        lines.append(_row("switch uplink" if kind == "switch" else kind,
+                          f"{len(links)} shared, busiest {name} ({u['bandwidth_Bps'] / 1e9:.2f} "
+                          f"GB/s) busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to "
+                          "GPU"))
     if "extra_dram_bytes" in s:
         lines.append(_row(f"DMA DRAM traffic{total}", f"{_sizes(s['extra_dram_bytes'])[0]} "
                           "read+written by the engine"))

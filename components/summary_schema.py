@@ -72,8 +72,9 @@ SUMMARY: tuple[Key, ...] = (
     _k("pcie_bandwidth_Bps", "number", "host link payload bandwidth per direction", LINK),
     _k("pcie_utilization", "object", "`d2h`, `h2d`: busy fraction of the GPU's own host link",
        LINK),
-    _k("switch_utilization", "object", "per shared uplink: `bandwidth_Bps` and busy `d2h`, "
-       "`h2d` fractions", "where GPUs share a switch"),
+    _k("switch_utilization", "object", "per link GPUs share beyond their own (a PCIe switch's "
+       "uplink, a CPU root complex): its `kind` (`switch`, `root complex`), `bandwidth_Bps` and "
+       "busy `d2h`, `h2d` fractions", "where GPUs share a link"),
     _k("peak_gpu_memory_bytes", "integer", "peak allocated GPU memory"),
     _k("average_gpu_memory_bytes", "integer", "allocated memory averaged over the iteration, "
        "as vDNN reports it"),
