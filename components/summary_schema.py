@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "check_summary", "markdown"]
+__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "SYSTEM_SHAPE", "check_summary",
+           "markdown"]
 
 ALWAYS = "always"
 
@@ -98,6 +99,11 @@ SUMMARY: tuple[Key, ...] = (
     _k("aggregation", "object", "how each top-level figure combines the GPUs' (`max`, `sum`, "
        "`min`, `mean`, `all`)", SEVERAL),
 )
+
+#: keys that describe the system simulated rather than what it measured (sweep reports do not
+#: plot them as figures)
+SYSTEM_SHAPE = frozenset({"gpu_count", "hosts", "gpus_per_switch", "host_link", "codec_units",
+                          "codec_unit_throughput_Bps"})
 
 BASELINE: tuple[Key, ...] = (
     _k("iteration_time_s", "number", "the baseline's iteration time"),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..components.summary_schema import SYSTEM_SHAPE
 from .marks import display_path
 
 PARAM_PREFIXES = ("opt.", "param.")
@@ -168,7 +169,7 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
         x = swept[0] if swept else "point"
     others = [c for c in swept if c != x]
     figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
-               and pd.api.types.is_numeric_dtype(frame[c])]
+               and c.split(".")[0] not in SYSTEM_SHAPE and pd.api.types.is_numeric_dtype(frame[c])]
     lines = [f"# Sweep report: {display_path(csv)}", "",
              f"{len(frame)} points: {len(ok)} ok, {len(frame) - len(ok)} failed.", ""]
     if swept:
