@@ -212,7 +212,7 @@ def test_the_codec_benchmark_times_a_registered_codec(toy, capsys):
 # -- everything else derives its list from the registry ------------------------------------------
 
 def test_options_and_engine_params_accept_exactly_the_registered_algorithms(toy):
-    from components.cdma_engine import CDMAEngine
+    from sst_cdma.components.cdma_engine import CDMAEngine
     from sst_cdma.config import ConfigError
     from sst_cdma.element import ParamError
     from sst_cdma.topology import option_parser
