@@ -314,9 +314,10 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
             t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, dram)
         else:
             # the transforms read the operands and write their transforms; the GEMMs read
-            # those and write theirs; the inverse reads them and writes the result
+            # those and write theirs (their own traffic, in the GEMM's time); the inverse
+            # reads them and writes the result
             t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, t_in + t_out) + \
-                _memory_s(dram + 2 * (t_in + t_out), hw, kp)
+                _memory_s(dram + t_in + t_out, hw, kp)
             space[algo] = t_in + t_out
         times[algo] = np.where(wino_ok, t, np.inf)
 
