@@ -1,5 +1,6 @@
 """The GPU's host link: a PCIe endpoint port (generation, lanes, max payload size and the
-resulting TLP/DLLP efficiency, latency, full duplex) or an NVLink connection to the CPU."""
+resulting TLP/DLLP efficiency, latency, full duplex), an NVLink connection to the CPU, or
+NVLink-C2C (Grace Hopper's chip-to-chip link)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,13 +9,14 @@ from typing import Any, Optional
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
 from sst_cdma.interfaces import HostPath, InterfaceError, PathInfo
-from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, nvlink_bandwidth
+from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, c2c_bandwidth, nvlink_bandwidth
 
 
 def link_params(default_gen: int = 3) -> tuple[Param, ...]:
     """The params every element with a PCIe/NVLink port declares."""
     return (
-        Param("protocol", "str", "pcie", "pcie or nvlink", choices=("pcie", "nvlink")),
+        Param("protocol", "str", "pcie", "pcie, nvlink or nvlink_c2c",
+              choices=("pcie", "nvlink", "nvlink_c2c")),
         Param("generation", "int", default_gen, "PCIe generation (1-6)",
               choices=tuple(PCIE_GENERATIONS)),
         Param("lanes", "int", 16, "PCIe lanes", choices=(1, 2, 4, 8, 16, 32)),
@@ -29,6 +31,10 @@ def link_params(default_gen: int = 3) -> tuple[Param, ...]:
               minimum=0, exclusive_minimum=True),
         Param("nvlink_efficiency", "float", 0.9, "NVLink payload efficiency", minimum=0,
               exclusive_minimum=True, maximum=1),
+        Param("c2c_rate", "bandwidth", "450GB/s", "per-direction NVLink-C2C rate (protocol "
+              "nvlink_c2c; GH200: 450GB/s)", minimum=0, exclusive_minimum=True),
+        Param("c2c_efficiency", "float", 0.9, "NVLink-C2C payload efficiency (an assumption, "
+              "docs/model.md)", minimum=0, exclusive_minimum=True, maximum=1),
         Param("latency", "time", "1us", "DMA start-up latency across this link", minimum=0),
     )
 
@@ -37,6 +43,8 @@ def link_bandwidth(p: dict[str, Any]) -> float:
     """Per-direction payload bandwidth from the declared link params."""
     if p["protocol"] == "nvlink":
         return nvlink_bandwidth(p["nvlink_links"], p["nvlink_rate"], p["nvlink_efficiency"])
+    if p["protocol"] == "nvlink_c2c":
+        return c2c_bandwidth(p["c2c_rate"], p["c2c_efficiency"])
     return PCIeLink(p["generation"], p["lanes"], p["max_payload"], p["tlp_overhead"],
                     p["dllp_overhead"]).effective
 
@@ -45,7 +53,8 @@ def link_bandwidth(p: dict[str, Any]) -> float:
 class LinkResult:
     """What a full-duplex link (a GPU's host link, a switch's upstream port) published at the
     end of the run: its kind and protocol, its payload bandwidth per direction and the bytes it
-    carried each way. PCIe links have a generation and lanes; NVLink ones bricks and a rate."""
+    carried each way. PCIe links have a generation and lanes; NVLink ones bricks and a rate;
+    NVLink-C2C its per-direction rate."""
 
     kind: str
     protocol: str
@@ -56,6 +65,7 @@ class LinkResult:
     lanes: Optional[int] = None
     nvlink_links: Optional[int] = None
     nvlink_rate_Bps: Optional[float] = None
+    c2c_rate_Bps: Optional[float] = None
 
     def utilization(self, direction: str, elapsed_ps: int) -> float:
         """Average fraction of the bandwidth ``direction`` (``d2h`` or ``h2d``) carried over
@@ -64,8 +74,10 @@ class LinkResult:
         return carried / (self.bandwidth_Bps * elapsed_ps / 1e12) if elapsed_ps else 0.0
 
     def describe(self) -> str:
-        """The link as users name it: ``pcie3x16``, ``nvlink3x25GB/s``; an aggregate of
-        several links (a root complex) by its kind."""
+        """The link as users name it: ``pcie3x16``, ``nvlink3x25GB/s``, ``nvlink_c2c450GB/s``;
+        an aggregate of several links (a root complex) by its kind."""
+        if self.c2c_rate_Bps is not None:
+            return f"nvlink_c2c{self.c2c_rate_Bps / 1e9:g}GB/s"
         if self.generation is None and self.nvlink_links is None:
             return self.kind
         if self.protocol == "pcie":
@@ -119,12 +131,14 @@ class DuplexLink(Component):
         self.stat_h2d.add_data(int(round(self.h2d.busy_units)))
         p = self.params
         pcie = p["protocol"] == "pcie"
+        nvlink = p["protocol"] == "nvlink"
         self.publish(LinkResult(
             kind=self.KIND, protocol=p["protocol"], bandwidth_Bps=self.bandwidth,
             d2h_bytes=self.d2h.busy_units, h2d_bytes=self.h2d.busy_units,
             generation=p["generation"] if pcie else None, lanes=p["lanes"] if pcie else None,
-            nvlink_links=None if pcie else p["nvlink_links"],
-            nvlink_rate_Bps=None if pcie else p["nvlink_rate"]))
+            nvlink_links=p["nvlink_links"] if nvlink else None,
+            nvlink_rate_Bps=p["nvlink_rate"] if nvlink else None,
+            c2c_rate_Bps=p["c2c_rate"] if p["protocol"] == "nvlink_c2c" else None))
 
 
 class PCIeBridge(DuplexLink):

@@ -42,11 +42,13 @@ def _baseline(r: GPUResult) -> dict[str, Any]:
 
 def host_link_fields(link: LinkResult) -> dict[str, Any]:
     """``summary.json``'s ``host_link``: the link's name, protocol and what sets its
-    bandwidth (generation and lanes, or NVLink bricks and rate)."""
+    bandwidth (generation and lanes, NVLink bricks and rate, or the NVLink-C2C rate)."""
     out: dict[str, Any] = {"name": link.describe(), "protocol": link.protocol,
                            "bandwidth_Bps": link.bandwidth_Bps}
     if link.protocol == "pcie":
         out.update(generation=link.generation, lanes=link.lanes)
+    elif link.protocol == "nvlink_c2c":
+        out.update(c2c_rate_Bps=link.c2c_rate_Bps)
     else:
         out.update(nvlink_links=link.nvlink_links, nvlink_rate_Bps=link.nvlink_rate_Bps)
     return out

@@ -115,13 +115,14 @@ BASELINE: tuple[Key, ...] = (
 )
 
 HOST_LINK: tuple[Key, ...] = (
-    _k("name", "string", "`pcie3x16`, `nvlink3x25GB/s`, ..."),
-    _k("protocol", "string", "`pcie` or `nvlink`"),
+    _k("name", "string", "`pcie3x16`, `nvlink3x25GB/s`, `nvlink_c2c450GB/s`, ..."),
+    _k("protocol", "string", "`pcie`, `nvlink` or `nvlink_c2c`"),
     _k("bandwidth_Bps", "number", "payload bandwidth per direction"),
     _k("generation", "integer", "PCIe generation", "PCIe"),
     _k("lanes", "integer", "PCIe lanes", "PCIe"),
     _k("nvlink_links", "integer", "NVLink bricks", "NVLink"),
     _k("nvlink_rate_Bps", "number", "per-brick rate per direction", "NVLink"),
+    _k("c2c_rate_Bps", "number", "NVLink-C2C signalling rate per direction", "NVLink-C2C"),
 )
 
 LAYER: tuple[Key, ...] = (

@@ -28,6 +28,7 @@ LINKS = {
     "pcie5x16": {"protocol": "pcie", "generation": 5, "lanes": 16},
     "nvlink2x3": {"protocol": "nvlink", "nvlink_links": 3, "nvlink_rate": "25GB/s"},
     "nvlink1x4": {"protocol": "nvlink", "nvlink_links": 4, "nvlink_rate": "20GB/s"},
+    "nvlink_c2c": {"protocol": "nvlink_c2c", "c2c_rate": "450GB/s"},
 }
 
 
@@ -107,6 +108,12 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     return link
 
 
+def _host_memory_params(gpu: GPUSpec) -> dict[str, str]:
+    """The host memory the GPU preset's system comes with (a superchip's CPU memory), if any."""
+    return {k: v for k, v in (("bandwidth", gpu.host_memory_bandwidth),
+                              ("pinned_capacity", gpu.host_memory_capacity)) if v}
+
+
 def _system(sst: Any, spec: SystemSpec) -> None:
     """Add ``--gpus`` GPUs, their switches and host memories: one host per ``--gpus-per-host``
     GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
@@ -120,6 +127,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
         if i % per_host == 0:
             h = i // per_host
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
+            host.addParams(_host_memory_params(spec.gpu))
             port = 0
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
         if o.gpus_per_switch:

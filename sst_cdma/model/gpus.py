@@ -4,7 +4,8 @@ price its kernels (docs/kernel_model.md; sources of the figures in docs/gpus.md)
 
 Four presets were measured (``calibration`` names their set in the DeepBench kernel
 measurements). The others take the nearest measured family's fitted parameters, scaled by their
-own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth."""
+own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth. A preset of a superchip (GH200)
+also names its host memory (Grace's LPDDR5X)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,11 +23,15 @@ class GPUSpec:
     peak_flops: float     # fp32 FLOP/s
     dram_bandwidth: str   # text with units
     dram_capacity: str
-    host_link: str        # e.g. "pcie3x16", "pcie4x16", "pcie5x16", "nvlink2x3"
+    host_link: str        # e.g. "pcie3x16", "pcie4x16", "pcie5x16", "nvlink2x3", "nvlink_c2c"
     #: the calibration set whose fitted kernel parameters this GPU uses
     kernel_family: str = "P100"
     #: the calibration set this GPU was itself measured in, if any
     calibration: Optional[str] = None
+    #: the host memory of the system this GPU comes in (``cdma.HostMemory``'s ``bandwidth``
+    #: and ``pinned_capacity``); empty: the element's defaults (a DDR4 server socket)
+    host_memory_bandwidth: str = ""
+    host_memory_capacity: str = ""
 
     @property
     def dram_bandwidth_Bps(self) -> float:
@@ -51,5 +56,8 @@ GPUS = {
     "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100"),
     "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100"),
     "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100"),
+    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100"),
     "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100"),
+    "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
+                     "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB"),
 }

@@ -1,5 +1,6 @@
 """Link bandwidth from first principles: PCIe generations with their line encoding, TLP and
-DLLP overheads; NVLink as bricks of fixed signalling rate."""
+DLLP overheads; NVLink as bricks of fixed signalling rate; NVLink-C2C (Grace Hopper's chip-to-chip
+link) as one link of fixed per-direction rate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,3 +60,11 @@ def nvlink_bandwidth(links: int, per_link: float, efficiency: float = 0.9) -> fl
     signalling each (NVLink 1: 20 GB/s, NVLink 2: 25 GB/s, NVLink 4: 25 GB/s per direction per
     link), with ``efficiency`` for packet headers."""
     return links * per_link * efficiency
+
+
+def c2c_bandwidth(per_direction: float, efficiency: float = 0.9) -> float:
+    """Payload bytes per second, one direction, of an NVLink-C2C link signalling
+    ``per_direction`` B/s each way (GH200: 450 GB/s, 900 GB/s both ways together), with
+    ``efficiency`` for packet headers (an assumption: NVIDIA publishes no payload efficiency;
+    docs/model.md)."""
+    return per_direction * efficiency

@@ -27,6 +27,7 @@ def summary(script: str, *opts: str, stop_at=None) -> dict:
     ("pascal_cdma.py", ("--network", "digits_cnn", "--no-baselines"), None),
     ("pascal_cdma.py", ("--network", "digits_cnn"), "100us"),
     ("volta_nvlink_cdma.py", ("--network", "digits_cnn"), None),
+    ("gh200_cdma.py", ("--network", "digits_cnn"), None),
     ("dgx1_cdma.py", ("--network", "digits_cnn"), None),
     ("pascal_cdma.py", ("--network", "vgg16", "--batch", "512", "--policy", "none"), None),
 ])

@@ -13,8 +13,11 @@ import sst_cdma
 from sst_cdma.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
-TOPOLOGIES = ["pascal_cdma.py", "pascal_vdnn.py", "maxwell_titanx_cdma.py", "dgx1_cdma.py",
-              "volta_nvlink_cdma.py", "hopper_pcie5_cdma.py", "root_complex_4gpu.py"]
+#: topology scripts that take no cDMA model options, and why
+NOT_CDMA = {"phold_torus.py": "the PHOLD benchmark, no cDMA system",
+            "hand_wired_p100.py": "wired by hand, takes no model options"}
+TOPOLOGIES = sorted(p.name for p in (REPO / "topologies").glob("*.py")
+                    if p.name not in NOT_CDMA)
 CONTRACT = ["network", "batch", "policy", "algorithm", "iteration_time_s", "forward_time_s",
             "backward_time_s", "stall_time_s", "offloaded_bytes", "wire_bytes",
             "compression_ratio", "peak_gpu_memory_bytes", "fits_in_memory", "baselines"]
