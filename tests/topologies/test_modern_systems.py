@@ -55,6 +55,13 @@ def test_gh200_host_link_is_nvlink_c2c_at_its_cited_rate():
     assert s["gpu_memory_capacity_bytes"] == 96 * 2**30
 
 
+def test_c2c_rate_and_efficiency_set_the_link_and_its_name():
+    s = summary(GH200, "--network", "alexnet", "--batch", "16", "--no-baselines",
+                overrides={"gpu0.pcie": {"c2c_rate": "225GB/s", "c2c_efficiency": 0.8}})
+    assert s["host_link"]["name"] == "nvlink_c2c225GB/s"
+    assert s["host_link"]["bandwidth_Bps"] == pytest.approx(180e9)
+
+
 def test_gh200_host_memory_is_grace_lpddr5x_in_every_system():
     result = run(GH200, "--network", "alexnet", "--batch", "16")
     for name in ("host", "vdnn.host"):
