@@ -28,7 +28,7 @@ import importlib
 from typing import Any
 
 # The built-in codecs register themselves on import, in the order users see.
-from . import zvc, rle, deflate  # noqa: F401  (isort: skip)
+from . import zvc, rle, deflate, lz4block, zstdframe, byteplane  # noqa: F401  (isort: skip)
 from .dtypes import ELEMENT_TYPES
 from .errors import CodecError
 from .registry import ALGORITHM_NAMES as ALGORITHMS

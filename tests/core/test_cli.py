@@ -83,7 +83,7 @@ def test_sst_info_shows_defaults_and_units():
     out = sh("sst-info", "cdma.CDMAEngine").stdout
     assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
            "decompresses (B/s).  [32GB/s]" in out
-    assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib.  [zvc]" in out
+    assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib, lz4, zstd, bplane_zstd.  [zvc]" in out
 
 
 def test_sst_info_lists_libraries_and_rejects_unknown():
