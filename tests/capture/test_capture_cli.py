@@ -96,7 +96,8 @@ def test_capture_from_npz_with_import_path(tmp_path, capsys):
     (["--model", "{file}:build", "--inputs", "{dir}/two.npz"], "holds 2 arrays (a, b)"),
     (["--model", "{file}:build", "--inputs", "{dir}/absent.npz"], "--inputs: no such file"),
     (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--algorithms", "zvc,brotli"],
-     "--algorithms: unknown algorithm 'brotli' (registered: zvc, rle, zlib, lz4, zstd, bplane_zstd)"),
+     "--algorithms: unknown algorithm 'brotli' (registered: zvc, rle, zlib, lz4, zstd, "
+     "bplane_zstd)"),
     (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--batches", "0"],
      "--batches: must be at least 1"),
     (["--model", "{file}:build", "--input-shape", "2,1,6,6"],

@@ -74,7 +74,8 @@ def test_algorithm_and_dtype_codes(alg: str) -> None:
              "uint32": 7, "int64": 8, "uint64": 9, "float16": 10, "float32": 11, "float64": 12}
     for name, code in codes.items():
         blob = codecs.compress(np.zeros(2, name), alg)
-        assert blob[5] == registry.get(alg).format_id == {"zvc": 1, "rle": 2, "zlib": 3, "lz4": 4, "zstd": 5, "bplane_zstd": 6}[alg]
+        assert blob[5] == registry.get(alg).format_id == {
+            "zvc": 1, "rle": 2, "zlib": 3, "lz4": 4, "zstd": 5, "bplane_zstd": 6}[alg]
         assert blob[6] == code
 
 

@@ -131,10 +131,12 @@ def test_an_unknown_algorithm_is_one_line_listing_the_registered_ones():
     with pytest.raises(ValueError) as info:
         codecs.compress(np.zeros(3, np.float32), "brotli")
     assert str(info.value) == f"unknown algorithm 'brotli' {listed}"
-    with pytest.raises(ValueError, match="unknown algorithm 'brotli'.*zvc, rle, zlib, lz4, zstd, bplane_zstd"):
+    with pytest.raises(ValueError, match="unknown algorithm 'brotli'.*zvc, rle, zlib, lz4, zstd, "
+                                         "bplane_zstd"):
         ratio_from_density("brotli", 0.5)
-    assert registry.unknown_algorithm("x", "--algorithm", allow_none=True) == \
-        "--algorithm: unknown algorithm 'x' (registered: none, zvc, rle, zlib, lz4, zstd, bplane_zstd)"
+    assert registry.unknown_algorithm("x", "--algorithm", allow_none=True) == (
+        "--algorithm: unknown algorithm 'x' (registered: none, zvc, rle, zlib, lz4, zstd, "
+        "bplane_zstd)")
 
 
 def test_a_stream_of_an_unregistered_format_id_is_refused_listing_the_ids():

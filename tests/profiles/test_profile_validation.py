@@ -67,7 +67,8 @@ CASES = [
     (_set("tensors.conv1.points.0.ratios.zvc", 0), "tensors.conv1.points[0].ratios.zvc: 0 is "
      "not a positive number"),
     (_set("tensors.conv1.points.0.ratios.brotli", 2.0),
-     'tensors.conv1.points[0].ratios: unknown algorithm "brotli" (registered: zvc, rle, zlib, lz4, zstd, bplane_zstd)'),
+     'tensors.conv1.points[0].ratios: unknown algorithm "brotli" (registered: zvc, rle, zlib, '
+     'lz4, zstd, bplane_zstd)'),
     (_set("tensors.conv1.points", []), "tensors.conv1.points: is empty"),
     (_set("tensors.conv1.points", {"progress": 0}),
      "tensors.conv1.points: expected an array, got object"),
