@@ -7,7 +7,7 @@ the exponent plane well and stores the mantissa planes nearly raw.  This is the 
 filter of Blosc, HDF5 (``H5Pset_shuffle``) and numcodecs (``Shuffle``), here with planes
 ordered most-significant first (docs/codecs.md cites the libraries).
 
-Payload: one Zstandard frame (as :mod:`.zstdframe`: level 3, content size, no checksum) of the
+Payload: one Zstandard frame (as :mod:`.zstdframe`: level 1, content size, no checksum) of the
 ``count * itemsize`` plane bytes: plane 0 is the most significant byte of every element in C
 order, then the next byte of every element, ..., the least significant byte last.  One-byte
 elements have one plane, so their payload equals the ``zstd`` codec's.
@@ -33,7 +33,10 @@ def from_planes(planes: np.ndarray, count: int, bits_dtype: np.dtype) -> np.ndar
     """Inverse of :func:`to_planes`: ``count`` elements of ``bits_dtype`` (a new array)."""
     k = np.dtype(bits_dtype).itemsize
     out = np.empty(count, bits_dtype)
-    out.view(np.uint8).reshape(count, k)[:] = planes.reshape(k, count)[::-1].T
+    out_bytes = out.view(np.uint8).reshape(count, k)
+    # One strided column write per plane: several times faster than one transposed copy.
+    for plane, row in enumerate(planes.reshape(k, count)):
+        out_bytes[:, k - 1 - plane] = row
     return out
 
 
@@ -69,4 +72,4 @@ BYTEPLANE = _BytePlane()
 """The byte-plane + zstd :class:`~sst_cdma.codecs.codec.Codec` instance."""
 
 register("bplane_zstd", 6, BYTEPLANE,
-         description="byte planes (most significant first) compressed by Zstandard level 3")
+         description="byte planes (most significant first) compressed by Zstandard level 1")

@@ -1,10 +1,11 @@
-"""Zstandard: one zstd frame (level 3) over the raw little-endian element bytes.
+"""Zstandard: one zstd frame (level 1) over the raw little-endian element bytes.
 
 Payload: a single Zstandard frame (RFC 8878) with the content size in its header and no
 checksum or dictionary id (the stream's CRC-32 covers it), made by ``zstandard``'s
 ``ZstdCompressor(level=LEVEL)``, single-threaded, so the output is a fixed function of the
-input and the libzstd version.  Level 3 is libzstd's default (``ZSTD_CLEVEL_DEFAULT``), the
-level the ``zstd`` tool and the bindings use when none is given.  Decoding requires the frame's
+input and the libzstd version.  Level 1 is the fastest of zstd's regular levels (1-22), the one
+for compression in a data path; on activations it keeps libzstd's default level 3's ratio to
+within 2% at 1.6-5x its speed (docs/codecs.md).  Decoding requires the frame's
 content size to equal ``count * itemsize`` and the frame to end exactly at the payload end.
 The size is only known by compressing, so the ratio from density is sampled
 (:mod:`.sampling`).  :mod:`.byteplane` uses the same frame functions on shuffled bytes.
@@ -20,8 +21,8 @@ from .registry import register
 __all__ = ["ZSTD", "LEVEL", "MAX_ZSTD_RATIO", "zstd_compress", "zstd_decompress",
            "check_zstd_sizes"]
 
-LEVEL = 3
-"""Zstandard compression level (libzstd's default)."""
+LEVEL = 1
+"""Zstandard compression level (the fastest standard level)."""
 
 MAX_ZSTD_RATIO = 1 << 15
 """A zstd frame cannot expand by more than 32768:1 (an RLE block: 4 bytes for 128 KiB)."""
@@ -100,4 +101,4 @@ class _Zstd:
 ZSTD = _Zstd()
 """The Zstandard :class:`~sst_cdma.codecs.codec.Codec` instance."""
 
-register("zstd", 5, ZSTD, description="Zstandard (level 3) over the raw element bytes")
+register("zstd", 5, ZSTD, description="Zstandard (level 1) over the raw element bytes")
