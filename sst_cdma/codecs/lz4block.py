@@ -87,7 +87,7 @@ class _LZ4:
         raw_len = count * np.dtype(bits_dtype).itemsize
         chunks = chunk_count(raw_len)
         sizes = payload[:4 * chunks].view("<u4").astype(np.int64)
-        if chunks and (sizes.min() < 1 or 4 * chunks + int(sizes.sum()) != payload.size):
+        if (chunks and sizes.min() < 1) or 4 * chunks + int(sizes.sum()) != payload.size:
             raise CodecError("lz4 block sizes do not add up to the payload length")
         out = np.empty(raw_len, np.uint8)
         block = _lz4_block()

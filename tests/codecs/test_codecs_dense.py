@@ -123,6 +123,7 @@ def _lz4_payload(raw: bytes) -> bytes:
     (_lz4_payload(b"\x01" * 20), 16, "corrupt lz4 block"),              # block too long
     (struct.pack("<I", 4) + b"\xf0\xff\xff\xff", 16, "corrupt lz4 block"),  # bad sequence
     (b"\x00\x00", 1, "too short"),                                     # no room for the table
+    (b"abc", 0, "add up"),                                             # bytes after no blocks
 ])
 def test_lz4_structural_errors(payload: bytes, count: int, match: str) -> None:
     with pytest.raises(CodecError, match=match):
