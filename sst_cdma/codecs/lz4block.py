@@ -5,8 +5,8 @@ the ``c`` LZ4 blocks (raw block format, no frame, no stored size), each compress
 ``CHUNK_BYTES`` slice of the raw bytes (the last one shorter).  The blocks are made by LZ4's
 default (fast, acceleration 1) compressor, ``LZ4_compress_default``, as the ``lz4`` package's
 ``lz4.block.compress(mode="default", store_size=False)`` calls it.  Independent fixed-size
-chunks are how GPU and NIC LZ4 engines work (nvCOMP's batched LZ4 compresses 64 KiB chunks by
-default); the stream's CRC-32 replaces LZ4's optional checksums.  The size is only known by
+chunks are how GPU LZ4 implementations work (nvCOMP's batched LZ4 API); 64 KiB is LZ4's match
+window.  The stream's CRC-32 replaces LZ4's optional checksums.  The size is only known by
 compressing, so the ratio from density is sampled (:mod:`.sampling`).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .registry import register
 __all__ = ["LZ4", "CHUNK_BYTES", "MAX_LZ4_RATIO", "chunk_count"]
 
 CHUNK_BYTES = 1 << 16
-"""Raw bytes per LZ4 block (nvCOMP's default chunk size)."""
+"""Raw bytes per LZ4 block (LZ4's 64 KiB match window)."""
 
 MAX_LZ4_RATIO = 255
 """An LZ4 block cannot expand by more than ~255:1 (one length byte per 255 matched bytes)."""
