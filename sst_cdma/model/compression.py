@@ -3,10 +3,11 @@
 
 With only a density, each codec estimates its own ratio (``sst_cdma.codecs.registry``):
 ZVC's size follows from its format exactly (a 32-bit mask per 32 elements plus the non-zero
-values); RLE and zlib depend on where the zeros are, so their ratio is estimated by running the
-real codec on a synthetic sample of the tensor's element type with zeros placed independently
-at that density (seeded, so runs are reproducible; ``sst_cdma.codecs.sampling``). Independent
-placement is the pessimistic case for both: real activations cluster their zeros.
+values); RLE, zlib, LZ4, zstd and bplane_zstd depend on where the zeros are, so their ratio is
+estimated by running the real codec on a synthetic sample of the tensor's element type with
+zeros placed independently at that density (seeded, so runs are reproducible;
+``sst_cdma.codecs.sampling``). Independent placement is the pessimistic case: real activations
+cluster their zeros.
 
 Those samples are the same on every run, so the ratios of the registered sampled codecs are
 computed once, on the density grid, by ``python -m sst_cdma.model.compression --write`` into

@@ -349,6 +349,7 @@ def test_a_sweep_spec_naming_an_unknown_algorithm_is_refused_up_front(toy, tmp_p
 
 
 def test_capture_measures_every_registered_codec_by_default(toy):
+    pytest.importorskip("torch")  # the capture extra; a '.[test]' install has no torch
     from sst_cdma.capture.cli import build_parser
     from sst_cdma.capture.digits_train import format_profile
     from sst_cdma.profiles import load_profile

@@ -1,4 +1,4 @@
-"""Compression ratios from density: ZVC from its format, RLE/zlib from the shipped table of
+"""Compression ratios from density: ZVC from its format, RLE/zlib/LZ4/zstd from the shipped table of
 real-codec samples (checked here against fresh samples), and the wire-size rule."""
 from __future__ import annotations
 
