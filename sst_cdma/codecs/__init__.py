@@ -1,6 +1,6 @@
-"""Lossless compression codecs for GPU activation data: ZVC, RLE and zlib, and any other
-codec registered in :mod:`.registry` (the one list of algorithms; ``docs/codecs.md``, "Adding
-a codec").
+"""Lossless compression codecs for GPU activation data: ZVC, RLE, zlib, LZ4, Zstandard and
+byte-plane+Zstandard, and any other codec registered in :mod:`.registry` (the one list of
+algorithms; ``docs/codecs.md``, "Adding a codec").
 
 Every codec works on bit patterns (an element is zero only if all its bits are zero, so
 ``-0.0`` and NaN payloads survive) and produces a self-describing stream: a fixed
@@ -28,7 +28,7 @@ import importlib
 from typing import Any
 
 # The built-in codecs register themselves on import, in the order users see.
-from . import zvc, rle, deflate  # noqa: F401  (isort: skip)
+from . import zvc, rle, deflate, lz4block, zstdframe, byteplane  # noqa: F401  (isort: skip)
 from .dtypes import ELEMENT_TYPES
 from .errors import CodecError
 from .registry import ALGORITHM_NAMES as ALGORITHMS

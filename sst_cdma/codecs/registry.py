@@ -8,8 +8,8 @@ implementation (a :class:`~sst_cdma.codecs.codec.Codec`, or a ``"module:attribut
 loaded on first use so that a simulation which only estimates ratios never imports numba
 kernels), and how its compression ratio is estimated from density alone.
 
-The registry keeps registration order, which is the order users see (``zvc, rle, zlib``: the
-built-in codecs are imported in that order by the package).  ``"none"`` (no compression) is
+The registry keeps registration order, which is the order users see (``zvc, rle, zlib, lz4,
+zstd, bplane_zstd``: the built-in codecs are imported in that order by the package).  ``"none"`` (no compression) is
 not a codec; :func:`algorithm_choices` adds it where an option accepts it.
 """
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Ratio from density for codecs without a formula: compress a synthetic sample.
 
-A codec whose size depends on where the zeros are (RLE, zlib) cannot turn a density into a
-size.  Its ratio is estimated by running the real codec on :data:`SAMPLE_ELEMENTS` elements of
-the tensor's element type, with zeros placed independently at that density, seeded by the
-algorithm, the density and the type (so runs are reproducible).  Independent placement is the
+A codec whose size depends on where the zeros are and on the values (RLE, zlib, LZ4, zstd,
+bplane_zstd) cannot turn a density into a size.  Its ratio is estimated by running the real
+codec on :data:`SAMPLE_ELEMENTS` elements of the tensor's element type, with zeros placed
+independently at that density, seeded by the algorithm, the density and the type (so runs are
+reproducible).  Independent placement is the
 pessimistic case: real activations cluster their zeros.  Densities are taken on a grid of
 ``1 / DENSITY_STEPS`` (ratios are smooth in density), which lets the model cache the samples of
 the shipped codecs in a table (``sst_cdma/model/ratio_table.json``).

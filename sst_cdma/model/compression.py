@@ -3,10 +3,11 @@
 
 With only a density, each codec estimates its own ratio (``sst_cdma.codecs.registry``):
 ZVC's size follows from its format exactly (a 32-bit mask per 32 elements plus the non-zero
-values); RLE and zlib depend on where the zeros are, so their ratio is estimated by running the
-real codec on a synthetic sample of the tensor's element type with zeros placed independently
-at that density (seeded, so runs are reproducible; ``sst_cdma.codecs.sampling``). Independent
-placement is the pessimistic case for both: real activations cluster their zeros.
+values); RLE, zlib, LZ4, zstd and bplane_zstd depend on where the zeros are, so their ratio is
+estimated by running the real codec on a synthetic sample of the tensor's element type with
+zeros placed independently at that density (seeded, so runs are reproducible;
+``sst_cdma.codecs.sampling``). Independent placement is the pessimistic case: real activations
+cluster their zeros.
 
 Those samples are the same on every run, so the ratios of the registered sampled codecs are
 computed once, on the density grid, by ``python -m sst_cdma.model.compression --write`` into
@@ -31,7 +32,7 @@ from ..codecs.sampling import DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_st
 
 __all__ = ["ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS", "TABLE_PATH",
            "algorithm_choices", "sampled_algorithms", "ratio_from_density", "wire_bytes",
-           "compute_table", "main"]
+           "compute_table", "library_versions", "main"]
 
 TABLE_PATH = Path(__file__).with_name("ratio_table.json")
 ALGORITHMS = registry.ALGORITHM_CHOICES
@@ -76,10 +77,21 @@ def wire_bytes(raw: int, ratio: float, bypass_incompressible: bool = True) -> in
     return max(1, math.ceil(raw / ratio))
 
 
+def library_versions() -> dict[str, str]:
+    """Versions of the compression libraries whose output the table records (zlib, LZ4,
+    libzstd): another version may compress the samples to other sizes."""
+    import lz4
+    import zstandard
+
+    return {"zlib_version": zlib.ZLIB_RUNTIME_VERSION,
+            "lz4_version": lz4.library_version_string(),
+            "zstd_version": ".".join(map(str, zstandard.ZSTD_VERSION))}
+
+
 def compute_table() -> dict[str, Any]:
     """Every sampled ratio on the density grid, as ``ratio_table.json`` holds them."""
     return {"sample_elements": SAMPLE_ELEMENTS, "density_steps": DENSITY_STEPS,
-            "zlib_version": zlib.ZLIB_RUNTIME_VERSION,
+            **library_versions(),
             "ratios": {algo: {dtype: [sample_ratio(algo, step, dtype)
                                       for step in range(DENSITY_STEPS + 1)]
                               for dtype in DTYPES}

@@ -48,7 +48,7 @@ def test_capture_writes_profile_and_samples(model_file, tmp_path, capsys):
     assert profile.tensors["1"].sample_shape == (6, 4, 4)
     point = profile.tensors["1"].points[0]
     assert point.progress == 0.5 and 0.0 < point.density < 1.0
-    assert set(point.ratios) == {"zvc", "rle", "zlib"}
+    assert set(point.ratios) == {"zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd"}
     prov = profile.provenance
     assert prov.kind == "measured" and prov.steps == 10 and prov.seed == 4
     assert prov.command.startswith("sst-cdma capture --model ")
@@ -95,8 +95,9 @@ def test_capture_from_npz_with_import_path(tmp_path, capsys):
      "calling"),
     (["--model", "{file}:build", "--inputs", "{dir}/two.npz"], "holds 2 arrays (a, b)"),
     (["--model", "{file}:build", "--inputs", "{dir}/absent.npz"], "--inputs: no such file"),
-    (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--algorithms", "zvc,lz4"],
-     "--algorithms: unknown algorithm 'lz4' (registered: zvc, rle, zlib)"),
+    (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--algorithms", "zvc,brotli"],
+     "--algorithms: unknown algorithm 'brotli' (registered: zvc, rle, zlib, lz4, zstd, "
+     "bplane_zstd)"),
     (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--batches", "0"],
      "--batches: must be at least 1"),
     (["--model", "{file}:build", "--input-shape", "2,1,6,6"],

@@ -43,7 +43,7 @@ def test_short_run_matches_shipped_densities_and_ratios(short, shipped):
         for point in tensor.points:
             at = _shipped_progress(point.progress)
             assert point.density == pytest.approx(shipped.density(name, at), abs=0.02), (name, at)
-            for algorithm in ("zvc", "rle", "zlib"):
+            for algorithm in ("zvc", "rle", "zlib"):  # the shipped profile predates lz4/zstd
                 assert point.ratios[algorithm] == pytest.approx(
                     shipped.ratio(name, algorithm, at), rel=0.05), (name, algorithm, at)
 

@@ -13,11 +13,11 @@ from sst_cdma.codecs import CodecError, registry
 
 
 def test_algorithms_constant() -> None:
-    assert codecs.ALGORITHMS == ("zvc", "rle", "zlib")
+    assert codecs.ALGORITHMS == ("zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd")
     assert issubclass(CodecError, ValueError)
 
 
-@pytest.mark.parametrize("bad", ["ZVC", "lz4", "", None, 3])
+@pytest.mark.parametrize("bad", ["ZVC", "brotli", "", None, 3])
 def test_unknown_algorithm_names_the_valid_ones(bad: object) -> None:
     x = np.zeros(4, np.float32)
     for fn in (codecs.compress, codecs.compressed_size):
@@ -74,7 +74,8 @@ def test_algorithm_and_dtype_codes(alg: str) -> None:
              "uint32": 7, "int64": 8, "uint64": 9, "float16": 10, "float32": 11, "float64": 12}
     for name, code in codes.items():
         blob = codecs.compress(np.zeros(2, name), alg)
-        assert blob[5] == registry.get(alg).format_id == {"zvc": 1, "rle": 2, "zlib": 3}[alg]
+        assert blob[5] == registry.get(alg).format_id == {
+            "zvc": 1, "rle": 2, "zlib": 3, "lz4": 4, "zstd": 5, "bplane_zstd": 6}[alg]
         assert blob[6] == code
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sst_cdma import codecs
 from sst_cdma.codecs import CodecError
 
-ALG_ID = {"zvc": 1, "rle": 2, "zlib": 3}
+ALG_ID = {"zvc": 1, "rle": 2, "zlib": 3, "lz4": 4, "zstd": 5, "bplane_zstd": 6}
 FLOAT32 = 11
 UINT8 = 3
 

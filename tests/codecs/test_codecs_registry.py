@@ -86,17 +86,19 @@ def run(*opts: str):
 # -- the registry itself -------------------------------------------------------------------------
 
 def test_the_builtin_codecs_in_the_order_users_see_with_their_stream_ids():
-    assert registry.algorithm_names() == ("zvc", "rle", "zlib")
-    assert registry.algorithm_choices() == ("none", "zvc", "rle", "zlib")
-    assert [s.format_id for s in registry.specs()] == [1, 2, 3]
-    assert codecs.ALGORITHMS == ("zvc", "rle", "zlib")
+    assert registry.algorithm_names() == ("zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd")
+    assert registry.algorithm_choices() == ("none", "zvc", "rle", "zlib", "lz4", "zstd",
+                                            "bplane_zstd")
+    assert [s.format_id for s in registry.specs()] == [1, 2, 3, 4, 5, 6]
+    assert codecs.ALGORITHMS == ("zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd")
     assert registry.get("zvc").ratio_formula is codecs.zvc_ratio
-    assert [s.sampled for s in registry.specs()] == [False, True, True]
+    assert [s.sampled for s in registry.specs()] == [False, True, True, True, True, True]
 
 
 def test_existing_streams_keep_their_algorithm_byte():
     x = np.array([0.0, 1.0, 0.0, 2.0], np.float32)
-    for name, byte in (("zvc", 1), ("rle", 2), ("zlib", 3)):
+    for name, byte in (("zvc", 1), ("rle", 2), ("zlib", 3), ("lz4", 4), ("zstd", 5),
+                       ("bplane_zstd", 6)):
         blob = codecs.compress(x, name)
         assert blob[5] == byte
         assert codecs.stream_info(blob).algorithm == name
@@ -116,23 +118,25 @@ def test_bad_or_duplicate_registrations_are_errors(name, format_id, message):
     with pytest.raises(ValueError) as info:
         registry.register(name, format_id, ToyCodec())
     assert message in str(info.value)
-    assert registry.algorithm_names() == ("zvc", "rle", "zlib")
+    assert registry.algorithm_names() == ("zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd")
 
 
 def test_an_unknown_algorithm_is_one_line_listing_the_registered_ones():
     from sst_cdma.model.compression import ratio_from_density
 
-    listed = "(registered: zvc, rle, zlib)"
+    listed = "(registered: zvc, rle, zlib, lz4, zstd, bplane_zstd)"
     with pytest.raises(ValueError) as info:
-        registry.get("lz4")
-    assert str(info.value) == f"unknown algorithm 'lz4' {listed}"
+        registry.get("brotli")
+    assert str(info.value) == f"unknown algorithm 'brotli' {listed}"
     with pytest.raises(ValueError) as info:
-        codecs.compress(np.zeros(3, np.float32), "lz4")
-    assert str(info.value) == f"unknown algorithm 'lz4' {listed}"
-    with pytest.raises(ValueError, match="unknown algorithm 'lz4'.*zvc, rle, zlib"):
-        ratio_from_density("lz4", 0.5)
-    assert registry.unknown_algorithm("x", "--algorithm", allow_none=True) == \
-        "--algorithm: unknown algorithm 'x' (registered: none, zvc, rle, zlib)"
+        codecs.compress(np.zeros(3, np.float32), "brotli")
+    assert str(info.value) == f"unknown algorithm 'brotli' {listed}"
+    with pytest.raises(ValueError, match="unknown algorithm 'brotli'.*zvc, rle, zlib, lz4, zstd, "
+                                         "bplane_zstd"):
+        ratio_from_density("brotli", 0.5)
+    assert registry.unknown_algorithm("x", "--algorithm", allow_none=True) == (
+        "--algorithm: unknown algorithm 'x' (registered: none, zvc, rle, zlib, lz4, zstd, "
+        "bplane_zstd)")
 
 
 def test_a_stream_of_an_unregistered_format_id_is_refused_listing_the_ids():
@@ -141,13 +145,15 @@ def test_a_stream_of_an_unregistered_format_id_is_refused_listing_the_ids():
     with pytest.raises(CodecError) as info:
         codecs.decompress(reseal(blob))
     assert str(info.value) == ("unknown algorithm id 9 in the stream header "
-                               "(registered: zvc = 1, rle = 2, zlib = 3)")
+                               "(registered: zvc = 1, rle = 2, zlib = 3, lz4 = 4, zstd = 5, "
+                               "bplane_zstd = 6)")
 
 
 def test_registration_order_is_kept_and_unregistering_restores_the_list(toy):
     with registry.registered("another", 201, ToyCodec()):
-        assert registry.algorithm_names() == ("zvc", "rle", "zlib", "toy", "another")
-    assert registry.algorithm_names() == ("zvc", "rle", "zlib", "toy")
+        assert registry.algorithm_names() == ("zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd",
+                                              "toy", "another")
+    assert registry.algorithm_names() == ("zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd", "toy")
     assert registry.by_format_id(TOY_ID) is toy
 
 
@@ -204,8 +210,9 @@ def test_the_codec_benchmark_times_a_registered_codec(toy, capsys):
     out = capsys.readouterr().out
     assert "sst_cdma toy" in out and "sst_cdma rle" not in out
     with pytest.raises(SystemExit):
-        bench.main(["--mib", "1", "--algorithms", "lz4"])
-    assert "--algorithms: unknown algorithm 'lz4' (registered: zvc, rle, zlib, toy)" in \
+        bench.main(["--mib", "1", "--algorithms", "brotli"])
+    assert "--algorithms: unknown algorithm 'brotli' (registered: zvc, rle, zlib, lz4, zstd, " \
+        "bplane_zstd, toy)" in \
         capsys.readouterr().err
 
 
@@ -220,14 +227,16 @@ def test_options_and_engine_params_accept_exactly_the_registered_algorithms(toy)
     parser = option_parser("test")
     assert parser.parse_args(["--algorithm", "toy"]).algorithm == "toy"
     with pytest.raises(ConfigError) as info:
-        parser.parse_args(["--algorithm", "lz4"])
-    assert str(info.value) == ("model option error: argument --algorithm: 'lz4' is not one of "
-                               "none, zvc, rle, zlib, toy")
+        parser.parse_args(["--algorithm", "brotli"])
+    assert str(info.value) == ("model option error: argument --algorithm: 'brotli' is not one of "
+                               "none, zvc, rle, zlib, lz4, zstd, bplane_zstd, toy")
     param = next(p for p in CDMAEngine.PARAMS if p.name == "algorithm")
     assert param.parse("toy") == "toy"
-    assert tuple(param.choices) == ("none", "zvc", "rle", "zlib", "toy")
-    with pytest.raises(ParamError, match="'lz4' is not one of none, zvc, rle, zlib, toy"):
-        param.parse("lz4")
+    assert tuple(param.choices) == ("none", "zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd",
+                                    "toy")
+    with pytest.raises(ParamError, match="'brotli' is not one of none, zvc, rle, zlib, lz4, "
+                                         "zstd, bplane_zstd, toy"):
+        param.parse("brotli")
 
 
 def test_the_model_uses_the_codecs_formula_or_samples_the_real_codec(toy):
@@ -243,7 +252,7 @@ def test_a_codec_without_a_formula_is_sampled_live(sampled_toy):
     from sst_cdma.codecs import sampling
     from sst_cdma.model.compression import ratio_from_density, sampled_algorithms
 
-    assert sampled_algorithms() == ("rle", "zlib", "toy")
+    assert sampled_algorithms() == ("rle", "zlib", "lz4", "zstd", "bplane_zstd", "toy")
     ratio = ratio_from_density("toy", 0.25)
     assert ratio == sampling.sample_ratio("toy", 50, "float32")
     # 32768 float32 elements, about a quarter non-zero, a 40-byte header
@@ -266,7 +275,7 @@ def test_a_simulation_runs_with_the_new_codec_and_reports_its_ratio(toy, tmp_pat
         assert engine.ratios[tensor]["toy"] == toy_ratio(engine.densities[tensor], 4)
     report = result.reports["summary"]
     by_algorithm = report["compression_ratio_by_algorithm"]
-    assert list(by_algorithm) == ["zvc", "rle", "zlib", "toy"]
+    assert list(by_algorithm) == ["zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd", "toy"]
     assert by_algorithm["toy"] == pytest.approx(report["compression_ratio"], rel=1e-9)
     assert by_algorithm["toy"] > 1.0
 
@@ -304,14 +313,14 @@ def test_profiles_accept_ratios_of_registered_codecs_only(tmp_path):
     with pytest.raises(ProfileError) as info:
         DensityProfile.load(path)
     assert str(info.value) == (f'{path}: tensors.conv1.points[0].ratios: unknown algorithm '
-                               f'"toy" (registered: zvc, rle, zlib)')
+                               f'"toy" (registered: zvc, rle, zlib, lz4, zstd, bplane_zstd)')
     with registry.registered("toy", TOY_ID, ToyCodec(), ratio_formula=toy_ratio):
         profile = DensityProfile.load(path)
         assert profile.ratio("conv1", "toy", 0.0) == 1.5
         assert list(profile.to_dict()["tensors"]["conv1"]["points"][0]["ratios"]) == \
             ["zvc", "rle", "zlib", "toy"]
     with pytest.raises(ProfileError, match="unknown algorithm 'toy' .registered: zvc, rle, "
-                                           "zlib.$"):
+                                           "zlib, lz4, zstd, bplane_zstd.$"):
         load_profile("digits_cnn").ratio("conv1", "toy", 0.0)
 
 
@@ -329,22 +338,25 @@ def test_a_sweep_spec_naming_an_unknown_algorithm_is_refused_up_front(toy, tmp_p
 
     path = tmp_path / "sweep.yaml"
     path.write_text(f"topology: {TOPOLOGY}\noptions: {{network: alexnet, batch: 8}}\n"
-                    "grid:\n  algorithm: [toy, lz4]\n")
+                    "grid:\n  algorithm: [toy, brotli]\n")
     spec = load_spec(path)
     with pytest.raises(SpecError) as info:
         validate_points(str(spec.path), spec.points)
     message = str(info.value)
     assert "\n" not in message and "point 1 " in message
-    assert "argument --algorithm: 'lz4' is not one of none, zvc, rle, zlib, toy" in message
+    assert ("argument --algorithm: 'brotli' is not one of none, zvc, rle, zlib, lz4, zstd, "
+            "bplane_zstd, toy") in message
 
 
 def test_capture_measures_every_registered_codec_by_default(toy):
+    pytest.importorskip("torch")  # the capture extra; a '.[test]' install has no torch
     from sst_cdma.capture.cli import build_parser
     from sst_cdma.capture.digits_train import format_profile
     from sst_cdma.profiles import load_profile
 
     assert build_parser().parse_args(["--model", "m:f", "--input-shape", "1"]).algorithms == \
-        "zvc,rle,zlib,toy"
+        "zvc,rle,zlib,lz4,zstd,bplane_zstd,toy"
     header = format_profile(load_profile("digits_cnn")).splitlines()[0]
-    assert header.split()[-8:] == ["zvc", "x", "rle", "x", "zlib", "x", "toy", "x"]
+    assert header.split()[-14:] == ["zvc", "x", "rle", "x", "zlib", "x", "lz4", "x", "zstd", "x",
+                                    "bplane_zstd", "x", "toy", "x"]
 

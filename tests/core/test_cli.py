@@ -1,7 +1,9 @@
 """The sst and sst-info commands as a user runs them (real subprocesses)."""
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -9,7 +11,11 @@ from sst_cdma import __version__
 
 
 def sh(*args, cwd=None):
-    return subprocess.run(list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
+    """Run a command, finding the scripts installed beside the interpreter under test first
+    (not another installation's on PATH)."""
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    return subprocess.run(list(args), capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, "PATH": path})
 
 
 def test_version_and_help():
@@ -83,7 +89,8 @@ def test_sst_info_shows_defaults_and_units():
     out = sh("sst-info", "cdma.CDMAEngine").stdout
     assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
            "decompresses (B/s).  [32GB/s]" in out
-    assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib.  [zvc]" in out
+    assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib, lz4, zstd, " \
+           "bplane_zstd.  [zvc]" in out
 
 
 def test_sst_info_lists_libraries_and_rejects_unknown():

@@ -66,8 +66,9 @@ CASES = [
      "not a positive number"),
     (_set("tensors.conv1.points.0.ratios.zvc", 0), "tensors.conv1.points[0].ratios.zvc: 0 is "
      "not a positive number"),
-    (_set("tensors.conv1.points.0.ratios.lz4", 2.0),
-     'tensors.conv1.points[0].ratios: unknown algorithm "lz4" (registered: zvc, rle, zlib)'),
+    (_set("tensors.conv1.points.0.ratios.brotli", 2.0),
+     'tensors.conv1.points[0].ratios: unknown algorithm "brotli" (registered: zvc, rle, zlib, '
+     'lz4, zstd, bplane_zstd)'),
     (_set("tensors.conv1.points", []), "tensors.conv1.points: is empty"),
     (_set("tensors.conv1.points", {"progress": 0}),
      "tensors.conv1.points: expected an array, got object"),
@@ -158,7 +159,7 @@ def test_unknown_tensor_query_is_clear(document):
     profile = DensityProfile.from_dict(document, source="p.json")
     with pytest.raises(ProfileError, match=r"p\.json: tensors\.fc9: no such tensor .*conv1, conv3"):
         profile.density("fc9", 0.5)
-    with pytest.raises(ProfileError, match="unknown algorithm 'lz4'"):
-        profile.ratio("conv1", "lz4", 0.5)
+    with pytest.raises(ProfileError, match="unknown algorithm 'brotli'"):
+        profile.ratio("conv1", "brotli", 0.5)
     with pytest.raises(ProfileError, match="progress must be a number"):
         profile.density("conv1", float("nan"))

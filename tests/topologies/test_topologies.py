@@ -110,7 +110,8 @@ def test_statistics_are_byte_identical_run_after_run(tmp_path):
 @pytest.mark.parametrize("opts,message", [
     (["--network", "lenet"], "unknown network 'lenet'"),
     (["--policy", "some"], "argument --policy: 'some' is not one of none, all, conv"),
-    (["--algorithm", "lz4"], "argument --algorithm: 'lz4' is not one of none, zvc, rle, zlib"),
+    (["--algorithm", "brotli"],
+     "argument --algorithm: 'brotli' is not one of none, zvc, rle, zlib, lz4, zstd, bplane_zstd"),
     (["--network", "vgg16", "--batch", "200000"], "more than the GPU memory"),
     (["--codec-units", "0"], "argument --codec-units: '0' must be >= 1"),
     (["--codec-unit-throughput=-5GB/s"], "argument --codec-unit-throughput: '-5GB/s' must be > 0 B/s"),
