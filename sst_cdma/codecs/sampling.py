@@ -47,9 +47,16 @@ def sample_ratio(algorithm: str, step: int, dtype: str) -> float:
     values = np.abs(rng.standard_normal(SAMPLE_ELEMENTS)).astype(np.float32) + 1e-3
     values[rng.random(SAMPLE_ELEMENTS) >= density] = 0.0
     np_dtype = DTYPES.get(dtype, np.float32)
-    sample = values.astype(np.float16).view(np.uint16) if np_dtype is np.uint16 else \
-        values.astype(np_dtype)
+    sample = bfloat16_words(values) if np_dtype is np.uint16 else values.astype(np_dtype)
     return sample.nbytes / compressed_size(sample, algorithm)
+
+
+def bfloat16_words(values: np.ndarray) -> np.ndarray:
+    """float32 ``values`` rounded to bfloat16 (to nearest, ties to even), as the raw 16-bit
+    words the codecs take: the upper half of each float32's bits."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype(np.uint16)
 
 
 def sampled_ratio(algorithm: str, density: float, dtype: str = "float32") -> float:

@@ -122,3 +122,15 @@ def test_header_size() -> None:
     scalar = np.array(1.5, np.float32)
     assert len(codecs.compress(scalar, "zvc")) == 32 + 4 + 4
     assert codecs.compress(np.float32(1.5), "zvc") == codecs.compress(scalar, "zvc")
+
+
+def test_bfloat16_samples_are_bfloat16_words_rounded_to_nearest_even():
+    import numpy as np
+
+    from sst_cdma.codecs.sampling import bfloat16_words
+
+    values = np.array([1.0, -2.5, 3.0e38, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 0.0],
+                      dtype=np.float32)
+    # 1 + 2^-8 is a tie between 1.0 and 1 + 2^-7: it rounds to the even word (1.0);
+    # 1 + 3 x 2^-8 is a tie between 1 + 2^-7 and 1 + 2^-6: it rounds to 1 + 2^-6
+    assert bfloat16_words(values).tolist() == [0x3F80, 0xC020, 0x7F62, 0x3F80, 0x3F82, 0x0000]
