@@ -4,7 +4,8 @@
 The stream runs one forward and one backward kernel per layer; a convolution's backward
 kernel is its backward-data plus its backward-filter kernel (backward-data only where its input
 needs a gradient), and a fully connected layer's are GEMMs (forward ``N x F_out x F_in``;
-backward the data-gradient and weight-gradient GEMMs). Every other kind, and the optimizer's
+backward the data-gradient and weight-gradient GEMMs), in the network's dtype: float16 and
+bfloat16 GEMMs run on tensor cores where the GPU has them (convolutions at the fp32 rate). Every other kind, and the optimizer's
 update kernels, are left to the GPU: they move their DRAM bytes at the HBM's achievable
 bandwidth (the same resource the DMA engine shares, so an overridden HBM counts) plus the
 fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm picked
@@ -95,9 +96,9 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             bwd.append(conv["bwd_filter"][info.name])
         elif info.kind == "fc":
             n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
-            fwd = [price_gemm(n, f_out, f_in, hw, kp)]
-            bwd = [price_gemm(n, f_in, f_out, hw, kp)] if info.grad_inputs else []
-            bwd.append(price_gemm(f_out, f_in, n, hw, kp))
+            fwd = [price_gemm(n, f_out, f_in, hw, kp, dtype=dtype)]
+            bwd = [price_gemm(n, f_in, f_out, hw, kp, dtype=dtype)] if info.grad_inputs else []
+            bwd.append(price_gemm(f_out, f_in, n, hw, kp, dtype=dtype))
         else:
             out[info.name] = {p: PricedKernel(None, "", 0) for p in ("fwd", "bwd")}
             continue

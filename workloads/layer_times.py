@@ -198,10 +198,12 @@ def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: 
     return flops / (peak_flops * seconds)
 
 
-def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "") -> str:
+def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
+                        dtype: str = "float32") -> str:
     """Where a GPU's kernel times come from, as ``summary.json``'s ``kernel_times`` says it:
-    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model) or ``measured on
-    DEVICE (FILE)``, with how times measured on another preset are carried over. Raises
+    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model; for a 16-bit
+    ``dtype`` also how its GEMMs and attention are priced) or ``measured on DEVICE (FILE)``,
+    with how times measured on another preset are carried over. Raises
     :class:`~sst_cdma.model.kernel_model.ModelError` for a preset the model cannot price and
     :class:`WorkloadError` for a layer-times file that does not load."""
     if layer_times:
@@ -215,4 +217,4 @@ def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "") -
         return "roofline"
     from sst_cdma.model.fitted import kernel_model_for
 
-    return kernel_model_for(preset).description
+    return kernel_model_for(preset).describe(dtype)

@@ -99,6 +99,20 @@ def test_an_unmeasured_gpu_says_whose_parameters_it_borrows(repo):
                     "--no-baselines")
     text = run.reports["summary"]["kernel_times"]
     assert text.startswith("model fitted on P100") and "scaled to hopper" in text
+    assert "tensor cores" not in text  # fp32: no tensor-core kernels
+
+
+def test_a_bfloat16_run_says_its_tensor_core_kernels_are_not_fitted(repo):
+    run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "hopper",
+                    "--dtype", "bfloat16", "--no-baselines")
+    text = run.reports["summary"]["kernel_times"]
+    assert text == kernel_model_for("hopper").describe("bfloat16")
+    assert "bfloat16 GEMMs and attention on tensor cores" in text
+    assert "not fitted to measurements of tensor-core kernels" in text
+    stream = run.simulation.components["gpu0"].stream
+    fc = [op for op in stream.ops if op.op == "compute" and op.name.startswith("fc")]
+    assert fc and all(op.algorithm.split("+") == ["TENSOR_GEMM"] * len(op.algorithm.split("+"))
+                      for op in fc)
 
 
 def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, tmp_path):
