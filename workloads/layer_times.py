@@ -32,8 +32,11 @@ from .network import Network
 from .stream import parse_duration
 
 __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps",
-           "kernel_times_source",
+           "kernel_times_source", "TensorCoreCheck", "tensor_core_check",
            "implied_compute_efficiency"]
+
+#: The kernel model's algorithms that run on tensor cores.
+TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "FLASH_ATTENTION")
 
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
@@ -196,6 +199,41 @@ def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: 
     if seconds <= 0:
         raise WorkloadError("the convolutions' measured time is zero", file=times.source or None)
     return flops / (peak_flops * seconds)
+
+
+@dataclass(frozen=True)
+class TensorCoreCheck:
+    """Measured against modelled time of the kernels the fitted model runs on tensor cores."""
+
+    kernels: int
+    measured_s: float
+    modelled_s: float
+
+    @property
+    def ratio(self) -> float:
+        """Measured over modelled time (above 1: the GPU is slower than the model assumes)."""
+        return self.measured_s / self.modelled_s
+
+
+def tensor_core_check(times: LayerTimes, network: Network, preset: str) -> TensorCoreCheck:
+    """How far the tensor-core path's assumed efficiencies are from ``times``, measured on GPU
+    preset ``preset``: the kernels the fitted model prices on tensor cores (a GEMM or fused
+    attention in a 16-bit type on a GPU with tensor cores for it), their measured and
+    modelled total. ``kernels`` is 0 when the model prices none of them there."""
+    from sst_cdma.model.fitted import kernel_model_for
+
+    from .kernel_pricing import price_network
+
+    priced = price_network(network, times.batch, times.dtype, kernel_model_for(preset))
+    kernels, measured, modelled = 0, 0, 0
+    for layer, passes in priced.items():
+        for p, kernel in passes.items():
+            if kernel.time_ps is not None and any(a in TENSOR_CORE_ALGORITHMS for a in
+                                                  kernel.algorithm.split("+")):
+                kernels += 1
+                measured += times.times_ps[layer][p]
+                modelled += kernel.time_ps
+    return TensorCoreCheck(kernels, measured / 1e12, modelled / 1e12)
 
 
 def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ..model.gpus import GPUS
+from ..model.kernel_model import TENSOR_CORE
 from ..workloads.errors import WorkloadError
-from ..workloads.layer_times import implied_compute_efficiency
+from ..workloads.layer_times import LayerTimes, implied_compute_efficiency, tensor_core_check
 from ..workloads.loader import load_network
+from ..workloads.network import Network
 from .cli import ToolParser
 from .errors import CaptureError
 from .layer_timing import time_layers
@@ -50,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", choices=sorted(GPUS), help="the GPU preset of the measured device: "
                    "recorded in the file, so runs on other presets scale the times by the "
                    "kernel model; also print the roofline compute efficiency the measured "
-                   "convolutions imply (for --kernel-model roofline --compute-efficiency)")
+                   "convolutions imply (for --kernel-model roofline --compute-efficiency) and, "
+                   "in float16/bfloat16, the measured over modelled time of the kernels the "
+                   "model runs on tensor cores (docs/kernel_model.md, calibrating the "
+                   "tensor-core path)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
     p.add_argument("--output", "-o", required=True, metavar="FILE.json",
                    help="layer-times file to write")
@@ -84,14 +89,31 @@ def _run(argv: list[str]) -> int:
         print(f"{'total':<28}{fwd / 1e9:>12.3f}{bwd / 1e9:>12.3f}")
         print(f"measured on {times.device}; wrote {out}")
     if args.gpu:
-        spec = GPUS[args.gpu]
-        efficiency = implied_compute_efficiency(times, load_network(args.network),
-                                                spec.peak_flops)
+        _print_calibration(times, load_network(args.network), args.gpu)
+    return 0
+
+
+def _print_calibration(times: LayerTimes, network: Network, preset: str) -> None:
+    """What the measured times say about the GPU model of ``preset``: the roofline efficiency
+    of the convolutions, and for 16-bit times the tensor-core path's measured/modelled ratio."""
+    spec = GPUS[preset]
+    if any(layer.kind == "conv" for layer in network.layers):
+        efficiency = implied_compute_efficiency(times, network, spec.peak_flops)
         line = (f"convolutions run at {efficiency:.3f} of the {spec.name}'s fp32 peak "
                 f"{spec.peak_flops / 1e12:g} TFLOP/s")
         print(line + (f": --compute-efficiency {efficiency:.3f}" if efficiency <= 1 else
                       ", faster than its peak: not this GPU, or not fp32 arithmetic"))
-    return 0
+    if times.dtype == "float32":
+        return
+    check = tensor_core_check(times, network, preset)
+    if not check.kernels:
+        print(f"no kernel of this network runs on tensor cores in the model of {preset} "
+              f"({times.dtype})")
+        return
+    print(f"tensor-core kernels ({check.kernels}): measured {check.measured_s * 1e3:.3f} ms, "
+          f"modelled {check.modelled_s * 1e3:.3f} ms at the assumed efficiencies (large GEMMs "
+          f"{TENSOR_CORE.gemm_efficiency:g} of the {spec.tensor_flops / 1e12:g} TFLOP/s dense "
+          f"peak): measured/modelled {check.ratio:.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from sst_cdma.capture.errors import CaptureError  # noqa: E402
 from sst_cdma.capture.timing_cli import main  # noqa: E402
 from sst_cdma.workloads import load_network  # noqa: E402
 from sst_cdma.workloads.layer_times import (implied_compute_efficiency,  # noqa: E402
-                                            load_layer_times)
+                                            load_layer_times, tensor_core_check)
 
 BRANCHES = """\
 name: tiny_branches
@@ -101,6 +101,26 @@ def test_the_cli_writes_a_file_the_simulator_runs_on(repo, tmp_path, capsys):
     assert gpu.compute_time_ps == sum(p["fwd"] + p["bwd"] for p in times.times_ps.values())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["kernel_times"].startswith(f"measured on {times.device}")
+
+
+def test_bfloat16_times_are_checked_against_the_tensor_core_path(tmp_path, capsys):
+    out = tmp_path / "digits_bf16.json"
+    assert main(["--network", "digits_cnn", "--batch", "8", "--dtype", "bfloat16", "--repeat",
+                 "1", "--warmup", "0", "--gpu", "h100_pcie", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    times = load_layer_times(out)
+    assert times.dtype == "bfloat16" and times.gpu == "h100_pcie"
+    check = tensor_core_check(times, load_network("digits_cnn"), "h100_pcie")
+    assert check.kernels == 4  # fc1 and fc2, forward and backward
+    assert printed[-1] == (f"tensor-core kernels (4): measured {check.measured_s * 1e3:.3f} ms, "
+                           f"modelled {check.modelled_s * 1e3:.3f} ms at the assumed "
+                           "efficiencies (large GEMMs 0.8 of the 756.5 TFLOP/s dense peak): "
+                           f"measured/modelled {check.ratio:.3f}")
+    # a GPU without bfloat16 tensor cores has nothing to check
+    assert main(["--network", "digits_cnn", "--batch", "8", "--dtype", "bfloat16", "--repeat",
+                 "1", "--warmup", "0", "--gpu", "volta", "-q", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "no kernel of this network runs on tensor cores in the model of volta (bfloat16)")
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -12,8 +12,11 @@ import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.runner import RunError
 from sst_cdma.workloads import WorkloadError, load_network
-from sst_cdma.workloads.layer_times import (LayerTimes, format_ps, implied_compute_efficiency,
-                                            load_layer_times)
+from sst_cdma.model.fitted import kernel_model_for
+from sst_cdma.workloads.kernel_pricing import price_network
+from sst_cdma.workloads.layer_times import (PASSES, LayerTimes, format_ps,
+                                            implied_compute_efficiency, load_layer_times,
+                                            tensor_core_check)
 from sst_cdma.workloads.render import iteration_stream
 from sst_cdma.workloads.stream import parse_duration
 
@@ -219,3 +222,18 @@ def test_a_layer_times_file_that_is_not_utf8_is_named(tmp_path):
     with pytest.raises(WorkloadError) as err:
         load_layer_times(path)
     assert str(err.value) == f"{path}: not UTF-8 text (byte 0xff at offset 12)"
+
+
+def test_the_tensor_core_check_sums_the_kernels_the_model_runs_on_tensor_cores():
+    net = load_network("alexnet")
+    times = made_up_times("alexnet", 16, "bfloat16")
+    check = tensor_core_check(times, net, "h100_pcie")
+    priced = price_network(net, 16, "bfloat16", kernel_model_for("h100_pcie"))
+    fc = ("fc6", "fc7", "fc8")  # AlexNet's GEMMs; its convolutions stay at the fp32 rate
+    assert check.kernels == 2 * len(fc)
+    assert check.measured_s == sum(times.times_ps[n][p] for n in fc for p in PASSES) / 1e12
+    assert check.modelled_s == sum(priced[n][p].time_ps for n in fc for p in PASSES) / 1e12
+    assert check.ratio == check.measured_s / check.modelled_s
+    # no tensor cores for bfloat16 (Volta), or fp32: nothing to check
+    assert tensor_core_check(times, net, "volta").kernels == 0
+    assert tensor_core_check(made_up_times("alexnet", 16), net, "h100_pcie").kernels == 0
