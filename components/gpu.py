@@ -70,7 +70,12 @@ class GPU(Component):
 
     PARAMS = (
         Param("network", "str", "", "network to render the stream for (if no 'workload')"),
-        Param("batch", "int", 64, "batch size", minimum=1),
+        Param("batch", "int", 64, "batch size (a transformer's micro-batch)", minimum=1),
+        Param("seq_len", "int", 0, "sequence length of a transformer network (0: its "
+              "definition's)", minimum=0),
+        Param("attention", "str", "", "attention form of a transformer network: naive "
+              "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
+              "definition's", choices=("", "naive", "fused")),
         Param("dtype", "str", "float32", "element type", choices=("float32", "float16",
                                                                    "bfloat16")),
         Param("policy", "str", "conv", "vDNN offload policy", choices=("none", "all", "conv")),
@@ -232,6 +237,9 @@ class GPU(Component):
                 if p["allocation"] != "liveness":
                     raise ConfigError(f"{name}: 'allocation' applies to a rendered 'network'; a "
                                       "'workload' stream's alloc and free ops are its own")
+                if p["seq_len"] or p["attention"]:
+                    raise ConfigError(f"{name}: 'seq_len' and 'attention' apply to a rendered "
+                                      "transformer 'network'; a 'workload' stream has its shapes")
                 path = Path(p["workload"])
                 try:
                     text = path.read_text(encoding="utf-8")
@@ -245,7 +253,9 @@ class GPU(Component):
                                                      p["policy"], p["layer_times"],
                                                      p["optimizer"], p["workspace"],
                                                      p["allocation"], self.kernel_model,
-                                                     self._workspace_limit(), memory_capacity)
+                                                     self._workspace_limit(), memory_capacity,
+                                                     seq_len=p["seq_len"],
+                                                     attention=p["attention"])
                 out = self.simulation.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")

@@ -47,6 +47,8 @@ GPU, ENGINE, LINK = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge"
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", GPU, "network", default="vgg16"),
     ElementOption("--batch", GPU, "batch"),
+    ElementOption("--seq-len", GPU, "seq_len"),
+    ElementOption("--attention", GPU, "attention"),
     ElementOption("--dtype", GPU, "dtype"),
     ElementOption("--policy", GPU, "policy"),
     ElementOption("--algorithm", ENGINE, "algorithm"),

@@ -217,7 +217,9 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
     if o.layer_times:
         try:
             measured = load_layer_times(o.layer_times)
-            measured.check(load_network(o.network), o.batch, o.dtype)
+            net = load_network(o.network, getattr(o, "seq_len", 0) or 0,
+                               getattr(o, "attention", "") or "")
+            measured.check(net, o.batch, o.dtype)
         except WorkloadError as exc:
             _refuse(f"--layer-times: {exc}")
         if measured.gpu and measured.gpu != o.gpu and o.kernel_model != "fitted":
