@@ -111,7 +111,8 @@ def add_element_options(parser: argparse.ArgumentParser,
             parser.add_argument(opt.flag, dest=opt.dest, default=False,
                                 action=argparse.BooleanOptionalAction if opt.negatable
                                 else "store_true",
-                                help=f"{'not: ' if opt.invert else ''}{param.doc}")
+                                help=f"{'not: ' if opt.invert else ''}{param.doc}"
+                                + (" (default: %(default)s)" if opt.negatable else ""))
             continue
         default = param.default if opt.default is ... else opt.default
         shown = opt.unset_help if default is UNSET else (default if default != "" else "none")
