@@ -128,7 +128,7 @@ class NVSwitch(Component):
 
     def setup(self) -> None:
         """Check every GPU registered the same gradients, cut them into buckets and resolve
-        each ring edge's route."""
+        each GPU's route."""
         for port, reg in zip(self.ports, self.registered):
             if reg is None:
                 raise ConfigError(f"{self.name}: the GPU on port {port} is not data parallel "
@@ -155,13 +155,13 @@ class NVSwitch(Component):
         for layer, _ in first["gradients"]:
             per_bucket[self.bucket_of[layer]] += 1
         self.missing = [count * n for count in per_bucket]
+        # one flow per GPU: what it sends on its link out, receives on its link in (as much)
+        # and reads and writes in its own HBM; GPUs share no resource, so a GPU's contention
+        # never couples the flow solution across the ring (linear cost in the GPU count)
         for i in range(n):
-            j = (i + 1) % n
-            weights: dict[str, float] = {self.tx[i].name: 1.0, self.rx[j].name: 1.0}
-            for res, w in ((self.registered[i]["hbm"], SEND_HBM),
-                           (self.registered[j]["hbm"], RECEIVE_HBM)):
-                weights[res] = weights.get(res, 0.0) + w
-            self.routes.append(self.flows.route(weights, f"{self.name} ring {i}->{j}"))
+            self.routes.append(self.flows.route(
+                {self.tx[i].name: 1.0, self.rx[i].name: 1.0,
+                 self.registered[i]["hbm"]: SEND_HBM + RECEIVE_HBM}, f"{self.name} {i}"))
         if not self.bucket_bytes:
             self.schedule_at(0, lambda _: self._all_done())
 
@@ -196,12 +196,12 @@ class NVSwitch(Component):
         amount = self.ring_bytes(self.bucket_bytes[b])
         self.flows_left = len(self.routes)
         for route in self.routes:
-            self.flows.launch(amount, route, lambda f: self._edge_done(b, start),
+            self.flows.launch(amount, route, lambda f: self._gpu_done(b, start),
                               label=f"allreduce bucket {b}")
 
     def idle_ps(self, nbytes: int) -> int:
         """A bucket of ``nbytes`` alone on an idle node: 2(N-1) step latencies and the ring's
-        bytes at the rate its most loaded resource allows every edge at once (NVLink, or HBM
+        bytes at the rate its most loaded resource allows every GPU at once (NVLink, or HBM
         carrying a GPU's send and receive)."""
         n = len(self.ports)
         load: dict[str, list[float]] = {}
@@ -211,7 +211,7 @@ class NVSwitch(Component):
         return 2 * (n - 1) * self.params["step_latency"] + \
             isolated_duration_ps(self.ring_bytes(nbytes), [tuple(v) for v in load.values()])
 
-    def _edge_done(self, b: int, start: int) -> None:
+    def _gpu_done(self, b: int, start: int) -> None:
         self.flows_left -= 1
         if self.flows_left:
             return

@@ -199,3 +199,44 @@ def test_sst_info_lists_the_fabric():
     for word in ("nvlink_links", "nvlink_rate", "step_latency", "bucket", "first_bucket",
                  "gpu%d", "bucket_time_ps", "sent_bytes"):
         assert word in out.stdout, word
+
+
+def test_the_flows_a_contended_ring_solves_together_do_not_grow_with_the_gpu_count(monkeypatch):
+    # with 300 GB/s of HBM the ring, the copies and the kernels contend, so starts and ends
+    # re-solve the flows that share resources with them: with a host per GPU, those of one GPU,
+    # however many GPUs there are
+    from sst_cdma.flows import FlowNetwork
+
+    largest = []
+    connected = FlowNetwork._connected
+
+    def spy(seeds):
+        group = connected(seeds)
+        largest[-1] = max(largest[-1], len(group))
+        return group
+
+    monkeypatch.setattr(FlowNetwork, "_connected", staticmethod(spy))
+    for gpus in (4, 16):
+        largest.append(0)
+        result = sst_cdma.run(HGX, f"--network alexnet --batch 32 --policy all --gpus {gpus} "
+                              "--gpus-per-host 1 --gpus-per-switch 1 --no-baselines",
+                              console=io.StringIO(), overrides={"*.hbm": {"bandwidth": "300GB/s"}})
+        assert result.reports["summary"]["allreduce"]["contention_s"] > 0
+    assert largest[0] == largest[1] > 1
+
+
+def test_a_fabric_with_one_gpu_is_refused_in_one_line(tmp_path):
+    script = tmp_path / "one.py"
+    script.write_text("""
+import sst
+gpu = sst.Component("gpu0", "cdma.GPU")
+gpu.addParams({"network": "alexnet", "batch": 8, "policy": "none", "data_parallel": True})
+hbm = sst.Component("gpu0.hbm", "cdma.HBM")
+sst.Link("l", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+fabric = sst.Component("fabric", "cdma.NVSwitch")
+sst.Link("n", "0ps").connect((gpu, "nvlink"), (fabric, "gpu0"))
+""", encoding="utf-8")
+    with pytest.raises(RunError) as err:
+        sst_cdma.run(script, [], console=io.StringIO())
+    assert "fabric (cdma.NVSwitch): data parallel needs at least 2 GPUs" in str(err.value)
+    assert "\n" not in str(err.value).strip()
