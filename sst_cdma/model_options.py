@@ -72,6 +72,7 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--no-contention", GPU, "hbm_contention", invert=True),
     ElementOption("--data-parallel", GPU, "data_parallel", negatable=True),
     ElementOption("--bucket-size", FABRIC, "bucket"),
+    ElementOption("--nvlink-links", FABRIC, "nvlink_links"),
     ElementOption("--nvlink-rate", FABRIC, "nvlink_rate"),
     ElementOption("--allreduce-step-latency", FABRIC, "step_latency"),
 )

@@ -174,10 +174,10 @@ def _check_topology(o: argparse.Namespace) -> None:
     if o.data_parallel and o.gpus < 2:
         _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
                 f"{o.gpus} (give --gpus N or --no-data-parallel)")
-    for name in ("bucket_size", "nvlink_rate", "allreduce_step_latency"):
+    for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
         if explicit(o, name) and not o.data_parallel:
             _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
-                    "all-reduce, and this run trains on one replica")
+                    "all-reduce, and this run is not data parallel")
     if o.gpus_per_host and o.gpus_per_switch and o.gpus_per_host % o.gpus_per_switch:
         _refuse(f"--gpus-per-host {o.gpus_per_host} is not a multiple of --gpus-per-switch "
                 f"{o.gpus_per_switch} (a switch sits in one host)")
