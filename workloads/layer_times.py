@@ -12,6 +12,8 @@ network at one batch size and dtype::
 
 Every layer but the data layer runs one forward and one backward kernel, and the file must give
 both for each: a file that covered some layers would silently mix measured and modelled time.
+``seq_len`` (written for transformer networks, whose sequence length is an option) is the
+sequence length the times were measured at: a run at another one refuses the file.
 ``gpu`` (optional) names the GPU preset of the measured device: a run on another preset then
 scales each measured kernel by the kernel model's ratio (target over source) for that layer and
 pass; without it the times are used as measured.
@@ -32,7 +34,7 @@ from .network import Network
 from .stream import parse_duration
 
 __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps",
-           "kernel_times_source", "TensorCoreCheck", "tensor_core_check",
+           "kernel_times_source", "TensorCoreCheck", "tensor_core_check", "sequence_length",
            "implied_compute_efficiency"]
 
 #: The kernel model's algorithms that run on tensor cores.
@@ -42,7 +44,7 @@ FORMAT = "sst-cdma-layer-times"
 VERSION = 1
 PASSES = ("fwd", "bwd")
 _KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "measured_by",
-         "layers"}
+         "seq_len", "layers"}
 
 
 def format_ps(ps: int) -> str:
@@ -69,6 +71,8 @@ class LayerTimes:
     source: str = field(default="", compare=False)
     #: the GPU preset of the measured device ("" when not known)
     gpu: str = ""
+    #: a transformer's sequence length (0: not a transformer, or not recorded)
+    seq_len: int = 0
 
     def as_stream_times(self) -> dict[str, dict[str, str]]:
         """The times as exact text: the ``times`` argument of
@@ -88,6 +92,9 @@ class LayerTimes:
                                 f"times do not scale linearly; measure at this batch)", file=where)
         if self.dtype != dtype:
             raise WorkloadError(f"times measured in {self.dtype}, not {dtype}", file=where)
+        if self.seq_len and self.seq_len != sequence_length(network):
+            raise WorkloadError(f"times measured at sequence length {self.seq_len}, not "
+                                f"{sequence_length(network)}", file=where)
         layers = [layer.name for layer in network.layers if layer.kind != "data"]
         unknown = sorted(set(self.times_ps) - set(layers))
         if unknown:
@@ -107,6 +114,8 @@ class LayerTimes:
                "batch": self.batch, "dtype": self.dtype, "device": self.device}
         if self.gpu:
             doc["gpu"] = self.gpu
+        if self.seq_len:
+            doc["seq_len"] = self.seq_len
         doc.update({"measured_by": self.measured_by, "layers": self.as_stream_times()})
         return doc
 
@@ -143,6 +152,9 @@ def _parse(doc: Any, where: str) -> LayerTimes:
     batch = doc.get("batch")
     if type(batch) is not int or batch < 1:
         raise fail(f"'batch' must be a positive integer, got {batch!r}")
+    seq_len = doc.get("seq_len", 0)
+    if type(seq_len) is not int or seq_len < 0:
+        raise fail(f"'seq_len' must be a non-negative integer, got {seq_len!r}")
     layers = doc.get("layers")
     if not isinstance(layers, dict) or not layers:
         raise fail("'layers' must map layer names to {\"fwd\": TIME, \"bwd\": TIME}")
@@ -165,7 +177,7 @@ def _parse(doc: Any, where: str) -> LayerTimes:
                 raise fail(f"layer {name!r} {p}: a measured time must be positive, got {text!r}")
             times[name][p] = ps
     return LayerTimes(doc["network"], batch, doc["dtype"], doc["device"], times,
-                      str(doc.get("measured_by", "")), where, gpu)
+                      str(doc.get("measured_by", "")), where, gpu, seq_len)
 
 
 def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
@@ -183,6 +195,13 @@ def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"invalid JSON at line {exc.lineno}: {exc.msg}", file=where) from None
     return _parse(doc, where)
+
+
+def sequence_length(network: Network) -> int:
+    """A transformer network's sequence length (its token input's), 0 for other networks."""
+    if not any(layer.role for layer in network.layers):
+        return 0
+    return int(network.layers[0].params["shape"][0])
 
 
 def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: float) -> float:

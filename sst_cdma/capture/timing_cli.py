@@ -4,6 +4,8 @@ Example (on the machine whose GPU you want to model)::
 
     sst-cdma time-layers --network vgg16 --batch 64 --device cuda --output vgg16_b64.json
     sst topologies/pascal_cdma.py -- --network vgg16 --batch 64 --layer-times vgg16_b64.json
+    sst-cdma time-layers --network gpt2_small --batch 4 --dtype bfloat16 --device cuda \
+        --gpu h100_pcie --output gpt2s_bf16.json   # also checks the tensor-core path
 
 ``main(argv)`` returns the exit status: 0 on success, 2 on bad arguments or inputs (with a
 one-line ``sst-cdma time-layers: error: ...`` on stderr).
@@ -38,8 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "'--layer-times' (the GPU model then uses these times instead of its roofline).")
     p.add_argument("--network", required=True,
                    help="alexnet overfeat nin vgg16 squeezenet googlenet resnet50, digits_cnn, "
-                        "or a network definition file")
-    p.add_argument("--batch", type=int, required=True, help="batch size")
+                        "gpt2_small gpt2_medium gpt2_large gpt2_xl opt_125m opt_350m opt_1_3b "
+                        "llama_7b, or a network definition file")
+    p.add_argument("--batch", type=int, required=True, help="batch size (a transformer's "
+                   "micro-batch)")
+    p.add_argument("--seq-len", type=int, default=0, metavar="N", help="sequence length of a "
+                   "transformer network (default: its definition's); recorded in the file")
+    p.add_argument("--attention", choices=("naive", "fused"), default="",
+                   help="attention form of a transformer network (default: its definition's)")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     p.add_argument("--device", default="cpu", help="PyTorch device: cpu, cuda, cuda:1, mps "
                    "(default cpu)")
@@ -77,7 +85,8 @@ def _run(argv: list[str]) -> int:
         shown.append(layer)
         print(f"{layer:<28}{fwd_ps / 1e9:>12.3f}{bwd_ps / 1e9:>12.3f}", flush=True)
 
-    times = time_layers(args.network, args.batch, args.dtype, args.device, args.repeat,
+    network = load_network(args.network, args.seq_len, args.attention)
+    times = time_layers(network, args.batch, args.dtype, args.device, args.repeat,
                         args.warmup, args.seed, args.cudnn_benchmark,
                         None if args.quiet else show)
     if args.gpu:
@@ -89,7 +98,7 @@ def _run(argv: list[str]) -> int:
         print(f"{'total':<28}{fwd / 1e9:>12.3f}{bwd / 1e9:>12.3f}")
         print(f"measured on {times.device}; wrote {out}")
     if args.gpu:
-        _print_calibration(times, load_network(args.network), args.gpu)
+        _print_calibration(times, network, args.gpu)
     return 0
 
 
