@@ -108,6 +108,7 @@ class CDMAEngine(Component):
         self.wire: dict[str, int] = {}
         self.ratios: dict[str, dict[str, float]] = {}
         self.raw_bytes: dict[str, int] = {}  # offloaded tensor -> uncompressed bytes
+        self.plain: set[str] = set()  # tensors the workload copies raw (codec=none)
         self.served_gpu = ""
         self.densities: dict[str, float] = {}
         self.real: dict[str, np.ndarray] = {}
@@ -167,6 +168,12 @@ class CDMAEngine(Component):
         dtype = workload["dtype"]
         offloaded = workload["offloaded"]  # list of (tensor, raw_bytes, sparse)
         self.served_gpu = workload.get("gpu", "")
+        # plain copies (codec=none) cross the link raw and need no densities
+        self.plain.update(workload.get("plain", ()))
+        for tensor, raw, _ in offloaded:
+            if tensor in self.plain:
+                self.wire[tensor] = raw
+        offloaded = [entry for entry in offloaded if entry[0] not in self.plain]
         self.raw_bytes.update((t, raw) for t, raw, _ in offloaded)
         if self.samples is not None:
             self._check_real(workload)
@@ -269,18 +276,19 @@ class CDMAEngine(Component):
             return
         self.busy = True
         req = self.queue.popleft()
-        if req.tensor not in self.wire:
+        if req.tensor not in self.wire or req.codec == "none":
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
         start = self.sim.now
         self.schedule_at(start + self.path.latency_ps, self._move, (req, wire, start))
 
-    def stage_weights(self, direction: str, raw: int, wire: int) -> tuple[dict[str, float],
-                                                                          dict[str, float]]:
+    def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True
+                      ) -> tuple[dict[str, float], dict[str, float]]:
         """Bytes each resource carries per uncompressed byte of a transfer: (GPU DRAM and
-        codec, at the raw size; the host link, at the compressed size)."""
+        codec, at the raw size; the host link, at the compressed size). ``codec`` False: a
+        plain copy that bypasses the codec."""
         inner = {self.hbm_resource: 1.0}
-        if self.codec is not None:
+        if self.codec is not None and codec:
             inner[self.codec.name] = 1.0
         share = wire / raw if raw else 1.0
         outer: dict[str, float] = {}
@@ -288,9 +296,11 @@ class CDMAEngine(Component):
             outer[res] = outer.get(res, 0.0) + share
         return inner, outer
 
-    def weights(self, direction: str, raw: int, wire: int) -> dict[str, float]:
-        """Both stages' weights together: what one flow carrying the whole transfer loads."""
-        inner, outer = self.stage_weights(direction, raw, wire)
+    def weights(self, direction: str, raw: int, wire: int, codec: bool = True
+                ) -> dict[str, float]:
+        """Both stages' weights together: what one flow carrying the whole transfer loads
+        (``codec`` False: a plain copy)."""
+        inner, outer = self.stage_weights(direction, raw, wire, codec)
         for res, w in outer.items():
             inner[res] = inner.get(res, 0.0) + w
         return inner
@@ -299,7 +309,7 @@ class CDMAEngine(Component):
         req, wire, start = job
         raw = req.raw_bytes
         if self.params["mode"] == "flow" or raw == 0:
-            self.flows.start(raw, self.weights(req.direction, raw, wire),
+            self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none"),
                              lambda f: self.transfer_done(req, wire, start), label=req.tensor)
         else:
             self._chunked(req, wire, start)
@@ -307,7 +317,8 @@ class CDMAEngine(Component):
     def _chunked(self, req: TransferRequest, wire: int, start: int) -> None:
         """Bursts go through two stages — DRAM+codec, then the host link — with at most
         ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
-        inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire)
+        inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire,
+                                          req.codec != "none")
         offload = req.direction == "offload"
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)
