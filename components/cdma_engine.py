@@ -13,7 +13,7 @@ import numpy as np
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import Flow, FlowNetwork, Route
-from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, PathInfo
+from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, PathInfo, TransferCosts
 from sst_cdma.kernel import SimulationError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 from sst_cdma.model.links import MIN_DMA_BURST
@@ -71,7 +71,8 @@ class CDMAEngine(Component):
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
     )
-    PORTS = (Port("gpu", "requests from and completions to the GPU", required=True),
+    PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
+                  provides=(TransferCosts,)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True))
     STATISTICS = (
@@ -206,6 +207,46 @@ class CDMAEngine(Component):
                 ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
             self.ratios[tensor] = ratios
             self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
+
+    def transfer_costs(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """Each tensor's offload and prefetch time alone on the path, as a plain copy and
+        through the codec, with the wire size the engine would send (the same ratios and the
+        same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
+        asks before the workload is scheduled). Leaves the engine's plan untouched."""
+        from sst_cdma.flows import isolated_duration_ps
+        from sst_cdma.workloads.planner import CopyCost
+
+        saved = (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
+                 self.payload_of, self.served_gpu)
+        self.wire, self.ratios, self.raw_bytes, self.densities = {}, {}, {}, {}
+        self.plain, self.payload_of = set(), {}
+        try:
+            self._plan(dict(workload, plain=()))
+            wire = self.wire
+        finally:
+            (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
+             self.payload_of, self.served_gpu) = saved
+        hbm_resource, path = self.hbm_resource, self.path
+        self.hbm_resource = self.peer_provider("hbm", MemoryPool).bandwidth_resource
+        self.path = self.peer_provider("pcie", HostPath).host_path()
+        capacity = {name: res.capacity for name, res in self.flows.resources.items()}
+
+        def ps(direction: str, raw: int, size: int, codec: bool) -> int:
+            pairs = [(capacity[r], w) for r, w in self.weights(direction, raw, size,
+                                                               codec).items()]
+            return self.path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0)
+
+        try:
+            out = {}
+            for tensor, raw, _ in workload["offloaded"]:
+                size = wire.get(tensor, raw)
+                out[tensor] = CopyCost(ps("offload", raw, raw, False),
+                                       ps("prefetch", raw, raw, False),
+                                       ps("offload", raw, size, True),
+                                       ps("prefetch", raw, size, True), size)
+            return out
+        finally:
+            self.hbm_resource, self.path = hbm_resource, path
 
     def _plan_real(self, tensor: str, raw: int, dtype: str) -> None:
         """Wire size (and, in functional mode, the payload) of a tensor from its real bytes."""
