@@ -342,7 +342,7 @@ class GPU(Component):
                 "offloaded": [(t.name, t.bytes, t.sparse) for t in tensors.values()]})
         result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps, costs,
                            p["layer_times"], p["optimizer"], p["workspace"], self.kernel_model,
-                           self._workspace_limit(), label=f"{self.name}: policy auto")
+                           self._workspace_limit(), label="policy auto")
         self.planner = {"predicted_time_s": result.predicted_time_ps * 1e-12,
                         "model_peak_bytes": result.model_peak_bytes,
                         "rendered_peak_bytes": result.rendered_peak_bytes,
