@@ -71,21 +71,23 @@ def _in_block(t: TensorInfo) -> bool:
 
 
 #: Tensor groups a policy term can name: group -> (what it is, membership test).
-GROUPS: dict[str, tuple[str, Callable[[TensorInfo, LayerInfo], bool]]] = {
+GROUPS: dict[str, tuple[str, Callable[[TensorInfo, LayerInfo, Mapping[str, str]], bool]]] = {
     "attn": ("the attention core: scores, probs, context (naive) or attn (fused)",
-             lambda t, p: _in_block(t) and _role(t) in _ATTN_CORE),
+             lambda t, p, k: _in_block(t) and _role(t) in _ATTN_CORE),
     "attention": ("every attention tensor: qkv, rope, the core and proj",
-                  lambda t, p: _in_block(t) and _role(t) in _ATTENTION),
-    "ffn": ("fc1, act, fc2", lambda t, p: _in_block(t) and _role(t) in _FFN),
+                  lambda t, p, k: _in_block(t) and _role(t) in _ATTENTION),
+    "ffn": ("fc1, act, fc2", lambda t, p, k: _in_block(t) and _role(t) in _FFN),
     "norm": ("ln1, ln2 (and ln_f)",
-             lambda t, p: (_in_block(t) and _role(t) in _NORM) or t.name == "ln_f"),
-    "residual": ("res1, res2", lambda t, p: _in_block(t) and _role(t) in _RESIDUAL),
+             lambda t, p, k: (_in_block(t) and _role(t) in _NORM) or t.name == "ln_f"),
+    "residual": ("res1, res2", lambda t, p, k: _in_block(t) and _role(t) in _RESIDUAL),
     "block": ("every block tensor but the block output res2 (full recomputation per block)",
-              lambda t, p: _in_block(t) and _role(t) != "res2"),
+              lambda t, p, k: _in_block(t) and _role(t) != "res2"),
     "cheap": ("tensors of memory-bound layers: every producer but conv, fc and data",
-              lambda t, p: p.kind not in _EXPENSIVE and not _in_block(t)
+              lambda t, p, k: p.kind not in _EXPENSIVE and not _in_block(t)
               or (_in_block(t) and _role(t) in _NORM | _RESIDUAL | {"act", "probs", "rope"})),
-    "all": ("every activation tensor", lambda t, p: True),
+    "conv": ("tensors a convolution reads (vDNN-conv's offload unit)",
+             lambda t, p, k: any(k[c] == "conv" for c in t.consumers)),
+    "all": ("every activation tensor", lambda t, p, k: True),
 }
 
 
@@ -129,9 +131,10 @@ def check_policy(policy: str) -> None:
 def group_members(network: Network, batch: int, dtype: str, group: str) -> list[str]:
     """The tensors of ``network`` in ``group`` (the network input excluded), forward order."""
     infos = {i.name: i for i in network.infer(batch, dtype)}
+    kinds = {name: i.kind for name, i in infos.items()}
     test = GROUPS[group][1]
     return [t.name for t in network.tensors(batch, dtype).values()
-            if infos[t.producer].kind != "data" and test(t, infos[t.producer])]
+            if infos[t.producer].kind != "data" and test(t, infos[t.producer], kinds)]
 
 
 def resolve_choices(network: Network, batch: int, dtype: str, policy: str,
