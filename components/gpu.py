@@ -463,7 +463,7 @@ class GPU(Component):
             f"{op.name} ({op.pass_})"
         if op.algorithm:
             self._layer_algorithms.append(f"{op.pass_} {op.algorithm}")
-        recompute = op.pass_ == "recompute"
+        done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
         # Modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine;
         # measured ones are timers: the measurement already holds their DRAM time.
         modelled = op.time_ps is None or self.kernel_model is not None and not p["layer_times"]
@@ -473,21 +473,22 @@ class GPU(Component):
             cap = op.dram / ((duration - overhead - 0.5) / PS_PER_S)
             if overhead:
                 self.schedule_at(start + overhead, lambda _: self.flows.launch(
-                    float(op.dram), self.kernel_route,
-                    lambda f: self._kernel_done(label, start, recompute), cap, label))
+                    float(op.dram), self.kernel_route, lambda f: done(label, start),
+                    cap, label))
             else:
                 self.flows.launch(float(op.dram), self.kernel_route,
-                                  lambda f: self._kernel_done(label, start, recompute), cap,
-                                  label)
+                                  lambda f: done(label, start), cap, label)
         else:
-            self.schedule_at(start + duration,
-                             lambda _: self._kernel_done(label, start, recompute))
+            self.schedule_at(start + duration, lambda _: done(label, start))
 
-    def _kernel_done(self, label: str, start: int, recompute: bool = False) -> None:
+    def _recompute_done(self, label: str, start: int) -> None:
+        """A recompute kernel (a forward kernel re-run in the backward pass) ended."""
+        self.recompute_total += self.sim.now - start
+        self._kernel_done(label, start)
+
+    def _kernel_done(self, label: str, start: int) -> None:
         now = self.sim.now
         self.kernel_total += now - start
-        if recompute:
-            self.recompute_total += now - start
         self._layer_kernel += now - start
         self.stat_kernel.add_data(now - start)
         self.timeline.append(("compute", label, start, now))

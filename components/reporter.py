@@ -376,10 +376,9 @@ def plan_fields(r: GPUResult) -> dict[str, Any]:
 
 def plan_line(plan: dict[str, Any]) -> str:
     """The console's plan line: tensors and bytes per choice, and the recomputation time."""
-    parts = []
-    for choice, count in plan["counts"].items():
-        if count:
-            parts.append(f"{count} {choice} ({_sizes(plan['bytes'][choice])[0]})")
+    shown = [c for c, count in plan["counts"].items() if count]
+    sizes = dict(zip(shown, _sizes(*(plan["bytes"][c] for c in shown))))
+    parts = [f"{plan['counts'][c]} {c} ({sizes[c]})" for c in shown]
     text = ", ".join(parts) + f"; recompute {plan['recompute_time_s'] * 1e3:.3f} ms"
     planner = plan.get("planner")
     if planner:
@@ -402,8 +401,8 @@ def console_summary(s: dict[str, Any]) -> str:
     slowest, total, largest = (f" (slowest of {n} GPUs)", f" (total of {n} GPUs)",
                                " (largest GPU)") if n else ("", "", "")
     lines = [
-        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
-        f"{s['policy']}, "
+        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, "
+        f"{'vDNN ' if s['policy'] in ('none', 'all', 'conv') else ''}policy {s['policy']}, "
         + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
         + f"cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
     ]
@@ -451,7 +450,7 @@ def console_summary(s: dict[str, Any]) -> str:
                           f"{len(links)} shared, busiest {name} ({u['bandwidth_Bps'] / 1e9:.2f} "
                           f"GB/s) busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to "
                           "GPU"))
-    if "plan" in s and s["plan"]["tensors"]:
+    if "plan" in s and s["plan"]["tensors"] and s["policy"] not in ("none", "all", "conv"):
         lines.append(plan_line(s["plan"]))
     if "extra_dram_bytes" in s:
         lines.append(_row(f"DMA DRAM traffic{total}", f"{_sizes(s['extra_dram_bytes'])[0]} "

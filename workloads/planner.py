@@ -125,11 +125,13 @@ def _positions(plan: Plan) -> tuple[list, dict[str, int], dict[str, int]]:
 
 def build_model(network: Network, batch: int, dtype: str, base: Plan,
                 kernel_ps: Callable[[object], int], capacity: int,
-                copy_costs: Optional[Mapping[str, CopyCost]] = None) -> PlanModel:
+                copy_costs: Optional[Mapping[str, CopyCost]] = None,
+                elastic_workspace: bool = False) -> PlanModel:
     """The planner's cost model of ``network`` from its all-keep plan ``base`` (the same
     options, policy ``none``): ``kernel_ps(op)`` prices a compute op as the GPU does,
     ``copy_costs`` gives each tensor's copy costs (None: no engine, so only keep and
-    recompute)."""
+    recompute). ``elastic_workspace``: leave convolution workspace out of the memory model
+    (the fitted kernel model sizes it to the memory free when the plan is rendered)."""
     infos = network.infer(batch, dtype)
     info = {i.name: i for i in infos}
     idx = {i.name: k for k, i in enumerate(infos)}
@@ -137,7 +139,8 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
     blocks, fpos, bpos = _positions(base)
     n = len(blocks)
     sizes = {t.name: t.bytes for t in base.tensors}
-    activations = {t.name for t in base.tensors if t.kind == "activation"}
+    activations = {t.name for t in base.tensors if t.kind == "activation"
+                   or (elastic_workspace and t.kind == "workspace")}
     # fixed bytes per slot and kernel times per slot, replaying the all-keep plan
     fixed = np.zeros(n)
     compute = np.zeros(n)
@@ -409,7 +412,7 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                 copy_costs: Optional[Mapping[str, CopyCost]] = None,
                 render: Optional[Callable[[Mapping[str, str]], Plan]] = None,
                 base: Optional[Plan] = None, rounds: int = 6,
-                label: str = "") -> PlanResult:
+                label: str = "", elastic_workspace: bool = False) -> PlanResult:
     """Plan ``network`` greedily for ``capacity`` bytes and check the rendered plan's exact
     peak; while it overflows (the model's second-order effects), plan again for a capacity
     lowered by the overflow. ``render(choices)`` gives the per-tensor plan (default:
@@ -419,18 +422,20 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
             return plan_iteration(network, batch, dtype, "auto", choices=choices)
     if base is None:
         base = plan_iteration(network, batch, dtype, "none")
-    model = build_model(network, batch, dtype, base, kernel_ps, capacity, copy_costs)
-    if plan_peak(base) <= capacity:
+    model = build_model(network, batch, dtype, base, kernel_ps, capacity, copy_costs,
+                        elastic_workspace)
+    fixed_ws = not elastic_workspace
+    if plan_peak(base, fixed_ws) <= capacity:
         keep = model.first_row.copy()
         out = _result(model, keep)
-        out.rendered_peak_bytes = plan_peak(base)
+        out.rendered_peak_bytes = plan_peak(base, fixed_ws)
         return out
     target = capacity
     result = None
     for round_ in range(1, rounds + 1):
         model.capacity = target
         result = plan_greedy(model, label)
-        peak = plan_peak(render(result.choices))
+        peak = plan_peak(render(result.choices), fixed_ws)
         result.rendered_peak_bytes = peak
         result.rounds = round_
         if peak <= capacity:
@@ -446,9 +451,11 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                          f"({capacity / GiB:.2f} GiB) of GPU memory", short)
 
 
-def plan_peak(plan: Plan) -> int:
-    """The exact peak of ``plan``: its allocations replayed in issue order."""
-    sizes = {t.name: t.bytes for t in plan.tensors}
+def plan_peak(plan: Plan, workspace: bool = True) -> int:
+    """The exact peak of ``plan``: its allocations replayed in issue order (without
+    workspace buffers when ``workspace`` is False)."""
+    sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
+             for t in plan.tensors}
     ops = list(plan.prologue)
     for blocks in (plan.forward, plan.backward, plan.update):
         for block in blocks:

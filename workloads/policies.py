@@ -150,7 +150,9 @@ def resolve_choices(network: Network, batch: int, dtype: str, policy: str,
         choices.update(plan)
         return choices
     if is_vdnn(policy) or policy == "auto":
-        raise WorkloadError(f"policy {policy!r} is not a per-tensor term policy")
+        raise WorkloadError(f"policy {policy!r} is not a per-tensor term policy" + (
+            ": the planner needs a machine (GPU memory, host link, codec); run a topology "
+            "with --policy auto" if policy == "auto" else ""))
     transformer = any(_in_block(t) for t in tensors.values())
     for choice, group in _terms(policy):
         if not group:
@@ -166,9 +168,11 @@ def resolve_choices(network: Network, batch: int, dtype: str, policy: str,
 
 def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
                    dtype: str) -> dict[str, str]:
-    """Read a per-tensor plan file: a JSON object tensor -> choice (:data:`CHOICES`). An
-    unknown tensor or choice, a recomputed network input or a file that is not such an object
-    raises WorkloadError naming the file (and the tensor)."""
+    """Read a per-tensor plan file: a JSON object tensor -> choice (:data:`CHOICES`, or
+    ``free``, which summary.json reports for a tensor no backward kernel reads: read as
+    ``recompute``, so a summary's ``plan.tensors`` is a plan file). An unknown tensor or
+    choice, a recomputed network input or a file that is not such an object raises
+    WorkloadError naming the file (and the tensor)."""
     file = os.fspath(path)
     try:
         with open(file, encoding="utf-8") as fh:
@@ -189,9 +193,11 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
         if name not in tensors:
             raise WorkloadError(f"tensor {name!r}: no such activation tensor in network "
                                 f"{network.name}", file=file)
+        if choice == "free":
+            choice = "offload" if infos[tensors[name].producer].kind == "data" else "recompute"
         if choice not in CHOICES:
             raise WorkloadError(f"tensor {name!r}: unknown choice {choice!r} (expected one of "
-                                f"{', '.join(CHOICES)})", file=file)
+                                f"{', '.join(CHOICES)}, or free)", file=file)
         if choice == "recompute" and infos[tensors[name].producer].kind == "data":
             raise WorkloadError(f"tensor {name!r}: the network input cannot be recomputed",
                                 file=file)

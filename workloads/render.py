@@ -93,6 +93,19 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
             allocation: str, kernel_model: Optional["KernelModel"],
             kernels: Optional[Mapping], workspace_limit: Optional[int],
             memory_capacity: Optional[int], choices: Choices = None) -> str:
+    return render_plan(_planned(net, batch, dtype, policy, times, optimizer, workspace,
+                                allocation, kernel_model, kernels, workspace_limit,
+                                memory_capacity, choices)[0])
+
+
+def _planned(net: Network, batch: int, dtype: str, policy: str,
+             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
+             allocation: str, kernel_model: Optional["KernelModel"],
+             kernels: Optional[Mapping], workspace_limit: Optional[int],
+             memory_capacity: Optional[int], choices: Choices = None
+             ) -> tuple[Plan, Optional[Mapping]]:
+    """The plan of one iteration and the kernels it was priced with (algorithms chosen to fit
+    ``memory_capacity`` when given)."""
     from .kernel_pricing import limits_from_free_memory, price_network
 
     chosen = dict(choices) if choices is not None else None
@@ -111,7 +124,7 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
             kernels = price_network(net, batch, dtype, kernel_model, workspace_limit, limits)
             plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
                                   kernels, allocation, chosen)
-    return render_plan(plan)
+    return plan, kernels
 
 
 @functools.lru_cache(maxsize=32)
@@ -212,13 +225,29 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
         str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns, batch, dtype,
         kernel_model, workspace_limit)
 
-    def render(choices: Mapping[str, str]) -> Plan:
-        return plan_iteration(net, batch, dtype, "auto", times, optimizer, workspace, kernels,
-                              "liveness", choices)
+    # Under the fitted model each convolution's algorithm takes the workspace free beside it
+    # when the plan is rendered for this memory: the planner leaves workspace out of its
+    # memory model (elastic), plans with the fastest algorithms, then prices the kernels as
+    # the plan's own render picks them and plans again with those, until the plan is stable.
+    elastic = kernel_model is not None
+    priced = kernels
+    seen: list[dict[str, str]] = []
+    for _ in range(3):
+        base = plan_iteration(net, batch, dtype, "none", times, optimizer, workspace, priced)
 
-    base = plan_iteration(net, batch, dtype, "none", times, optimizer, workspace, kernels)
-    return plan_to_fit(net, batch, dtype, capacity, kernel_ps, copy_costs, render, base,
-                       label=label)
+        def render(choices: Mapping[str, str]) -> Plan:
+            return plan_iteration(net, batch, dtype, "auto", times, optimizer, workspace,
+                                  priced, "liveness", choices)
+
+        result = plan_to_fit(net, batch, dtype, capacity, kernel_ps, copy_costs, render, base,
+                             label=label, elastic_workspace=elastic)
+        if not elastic or result.choices in seen:
+            return result
+        seen.append(result.choices)
+        _, priced = _planned(net, batch, dtype, "auto", times, optimizer, workspace,
+                             "liveness", kernel_model, kernels, workspace_limit, capacity,
+                             tuple(sorted(result.choices.items())))
+    return result
 
 
 def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelModel",
