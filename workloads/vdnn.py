@@ -412,29 +412,17 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         here = idx[i.name]
         demand = [t for t in dict.fromkeys(i.bwd_needs + tuple(rebuild_inputs.get(here, ())))
                   if t in offloaded_set and t not in prefetched]
-        for t in demand:
+        ahead: list[str] = []
+        for k in range(idx[i.name] - 1, -1, -1):
+            ahead = [t for t in anchored.get(k, []) if t not in prefetched]
+            # per-tensor policies prefetch one layer ahead: what the next block needs first
+            if ahead or per_tensor or infos[k].kind == "conv":
+                break
+        for t in demand + ahead:
             ops.append(Op("alloc", t))
             ops.append(Op("prefetch", t, layer=i.name))
             prefetched.add(t)
             resident.add(t)
-        for k in range(idx[i.name] - 1, -1, -1):
-            pending = [t for t in anchored.get(k, []) if t not in prefetched]
-            if per_tensor:  # one layer ahead: the tensors the next backward block needs first
-                for t in pending:
-                    ops.append(Op("alloc", t))
-                    ops.append(Op("prefetch", t, layer=i.name))
-                    prefetched.add(t)
-                    resident.add(t)
-                break
-            if pending:
-                for t in pending:
-                    ops.append(Op("alloc", t))
-                    ops.append(Op("prefetch", t, layer=i.name))
-                    prefetched.add(t)
-                    resident.add(t)
-                break
-            if infos[k].kind == "conv":
-                break
         for t in demand:
             ops.append(Op("wait", t))
         rebuilt_ws: list[str] = []
