@@ -259,44 +259,122 @@ def _check_feasible(model: PlanModel, label: str = "") -> None:
 def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
     """Greedy plan: from all-keep, repeatedly apply the change (one tensor to another choice)
     that removes the most excess memory per picosecond it adds, until every slot fits; then
-    undo, most time saved first, the changes memory no longer needs."""
+    apply, most time saved first, the changes to cheaper choices that still fit.
+
+    Lazy evaluation keeps it fast on big models: every row's score is computed at once
+    (vectorised), then a row is re-scored alone when it reaches the top of the queue, and
+    applied when it still beats the next one; all scores are refreshed every
+    :data:`REFRESH` changes."""
+    import heapq
+
     _check_feasible(model, label)
     cap = float(model.capacity)
-    current = model.first_row.copy()  # every tensor kept
+    state = _State(model)
     rows_tensor = model.row_tensor
     all_rows = np.arange(len(rows_tensor))
-    memory = model.memory(current)
-    times = model.slot_times(current)
-    copies, rec = _streams(model, current)
-    while True:
-        excess = _excess(memory, cap)
-        if excess <= 0:
-            break
-        delta = model.resident - model.resident[current[rows_tensor]]
-        gain = excess - _excess(memory + delta, cap)
-        dt = _time_deltas(model, current, copies, rec, times)
-        useful = (gain > 0) & (all_rows != current[rows_tensor])
+    while _excess(state.memory, cap) > 0:
+        excess = _excess(state.memory, cap)
+        delta = model.resident - model.resident[state.current[rows_tensor]]
+        gain = excess - _excess(state.memory + delta, cap)
+        dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
+        useful = (gain > 0) & (all_rows != state.current[rows_tensor])
         if not useful.any():
-            peak = int(memory.max())
+            peak = int(state.memory.max())
             short = peak - model.capacity
             raise PlanInfeasible(f"{label + ': ' if label else ''}the planner found no plan "
                                  f"that fits {model.capacity} bytes "
                                  f"({model.capacity / GiB:.2f} GiB): its best holds {peak} "
                                  f"bytes, {short} bytes ({short / GiB:.2f} GiB) short", short)
-        score = np.where(useful, gain / np.maximum(dt, 1.0), -np.inf)
-        best = int(np.argmax(score))
-        current, memory, copies, rec, times = _apply(model, current, best, memory, copies, rec)
+        heap = [(-float(g / max(d, 1.0)), int(r)) for r, g, d in
+                zip(all_rows[useful], gain[useful], dt[useful])]
+        heapq.heapify(heap)
+        applied = 0
+        while heap and applied < REFRESH:
+            excess = _excess(state.memory, cap)
+            if excess <= 0:
+                break
+            _, row = heapq.heappop(heap)
+            if state.current[rows_tensor[row]] == row:
+                continue
+            score = state.score(row, excess, cap)
+            if score is None:
+                continue
+            if not heap or score >= -heap[0][0]:
+                state.apply(row)
+                applied += 1
+            else:
+                heapq.heappush(heap, (-score, row))
     # improvement: cheaper choices that keep every slot within capacity, most time saved first
-    while True:
-        delta = model.resident - model.resident[current[rows_tensor]]
-        fits = (memory + delta <= cap).all(axis=1)
-        dt = _time_deltas(model, current, copies, rec, times)
-        better = fits & (dt < 0) & (all_rows != current[rows_tensor])
-        if not better.any():
+    for _ in range(REFRESH):
+        dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
+        order = np.argsort(dt, kind="stable")
+        changed = False
+        for row in order[dt[order] < 0]:
+            row = int(row)
+            if state.current[rows_tensor[row]] == row or state.time_delta(row) >= 0:
+                continue
+            if state.fits(row, cap):
+                state.apply(row)
+                changed = True
+        if not changed:
             break
-        best = int(np.argmin(np.where(better, dt, np.inf)))
-        current, memory, copies, rec, times = _apply(model, current, best, memory, copies, rec)
-    return _result(model, current)
+    return _result(model, state.current)
+
+
+#: greedy changes between two full refreshes of every row's score
+REFRESH = 32
+
+
+class _State:
+    """The greedy's current plan: one row per tensor, the memory per slot and the copy and
+    recompute time per slot it implies."""
+
+    def __init__(self, model: PlanModel) -> None:
+        self.model = model
+        self.current = model.first_row.copy()  # every tensor kept
+        self.memory = model.memory(self.current)
+        self.copies, self.rec = _streams(model, self.current)
+        self.times = np.maximum(model.compute + self.rec, self.copies)
+
+    def _delta(self, row: int) -> np.ndarray:
+        m = self.model
+        return m.resident[row] - m.resident[self.current[m.row_tensor[row]]]
+
+    def score(self, row: int, excess: float, cap: float) -> float | None:
+        """Excess memory removed per picosecond added by switching to ``row`` (None: it
+        removes none)."""
+        gain = excess - _excess(self.memory + self._delta(row), cap)
+        if gain <= 0:
+            return None
+        return float(gain / max(self.time_delta(row), 1.0))
+
+    def fits(self, row: int, cap: float) -> bool:
+        """Every slot within ``cap`` after switching to ``row``."""
+        return bool((self.memory + self._delta(row) <= cap).all())
+
+    def time_delta(self, row: int) -> float:
+        """The predicted iteration time's change if ``row``'s tensor switched to it."""
+        m = self.model
+        old = self.current[m.row_tensor[row]]
+        copies: dict[int, float] = {}
+        rec: dict[int, float] = {}
+        for r, sign in ((row, 1.0), (old, -1.0)):
+            for k in (0, 1):
+                slot = int(m.row_slots[r, k])
+                copies[slot] = copies.get(slot, 0.0) + sign * m.row_costs[r, k]
+            slot = int(m.row_slots[r, 2])
+            rec[slot] = rec.get(slot, 0.0) + sign * m.row_costs[r, 2]
+        total = 0.0
+        for slot in set(copies) | set(rec):
+            new = max(m.compute[slot] + self.rec[slot] + rec.get(slot, 0.0),
+                      self.copies[slot] + copies.get(slot, 0.0))
+            total += new - self.times[slot]
+        return total
+
+    def apply(self, row: int) -> None:
+        """Switch ``row``'s tensor to ``row``."""
+        (self.current, self.memory, self.copies, self.rec,
+         self.times) = _apply(self.model, self.current, row, self.memory, self.copies, self.rec)
 
 
 def _streams(model: PlanModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
