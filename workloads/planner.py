@@ -299,7 +299,7 @@ def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
             score = state.score(row, excess, cap)
             if score is None:
                 continue
-            if not heap or score >= -heap[0][0]:
+            if not heap or score >= (1 - LAZY_SLACK) * -heap[0][0]:
                 state.apply(row)
                 applied += 1
             else:
@@ -323,6 +323,8 @@ def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
 
 #: greedy changes between two full refreshes of every row's score
 REFRESH = 32
+#: a re-scored row is applied when it is within this fraction of the next row's (stale) score
+LAZY_SLACK = 0.05
 
 
 class _State:

@@ -244,9 +244,12 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
         if not elastic or result.choices in seen:
             return result
         seen.append(result.choices)
+        before = priced
         _, priced = _planned(net, batch, dtype, "auto", times, optimizer, workspace,
                              "liveness", kernel_model, kernels, workspace_limit, capacity,
                              tuple(sorted(result.choices.items())))
+        if priced is before:  # every kernel kept its algorithm: the plan stands
+            return result
     return result
 
 
