@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     planner = auto["plan"]["planner"]
     gap = planner["predicted_time_s"] / auto["iteration_time_s"] - 1
     print(f"model: {args.network} batch {batch} on {topology} {' '.join(extra)}".rstrip())
-    print(f"plan: " + ", ".join(f"{n} {c}" for c, n in auto["plan"]["counts"].items() if n)
+    print("plan: " + ", ".join(f"{n} {c}" for c, n in auto["plan"]["counts"].items() if n)
           + f"; {planner['rounds']} planning round(s)")
     print(f"greedy planner:        {best['planner_s'] * 1e3:9.1f} ms wall")
     print(f"one simulated iteration: {best['iteration_s'] * 1e3:7.1f} ms wall (the plan, "

@@ -48,7 +48,7 @@ _ATTENTION = _ATTN_CORE | {"qkv", "rope", "proj"}
 _FFN = frozenset({"fc1", "act", "fc2"})
 _NORM = frozenset({"ln1", "ln2"})
 _RESIDUAL = frozenset({"res1", "res2"})
-_EXPENSIVE = frozenset({"conv", "fc", "data"})
+_EXPENSIVE = frozenset({"conv", "fc", "linear", "data"})
 
 
 def split_block(name: str) -> tuple[int | None, str]:
@@ -82,7 +82,7 @@ GROUPS: dict[str, tuple[str, Callable[[TensorInfo, LayerInfo, Mapping[str, str]]
     "residual": ("res1, res2", lambda t, p, k: _in_block(t) and _role(t) in _RESIDUAL),
     "block": ("every block tensor but the block output res2 (full recomputation per block)",
               lambda t, p, k: _in_block(t) and _role(t) != "res2"),
-    "cheap": ("tensors of memory-bound layers: every producer but conv, fc and data",
+    "cheap": ("tensors of memory-bound layers: every producer but conv, fc, linear, data",
               lambda t, p, k: p.kind not in _EXPENSIVE and not _in_block(t)
               or (_in_block(t) and _role(t) in _NORM | _RESIDUAL | {"act", "probs", "rope"})),
     "conv": ("tensors a convolution reads (vDNN-conv's offload unit)",
@@ -99,7 +99,7 @@ def is_vdnn(policy: str) -> bool:
 def _terms(policy: str) -> list[tuple[str, str]]:
     """The (choice, group) terms of a term policy; raises WorkloadError naming the bad term."""
     if not POLICY_RE.match(policy):
-        raise WorkloadError(f"bad syntax (expected none, all, conv, recompute, auto, "
+        raise WorkloadError("bad syntax (expected none, all, conv, recompute, auto, "
                             "plan or CHOICE-GROUP terms joined by '+', e.g. "
                             "recompute-attn+offload-ffn)")
     terms = policy.split("+")
