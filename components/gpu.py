@@ -298,17 +298,17 @@ class GPU(Component):
         p = self.params
         if p["plan"]:
             if p["policy"] not in ("conv", "plan"):
-                raise ConfigError(f"{self.name}: 'plan' sets the policy; it contradicts "
-                                  f"policy {p['policy']!r}")
+                raise ConfigError(f"'plan' sets the policy; it contradicts policy "
+                                  f"{p['policy']!r}")
             chosen = load_plan_file(p["plan"], load_network(p["network"]), p["batch"],
                                     p["dtype"])
             return "plan", tuple(sorted(chosen.items()))
         if p["policy"] == "plan":
-            raise ConfigError(f"{self.name}: policy 'plan' needs a 'plan' file")
+            raise ConfigError("policy 'plan' needs a 'plan' file")
         if p["policy"] != "auto":
             return p["policy"], None
         if p["allocation"] != "liveness":
-            raise ConfigError(f"{self.name}: policy auto plans liveness allocation, not "
+            raise ConfigError(f"policy auto plans liveness allocation, not "
                               f"{p['allocation']!r}")
         if memory_capacity is None:  # unlimited memory: everything stays
             return "auto", ()
