@@ -18,6 +18,7 @@ from sst_cdma.element import Component, Param
 
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
+from .nvswitch import AllReduceResult, allreduce_fields, allreduce_line
 from .pcie_bridge import LinkResult
 
 PS = 1e-12
@@ -202,6 +203,12 @@ class Reporter(Component):
             if shared:
                 summary["switch_utilization"] = shared
         summary.update(system_shape(runs))
+        fabrics = {r.system: r for r in self.simulation.results.values()
+                   if isinstance(r, AllReduceResult)}
+        if "main" in fabrics:
+            summary["allreduce"] = allreduce_fields(
+                fabrics["main"], fabrics.get("oracle"),
+                [runs.engine_of[g].copies for g in main if g in runs.engine_of])
         summary["system"] = self.describe_system(runs)
         if not summary["complete"]:
             summary["stopped_at_s"] = self.sim.now * PS
@@ -452,6 +459,8 @@ def console_summary(s: dict[str, Any]) -> str:
                           "GPU"))
     if "plan" in s and s["plan"]["tensors"] and s["policy"] not in ("none", "all", "conv"):
         lines.append(plan_line(s["plan"]))
+    if "allreduce" in s:
+        lines.append(allreduce_line(s["allreduce"]))
     if "extra_dram_bytes" in s:
         lines.append(_row(f"DMA DRAM traffic{total}", f"{_sizes(s['extra_dram_bytes'])[0]} "
                           "read+written by the engine"))

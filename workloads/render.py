@@ -129,11 +129,13 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
 
 @functools.lru_cache(maxsize=32)
 def _priced(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
-            kernel_model: "KernelModel", workspace_limit: Optional[int]) -> Mapping:
+            kernel_model: "KernelModel", workspace_limit: Optional[int], seq_len: int = 0,
+            attention: str = "") -> Mapping:
     """The kernel model's prices of a network definition file, shared by the policies."""
     from .kernel_pricing import price_network
 
-    return price_network(load_network(path), batch, dtype, kernel_model, workspace_limit)
+    return price_network(load_network(path, seq_len, attention), batch, dtype, kernel_model,
+                         workspace_limit)
 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
@@ -144,7 +146,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      kernel_model: Optional["KernelModel"] = None,
                      workspace_limit: Optional[int] = None,
                      memory_capacity: Optional[int] = None,
-                     choices: Choices = None) -> tuple[str, Stream]:
+                     choices: Choices = None, seq_len: int = 0,
+                     attention: str = "") -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
@@ -157,7 +160,9 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     ``gpu``) are then scaled to this one, layer by layer and pass by pass, by the model's
     ratio; ``memory_capacity`` makes algorithm choice fit the GPU's memory (see
     :func:`render_stream`); ``choices`` (``((tensor, choice), ...)``, sorted) are the
-    per-tensor plan of policies ``plan`` and ``auto``.
+    per-tensor plan of policies ``plan`` and ``auto``. ``seq_len`` and ``attention`` override
+    a transformer definition's (0 / '': the definition's; a CNN refuses them, see
+    :func:`~sst_cdma.workloads.loader.load_network`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -176,7 +181,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
                       times, times_mtime, optimizer, workspace, allocation, kernel_model,
-                      workspace_limit, memory_capacity, choices)
+                      workspace_limit, memory_capacity, choices, seq_len, attention)
 
 
 @functools.lru_cache(maxsize=32)
@@ -185,11 +190,13 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
                optimizer: str, workspace: int, allocation: str,
                kernel_model: Optional["KernelModel"],
                workspace_limit: Optional[int],
-               memory_capacity: Optional[int], choices: Choices = None) -> tuple[str, Stream]:
-    net = load_network(path)
+               memory_capacity: Optional[int], choices: Choices = None, seq_len: int = 0,
+               attention: str = "") -> tuple[str, Stream]:
+    net = load_network(path, seq_len, attention)
     times = _measured_times(net, batch, dtype, layer_times, kernel_model, workspace_limit)
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
-                                                        dtype, kernel_model, workspace_limit)
+                                                        dtype, kernel_model, workspace_limit,
+                                                        seq_len, attention)
     text = _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
                    kernel_model, kernels, workspace_limit, memory_capacity, choices)
     return text, parse_stream(text, label)
@@ -211,19 +218,21 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
               kernel_ps: "Callable[[object], int]", copy_costs: Optional[Mapping] = None,
               layer_times: str = "", optimizer: str = "none", workspace: int = 0,
               kernel_model: Optional["KernelModel"] = None,
-              workspace_limit: Optional[int] = None, label: str = "") -> "PlanResult":
+              workspace_limit: Optional[int] = None, label: str = "", seq_len: int = 0,
+              attention: str = "") -> "PlanResult":
     """``--policy auto``: the planner's choices for ``network`` on a machine with
     ``capacity`` bytes of GPU memory, kernels priced by ``kernel_ps(op)`` (as the GPU prices
     them) and copies by ``copy_costs`` (tensor -> :class:`~sst_cdma.workloads.planner.CopyCost`,
-    None without an engine); see :func:`sst_cdma.workloads.planner.plan_to_fit`."""
+    None without an engine); see :func:`sst_cdma.workloads.planner.plan_to_fit`.
+    ``seq_len`` and ``attention`` override a transformer definition's."""
     from .planner import plan_to_fit
 
     path = network_path(network)
-    net = load_network(path)
+    net = load_network(path, seq_len, attention)
     times = _measured_times(net, batch, dtype, layer_times, kernel_model, workspace_limit)
     kernels = None if kernel_model is None else _priced(
         str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns, batch, dtype,
-        kernel_model, workspace_limit)
+        kernel_model, workspace_limit, seq_len, attention)
 
     # Under the fitted model each convolution's algorithm takes the workspace free beside it
     # when the plan is rendered for this memory: the planner leaves workspace out of its
