@@ -28,6 +28,7 @@ from typing import Callable, Mapping
 
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
+from .transformer import split_name
 
 __all__ = ["CHOICES", "VDNN_POLICIES", "GROUPS", "POLICY_RE", "check_policy", "is_vdnn",
            "resolve_choices", "load_plan_file", "split_block", "group_members"]
@@ -42,7 +43,6 @@ SPECIAL = ("plan", "auto")
 #: The syntax of a policy name (the stream header's ``policy=`` too).
 POLICY_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*(\+[a-z][a-z0-9]*(-[a-z0-9]+)*)*$")
 
-_BLOCK_RE = re.compile(r"^blk([0-9]+)/(.+)$")
 _ATTN_CORE = frozenset({"scores", "probs", "context", "attn"})
 _ATTENTION = _ATTN_CORE | {"qkv", "rope", "proj"}
 _FFN = frozenset({"fc1", "act", "fc2"})
@@ -53,12 +53,7 @@ _EXPENSIVE = frozenset({"conv", "fc", "linear", "data"})
 
 def split_block(name: str) -> tuple[int | None, str]:
     """``blk3/qkv`` -> (3, "qkv"); a name outside the blocks -> (None, name) (the shared
-    transformer naming convention; ``workloads.transformer.split_name`` where it exists)."""
-    try:
-        from .transformer import split_name  # type: ignore[attr-defined]
-    except ImportError:
-        m = _BLOCK_RE.match(name)
-        return (int(m.group(1)), m.group(2)) if m else (None, name)
+    transformer naming convention, :func:`~sst_cdma.workloads.transformer.split_name`)."""
     return split_name(name)
 
 
