@@ -13,7 +13,7 @@ import numpy as np
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import Flow, FlowNetwork, Route
-from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, PathInfo
+from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, PathInfo, TransferCosts
 from sst_cdma.kernel import SimulationError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 from sst_cdma.model.links import MIN_DMA_BURST
@@ -74,7 +74,8 @@ class CDMAEngine(Component):
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
     )
-    PORTS = (Port("gpu", "requests from and completions to the GPU", required=True),
+    PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
+                  provides=(TransferCosts,)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True))
     STATISTICS = (
@@ -111,6 +112,7 @@ class CDMAEngine(Component):
         self.wire: dict[str, int] = {}
         self.ratios: dict[str, dict[str, float]] = {}
         self.raw_bytes: dict[str, int] = {}  # offloaded tensor -> uncompressed bytes
+        self.plain: set[str] = set()  # tensors the workload copies raw (codec=none)
         self.served_gpu = ""
         self.densities: dict[str, float] = {}
         self.real: dict[str, np.ndarray] = {}
@@ -171,6 +173,12 @@ class CDMAEngine(Component):
         dtype = workload["dtype"]
         offloaded = workload["offloaded"]  # list of (tensor, raw_bytes, sparse)
         self.served_gpu = workload.get("gpu", "")
+        # plain copies (codec=none) cross the link raw and need no densities
+        self.plain.update(workload.get("plain", ()))
+        for tensor, raw, _ in offloaded:
+            if tensor in self.plain:
+                self.wire[tensor] = raw
+        offloaded = [entry for entry in offloaded if entry[0] not in self.plain]
         self.raw_bytes.update((t, raw) for t, raw, _ in offloaded)
         if self.samples is not None:
             self._check_real(workload)
@@ -203,6 +211,46 @@ class CDMAEngine(Component):
                 ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
             self.ratios[tensor] = ratios
             self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
+
+    def transfer_costs(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """Each tensor's offload and prefetch time alone on the path, as a plain copy and
+        through the codec, with the wire size the engine would send (the same ratios and the
+        same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
+        asks before the workload is scheduled). Leaves the engine's plan untouched."""
+        from sst_cdma.flows import isolated_duration_ps
+        from sst_cdma.workloads.planner import CopyCost
+
+        saved = (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
+                 self.payload_of, self.served_gpu)
+        self.wire, self.ratios, self.raw_bytes, self.densities = {}, {}, {}, {}
+        self.plain, self.payload_of = set(), {}
+        try:
+            self._plan(dict(workload, plain=()))
+            wire = self.wire
+        finally:
+            (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
+             self.payload_of, self.served_gpu) = saved
+        hbm_resource, path = self.hbm_resource, self.path
+        self.hbm_resource = self.peer_provider("hbm", MemoryPool).bandwidth_resource
+        self.path = self.peer_provider("pcie", HostPath).host_path()
+        capacity = {name: res.capacity for name, res in self.flows.resources.items()}
+
+        def ps(direction: str, raw: int, size: int, codec: bool) -> int:
+            pairs = [(capacity[r], w) for r, w in self.weights(direction, raw, size,
+                                                               codec).items()]
+            return self.path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0)
+
+        try:
+            out = {}
+            for tensor, raw, _ in workload["offloaded"]:
+                size = wire.get(tensor, raw)
+                out[tensor] = CopyCost(ps("offload", raw, raw, False),
+                                       ps("prefetch", raw, raw, False),
+                                       ps("offload", raw, size, True),
+                                       ps("prefetch", raw, size, True), size)
+            return out
+        finally:
+            self.hbm_resource, self.path = hbm_resource, path
 
     def _plan_real(self, tensor: str, raw: int, dtype: str) -> None:
         """Wire size (and, in functional mode, the payload) of a tensor from its real bytes."""
@@ -274,18 +322,19 @@ class CDMAEngine(Component):
             return
         self.busy = True
         req = self.queue.popleft()
-        if req.tensor not in self.wire:
+        if req.tensor not in self.wire or req.codec == "none":
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
         start = self.sim.now
         self.schedule_at(start + self.path.latency_ps, self._move, (req, wire, start))
 
-    def stage_weights(self, direction: str, raw: int, wire: int) -> tuple[dict[str, float],
-                                                                          dict[str, float]]:
+    def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True
+                      ) -> tuple[dict[str, float], dict[str, float]]:
         """Bytes each resource carries per uncompressed byte of a transfer: (GPU DRAM and
-        codec, at the raw size; the host link, at the compressed size)."""
+        codec, at the raw size; the host link, at the compressed size). ``codec`` False: a
+        plain copy that bypasses the codec."""
         inner = {self.hbm_resource: 1.0}
-        if self.codec is not None:
+        if self.codec is not None and codec:
             inner[self.codec.name] = 1.0
         share = wire / raw if raw else 1.0
         outer: dict[str, float] = {}
@@ -293,9 +342,11 @@ class CDMAEngine(Component):
             outer[res] = outer.get(res, 0.0) + share
         return inner, outer
 
-    def weights(self, direction: str, raw: int, wire: int) -> dict[str, float]:
-        """Both stages' weights together: what one flow carrying the whole transfer loads."""
-        inner, outer = self.stage_weights(direction, raw, wire)
+    def weights(self, direction: str, raw: int, wire: int, codec: bool = True
+                ) -> dict[str, float]:
+        """Both stages' weights together: what one flow carrying the whole transfer loads
+        (``codec`` False: a plain copy)."""
+        inner, outer = self.stage_weights(direction, raw, wire, codec)
         for res, w in outer.items():
             inner[res] = inner.get(res, 0.0) + w
         return inner
@@ -304,7 +355,7 @@ class CDMAEngine(Component):
         req, wire, start = job
         raw = req.raw_bytes
         if self.params["mode"] == "flow" or raw == 0:
-            self.flows.start(raw, self.weights(req.direction, raw, wire),
+            self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none"),
                              lambda f: self.transfer_done(req, wire, start,
                                                           f.lost_ps(self.hbm_resource)),
                              label=req.tensor)
@@ -314,7 +365,8 @@ class CDMAEngine(Component):
     def _chunked(self, req: TransferRequest, wire: int, start: int) -> None:
         """Bursts go through two stages — DRAM+codec, then the host link — with at most
         ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
-        inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire)
+        inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire,
+                                          req.codec != "none")
         offload = req.direction == "offload"
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)

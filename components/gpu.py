@@ -20,6 +20,13 @@ from .messages import AllReduceDone, GradientReady, TransferDone, TransferReques
 SYSTEMS = ("main", "oracle", "vdnn")
 
 
+def _check_policy(value: str) -> None:
+    """The policy param's check: a vDNN policy, ``recompute``, ``auto``, ``plan`` or terms."""
+    from sst_cdma.workloads.policies import check_policy
+
+    check_policy(value)
+
+
 @dataclass
 class GPUResult:
     """What a GPU measured over its iteration, published at the end of the run. Times are in
@@ -55,6 +62,14 @@ class GPUResult:
     memory_curve: list[tuple[int, int]] = field(repr=False)
     layers: list[dict[str, Any]] = field(repr=False)
     timeline: list[tuple[str, str, int, int]] = field(repr=False)
+    #: activation tensor -> keep, offload, compress, recompute or free (what the stream does)
+    choices: dict[str, str] = field(default_factory=dict, repr=False)
+    #: bytes of the tensors of each choice
+    choice_bytes: dict[str, int] = field(default_factory=dict)
+    #: time the backward pass spent re-running forward kernels
+    recompute_time_ps: int = 0
+    #: policy auto: the planner's predicted iteration time, modelled and rendered peaks
+    planner: dict[str, Any] = field(default_factory=dict)
 
 
 def roofline_ps(flops: int, dram: int, peak_flops: float, efficiency: float,
@@ -78,7 +93,12 @@ class GPU(Component):
               "definition's", choices=("", "naive", "fused")),
         Param("dtype", "str", "float32", "element type", choices=("float32", "float16",
                                                                    "bfloat16")),
-        Param("policy", "str", "conv", "vDNN offload policy", choices=("none", "all", "conv")),
+        Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
+              "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "
+              "joined by '+' (recompute-attn+offload-ffn; docs/workloads.md)",
+              check=_check_policy),
+        Param("plan", "str", "", "per-tensor plan: a JSON file mapping activation tensors to "
+              "keep, offload, compress or recompute (sets policy 'plan')"),
         Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
         Param("optimizer", "str", "none", "optimizer step ending the iteration (none: "
               "forward and backward only)", choices=("none", "sgd", "momentum", "adam")),
@@ -171,6 +191,8 @@ class GPU(Component):
         self.update_at: Optional[int] = None
         self.finished_at: Optional[int] = None
         self.kernel_total = 0
+        self.recompute_total = 0
+        self.planner: dict[str, Any] = {}
         self.offloaded_raw = 0
         self.offloaded_wire = 0
         self.prefetched_raw = 0
@@ -262,12 +284,13 @@ class GPU(Component):
             else:
                 if not p["network"]:
                     raise ConfigError(f"{name}: give a 'network' or a 'workload' stream")
+                policy, choices = self._choices(memory_capacity)
                 text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
-                                                     p["policy"], p["layer_times"],
+                                                     policy, p["layer_times"],
                                                      p["optimizer"], p["workspace"],
                                                      p["allocation"], self.kernel_model,
                                                      self._workspace_limit(), memory_capacity,
-                                                     seq_len=p["seq_len"],
+                                                     choices, seq_len=p["seq_len"],
                                                      attention=p["attention"])
                 out = self.simulation.output_directory
                 if out is not None and p["write_stream"]:
@@ -288,6 +311,67 @@ class GPU(Component):
                 upcoming = self.ops[i].name
             self.op_layer[i] = upcoming
 
+    def _choices(self, memory_capacity: Optional[int]) -> tuple[str, Any]:
+        """The policy to render and its per-tensor choices (``((tensor, choice), ...)``, None
+        for the vDNN and term policies): a plan file's, or the planner's for ``auto``."""
+        from sst_cdma.workloads import load_network
+        from sst_cdma.workloads.policies import load_plan_file
+
+        p = self.params
+        if p["plan"]:
+            if p["policy"] not in ("conv", "plan"):
+                raise ConfigError(f"'plan' sets the policy; it contradicts policy "
+                                  f"{p['policy']!r}")
+            chosen = load_plan_file(p["plan"], load_network(p["network"], p["seq_len"], p["attention"]), p["batch"],
+                                    p["dtype"])
+            return "plan", tuple(sorted(chosen.items()))
+        if p["policy"] == "plan":
+            raise ConfigError("policy 'plan' needs a 'plan' file")
+        if p["policy"] != "auto":
+            return p["policy"], None
+        if p["allocation"] != "liveness":
+            raise ConfigError(f"policy auto plans liveness allocation, not "
+                              f"{p['allocation']!r}")
+        if memory_capacity is None:  # unlimited memory: everything stays
+            return "auto", ()
+        return "auto", tuple(sorted(self._auto_plan(memory_capacity).items()))
+
+    def _auto_plan(self, capacity: int) -> dict[str, str]:
+        """Run the planner for this GPU's memory, kernels and engine."""
+        from sst_cdma.interfaces import TransferCosts
+        from sst_cdma.workloads import load_network
+        from sst_cdma.workloads.render import plan_auto
+        from sst_cdma.workloads.stream import parse_duration
+
+        p = self.params
+        dram_bw = self.flows.resources[self.hbm.bandwidth_resource].capacity
+
+        def kernel_ps(op: Any) -> int:
+            if op.time:
+                return parse_duration(op.time) + p["kernel_overhead"]
+            return roofline_ps(op.flops or 0, op.dram or 0, self.peak_flops,
+                               p["compute_efficiency"], dram_bw,
+                               p["kernel_overhead"] + self.launch_ps)
+
+        costs = None
+        if self.dma is not None:
+            engine = self.peer_provider("dma", TransferCosts)
+            net = load_network(p["network"], p["seq_len"], p["attention"])
+            tensors = net.tensors(p["batch"], p["dtype"])
+            costs = engine.transfer_costs({
+                "gpu": self.name, "network": net.name, "dtype": p["dtype"],
+                "batch": p["batch"], "shapes": {t.name: t.shape for t in tensors.values()},
+                "offloaded": [(t.name, t.bytes, t.sparse) for t in tensors.values()]})
+        result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps, costs,
+                           p["layer_times"], p["optimizer"], p["workspace"], self.kernel_model,
+                           self._workspace_limit(), label="policy auto",
+                           seq_len=p["seq_len"], attention=p["attention"])
+        self.planner = {"predicted_time_s": result.predicted_time_ps * 1e-12,
+                        "model_peak_bytes": result.model_peak_bytes,
+                        "rendered_peak_bytes": result.rendered_peak_bytes,
+                        "rounds": result.rounds}
+        return result.choices
+
     def init(self, phase: int) -> None:
         """Find the GPU memory, render the iteration for it and tell the engine which tensors
         this iteration offloads."""
@@ -301,10 +385,11 @@ class GPU(Component):
             offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
                          for op in self.ops if op.op == "offload"]
             shapes = {op.name: tensors[op.name].shape for op in self.ops if op.op == "offload"}
+            plain = [op.name for op in self.ops if op.op == "offload" and op.codec == "none"]
             self.dma.send_untimed({"gpu": self.name,
                                    "network": self.stream.network, "dtype": self.stream.dtype,
                                    "batch": self.stream.batch, "offloaded": offloaded,
-                                   "shapes": shapes})
+                                   "shapes": shapes, "plain": plain})
 
     def _register_gradients(self) -> None:
         """Data parallel: tell the fabric this GPU's weight gradients (``LAYER:dw``), in
@@ -428,6 +513,7 @@ class GPU(Component):
             f"{op.name} ({op.pass_})"
         if op.algorithm:
             self._layer_algorithms.append(f"{op.pass_} {op.algorithm}")
+        done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
         # Modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine;
         # measured ones are timers: the measurement already holds their DRAM time.
         modelled = op.time_ps is None or self.kernel_model is not None and not p["layer_times"]
@@ -437,13 +523,18 @@ class GPU(Component):
             cap = op.dram / ((duration - overhead - 0.5) / PS_PER_S)
             if overhead:
                 self.schedule_at(start + overhead, lambda _: self.flows.launch(
-                    float(op.dram), self.kernel_route, lambda f: self._kernel_done(label, start),
+                    float(op.dram), self.kernel_route, lambda f: done(label, start),
                     cap, label))
             else:
                 self.flows.launch(float(op.dram), self.kernel_route,
-                                  lambda f: self._kernel_done(label, start), cap, label)
+                                  lambda f: done(label, start), cap, label)
         else:
-            self.schedule_at(start + duration, lambda _: self._kernel_done(label, start))
+            self.schedule_at(start + duration, lambda _: done(label, start))
+
+    def _recompute_done(self, label: str, start: int) -> None:
+        """A recompute kernel (a forward kernel re-run in the backward pass) ended."""
+        self.recompute_total += self.sim.now - start
+        self._kernel_done(label, start)
 
     def _kernel_done(self, label: str, start: int) -> None:
         now = self.sim.now
@@ -466,7 +557,8 @@ class GPU(Component):
         op = self.copy_q.popleft()
         self.copy_busy = True
         t = self.stream.tensors[op.name]
-        self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse))
+        self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
+                                      op.codec))
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request
@@ -496,6 +588,11 @@ class GPU(Component):
         self.stat_stall.add_data(max(0, end - self.kernel_total))
         hbm = self.hbm
         p = self.params
+        from sst_cdma.workloads.stats import REPORTED_CHOICES, tensor_choices
+
+        choices = tensor_choices(self.stream)
+        choice_bytes = {c: sum(self.stream.tensors[t].bytes for t, v in choices.items()
+                               if v == c) for c in REPORTED_CHOICES}
         self.publish(GPUResult(
             system=p["system"], preset=p["gpu_preset"], gpu_name=GPUS[p["gpu_preset"]].name,
             kernel_times=self.kernel_times,
@@ -515,6 +612,8 @@ class GPU(Component):
             allocation="stream" if p["workload"] else p["allocation"],
             average_gpu_memory_bytes=hbm.average_usage(end) if hbm else 0,
             memory_curve=hbm.usage_curve() if hbm else [],
-            layers=self.layers, timeline=self.timeline))
+            layers=self.layers, timeline=self.timeline, choices=choices,
+            choice_bytes=choice_bytes, recompute_time_ps=self.recompute_total,
+            planner=self.planner))
         if p["system"] == "main":
             self.end_main_system(end)

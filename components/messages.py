@@ -7,13 +7,15 @@ from dataclasses import dataclass
 @dataclass
 class TransferRequest:
     """GPU -> cDMA engine: move a tensor. ``direction`` is ``offload`` (GPU to host) or
-    ``prefetch`` (host to GPU)."""
+    ``prefetch`` (host to GPU); ``codec`` ``none`` asks for a plain copy that bypasses the
+    engine's codec ('' = the engine's codec)."""
 
     direction: str
     tensor: str
     raw_bytes: int
     layer: str
     sparse: bool = False
+    codec: str = ""
 
 
 @dataclass

@@ -163,6 +163,7 @@ class Reporter(Component):
             out["no_cdma_speedup"] = reason
         out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
                          for l in r.layers]
+        out["plan"] = plan_fields(r)
         return out
 
     @staticmethod
@@ -365,6 +366,33 @@ def functional_line(summary: dict[str, Any]) -> str:
                 f"bit, {verdict}")
 
 
+def plan_fields(r: GPUResult) -> dict[str, Any]:
+    """``summary.json``'s ``plan``: what the iteration does with each activation tensor, how
+    many tensors and bytes took each choice, the recomputation time and, under policy auto,
+    the planner's prediction."""
+    counts = {c: 0 for c in r.choice_bytes}
+    for choice in r.choices.values():
+        counts[choice] = counts.get(choice, 0) + 1
+    out: dict[str, Any] = {"tensors": dict(r.choices), "counts": counts,
+                           "bytes": dict(r.choice_bytes),
+                           "recompute_time_s": r.recompute_time_ps * PS}
+    if r.planner:
+        out["planner"] = dict(r.planner)
+    return out
+
+
+def plan_line(plan: dict[str, Any]) -> str:
+    """The console's plan line: tensors and bytes per choice, and the recomputation time."""
+    shown = [c for c, count in plan["counts"].items() if count]
+    sizes = dict(zip(shown, _sizes(*(plan["bytes"][c] for c in shown))))
+    parts = [f"{plan['counts'][c]} {c} ({sizes[c]})" for c in shown]
+    text = ", ".join(parts) + f"; recompute {plan['recompute_time_s'] * 1e3:.3f} ms"
+    planner = plan.get("planner")
+    if planner:
+        text += f"; planner predicted {planner['predicted_time_s'] * 1e3:.3f} ms"
+    return _row("tensors", text)
+
+
 def _row(label: str, text: str) -> str:
     """One console line: the label and a colon, padded so values line up."""
     return f"{label + ':':<16} {text}"
@@ -380,8 +408,8 @@ def console_summary(s: dict[str, Any]) -> str:
     slowest, total, largest = (f" (slowest of {n} GPUs)", f" (total of {n} GPUs)",
                                " (largest GPU)") if n else ("", "", "")
     lines = [
-        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, vDNN policy "
-        f"{s['policy']}, "
+        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, "
+        f"{'vDNN ' if s['policy'] in ('none', 'all', 'conv') else ''}policy {s['policy']}, "
         + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
         + f"cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
     ]
@@ -429,6 +457,8 @@ def console_summary(s: dict[str, Any]) -> str:
                           f"{len(links)} shared, busiest {name} ({u['bandwidth_Bps'] / 1e9:.2f} "
                           f"GB/s) busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to "
                           "GPU"))
+    if "plan" in s and s["plan"]["tensors"] and s["policy"] not in ("none", "all", "conv"):
+        lines.append(plan_line(s["plan"]))
     if "allreduce" in s:
         lines.append(allreduce_line(s["allreduce"]))
     if "extra_dram_bytes" in s:

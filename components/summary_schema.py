@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "SYSTEM_SHAPE", "check_summary",
-           "markdown"]
+__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN",
+           "SYSTEM_SHAPE", "check_summary", "markdown"]
 
 ALWAYS = "always"
 
@@ -38,7 +38,8 @@ SUMMARY: tuple[Key, ...] = (
     _k("network", "string", "network name"),
     _k("batch", "integer", "batch size"),
     _k("dtype", "string", "element type (`float32`, `float16`, `bfloat16`)"),
-    _k("policy", "string", "vDNN offload policy of the main system (`none`, `conv`, `all`)"),
+    _k("policy", "string", "memory policy of the main system: vDNN's `none`, `conv`, `all`; "
+       "`recompute`, `auto`, `plan` or per-tensor terms such as `recompute-attn+offload-ffn`"),
     _k("algorithm", "string", "cDMA compression algorithm (`none` without an engine)"),
     _k("mode", "string", "bandwidth model: `flow` or `chunk`"),
     _k("optimizer", "string", "optimizer step ending the iteration (`none`, `sgd`, ...)"),
@@ -97,6 +98,8 @@ SUMMARY: tuple[Key, ...] = (
        "nothing compressed, or out of memory", "with a vDNN baseline, when so"),
     _k("gpu", "string", "the main GPU's component name", "with one GPU"),
     _k("layers", "array", "per layer boundary: see `layers[]` below", "with one GPU"),
+    _k("plan", "object", "what the iteration does with each activation tensor: see `plan` "
+       "below", "with one GPU"),
     _k("gpus", "array", "one entry per main GPU, with the one-GPU keys", SEVERAL),
     _k("aggregation", "object", "how each top-level figure combines the GPUs' (`max`, `sum`, "
        "`min`, `mean`, `all`)", SEVERAL),
@@ -163,6 +166,18 @@ LAYER: tuple[Key, ...] = (
        "for priced convolutions"),
 )
 
+PLAN: tuple[Key, ...] = (
+    _k("tensors", "object", "activation tensor -> `keep`, `offload` (plain copy), `compress` "
+       "(through the codec), `recompute` or `free` (released after its last forward reader: "
+       "no backward kernel reads it)"),
+    _k("counts", "object", "tensors per choice"),
+    _k("bytes", "object", "bytes of the tensors of each choice"),
+    _k("recompute_time_s", "number", "time the backward pass spent re-running forward kernels"),
+    _k("planner", "object", "`predicted_time_s` (the planner's cost model), "
+       "`model_peak_bytes`, `rendered_peak_bytes` (the exact peak of the planned stream), "
+       "`rounds`", "under policy auto when memory is short"),
+)
+
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
          "object": dict, "array": list, "null": type(None)}
 
@@ -201,6 +216,8 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
                          {k.name for k in ALLREDUCE if k.when == ALWAYS})
     for layer in summary.get("layers", ()):
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
+    if "plan" in summary:
+        faults += _check(summary["plan"], PLAN, "plan", {k.name for k in PLAN if k.when == ALWAYS})
     one_gpu = {k.name for k in SUMMARY if k.when not in (SEVERAL,)}
     for i, entry in enumerate(summary.get("gpus", ())):
         faults += _check(entry, tuple(k for k in SUMMARY if k.name in one_gpu),
@@ -217,7 +234,7 @@ def markdown() -> str:
     for title, keys in (("`summary.json`", SUMMARY), ("`baselines.oracle`, `baselines.vdnn`",
                                                       BASELINE),
                         ("`host_link`", HOST_LINK), ("`allreduce`", ALLREDUCE),
-                        ("`layers[]`", LAYER)):
+                        ("`layers[]`", LAYER), ("`plan`", PLAN)):
         out += [f"| {title} | type | present | meaning |", "|---|---|---|---|"]
         out += [f"| `{k.name}` | {' or '.join(k.types)} | {k.when} | {k.doc} |" for k in keys]
         out.append("")

@@ -122,7 +122,7 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
                               "port", where)
         memory = graph.component(peer[0])
         _copy_component(graph, gpu, "oracle.", {"system": "oracle", "policy": "none",
-                                                "write_stream": "0"}, where)
+                                                "plan": "", "write_stream": "0"}, where)
         _copy_component(graph, memory, "oracle.",
                         {"unlimited": "1"} if memory.type == MEMORY_TYPE else {}, where)
         _copy_link(graph, peer[1], "oracle.", where)

@@ -66,6 +66,8 @@ class Param:
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     exclusive_minimum: bool = False
+    #: an extra check of the parsed value: raises ValueError with the reason it is refused
+    check: Optional[Callable[[Any], None]] = None
 
     @property
     def required(self) -> bool:
@@ -118,6 +120,11 @@ class Param:
                 raise ParamError(f"{raw!r} must be {op} {self.minimum:g}{unit}")
         if self.maximum is not None and kind not in ("str", "bool") and value > self.maximum:
             raise ParamError(f"{raw!r} must be <= {self.maximum:g}{unit}")
+        if self.check is not None:
+            try:
+                self.check(value)
+            except ValueError as exc:
+                raise ParamError(f"{raw!r}: {exc}") from None
         return value
 
 

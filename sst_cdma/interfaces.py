@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .element import Element
 
 __all__ = ["HostPath", "HostStore", "InterfaceError", "MemoryPool", "PathInfo", "Service",
-           "interface_members", "resolve_peer"]
+           "TransferCosts", "interface_members", "resolve_peer"]
 
 P = TypeVar("P")
 
@@ -122,6 +122,21 @@ class HostPath(Protocol):
 
     def host_path(self) -> PathInfo:
         """The path from this element to the host store (a fresh object on every call)."""
+        ...
+
+
+@runtime_checkable
+class TransferCosts(Protocol):
+    """What moving tensors would cost (``cdma.CDMAEngine``): the planner of ``--policy auto``
+    asks before the iteration is scheduled, so it prices offloads with the engine's own wire
+    sizes, codec throughput and host path."""
+
+    name: str
+
+    def transfer_costs(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """Per tensor of ``workload["offloaded"]`` ((name, raw bytes, sparse) triples, with
+        ``network``, ``dtype``, ``batch``): a ``CopyCost`` (plain and compressed offload and
+        prefetch times in ps, wire bytes), each transfer alone on the path."""
         ...
 
 

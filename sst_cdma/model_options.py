@@ -53,6 +53,7 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--attention", GPU, "attention"),
     ElementOption("--dtype", GPU, "dtype"),
     ElementOption("--policy", GPU, "policy"),
+    ElementOption("--plan", GPU, "plan"),
     ElementOption("--algorithm", ENGINE, "algorithm"),
     ElementOption("--mode", ENGINE, "mode"),
     ElementOption("--pcie-gen", LINK, "generation", default=UNSET,

@@ -210,7 +210,7 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
         _refuse("--functional needs --tensors: functional mode moves and checks real tensors' "
                 "bytes")
     if o.workload:
-        for name in ("network", "batch", "dtype", "policy", "optimizer", "allocation",
+        for name in ("network", "batch", "dtype", "policy", "plan", "optimizer", "allocation",
                      "layer_times"):
             if explicit(o, name):
                 _refuse(f"--{name.replace('_', '-')} contradicts --workload: it applies to a "

@@ -20,7 +20,7 @@ from .loader import NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
 from .stream import parse_stream
-from .vdnn import ALLOCATIONS, OPTIMIZERS, POLICIES
+from .vdnn import ALLOCATIONS, OPTIMIZERS
 
 __all__ = ["main"]
 
@@ -38,7 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("network")
     render.add_argument("--batch", type=int, default=64)
     render.add_argument("--dtype", choices=list(DTYPES), default="float32")
-    render.add_argument("--policy", choices=list(POLICIES), default="conv")
+    render.add_argument("--policy", default="conv",
+                        help="none, all, conv, recompute, plan (with --plan) or CHOICE-GROUP "
+                             "terms joined by '+', e.g. recompute-attn+offload-ffn "
+                             "(docs/workloads.md; auto needs a machine: run a topology)")
+    render.add_argument("--plan", type=Path, default=None,
+                        help="per-tensor plan file (JSON tensor -> keep, offload, compress, "
+                             "recompute); sets policy plan")
     render.add_argument("--optimizer", choices=list(OPTIMIZERS), default="none",
                         help="end the iteration with this optimizer's step")
     render.add_argument("--allocation", choices=list(ALLOCATIONS), default="liveness",
@@ -62,8 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "info":
             print(load_network(args.network).summary(args.batch, args.dtype))
         elif args.command == "render":
-            text = render_stream(args.network, args.batch, args.dtype, args.policy,
-                                 optimizer=args.optimizer, allocation=args.allocation)
+            policy, choices = args.policy, None
+            if args.plan is not None:
+                from .policies import load_plan_file
+
+                policy = "plan"
+                choices = load_plan_file(args.plan, load_network(args.network), args.batch,
+                                         args.dtype)
+            text = render_stream(args.network, args.batch, args.dtype, policy,
+                                 optimizer=args.optimizer, allocation=args.allocation,
+                                 choices=choices)
             if args.output:
                 args.output.write_text(text)
             else:

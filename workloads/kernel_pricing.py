@@ -176,5 +176,8 @@ def limits_from_free_memory(plan: Plan, capacity: int) -> dict[str, dict[str, in
             own = sum(sizes[t] for t in op.writes if t in scratch)
             beside = in_use - own
             if own and beside + own > capacity:
-                out.setdefault(op.name, {})[op.pass_] = max(0, capacity - beside)
+                # a recompute kernel is the forward kernel: it limits the forward algorithm
+                pass_ = "fwd" if op.pass_ == "recompute" else op.pass_
+                mine = out.setdefault(op.name, {})
+                mine[pass_] = min(mine.get(pass_, capacity), max(0, capacity - beside))
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 import jinja2
 
@@ -22,7 +22,12 @@ from .vdnn import Plan, plan_iteration
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
 
-__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "iteration_stream"]
+    from .planner import PlanResult
+
+__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "iteration_stream", "plan_auto"]
+
+#: per-tensor choices as a hashable value: ((tensor, choice), ...) sorted by tensor
+Choices = Optional[tuple[tuple[str, str], ...]]
 
 #: Folder holding ``stream.j2`` and ``ops.j2``.
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -52,7 +57,8 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
                   allocation: str = "liveness",
                   kernel_model: Optional["KernelModel"] = None,
                   workspace_limit: Optional[int] = None,
-                  memory_capacity: Optional[int] = None) -> str:
+                  memory_capacity: Optional[int] = None,
+                  choices: Optional[Mapping[str, str]] = None) -> str:
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
@@ -68,7 +74,8 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     ``workspace`` is not used; measured ``times`` still take precedence for the times. With a
     ``memory_capacity`` (bytes of GPU memory) a kernel whose algorithm's workspace would not
     fit beside what the iteration holds when it runs takes the fastest algorithm that does, as
-    a framework picks within the memory it has free.
+    a framework picks within the memory it has free. ``choices`` (tensor -> keep, offload,
+    compress, recompute) give the per-tensor plan of policies ``plan`` and ``auto``.
     """
     from .kernel_pricing import price_network
 
@@ -77,18 +84,33 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     if kernel_model is not None:
         kernels = price_network(net, batch, dtype, kernel_model, workspace_limit)
     return _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
-                   kernel_model, kernels, workspace_limit, memory_capacity)
+                   kernel_model, kernels, workspace_limit, memory_capacity,
+                   tuple(sorted(choices.items())) if choices is not None else None)
 
 
 def _render(net: Network, batch: int, dtype: str, policy: str,
             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
             allocation: str, kernel_model: Optional["KernelModel"],
             kernels: Optional[Mapping], workspace_limit: Optional[int],
-            memory_capacity: Optional[int]) -> str:
+            memory_capacity: Optional[int], choices: Choices = None) -> str:
+    return render_plan(_planned(net, batch, dtype, policy, times, optimizer, workspace,
+                                allocation, kernel_model, kernels, workspace_limit,
+                                memory_capacity, choices)[0])
+
+
+def _planned(net: Network, batch: int, dtype: str, policy: str,
+             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
+             allocation: str, kernel_model: Optional["KernelModel"],
+             kernels: Optional[Mapping], workspace_limit: Optional[int],
+             memory_capacity: Optional[int], choices: Choices = None
+             ) -> tuple[Plan, Optional[Mapping]]:
+    """The plan of one iteration and the kernels it was priced with (algorithms chosen to fit
+    ``memory_capacity`` when given)."""
     from .kernel_pricing import limits_from_free_memory, price_network
 
+    chosen = dict(choices) if choices is not None else None
     plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace, kernels,
-                          allocation)
+                          allocation, chosen)
     if kernel_model is not None and memory_capacity:
         limits: dict[str, dict[str, int]] = {}
         for _ in range(4):  # a smaller workspace frees memory for others: settle in a few
@@ -101,8 +123,8 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
                     mine[p] = min(size, mine.get(p, size))
             kernels = price_network(net, batch, dtype, kernel_model, workspace_limit, limits)
             plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
-                                  kernels, allocation)
-    return render_plan(plan)
+                                  kernels, allocation, chosen)
+    return plan, kernels
 
 
 @functools.lru_cache(maxsize=32)
@@ -123,7 +145,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      allocation: str = "liveness",
                      kernel_model: Optional["KernelModel"] = None,
                      workspace_limit: Optional[int] = None,
-                     memory_capacity: Optional[int] = None, seq_len: int = 0,
+                     memory_capacity: Optional[int] = None,
+                     choices: Choices = None, seq_len: int = 0,
                      attention: str = "") -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
@@ -136,8 +159,9 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     model (see :func:`render_stream`); measured times of another GPU preset (the file's
     ``gpu``) are then scaled to this one, layer by layer and pass by pass, by the model's
     ratio; ``memory_capacity`` makes algorithm choice fit the GPU's memory (see
-    :func:`render_stream`). ``seq_len`` and ``attention`` override a transformer definition's
-    (0 / '': the definition's; a CNN refuses them, see
+    :func:`render_stream`); ``choices`` (``((tensor, choice), ...)``, sorted) are the
+    per-tensor plan of policies ``plan`` and ``auto``. ``seq_len`` and ``attention`` override
+    a transformer definition's (0 / '': the definition's; a CNN refuses them, see
     :func:`~sst_cdma.workloads.loader.load_network`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
@@ -157,7 +181,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
                       times, times_mtime, optimizer, workspace, allocation, kernel_model,
-                      workspace_limit, memory_capacity, seq_len, attention)
+                      workspace_limit, memory_capacity, choices, seq_len, attention)
 
 
 @functools.lru_cache(maxsize=32)
@@ -166,22 +190,76 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
                optimizer: str, workspace: int, allocation: str,
                kernel_model: Optional["KernelModel"],
                workspace_limit: Optional[int],
-               memory_capacity: Optional[int], seq_len: int = 0,
+               memory_capacity: Optional[int], choices: Choices = None, seq_len: int = 0,
                attention: str = "") -> tuple[str, Stream]:
     net = load_network(path, seq_len, attention)
-    times = None
-    if layer_times:
-        measured = load_layer_times(layer_times)
-        measured.check(net, batch, dtype)
-        if kernel_model is not None and measured.gpu and measured.gpu != kernel_model.preset:
-            measured = scale_layer_times(measured, net, kernel_model, workspace_limit)
-        times = measured.as_stream_times()
+    times = _measured_times(net, batch, dtype, layer_times, kernel_model, workspace_limit)
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
                                                         dtype, kernel_model, workspace_limit,
                                                         seq_len, attention)
     text = _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
-                   kernel_model, kernels, workspace_limit, memory_capacity)
+                   kernel_model, kernels, workspace_limit, memory_capacity, choices)
     return text, parse_stream(text, label)
+
+
+def _measured_times(net: Network, batch: int, dtype: str, layer_times: str,
+                    kernel_model: Optional["KernelModel"],
+                    workspace_limit: Optional[int]) -> Optional[Mapping]:
+    if not layer_times:
+        return None
+    measured = load_layer_times(layer_times)
+    measured.check(net, batch, dtype)
+    if kernel_model is not None and measured.gpu and measured.gpu != kernel_model.preset:
+        measured = scale_layer_times(measured, net, kernel_model, workspace_limit)
+    return measured.as_stream_times()
+
+
+def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity: int,
+              kernel_ps: "Callable[[object], int]", copy_costs: Optional[Mapping] = None,
+              layer_times: str = "", optimizer: str = "none", workspace: int = 0,
+              kernel_model: Optional["KernelModel"] = None,
+              workspace_limit: Optional[int] = None, label: str = "", seq_len: int = 0,
+              attention: str = "") -> "PlanResult":
+    """``--policy auto``: the planner's choices for ``network`` on a machine with
+    ``capacity`` bytes of GPU memory, kernels priced by ``kernel_ps(op)`` (as the GPU prices
+    them) and copies by ``copy_costs`` (tensor -> :class:`~sst_cdma.workloads.planner.CopyCost`,
+    None without an engine); see :func:`sst_cdma.workloads.planner.plan_to_fit`.
+    ``seq_len`` and ``attention`` override a transformer definition's."""
+    from .planner import plan_to_fit
+
+    path = network_path(network)
+    net = load_network(path, seq_len, attention)
+    times = _measured_times(net, batch, dtype, layer_times, kernel_model, workspace_limit)
+    kernels = None if kernel_model is None else _priced(
+        str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns, batch, dtype,
+        kernel_model, workspace_limit, seq_len, attention)
+
+    # Under the fitted model each convolution's algorithm takes the workspace free beside it
+    # when the plan is rendered for this memory: the planner leaves workspace out of its
+    # memory model (elastic), plans with the fastest algorithms, then prices the kernels as
+    # the plan's own render picks them and plans again with those, until the plan is stable.
+    elastic = kernel_model is not None
+    priced = kernels
+    seen: list[dict[str, str]] = []
+    for _ in range(3):
+        base = plan_iteration(net, batch, dtype, "none", times, optimizer, workspace, priced)
+
+        def render(choices: Mapping[str, str]) -> Plan:
+            return plan_iteration(net, batch, dtype, "auto", times, optimizer, workspace,
+                                  priced, "liveness", choices)
+
+        result = plan_to_fit(net, batch, dtype, capacity, kernel_ps, copy_costs, render, base,
+                             label=label, elastic_workspace=elastic)
+        if not elastic or result.choices in seen:
+            return result
+        seen.append(result.choices)
+        before = priced
+        _, priced = _planned(net, batch, dtype, "auto", times, optimizer, workspace,
+                             "liveness", kernel_model, kernels, workspace_limit, capacity,
+                             tuple(sorted(result.choices.items())))
+        if priced is before:  # every kernel kept its algorithm: the plan stands
+            return result
+    return result
 
 
 def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelModel",

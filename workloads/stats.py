@@ -11,7 +11,32 @@ from dataclasses import dataclass, field
 
 from .stream import Stream
 
-__all__ = ["LayerStats", "StreamStats", "stream_stats"]
+__all__ = ["LayerStats", "StreamStats", "stream_stats", "tensor_choices", "REPORTED_CHOICES"]
+
+#: what a stream does with each activation tensor, as :func:`tensor_choices` reports it
+REPORTED_CHOICES = ("keep", "offload", "compress", "recompute", "free")
+
+
+def tensor_choices(stream: Stream) -> dict[str, str]:
+    """Every activation tensor of ``stream`` -> what the stream does with it: ``recompute``
+    (a ``pass=recompute`` kernel writes it), ``offload`` (offloaded ``codec=none``),
+    ``compress`` (offloaded through the engine's codec), ``free`` (released in the forward
+    pass and never brought back: no backward kernel reads it), else ``keep``."""
+    out = {name: "keep" for name, t in stream.tensors.items() if t.kind == "activation"}
+    freed: set[str] = set()
+    for op in stream.ops:
+        if op.op == "compute" and op.pass_ == "recompute":
+            for t in op.writes:
+                if t in out:
+                    out[t] = "recompute"
+        elif op.op == "offload" and op.name in out:
+            out[op.name] = "offload" if op.codec == "none" else "compress"
+        elif op.op == "free" and op.phase == "forward" and op.name in out:
+            freed.add(op.name)
+    for t in freed:
+        if out[t] == "keep":
+            out[t] = "free"
+    return out
 
 
 @dataclass
@@ -35,6 +60,8 @@ class LayerStats:
     offloaded: list[str] = field(default_factory=list)
     prefetched: list[str] = field(default_factory=list)
     stalls: int = 0
+    flops_recompute: int = 0
+    time_recompute_ps: int | None = None
 
 
 @dataclass
@@ -149,6 +176,10 @@ def stream_stats(stream: Stream) -> StreamStats:
             elif op.pass_ == "update":
                 st.flops_update += op.flops or 0
                 st.dram_update += op.dram or 0
+            elif op.pass_ == "recompute":
+                st.flops_recompute += op.flops or 0
+                if op.time_ps is not None:
+                    st.time_recompute_ps = (st.time_recompute_ps or 0) + op.time_ps
             else:
                 st.flops_bwd += op.flops or 0
                 st.dram_bwd += op.dram or 0

@@ -2,12 +2,12 @@
 
 Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored)::
 
-    stream version=1 network=NAME batch=INT dtype=float32|float16|bfloat16 policy=none|all|conv
+    stream version=1 network=NAME batch=INT dtype=float32|float16|bfloat16 policy=POLICY
     tensor NAME bytes=INT kind=activation|gradient|weight|state|workspace [layer=L] [sparse=0|1] [shape=AxBx..]
     phase forward
     alloc NAME | free NAME | wait NAME
-    offload NAME layer=L | prefetch NAME layer=L
-    compute L pass=fwd|bwd|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
+    offload NAME layer=L [codec=none] | prefetch NAME layer=L
+    compute L pass=fwd|bwd|recompute|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
     sync L
     phase backward
     ...
@@ -20,7 +20,10 @@ the first ``phase``; ``alloc``/``free`` must balance; ``offload`` needs an alloc
 ``prefetch`` needs a tensor offloaded earlier and allocated again; ``wait`` names a prefetched
 tensor; nothing is freed or overwritten while a transfer of it may be in flight (a ``sync``
 drains both streams, a ``wait`` completes one prefetch); a compute's ``reads``/``writes`` must be
-resident and not awaiting a prefetch. Every problem raises :class:`StreamError` reading
+resident and not awaiting a prefetch; ``pass=recompute`` (a forward kernel re-run to rebuild a
+tensor) only inside ``phase backward``; ``codec=none`` (a plain copy that bypasses the engine's
+codec, also for the tensor's prefetch) only on ``offload``. Every problem raises
+:class:`StreamError` reading
 ``"SOURCE:LINE: message"``.
 """
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 from .dtypes import DTYPES
-from .errors import StreamError
+from .errors import StreamError, WorkloadError
 
 __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "StreamTensor", "StreamOp", "Stream",
            "parse_stream", "parse_duration"]
@@ -40,9 +43,11 @@ __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "StreamTensor", "StreamOp", "Stream
 STREAM_VERSION = 1
 #: Allowed ``kind=`` values of tensor declarations.
 TENSOR_KINDS = ("activation", "gradient", "weight", "state", "workspace")
-_POLICIES = ("none", "all", "conv")
 _PHASES = ("forward", "backward", "update")
 _PASS_OF_PHASE = {"forward": "fwd", "backward": "bwd", "update": "update"}
+#: the passes a compute may have besides its phase's own: recomputation in the backward pass
+_EXTRA_PASSES = {"backward": ("recompute",)}
+_CODECS = ("none",)
 _TENSOR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+:-]*$")
 _LAYER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 _INT_RE = re.compile(r"^[0-9]+$")
@@ -60,7 +65,7 @@ _SCHEMA: dict[str, tuple[str | None, frozenset[str], frozenset[str]]] = {
     "alloc": ("tensor", frozenset(), frozenset()),
     "free": ("tensor", frozenset(), frozenset()),
     "wait": ("tensor", frozenset(), frozenset()),
-    "offload": ("tensor", frozenset({"layer"}), frozenset()),
+    "offload": ("tensor", frozenset({"layer"}), frozenset({"codec"})),
     "prefetch": ("tensor", frozenset({"layer"}), frozenset()),
     "compute": ("layer", frozenset({"pass", "flops", "dram"}),
                 frozenset({"time", "algo", "reads", "writes"})),
@@ -115,6 +120,8 @@ class StreamOp:
     reads: tuple[str, ...] = ()
     algorithm: str = ""
     writes: tuple[str, ...] = ()
+    #: ``none`` on an offload (and its prefetch) the engine copies raw; '' = the engine's codec
+    codec: str = ""
 
 
 @dataclass
@@ -153,6 +160,7 @@ class _Parser:
         self.host: set[str] = set()
         self.inflight: dict[str, str] = {}
         self.prefetch_issued: set[str] = set()
+        self.codec: dict[str, str] = {}
         self.computed: set[str] = set()
         self.lineno = 0
 
@@ -252,9 +260,12 @@ class _Parser:
         if keys["dtype"] not in DTYPES:
             raise self.fail(f"'stream': unknown dtype '{keys['dtype']}' "
                             f"(expected one of {', '.join(DTYPES)})")
-        if keys["policy"] not in _POLICIES:
-            raise self.fail(f"'stream': unknown policy '{keys['policy']}' "
-                            f"(expected one of {', '.join(_POLICIES)})")
+        from .policies import check_policy
+
+        try:
+            check_policy(keys["policy"])
+        except WorkloadError as exc:
+            raise self.fail(f"'stream': unknown policy '{keys['policy']}': {exc}") from None
         self.stream = Stream(self.source, version, keys["network"], batch, keys["dtype"],
                              keys["policy"])
         self.state = "decl"
@@ -331,8 +342,13 @@ class _Parser:
                 raise self.fail(f"'offload': tensor '{name}' is not allocated")
             if busy:
                 raise self.fail(f"'offload': tensor '{name}' already has a {busy} in flight")
+            codec = keys.get("codec", "")
+            if codec and codec not in _CODECS:
+                raise self.fail(f"'offload': codec={codec} (only codec=none, a plain copy, may "
+                                "be named; without the key the engine's codec is used)")
             self.inflight[name] = "offload"
             self.host.add(name)
+            self.codec[name] = codec
         elif head == "prefetch":
             if name not in self.host:
                 raise self.fail(f"'prefetch': tensor '{name}' was never offloaded")
@@ -348,14 +364,16 @@ class _Parser:
                 raise self.fail(f"'wait': tensor '{name}' has no prefetch before it")
             if busy == "prefetch":
                 del self.inflight[name]
-        self.stream.ops.append(StreamOp(head, name, phase, self.lineno, layer=owner))
+        codec = self.codec.get(name, "") if head in ("offload", "prefetch") else ""
+        self.stream.ops.append(StreamOp(head, name, phase, self.lineno, layer=owner,
+                                        codec=codec))
 
     def compute(self, arg: str, keys: dict[str, str], phase: str) -> StreamOp:
         layer = self.layer_name("compute", arg)
         pass_ = keys["pass"]
-        if pass_ not in _PASS_OF_PHASE.values():
-            raise self.fail(f"'compute': pass={pass_} must be fwd, bwd or update")
-        if pass_ != _PASS_OF_PHASE[phase]:
+        if pass_ not in _PASS_OF_PHASE.values() and pass_ != "recompute":
+            raise self.fail(f"'compute': pass={pass_} must be fwd, bwd, recompute or update")
+        if pass_ != _PASS_OF_PHASE[phase] and pass_ not in _EXTRA_PASSES.get(phase, ()):
             raise self.fail(f"'compute': pass={pass_} inside 'phase {phase}'")
         flops = self.int_value("compute", "flops", keys["flops"])
         dram = self.int_value("compute", "dram", keys["dram"])

@@ -144,6 +144,8 @@ class Op:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     algorithm: str = ""
+    #: ``none`` on an offload the engine copies raw, bypassing its codec ('' = the engine's)
+    codec: str = ""
 
 
 @dataclass
@@ -172,6 +174,11 @@ class Plan:
     offloaded: tuple[str, ...] = ()
     update: list[Block] = field(default_factory=list)
     allocation: str = "liveness"
+    #: per-tensor policies: every activation tensor -> keep, offload, compress or recompute
+    #: (empty under the vDNN policies)
+    choices: dict[str, str] = field(default_factory=dict)
+    #: recomputed tensors (their producer's forward kernels re-run in the backward pass)
+    recomputed: tuple[str, ...] = ()
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -189,7 +196,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                    times: Mapping[str, Mapping[str, str]] | None = None,
                    optimizer: str = "none", workspace: int = 0,
                    kernels: Mapping[str, Mapping[str, Any]] | None = None,
-                   allocation: str = "liveness") -> Plan:
+                   allocation: str = "liveness",
+                   choices: Mapping[str, str] | None = None) -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
     step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
     ``workspace`` bytes of cuDNN workspace, allocating GPU memory as ``allocation`` says (one
@@ -203,9 +211,20 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     ``algorithm``, ``workspace``): their times become ``time=`` keys (unless ``times`` gives
     measured ones), their algorithms ``algo=`` keys, and each kernel gets the workspace its
     algorithm needs instead of ``workspace``.
+
+    A per-tensor ``policy`` (:mod:`~sst_cdma.workloads.policies`: ``recompute``,
+    ``recompute-attn+offload-ffn``, ...) is resolved to ``choices`` (tensor -> keep, offload,
+    compress, recompute) unless they are given (``plan`` and ``auto`` need them given).
     """
-    if policy not in POLICIES:
-        raise WorkloadError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+    from .policies import check_policy, is_vdnn, resolve_choices
+
+    try:
+        check_policy(policy)
+    except WorkloadError as exc:
+        raise WorkloadError(f"policy {policy!r}: {exc}") from None
+    per_tensor = not is_vdnn(policy)
+    if per_tensor and choices is None:
+        choices = resolve_choices(network, batch, dtype, policy)
     if optimizer not in OPTIMIZERS:
         raise WorkloadError(f"unknown optimizer {optimizer!r} (expected one of "
                             f"{', '.join(OPTIMIZERS)})")
@@ -268,6 +287,31 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         for t in i.bwd_needs:
             need[t].append(idx[i.name])
 
+    # -- recomputation ------------------------------------------------------------------------
+    # A recomputed tensor is rebuilt just before its first backward use (the latest layer whose
+    # backward reads it): its producer's forward kernel, then its in-place modifiers', re-run
+    # there, so the producer's inputs must be resident then — that layer "needs" them too.
+    choice = dict(choices or {})
+    unknown_choice = sorted(set(choice) - set(tensors))
+    if unknown_choice:
+        raise WorkloadError(f"choices given for unknown tensor(s) {unknown_choice}",
+                            file=network.file)
+    recompute_at: dict[int, list[str]] = {}
+    rebuild_inputs: dict[int, list[str]] = {}
+    for ti in sorted(tensors.values(), key=lambda t: idx[t.producer], reverse=True):
+        if choice.get(ti.name) != "recompute" or not need[ti.name] or not ti.consumers:
+            continue
+        if kind[ti.producer] == "data":
+            raise WorkloadError(f"tensor {ti.name!r} is the network input: it cannot be "
+                                "recomputed", file=network.file)
+        anchor = max(need[ti.name])
+        recompute_at.setdefault(anchor, []).insert(0, ti.name)
+        for x in dict.fromkeys(info[ti.producer].inputs):
+            if anchor not in need[x]:
+                need[x].append(anchor)
+            rebuild_inputs.setdefault(anchor, []).append(x)
+    recomputed = {t for ts in recompute_at.values() for t in ts}
+
     # -- offload selection --------------------------------------------------------------------
     # A selected tensor no backward kernel reads is not copied out: it is freed after its last
     # forward reader (``dropped``), as vDNN's memory manager releases it.
@@ -276,17 +320,24 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     offloaded: list[str] = []
     dropped: set[str] = set()
     for ti in tensors.values():
-        selected = _selected_readers(policy, ti, kind)
+        if per_tensor:
+            selected = list(ti.consumers) if choice.get(ti.name, "keep") != "keep" else []
+        else:
+            selected = _selected_readers(policy, ti, kind)
         if not selected:
             continue
         free_after_fwd[max(ti.consumers, key=idx.__getitem__)].append(ti.name)
-        if need[ti.name]:
+        if ti.name in recomputed:
+            continue
+        if need[ti.name] and choice.get(ti.name) != "recompute":
             offload_at[min(selected, key=idx.__getitem__)].append(ti.name)
             offloaded.append(ti.name)
         else:
             dropped.add(ti.name)
     offloaded_set = set(offloaded)
-    managed = offloaded_set | dropped  # on vDNN's schedule, even under network-wide allocation
+    # on vDNN's schedule, even under network-wide allocation
+    managed = offloaded_set | dropped | recomputed
+    modifiers = {ti.name: ti.modifiers for ti in tensors.values()}
 
     # -- anchors and release points -------------------------------------------------------------
     anchored: dict[int, list[str]] = {}
@@ -328,7 +379,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                 block.ops.append(Op("alloc", i.output))
             resident.add(i.output)
         for t in offload_at[i.name]:
-            block.ops.append(Op("offload", t, layer=i.name))
+            block.ops.append(Op("offload", t, layer=i.name,
+                                codec="none" if choice.get(t) == "offload" else ""))
         reads = tuple(dict.fromkeys(i.inputs)) + ((weight_name(i.name),) if i.params else ())
         ws = scratch[i.name]["fwd"]
         block.ops.extend(Op("alloc", t) for t in ws if not wide)
@@ -359,25 +411,37 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                     if not wide:
                         ops.append(Op("alloc", g))
                     grads.add(g)
-        demand = [t for t in i.bwd_needs if t in offloaded_set and t not in prefetched]
-        for t in demand:
+        here = idx[i.name]
+        demand = [t for t in dict.fromkeys(i.bwd_needs + tuple(rebuild_inputs.get(here, ())))
+                  if t in offloaded_set and t not in prefetched]
+        ahead: list[str] = []
+        for k in range(idx[i.name] - 1, -1, -1):
+            ahead = [t for t in anchored.get(k, []) if t not in prefetched]
+            # per-tensor policies prefetch one layer ahead: what the next block needs first
+            if ahead or per_tensor or infos[k].kind == "conv":
+                break
+        for t in demand + ahead:
             ops.append(Op("alloc", t))
             ops.append(Op("prefetch", t, layer=i.name))
             prefetched.add(t)
             resident.add(t)
-        for k in range(idx[i.name] - 1, -1, -1):
-            pending = [t for t in anchored.get(k, []) if t not in prefetched]
-            if pending:
-                for t in pending:
-                    ops.append(Op("alloc", t))
-                    ops.append(Op("prefetch", t, layer=i.name))
-                    prefetched.add(t)
-                    resident.add(t)
-                break
-            if infos[k].kind == "conv":
-                break
         for t in demand:
             ops.append(Op("wait", t))
+        rebuilt_ws: list[str] = []
+        for t in recompute_at.get(here, ()):
+            ops.append(Op("alloc", t))
+            resident.add(t)
+            for layer in (tensors[t].producer,) + modifiers[t]:
+                li = info[layer]
+                ws = scratch[layer]["fwd"]
+                ops.extend(Op("alloc", w) for w in ws if not wide)
+                rebuilt_ws.extend(ws)
+                ops.append(Op("compute", layer, pass_="recompute", flops=li.flops_fwd,
+                              dram=li.dram_fwd, time=_kernel_time(times, kernels, layer, "fwd"),
+                              reads=tuple(dict.fromkeys(li.inputs)) + (
+                                  (weight_name(layer),) if li.params else ()),
+                              writes=(li.output,) + ws,
+                              algorithm=_algorithm(kernels, layer, "fwd")))
         dy = grad_name(i.output)
         has_dy = dy in grads
         reads = tuple(dict.fromkeys(i.bwd_needs)) + ((dy,) if has_dy else ()) + (
@@ -394,6 +458,7 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                       writes=writes + ws, algorithm=_algorithm(kernels, i.name, "bwd")))
         ops.append(Op("sync", i.name))
         ops.extend(Op("free", t) for t in ws if not wide)
+        ops.extend(Op("free", t) for t in rebuilt_ws if not wide)
         if not i.in_place and has_dy and not wide:
             ops.append(Op("free", dy))
             grads.discard(dy)
@@ -428,7 +493,9 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
             block.ops.append(Op("sync", i.name))
             update.append(block)
     return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
-                tuple(offloaded), update, allocation)
+                tuple(offloaded), update, allocation,
+                {t: choice.get(t, "keep") for t in tensors} if per_tensor else {},
+                tuple(sorted(recomputed, key=lambda t: idx[tensors[t].producer])))
 
 
 def _selected_readers(policy: str, tensor: TensorInfo, kind: Mapping[str, str]) -> list[str]:

@@ -78,7 +78,7 @@ def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
     def transfer(op: Any) -> int:
         raw = gpu.stream.tensors[op.name].bytes
         wire = dma.wire.get(op.name, raw)
-        weights = dma.weights(op.op, raw, wire)
+        weights = dma.weights(op.op, raw, wire, op.codec != "none")
         pairs = [(gpu.flows.resources[name].capacity, w) for name, w in weights.items()]
         return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
 

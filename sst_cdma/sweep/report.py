@@ -219,6 +219,12 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
                       "baselines.", "", "![GPU memory over time](memory.png)", ""]
         else:
             lines += [f"Point {int(row['point'])}: no memory plot ({note}).", ""]
+        if _plan_plot(csv.parent, row, swept, out / "plan.png"):
+            report.plots.append(out / "plan.png")
+            lines += ["## Per-tensor plan", "", f"Point {int(row['point'])}: what the iteration "
+                      "did with each activation tensor (keep, offload, compress, recompute, "
+                      "free), bytes per tensor or per transformer block.", "",
+                      "![per-tensor plan](plan.png)", ""]
 
     lines += [f"## Figures against `{_label(x)}`", ""]
     skipped_constant, plotted = [], 0
@@ -283,6 +289,29 @@ def _pick_point(ok: Any, point: Optional[int]) -> Any:
     if match.empty:
         raise ReportError(f"--timeline {point}: no such successful point")
     return match.iloc[0]
+
+
+def _plan_plot(folder: Path, row: Any, swept: list[str], path: Path) -> bool:
+    """Draw one point's per-tensor plan (summary.json's ``plan``, sized by the tensors of the
+    stream it wrote); False when the summary has no plan."""
+    import json
+
+    from .plan_plot import draw_plan
+
+    point = folder / "points" / str(row["key"])
+    summary = point / "summary.json"
+    if not summary.is_file():
+        return False
+    sizes: dict[str, int] = {}
+    for stream in sorted(point.glob("*.stream"))[:1]:
+        for line in stream.read_text(encoding="utf-8").splitlines():
+            if line.startswith("tensor ") and "kind=activation" in line:
+                parts = line.split()
+                size = next(p for p in parts if p.startswith("bytes="))
+                sizes[parts[1]] = int(size[len("bytes="):])
+    title = f"point {row['point']}: {_point_label(row, swept)} — per-tensor plan"
+    return draw_plan(json.loads(summary.read_text(encoding="utf-8")), path, title,
+                     sizes or None)
 
 
 def _timeline(folder: Path, row: Any, swept: list[str], path: Path) -> Optional[int]:

@@ -109,7 +109,7 @@ def test_statistics_are_byte_identical_run_after_run(tmp_path):
 
 @pytest.mark.parametrize("opts,message", [
     (["--network", "lenet"], "unknown network 'lenet'"),
-    (["--policy", "some"], "argument --policy: 'some' is not one of none, all, conv"),
+    (["--policy", "some"], "argument --policy: 'some': unknown term 'some'"),
     (["--algorithm", "brotli"],
      "argument --algorithm: 'brotli' is not one of none, zvc, rle, zlib, lz4, zstd, bplane_zstd"),
     (["--network", "vgg16", "--batch", "200000"], "more than the GPU memory"),

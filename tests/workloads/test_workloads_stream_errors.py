@@ -76,7 +76,7 @@ CASES = [
     ("compute fc1 pass=fwd flops=512 dram=384 time=1.5us reads=x,fc1:w writes=y",
      "compute fc1 pass=bwd flops=512 dram=384", "pass=bwd inside 'phase forward'"),
     ("compute fc1 pass=fwd flops=512 dram=384 time=1.5us reads=x,fc1:w writes=y",
-     "compute fc1 pass=sideways flops=512 dram=384", "must be fwd, bwd or update"),
+     "compute fc1 pass=sideways flops=512 dram=384", "must be fwd, bwd, recompute or update"),
     ("compute fc1 pass=fwd flops=512 dram=384 time=1.5us reads=x,fc1:w writes=y",
      "compute fc1 pass=fwd flops=512 dram=384 time=fast", "bad duration 'fast'"),
     ("compute fc1 pass=fwd flops=512 dram=384 time=1.5us reads=x,fc1:w writes=y",

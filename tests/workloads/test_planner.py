@@ -1,0 +1,136 @@
+"""The planner of --policy auto: greedy within 5% of the MILP optimum of the same cost model,
+plans that really fit (rendered and simulated), the predicted iteration time against the
+simulated one, and models that cannot fit at all."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.components.gpu import roofline_ps
+from sst_cdma.runner import RunError
+from sst_cdma.workloads import load_network
+from sst_cdma.workloads.planner import CopyCost, PlanInfeasible, build_model, \
+    lower_bound_peak, plan_greedy, plan_milp, plan_peak, plan_to_fit
+from sst_cdma.workloads.vdnn import plan_iteration
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "data" / "tiny_transformer.yaml"
+
+
+def kernel_ps(op):
+    return roofline_ps(op.flops or 0, op.dram or 0, 10e12, 0.6, 500e9, 5_000_000)
+
+
+def copy_costs(net, batch, link=12e9, codec=30e9, ratio=3.0, latency=1_000_000):
+    out = {}
+    for name, t in net.tensors(batch, "float32").items():
+        plain = latency + int(t.bytes / link * 1e12)
+        packed = latency + int(max(t.bytes / codec, t.bytes / ratio / link) * 1e12)
+        out[name] = CopyCost(plain, plain, packed, packed, int(t.bytes / ratio))
+    return out
+
+
+CASES = [("alexnet", 64, 0.9), ("squeezenet", 32, 0.9), ("squeezenet", 32, 0.7),
+         ("resnet50", 8, 0.7), ("resnet50", 8, 0.5), ("googlenet", 16, 0.6),
+         (str(TINY), 64, 0.85), (str(TINY), 64, 0.75)]
+
+
+@pytest.mark.parametrize("network,batch,fraction", CASES)
+def test_greedy_is_within_5_percent_of_the_milp_optimum(network, batch, fraction):
+    net = load_network(network)
+    base = plan_iteration(net, batch, "float32", "none")
+    capacity = int(plan_peak(base) * fraction)
+    model = build_model(net, batch, "float32", base, kernel_ps, capacity,
+                        copy_costs(net, batch))
+    greedy, best = plan_greedy(model), plan_milp(model)
+    keep = model.time_ps(model.first_row)
+    assert greedy.model_peak_bytes <= capacity and best.model_peak_bytes <= capacity
+    assert best.predicted_time_ps <= greedy.predicted_time_ps * (1 + 1e-9)
+    assert greedy.predicted_time_ps <= 1.05 * best.predicted_time_ps
+    assert best.predicted_time_ps >= keep  # memory is short: something costs time
+
+
+def test_tight_memory_still_within_5_percent_with_slow_links():
+    net = load_network("squeezenet")
+    base = plan_iteration(net, 32, "float32", "none")
+    model = build_model(net, 32, "float32", base, kernel_ps, 0,
+                        copy_costs(net, 32, link=2e9, ratio=1.5))
+    model.capacity = int(lower_bound_peak(model) * 1.02)  # barely feasible
+    greedy, best = plan_greedy(model), plan_milp(model)
+    assert greedy.predicted_time_ps <= 1.05 * best.predicted_time_ps
+
+
+def test_planned_plans_really_fit_when_rendered():
+    for network, batch, fraction in CASES:
+        net = load_network(network)
+        base = plan_iteration(net, batch, "float32", "none")
+        capacity = int(plan_peak(base) * fraction)
+        result = plan_to_fit(net, batch, "float32", capacity, kernel_ps,
+                             copy_costs(net, batch), base=base)
+        rendered = plan_iteration(net, batch, "float32", "auto", choices=result.choices)
+        assert plan_peak(rendered) == result.rendered_peak_bytes <= capacity, network
+
+
+def test_without_an_engine_only_keep_and_recompute_are_chosen():
+    net = load_network("resnet50")
+    base = plan_iteration(net, 8, "float32", "none")
+    result = plan_to_fit(net, 8, "float32", int(plan_peak(base) * 0.7), kernel_ps, None,
+                         base=base)
+    assert set(result.choices.values()) == {"keep", "recompute"}
+
+
+def test_memory_enough_keeps_everything():
+    net = load_network("alexnet")
+    base = plan_iteration(net, 8, "float32", "none")
+    result = plan_to_fit(net, 8, "float32", plan_peak(base), kernel_ps, copy_costs(net, 8),
+                         base=base)
+    assert set(result.choices.values()) == {"keep"}
+
+
+def test_a_model_that_cannot_fit_says_how_far_short_it_is():
+    net = load_network("alexnet")
+    base = plan_iteration(net, 64, "float32", "none")
+    with pytest.raises(PlanInfeasible) as err:
+        plan_to_fit(net, 64, "float32", 100_000_000, kernel_ps, copy_costs(net, 64), base=base)
+    text = str(err.value)
+    assert "cannot fit in 100000000 bytes (0.09 GiB)" in text
+    assert f"{err.value.short_bytes} bytes" in text and "GiB) short" in text
+    assert err.value.short_bytes > 0 and "\n" not in text
+
+
+def test_greedy_plan_is_deterministic():
+    net = load_network("googlenet")
+    base = plan_iteration(net, 16, "float32", "none")
+    cap = int(plan_peak(base) * 0.6)
+    a = plan_to_fit(net, 16, "float32", cap, kernel_ps, copy_costs(net, 16), base=base)
+    b = plan_to_fit(net, 16, "float32", cap, kernel_ps, copy_costs(net, 16), base=base)
+    assert a.choices == b.choices and a.predicted_time_ps == b.predicted_time_ps
+
+
+def simulate(*opts):
+    return sst_cdma.run(REPO / "topologies" / "pascal_cdma.py", list(opts),
+                        console=io.StringIO(), record_statistics=False).reports["summary"]
+
+
+def test_simulated_auto_plan_fits_and_matches_the_prediction():
+    s = simulate("--network", "squeezenet", "--batch", "640", "--policy", "auto",
+                 "--no-baselines")
+    assert s["fits_in_memory"] and s["out_of_memory"] is None
+    planner = s["plan"]["planner"]
+    assert planner["rendered_peak_bytes"] == s["peak_gpu_memory_bytes"]
+    # without memory to spare the planner recomputes or offloads something
+    assert s["plan"]["counts"]["keep"] < len(s["plan"]["tensors"])
+    gap = abs(planner["predicted_time_s"] - s["iteration_time_s"]) / s["iteration_time_s"]
+    assert gap < 0.02, gap
+
+
+def test_simulated_model_that_cannot_fit_is_one_line_error():
+    with pytest.raises(RunError) as err:
+        simulate("--network", "vgg16", "--batch", "1024", "--policy", "auto",
+                 "--no-baselines")
+    text = str(err.value)
+    assert "policy auto: cannot fit in 17179869184 bytes (16.00 GiB)" in text
+    assert "GiB) short" in text and "\n" not in text.strip()

@@ -1,0 +1,105 @@
+"""Per-tensor policies and the planner on the shipped transformers (GPT-2, OPT, LLaMA)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.workloads import NETWORKS, load_network, parse_stream, render_stream, \
+    stream_stats
+from sst_cdma.workloads.planner import build_model, plan_greedy, plan_milp, plan_peak
+from sst_cdma.workloads.stats import tensor_choices
+from sst_cdma.workloads.vdnn import plan_iteration
+
+pytestmark = pytest.mark.skipif("gpt2_small" not in NETWORKS,
+                                reason="the transformer networks are not shipped here")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def choices_of(network, policy, seq_len=256, attention="naive", batch=1):
+    net = load_network(network, seq_len, attention)
+    s = parse_stream(render_stream(net, batch, "bfloat16", policy), policy)
+    return net, s, tensor_choices(s)
+
+
+@pytest.mark.parametrize("attention", ["naive", "fused"])
+def test_full_recompute_keeps_only_each_blocks_input(attention):
+    net, s, choices = choices_of("gpt2_small", "recompute", attention=attention)
+    for name, choice in choices.items():
+        block_tensor = name.startswith("blk") and not name.endswith("/res2")
+        if block_tensor:
+            assert choice in ("recompute", "free"), name
+        else:
+            assert choice == "keep", name
+    _, none, _ = choices_of("gpt2_small", "none", attention=attention)
+    assert stream_stats(s).peak_bytes < stream_stats(none).peak_bytes
+    assert stream_stats(s).leaked == ()
+
+
+def test_selective_recompute_rebuilds_the_attention_core_only():
+    _, s, naive = choices_of("gpt2_small", "recompute-attn")
+    assert {t for t, c in naive.items() if c == "recompute"} == {
+        f"blk{i}/{r}" for i in range(12) for r in ("scores", "probs", "context")}
+    _, s, fused = choices_of("gpt2_small", "recompute-attn", attention="fused")
+    assert {t for t, c in fused.items() if c == "recompute"} == {f"blk{i}/attn"
+                                                                   for i in range(12)}
+    # the recompute kernel is the fused attention's forward kernel
+    fwd = {op.name: op for op in s.computes("fwd")}
+    for op in s.computes("recompute"):
+        assert (op.flops, op.dram, op.time_ps) == (fwd[op.name].flops, fwd[op.name].dram,
+                                                   fwd[op.name].time_ps)
+
+
+@pytest.mark.parametrize("policy,choice", [("recompute-attn+offload-ffn", "offload"),
+                                           ("recompute-attn+compress-ffn", "compress")])
+def test_combinations_offload_the_ffn(policy, choice):
+    _, s, choices = choices_of("opt_125m", policy)
+    ffn = [t for t in choices if t.split("/")[-1] in ("fc1", "fc2") and t.startswith("blk")]
+    # OPT's ReLU works in place on fc1: fc1 is offloaded; fc2 feeds only the residual add
+    assert all(choices[t] == choice for t in ffn if t.endswith("/fc1"))
+    assert all(choices[t] == "free" for t in ffn if t.endswith("/fc2"))
+    codec = {op.name: op.codec for op in s.ops if op.op == "offload"}
+    assert all(codec[t] == ("none" if choice == "offload" else "")
+               for t in ffn if t.endswith("/fc1"))
+
+
+def test_recomputing_a_relu_ffn_reruns_the_in_place_relu():
+    _, s, choices = choices_of("opt_125m", "recompute-ffn")
+    rebuilt = [op.name for op in s.computes("recompute")]
+    assert "blk0/fc1" in rebuilt and "blk0/act" in rebuilt
+    assert rebuilt.index("blk0/fc1") < rebuilt.index("blk0/act")
+
+
+def kernel_ps(op):
+    from sst_cdma.components.gpu import roofline_ps
+
+    return roofline_ps(op.flops or 0, op.dram or 0, 200e12, 0.6, 2e12, 3_000_000)
+
+
+@pytest.mark.parametrize("fraction", [0.8, 0.6])
+def test_greedy_within_5_percent_of_the_milp_on_a_small_transformer(fraction):
+    from sst_cdma.workloads.planner import CopyCost
+
+    net = load_network("gpt2_small", 256, "naive")
+    base = plan_iteration(net, 4, "bfloat16", "none")
+    costs = {name: CopyCost(int(t.bytes / 25e9 * 1e12), int(t.bytes / 25e9 * 1e12),
+                            int(t.bytes / 40e9 * 1e12), int(t.bytes / 40e9 * 1e12),
+                            t.bytes // 2)
+             for name, t in net.tensors(4, "bfloat16").items()}
+    model = build_model(net, 4, "bfloat16", base, kernel_ps, int(plan_peak(base) * fraction),
+                        costs)
+    greedy, best = plan_greedy(model), plan_milp(model)
+    assert greedy.predicted_time_ps <= 1.05 * best.predicted_time_ps
+
+
+def test_auto_fits_a_7b_model_on_an_h100():
+    s = sst_cdma.run(REPO / "topologies" / "hopper_pcie5_cdma.py",
+                     ["--network", "llama_7b", "--dtype", "bfloat16", "--batch", "4",
+                      "--policy", "auto", "--no-baselines"], console=io.StringIO(),
+                     record_statistics=False).reports["summary"]
+    assert s["fits_in_memory"] and s["out_of_memory"] is None
+    planner = s["plan"]["planner"]
+    assert planner["rendered_peak_bytes"] <= s["gpu_memory_capacity_bytes"]
+    assert abs(planner["predicted_time_s"] / s["iteration_time_s"] - 1) < 0.05

@@ -1,0 +1,558 @@
+"""The automatic planner behind ``--policy auto``: per activation tensor, the cheapest of keep,
+offload (plain copy), compress (through the cDMA codec) and recompute that makes the iteration
+fit the GPU memory.
+
+The cost model (docs/workloads.md, "The planner's cost model") works on the *slots* of the
+per-tensor schedule — one per forward block, backward block and update block, each ended by a
+``sync``:
+
+* a slot's time is ``max(kernels + recompute kernels, copies issued in it)``: copies and
+  kernels overlap, and the sync waits for the slower stream. An offload is issued in the
+  forward slot of the tensor's first reader; its prefetch in the backward slot one layer
+  above its anchor (the latest layer whose backward reads it), or on demand in the anchor's
+  own slot when that is the last layer; a recomputation runs the producer's (and its in-place
+  modifiers') forward kernels in the anchor's backward slot;
+* copy times are the engine's (:class:`CopyCost`: the flow's bottleneck over GPU DRAM, codec
+  and host link, plus the path latency), kernel times the priced stream's;
+* memory: the bytes resident in each slot are the fixed buffers (weights, gradients,
+  workspace, state: the most held at any op of the slot) plus, per tensor, its size in every
+  slot its choice keeps it in (keep: production to last backward use; offload/compress:
+  production to its last forward reader, then prefetch to last backward use; recompute: to its
+  last forward reader, then anchor to last backward use). The plan must keep every slot within
+  the capacity.
+
+:func:`plan_greedy` descends greedily (the change that removes the most excess memory per
+second added, then a pass that undoes changes memory no longer needs); :func:`plan_milp` solves
+the same model exactly as a mixed-integer program (SciPy's ``milp``), for checking. The
+model ignores two second-order effects — a recomputed tensor's producer inputs held longer, and
+the recompute kernels' workspace — so :func:`plan_to_fit` renders each plan and, when the
+rendered peak still overflows, plans again for a capacity lowered by the overflow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .errors import WorkloadError
+from .network import Network
+from .vdnn import Plan, plan_iteration
+
+__all__ = ["CopyCost", "PlanModel", "PlanResult", "PlanInfeasible", "build_model",
+           "plan_greedy", "plan_milp", "plan_to_fit", "plan_peak", "lower_bound_peak",
+           "choices_counts"]
+
+GiB = 1024 ** 3
+
+
+class PlanInfeasible(WorkloadError):
+    """Nothing fits: even the choice that holds least of every tensor overflows the GPU
+    memory. ``short_bytes`` is how much is missing."""
+
+    def __init__(self, message: str, short_bytes: int) -> None:
+        super().__init__(message)
+        self.short_bytes = short_bytes
+
+
+@dataclass(frozen=True)
+class CopyCost:
+    """What moving one tensor costs on this machine (engine and host link): picoseconds of an
+    offload and of a prefetch, as a plain copy and through the codec."""
+
+    plain_out_ps: int
+    plain_in_ps: int
+    packed_out_ps: int
+    packed_in_ps: int
+    wire_bytes: int
+
+
+@dataclass
+class PlanModel:
+    """The cost model of one network on one machine: per candidate row (tensor, choice) its
+    resident bytes per slot and its time effects; the fixed bytes and kernel times per slot."""
+
+    tensors: list[str]
+    choices: list[tuple[str, ...]]          # per tensor: its allowed choices
+    row_tensor: np.ndarray                  # row -> tensor index
+    row_choice: list[str]                   # row -> choice
+    resident: np.ndarray                    # rows x slots, bytes
+    fixed: np.ndarray                       # slots, bytes
+    compute: np.ndarray                     # slots, ps (kernels of the keep schedule)
+    row_slots: np.ndarray                   # rows x 3: slots of (offload, prefetch, recompute)
+    row_costs: np.ndarray                   # rows x 3: ps of (offload, prefetch, recompute)
+    capacity: int
+    first_row: np.ndarray                   # tensor -> its first row (keep)
+
+    def memory(self, rows: np.ndarray) -> np.ndarray:
+        """Bytes resident per slot when ``rows`` (one per tensor) are chosen."""
+        return self.fixed + self.resident[rows].sum(axis=0)
+
+    def slot_times(self, rows: np.ndarray) -> np.ndarray:
+        """Per slot: max(kernels + recomputation, copies)."""
+        copies = np.zeros_like(self.compute)
+        rec = np.zeros_like(self.compute)
+        for k in (0, 1):
+            np.add.at(copies, self.row_slots[rows, k], self.row_costs[rows, k])
+        np.add.at(rec, self.row_slots[rows, 2], self.row_costs[rows, 2])
+        return np.maximum(self.compute + rec, copies)
+
+    def time_ps(self, rows: np.ndarray) -> float:
+        """Predicted iteration time of a choice of rows."""
+        return float(self.slot_times(rows).sum())
+
+
+@dataclass
+class PlanResult:
+    """A plan: tensor -> choice, its predicted iteration time and modelled peak, and (from
+    :func:`plan_to_fit`) the rendered stream's exact peak."""
+
+    choices: dict[str, str]
+    predicted_time_ps: float
+    model_peak_bytes: int
+    rendered_peak_bytes: int = 0
+    rounds: int = 1
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _positions(plan: Plan) -> tuple[list, dict[str, int], dict[str, int]]:
+    blocks = list(plan.forward) + list(plan.backward) + list(plan.update)
+    nf = len(plan.forward)
+    fpos = {b.layer: k for k, b in enumerate(plan.forward)}
+    bpos = {b.layer: nf + k for k, b in enumerate(plan.backward)}
+    return blocks, fpos, bpos
+
+
+def build_model(network: Network, batch: int, dtype: str, base: Plan,
+                kernel_ps: Callable[[object], int], capacity: int,
+                copy_costs: Optional[Mapping[str, CopyCost]] = None,
+                elastic_workspace: bool = False) -> PlanModel:
+    """The planner's cost model of ``network`` from its all-keep plan ``base`` (the same
+    options, policy ``none``): ``kernel_ps(op)`` prices a compute op as the GPU does,
+    ``copy_costs`` gives each tensor's copy costs (None: no engine, so only keep and
+    recompute). ``elastic_workspace``: leave convolution workspace out of the memory model
+    (the fitted kernel model sizes it to the memory free when the plan is rendered)."""
+    infos = network.infer(batch, dtype)
+    info = {i.name: i for i in infos}
+    idx = {i.name: k for k, i in enumerate(infos)}
+    tensors = network.tensors(batch, dtype)
+    blocks, fpos, bpos = _positions(base)
+    n = len(blocks)
+    sizes = {t.name: t.bytes for t in base.tensors}
+    activations = {t.name for t in base.tensors if t.kind == "activation"
+                   or (elastic_workspace and t.kind == "workspace")}
+    # fixed bytes per slot and kernel times per slot, replaying the all-keep plan
+    fixed = np.zeros(n)
+    compute = np.zeros(n)
+    in_use = sum(sizes[o.name] for o in base.prologue if o.op == "alloc"
+                 and o.name not in activations)
+    fwd_ps: dict[str, int] = {}
+    for k, block in enumerate(blocks):
+        peak = in_use
+        for o in block.ops:
+            if o.op in ("alloc", "free") and o.name in activations:
+                continue
+            if o.op == "alloc":
+                in_use += sizes[o.name]
+                peak = max(peak, in_use)
+            elif o.op == "free":
+                in_use -= sizes[o.name]
+            elif o.op == "compute":
+                ps = kernel_ps(o)
+                compute[k] += ps
+                if o.pass_ == "fwd":
+                    fwd_ps[o.name] = ps
+        fixed[k] = peak
+    need: dict[str, list[int]] = {t: [] for t in tensors}
+    for i in infos:
+        for t in i.bwd_needs:
+            need[t].append(idx[i.name])
+    last_layer = len(infos) - 1
+    names: list[str] = []
+    allowed: list[tuple[str, ...]] = []
+    rows_t: list[int] = []
+    rows_c: list[str] = []
+    resident: list[np.ndarray] = []
+    slots: list[tuple[int, int, int]] = []
+    costs: list[tuple[float, float, float]] = []
+    first: list[int] = []
+    for ti in tensors.values():
+        producer = info[ti.producer]
+        users = [idx[u] for u in ti.consumers + ti.modifiers]
+        if need[ti.name]:
+            release = min(need[ti.name])
+        else:
+            release = min(users) if users else idx[ti.producer]
+        end = bpos.get(infos[release].name, n - 1)
+        start = fpos[ti.producer]
+        options = ["keep"]
+        if ti.consumers:
+            if copy_costs is not None and ti.name in copy_costs:
+                options += ["offload", "compress"]
+            if producer.kind != "data":
+                options.append("recompute")
+        t = len(names)
+        names.append(ti.name)
+        allowed.append(tuple(options))
+        first.append(len(rows_c))
+        last_reader = max(fpos[c] for c in ti.consumers) if ti.consumers else start
+        first_reader = min(fpos[c] for c in ti.consumers) if ti.consumers else start
+        anchor = max(need[ti.name]) if need[ti.name] else None
+        for choice in options:
+            mask = np.zeros(n)
+            slot = (0, 0, 0)
+            cost = (0.0, 0.0, 0.0)
+            if choice == "keep":
+                mask[start:end + 1] = 1
+            else:
+                mask[start:last_reader + 1] = 1
+                if anchor is not None:
+                    a_name = infos[anchor].name
+                    if choice == "recompute":
+                        mask[bpos[a_name]:end + 1] = 1
+                        rebuild = sum(fwd_ps.get(layer, 0)
+                                      for layer in (ti.producer,) + ti.modifiers)
+                        slot = (0, 0, bpos[a_name])
+                        cost = (0.0, 0.0, float(rebuild))
+                    else:
+                        above = infos[anchor + 1].name if anchor < last_layer else a_name
+                        mask[bpos[above]:end + 1] = 1
+                        c = copy_costs[ti.name]
+                        out, back = (c.plain_out_ps, c.plain_in_ps) if choice == "offload" \
+                            else (c.packed_out_ps, c.packed_in_ps)
+                        slot = (first_reader, bpos[above], 0)
+                        cost = (float(out), float(back), 0.0)
+            rows_t.append(t)
+            rows_c.append(choice)
+            resident.append(mask * ti.bytes)
+            slots.append(slot)
+            costs.append(cost)
+    return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
+                     fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
+                     np.array(first))
+
+
+def _excess(memory: np.ndarray, capacity: float) -> np.ndarray:
+    return np.clip(memory - capacity, 0, None).sum(axis=-1)
+
+
+def lower_bound_peak(model: PlanModel) -> int:
+    """The least any plan can hold in its fullest slot: every tensor at its smallest
+    footprint in every slot at once."""
+    least = np.zeros(model.fixed.shape)
+    for t in range(len(model.tensors)):
+        rows = np.arange(model.first_row[t], model.first_row[t] + len(model.choices[t]))
+        least += model.resident[rows].min(axis=0)
+    return int((model.fixed + least).max())
+
+
+def _check_feasible(model: PlanModel, label: str = "") -> None:
+    bound = lower_bound_peak(model)
+    if bound > model.capacity:
+        short = bound - model.capacity
+        raise PlanInfeasible(
+            f"{label + ': ' if label else ''}cannot fit in {model.capacity} bytes "
+            f"({model.capacity / GiB:.2f} GiB) of GPU memory even with every activation "
+            f"offloaded or recomputed: {short} bytes ({short / GiB:.2f} GiB) short", short)
+
+
+def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
+    """Greedy plan: from all-keep, repeatedly apply the change (one tensor to another choice)
+    that removes the most excess memory per picosecond it adds, until every slot fits; then
+    apply, most time saved first, the changes to cheaper choices that still fit.
+
+    Lazy evaluation keeps it fast on big models: every row's score is computed at once
+    (vectorised), then a row is re-scored alone when it reaches the top of the queue, and
+    applied when it still beats the next one; all scores are refreshed every
+    :data:`REFRESH` changes."""
+    import heapq
+
+    _check_feasible(model, label)
+    cap = float(model.capacity)
+    state = _State(model)
+    rows_tensor = model.row_tensor
+    all_rows = np.arange(len(rows_tensor))
+    while _excess(state.memory, cap) > 0:
+        excess = _excess(state.memory, cap)
+        delta = model.resident - model.resident[state.current[rows_tensor]]
+        gain = excess - _excess(state.memory + delta, cap)
+        dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
+        useful = (gain > 0) & (all_rows != state.current[rows_tensor])
+        if not useful.any():
+            peak = int(state.memory.max())
+            short = peak - model.capacity
+            raise PlanInfeasible(f"{label + ': ' if label else ''}the planner found no plan "
+                                 f"that fits {model.capacity} bytes "
+                                 f"({model.capacity / GiB:.2f} GiB): its best holds {peak} "
+                                 f"bytes, {short} bytes ({short / GiB:.2f} GiB) short", short)
+        heap = [(-float(g / max(d, 1.0)), int(r)) for r, g, d in
+                zip(all_rows[useful], gain[useful], dt[useful])]
+        heapq.heapify(heap)
+        applied = 0
+        while heap and applied < REFRESH:
+            excess = _excess(state.memory, cap)
+            if excess <= 0:
+                break
+            _, row = heapq.heappop(heap)
+            if state.current[rows_tensor[row]] == row:
+                continue
+            score = state.score(row, excess, cap)
+            if score is None:
+                continue
+            if not heap or score >= (1 - LAZY_SLACK) * -heap[0][0]:
+                state.apply(row)
+                applied += 1
+            else:
+                heapq.heappush(heap, (-score, row))
+    # improvement: cheaper choices that keep every slot within capacity, most time saved first
+    for _ in range(REFRESH):
+        dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
+        order = np.argsort(dt, kind="stable")
+        changed = False
+        for row in order[dt[order] < 0]:
+            row = int(row)
+            if state.current[rows_tensor[row]] == row or state.time_delta(row) >= 0:
+                continue
+            if state.fits(row, cap):
+                state.apply(row)
+                changed = True
+        if not changed:
+            break
+    return _result(model, state.current)
+
+
+#: greedy changes between two full refreshes of every row's score
+REFRESH = 32
+#: a re-scored row is applied when it is within this fraction of the next row's (stale) score
+LAZY_SLACK = 0.05
+
+
+class _State:
+    """The greedy's current plan: one row per tensor, the memory per slot and the copy and
+    recompute time per slot it implies."""
+
+    def __init__(self, model: PlanModel) -> None:
+        self.model = model
+        self.current = model.first_row.copy()  # every tensor kept
+        self.memory = model.memory(self.current)
+        self.copies, self.rec = _streams(model, self.current)
+        self.times = np.maximum(model.compute + self.rec, self.copies)
+
+    def _delta(self, row: int) -> np.ndarray:
+        m = self.model
+        return m.resident[row] - m.resident[self.current[m.row_tensor[row]]]
+
+    def score(self, row: int, excess: float, cap: float) -> float | None:
+        """Excess memory removed per picosecond added by switching to ``row`` (None: it
+        removes none)."""
+        gain = excess - _excess(self.memory + self._delta(row), cap)
+        if gain <= 0:
+            return None
+        return float(gain / max(self.time_delta(row), 1.0))
+
+    def fits(self, row: int, cap: float) -> bool:
+        """Every slot within ``cap`` after switching to ``row``."""
+        return bool((self.memory + self._delta(row) <= cap).all())
+
+    def time_delta(self, row: int) -> float:
+        """The predicted iteration time's change if ``row``'s tensor switched to it."""
+        m = self.model
+        old = self.current[m.row_tensor[row]]
+        copies: dict[int, float] = {}
+        rec: dict[int, float] = {}
+        for r, sign in ((row, 1.0), (old, -1.0)):
+            for k in (0, 1):
+                slot = int(m.row_slots[r, k])
+                copies[slot] = copies.get(slot, 0.0) + sign * m.row_costs[r, k]
+            slot = int(m.row_slots[r, 2])
+            rec[slot] = rec.get(slot, 0.0) + sign * m.row_costs[r, 2]
+        total = 0.0
+        for slot in set(copies) | set(rec):
+            new = max(m.compute[slot] + self.rec[slot] + rec.get(slot, 0.0),
+                      self.copies[slot] + copies.get(slot, 0.0))
+            total += new - self.times[slot]
+        return total
+
+    def apply(self, row: int) -> None:
+        """Switch ``row``'s tensor to ``row``."""
+        (self.current, self.memory, self.copies, self.rec,
+         self.times) = _apply(self.model, self.current, row, self.memory, self.copies, self.rec)
+
+
+def _streams(model: PlanModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    copies = np.zeros_like(model.compute)
+    rec = np.zeros_like(model.compute)
+    for k in (0, 1):
+        np.add.at(copies, model.row_slots[rows, k], model.row_costs[rows, k])
+    np.add.at(rec, model.row_slots[rows, 2], model.row_costs[rows, 2])
+    return copies, rec
+
+
+def _apply(model: PlanModel, current: np.ndarray, row: int, memory: np.ndarray,
+           copies: np.ndarray, rec: np.ndarray):
+    t = model.row_tensor[row]
+    old = current[t]
+    current = current.copy()
+    current[t] = row
+    memory = memory - model.resident[old] + model.resident[row]
+    copies = copies.copy()
+    rec = rec.copy()
+    for k in (0, 1):
+        copies[model.row_slots[old, k]] -= model.row_costs[old, k]
+        copies[model.row_slots[row, k]] += model.row_costs[row, k]
+    rec[model.row_slots[old, 2]] -= model.row_costs[old, 2]
+    rec[model.row_slots[row, 2]] += model.row_costs[row, 2]
+    times = np.maximum(model.compute + rec, copies)
+    return current, memory, copies, rec, times
+
+
+def _time_deltas(model: PlanModel, current: np.ndarray, copies: np.ndarray, rec: np.ndarray,
+                 times: np.ndarray) -> np.ndarray:
+    """For every row: the change of predicted iteration time if its tensor switched to it."""
+    old = current[model.row_tensor]
+    slots_new, slots_old = model.row_slots, model.row_slots[old]
+    cost_new, cost_old = model.row_costs, model.row_costs[old]
+    # the (at most six) slots a switch touches; per row, the distinct ones
+    touched = np.concatenate([slots_new, slots_old], axis=1)  # rows x 6
+    dcopy = np.zeros(touched.shape)
+    drec = np.zeros(touched.shape)
+    for j in range(6):
+        s = touched[:, j]
+        for k in (0, 1):
+            dcopy[:, j] += np.where(slots_new[:, k] == s, cost_new[:, k], 0)
+            dcopy[:, j] -= np.where(slots_old[:, k] == s, cost_old[:, k], 0)
+        drec[:, j] += np.where(slots_new[:, 2] == s, cost_new[:, 2], 0)
+        drec[:, j] -= np.where(slots_old[:, 2] == s, cost_old[:, 2], 0)
+    new_t = np.maximum(model.compute[touched] + rec[touched] + drec,
+                       copies[touched] + dcopy) - times[touched]
+    # count each distinct slot once per row
+    first = np.ones(touched.shape, dtype=bool)
+    for j in range(1, 6):
+        for i in range(j):
+            first[:, j] &= touched[:, j] != touched[:, i]
+    return (new_t * first).sum(axis=1)
+
+
+def _result(model: PlanModel, rows: np.ndarray) -> PlanResult:
+    choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
+    return PlanResult(choices, model.time_ps(rows), int(model.memory(rows).max()))
+
+
+def plan_milp(model: PlanModel, time_limit: float = 60.0) -> PlanResult:
+    """The exact optimum of the same model: binary x (one row per tensor), slot times
+    tau_s >= kernels_s + recompute_s(x) and >= copies_s(x), every slot's memory within
+    capacity; minimise the sum of tau. SciPy's ``milp`` (HiGHS)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
+    _check_feasible(model)
+    rows, slots = model.resident.shape[0], model.fixed.shape[0]
+    nvar = rows + slots
+    cons = []
+    # one choice per tensor
+    one = lil_matrix((len(model.tensors), nvar))
+    for r, t in enumerate(model.row_tensor):
+        one[t, r] = 1
+    cons.append(LinearConstraint(one.tocsr(), 1, 1))
+    # memory per slot
+    # bytes in GiB and times in ms keep the coefficients in a range the solver handles well
+    mem = lil_matrix((slots, nvar))
+    mem[:, :rows] = model.resident.T / GiB
+    cons.append(LinearConstraint(mem.tocsr(), -np.inf, (model.capacity - model.fixed) / GiB))
+    # tau_s - recompute_s(x) >= compute_s ; tau_s - copies_s(x) >= 0
+    a_rec = lil_matrix((slots, nvar))
+    a_copy = lil_matrix((slots, nvar))
+    for r in range(rows):
+        for k in (0, 1):
+            if model.row_costs[r, k]:
+                a_copy[model.row_slots[r, k], r] -= model.row_costs[r, k] / 1e9
+        if model.row_costs[r, 2]:
+            a_rec[model.row_slots[r, 2], r] -= model.row_costs[r, 2] / 1e9
+    for s in range(slots):
+        a_rec[s, rows + s] = 1
+        a_copy[s, rows + s] = 1
+    cons.append(LinearConstraint(a_rec.tocsr(), model.compute / 1e9, np.inf))
+    cons.append(LinearConstraint(a_copy.tocsr(), 0, np.inf))
+    c = np.concatenate([np.zeros(rows), np.ones(slots)])
+    integrality = np.concatenate([np.ones(rows), np.zeros(slots)])
+    bounds = Bounds(np.zeros(nvar), np.concatenate([np.ones(rows), np.full(slots, np.inf)]))
+    res = milp(c, constraints=cons, integrality=integrality, bounds=bounds,
+               options={"time_limit": time_limit, "mip_rel_gap": 1e-6})
+    if res.x is None:
+        raise PlanInfeasible(f"the mixed-integer program found no plan ({res.message})", 0)
+    chosen = np.zeros(len(model.tensors), dtype=int)
+    for r in range(rows):
+        if res.x[r] > 0.5:
+            chosen[model.row_tensor[r]] = r
+    return _result(model, chosen)
+
+
+def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
+                kernel_ps: Callable[[object], int],
+                copy_costs: Optional[Mapping[str, CopyCost]] = None,
+                render: Optional[Callable[[Mapping[str, str]], Plan]] = None,
+                base: Optional[Plan] = None, rounds: int = 6,
+                label: str = "", elastic_workspace: bool = False) -> PlanResult:
+    """Plan ``network`` greedily for ``capacity`` bytes and check the rendered plan's exact
+    peak; while it overflows (the model's second-order effects), plan again for a capacity
+    lowered by the overflow. ``render(choices)`` gives the per-tensor plan (default:
+    :func:`plan_iteration` with policy ``auto``); ``base`` the all-keep plan."""
+    if render is None:
+        def render(choices: Mapping[str, str]) -> Plan:
+            return plan_iteration(network, batch, dtype, "auto", choices=choices)
+    if base is None:
+        base = plan_iteration(network, batch, dtype, "none")
+    model = build_model(network, batch, dtype, base, kernel_ps, capacity, copy_costs,
+                        elastic_workspace)
+    fixed_ws = not elastic_workspace
+    if plan_peak(base, fixed_ws) <= capacity:
+        keep = model.first_row.copy()
+        out = _result(model, keep)
+        out.rendered_peak_bytes = plan_peak(base, fixed_ws)
+        return out
+    target = capacity
+    result = None
+    for round_ in range(1, rounds + 1):
+        model.capacity = target
+        result = plan_greedy(model, label)
+        peak = plan_peak(render(result.choices), fixed_ws)
+        result.rendered_peak_bytes = peak
+        result.rounds = round_
+        if peak <= capacity:
+            return result
+        target -= peak - capacity
+        if target <= 0:
+            break
+    assert result is not None
+    short = result.rendered_peak_bytes - capacity
+    raise PlanInfeasible(f"{label + ': ' if label else ''}the planner's best plan holds "
+                         f"{result.rendered_peak_bytes} bytes, {short} bytes "
+                         f"({short / GiB:.2f} GiB) more than the {capacity} bytes "
+                         f"({capacity / GiB:.2f} GiB) of GPU memory", short)
+
+
+def plan_peak(plan: Plan, workspace: bool = True) -> int:
+    """The exact peak of ``plan``: its allocations replayed in issue order (without
+    workspace buffers when ``workspace`` is False)."""
+    sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
+             for t in plan.tensors}
+    ops = list(plan.prologue)
+    for blocks in (plan.forward, plan.backward, plan.update):
+        for block in blocks:
+            ops.extend(block.ops)
+    in_use = peak = 0
+    for op in ops:
+        if op.op == "alloc":
+            in_use += sizes[op.name]
+            peak = max(peak, in_use)
+        elif op.op == "free":
+            in_use -= sizes[op.name]
+    return peak
+
+
+def choices_counts(choices: Mapping[str, str], order: Sequence[str] = ("keep", "offload",
+                                                                       "compress",
+                                                                       "recompute")
+                   ) -> dict[str, int]:
+    """How many tensors take each choice."""
+    return {c: sum(1 for v in choices.values() if v == c) for c in order}
