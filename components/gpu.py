@@ -233,7 +233,8 @@ class GPU(Component):
         if p["workload"]:
             return f"workload stream {p['workload']} (its time= keys, else roofline)"
         try:
-            return kernel_times_source(p["kernel_model"], p["gpu_preset"], p["layer_times"])
+            return kernel_times_source(p["kernel_model"], p["gpu_preset"], p["layer_times"],
+                                       p["dtype"])
         except ModelError as exc:
             raise ValueError(f"{self.name}: {exc}") from None
 

@@ -5,9 +5,13 @@ The stream runs one forward and one backward kernel per layer; a convolution's b
 kernel is its backward-data plus its backward-filter kernel (backward-data only where its input
 needs a gradient), and a fully connected layer's are GEMMs (forward ``N x F_out x F_in``;
 backward the data-gradient and weight-gradient GEMMs), and so is a transformer's per-token
-``linear`` with ``N`` = batch x sequence length. Every other kind (attention matmuls and
-element-wise transformer kinds included, for now), and the optimizer's
-update kernels, are left to the GPU: they move their DRAM bytes at the HBM's achievable
+``linear`` with ``N`` = batch x sequence length. Naive attention's scores (Q K^T) and context
+(P V) are batched GEMMs, one per sample and head (backward: the two operands' gradients), and
+fused attention is one FlashAttention-style kernel per pass
+(:func:`~sst_cdma.model.kernel_model.price_attention`), causal. GEMMs and attention run in the
+network's dtype: float16 and bfloat16 on tensor cores where the GPU has them (convolutions at
+the fp32 rate). Every other kind (the attention softmax and the element-wise transformer kinds
+included), and the optimizer's update kernels, are left to the GPU: they move their DRAM bytes at the HBM's achievable
 bandwidth (the same resource the DMA engine shares, so an overridden HBM counts) plus the
 fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm picked
 (``fwd``, ``bwd_data+bwd_filter``) and the cuDNN workspace it needs.
@@ -19,12 +23,13 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from sst_cdma.model.fitted import KernelModel
-from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError, price_convs,
-                                         price_gemm)
+from sst_cdma.model.kernel_model import (ConvProblem, Hardware, KernelParams, KernelPrice,
+                                         ModelError, price_attention, price_convs, price_gemm)
 
 from .dtypes import itemsize
 from .errors import WorkloadError
-from .network import LayerInfo, Network
+from .network import Layer, LayerInfo, Network
+from .shapes import head_dim
 from .vdnn import Plan
 
 __all__ = ["PricedKernel", "price_network", "limits_from_free_memory"]
@@ -51,6 +56,47 @@ def _conv_problem(layer_params: dict, info: LayerInfo) -> ConvProblem:
     (sh, sw), (ph, pw) = layer_params["stride"], layer_params["pad"]
     dh, dw = layer_params["dilation"]
     return ConvProblem(n, c, h, w, k, kh, kw, ph, pw, sh, sw, dh, dw, layer_params["group"])
+
+
+def _gemm_kernels(info: LayerInfo, batch: int, hw: Hardware, kp: KernelParams,
+                  dtype: str) -> tuple[list[KernelPrice], list[KernelPrice]]:
+    """A fully connected or per-token linear layer's GEMMs: forward, and backward's
+    data-gradient (where its input needs one) and weight-gradient GEMMs."""
+    if info.kind == "fc":
+        n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
+    else:  # a GEMM over every token: M = batch x sequence length
+        n, f_in, f_out = math.prod(info.shape[:-1]), info.input_shapes[0][-1], info.shape[-1]
+    fwd = [price_gemm(n, f_out, f_in, hw, kp, dtype=dtype)]
+    bwd = [price_gemm(n, f_in, f_out, hw, kp, dtype=dtype)] if info.grad_inputs else []
+    bwd.append(price_gemm(f_out, f_in, n, hw, kp, dtype=dtype))
+    return fwd, bwd
+
+
+def _attention_kernels(info: LayerInfo, layer: Layer, hw: Hardware, kp: KernelParams,
+                       dtype: str) -> tuple[list[KernelPrice], list[KernelPrice]]:
+    """An attention layer's kernels. Fused: one kernel per pass. Naive scores S = Q K^T and
+    context O = P V: a batched GEMM over samples x heads; backward dQ = dS K and dK = dS^T Q
+    (scores), dP = dO V^T and dV = P^T dO (context), each where its input needs a gradient."""
+    params = dict(layer.params)
+    n, s, width = info.input_shapes[-1]  # the fused QKV (the context's second input)
+    heads, d = params["heads"], head_dim(params, width)
+    if info.kind == "flash_attention":
+        return ([price_attention(n, heads, s, s, d, "fwd", hw, kp, dtype=dtype)],
+                [price_attention(n, heads, s, s, d, "bwd", hw, kp, dtype=dtype)])
+
+    def gemm(m: int, cols: int, k: int) -> KernelPrice:
+        return price_gemm(m, cols, k, hw, kp, batch=n * heads, dtype=dtype)
+
+    grads = set(info.grad_inputs)
+    if info.kind == "attn_scores":
+        return [gemm(s, s, d)], [gemm(s, d, s) for _ in range(2) if grads]
+    probs, qkv = layer.input_tensors
+    bwd = ([gemm(s, s, d)] if probs in grads else []) + ([gemm(s, d, s)] if qkv in grads else [])
+    return [gemm(s, d, s)], bwd
+
+
+#: Transformer kinds priced as GEMMs or fused attention.
+_ATTENTION_KINDS = ("attn_scores", "attn_context", "flash_attention")
 
 
 def _tighter(a: Optional[int], b: Optional[int]) -> Optional[int]:
@@ -96,13 +142,9 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []
             bwd.append(conv["bwd_filter"][info.name])
         elif info.kind in ("fc", "linear"):
-            if info.kind == "fc":
-                n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
-            else:  # a GEMM over every token: M = batch x sequence length
-                n, f_in, f_out = math.prod(info.shape[:-1]), info.input_shapes[0][-1], info.shape[-1]
-            fwd = [price_gemm(n, f_out, f_in, hw, kp)]
-            bwd = [price_gemm(n, f_in, f_out, hw, kp)] if info.grad_inputs else []
-            bwd.append(price_gemm(f_out, f_in, n, hw, kp))
+            fwd, bwd = _gemm_kernels(info, batch, hw, kp, dtype)
+        elif info.kind in _ATTENTION_KINDS:
+            fwd, bwd = _attention_kernels(info, layers[info.name], hw, kp, dtype)
         else:
             out[info.name] = {p: PricedKernel(None, "", 0) for p in ("fwd", "bwd")}
             continue

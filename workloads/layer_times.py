@@ -12,6 +12,8 @@ network at one batch size and dtype::
 
 Every layer but the data layer runs one forward and one backward kernel, and the file must give
 both for each: a file that covered some layers would silently mix measured and modelled time.
+``seq_len`` (written for transformer networks, whose sequence length is an option) is the
+sequence length the times were measured at: a run at another one refuses the file.
 ``gpu`` (optional) names the GPU preset of the measured device: a run on another preset then
 scales each measured kernel by the kernel model's ratio (target over source) for that layer and
 pass; without it the times are used as measured.
@@ -32,14 +34,17 @@ from .network import Network
 from .stream import parse_duration
 
 __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps",
-           "kernel_times_source",
+           "kernel_times_source", "TensorCoreCheck", "tensor_core_check", "sequence_length",
            "implied_compute_efficiency"]
+
+#: The kernel model's algorithms that run on tensor cores.
+TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "FLASH_ATTENTION")
 
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
 PASSES = ("fwd", "bwd")
 _KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "measured_by",
-         "layers"}
+         "seq_len", "layers"}
 
 
 def format_ps(ps: int) -> str:
@@ -66,6 +71,8 @@ class LayerTimes:
     source: str = field(default="", compare=False)
     #: the GPU preset of the measured device ("" when not known)
     gpu: str = ""
+    #: a transformer's sequence length (0: not a transformer, or not recorded)
+    seq_len: int = 0
 
     def as_stream_times(self) -> dict[str, dict[str, str]]:
         """The times as exact text: the ``times`` argument of
@@ -85,6 +92,9 @@ class LayerTimes:
                                 f"times do not scale linearly; measure at this batch)", file=where)
         if self.dtype != dtype:
             raise WorkloadError(f"times measured in {self.dtype}, not {dtype}", file=where)
+        if self.seq_len and self.seq_len != sequence_length(network):
+            raise WorkloadError(f"times measured at sequence length {self.seq_len}, not "
+                                f"{sequence_length(network)}", file=where)
         layers = [layer.name for layer in network.layers if layer.kind != "data"]
         unknown = sorted(set(self.times_ps) - set(layers))
         if unknown:
@@ -104,6 +114,8 @@ class LayerTimes:
                "batch": self.batch, "dtype": self.dtype, "device": self.device}
         if self.gpu:
             doc["gpu"] = self.gpu
+        if self.seq_len:
+            doc["seq_len"] = self.seq_len
         doc.update({"measured_by": self.measured_by, "layers": self.as_stream_times()})
         return doc
 
@@ -140,6 +152,9 @@ def _parse(doc: Any, where: str) -> LayerTimes:
     batch = doc.get("batch")
     if type(batch) is not int or batch < 1:
         raise fail(f"'batch' must be a positive integer, got {batch!r}")
+    seq_len = doc.get("seq_len", 0)
+    if type(seq_len) is not int or seq_len < 0:
+        raise fail(f"'seq_len' must be a non-negative integer, got {seq_len!r}")
     layers = doc.get("layers")
     if not isinstance(layers, dict) or not layers:
         raise fail("'layers' must map layer names to {\"fwd\": TIME, \"bwd\": TIME}")
@@ -162,7 +177,7 @@ def _parse(doc: Any, where: str) -> LayerTimes:
                 raise fail(f"layer {name!r} {p}: a measured time must be positive, got {text!r}")
             times[name][p] = ps
     return LayerTimes(doc["network"], batch, doc["dtype"], doc["device"], times,
-                      str(doc.get("measured_by", "")), where, gpu)
+                      str(doc.get("measured_by", "")), where, gpu, seq_len)
 
 
 def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
@@ -182,6 +197,13 @@ def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
     return _parse(doc, where)
 
 
+def sequence_length(network: Network) -> int:
+    """A transformer network's sequence length (its token input's), 0 for other networks."""
+    if not any(layer.role for layer in network.layers):
+        return 0
+    return int(network.layers[0].params["shape"][0])
+
+
 def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: float) -> float:
     """The ``compute_efficiency`` at which the roofline's convolutions would take, together,
     the time measured for them: their FLOPs (forward and backward) over ``peak_flops`` x their
@@ -198,10 +220,47 @@ def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: 
     return flops / (peak_flops * seconds)
 
 
-def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "") -> str:
+@dataclass(frozen=True)
+class TensorCoreCheck:
+    """Measured against modelled time of the kernels the fitted model runs on tensor cores."""
+
+    kernels: int
+    measured_s: float
+    modelled_s: float
+
+    @property
+    def ratio(self) -> float:
+        """Measured over modelled time (above 1: the GPU is slower than the model assumes)."""
+        return self.measured_s / self.modelled_s
+
+
+def tensor_core_check(times: LayerTimes, network: Network, preset: str) -> TensorCoreCheck:
+    """How far the tensor-core path's assumed efficiencies are from ``times``, measured on GPU
+    preset ``preset``: the kernels the fitted model prices on tensor cores (a GEMM or fused
+    attention in a 16-bit type on a GPU with tensor cores for it), their measured and
+    modelled total. ``kernels`` is 0 when the model prices none of them there."""
+    from sst_cdma.model.fitted import kernel_model_for
+
+    from .kernel_pricing import price_network
+
+    priced = price_network(network, times.batch, times.dtype, kernel_model_for(preset))
+    kernels, measured, modelled = 0, 0, 0
+    for layer, passes in priced.items():
+        for p, kernel in passes.items():
+            if kernel.time_ps is not None and any(a in TENSOR_CORE_ALGORITHMS for a in
+                                                  kernel.algorithm.split("+")):
+                kernels += 1
+                measured += times.times_ps[layer][p]
+                modelled += kernel.time_ps
+    return TensorCoreCheck(kernels, measured / 1e12, modelled / 1e12)
+
+
+def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
+                        dtype: str = "float32") -> str:
     """Where a GPU's kernel times come from, as ``summary.json``'s ``kernel_times`` says it:
-    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model) or ``measured on
-    DEVICE (FILE)``, with how times measured on another preset are carried over. Raises
+    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model; for a 16-bit
+    ``dtype`` also how its GEMMs and attention are priced) or ``measured on DEVICE (FILE)``,
+    with how times measured on another preset are carried over. Raises
     :class:`~sst_cdma.model.kernel_model.ModelError` for a preset the model cannot price and
     :class:`WorkloadError` for a layer-times file that does not load."""
     if layer_times:
@@ -215,4 +274,4 @@ def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "") -
         return "roofline"
     from sst_cdma.model.fitted import kernel_model_for
 
-    return kernel_model_for(preset).description
+    return kernel_model_for(preset).describe(dtype)

@@ -4,6 +4,8 @@ Example (on the machine whose GPU you want to model)::
 
     sst-cdma time-layers --network vgg16 --batch 64 --device cuda --output vgg16_b64.json
     sst topologies/pascal_cdma.py -- --network vgg16 --batch 64 --layer-times vgg16_b64.json
+    sst-cdma time-layers --network gpt2_small --batch 4 --dtype bfloat16 --device cuda \
+        --gpu h100_pcie --output gpt2s_bf16.json   # also checks the tensor-core path
 
 ``main(argv)`` returns the exit status: 0 on success, 2 on bad arguments or inputs (with a
 one-line ``sst-cdma time-layers: error: ...`` on stderr).
@@ -17,9 +19,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ..model.gpus import GPUS
+from ..model.kernel_model import TENSOR_CORE
 from ..workloads.errors import WorkloadError
-from ..workloads.layer_times import implied_compute_efficiency
+from ..workloads.layer_times import LayerTimes, implied_compute_efficiency, tensor_core_check
 from ..workloads.loader import load_network
+from ..workloads.network import Network
 from .cli import ToolParser
 from .errors import CaptureError
 from .layer_timing import time_layers
@@ -36,8 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "'--layer-times' (the GPU model then uses these times instead of its roofline).")
     p.add_argument("--network", required=True,
                    help="alexnet overfeat nin vgg16 squeezenet googlenet resnet50, digits_cnn, "
-                        "or a network definition file")
-    p.add_argument("--batch", type=int, required=True, help="batch size")
+                        "gpt2_small gpt2_medium gpt2_large gpt2_xl opt_125m opt_350m opt_1_3b "
+                        "llama_7b, or a network definition file")
+    p.add_argument("--batch", type=int, required=True, help="batch size (a transformer's "
+                   "micro-batch)")
+    p.add_argument("--seq-len", type=int, default=0, metavar="N", help="sequence length of a "
+                   "transformer network (default: its definition's); recorded in the file")
+    p.add_argument("--attention", choices=("naive", "fused"), default="",
+                   help="attention form of a transformer network (default: its definition's)")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     p.add_argument("--device", default="cpu", help="PyTorch device: cpu, cuda, cuda:1, mps "
                    "(default cpu)")
@@ -50,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", choices=sorted(GPUS), help="the GPU preset of the measured device: "
                    "recorded in the file, so runs on other presets scale the times by the "
                    "kernel model; also print the roofline compute efficiency the measured "
-                   "convolutions imply (for --kernel-model roofline --compute-efficiency)")
+                   "convolutions imply (for --kernel-model roofline --compute-efficiency) and, "
+                   "in float16/bfloat16, the measured over modelled time of the kernels the "
+                   "model runs on tensor cores (docs/kernel_model.md, calibrating the "
+                   "tensor-core path)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
     p.add_argument("--output", "-o", required=True, metavar="FILE.json",
                    help="layer-times file to write")
@@ -72,7 +85,8 @@ def _run(argv: list[str]) -> int:
         shown.append(layer)
         print(f"{layer:<28}{fwd_ps / 1e9:>12.3f}{bwd_ps / 1e9:>12.3f}", flush=True)
 
-    times = time_layers(args.network, args.batch, args.dtype, args.device, args.repeat,
+    network = load_network(args.network, args.seq_len, args.attention)
+    times = time_layers(network, args.batch, args.dtype, args.device, args.repeat,
                         args.warmup, args.seed, args.cudnn_benchmark,
                         None if args.quiet else show)
     if args.gpu:
@@ -84,14 +98,31 @@ def _run(argv: list[str]) -> int:
         print(f"{'total':<28}{fwd / 1e9:>12.3f}{bwd / 1e9:>12.3f}")
         print(f"measured on {times.device}; wrote {out}")
     if args.gpu:
-        spec = GPUS[args.gpu]
-        efficiency = implied_compute_efficiency(times, load_network(args.network),
-                                                spec.peak_flops)
+        _print_calibration(times, network, args.gpu)
+    return 0
+
+
+def _print_calibration(times: LayerTimes, network: Network, preset: str) -> None:
+    """What the measured times say about the GPU model of ``preset``: the roofline efficiency
+    of the convolutions, and for 16-bit times the tensor-core path's measured/modelled ratio."""
+    spec = GPUS[preset]
+    if any(layer.kind == "conv" for layer in network.layers):
+        efficiency = implied_compute_efficiency(times, network, spec.peak_flops)
         line = (f"convolutions run at {efficiency:.3f} of the {spec.name}'s fp32 peak "
                 f"{spec.peak_flops / 1e12:g} TFLOP/s")
         print(line + (f": --compute-efficiency {efficiency:.3f}" if efficiency <= 1 else
                       ", faster than its peak: not this GPU, or not fp32 arithmetic"))
-    return 0
+    if times.dtype == "float32":
+        return
+    check = tensor_core_check(times, network, preset)
+    if not check.kernels:
+        print(f"no kernel of this network runs on tensor cores in the model of {preset} "
+              f"({times.dtype})")
+        return
+    print(f"tensor-core kernels ({check.kernels}): measured {check.measured_s * 1e3:.3f} ms, "
+          f"modelled {check.modelled_s * 1e3:.3f} ms at the assumed efficiencies (large GEMMs "
+          f"{TENSOR_CORE.gemm_efficiency:g} of the {spec.tensor_flops / 1e12:g} TFLOP/s dense "
+          f"peak): measured/modelled {check.ratio:.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .gpus import GPUS, GPUSpec
-from .kernel_model import Hardware, KernelParams, ModelError
+from .kernel_model import HALF_DTYPES, TENSOR_CORE, Hardware, KernelParams, ModelError
 
 __all__ = ["PARAMS_PATH", "FORMAT", "VERSION", "Family", "KernelModel", "load_families",
            "kernel_model_for"]
@@ -54,11 +54,31 @@ class KernelModel:
 
     @property
     def description(self) -> str:
-        """Where this GPU's kernel times come from, for the summary."""
+        """Where this GPU's fp32 kernel times come from, for the summary."""
         if self.measured:
             return f"model fitted on {self.family} (DeepBench kernel measurements)"
         return (f"model fitted on {self.family} (DeepBench), scaled to {self.preset}'s SMs, "
                 f"peak FLOP/s and DRAM bandwidth (no measurements of this GPU)")
+
+    def describe(self, dtype: str = "float32") -> str:
+        """Where this GPU's kernel times in ``dtype`` come from, for the summary's
+        ``kernel_times``: :attr:`description`, and for a 16-bit type how its GEMMs and fused
+        attention are priced (on tensor cores from the dense peak at assumed efficiencies, not
+        fitted to measurements; or at the fp32 model's rate)."""
+        if dtype not in HALF_DTYPES:
+            return self.description
+        hw = self.hardware
+        if hw.on_tensor_cores(dtype):
+            how = (f"{dtype} GEMMs and attention on tensor cores: dense peak "
+                   f"{hw.tensor_flops / 1e12:g} TFLOP/s at an assumed "
+                   f"{TENSOR_CORE.gemm_efficiency:g} for large GEMMs (published figures, "
+                   f"docs/kernel_model.md), not fitted to measurements of tensor-core kernels")
+        elif dtype == "float16" and hw.fp16_flops > 0:
+            how = (f"no tensor cores: float16 GEMMs and attention at the fp32 model's "
+                   f"efficiencies on the {hw.fp16_flops / 1e12:g} TFLOP/s half2 rate")
+        else:
+            how = f"no {dtype} tensor cores: {dtype} GEMMs and attention at the fp32 rate"
+        return f"{self.description}; {how}; convolutions at the fp32 rate"
 
 
 def _parse(doc: Any, where: str) -> dict[str, Family]:
@@ -107,6 +127,7 @@ def kernel_model_for(preset: str, spec: Optional[GPUSpec] = None) -> KernelModel
     if spec.kernel_family not in families:
         raise ModelError(f"GPU preset {preset!r}: no fitted kernel parameters for family "
                          f"{spec.kernel_family!r} in {PARAMS_PATH}")
-    return KernelModel(Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps),
+    return KernelModel(Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps,
+                                spec.tensor_flops, spec.tensor_dtypes, spec.fp16_flops),
                        families[spec.kernel_family].params, spec.kernel_family, preset,
                        spec.measured)

@@ -1,6 +1,7 @@
-"""GPU and system presets: SM count, peak fp32 FLOP/s, DRAM bandwidth and capacity, the host
-link the topologies give each GPU, and the calibration set whose fitted kernel-model parameters
-price its kernels (docs/kernel_model.md; sources of the figures in docs/gpus.md).
+"""GPU and system presets: SM count, peak fp32 FLOP/s, dense fp16/bf16 tensor-core peak, DRAM
+bandwidth and capacity, the host link the topologies give each GPU, and the calibration set whose
+fitted kernel-model parameters price its kernels (docs/kernel_model.md; sources of the figures in
+docs/gpus.md).
 
 Four presets were measured (``calibration`` names their set in the DeepBench kernel
 measurements). The others take the nearest measured family's fitted parameters, scaled by their
@@ -32,6 +33,14 @@ class GPUSpec:
     #: and ``pinned_capacity``); empty: the element's defaults (a DDR4 server socket)
     host_memory_bandwidth: str = ""
     host_memory_capacity: str = ""
+    #: dense (no sparsity) fp16/bf16 tensor-core peak FLOP/s; 0: no tensor cores (Maxwell,
+    #: Pascal)
+    tensor_flops: float = 0.0
+    #: the 16-bit element types the tensor cores multiply (Volta's take float16 only)
+    tensor_dtypes: tuple[str, ...] = ("float16", "bfloat16")
+    #: float16 FLOP/s without tensor cores where it beats fp32 (the P100's paired half2
+    #: arithmetic, 2x); 0: float16 arithmetic runs at the fp32 rate
+    fp16_flops: float = 0.0
 
     @property
     def dram_bandwidth_Bps(self) -> float:
@@ -48,16 +57,22 @@ GPUS = {
     "maxwell": GPUSpec("Titan X (Maxwell GM200)", 24, 6.6e12, "336.5GB/s", "12GiB", "pcie3x16",
                        "TitanX", "TitanX"),
     "pascal": GPUSpec("Tesla P100 SXM2", 56, 10.6e12, "732GB/s", "16GiB", "pcie3x16",
-                      "P100", "P100"),
+                      "P100", "P100", fp16_flops=21.2e12),
     "titanx_pascal": GPUSpec("Titan X (Pascal GP102)", 28, 11.0e12, "480GB/s", "12GiB",
                              "pcie3x16", "TitanX_Pascal", "TitanX_Pascal"),
     "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
                        "TitanXp", "TitanXp"),
-    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100"),
-    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100"),
-    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100"),
-    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100"),
-    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100"),
+    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100",
+                     tensor_flops=125e12, tensor_dtypes=("float16",)),
+    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100",
+                      tensor_flops=312e12),
+    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100",
+                      tensor_flops=989.4e12),
+    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100",
+                         tensor_flops=756.5e12),
+    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100",
+                    tensor_flops=989.4e12),
     "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
-                     "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB"),
+                     "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
+                     tensor_flops=989.4e12),
 }

@@ -30,29 +30,50 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   whose reduction runs over N x P x Q (split-K). Each backward pass has its own efficiency
   factor.
 
+**Tensor cores.** GEMMs and fused attention in float16/bfloat16 run on tensor cores where the
+GPU has them for that type (``Hardware.tensor_flops``, ``tensor_dtypes``): the same tiles and
+waves, with tensor-core tiles (128x256 down to 64x64), priced from the dense tensor peak at the
+efficiencies of :class:`TensorCoreParams`, assumptions from published achieved throughput, not
+fitted to measurements (none are shipped). Elsewhere 16-bit GEMMs run at the fp32 rate, or at
+``Hardware.fp16_flops`` (the P100's paired half arithmetic). Fused attention
+(:func:`price_attention`, FlashAttention-style) is priced block by block: CTAs of 128 queries
+(forward) or 128 keys (backward) over 128x128 blocks of the score matrix, a causal mask skipping
+the blocks above the diagonal, the CTAs scheduled longest first on the SMs.
+
 Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer step) are not
 priced here: the GPU runs them at its HBM's achievable bandwidth plus ``launch_s``
 (``workloads/kernel_pricing.py``).
 
 Everything is vectorized over problems with numpy so one call prices a whole calibration set;
-the simulator prices each layer and pass once (:func:`price_conv`, :func:`price_gemm`).
+the simulator prices each layer and pass once (:func:`price_conv`, :func:`price_gemm`,
+:func:`price_attention`).
 """
 from __future__ import annotations
 
+import functools
+import heapq
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["ALGORITHMS", "PASSES", "Hardware", "KernelParams", "KernelPrice", "ConvProblem",
-           "ModelError", "conv_times", "gemm_times", "price_conv", "price_convs", "price_gemm"]
+__all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
+           "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "TensorCoreParams",
+           "TENSOR_CORE", "conv_times", "gemm_times", "price_attention", "price_conv",
+           "price_convs", "price_gemm"]
 
 #: Convolution algorithm families, as cuDNN names them (forward).
 ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT",
               "FFT_TILING", "GEMM")
 #: The passes of a convolution.
 PASSES = ("fwd", "bwd_data", "bwd_filter")
+#: The passes of fused attention.
+ATTENTION_PASSES = ("fwd", "bwd")
+#: Element types the model prices, and their size in bytes.
+DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
+#: The 16-bit types tensor cores multiply.
+HALF_DTYPES = ("float16", "bfloat16")
 
 # Output tiles (rows x columns) of the GEMM kernels and how many of them one SM holds at once;
 # the skinny ones serve problems with a narrow side (few channels, few filters, small batch).
@@ -62,6 +83,11 @@ _SPLITS = (1, 2, 4, 8, 16)
 _MIN_SPLIT_K = 64           # a split-K slice reduces over at least this many elements
 _FFT_TILE = 32              # FFT-tiling's tile edge
 _ELEMENT = 4                # bytes per float32 element (the calibration data is fp32)
+# Output tiles of tensor-core GEMM kernels (cuBLAS/CUTLASS on Ampere and Hopper: 128x256 and
+# 256x128 fill an SM's shared memory alone, 128x128 and smaller fit two or more at once).
+_TC_TILES = ((128, 256, 1), (256, 128, 1), (128, 128, 2), (128, 64, 2), (64, 128, 2),
+             (64, 64, 4))
+_ATTENTION_TILE = 128       # queries (forward) or keys (backward) per fused-attention CTA
 
 
 class ModelError(ValueError):
@@ -71,11 +97,50 @@ class ModelError(ValueError):
 @dataclass(frozen=True)
 class Hardware:
     """What the kernel model needs to know about a GPU: SMs, peak FLOP/s (fp32) and DRAM
-    bandwidth in bytes per second."""
+    bandwidth in bytes per second; for 16-bit types, the dense tensor-core peak (0: no tensor
+    cores), the types its tensor cores take, and the float16 rate without tensor cores where it
+    beats fp32 (0: none)."""
 
     sms: int
     peak_flops: float
     dram_bandwidth: float
+    tensor_flops: float = 0.0
+    tensor_dtypes: tuple[str, ...] = HALF_DTYPES
+    fp16_flops: float = 0.0
+
+    def on_tensor_cores(self, dtype: str) -> bool:
+        """True when GEMMs and attention in ``dtype`` run on this GPU's tensor cores."""
+        return self.tensor_flops > 0 and dtype in self.tensor_dtypes
+
+    def simt_flops(self, dtype: str) -> float:
+        """Peak FLOP/s of ``dtype`` arithmetic without tensor cores: the fp32 rate, or
+        ``fp16_flops`` for float16 where the GPU has it."""
+        return self.fp16_flops if dtype == "float16" and self.fp16_flops > 0 else self.peak_flops
+
+
+@dataclass(frozen=True)
+class TensorCoreParams:
+    """The tensor-core path's constants. None is fitted (no tensor-core measurements are
+    shipped): each is an assumption from published achieved throughput, with its source in
+    docs/kernel_model.md ("The tensor-core path"); ``sst-cdma time-layers --dtype bfloat16`` on
+    a real GPU measures them.
+
+    ``gemm_efficiency``: share of the dense tensor peak a large GEMM reaches on the biggest tile
+    (128x256), whole waves; ``tile_reuse``: how fast that share falls for smaller tiles
+    (I / (I + ``tile_reuse``), relative to the biggest tile's); ``tile_fill_k``: a tile's
+    prologue and epilogue in reduction steps (the pipeline fill and the output write);
+    ``attention_fwd``/``attention_bwd``: fused attention's share relative to a large GEMM's,
+    forward and backward."""
+
+    gemm_efficiency: float = 0.8
+    tile_reuse: float = 16.0
+    tile_fill_k: float = 64.0
+    attention_fwd: float = 0.9
+    attention_bwd: float = 0.75
+
+
+#: The tensor-core path's assumed constants.
+TENSOR_CORE = TensorCoreParams()
 
 
 @dataclass(frozen=True)
@@ -195,16 +260,17 @@ class KernelPrice:
 
 # -- vectorized building blocks --------------------------------------------------------------
 
-def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1) -> dict[str, np.ndarray]:
-    """Every (tile, split) way to run ``batch`` independent GEMMs of m x n x k (arrays) on
-    ``sms`` SMs. Per problem and candidate (shape (problems, candidates)): ``flops`` padded to
+def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
+                     tile_set: Sequence[tuple[int, int, int]] = _TILES) -> dict[str, np.ndarray]:
+    """Every (tile of ``tile_set``, split) way to run ``batch`` independent GEMMs of m x n x k
+    (arrays) on ``sms`` SMs. Per problem and candidate (shape (problems, candidates)): ``flops`` padded to
     whole waves of whole tiles, ``fill`` the same count for one reduction step (the tiles'
     fixed prologue and epilogue cost, priced as ``tile_fill_k`` extra reduction steps),
     ``reuse`` the tile's multiply-adds per operand element loaded, ``extra_bytes`` the DRAM
     traffic of split-K partial sums."""
     m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
     flops, fill, reuse, extra = [], [], [], []
-    for tm, tn, per_sm in _TILES:
+    for tm, tn, per_sm in tile_set:
         slots = sms * per_sm
         tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
         for split in _SPLITS:
@@ -224,12 +290,18 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1) -> dict[s
 
 
 def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
-               dram: Any) -> np.ndarray:
+               dram: Any, peak: Optional[float] = None,
+               tc: Optional[TensorCoreParams] = None) -> np.ndarray:
     """Seconds of the fastest candidate of :func:`_gemm_candidates` at ``efficiency`` x the
-    tile's share of peak, moving ``dram`` bytes of operands: the slower of compute and memory."""
+    tile's share of ``peak`` (default the fp32 peak), moving ``dram`` bytes of operands: the
+    slower of compute and memory. ``tc`` takes the tile constants from the tensor-core path
+    instead of the fitted ``kp``."""
+    tile_reuse, fill_k = (kp.tile_reuse, kp.tile_fill_k) if tc is None else (tc.tile_reuse,
+                                                                             tc.tile_fill_k)
     share = np.asarray(efficiency, dtype=float)
-    eff = (share[..., None] if share.ndim else share) * c["reuse"] / (c["reuse"] + kp.tile_reuse)
-    compute = (c["flops"] + kp.tile_fill_k * c["fill"]) / (hw.peak_flops * eff)
+    eff = (share[..., None] if share.ndim else share) * c["reuse"] / (c["reuse"] + tile_reuse)
+    compute = (c["flops"] + fill_k * c["fill"]) / ((hw.peak_flops if peak is None else peak)
+                                                    * eff)
     memory = (np.asarray(dram, dtype=float)[..., None] + c["extra_bytes"]) / \
         (hw.dram_bandwidth * kp.memory_efficiency)
     return np.maximum(compute, memory).min(axis=-1)
@@ -356,12 +428,41 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
             "by_algorithm": with_launch}
 
 
-def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
-    """Modelled seconds of cuBLAS GEMMs C[m x n] = A[m x k] B[k x n] (arrays) in fp32."""
+def _itemsize(dtype: str) -> int:
+    try:
+        return DTYPES[dtype]
+    except (KeyError, TypeError):
+        raise ModelError(f"unknown dtype {dtype!r} (one of {', '.join(DTYPES)})") from None
+
+
+def _biggest_tile_reuse(tile_set: Sequence[tuple[int, int, int]]) -> float:
+    return max(tm * tn / (tm + tn) for tm, tn, _ in tile_set)
+
+
+def _tensor_share(tc: TensorCoreParams) -> float:
+    """The factor on the tile's reuse term that makes the biggest tensor-core tile reach
+    ``tc.gemm_efficiency`` of the tensor peak."""
+    top = _biggest_tile_reuse(_TC_TILES)
+    return tc.gemm_efficiency * (top + tc.tile_reuse) / top
+
+
+def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams, *, batch: Any = 1,
+               dtype: str = "float32") -> np.ndarray:
+    """Modelled seconds of cuBLAS GEMMs C[m x n] = A[m x k] B[k x n] (arrays), ``batch`` of
+    them in one (strided-batched) call, in ``dtype``: on tensor cores where ``hw`` has them
+    for ``dtype``, else at the fp32 model's rate (``hw.simt_flops``)."""
+    size = _itemsize(dtype)
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-    dram = (m * k + k * n + m * n) * _ELEMENT
-    return _gemm_time(_gemm_candidates(m, n, k, hw.sms), hw, kp,
-                      kp.gemm_efficiency * kp.blas_efficiency, dram) + kp.launch_s
+    dram = (m * k + k * n + m * n) * size
+    if not (np.ndim(batch) == 0 and batch == 1):
+        dram = dram * np.asarray(batch, dtype=float)
+    if hw.on_tensor_cores(dtype):
+        t = _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch, _TC_TILES), hw, kp,
+                       _tensor_share(TENSOR_CORE), dram, hw.tensor_flops, TENSOR_CORE)
+    else:
+        t = _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch), hw, kp,
+                       kp.gemm_efficiency * kp.blas_efficiency, dram, hw.simt_flops(dtype))
+    return t + kp.launch_s
 
 
 # -- one layer at a time (the simulator) -----------------------------------------------------
@@ -406,6 +507,93 @@ def price_conv(problem: ConvProblem, pass_: str, hw: Hardware, kp: KernelParams,
     return price_convs([problem], pass_, hw, kp, itemsize, workspace_limit, [layer])[0]
 
 
-def price_gemm(m: int, n: int, k: int, hw: Hardware, kp: KernelParams) -> KernelPrice:
-    """One fully connected layer's GEMM of m x n x k."""
-    return KernelPrice(float(gemm_times([m], [n], [k], hw, kp)[0]), "GEMM", 0)
+def _check_positive(what: str, **values: int) -> None:
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ModelError(f"{what}: {name} must be a positive integer, got {v!r}")
+
+
+def price_gemm(m: int, n: int, k: int, hw: Hardware, kp: KernelParams, *, batch: int = 1,
+               dtype: str = "float32") -> KernelPrice:
+    """One GEMM of m x n x k (a fully connected or linear layer's), or ``batch`` of them in one
+    batched call (attention's per-head products), in ``dtype``. The algorithm is
+    ``TENSOR_GEMM`` on tensor cores, else ``GEMM``."""
+    _check_positive("GEMM", m=m, n=n, k=k, batch=batch)
+    seconds = float(gemm_times([m], [n], [k], hw, kp, batch=batch, dtype=dtype)[0])
+    return KernelPrice(seconds, "TENSOR_GEMM" if hw.on_tensor_cores(dtype) else "GEMM", 0)
+
+
+def _attention_blocks(seq_q: int, seq_k: int, causal: bool) -> np.ndarray:
+    """Which blocks (query tile x key tile) of the score matrix a fused kernel computes: all of
+    them, or with a causal mask (aligned to the bottom right when ``seq_k > seq_q``, as
+    FlashAttention 2 aligns it) those not wholly above the diagonal."""
+    t = _ATTENTION_TILE
+    rows, cols = math.ceil(seq_q / t), math.ceil(seq_k / t)
+    if not causal:
+        return np.ones((rows, cols), dtype=bool)
+    last_query = np.minimum((np.arange(rows) + 1) * t, seq_q) - 1
+    return (np.arange(cols) * t)[None, :] <= (last_query + (seq_k - seq_q))[:, None]
+
+
+@functools.lru_cache(maxsize=256)
+def _makespan(work: tuple[int, ...], copies: int, slots: int) -> int:
+    """Finish time, in blocks, of ``copies`` x each CTA of ``work`` (its blocks) on ``slots``
+    SMs, longest first, each CTA to the SM that frees first (list scheduling)."""
+    todo = sorted((w for w in work if w > 0), reverse=True)
+    if not todo:
+        return 0
+    if todo[0] == todo[-1]:  # equal CTAs: whole waves
+        return math.ceil(len(todo) * copies / slots) * todo[0]
+    free = [0] * slots
+    for w in todo:
+        for _ in range(copies):
+            heapq.heapreplace(free, free[0] + w)
+    return max(free)
+
+
+def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, pass_: str,
+                    hw: Hardware, kp: KernelParams, *, causal: bool = True,
+                    dtype: str = "bfloat16") -> KernelPrice:
+    """A fused (FlashAttention-style) attention kernel's ``pass_`` (``fwd`` or ``bwd``) over
+    ``batch`` x ``heads`` heads of ``seq_q`` queries and ``seq_k`` keys of ``head_dim``.
+
+    Forward: a CTA per 128 queries runs over the 128-key blocks it needs (4 x 128 x 128 x d
+    FLOPs each: Q K^T and P V) and writes the output and the row statistics (fp32). Backward: a
+    CTA per 128 keys runs over the query blocks that see them, 2.5 x the forward's FLOPs per
+    block (Q K^T recomputed, dV, dP, dQ, dK), accumulating dQ in fp32 (its workspace); the
+    small kernels before and after (dO . O, dQ's conversion) queue behind the one launch. A
+    causal mask skips the blocks above the diagonal (about half). CTAs run one per SM, longest
+    first, at the GEMM path's large-tile share x ``TENSOR_CORE.attention_fwd``/``_bwd``. DRAM
+    moves each tensor of a head once per pass (L2 serves the re-reads of the head's CTAs, which
+    run side by side). The slower of compute and memory, plus one launch. Algorithm
+    ``FLASH_ATTENTION``."""
+    _check_positive("attention", batch=batch, heads=heads, seq_q=seq_q, seq_k=seq_k,
+                    head_dim=head_dim)
+    if pass_ not in ATTENTION_PASSES:
+        raise ModelError(f"attention: unknown pass {pass_!r} (one of "
+                         f"{', '.join(ATTENTION_PASSES)})")
+    size = _itemsize(dtype)
+    t, d, heads_total = _ATTENTION_TILE, head_dim, batch * heads
+    blocks = _attention_blocks(seq_q, seq_k, causal)
+    per_cta = blocks.sum(axis=1 if pass_ == "fwd" else 0)
+    steps = _makespan(tuple(int(x) for x in per_cta), heads_total, hw.sms)
+    block_flops = 4.0 * t * t * d * (1.0 if pass_ == "fwd" else 2.5)
+    if hw.on_tensor_cores(dtype):
+        peak, share = hw.tensor_flops, TENSOR_CORE.gemm_efficiency
+    else:
+        reuse = t * t / (t + t)
+        peak = hw.simt_flops(dtype)
+        share = kp.gemm_efficiency * kp.blas_efficiency * reuse / (reuse + kp.tile_reuse)
+    share *= TENSOR_CORE.attention_fwd if pass_ == "fwd" else TENSOR_CORE.attention_bwd
+    compute = steps * block_flops * hw.sms / (peak * share)
+    # the CTAs of one head run side by side, so L2 serves their re-reads of the head's tensors
+    # and DRAM moves each once per pass
+    if pass_ == "fwd":  # Q, K, V in; O and the row statistics out
+        nbytes = heads_total * ((2 * seq_q + 2 * seq_k) * d * size + seq_q * _ELEMENT)
+        workspace = 0
+    else:  # Q, K, V, O, dO and the statistics in; dQ (through fp32), dK, dV out
+        q_side = seq_q * (3 * d * size + 2 * _ELEMENT + 2 * d * _ELEMENT)
+        nbytes = heads_total * (q_side + 4 * seq_k * d * size)
+        workspace = heads_total * math.ceil(seq_q / t) * t * (d + 1) * _ELEMENT
+    seconds = max(compute, float(_memory_s(nbytes, hw, kp))) + kp.launch_s
+    return KernelPrice(seconds, "FLASH_ATTENTION", workspace)

@@ -15,7 +15,7 @@ from sst_cdma.capture.errors import CaptureError  # noqa: E402
 from sst_cdma.capture.timing_cli import main  # noqa: E402
 from sst_cdma.workloads import load_network  # noqa: E402
 from sst_cdma.workloads.layer_times import (implied_compute_efficiency,  # noqa: E402
-                                            load_layer_times)
+                                            load_layer_times, tensor_core_check)
 
 BRANCHES = """\
 name: tiny_branches
@@ -101,6 +101,85 @@ def test_the_cli_writes_a_file_the_simulator_runs_on(repo, tmp_path, capsys):
     assert gpu.compute_time_ps == sum(p["fwd"] + p["bwd"] for p in times.times_ps.values())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["kernel_times"].startswith(f"measured on {times.device}")
+
+
+def test_bfloat16_times_are_checked_against_the_tensor_core_path(tmp_path, capsys):
+    out = tmp_path / "digits_bf16.json"
+    assert main(["--network", "digits_cnn", "--batch", "8", "--dtype", "bfloat16", "--repeat",
+                 "1", "--warmup", "0", "--gpu", "h100_pcie", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    times = load_layer_times(out)
+    assert times.dtype == "bfloat16" and times.gpu == "h100_pcie"
+    check = tensor_core_check(times, load_network("digits_cnn"), "h100_pcie")
+    assert check.kernels == 4  # fc1 and fc2, forward and backward
+    assert printed[-1] == (f"tensor-core kernels (4): measured {check.measured_s * 1e3:.3f} ms, "
+                           f"modelled {check.modelled_s * 1e3:.3f} ms at the assumed "
+                           "efficiencies (large GEMMs 0.8 of the 756.5 TFLOP/s dense peak): "
+                           f"measured/modelled {check.ratio:.3f}")
+    # a GPU without bfloat16 tensor cores has nothing to check
+    assert main(["--network", "digits_cnn", "--batch", "8", "--dtype", "bfloat16", "--repeat",
+                 "1", "--warmup", "0", "--gpu", "volta", "-q", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "no kernel of this network runs on tensor cores in the model of volta (bfloat16)")
+
+
+def _tiny_transformer(tmp_path, style: str) -> str:
+    llama = style == "llama"
+    doc = {"name": f"tiny_{style}", "transformer": {
+        "style": style, "layers": 2, "hidden": 64, "heads": 8, "kv_heads": 2 if llama else 8,
+        "ffn": 96, "vocab": 101, "positions": 32, "seq_len": 16,
+        "activation": "swiglu" if llama else "gelu", "norm": "rmsnorm" if llama else "layernorm",
+        "attention": "naive", "tie_embeddings": not llama, "bias": not llama}}
+    path = tmp_path / f"tiny_{style}.yaml"
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return str(path)
+
+
+@pytest.mark.parametrize("style, attention", [("gpt2", "naive"), ("llama", "fused")])
+def test_a_transformer_is_timed_in_bfloat16_one_layer_of_weights_at_a_time(
+        tmp_path, monkeypatch, style, attention):
+    import torch
+
+    from sst_cdma.capture import layer_timing
+
+    built = []
+    real_build = layer_timing.build_torch
+
+    def spy(net, device=None):
+        built.append(real_build(net, device))
+        return built[-1]
+
+    monkeypatch.setattr(layer_timing, "build_torch", spy)
+    # after each layer its weights are gone again: no layer's weights outlive its timing
+    allocated = []
+    path = _tiny_transformer(tmp_path, style)
+    times = time_layers(path, 2, "bfloat16", repeat=1, warmup=0, seq_len=8, attention=attention,
+                        progress=lambda *_: allocated.append(
+                            [p for p in built[0].parameters() if p.device.type != "meta"]))
+    assert all(not a for a in allocated) and len(allocated) == len(times.times_ps)
+    net = load_network(path, 8, attention)
+    times.check(net, 2, "bfloat16")
+    assert times.seq_len == 8 and times.dtype == "bfloat16"
+    assert ("blk0/attn" in times.times_ps) == (attention == "fused")
+    assert all(p["fwd"] > 0 and p["bwd"] > 0 for p in times.times_ps.values())
+    with pytest.raises(Exception, match="sequence length 8, not 16"):
+        times.check(load_network(path, 16, attention), 2, "bfloat16")
+    assert torch.get_default_dtype() == torch.float32
+
+
+def test_the_cli_times_a_transformer_at_its_options(tmp_path, capsys):
+    path, out = _tiny_transformer(tmp_path, "gpt2"), tmp_path / "t.json"
+    assert main(["--network", path, "--batch", "1", "--seq-len", "8", "--attention", "fused",
+                 "--dtype", "bfloat16", "--repeat", "1", "--warmup", "0", "--gpu", "h100_pcie",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    times = load_layer_times(out)
+    assert times.seq_len == 8 and "blk1/attn" in times.times_ps
+    assert json.loads(out.read_text())["seq_len"] == 8
+    # qkv, attn, proj, fc1, fc2 of two blocks and the head, forward and backward
+    assert printed[-1].startswith("tensor-core kernels (22): measured ")
+    assert main(["--network", "alexnet", "--batch", "1", "--seq-len", "8", "-o", str(out)]) == 2
+    assert "option seq_len applies to transformer networks only" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import replace
 
 import pytest
 
 import sst_cdma
 from sst_cdma.model.fitted import kernel_model_for
-from sst_cdma.model.kernel_model import ALGORITHMS
+from sst_cdma.model.kernel_model import ALGORITHMS, price_attention, price_gemm
 from sst_cdma.runner import RunError
 from sst_cdma.workloads import load_network, parse_stream
-from sst_cdma.workloads.kernel_pricing import price_network
+from sst_cdma.workloads.kernel_pricing import PricedKernel, price_network
 from sst_cdma.workloads.render import render_stream
 
 from test_layer_times import made_up_times  # noqa: E402 (same folder, on sys.path)
@@ -99,6 +100,20 @@ def test_an_unmeasured_gpu_says_whose_parameters_it_borrows(repo):
                     "--no-baselines")
     text = run.reports["summary"]["kernel_times"]
     assert text.startswith("model fitted on P100") and "scaled to hopper" in text
+    assert "tensor cores" not in text  # fp32: no tensor-core kernels
+
+
+def test_a_bfloat16_run_says_its_tensor_core_kernels_are_not_fitted(repo):
+    run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "hopper",
+                    "--dtype", "bfloat16", "--no-baselines")
+    text = run.reports["summary"]["kernel_times"]
+    assert text == kernel_model_for("hopper").describe("bfloat16")
+    assert "bfloat16 GEMMs and attention on tensor cores" in text
+    assert "not fitted to measurements of tensor-core kernels" in text
+    stream = run.simulation.components["gpu0"].stream
+    fc = [op for op in stream.ops if op.op == "compute" and op.name.startswith("fc")]
+    assert fc and all(op.algorithm.split("+") == ["TENSOR_GEMM"] * len(op.algorithm.split("+"))
+                      for op in fc)
 
 
 def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, tmp_path):
@@ -173,3 +188,51 @@ def stream_peak(text: str) -> int:
     from sst_cdma.workloads import stream_stats
 
     return stream_stats(parse_stream(text, "s")).peak_bytes
+
+
+def test_transformer_gemms_and_attention_are_priced_on_tensor_cores():
+    model = kernel_model_for("h100_pcie")
+    hw, kp = model.hardware, model.params
+    b, s, h, d = 2, 256, 12, 64
+    naive = price_network(load_network("gpt2_small", 256, "naive"), b, "bfloat16", model)
+    fused = price_network(load_network("gpt2_small", 256, "fused"), b, "bfloat16", model)
+
+    def ps(*kernels):
+        return max(1, math.ceil(sum(k.seconds for k in kernels) * 1e12))
+
+    def gemm(m, n, k, batch=1):
+        return price_gemm(m, n, k, hw, kp, batch=batch, dtype="bfloat16")
+
+    tokens = b * s
+    qkv = naive["blk0/qkv"]
+    assert qkv["fwd"].time_ps == ps(gemm(tokens, 3 * 768, 768))
+    assert qkv["bwd"].time_ps == ps(gemm(tokens, 768, 3 * 768), gemm(3 * 768, 768, tokens))
+    assert qkv["fwd"].algorithm == "TENSOR_GEMM"
+    assert qkv["bwd"].algorithm == "TENSOR_GEMM+TENSOR_GEMM"
+    # naive attention: one batched GEMM per sample and head, both operands' gradients back
+    assert naive["blk0/scores"]["fwd"].time_ps == ps(gemm(s, s, d, b * h))
+    assert naive["blk0/scores"]["bwd"].time_ps == ps(gemm(s, d, s, b * h), gemm(s, d, s, b * h))
+    assert naive["blk0/context"]["fwd"].time_ps == ps(gemm(s, d, s, b * h))
+    assert naive["blk0/context"]["bwd"].time_ps == ps(gemm(s, s, d, b * h), gemm(s, d, s, b * h))
+    assert naive["blk0/probs"]["fwd"].time_ps is None  # the softmax is memory-bound
+    # fused: one causal FlashAttention kernel per pass, its fp32 dQ accumulator a workspace
+    for p in ("fwd", "bwd"):
+        k = price_attention(b, h, s, s, d, p, hw, kp, causal=True, dtype="bfloat16")
+        assert fused["blk0/attn"][p] == PricedKernel(ps(k), "FLASH_ATTENTION", k.workspace_bytes)
+    assert fused["blk0/attn"]["bwd"].workspace > 0
+    # and cheaper than the naive form's three kernels
+    for p in ("fwd", "bwd"):
+        assert fused["blk0/attn"][p].time_ps < naive["blk0/scores"][p].time_ps + \
+            naive["blk0/context"][p].time_ps
+    # the LM head (tied to the embedding) still computes its weight gradient
+    assert naive["lm_head"]["bwd"].time_ps == ps(gemm(tokens, 768, 50257),
+                                                 gemm(50257, 768, tokens))
+
+
+def test_a_float32_transformer_prices_its_gemms_at_the_fp32_rate():
+    model = kernel_model_for("h100_pcie")
+    prices = price_network(load_network("gpt2_small", 128), 2, "float32", model)
+    assert prices["blk0/fc1"]["fwd"].algorithm == "GEMM"
+    assert prices["blk0/scores"]["fwd"].algorithm == "GEMM"
+    bf16 = price_network(load_network("gpt2_small", 128), 2, "bfloat16", model)
+    assert bf16["blk0/fc1"]["fwd"].time_ps < prices["blk0/fc1"]["fwd"].time_ps

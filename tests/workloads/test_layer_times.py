@@ -12,8 +12,11 @@ import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.runner import RunError
 from sst_cdma.workloads import WorkloadError, load_network
-from sst_cdma.workloads.layer_times import (LayerTimes, format_ps, implied_compute_efficiency,
-                                            load_layer_times)
+from sst_cdma.model.fitted import kernel_model_for
+from sst_cdma.workloads.kernel_pricing import price_network
+from sst_cdma.workloads.layer_times import (PASSES, LayerTimes, format_ps,
+                                            implied_compute_efficiency, load_layer_times,
+                                            sequence_length, tensor_core_check)
 from sst_cdma.workloads.render import iteration_stream
 from sst_cdma.workloads.stream import parse_duration
 
@@ -219,3 +222,37 @@ def test_a_layer_times_file_that_is_not_utf8_is_named(tmp_path):
     with pytest.raises(WorkloadError) as err:
         load_layer_times(path)
     assert str(err.value) == f"{path}: not UTF-8 text (byte 0xff at offset 12)"
+
+
+def test_the_tensor_core_check_sums_the_kernels_the_model_runs_on_tensor_cores():
+    net = load_network("alexnet")
+    times = made_up_times("alexnet", 16, "bfloat16")
+    check = tensor_core_check(times, net, "h100_pcie")
+    priced = price_network(net, 16, "bfloat16", kernel_model_for("h100_pcie"))
+    fc = ("fc6", "fc7", "fc8")  # AlexNet's GEMMs; its convolutions stay at the fp32 rate
+    assert check.kernels == 2 * len(fc)
+    assert check.measured_s == sum(times.times_ps[n][p] for n in fc for p in PASSES) / 1e12
+    assert check.modelled_s == sum(priced[n][p].time_ps for n in fc for p in PASSES) / 1e12
+    assert check.ratio == check.measured_s / check.modelled_s
+    # no tensor cores for bfloat16 (Volta), or fp32: nothing to check
+    assert tensor_core_check(times, net, "volta").kernels == 0
+    assert tensor_core_check(made_up_times("alexnet", 16), net, "h100_pcie").kernels == 0
+
+
+def test_a_transformers_sequence_length_is_recorded_and_checked(tmp_path):
+    net = load_network("gpt2_small", seq_len=128)
+    assert sequence_length(net) == 128 and sequence_length(load_network("alexnet")) == 0
+    layers = [layer.name for layer in net.layers if layer.kind != "data"]
+    times = LayerTimes("gpt2_small", 2, "bfloat16", "a made-up device",
+                       {name: {"fwd": 1000, "bwd": 2000} for name in layers}, seq_len=128)
+    times.write(tmp_path / "t.json")
+    back = load_layer_times(tmp_path / "t.json")
+    assert back.seq_len == 128
+    back.check(net, 2, "bfloat16")
+    with pytest.raises(WorkloadError, match="times measured at sequence length 128, not 1024"):
+        back.check(load_network("gpt2_small"), 2, "bfloat16")
+    doc = json.loads((tmp_path / "t.json").read_text())
+    doc["seq_len"] = -1
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    with pytest.raises(WorkloadError, match="'seq_len' must be a non-negative integer, got -1"):
+        load_layer_times(tmp_path / "t.json")
