@@ -23,10 +23,12 @@ per-tensor schedule — one per forward block, backward block and update block, 
 
 :func:`plan_greedy` descends greedily (the change that removes the most excess memory per
 second added, then a pass that undoes changes memory no longer needs); :func:`plan_milp` solves
-the same model exactly as a mixed-integer program (SciPy's ``milp``), for checking. The
-model ignores two second-order effects — a recomputed tensor's producer inputs held longer, and
-the recompute kernels' workspace — so :func:`plan_to_fit` renders each plan and, when the
-rendered peak still overflows, plans again for a capacity lowered by the overflow.
+the same model exactly as a mixed-integer program (SciPy's ``milp``), for checking. A
+recomputation reads its producer's inputs in the backward pass, which couples choices:
+:func:`plan_to_fit` adds the reads a plan induces (:func:`induced_needs`) to the model and plans
+again until the model holds every read of its plan. The model ignores the recompute kernels'
+workspace, so :func:`plan_to_fit` also renders each plan and, when the rendered peak still
+overflows, plans again for a capacity lowered by the overflow.
 """
 from __future__ import annotations
 
@@ -40,10 +42,12 @@ from .network import Network
 from .vdnn import Plan, plan_iteration
 
 __all__ = ["CopyCost", "PlanModel", "PlanResult", "PlanInfeasible", "build_model",
-           "plan_greedy", "plan_milp", "plan_to_fit", "plan_peak", "lower_bound_peak",
+           "plan_greedy", "plan_milp", "plan_to_fit", "induced_needs", "plan_peak", "lower_bound_peak",
            "choices_counts"]
 
 GiB = 1024 ** 3
+#: At most this many plans per capacity while the reads induced by recomputation grow.
+NEEDS_ROUNDS = 6
 
 
 class PlanInfeasible(WorkloadError):
@@ -126,12 +130,15 @@ def _positions(plan: Plan) -> tuple[list, dict[str, int], dict[str, int]]:
 def build_model(network: Network, batch: int, dtype: str, base: Plan,
                 kernel_ps: Callable[[object], int], capacity: int,
                 copy_costs: Optional[Mapping[str, CopyCost]] = None,
-                elastic_workspace: bool = False) -> PlanModel:
+                elastic_workspace: bool = False,
+                extra_needs: Optional[Mapping[str, Sequence[int]]] = None) -> PlanModel:
     """The planner's cost model of ``network`` from its all-keep plan ``base`` (the same
     options, policy ``none``): ``kernel_ps(op)`` prices a compute op as the GPU does,
     ``copy_costs`` gives each tensor's copy costs (None: no engine, so only keep and
     recompute). ``elastic_workspace``: leave convolution workspace out of the memory model
-    (the fitted kernel model sizes it to the memory free when the plan is rendered)."""
+    (the fitted kernel model sizes it to the memory free when the plan is rendered).
+    ``extra_needs``: tensor -> layer indices whose backward slot also reads it (the rebuild of
+    a recomputed consumer, :func:`induced_needs`)."""
     infos = network.infer(batch, dtype)
     info = {i.name: i for i in infos}
     idx = {i.name: k for k, i in enumerate(infos)}
@@ -163,10 +170,10 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
                 if o.pass_ == "fwd":
                     fwd_ps[o.name] = ps
         fixed[k] = peak
-    need: dict[str, list[int]] = {t: [] for t in tensors}
-    for i in infos:
-        for t in i.bwd_needs:
-            need[t].append(idx[i.name])
+    need = _needs(infos, idx, tensors)
+    for t, at in (extra_needs or {}).items():
+        if t in need:
+            need[t].extend(k for k in at if k not in need[t])
     last_layer = len(infos) - 1
     names: list[str] = []
     allowed: list[tuple[str, ...]] = []
@@ -230,6 +237,37 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
     return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
                      fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
                      np.array(first))
+
+
+def _needs(infos: Sequence, idx: Mapping[str, int], tensors: Mapping) -> dict[str, list[int]]:
+    need: dict[str, list[int]] = {t: [] for t in tensors}
+    for i in infos:
+        for t in i.bwd_needs:
+            need[t].append(idx[i.name])
+    return need
+
+
+def induced_needs(network: Network, batch: int, dtype: str,
+                  choices: Mapping[str, str]) -> dict[str, frozenset[int]]:
+    """The backward reads a plan's recomputations add: a recomputed tensor is rebuilt in the
+    backward slot of its anchor (the latest layer whose backward reads it) from its producer's
+    inputs, so each of those inputs is read there too (tensor -> layer indices), the same rule
+    the render applies (:func:`~sst_cdma.workloads.vdnn.plan_iteration`), chains included."""
+    infos = network.infer(batch, dtype)
+    idx = {i.name: k for k, i in enumerate(infos)}
+    info = {i.name: i for i in infos}
+    tensors = network.tensors(batch, dtype)
+    need = _needs(infos, idx, tensors)
+    extra: dict[str, set[int]] = {}
+    for ti in sorted(tensors.values(), key=lambda t: idx[t.producer], reverse=True):
+        if choices.get(ti.name) != "recompute" or not need[ti.name] or not ti.consumers:
+            continue
+        anchor = max(need[ti.name])
+        for x in dict.fromkeys(info[ti.producer].inputs):
+            if x in need and anchor not in need[x]:
+                need[x].append(anchor)
+                extra.setdefault(x, set()).add(anchor)
+    return {t: frozenset(at) for t, at in extra.items()}
 
 
 def _excess(memory: np.ndarray, capacity: float) -> np.ndarray:
@@ -512,9 +550,25 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
         return out
     target = capacity
     result = None
+    needs: dict[str, frozenset[int]] = {}
     for round_ in range(1, rounds + 1):
-        model.capacity = target
-        result = plan_greedy(model, label)
+        # the model cannot see that a recomputation reads its producer's inputs in the backward
+        # pass: plan, add the reads the plan's recomputations induce, plan again until the
+        # model holds every read its plan makes (the reads only grow, so this ends)
+        for _ in range(NEEDS_ROUNDS):
+            model.capacity = target
+            result = plan_greedy(model, label)
+            induced = induced_needs(network, batch, dtype, result.choices)
+            grown = {t: needs.get(t, frozenset()) | induced.get(t, frozenset())
+                     for t in set(needs) | set(induced)}
+            if grown == needs:
+                break
+            needs = grown
+            model = build_model(network, batch, dtype, base, kernel_ps, target, copy_costs,
+                                elastic_workspace, needs)
+        else:
+            model.capacity = target
+            result = plan_greedy(model, label)
         peak = plan_peak(render(result.choices), fixed_ws)
         result.rendered_peak_bytes = peak
         result.rounds = round_
