@@ -10,7 +10,8 @@ Their profiles are carried over from the small models measured on the CPU
 - a tensor outside the blocks (``embed``, ``ln_f``, ``lm_head``) takes the small model's
   tensor of the same name;
 - roles the small model does not have: the fused-attention output ``attn`` takes ``context``
-  (the same values, probs @ V), Llama's ``rope`` takes ``qkv`` (a rotation of its Q and K).
+  (the same values, probs @ V), Llama's ``rope`` takes ``qkv`` (a rotation of its Q and K);
+  OPT-350M's embedding projections ``proj_in``/``proj_out`` take ``embed``/``ln_f``.
 
 GPT-2 (GELU) networks and Llama (SwiGLU) take ``text_gelu``, OPT (ReLU) networks
 ``text_relu``. SwiGLU is *approximated* by GELU: Llama's ``blk{i}/act`` (silu(gate) * up)
@@ -30,7 +31,7 @@ from .errors import ProfileError
 from .profile import DensityProfile, TensorProfile
 from .provenance import DerivedProvenance
 
-__all__ = ["FAMILY_SOURCES", "ROLE_ALIASES", "NOT_DERIVED", "APPROXIMATIONS", "split_tensor",
+__all__ = ["FAMILY_SOURCES", "ROLE_ALIASES", "NAME_ALIASES", "NOT_DERIVED", "APPROXIMATIONS", "split_tensor",
            "source_tensor", "source_profile_name", "derive_profile", "mapping"]
 
 FAMILY_SOURCES: dict[str, str] = {"gpt2": "text_gelu", "opt": "text_relu", "llama": "text_gelu"}
@@ -38,6 +39,10 @@ FAMILY_SOURCES: dict[str, str] = {"gpt2": "text_gelu", "opt": "text_relu", "llam
 
 ROLE_ALIASES: dict[str, str] = {"attn": "context", "rope": "qkv"}
 """A role the small models lack -> the role whose numbers it takes."""
+
+NAME_ALIASES: dict[str, str] = {"proj_in": "embed", "proj_out": "ln_f"}
+"""A tensor outside the blocks the small models lack -> the tensor whose numbers it takes
+(OPT-350M projects its 512-wide embedding in and out of the 1024-wide blocks)."""
 
 NOT_DERIVED = ("tokens", "loss")
 """Tensors that are not activations a profile describes (token ids, the scalar loss)."""
@@ -66,7 +71,7 @@ def source_tensor(name: str, blocks: int, source: DensityProfile) -> str:
     """The tensor of ``source`` whose numbers network tensor ``name`` takes, the network having
     ``blocks`` blocks; :class:`ProfileError` naming the tensor when there is none."""
     block, role = split_tensor(name)
-    candidate = name
+    candidate = name if name in source.tensors else NAME_ALIASES.get(name, name)
     if block is not None:
         if block >= blocks:
             raise ProfileError(f"{name}: block {block} is not below the network's {blocks}")
@@ -114,7 +119,8 @@ def derive_profile(network: str, tensors: Sequence[str], source: DensityProfile,
     method = (f"blk{{j}}/ROLE of {blocks} blocks takes blk{{i}}/ROLE of the "
               f"{_blocks(source.tensors)}-block model, i = floor((j + 1/2) * "
               f"{_blocks(source.tensors)} / {blocks}) (same relative depth); other tensors take "
-              f"the same name; " + ", ".join(f"{a} takes {b}" for a, b in ROLE_ALIASES.items())
+              f"the same name; " + ", ".join(f"{a} takes {b}" for a, b in
+                                              {**ROLE_ALIASES, **NAME_ALIASES}.items())
               + "; densities and measured ratios (every dtype) copied, progress axis of the "
                 "small run")
     notes = APPROXIMATIONS.get(family)
@@ -136,11 +142,24 @@ SHIPPED_NETWORKS = ("gpt2_small", "gpt2_medium", "gpt2_large", "gpt2_xl", "opt_1
 """The shipped transformer networks whose profiles :func:`main` writes."""
 
 
+ATTENTION_FORMS = ("naive", "fused")
+"""Both attention forms' tensors go into a derived profile, so it serves ``--attention`` either
+way."""
+
+
 def network_tensors(network: str) -> list[str]:
-    """The tensor names of a shipped network definition (``sst_cdma.workloads``)."""
+    """The tensor names of a shipped network definition (``sst_cdma.workloads``) under every
+    attention form: the naive form's, each block's fused ``attn`` after its ``context``."""
     from sst_cdma.workloads import load_network
 
-    return list(load_network(network).tensors(1))
+    forms = [list(load_network(network, attention=form).tensors(1)) for form in ATTENTION_FORMS]
+    names: list[str] = []
+    for name in forms[0]:
+        names.append(name)
+        block, role = split_tensor(name)
+        if role == "context" and f"blk{block}/attn" in forms[1]:
+            names.append(f"blk{block}/attn")
+    return names + [n for form in forms[1:] for n in form if n not in names]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -112,3 +112,9 @@ def test_unknown_names_and_families_are_refused():
     assert source_profile_name("llama_7b") == "text_gelu"
     with pytest.raises(ProfileError, match=r"bert_base: no measured profile .*gpt2_\*"):
         source_profile_name("bert_base")
+
+
+def test_opt_350m_embedding_projections_take_embed_and_ln_f():
+    source = small("text_relu", RELU_ROLES)
+    m = mapping("opt_350m", ["embed", "proj_in", "blk0/fc1", "proj_out", "lm_head"], source)
+    assert m["proj_in"] == "embed" and m["proj_out"] == "ln_f"
