@@ -41,6 +41,9 @@ class EngineResult:
     #: what was offloaded, and those that matched (None outside functional mode)
     functional_checks: Optional[int] = None
     functional_matches: Optional[int] = None
+    #: every transfer's (start, end, time it lost at the GPU's HBM) in ps: how much sharing
+    #: the memory stretched it (flow mode; the all-reduce's summary reads it)
+    copies: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
 
 
 class CDMAEngine(Component):
@@ -114,6 +117,7 @@ class CDMAEngine(Component):
         self.samples: Any = None  # the SampleSet the real tensors came from
         self.payload_of: dict[str, bytes] = {}
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
+        self.copies: list[tuple[int, int, int]] = []
         self.stat_raw = self.register_statistic("offload_raw_bytes")
         self.stat_wire = self.register_statistic("offload_wire_bytes")
         self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
@@ -272,7 +276,8 @@ class CDMAEngine(Component):
             codec_unit_throughput_Bps=p["codec_unit_throughput"], progress=p["progress"],
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
-            functional_matches=self.functional_matches if p["functional"] else None))
+            functional_matches=self.functional_matches if p["functional"] else None,
+            copies=self.copies))
 
     def setup(self) -> None:
         """Find the GPU memory's bandwidth resource and the path to the host store."""
@@ -323,7 +328,9 @@ class CDMAEngine(Component):
         raw = req.raw_bytes
         if self.params["mode"] == "flow" or raw == 0:
             self.flows.start(raw, self.weights(req.direction, raw, wire),
-                             lambda f: self.transfer_done(req, wire, start), label=req.tensor)
+                             lambda f: self.transfer_done(req, wire, start,
+                                                          f.lost_ps(self.hbm_resource)),
+                             label=req.tensor)
         else:
             self._chunked(req, wire, start)
 
@@ -337,10 +344,12 @@ class CDMAEngine(Component):
         _BurstPipeline(self, req, wire, start, self.flows.route(first, req.tensor),
                        self.flows.route(second, req.tensor)).pump()
 
-    def transfer_done(self, req: TransferRequest, wire: int, start: int) -> None:
+    def transfer_done(self, req: TransferRequest, wire: int, start: int,
+                      hbm_lost_ps: float = 0.0) -> None:
         """The last byte of ``req`` has moved: record it, leave an offload in host memory or
         check a prefetch, tell the GPU and start the next transfer."""
         now = self.sim.now
+        self.copies.append((start, now, int(round(hbm_lost_ps))))
         if req.direction == "offload":
             self.stat_raw.add_data(req.raw_bytes)
             self.stat_wire.add_data(wire)

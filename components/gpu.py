@@ -14,7 +14,7 @@ from sst_cdma.flows import FlowNetwork, PS_PER_S
 from sst_cdma.interfaces import MemoryPool
 from sst_cdma.model.gpus import GPUS
 
-from .messages import TransferDone, TransferRequest
+from .messages import AllReduceDone, GradientReady, TransferDone, TransferRequest
 
 #: the systems a GPU can belong to: the one studied and its two baselines
 SYSTEMS = ("main", "oracle", "vdnn")
@@ -70,7 +70,12 @@ class GPU(Component):
 
     PARAMS = (
         Param("network", "str", "", "network to render the stream for (if no 'workload')"),
-        Param("batch", "int", 64, "batch size", minimum=1),
+        Param("batch", "int", 64, "batch size (a transformer's micro-batch)", minimum=1),
+        Param("seq_len", "int", 0, "sequence length of a transformer network (0: its "
+              "definition's)", minimum=0),
+        Param("attention", "str", "", "attention form of a transformer network: naive "
+              "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
+              "definition's", choices=("", "naive", "fused")),
         Param("dtype", "str", "float32", "element type", choices=("float32", "float16",
                                                                    "bfloat16")),
         Param("policy", "str", "conv", "vDNN offload policy", choices=("none", "all", "conv")),
@@ -109,9 +114,13 @@ class GPU(Component):
               "compression); reports compare main against the others", choices=SYSTEMS),
         Param("write_stream", "bool", "true", "write the rendered stream into the output "
               "directory"),
+        Param("data_parallel", "bool", "false", "one replica of data-parallel training: each "
+              "weight gradient goes to the all-reduce on port 'nvlink' as the backward pass "
+              "makes it, and the iteration (or its optimizer step) waits for the last bucket"),
     )
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
-             Port("dma", "the DMA/cDMA engine (needed unless policy is none)"))
+             Port("dma", "the DMA/cDMA engine (needed unless policy is none)"),
+             Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"))
     STATISTICS = (
         StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
         StatisticSpec("kernel_time_ps", "duration of each kernel", "ps", "f64", 1),
@@ -140,6 +149,14 @@ class GPU(Component):
         self.kernel_times = self._kernel_times_source()
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.dma = self.configure_link("dma", self._transfer_done)
+        self.nvlink = self.configure_link("nvlink", self._reduced)
+        if self.params["data_parallel"] and self.nvlink is None:
+            raise ConfigError(f"{name}: 'data_parallel' needs port 'nvlink' wired to an NVLink "
+                              "fabric (cdma.NVSwitch)")
+        #: weight gradients (stream tensor -> layer) sent to the all-reduce when written
+        self.wgrads: dict[str, str] = {}
+        self.kernel_op: Any = None
+        self.reduced = not self.params["data_parallel"]
         self.flows = self.service(FlowNetwork)
         self.hbm: Optional[MemoryPool] = None  # the peer on port 'hbm', from init on
         self.hbm_resource = ""
@@ -232,6 +249,9 @@ class GPU(Component):
                 if p["allocation"] != "liveness":
                     raise ConfigError(f"{name}: 'allocation' applies to a rendered 'network'; a "
                                       "'workload' stream's alloc and free ops are its own")
+                if p["seq_len"] or p["attention"]:
+                    raise ConfigError(f"{name}: 'seq_len' and 'attention' apply to a rendered "
+                                      "transformer 'network'; a 'workload' stream has its shapes")
                 path = Path(p["workload"])
                 try:
                     text = path.read_text(encoding="utf-8")
@@ -245,7 +265,9 @@ class GPU(Component):
                                                      p["policy"], p["layer_times"],
                                                      p["optimizer"], p["workspace"],
                                                      p["allocation"], self.kernel_model,
-                                                     self._workspace_limit(), memory_capacity)
+                                                     self._workspace_limit(), memory_capacity,
+                                                     seq_len=p["seq_len"],
+                                                     attention=p["attention"])
                 out = self.simulation.output_directory
                 if out is not None and p["write_stream"]:
                     (out / f"{name}.stream").write_text(text, encoding="utf-8")
@@ -272,6 +294,7 @@ class GPU(Component):
             return
         self.hbm = self.peer_provider("hbm", MemoryPool)
         self._render(None if self.hbm.unlimited else self.hbm.capacity)
+        self._register_gradients()
         if self.dma is not None:
             tensors = self.stream.tensors
             offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
@@ -281,6 +304,22 @@ class GPU(Component):
                                    "network": self.stream.network, "dtype": self.stream.dtype,
                                    "batch": self.stream.batch, "offloaded": offloaded,
                                    "shapes": shapes})
+
+    def _register_gradients(self) -> None:
+        """Data parallel: tell the fabric this GPU's weight gradients (``LAYER:dw``), in
+        reverse layer order as DDP buckets them, and its HBM bandwidth resource."""
+        if not self.params["data_parallel"]:
+            return
+        from sst_cdma.workloads.vdnn import wgrad_name
+
+        tensors = self.stream.tensors
+        layers = [t.layer for t in tensors.values() if t.kind == "weight" and t.layer]
+        self.wgrads = {wgrad_name(layer): layer for layer in layers
+                       if wgrad_name(layer) in tensors}
+        gradients = [(layer, tensors[name].bytes) for name, layer in self.wgrads.items()]
+        self.nvlink.send_untimed({"gpu": self.name, "system": self.params["system"],
+                                  "hbm": self.hbm.bandwidth_resource,
+                                  "gradients": gradients[::-1]})
 
     def setup(self) -> None:
         """Check every tensor fits in the GPU memory on its own, then start issuing."""
@@ -302,6 +341,9 @@ class GPU(Component):
         while self.pc < len(ops):
             op = ops[self.pc]
             kind = op.op
+            if op.phase == "update" and not self.reduced:
+                self.blocked = "allreduce"
+                return
             if kind == "compute":
                 self.compute_q.append(op)
                 self._kick_compute()
@@ -330,6 +372,9 @@ class GPU(Component):
                     self.backward_at = self.sim.now
                 if self.update_at is None and op.phase == "update":
                     self.update_at = self.sim.now
+        if not self.reduced:
+            self.blocked = "allreduce"
+            return
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
 
@@ -338,6 +383,9 @@ class GPU(Component):
             return
         if self.blocked == "sync":
             if self.compute_busy or self.copy_busy or self.compute_q or self.copy_q:
+                return
+        elif self.blocked == "allreduce":
+            if not self.reduced:
                 return
         elif self.blocked not in self.prefetched:
             return
@@ -365,6 +413,7 @@ class GPU(Component):
             return
         op = self.compute_q.popleft()
         self.compute_busy = True
+        self.kernel_op = op  # the kernel running (one at a time on the compute stream)
         p = self.params
         start = self.sim.now
         overhead = p["kernel_overhead"]
@@ -397,6 +446,10 @@ class GPU(Component):
 
     def _kernel_done(self, label: str, start: int) -> None:
         now = self.sim.now
+        if self.wgrads:
+            for tensor in self.kernel_op.writes:
+                if tensor in self.wgrads:
+                    self.nvlink.send(GradientReady(self.wgrads[tensor]))
         self.kernel_total += now - start
         self._layer_kernel += now - start
         self.stat_kernel.add_data(now - start)
@@ -426,6 +479,10 @@ class GPU(Component):
         self.timeline.append((req.direction, req.tensor, done.started_ps, done.finished_ps))
         self.copy_busy = False
         self._kick_copy()
+        self._unblock()
+
+    def _reduced(self, _done: AllReduceDone) -> None:
+        self.reduced = True
         self._unblock()
 
     # -- results -------------------------------------------------------------------------------

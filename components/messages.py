@@ -24,3 +24,15 @@ class TransferDone:
     wire_bytes: int
     started_ps: int
     finished_ps: int
+
+
+@dataclass
+class GradientReady:
+    """GPU -> NVSwitch fabric: the weight gradient of ``layer`` is computed (data parallel)."""
+
+    layer: str
+
+
+@dataclass
+class AllReduceDone:
+    """NVSwitch fabric -> GPU: every gradient bucket is reduced; the iteration may end."""

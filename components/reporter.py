@@ -18,6 +18,7 @@ from sst_cdma.element import Component, Param
 
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
+from .nvswitch import AllReduceResult, allreduce_fields, allreduce_line
 from .pcie_bridge import LinkResult
 
 PS = 1e-12
@@ -201,6 +202,12 @@ class Reporter(Component):
             if shared:
                 summary["switch_utilization"] = shared
         summary.update(system_shape(runs))
+        fabrics = {r.system: r for r in self.simulation.results.values()
+                   if isinstance(r, AllReduceResult)}
+        if "main" in fabrics:
+            summary["allreduce"] = allreduce_fields(
+                fabrics["main"], fabrics.get("oracle"),
+                [runs.engine_of[g].copies for g in main if g in runs.engine_of])
         summary["system"] = self.describe_system(runs)
         if not summary["complete"]:
             summary["stopped_at_s"] = self.sim.now * PS
@@ -422,6 +429,8 @@ def console_summary(s: dict[str, Any]) -> str:
                           f"{len(links)} shared, busiest {name} ({u['bandwidth_Bps'] / 1e9:.2f} "
                           f"GB/s) busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to "
                           "GPU"))
+    if "allreduce" in s:
+        lines.append(allreduce_line(s["allreduce"]))
     if "extra_dram_bytes" in s:
         lines.append(_row(f"DMA DRAM traffic{total}", f"{_sizes(s['extra_dram_bytes'])[0]} "
                           "read+written by the engine"))

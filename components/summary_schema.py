@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "SYSTEM_SHAPE", "check_summary",
+__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "SYSTEM_SHAPE", "check_summary",
            "markdown"]
 
 ALWAYS = "always"
@@ -76,6 +76,8 @@ SUMMARY: tuple[Key, ...] = (
     _k("switch_utilization", "object", "per link GPUs share beyond their own (a PCIe switch's "
        "uplink, a CPU root complex): its `kind` (`switch`, `root complex`), `bandwidth_Bps` and "
        "busy `d2h`, `h2d` fractions", "where GPUs share a link"),
+    _k("allreduce", "object", "the data-parallel gradient all-reduce over NVLink: see "
+       "`allreduce` below", "with --data-parallel"),
     _k("peak_gpu_memory_bytes", "integer", "peak allocated GPU memory"),
     _k("average_gpu_memory_bytes", "integer", "allocated memory averaged over the iteration, "
        "as vDNN reports it"),
@@ -125,6 +127,30 @@ HOST_LINK: tuple[Key, ...] = (
     _k("c2c_rate_Bps", "number", "NVLink-C2C signalling rate per direction", "NVLink-C2C"),
 )
 
+ALLREDUCE: tuple[Key, ...] = (
+    _k("gpus", "integer", "GPUs in the ring"),
+    _k("buckets", "integer", "gradient buckets reduced"),
+    _k("bucket_cap_bytes", "integer", "bucket size (`--bucket-size`)"),
+    _k("gradient_bytes", "integer", "weight-gradient bytes of one replica"),
+    _k("bytes_per_gpu", "integer", "bytes each GPU sent (and received) over NVLink: 2(N-1)/N "
+       "of the gradient bytes"),
+    _k("bandwidth_Bps", "number", "NVLink payload bandwidth per GPU per direction"),
+    _k("step_latency_s", "number", "fixed time of each ring step"),
+    _k("time_s", "number", "time a bucket was being reduced"),
+    _k("idle_time_s", "number", "the same buckets each alone on an idle node: 2(N-1) x "
+       "(step latency + bucket / N / bandwidth)"),
+    _k("contention_s", "number", "time_s - idle_time_s: what sharing HBM with kernels and copies "
+       "cost it"),
+    _k("overlap_s", "number", "all-reduce time before the last weight gradient was ready "
+       "(hidden behind the backward pass)"),
+    _k("exposed_s", "number", "all-reduce time after it (the iteration waits)"),
+    _k("slowed_by_offloads_s", "number", "contention_s minus the oracle's (the same all-reduce "
+       "without offloads): what the copies cost it", "with an oracle baseline"),
+    _k("offloads_slowed_s", "number", "the other way: the time the copies lost with the GPU's "
+       "HBM as their bottleneck, in proportion to the time they ran beside the all-reduce (an "
+       "upper bound: kernels share that HBM), on the GPU where it is largest (flow mode)"),
+)
+
 LAYER: tuple[Key, ...] = (
     _k("layer", "string", "the layer ending at this boundary"),
     _k("phase", "string", "`forward`, `backward` or `update`"),
@@ -170,6 +196,9 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
         faults += _check(base, BASELINE, f"baselines.{label}", {k.name for k in BASELINE})
     if "host_link" in summary:
         faults += _check(summary["host_link"], HOST_LINK, "host_link")
+    if "allreduce" in summary:
+        faults += _check(summary["allreduce"], ALLREDUCE, "allreduce",
+                         {k.name for k in ALLREDUCE if k.when == ALWAYS})
     for layer in summary.get("layers", ()):
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
     one_gpu = {k.name for k in SUMMARY if k.when not in (SEVERAL,)}
@@ -187,7 +216,8 @@ def markdown() -> str:
     out = []
     for title, keys in (("`summary.json`", SUMMARY), ("`baselines.oracle`, `baselines.vdnn`",
                                                       BASELINE),
-                        ("`host_link`", HOST_LINK), ("`layers[]`", LAYER)):
+                        ("`host_link`", HOST_LINK), ("`allreduce`", ALLREDUCE),
+                        ("`layers[]`", LAYER)):
         out += [f"| {title} | type | present | meaning |", "|---|---|---|---|"]
         out += [f"| `{k.name}` | {' or '.join(k.types)} | {k.when} | {k.doc} |" for k in keys]
         out.append("")

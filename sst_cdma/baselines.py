@@ -4,6 +4,8 @@ systems every summary compares it with.
 
 - **oracle**: each main GPU with its GPU memory only, nothing offloaded (policy ``none``) and
   memory that never runs out: the iteration time training would take on a GPU big enough.
+  Data-parallel GPUs keep their NVLink fabric (the component on their ``nvlink`` ports), so
+  the oracle reduces its gradients as the main system does.
 - **vdnn**: the whole main system (GPUs, memories, engines, links, switches, host memories)
   with the same offload policy (``conv`` where the main system offloads nothing) and every
   engine copying without compression (algorithm ``none``): vDNN as published.
@@ -27,6 +29,8 @@ __all__ = ["add_baselines", "GPU_TYPE", "ENGINE_TYPE"]
 GPU_TYPE = "cdma.GPU"
 ENGINE_TYPE = "cdma.CDMAEngine"
 MEMORY_TYPE = "cdma.HBM"
+#: the GPU port of the GPU-to-GPU fabric the oracle keeps
+FABRIC_PORT = "nvlink"
 
 
 def _param(comp: ConfigComponent, name: str) -> str:
@@ -122,3 +126,8 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
         _copy_component(graph, memory, "oracle.",
                         {"unlimited": "1"} if memory.type == MEMORY_TYPE else {}, where)
         _copy_link(graph, peer[1], "oracle.", where)
+    fabric = [peers[(gpu.name, FABRIC_PORT)] for gpu in gpus if (gpu.name, FABRIC_PORT) in peers]
+    for name in dict.fromkeys(name for name, _ in fabric):
+        _copy_component(graph, graph.component(name), "oracle.", {}, where)
+    for _, link in fabric:
+        _copy_link(graph, link, "oracle.", where)

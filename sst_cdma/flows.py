@@ -87,7 +87,7 @@ class Flow:
     """One transfer in progress: remaining amount, current rate, its route and rate cap."""
 
     __slots__ = ("fid", "label", "amount", "remaining", "rate", "cap", "route", "on_done",
-                 "last_ps", "version", "alone")
+                 "last_ps", "version", "alone", "bottleneck", "lost")
 
     def __init__(self, fid: int, label: str, amount: float, route: Route, cap: float,
                  on_done: Callable[["Flow"], Any], now_ps: int) -> None:
@@ -101,6 +101,24 @@ class Flow:
         self.last_ps = now_ps  # when ``remaining`` was last brought up to date
         self.version = 0  # bumped at each reschedule; -1 once finished
         self.alone = route.alone if cap >= route.alone else cap
+        #: the saturated resource holding the flow below its isolated rate (None: none)
+        self.bottleneck: Optional[Resource] = None
+        #: resource name -> ps the flow lost there: the integral of (1 - rate / alone) while
+        #: that resource held it back; they add up to its time beyond its isolated duration
+        self.lost: Optional[dict[str, float]] = None
+
+    def lost_ps(self, resource: str) -> float:
+        """Picoseconds this flow lost at ``resource`` (see ``lost``)."""
+        return self.lost.get(resource, 0.0) if self.lost else 0.0
+
+    def note_lost(self, now_ps: int) -> None:
+        """Charge the time since ``last_ps`` at the current rate to the bottleneck."""
+        res = self.bottleneck
+        if res is not None and now_ps > self.last_ps:
+            if self.lost is None:
+                self.lost = {}
+            self.lost[res.name] = self.lost.get(res.name, 0.0) + \
+                (1.0 - self.rate / self.alone) * (now_ps - self.last_ps)
 
     @property
     def weights(self) -> list[tuple[Resource, float]]:
@@ -233,11 +251,14 @@ class FlowNetwork(Service):
         now = self.sim.now
         for f in group:  # bring every flow forward to now at its old rate
             if now > f.last_ps:
+                if f.bottleneck is not None:
+                    f.note_lost(now)
                 f.remaining -= f.rate * (now - f.last_ps) / PS_PER_S
                 f.last_ps = now
         old = [f.rate for f in group]
         if len(group) == 1:
             group[0].rate = group[0].alone
+            group[0].bottleneck = None
         else:
             self._fill(group)
         touched = {}
@@ -260,6 +281,7 @@ class FlowNetwork(Service):
     def _fill(group: list[Flow]) -> None:
         for f in group:
             f.rate = 0.0
+            f.bottleneck = None
             for res, _ in f.route.pairs:
                 res._residual = res.capacity
         active = group
@@ -288,20 +310,28 @@ class FlowNetwork(Service):
             for f in active:
                 if f.cap - f.rate <= _EPS * max(1.0, f.rate):
                     f.rate = f.cap
-                elif not any(res._residual <= limit for res, _ in f.route.pairs):
+                    continue
+                full = next((res for res, _ in f.route.pairs if res._residual <= limit), None)
+                if full is None:
                     still.append(f)
+                else:
+                    f.bottleneck = full
             active = still
         for f in group:
             # A flow that got what it would get alone takes exactly that rate, so that an
             # uncontended transfer lasts exactly what the closed-form model says.
             if abs(f.rate - f.alone) <= 1e-9 * f.alone:
                 f.rate = f.alone
+            if f.rate >= f.alone:
+                f.bottleneck = None
 
     def _on_timer(self, item: tuple[Flow, int]) -> None:
         flow, version = item
         if version != flow.version:
             return  # the rate changed since this completion was scheduled, or it is done
         flow.version = -1
+        if flow.bottleneck is not None:
+            flow.note_lost(self.sim.now)
         route = flow.route
         route.done += flow.amount
         squeezed = False  # does a flow left on these resources run below its isolated rate?

@@ -35,6 +35,8 @@ class ElementOption:
     default: Any = ...
     invert: bool = False
     unset_help: str = ""
+    #: a flag that also has a ``--no-`` form, so a topology can turn it on by default
+    negatable: bool = False
 
     @property
     def dest(self) -> str:
@@ -42,11 +44,13 @@ class ElementOption:
         return self.flag.lstrip("-").replace("-", "_")
 
 
-GPU, ENGINE, LINK = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge"
+GPU, ENGINE, LINK, FABRIC = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge", "cdma.NVSwitch"
 
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", GPU, "network", default="vgg16"),
     ElementOption("--batch", GPU, "batch"),
+    ElementOption("--seq-len", GPU, "seq_len"),
+    ElementOption("--attention", GPU, "attention"),
     ElementOption("--dtype", GPU, "dtype"),
     ElementOption("--policy", GPU, "policy"),
     ElementOption("--algorithm", ENGINE, "algorithm"),
@@ -68,6 +72,11 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--tensors", ENGINE, "tensors"),
     ElementOption("--functional", ENGINE, "functional"),
     ElementOption("--no-contention", GPU, "hbm_contention", invert=True),
+    ElementOption("--data-parallel", GPU, "data_parallel", negatable=True),
+    ElementOption("--bucket-size", FABRIC, "bucket"),
+    ElementOption("--nvlink-links", FABRIC, "nvlink_links"),
+    ElementOption("--nvlink-rate", FABRIC, "nvlink_rate"),
+    ElementOption("--allreduce-step-latency", FABRIC, "step_latency"),
 )
 
 
@@ -102,8 +111,11 @@ def add_element_options(parser: argparse.ArgumentParser,
     for opt in options:
         param = declared_param(opt.element, opt.param)
         if param.kind == "bool":
-            parser.add_argument(opt.flag, action="store_true", dest=opt.dest,
-                                help=f"{'not: ' if opt.invert else ''}{param.doc}")
+            parser.add_argument(opt.flag, dest=opt.dest, default=False,
+                                action=argparse.BooleanOptionalAction if opt.negatable
+                                else "store_true",
+                                help=f"{'not: ' if opt.invert else ''}{param.doc}"
+                                + (" (default: %(default)s)" if opt.negatable else ""))
             continue
         default = param.default if opt.default is ... else opt.default
         shown = opt.unset_help if default is UNSET else (default if default != "" else "none")

@@ -83,6 +83,8 @@ class SystemSpec:
     gpu: GPUSpec
     link: dict[str, Any]
     options: argparse.Namespace
+    #: the host memories' params beyond the GPU preset's (a node's DDR5)
+    host_memory: Optional[dict[str, Any]] = None
 
 
 def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
@@ -114,6 +116,18 @@ def _host_memory_params(gpu: GPUSpec) -> dict[str, str]:
                               ("pinned_capacity", gpu.host_memory_capacity)) if v}
 
 
+def _fabric(sst: Any, o: argparse.Namespace) -> None:
+    """Data parallel: one ``cdma.NVSwitch`` fabric with every GPU's ``nvlink`` port on its
+    ``gpuI`` port (the ring visits them in order)."""
+    fabric = sst.Component("nvswitch", "cdma.NVSwitch")
+    fabric.addParams(element_params(o, "cdma.NVSwitch"))
+    if explicit(o, "bucket_size"):
+        fabric.addParam("first_bucket", "0B")  # as DDP given a bucket_cap_mb: every bucket
+    for i in range(o.gpus):
+        gpu = sst.findComponentByName(f"gpu{i}")
+        sst.Link(f"gpu{i}.l_nvlink", "0ps").connect((gpu, "nvlink"), (fabric, f"gpu{i}"))
+
+
 def _system(sst: Any, spec: SystemSpec) -> None:
     """Add ``--gpus`` GPUs, their switches and host memories: one host per ``--gpus-per-host``
     GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
@@ -127,7 +141,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
         if i % per_host == 0:
             h = i // per_host
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
-            host.addParams(_host_memory_params(spec.gpu))
+            host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
             port = 0
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
         if o.gpus_per_switch:
@@ -141,6 +155,8 @@ def _system(sst: Any, spec: SystemSpec) -> None:
         else:
             sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (host, f"pcie{port}"))
             port += 1
+    if o.data_parallel:
+        _fabric(sst, o)
 
 
 def _refuse(message: str) -> None:
@@ -155,6 +171,13 @@ def _check_topology(o: argparse.Namespace) -> None:
         _refuse(f"--gpus-per-host must be >= 0 (0: one host), got {o.gpus_per_host}")
     if o.gpus_per_switch < 0:
         _refuse(f"--gpus-per-switch must be >= 0 (0: no switch), got {o.gpus_per_switch}")
+    if o.data_parallel and o.gpus < 2:
+        _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
+                f"{o.gpus} (give --gpus N or --no-data-parallel)")
+    for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
+        if explicit(o, name) and not o.data_parallel:
+            _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
+                    "all-reduce, and this run is not data parallel")
     if o.gpus_per_host and o.gpus_per_switch and o.gpus_per_host % o.gpus_per_switch:
         _refuse(f"--gpus-per-host {o.gpus_per_host} is not a multiple of --gpus-per-switch "
                 f"{o.gpus_per_switch} (a switch sits in one host)")
@@ -217,7 +240,9 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
     if o.layer_times:
         try:
             measured = load_layer_times(o.layer_times)
-            measured.check(load_network(o.network), o.batch, o.dtype)
+            net = load_network(o.network, getattr(o, "seq_len", 0) or 0,
+                               getattr(o, "attention", "") or "")
+            measured.check(net, o.batch, o.dtype)
         except WorkloadError as exc:
             _refuse(f"--layer-times: {exc}")
         if measured.gpu and measured.gpu != o.gpu and o.kernel_model != "fitted":
@@ -232,10 +257,12 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
 def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
           link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
           gpus_per_host: int = 0,
-          system: str = "") -> argparse.Namespace:
+          system: str = "", data_parallel: bool = False,
+          host_memory: Optional[dict[str, Any]] = None) -> argparse.Namespace:
     """Parse the model options and add the main system plus its oracle and vDNN baselines."""
     parser = option_parser(prog, gpu, link, gpus)
-    parser.set_defaults(gpus_per_switch=gpus_per_switch, gpus_per_host=gpus_per_host)
+    parser.set_defaults(gpus_per_switch=gpus_per_switch, gpus_per_host=gpus_per_host,
+                        data_parallel=data_parallel)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
     spec_gpu = GPUS[o.gpu]
@@ -247,7 +274,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     link_params = dict(LINKS[link_name])
     if o.pcie_gen is not None:
         link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
-    spec = SystemSpec(spec_gpu, link_params, o)
+    spec = SystemSpec(spec_gpu, link_params, o, host_memory)
     _system(sst, spec)
     if not o.no_baselines:
         add_baselines()

@@ -12,14 +12,15 @@ Public API::
 Modules: ``kinds`` (layer kinds and params), ``macros`` (fire/inception/bottleneck expansion),
 ``loader`` (YAML -> Network), ``network`` (tensors, ``infer``), ``shapes``, ``flops``, ``vdnn``
 (offload/prefetch schedule), ``render`` (jinja2), ``stream`` (parser), ``stats``,
-``torch_builder`` (optional PyTorch model from the same definition). Docs: docs/workloads.md.
+``transformer`` (``transformer:`` definitions expanded into layers), ``torch_builder``
+(optional PyTorch model from the same definition). Docs: docs/workloads.md.
 """
 from __future__ import annotations
 
 from .dtypes import DTYPES, itemsize
 from .errors import StreamError, WorkloadError
 from .kinds import KINDS
-from .loader import NETWORK_DIR, NETWORKS, load_network
+from .loader import CNNS, NETWORK_DIR, NETWORKS, TRANSFORMERS, load_network
 from .network import Layer, LayerInfo, Network, TensorInfo
 from .render import render_stream
 from .stats import LayerStats, StreamStats, stream_stats
@@ -27,7 +28,7 @@ from .stream import Stream, StreamOp, StreamTensor, parse_stream
 from .vdnn import POLICIES, plan_iteration
 
 __all__ = [
-    "DTYPES", "KINDS", "NETWORKS", "NETWORK_DIR", "POLICIES",
+    "CNNS", "DTYPES", "KINDS", "NETWORKS", "NETWORK_DIR", "POLICIES", "TRANSFORMERS",
     "Layer", "LayerInfo", "LayerStats", "Network", "Stream", "StreamError", "StreamOp",
     "StreamStats", "StreamTensor", "TensorInfo", "WorkloadError",
     "itemsize", "load_network", "parse_stream", "plan_iteration", "render_stream",

@@ -4,7 +4,9 @@
 The stream runs one forward and one backward kernel per layer; a convolution's backward
 kernel is its backward-data plus its backward-filter kernel (backward-data only where its input
 needs a gradient), and a fully connected layer's are GEMMs (forward ``N x F_out x F_in``;
-backward the data-gradient and weight-gradient GEMMs). Every other kind, and the optimizer's
+backward the data-gradient and weight-gradient GEMMs), and so is a transformer's per-token
+``linear`` with ``N`` = batch x sequence length. Every other kind (attention matmuls and
+element-wise transformer kinds included, for now), and the optimizer's
 update kernels, are left to the GPU: they move their DRAM bytes at the HBM's achievable
 bandwidth (the same resource the DMA engine shares, so an overridden HBM counts) plus the
 fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm picked
@@ -93,8 +95,11 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             fwd = [conv["fwd"][info.name]]
             bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []
             bwd.append(conv["bwd_filter"][info.name])
-        elif info.kind == "fc":
-            n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
+        elif info.kind in ("fc", "linear"):
+            if info.kind == "fc":
+                n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
+            else:  # a GEMM over every token: M = batch x sequence length
+                n, f_in, f_out = math.prod(info.shape[:-1]), info.input_shapes[0][-1], info.shape[-1]
             fwd = [price_gemm(n, f_out, f_in, hw, kp)]
             bwd = [price_gemm(n, f_in, f_out, hw, kp)] if info.grad_inputs else []
             bwd.append(price_gemm(f_out, f_in, n, hw, kp))

@@ -232,6 +232,114 @@ KINDS: dict[str, KindSpec] = {
             "(N, F) probability tensor the backward pass reads; labels are not modelled",
             bwd_needs_output=True,
         ),
+        KindSpec(
+            "embedding",
+            "token embedding (+ learned positions): token ids (S,) -> (S, hidden); backward "
+            "reads the ids (scatter-add into the table)",
+            (
+                ParamSpec("vocab", _int(1), doc="vocabulary size (rows of the token table)"),
+                ParamSpec("hidden", _int(1), doc="embedding width"),
+                ParamSpec("positions", _int(0), 0, "rows of the learned position table (0: none)"),
+                ParamSpec("position_dim", _int(0), 0, "width of the position table (0: "
+                          "hidden; OPT-350m adds its 1024-wide positions after projecting "
+                          "its 512-wide embedding in)"),
+            ),
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "linear",
+            "per-token linear (GEMM on the last dim): (S, Din) -> (S, num_output); backward "
+            "reads its input",
+            (
+                ParamSpec("num_output", _int(1), doc="output features"),
+                ParamSpec("bias", _bool, True, "learnable bias"),
+                ParamSpec("tied", _bool, False, "weight shared with the embedding (LM head "
+                          "tied to it): no parameters of its own"),
+            ),
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "layernorm",
+            "LayerNorm over the last dim; backward reads its input (and the (S,) float32 "
+            "mean/rstd, not modelled)",
+            (
+                ParamSpec("eps", _float(0.0), 1e-5, "variance epsilon"),
+                ParamSpec("bias", _bool, True, "learnable shift (beta) besides the scale"),
+            ),
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "rmsnorm",
+            "RMSNorm over the last dim (learnable scale); backward reads its input",
+            (ParamSpec("eps", _float(0.0), 1e-6, "epsilon"),),
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "gelu",
+            "GELU, out of place; backward reads its input",
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "swiglu",
+            "SwiGLU: silu(gate) * up of a (S, 2F) input -> (S, F); backward reads its input",
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "rope",
+            "rotary position embedding of the Q and K parts of a fused QKV tensor (V passes "
+            "through: the output has the input's shape); backward needs only the cos/sin "
+            "tables (not modelled)",
+            (
+                ParamSpec("heads", _int(1), doc="query heads"),
+                ParamSpec("kv_heads", _int(1), doc="key/value heads"),
+            ),
+        ),
+        KindSpec(
+            "attn_scores",
+            "naive attention scores Q K^T / sqrt(d) with the causal mask, from a fused QKV "
+            "(S, (heads + 2 kv_heads) d) -> (heads, S, S); backward reads Q and K (its input)",
+            (
+                ParamSpec("heads", _int(1), doc="query heads"),
+                ParamSpec("kv_heads", _int(1), doc="key/value heads"),
+            ),
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "attn_softmax",
+            "softmax over the last dim of the attention scores (heads, S, S); backward reads "
+            "its output",
+            bwd_needs_output=True,
+        ),
+        KindSpec(
+            "attn_context",
+            "attention context P V: inputs [probs (heads, S, S), fused QKV] -> (S, heads d); "
+            "backward reads P and V (both inputs)",
+            (
+                ParamSpec("heads", _int(1), doc="query heads"),
+                ParamSpec("kv_heads", _int(1), doc="key/value heads"),
+            ),
+            min_inputs=2,
+            max_inputs=2,
+            bwd_needs_inputs=True,
+        ),
+        KindSpec(
+            "flash_attention",
+            "fused causal attention (FlashAttention style) of a fused QKV -> (S, heads d); "
+            "its output tensor also keeps the float32 row statistics (heads, S); backward "
+            "re-reads Q, K, V, the output and the statistics",
+            (
+                ParamSpec("heads", _int(1), doc="query heads"),
+                ParamSpec("kv_heads", _int(1), doc="key/value heads"),
+            ),
+            bwd_needs_inputs=True,
+            bwd_needs_output=True,
+        ),
+        KindSpec(
+            "cross_entropy",
+            "cross-entropy over the vocabulary of (S, V) logits: its output is the (S, V) "
+            "log-probabilities log_softmax saves for the backward pass; labels not modelled",
+            bwd_needs_output=True,
+        ),
     )
 }
 
@@ -269,6 +377,9 @@ def normalize_params(kind: KindSpec, params: Mapping[str, Any] | None) -> dict[s
             for pad, k in zip(out["pad"], out["kernel_size"]):
                 if pad >= k:
                     raise ValueError(f"pool pad {pad} must be smaller than its kernel {k}")
+    if "kv_heads" in out and out["heads"] % out["kv_heads"]:
+        raise ValueError(f"param 'kv_heads' ({out['kv_heads']}) must divide 'heads' "
+                         f"({out['heads']})")
     if kind.name == "lrn" and out["local_size"] % 2 == 0:
         raise ValueError(f"param 'local_size' must be odd, got {out['local_size']}")
     return out

@@ -4,14 +4,16 @@ A network file holds ``name``, ``description``, ``source``, ``notes``, optional 
 the ``layers`` list. Each layer is ``{name, kind, inputs, params}``; ``inputs`` (a name or list
 of names of earlier layers or macro instances) defaults to the previous layer. Macros from
 ``networks/_macros.yaml`` (fire, inception, bottleneck, bottleneck_proj) are always available;
-a file's own ``macros`` add to or override them.
+a file's own ``macros`` add to or override them. A transformer file holds a ``transformer``
+mapping instead of ``layers`` (expanded by :mod:`~sst_cdma.workloads.transformer`); its
+sequence length and attention form can be overridden (``seq_len``, ``attention``).
 """
 from __future__ import annotations
 
 import functools
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import yaml
 
@@ -19,17 +21,23 @@ from .errors import WorkloadError, not_utf8
 from .kinds import KINDS, normalize_params
 from .macros import Macro, expand_layers, parse_macros
 from .network import NAME_RE, Layer, Network
+from .transformer import TransformerConfig, expand_transformer, role_of
 
-__all__ = ["NETWORKS", "NETWORK_DIR", "MACRO_LIBRARY", "load_network", "network_path",
+__all__ = ["NETWORKS", "CNNS", "TRANSFORMERS", "NETWORK_DIR", "MACRO_LIBRARY", "load_network", "network_path",
            "load_macro_library"]
 
+#: The shipped CNNs.
+CNNS = ("alexnet", "overfeat", "nin", "vgg16", "squeezenet", "googlenet", "resnet50")
+#: The shipped decoder-only transformers (``transformer:`` files).
+TRANSFORMERS = ("gpt2_small", "gpt2_medium", "gpt2_large", "gpt2_xl", "opt_125m", "opt_350m",
+                "opt_1_3b", "llama_7b")
 #: The networks shipped with the package (files ``networks/<name>.yaml``).
-NETWORKS = ("alexnet", "overfeat", "nin", "vgg16", "squeezenet", "googlenet", "resnet50")
+NETWORKS = CNNS + TRANSFORMERS
 #: Folder of the shipped network definitions.
 NETWORK_DIR = Path(__file__).resolve().parent / "networks"
 #: The shared macro library.
 MACRO_LIBRARY = NETWORK_DIR / "_macros.yaml"
-_TOP_KEYS = {"name", "description", "source", "notes", "macros", "layers"}
+_TOP_KEYS = {"name", "description", "source", "notes", "macros", "layers", "transformer"}
 
 
 def network_path(name_or_path: str | os.PathLike[str]) -> Path:
@@ -82,20 +90,46 @@ def load_macro_library() -> dict[str, Macro]:
     return dict(_library(MACRO_LIBRARY.stat().st_mtime_ns))
 
 
-def load_network(name_or_path: str | os.PathLike[str]) -> Network:
-    """Load, expand and validate a network; raises :class:`WorkloadError` naming file and layer."""
+def load_network(name_or_path: str | os.PathLike[str], seq_len: int = 0,
+                 attention: str = "") -> Network:
+    """Load, expand and validate a network; raises :class:`WorkloadError` naming file and layer.
+
+    ``seq_len`` and ``attention`` (``naive``/``fused``) override a transformer definition's
+    (0 / '': the definition's); a CNN refuses them."""
     path = network_path(name_or_path)
-    return _load(str(path.resolve()), path.stat().st_mtime_ns, str(path))
+    return _load(str(path.resolve()), path.stat().st_mtime_ns, str(path), seq_len, attention)
 
 
 @functools.lru_cache(maxsize=64)
-def _load(resolved: str, mtime_ns: int, label: str) -> Network:
+def _load(resolved: str, mtime_ns: int, label: str, seq_len: int = 0,
+          attention: str = "") -> Network:
     doc = _read_yaml(Path(resolved), label)
-    return build_network(doc, label, default_name=Path(resolved).stem)
+    return build_network(doc, label, default_name=Path(resolved).stem, seq_len=seq_len,
+                         attention=attention)
 
 
-def build_network(doc: Any, label: str, default_name: str = "network") -> Network:
-    """Build a :class:`Network` from an already parsed YAML document (``label`` names it)."""
+def _transformer_entries(doc: Mapping, label: str, seq_len: int,
+                         attention: str) -> Optional[list]:
+    """The expanded layers of a ``transformer:`` document (None for a ``layers:`` one, which
+    refuses the transformer options)."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 0:
+        raise WorkloadError(f"option seq_len must be a non-negative integer, got {seq_len!r}",
+                            file=label)
+    if "transformer" not in doc:
+        for option, value in (("seq_len", seq_len), ("attention", attention)):
+            if value:
+                raise WorkloadError(f"option {option} applies to transformer networks only "
+                                    "(this file has 'layers')", file=label)
+        return None
+    if "layers" in doc or "macros" in doc:
+        raise WorkloadError("a 'transformer' file has no 'layers' or 'macros'", file=label)
+    return expand_transformer(TransformerConfig(doc["transformer"], label, seq_len, attention))
+
+
+def build_network(doc: Any, label: str, default_name: str = "network", seq_len: int = 0,
+                  attention: str = "") -> Network:
+    """Build a :class:`Network` from an already parsed YAML document (``label`` names it);
+    ``seq_len`` and ``attention`` override a transformer's (see :func:`load_network`)."""
     if not isinstance(doc, Mapping):
         raise WorkloadError("top level must be a mapping with a 'layers' list", file=label)
     unknown = sorted(set(doc) - _TOP_KEYS)
@@ -103,7 +137,8 @@ def build_network(doc: Any, label: str, default_name: str = "network") -> Networ
         raise WorkloadError(
             f"unknown top-level key(s) {', '.join(map(repr, unknown))} "
             f"(allowed: {', '.join(sorted(_TOP_KEYS))})", file=label)
-    entries = doc.get("layers")
+    generated = _transformer_entries(doc, label, seq_len, attention)
+    entries = doc.get("layers") if generated is None else generated
     if not isinstance(entries, list) or not entries:
         raise WorkloadError("'layers' must be a non-empty list", file=label)
     macros = load_macro_library()
@@ -149,7 +184,7 @@ def build_network(doc: Any, label: str, default_name: str = "network") -> Networ
         tensor = in_tensors[0] if spec.in_place else raw.name
         tensor_of[raw.name] = tensor
         layers.append(Layer(raw.name, raw.kind, tuple(inputs), in_tensors, tensor, params,
-                            raw.macro))
+                            raw.macro, role_of(raw.name) if generated is not None else ""))
     name = doc.get("name", default_name)
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise WorkloadError(f"bad network name {name!r}", file=label)

@@ -45,6 +45,10 @@ class Layer:
     tensor: str
     params: Mapping[str, Any]
     macro: str | None = None
+    #: What the layer is in a transformer block (``attention``, ``ffn``, ``norm``,
+    #: ``residual``, ``embedding``, ``head``; see :mod:`~sst_cdma.workloads.transformer`);
+    #: '' for CNN layers.
+    role: str = ""
 
     @property
     def in_place(self) -> bool:
@@ -89,6 +93,8 @@ class TensorInfo:
 
     ``consumers`` are the non-in-place layers reading it, ``modifiers`` the in-place layers
     applied to it (all before any consumer). ``needs_grad`` is False only for network inputs.
+    ``stats_bytes`` of ``bytes`` are float32 statistics kept with it (a fused attention's row
+    statistics), not part of ``shape``.
     """
 
     name: str
@@ -99,6 +105,7 @@ class TensorInfo:
     modifiers: tuple[str, ...] = ()
     consumers: tuple[str, ...] = ()
     needs_grad: bool = True
+    stats_bytes: int = 0
 
 
 @dataclass
@@ -106,6 +113,8 @@ class _Tensor:
     producer: str
     shape: Shape
     sparse: bool
+    #: float32 elements per sample kept with the tensor (fused attention's row statistics)
+    extra_fp32: int = 0
     modifiers: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
 
@@ -165,7 +174,9 @@ class Network:
                 sparse = spec.zero_preserving and bool(layer.input_tensors) and all(
                     self._tensors[t].sparse for t in layer.input_tensors
                 )
-                self._tensors[layer.tensor] = _Tensor(layer.name, shape, sparse)
+                extra = layer.params["heads"] * shape[0] \
+                    if layer.kind == "flash_attention" else 0
+                self._tensors[layer.tensor] = _Tensor(layer.name, shape, sparse, extra)
 
     # -- queries ------------------------------------------------------------------------------
     def layer(self, name: str) -> Layer:
@@ -203,9 +214,11 @@ class Network:
         for name, t in self._tensors.items():
             shape = (batch,) + t.shape
             out[name] = TensorInfo(
-                name, t.producer, shape, math.prod(shape) * size, t.sparse,
+                name, t.producer, shape, math.prod(shape) * size + batch * t.extra_fp32 * 4,
+                t.sparse,
                 tuple(t.modifiers), tuple(t.consumers),
                 needs_grad=self.layer(t.producer).kind != "data",
+                stats_bytes=batch * t.extra_fp32 * 4,
             )
         return out
 
@@ -220,12 +233,13 @@ class Network:
             in_shapes = [self._tensors[t].shape for t in layer.input_tensors]
             out = self._sample_shapes[layer.name]
             shape = (batch,) + out
-            nbytes = math.prod(shape) * size
+            out_t = tensors[layer.tensor]
+            nbytes = out_t.bytes if not layer.in_place else math.prod(shape) * size
             params = _flops.param_count(layer.kind, layer.params, in_shapes, out)
             wbytes = params * size
+            rbytes = _flops.weight_count(layer.kind, layer.params, in_shapes, out) * size
             grad_flags = [tensors[t].needs_grad for t in layer.input_tensors]
             grad_inputs = tuple(t for t, g in zip(layer.input_tensors, grad_flags) if g)
-            out_t = tensors[layer.tensor]
             has_dy = out_t.needs_grad and bool(out_t.consumers)
             needs: list[str] = []
             if spec.bwd_needs_inputs:
@@ -240,13 +254,13 @@ class Network:
                 d_fwd = d_bwd = 0
                 needs = []
             else:
-                d_fwd = in_bytes + wbytes + nbytes
+                d_fwd = in_bytes + rbytes + nbytes
                 d_bwd = (
                     (nbytes if has_dy else 0)
                     + sum(tensors[t].bytes for t in needs)
-                    + (wbytes if grad_inputs else 0)
-                    + sum(tensors[t].bytes for t in grad_inputs)
-                    + wbytes
+                    + (rbytes if grad_inputs else 0)
+                    + sum(tensors[t].bytes - tensors[t].stats_bytes for t in grad_inputs)
+                    + rbytes
                 )
             infos.append(LayerInfo(
                 name=layer.name, kind=layer.kind, inputs=layer.input_tensors,

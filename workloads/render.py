@@ -107,11 +107,13 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
 
 @functools.lru_cache(maxsize=32)
 def _priced(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
-            kernel_model: "KernelModel", workspace_limit: Optional[int]) -> Mapping:
+            kernel_model: "KernelModel", workspace_limit: Optional[int], seq_len: int = 0,
+            attention: str = "") -> Mapping:
     """The kernel model's prices of a network definition file, shared by the policies."""
     from .kernel_pricing import price_network
 
-    return price_network(load_network(path), batch, dtype, kernel_model, workspace_limit)
+    return price_network(load_network(path, seq_len, attention), batch, dtype, kernel_model,
+                         workspace_limit)
 
 
 def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "float32",
@@ -121,7 +123,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      allocation: str = "liveness",
                      kernel_model: Optional["KernelModel"] = None,
                      workspace_limit: Optional[int] = None,
-                     memory_capacity: Optional[int] = None) -> tuple[str, Stream]:
+                     memory_capacity: Optional[int] = None, seq_len: int = 0,
+                     attention: str = "") -> tuple[str, Stream]:
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
@@ -133,7 +136,9 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     model (see :func:`render_stream`); measured times of another GPU preset (the file's
     ``gpu``) are then scaled to this one, layer by layer and pass by pass, by the model's
     ratio; ``memory_capacity`` makes algorithm choice fit the GPU's memory (see
-    :func:`render_stream`).
+    :func:`render_stream`). ``seq_len`` and ``attention`` override a transformer definition's
+    (0 / '': the definition's; a CNN refuses them, see
+    :func:`~sst_cdma.workloads.loader.load_network`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -152,7 +157,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
                       times, times_mtime, optimizer, workspace, allocation, kernel_model,
-                      workspace_limit, memory_capacity)
+                      workspace_limit, memory_capacity, seq_len, attention)
 
 
 @functools.lru_cache(maxsize=32)
@@ -161,8 +166,9 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
                optimizer: str, workspace: int, allocation: str,
                kernel_model: Optional["KernelModel"],
                workspace_limit: Optional[int],
-               memory_capacity: Optional[int]) -> tuple[str, Stream]:
-    net = load_network(path)
+               memory_capacity: Optional[int], seq_len: int = 0,
+               attention: str = "") -> tuple[str, Stream]:
+    net = load_network(path, seq_len, attention)
     times = None
     if layer_times:
         measured = load_layer_times(layer_times)
@@ -171,7 +177,8 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
             measured = scale_layer_times(measured, net, kernel_model, workspace_limit)
         times = measured.as_stream_times()
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
-                                                        dtype, kernel_model, workspace_limit)
+                                                        dtype, kernel_model, workspace_limit,
+                                                        seq_len, attention)
     text = _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
                    kernel_model, kernels, workspace_limit, memory_capacity)
     return text, parse_stream(text, label)

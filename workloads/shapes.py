@@ -98,4 +98,65 @@ def output_shape(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]) 
                 "add inputs differ in shape: " + ", ".join("x".join(map(str, s)) for s in inputs)
             )
         return tuple(inputs[0])
+    if kind in _TOKEN_KINDS:
+        return _token_shape(kind, params, inputs)
     raise ValueError(f"no shape rule for kind '{kind}'")
+
+
+#: Transformer kinds: per-sample shapes (S, D) per token, (heads, S, S) for attention scores.
+_TOKEN_KINDS = ("embedding", "linear", "layernorm", "rmsnorm", "gelu", "swiglu", "rope",
+                "attn_scores", "attn_softmax", "attn_context", "flash_attention",
+                "cross_entropy")
+
+
+def _need_tokens(kind: str, shape: Shape) -> Shape:
+    if len(shape) != 2:
+        raise ValueError(f"{kind} needs a (N, S, D) input, got (N, {', '.join(map(str, shape))})")
+    return shape
+
+
+def head_dim(params: Mapping[str, Any], qkv_width: int) -> int:
+    """Per-head width d of a fused QKV tensor of ``qkv_width`` = (heads + 2 kv_heads) d."""
+    parts = params["heads"] + 2 * params["kv_heads"]
+    if qkv_width % parts:
+        raise ValueError(f"fused QKV width {qkv_width} is not (heads + 2 kv_heads) = {parts} "
+                         "times a head width")
+    return qkv_width // parts
+
+
+def _token_shape(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]) -> Shape:
+    if kind == "embedding":
+        if len(inputs[0]) != 1:
+            raise ValueError("embedding needs token ids (N, S)")
+        s = inputs[0][0]
+        if params["positions"] and s > params["positions"]:
+            raise ValueError(f"sequence length {s} exceeds the {params['positions']} learned "
+                             "positions")
+        return (s, params["hidden"])
+    if kind == "attn_softmax":
+        if len(inputs[0]) != 3:
+            raise ValueError("attn_softmax needs (N, heads, S, S) scores")
+        return tuple(inputs[0])
+    if kind == "attn_context":  # inputs [probs (heads, S, S), qkv (S, W)]
+        probs = inputs[0]
+        s, w = _need_tokens(kind, inputs[1])
+        if tuple(probs) != (params["heads"], s, s):
+            raise ValueError(f"attn_context probs must be ({params['heads']}, {s}, {s}), got "
+                             f"({', '.join(map(str, probs))})")
+        return (s, params["heads"] * head_dim(params, w))
+    s, d = _need_tokens(kind, inputs[0])
+    if kind == "linear":
+        return (s, params["num_output"])
+    if kind in ("layernorm", "rmsnorm", "gelu", "cross_entropy", "rope"):
+        if kind == "rope":
+            head_dim(params, d)
+        return (s, d)
+    if kind == "swiglu":
+        if d % 2:
+            raise ValueError(f"swiglu needs an even width (gate and up), got {d}")
+        return (s, d // 2)
+    if kind == "attn_scores":
+        head_dim(params, d)
+        return (params["heads"], s, s)
+    if kind == "flash_attention":
+        return (s, params["heads"] * head_dim(params, d))

@@ -232,11 +232,13 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     # -- declarations ---------------------------------------------------------------------
     decls: list[TensorDecl] = []
     for ti in tensors.values():
-        decls.append(TensorDecl(ti.name, ti.bytes, "activation", ti.producer, ti.sparse, ti.shape))
+        # a tensor carrying statistics besides its elements declares its bytes only
+        decls.append(TensorDecl(ti.name, ti.bytes, "activation", ti.producer, ti.sparse,
+                                () if ti.stats_bytes else ti.shape))
     for ti in tensors.values():
         if has_grad(ti):
-            decls.append(TensorDecl(grad_name(ti.name), ti.bytes, "gradient", ti.producer, False,
-                                    ti.shape))
+            decls.append(TensorDecl(grad_name(ti.name), ti.bytes - ti.stats_bytes, "gradient",
+                                    ti.producer, False, ti.shape))
     weighted = [i for i in infos if i.params]
     for i in weighted:
         decls.append(TensorDecl(weight_name(i.name), i.weight_bytes, "weight", i.name))

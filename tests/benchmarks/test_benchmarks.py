@@ -1,6 +1,7 @@
 """Smoke tests of benchmarks/bench_phold.py and bench_model.py on tiny runs (no speed
 requirement): each measure runs, and the two PHOLD models are the same model; and
-bench_kernel_model.py's markdown tables, on a made-up evaluation (no fitting)."""
+bench_kernel_model.py's markdown tables, on a made-up evaluation (no fitting); bench_transformer.py
+counts kernels and prints its ratio."""
 from __future__ import annotations
 
 import importlib.util
@@ -85,3 +86,13 @@ def test_the_scale_benchmark_fits_the_growth_exponent():
     assert bench.growth_exponent([64, 256, 1024], [1.0, 16.0, 256.0]) == pytest.approx(2.0)
     wall, timing = bench.one_run(8, ["--network", "alexnet", "--batch", "4", "--no-baselines"])
     assert wall > timing["run_s"] > 0
+
+
+def test_the_transformer_benchmark_counts_kernels_and_prints_the_ratio(capsys):
+    bench = load("bench_transformer")
+    kernels, wall = bench.cold_run("gpt2_small", 1, ["--seq-len", "64"])
+    assert kernels == 2 * 148 and wall > 0  # a forward and a backward kernel per layer
+    assert bench.main(["--repeat", "1", "--batch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "gpt2_small batch 1: 296 kernels" in out and "alexnet batch 64: 46 kernels" in out
+    assert "gpt2_small / alexnet per kernel:" in out

@@ -13,7 +13,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
-from sst_cdma.workloads import NETWORKS
+from sst_cdma.workloads import CNNS
 
 TOPOLOGY = "topologies/pascal_cdma.py"
 
@@ -24,7 +24,10 @@ def simulate(repo, network, policy, algorithm="none", *extra):
     return sst_cdma.run(repo / TOPOLOGY, opts, console=io.StringIO())
 
 
-@pytest.mark.parametrize("network", NETWORKS)
+# CNNs: the transformers' iterations at batch 16 and their full sequence lengths outgrow this
+# topology's pinned host memory; tests/workloads/test_transformers.py runs this check on
+# gpt2_small at a short sequence
+@pytest.mark.parametrize("network", CNNS)
 @pytest.mark.parametrize("policy", ["none", "all", "conv"])
 def test_simulation_equals_closed_form_without_contention(repo, network, policy):
     result = simulate(repo, network, policy, "none", "--no-contention")
@@ -37,7 +40,10 @@ def test_simulation_equals_closed_form_without_contention(repo, network, policy)
     assert gpu.compute_time_ps == closed.compute_ps
 
 
-@pytest.mark.parametrize("network", NETWORKS)
+# CNNs: the transformers' iterations at batch 16 and their full sequence lengths outgrow this
+# topology's pinned host memory; tests/workloads/test_transformers.py runs this check on
+# gpt2_small at a short sequence
+@pytest.mark.parametrize("network", CNNS)
 def test_contention_only_delays_and_by_little(repo, network):
     result = simulate(repo, network, "all")
     gpu = result.results["gpu0"]

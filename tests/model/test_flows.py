@@ -176,3 +176,22 @@ def test_rates_stay_max_min_fair_as_flows_come_and_go(data, timing):
         sim.schedule(timing[i][0] * 10**11, begin, i)
     sim.run()
     assert not live and len(checks) == 2 * len(specs)
+
+
+def test_lost_time_is_charged_to_the_bottleneck_and_adds_up_to_the_stretch():
+    # a flow alone on pcie (10 GB/s) shares hbm (12 GB/s) with a second flow for part of its
+    # life: while both run, hbm holds each to 6 GB/s; what a flow lost there is its time
+    # beyond its isolated duration, and nothing is charged to pcie, which never held it back
+    sim, net = _net(hbm=12e9, pcie=10e9)
+    done = {}
+    copy = net.start(1e9, {"hbm": 1.0, "pcie": 1.0}, lambda f: done.setdefault("copy", sim.now))
+    other = net.start(0.3e9, {"hbm": 1.0}, lambda f: done.setdefault("other", sim.now))
+    assert copy.bottleneck is not None and copy.bottleneck.name == "hbm"
+    sim.run()
+    alone = isolated_duration_ps(1e9, [(12e9, 1.0), (10e9, 1.0)])
+    assert done["copy"] - alone == pytest.approx(copy.lost_ps("hbm"), abs=2)
+    assert copy.lost_ps("hbm") > 0
+    assert copy.lost_ps("pcie") == 0
+    # the other flow, held to half of hbm, lost as much time as it took beyond alone
+    assert other.lost_ps("hbm") == pytest.approx(
+        done["other"] - isolated_duration_ps(0.3e9, [(12e9, 1.0)]), abs=2)

@@ -7,7 +7,7 @@ import io
 import pytest
 
 import sst_cdma
-from sst_cdma.workloads import NETWORKS
+from sst_cdma.workloads import CNNS
 
 
 def iteration(repo, network, mode, policy):
@@ -17,7 +17,10 @@ def iteration(repo, network, mode, policy):
     return r.results["gpu0"].iteration_time_ps, r.events
 
 
-@pytest.mark.parametrize("network", NETWORKS)
+# CNNs: the transformers' iterations at batch 16 and their full sequence lengths outgrow this
+# topology's pinned host memory; tests/workloads/test_transformers.py runs this check on
+# gpt2_small at a short sequence
+@pytest.mark.parametrize("network", CNNS)
 def test_chunk_and_flow_modes_agree_within_one_percent(repo, network):
     flow, flow_events = iteration(repo, network, "flow", "all")
     chunk, chunk_events = iteration(repo, network, "chunk", "all")

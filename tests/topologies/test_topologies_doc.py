@@ -174,7 +174,7 @@ def test_the_python_example_prints_the_oracle_with_the_override(workdir):
 # -- section 1: build() ------------------------------------------------------------------------
 def test_the_element_options_table_is_the_generated_options():
     text = DOC.read_text(encoding="utf-8")
-    for element in ("cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge"):
+    for element in ("cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge", "cdma.NVSwitch"):
         row = re.search(rf"^\| `{re.escape(element)}` \| (.*) \|$", text, re.M)
         assert row, element
         flags = set(re.findall(r"`(--[\w-]+)`", row.group(1)))
@@ -340,3 +340,55 @@ def test_the_root_complex_topology_refuses_bad_options_in_one_line(options, faul
     with pytest.raises(sst_cdma.RunError) as err:
         run(REPO / "topologies" / RC, options)
     assert fault in str(err.value) and "\n" not in str(err.value)
+
+
+# -- section 6: the HGX node ---------------------------------------------------------------------
+HGX = "hgx_h100_cdma.py"
+HGX_OPTIONS = ["--network", "alexnet", "--batch", "32", "--policy", "all"]
+
+
+@pytest.fixture(scope="module")
+def hgx() -> dict[str, tuple[Any, str]]:
+    script = REPO / "topologies" / HGX
+    return {"dp": run(script, HGX_OPTIONS),
+            "no_dp": run(script, [*HGX_OPTIONS, "--no-data-parallel"]),
+            "one": run(script, [*HGX_OPTIONS, "--gpus", "1", "--no-data-parallel"])}
+
+
+def test_the_guide_runs_the_hgx_node_as_the_tests_do():
+    base = f"sst topologies/{HGX} -- {' '.join(HGX_OPTIONS)}"
+    assert {base, f"{base} --no-data-parallel", f"{base} --gpus 1 --no-data-parallel"} <= \
+        set(commands())
+
+
+def test_the_hgx_sample_line_is_the_runs(hgx):
+    sample = next(b.code for b in blocks() if b.lang == "text" and "all-reduce:" in b.code)
+    assert sample.strip() in hgx["dp"][1].splitlines()
+
+
+def test_the_hgx_reading_holds(hgx):
+    dp, no_dp, one = (hgx[k][0].reports["summary"] for k in ("dp", "no_dp", "one"))
+    a = dp["allreduce"]
+    assert a["bytes_per_gpu"] == round(2 * 7 / 8 * a["gradient_bytes"])
+    assert round(a["gradient_bytes"] / 1e5) == 2439 and round(a["bytes_per_gpu"] / 1e5) == 4268
+    assert a["buckets"] == 4
+    assert a["time_s"] == a["idle_time_s"]
+    assert a["slowed_by_offloads_s"] == 0 and a["offloads_slowed_s"] == 0
+    assert 0 < a["exposed_s"] < a["overlap_s"]
+    assert dp["compute_time_s"] > one["compute_time_s"]
+    assert "allreduce" not in no_dp and "allreduce" not in one
+    assert no_dp["stall_time_s"] > one["stall_time_s"]
+    assert dp["iteration_time_s"] > no_dp["iteration_time_s"]
+
+
+def test_the_hgx_sweep_is_the_shipped_one_and_runs(workdir):
+    b = block("sweep-spec", "sweeps/hgx.yaml")
+    assert b.code == (REPO / b.arg).read_text(encoding="utf-8")
+    path = workdir / b.arg
+    path.parent.mkdir()
+    path.write_text(b.code, encoding="utf-8")
+    points = load_spec(path).points
+    got = [summary(p.topology, p.model_options()) for p in points]
+    assert [("allreduce" in s, s["algorithm"]) for s in got] == \
+        [(True, "none"), (True, "zvc"), (False, "none"), (False, "zvc")]
+    assert all(s["gpu_count"] == 8 for s in got)

@@ -6,11 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sst_cdma.workloads import NETWORKS, load_network  # noqa: E402
+from sst_cdma.workloads import CNNS, load_network  # noqa: E402
 from sst_cdma.workloads.torch_builder import build_torch  # noqa: E402
 
 
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", CNNS)  # transformers: tests/workloads/test_transformers_torch.py
 def test_shapes_and_params_match_a_real_forward_pass(name):
     torch.manual_seed(0)
     net = load_network(name)

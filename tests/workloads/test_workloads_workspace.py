@@ -9,7 +9,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import (NETWORKS, WorkloadError, load_network, parse_stream,
+from sst_cdma.workloads import (CNNS, WorkloadError, load_network, parse_stream,
                                 stream_stats)
 from sst_cdma.workloads.render import render_stream
 from sst_cdma.workloads.vdnn import plan_iteration
@@ -17,7 +17,7 @@ from sst_cdma.workloads.vdnn import plan_iteration
 MiB = 1 << 20
 
 
-@pytest.mark.parametrize("network", NETWORKS)
+@pytest.mark.parametrize("network", CNNS)  # the workspace is the convolutions'
 @pytest.mark.parametrize("policy", ["none", "all"])
 def test_each_convolution_holds_its_workspace_for_its_kernel_only(network, policy):
     stream = parse_stream(render_stream(network, 8, "float32", policy, workspace=64 * MiB),
