@@ -349,3 +349,22 @@ def test_dense_ratios_measured_in_another_dtype_are_not_used(repo, tmp_path):
 
     assert engine.densities["data"] == 1.0
     assert engine.ratios["data"]["zstd"] == ratio_from_density("zstd", 1.0, "float16")
+
+
+def test_a_gelu_transformer_takes_its_shipped_profiles_dense_bfloat16_ratios(repo):
+    """GPT-2 has no post-ReLU tensor; its derived profile's bfloat16 ratios (measured on the
+    small GELU model) size every offloaded tensor the profile has, with no --profile given."""
+    from sst_cdma.profiles import load_profile
+
+    profile = load_profile("gpt2_small")
+    result = run(repo, "--network", "gpt2_small", "--batch", "1", "--seq-len", "128",
+                 "--policy", "all", "--dtype", "bfloat16", "--algorithm", "zstd")
+    engine = result.simulation.components["gpu0.dma"]
+    planned = [t for t in engine.ratios if t in profile.tensors]
+    assert "blk0/probs" in planned and "blk11/act" in planned
+    for tensor in planned:
+        assert engine.densities[tensor] == profile.density(tensor, 0.5)
+        assert engine.ratios[tensor]["zstd"] == pytest.approx(
+            profile.ratio(tensor, "zstd", 0.5, dtype="bfloat16"))
+    # the causal softmax's zero upper triangle: ZVC pays there, not on GELU's output
+    assert engine.ratios["blk0/probs"]["zvc"] > 1.5 > 1.0 > engine.ratios["blk11/act"]["zvc"]
