@@ -196,18 +196,26 @@ class CDMAEngine(Component):
                         self.wire[tensor] = raw
                     return
                 raise ConfigError(f"{self.name}: {exc}", source) from None
+        elif p["algorithm"] != "none" and any(t not in self.real for t, _, _ in offloaded):
+            profile = self._dense_profile(workload["network"])
+        known = profile.tensors if profile is not None else {}
         for tensor, raw, sparse in offloaded:
             if tensor in self.real:
                 self._plan_real(tensor, raw, dtype)
                 continue
-            density = profile.density(tensor, p["progress"]) if sparse else 1.0
+            # a dense tensor takes the profile's numbers only where it measured ratios in this
+            # run's dtype (transformers: bf16 LZ4/zstd/byte-plane); else density 1.0
+            measured_dense = not sparse and tensor in known and any(
+                profile.ratio(tensor, algo, p["progress"], dtype=dtype) for algo in ALGORITHMS[1:])
+            use_profile = sparse or measured_dense
+            density = profile.density(tensor, p["progress"]) if use_profile else 1.0
             self.densities[tensor] = density
             ratios = {}
             for algo in ALGORITHMS:
                 # ratios measured in another element type are not reused: derived from the
                 # density for this run's dtype instead (docs/profiles.md)
                 measured = profile.ratio(tensor, algo, p["progress"], dtype=dtype) \
-                    if (profile is not None and sparse and algo != "none") else None
+                    if (profile is not None and use_profile and algo != "none") else None
                 ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
             self.ratios[tensor] = ratios
             self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
@@ -251,6 +259,21 @@ class CDMAEngine(Component):
             return out
         finally:
             self.hbm_resource, self.path = hbm_resource, path
+
+    def _dense_profile(self, network: str) -> Any:
+        """The profile for a workload without sparse tensors: the ``profile`` parameter (which
+        must load and describe ``network``), else the network's shipped one if there is one."""
+        from sst_cdma.profiles import ProfileError, load_profile, shipped_profiles
+
+        source = self.params["profile"]
+        if not source and network not in shipped_profiles():
+            return None
+        try:
+            profile = load_profile(source or network)
+            profile.require_network(network)
+        except ProfileError as exc:
+            raise ConfigError(f"{self.name}: {exc}", source or network) from None
+        return profile
 
     def _plan_real(self, tensor: str, raw: int, dtype: str) -> None:
         """Wire size (and, in functional mode, the payload) of a tensor from its real bytes."""

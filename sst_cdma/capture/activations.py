@@ -1,4 +1,5 @@
-"""``capture_activations``: hook a model's ReLU outputs and measure them with the real codecs."""
+"""``capture_activations``: hook a model's ReLU outputs (or the modules it or the caller names)
+and measure them with the real codecs."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from ..codecs.registry import ALGORITHM_NAMES, unknown_algorithm
 from ..profiles.samples import save_samples
 from .errors import CaptureError
 from .result import CaptureResult, LayerCapture
-from .tensors import dtype_name, nonzero_bits, to_numpy
+from .tensors import CONVERSIONS, convert, dtype_name, nonzero_bits, to_numpy
 
 __all__ = ["DEFAULT_MODULE_TYPES", "capture_activations", "relu_modules"]
 
@@ -112,12 +113,13 @@ class _Recorder:
     """Forward-hook target: measures each hooked output the moment it is produced."""
 
     def __init__(self, selected: Mapping[str, str], algorithms: Sequence[str],
-                 keep_samples: bool) -> None:
+                 keep_samples: bool, also_dtypes: Sequence[str] = ()) -> None:
         from ..codecs import compressed_size  # the real codecs; imported here, used per tensor
 
         self._compressed_size = compressed_size
         self.selected = selected
         self.algorithms = tuple(algorithms)
+        self.also_dtypes = tuple(also_dtypes)
         self.keep_samples = keep_samples
         self.calls: dict[str, int] = {}
         self.layers: dict[tuple[str, int], LayerCapture] = {}
@@ -162,6 +164,20 @@ class _Recorder:
         for algorithm in self.algorithms:
             layer.compressed_bytes[algorithm] += int(
                 self._compressed_size(array, algorithm, element_type=element_type))
+        for other in self.also_dtypes:
+            self._record_converted(layer, array, other)
+
+    def _record_converted(self, layer: LayerCapture, array: np.ndarray, other: str) -> None:
+        """Compressed sizes of ``array`` rounded to element type ``other``."""
+        if layer.dtype != "float32":
+            raise CaptureError(f"module {layer.module!r} produced {layer.dtype}; only float32 "
+                               f"tensors can also be measured in {other}")
+        words, element_type = convert(array, other)
+        layer.converted_raw_bytes[other] = layer.converted_raw_bytes.get(other, 0) + words.nbytes
+        sizes = layer.converted_bytes.setdefault(other, {a: 0 for a in self.algorithms})
+        for algorithm in self.algorithms:
+            sizes[algorithm] += int(self._compressed_size(words, algorithm,
+                                                          element_type=element_type))
 
     def result(self) -> tuple[dict[str, LayerCapture], dict[str, np.ndarray]]:
         """Name every tensor (``NAME`` or ``NAME#k`` for repeated calls) in production order."""
@@ -183,10 +199,14 @@ def capture_activations(model: nn.Module, inputs: Any, *,
                         sample_dir: str | os.PathLike[str] | None = None,
                         module_types: Sequence[type[nn.Module]] = DEFAULT_MODULE_TYPES,
                         network: str | None = None,
+                        also_dtypes: Sequence[str] = (),
                         ) -> CaptureResult:
     """Run ``model`` on ``inputs`` and measure the output of each hooked module.
 
-    Hooked modules: by default every ``nn.ReLU``/``nn.ReLU6`` (in-place or not), each tensor
+    Hooked modules: by default the model's own choice when it has a ``capture_names()``
+    method (returning module -> tensor name, as
+    :class:`~sst_cdma.capture.text_model.TextTransformer` does for every saved tensor of a
+    transformer), else every ``nn.ReLU``/``nn.ReLU6`` (in-place or not), each tensor
     named by the module's qualified name; ``names`` instead selects modules (of any type) by
     qualified name — a sequence keeps their names, a mapping renames them (module -> tensor
     name). A module called *k* > 1 times per forward pass yields tensors ``NAME#0`` ...
@@ -205,7 +225,10 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     ``sample_dir``, the first batch of every tensor is saved there (see
     :mod:`sst_cdma.profiles.samples`), with each tensor's element type and, when given,
     ``network``: the network definition the tensor names belong to, which the simulator
-    checks the samples against.
+    checks the samples against. ``also_dtypes`` (``bfloat16``, ``float16``) measures every
+    float32 tensor once more after rounding it to each of those element types (nearest, ties
+    to even), as a bf16 training run would store it; densities stay those of the float32
+    tensor.
     """
     if not isinstance(model, nn.Module):
         raise CaptureError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
@@ -217,9 +240,17 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     for algorithm in algorithms:
         if algorithm not in ALGORITHM_NAMES:
             raise CaptureError(unknown_algorithm(algorithm, "algorithms"))
+    also_dtypes = tuple(also_dtypes)
+    for other in also_dtypes:
+        if other not in CONVERSIONS:
+            raise CaptureError(f"also_dtypes: cannot measure in {other!r} (expected one of "
+                               f"{', '.join(CONVERSIONS)})")
+    if names is None and callable(getattr(model, "capture_names", None)):
+        names = model.capture_names()
     selected = _select(model, names, module_types)
     modules = dict(model.named_modules())
-    recorder = _Recorder(selected, algorithms, keep_samples=sample_dir is not None)
+    recorder = _Recorder(selected, algorithms, keep_samples=sample_dir is not None,
+                         also_dtypes=also_dtypes)
     dtype, device = _model_dtype_device(model)
     training = {module: module.training for module in model.modules()}
     handles = [modules[name].register_forward_hook(recorder.hook(name)) for name in selected]

@@ -27,7 +27,8 @@ from ..profiles import MeasuredProvenance, ProfileError
 from .activations import capture_activations
 from .errors import CaptureError
 from .inputs import FILLS, npz_batches, parse_shape, synthetic_batches
-from .model_loader import load_model
+from .model_loader import load_model, load_weights
+from .tensors import CONVERSIONS
 from .result import build_profile
 
 __all__ = ["main", "build_parser", "ToolParser"]
@@ -46,8 +47,9 @@ class ToolParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sst-cdma capture``."""
-    p = ToolParser(prog=PROG, description="Hook the ReLU outputs of a PyTorch model, measure their "
-                "density and real compressed sizes (ZVC, RLE, zlib), and write a density "
+    p = ToolParser(prog=PROG, description="Hook the ReLU outputs of a PyTorch model (or the "
+                "modules its capture_names() method names, or --names), measure their density "
+                "and real compressed sizes with every registered codec, and write a density "
                 "profile. The model runs in eval mode without gradients.")
     p.add_argument("--model", required=True, metavar="MODULE:CALLABLE",
                    help="import path (or file.py) and attribute returning an nn.Module, "
@@ -69,7 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network", help="network name in the profile (default: the callable's)")
     p.add_argument("--progress", type=float, default=0.0,
                    help="training progress in [0, 1] of this model state (default 0.0)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="P=STATE_DICT.pt",
+                   help="capture the model with these weights at training progress P; repeat "
+                        "for several points of training, all in one profile (replaces "
+                        "--weights and --progress)")
     p.add_argument("--steps", type=int, help="training steps the progress axis spans, if known")
+    p.add_argument("--also-dtypes", default="", metavar="TYPE,...",
+                   help="also measure every float32 tensor rounded to these element types "
+                        "(bfloat16, float16): the ratios go to the profile's ratios_by_dtype")
     p.add_argument("--algorithms", default=",".join(algorithm_names()),
                    help="comma-separated codecs to measure (default: every registered one, "
                         f"{','.join(algorithm_names())})")
@@ -79,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "them)")
     p.add_argument("--names", metavar="MODULE=TENSOR,...",
                    help="capture these modules (of any type) under these tensor names, e.g. "
-                        "the network definition's: relu1=conv1,pool=pool (default: every "
-                        "ReLU under its module name)")
+                        "the network definition's: relu1=conv1,pool=pool (default: the "
+                        "model's capture_names() if it has one, else every ReLU under its "
+                        "module name)")
     p.add_argument("--quiet", "-q", action="store_true", help="print no table")
     return p
 
@@ -99,7 +109,35 @@ def _check(args: argparse.Namespace) -> None:
     for algorithm in _algorithms(args):
         if algorithm not in algorithm_names():
             raise CaptureError(unknown_algorithm(algorithm, "--algorithms"))
+    for other in _also_dtypes(args):
+        if other not in CONVERSIONS:
+            raise CaptureError(f"--also-dtypes: cannot measure in {other!r} (expected one of "
+                               f"{', '.join(CONVERSIONS)})")
+    if args.checkpoint and (args.weights or args.progress != 0.0):
+        raise CaptureError("--checkpoint replaces --weights and --progress; give one or the "
+                           "other")
 
+
+def _also_dtypes(args: argparse.Namespace) -> tuple[str, ...]:
+    """The element types ``--also-dtypes`` names, in its order."""
+    return tuple(t.strip() for t in args.also_dtypes.split(",") if t.strip())
+
+
+def _checkpoints(items: list[str]) -> list[tuple[float, str]]:
+    """``["0=a.pt", "1=b.pt"]`` -> ``[(0.0, "a.pt"), (1.0, "b.pt")]``, progress checked."""
+    out: list[tuple[float, str]] = []
+    for item in items:
+        mark, eq, path = item.partition("=")
+        try:
+            progress = float(mark)
+        except ValueError:
+            progress = float("nan")
+        if not eq or not path or not 0.0 <= progress <= 1.0:
+            raise CaptureError(f"--checkpoint: {item!r} is not P=FILE with P in [0, 1]")
+        if any(progress == seen for seen, _ in out):
+            raise CaptureError(f"--checkpoint: progress {mark} is given twice")
+        out.append((progress, path))
+    return out
 
 def _algorithms(args: argparse.Namespace) -> tuple[str, ...]:
     """The codecs ``--algorithms`` names, in its order."""
@@ -144,20 +182,31 @@ def _run(argv: list[str]) -> int:
     else:
         inputs = list(npz_batches(args.inputs, args.input_key, args.batch_size))
         data = f"{args.inputs} ({sum(len(b) for b in inputs)} samples, {len(inputs)} batch(es))"
-    result = capture_activations(model, inputs, names=_names(args.names),
-                                 algorithms=algorithms, sample_dir=args.samples,
-                                 network=args.network)
+    checkpoints = _checkpoints(args.checkpoint) or [(args.progress, None)]
+    captures = []
+    for k, (progress, weights) in enumerate(checkpoints):
+        last = k == len(checkpoints) - 1  # --samples keeps the last checkpoint's tensors
+        if weights is not None:
+            load_weights(model, weights, "--checkpoint")
+        result = capture_activations(model, inputs, names=_names(args.names),
+                                     algorithms=algorithms,
+                                     sample_dir=args.samples if last else None,
+                                     network=args.network, also_dtypes=_also_dtypes(args))
+        captures.append((progress, result))
+        if not args.quiet:
+            if len(checkpoints) > 1:
+                print(f"progress {progress:g} ({weights}):")
+            print(result.summary())
     network = args.network or args.model.rpartition(":")[2].rpartition(".")[2]
+    weights_note = (f" with weights {args.weights}" if args.weights else "") + "".join(
+        f"; at progress {p:g} weights {w}" for p, w in checkpoints if w is not None)
     provenance = MeasuredProvenance(
-        model=args.model + (f" with weights {args.weights}" if args.weights else ""),
+        model=args.model + weights_note,
         data=data, steps=args.steps, command=shlex.join([*PROG.split(), *argv]),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         seed=args.seed,
         software={"sst-cdma": __version__, "torch": torch.__version__, "numpy": np.__version__})
-    profile = build_profile(network, [(args.progress, result)], provenance,
-                            source=args.output or "<capture>")
-    if not args.quiet:
-        print(result.summary())
+    profile = build_profile(network, captures, provenance, source=args.output or "<capture>")
     if args.output:
         profile.save(args.output)
         if not args.quiet:

@@ -11,7 +11,7 @@ from torch import nn
 
 from .errors import CaptureError
 
-__all__ = ["load_model"]
+__all__ = ["load_model", "load_weights"]
 
 
 def _import(module_ref: str) -> Any:
@@ -63,10 +63,16 @@ def load_model(ref: str, kwargs: Mapping[str, Any] | None = None,
         raise CaptureError(f"--model: {ref} returned {type(model).__name__}, not a "
                            f"torch.nn.Module")
     if weights is not None:
-        try:
-            state = torch.load(weights, map_location="cpu", weights_only=True)
-            model.load_state_dict(state)
-        except Exception as exc:
-            raise CaptureError(f"--weights: cannot load {weights!r}: "
-                               f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        load_weights(model, weights)
     return model
+
+
+def load_weights(model: nn.Module, weights: str, option: str = "--weights") -> None:
+    """Load the ``state_dict`` file ``weights`` into ``model``; a failure is one line naming
+    ``option`` and the file."""
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+    except Exception as exc:
+        raise CaptureError(f"{option}: cannot load {weights!r}: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None

@@ -25,6 +25,8 @@ class LayerCapture:
     forward pass this tensor is (a module run twice per forward yields two tensors, named
     ``NAME#0`` and ``NAME#1``). Sizes are in bytes; ``compressed_bytes`` sums the real codec
     output per algorithm over batches, each batch compressed as one contiguous buffer.
+    ``converted_bytes`` and ``converted_raw_bytes`` hold the same for the tensor rounded to
+    other element types (``capture_activations(also_dtypes=...)``), per element type.
     """
 
     name: str
@@ -38,6 +40,8 @@ class LayerCapture:
     nonzeros: int = 0
     raw_bytes: int = 0
     compressed_bytes: dict[str, int] = field(default_factory=dict)
+    converted_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
+    converted_raw_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def density(self) -> float:
@@ -56,6 +60,17 @@ class LayerCapture:
     def ratios(self) -> dict[str, float]:
         """Compression ratio per measured algorithm."""
         return {a: self.ratio(a) for a in self.compressed_bytes}
+
+    def ratios_in(self, element_type: str) -> dict[str, float]:
+        """Compression ratio per algorithm of the tensor rounded to ``element_type``."""
+        try:
+            sizes = self.converted_bytes[element_type]
+        except KeyError:
+            raise CaptureError(f"tensor {self.name!r}: not measured in {element_type} "
+                               f"(measured in: {', '.join(self.converted_bytes) or 'none'})"
+                               ) from None
+        raw = self.converted_raw_bytes[element_type]
+        return {a: raw / size for a, size in sizes.items()}
 
 
 @dataclass
@@ -82,9 +97,12 @@ class CaptureResult:
                                f"profile cannot describe") from None
 
     def points(self, progress: float, *, digits: int = 6) -> dict[str, ProfilePoint]:
-        """Profile points of every tensor at ``progress`` (density and ratios rounded)."""
+        """Profile points of every tensor at ``progress`` (density and ratios rounded; ratios
+        measured in other element types under ``ratios_by_dtype``)."""
         return {name: ProfilePoint(progress, round(layer.density, digits),
-                                   {a: round(r, 4) for a, r in layer.ratios.items()})
+                                   {a: round(r, 4) for a, r in layer.ratios.items()},
+                                   {t: {a: round(r, 4) for a, r in layer.ratios_in(t).items()}
+                                    for t in layer.converted_bytes})
                 for name, layer in self.layers.items()}
 
     def summary(self) -> str:

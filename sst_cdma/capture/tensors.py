@@ -4,7 +4,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["to_numpy", "nonzero_bits", "dtype_name"]
+__all__ = ["to_numpy", "nonzero_bits", "dtype_name", "CONVERSIONS", "convert"]
+
+CONVERSIONS = ("bfloat16", "float16")
+"""Element types a captured float32 tensor can also be measured in (:func:`convert`)."""
 
 
 def dtype_name(tensor: torch.Tensor) -> str:
@@ -33,3 +36,19 @@ def nonzero_bits(array: np.ndarray) -> int:
         raise ValueError(f"unsupported element size {size}")
     words = np.ascontiguousarray(array).view(f"u{size}")
     return int(np.count_nonzero(words))
+
+
+def convert(array: np.ndarray, element_type: str) -> tuple[np.ndarray, str | None]:
+    """float32 ``array`` rounded to ``element_type`` (to nearest, ties to even), and the
+    ``element_type`` tag the codecs need for it: bfloat16 as its raw 16-bit words
+    (:func:`sst_cdma.codecs.sampling.bfloat16_words`), float16 as numpy float16."""
+    from ..codecs.sampling import bfloat16_words
+
+    if array.dtype != np.float32:
+        raise ValueError(f"only float32 tensors are converted, got {array.dtype}")
+    if element_type == "bfloat16":
+        return bfloat16_words(array), "bfloat16"
+    if element_type == "float16":
+        return array.astype(np.float16), None
+    raise ValueError(f"cannot convert to {element_type!r} (expected one of "
+                     f"{', '.join(CONVERSIONS)})")

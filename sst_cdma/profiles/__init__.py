@@ -15,7 +15,7 @@ from __future__ import annotations
 from .errors import ProfileError
 from .interp import interpolate
 from .profile import DensityProfile, ProfilePoint, TensorProfile
-from .provenance import EstimatedProvenance, MeasuredProvenance, Provenance
+from .provenance import DerivedProvenance, EstimatedProvenance, MeasuredProvenance, Provenance
 from .samples import Sample, SampleSet, load_sample_set, load_samples, read_npz, save_samples
 from .schema import FORMAT, KNOWN_DTYPES, VERSION
 from .store import load_profile, shipped_profile_path, shipped_profiles
@@ -41,6 +41,7 @@ __all__ = [
     "Provenance",
     "MeasuredProvenance",
     "EstimatedProvenance",
+    "DerivedProvenance",
     "interpolate",
     "load_profile",
     "shipped_profiles",

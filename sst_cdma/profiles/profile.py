@@ -24,19 +24,34 @@ class ProfilePoint:
 
     ``ratios`` maps a registered algorithm (``"zvc"``, ``"rle"``, ``"zlib"``, ...) to the
     measured compression ratio (uncompressed bytes / compressed bytes) of the real tensor at
-    that point.
+    that point. ``ratios_by_dtype`` maps another element type (``"bfloat16"``, ...) to the
+    ratios measured on the same tensor rounded to that type.
     """
 
     progress: float
     density: float
     ratios: Mapping[str, float] = field(default_factory=dict)
+    ratios_by_dtype: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the point."""
         out: dict[str, Any] = {"progress": self.progress, "density": self.density}
         if self.ratios:
-            out["ratios"] = {a: self.ratios[a] for a in algorithm_names() if a in self.ratios}
+            out["ratios"] = _ordered(self.ratios)
+        if self.ratios_by_dtype:
+            out["ratios_by_dtype"] = {t: _ordered(r) for t, r in self.ratios_by_dtype.items()}
         return out
+
+    def ratios_for(self, dtype: str | None, profile_dtype: str) -> Mapping[str, float]:
+        """The ratios measured in element type ``dtype`` (``None``: the profile's)."""
+        if dtype is None or dtype == profile_dtype:
+            return self.ratios
+        return self.ratios_by_dtype.get(dtype, {})
+
+
+def _ordered(ratios: Mapping[str, float]) -> dict[str, float]:
+    """``ratios`` in registry order."""
+    return {a: ratios[a] for a in algorithm_names() if a in ratios}
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,9 @@ class DensityProfile:
         self._provenance = provenance_from_dict(data["provenance"])
         self._tensors: dict[str, TensorProfile] = {}
         for name, entry in data["tensors"].items():
-            points = tuple(ProfilePoint(p["progress"], p["density"], dict(p.get("ratios", {})))
+            points = tuple(ProfilePoint(p["progress"], p["density"], dict(p.get("ratios", {})),
+                                        {t: dict(r) for t, r in
+                                         p.get("ratios_by_dtype", {}).items()})
                            for p in entry["points"])
             shape = entry.get("sample_shape")
             self._tensors[name] = TensorProfile(points, None if shape is None else tuple(shape))
@@ -158,23 +175,22 @@ class DensityProfile:
 
         Interpolates between the points that carry a ratio for ``algorithm``, linearly in the
         compressed-size fraction ``1/ratio`` (which is linear in density for ZVC), and clamps
-        outside them. Returns ``None`` when no point of the tensor has a measured ratio for it,
-        and when ``dtype`` names another element type than the profile's: a ratio measured on
-        float32 says nothing exact about float16 or bfloat16 (each non-zero takes half the
-        bytes, the masks and run tokens do not shrink), so the caller must derive the ratio
-        from the density for its own element type instead.
+        outside them. ``dtype`` (default: the profile's) selects the element type: another
+        type than the profile's uses the points' ``ratios_by_dtype`` for it. Returns ``None``
+        when no point of the tensor has a ratio for ``algorithm`` measured in that type: a
+        ratio measured on float32 says nothing exact about float16 or bfloat16 (each non-zero
+        takes half the bytes, the masks and run tokens do not shrink), so the caller must
+        derive the ratio from the density for its own element type instead.
         """
         if algorithm not in algorithm_names():
             raise ProfileError(unknown_algorithm(algorithm, self.source))
         tensor_points = self.tensor(tensor).points
-        if dtype is not None and dtype != self.dtype:
-            return None
-        points = [p for p in tensor_points if algorithm in p.ratios]
+        measured = [(p.progress, p.ratios_for(dtype, self.dtype)) for p in tensor_points]
+        points = [(x, r[algorithm]) for x, r in measured if algorithm in r]
         if not points:
             return None
         x = self._check_progress(progress)
-        fraction = interpolate([p.progress for p in points],
-                               [1.0 / p.ratios[algorithm] for p in points], x)
+        fraction = interpolate([at for at, _ in points], [1.0 / r for _, r in points], x)
         return 1.0 / fraction
 
     def require_network(self, network: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
-__all__ = ["MeasuredProvenance", "EstimatedProvenance", "Provenance", "provenance_from_dict"]
+__all__ = ["MeasuredProvenance", "EstimatedProvenance", "DerivedProvenance", "Provenance",
+           "provenance_from_dict"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,38 @@ class EstimatedProvenance:
         return out
 
 
-Provenance = Union[MeasuredProvenance, EstimatedProvenance]
+@dataclass(frozen=True)
+class DerivedProvenance:
+    """Numbers carried over from another (measured) profile by a stated rule.
+
+    ``source`` names the profile the numbers come from and what it was measured on,
+    ``method`` how its tensors map onto this network's, ``command`` the command line that
+    regenerates this profile and ``date`` an ISO 8601 date.
+    """
+
+    source: str
+    method: str
+    command: str
+    date: str
+    notes: str | None = None
+
+    kind = "derived"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``{"kind": "derived", ...}``)."""
+        out: dict[str, Any] = {"kind": self.kind, "source": self.source, "method": self.method,
+                               "command": self.command, "date": self.date}
+        if self.notes is not None:
+            out["notes"] = self.notes
+        return out
+
+
+Provenance = Union[MeasuredProvenance, EstimatedProvenance, DerivedProvenance]
 
 
 def provenance_from_dict(data: Mapping[str, Any]) -> Provenance:
     """Build a provenance object from an already validated JSON dict."""
     fields = {k: v for k, v in data.items() if k != "kind"}
-    if data["kind"] == "measured":
-        return MeasuredProvenance(**fields)
-    return EstimatedProvenance(**fields)
+    kinds = {"measured": MeasuredProvenance, "estimated": EstimatedProvenance,
+             "derived": DerivedProvenance}
+    return kinds[data["kind"]](**fields)

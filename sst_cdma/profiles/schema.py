@@ -47,11 +47,12 @@ _TOP_REQUIRED = ("format", "version", "network", "dtype", "provenance", "tensors
 _TENSOR_REQUIRED = ("points",)
 _TENSOR_OPTIONAL = ("sample_shape",)
 _POINT_REQUIRED = ("progress", "density")
-_POINT_OPTIONAL = ("ratios",)
+_POINT_OPTIONAL = ("ratios", "ratios_by_dtype")
 _PROVENANCE_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required fields besides "kind", optional fields)
     "measured": (("model", "data", "steps", "command", "date"), ("seed", "notes", "software")),
     "estimated": (("source",), ("notes",)),
+    "derived": (("source", "method", "command", "date"), ("notes",)),
 }
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -180,7 +181,7 @@ def parse_profile(data: Any, source: str) -> dict[str, Any]:
         path = tensor_path(name)
         if not name.strip():
             raise c.fail(path, "tensor names must not be empty")
-        tensors[name] = _parse_tensor(c, entry, path)
+        tensors[name] = _parse_tensor(c, entry, path, dtype)
     return {"format": FORMAT, "version": VERSION, "network": network, "dtype": dtype,
             "provenance": provenance, "tensors": tensors}
 
@@ -193,7 +194,8 @@ def _parse_provenance(c: _Checker, value: Any) -> dict[str, Any]:
     kind = value["kind"]
     if kind not in _PROVENANCE_FIELDS:
         raise c.fail("provenance.kind",
-                     f"expected \"measured\" or \"estimated\", got {_show(kind)}")
+                     f"expected \"measured\", \"estimated\" or \"derived\", got "
+                     f"{_show(kind)}")
     required, optional = _PROVENANCE_FIELDS[kind]
     c.obj(value, "provenance", ("kind", *required), optional)
     out: dict[str, Any] = {"kind": kind}
@@ -220,7 +222,7 @@ def _parse_provenance(c: _Checker, value: Any) -> dict[str, Any]:
     return out
 
 
-def _parse_tensor(c: _Checker, value: Any, path: str) -> dict[str, Any]:
+def _parse_tensor(c: _Checker, value: Any, path: str, dtype: str) -> dict[str, Any]:
     entry = c.obj(value, path, _TENSOR_REQUIRED, _TENSOR_OPTIONAL)
     out: dict[str, Any] = {}
     if "sample_shape" in entry:
@@ -250,20 +252,36 @@ def _parse_tensor(c: _Checker, value: Any, path: str) -> dict[str, Any]:
         item: dict[str, Any] = {"progress": progress,
                                 "density": c.unit_interval(raw["density"], f"{ppath}.density")}
         if "ratios" in raw:
-            known = algorithm_names()
-            ratios = c.mapping(raw["ratios"], f"{ppath}.ratios")
-            for algorithm in ratios:
-                if algorithm not in known:
-                    raise c.fail(f"{ppath}.ratios", f"unknown algorithm {_show(algorithm)} "
-                                                    f"(registered: {', '.join(known)})")
-            item["ratios"] = {}
-            for algorithm in known:
-                if algorithm in ratios:
-                    rpath = f"{ppath}.ratios.{algorithm}"
-                    ratio = c.number(ratios[algorithm], rpath)
-                    if ratio <= 0:
-                        raise c.fail(rpath, f"{_show(ratios[algorithm])} is not a positive number")
-                    item["ratios"][algorithm] = ratio
+            item["ratios"] = _parse_ratios(c, raw["ratios"], f"{ppath}.ratios")
+        if "ratios_by_dtype" in raw:
+            bpath = f"{ppath}.ratios_by_dtype"
+            by_dtype = c.mapping(raw["ratios_by_dtype"], bpath)
+            item["ratios_by_dtype"] = {}
+            for other, ratios in by_dtype.items():
+                if other not in KNOWN_DTYPES or other == dtype:
+                    raise c.fail(bpath, f"{_show(other)} is not another element type than the "
+                                        f"profile's {dtype} (expected one of "
+                                        f"{', '.join(t for t in KNOWN_DTYPES if t != dtype)})")
+                item["ratios_by_dtype"][other] = _parse_ratios(c, ratios, f"{bpath}.{other}")
         parsed.append(item)
     out["points"] = parsed
+    return out
+
+
+def _parse_ratios(c: _Checker, value: Any, path: str) -> dict[str, float]:
+    """A ``ratios`` object: registered algorithm -> positive ratio, in registry order."""
+    known = algorithm_names()
+    ratios = c.mapping(value, path)
+    for algorithm in ratios:
+        if algorithm not in known:
+            raise c.fail(path, f"unknown algorithm {_show(algorithm)} "
+                               f"(registered: {', '.join(known)})")
+    out = {}
+    for algorithm in known:
+        if algorithm in ratios:
+            rpath = f"{path}.{algorithm}"
+            ratio = c.number(ratios[algorithm], rpath)
+            if ratio <= 0:
+                raise c.fail(rpath, f"{_show(ratios[algorithm])} is not a positive number")
+            out[algorithm] = ratio
     return out

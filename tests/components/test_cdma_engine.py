@@ -304,3 +304,67 @@ def test_sst_exits_non_zero_with_one_line_for_mismatched_tensors(repo, real_tens
     err = capsys.readouterr().err
     assert status != 0
     assert err.count("\n") == 1 and "tensor 'data'" in err and "(batch 1, not 2)" in err, err
+
+
+def _digits_with_dense_data(tmp_path, ratios_by_dtype):
+    """The shipped digits profile plus an entry for its dense input tensor ``data``."""
+    from sst_cdma.profiles import load_profile
+
+    doc = load_profile("digits_cnn").to_dict()
+    doc["tensors"]["data"] = {"points": [
+        {"progress": 0.0, "density": 0.7, "ratios_by_dtype": ratios_by_dtype}]}
+    path = tmp_path / "digits_dense.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_measured_ratios_of_a_dense_tensor_are_used_in_their_dtype(repo, tmp_path):
+    """A dense tensor (not post-ReLU) takes the profile's density and ratios where the profile
+    measured them in the run's dtype; the sparse tensors are planned as before."""
+    path = _digits_with_dense_data(tmp_path, {"bfloat16": {"zstd": 4.0, "lz4": 3.0}})
+    opts = ["--network", "digits_cnn", "--batch", "64", "--policy", "all", "--progress", "1.0",
+            "--dtype", "bfloat16"]
+    plain = run(repo, *opts, "--algorithm", "zstd").simulation.components["gpu0.dma"]
+    result = run(repo, *opts, "--algorithm", "zstd", "--profile", str(path))
+    engine = result.simulation.components["gpu0.dma"]
+    from sst_cdma.model.compression import ratio_from_density
+
+    assert plain.densities["data"] == 1.0
+    assert engine.densities["data"] == 0.7
+    assert engine.ratios["data"]["zstd"] == 4.0 and engine.ratios["data"]["lz4"] == 3.0
+    assert engine.ratios["data"]["zvc"] == ratio_from_density("zvc", 0.7, "bfloat16")
+    assert engine.wire["data"] == math.ceil(engine.raw_bytes["data"] / 4.0)
+    assert engine.wire["data"] < plain.wire["data"]
+    for tensor in ("conv1", "conv2", "pool", "fc1"):
+        assert engine.ratios[tensor] == plain.ratios[tensor]
+        assert engine.wire[tensor] == plain.wire[tensor]
+
+
+def test_dense_ratios_measured_in_another_dtype_are_not_used(repo, tmp_path):
+    path = _digits_with_dense_data(tmp_path, {"bfloat16": {"zstd": 4.0}})
+    result = run(repo, "--network", "digits_cnn", "--batch", "64", "--policy", "all",
+                 "--algorithm", "zstd", "--dtype", "float16", "--profile", str(path))
+    engine = result.simulation.components["gpu0.dma"]
+    from sst_cdma.model.compression import ratio_from_density
+
+    assert engine.densities["data"] == 1.0
+    assert engine.ratios["data"]["zstd"] == ratio_from_density("zstd", 1.0, "float16")
+
+
+def test_a_gelu_transformer_takes_its_shipped_profiles_dense_bfloat16_ratios(repo):
+    """GPT-2 has no post-ReLU tensor; its derived profile's bfloat16 ratios (measured on the
+    small GELU model) size every offloaded tensor the profile has, with no --profile given."""
+    from sst_cdma.profiles import load_profile
+
+    profile = load_profile("gpt2_small")
+    result = run(repo, "--network", "gpt2_small", "--batch", "1", "--seq-len", "128",
+                 "--policy", "all", "--dtype", "bfloat16", "--algorithm", "zstd")
+    engine = result.simulation.components["gpu0.dma"]
+    planned = [t for t in engine.ratios if t in profile.tensors]
+    assert "blk0/probs" in planned and "blk11/act" in planned
+    for tensor in planned:
+        assert engine.densities[tensor] == profile.density(tensor, 0.5)
+        assert engine.ratios[tensor]["zstd"] == pytest.approx(
+            profile.ratio(tensor, "zstd", 0.5, dtype="bfloat16"))
+    # the causal softmax's zero upper triangle: ZVC pays there, not on GELU's output
+    assert engine.ratios["blk0/probs"]["zvc"] > 1.5 > 1.0 > engine.ratios["blk11/act"]["zvc"]

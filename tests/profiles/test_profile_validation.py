@@ -79,7 +79,7 @@ CASES = [
     (_set("tensors", {}), "tensors: is empty"),
     (_set("tensors", []), "tensors: expected an object, got array"),
     (_set("provenance.kind", "guessed"),
-     'provenance.kind: expected "measured" or "estimated", got "guessed"'),
+     'provenance.kind: expected "measured", "estimated" or "derived", got "guessed"'),
     (_delete("provenance.command"), 'provenance: missing field "command"'),
     (_set("provenance.source", "x"), 'provenance: unknown field "source"'),
     (_set("provenance.steps", -1), "provenance.steps: -1 is less than 0"),
