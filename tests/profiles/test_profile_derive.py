@@ -118,3 +118,20 @@ def test_opt_350m_embedding_projections_take_embed_and_ln_f():
     source = small("text_relu", RELU_ROLES)
     m = mapping("opt_350m", ["embed", "proj_in", "blk0/fc1", "proj_out", "lm_head"], source)
     assert m["proj_in"] == "embed" and m["proj_out"] == "ln_f"
+
+
+@pytest.mark.parametrize("network", ["gpt2_xl", "opt_1_3b", "llama_7b"])
+def test_shipped_derived_profiles_are_what_derive_writes_today(network):
+    """The shipped network profiles carry the shipped small models' numbers: regenerated from
+    text_relu / text_gelu now, every tensor's points are the same (a retrained small model
+    without a rerun of ``derive --write`` fails here)."""
+    from sst_cdma.profiles import load_profile
+    from sst_cdma.profiles.derive import derive_profile, network_tensors, source_profile_name
+
+    shipped = load_profile(network)
+    fresh = derive_profile(network, network_tensors(network),
+                           load_profile(source_profile_name(network)), command="x")
+    assert list(shipped.tensors) == list(fresh.tensors)
+    for name, tensor in fresh.tensors.items():
+        assert shipped.tensors[name].points == tensor.points, name
+    assert shipped.provenance.kind == "derived"

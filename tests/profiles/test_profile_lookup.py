@@ -34,7 +34,7 @@ def test_missing_path_is_a_file_error(tmp_path):
 def test_every_shipped_profile_is_valid_and_named_for_its_network(network):
     profile = load_profile(network)  # validates every field
     assert profile.network == network
-    assert profile.provenance.kind in ("measured", "estimated")
+    assert profile.provenance.kind in ("measured", "estimated", "derived")
     assert profile.tensors
 
 

@@ -60,3 +60,13 @@ def test_what_the_tensors_are():
     # ZVC cannot pay on dense bfloat16 (a mask bit per 16-bit element): 16/17
     assert gelu.ratio("blk0/act", "zvc", 1.0, dtype="bfloat16") == pytest.approx(16 / 17, rel=0.01)
     assert relu.ratio("blk0/fc1", "zvc", 1.0) > 1.5
+
+
+def test_the_docs_tables_are_what_text_report_prints():
+    from pathlib import Path
+
+    from sst_cdma.capture.text_report import report
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "profiles.md").read_text()
+    block = docs.split("<!-- text_report begin -->\n")[1].split("<!-- text_report end -->")[0]
+    assert block.strip() == report().strip()
