@@ -195,7 +195,12 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
         options = ["keep"]
         if ti.consumers:
             if copy_costs is not None and ti.name in copy_costs:
-                options += ["offload", "compress"]
+                options.append("offload")
+                c = copy_costs[ti.name]
+                # through a codec that gains nothing (dense data bypassed, or a codec slower
+                # than the link) a compressed copy is never the better one: leave it out
+                if c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps:
+                    options.append("compress")
             if producer.kind != "data":
                 options.append("recompute")
         t = len(names)

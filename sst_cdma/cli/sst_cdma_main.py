@@ -6,6 +6,7 @@ activation capture and kernel timing.
     sst-cdma regress [SUITE_DIR] [--update] [--workers N] [--case NAME] [--keep DIR]
     sst-cdma report RESULTS [--output DIR] [--x COLUMN]
     sst-cdma table RESULTS --rows P --value V [--cols Q] [--divide-by C] [--invert]
+    sst-cdma plans RESULTS [--where KEY=VALUE]
     sst-cdma calibrate [--data DIR] [--output FILE] [--check]
     sst-cdma capture ...                     (see sst-cdma capture --help)
     sst-cdma time-layers ...                 (see sst-cdma time-layers --help)
@@ -126,6 +127,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--digits", type=int, default=3, help="decimals shown (0 to 30, default 3)")
     t.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only points where this parameter has this value (repeatable)")
+    pl = sub.add_parser("plans", parents=[common],
+                        help="print what each point's per-tensor plan chose (markdown)",
+                        description="One row per tensor (a transformer's blocks together), "
+                                    "one column per point of a sweep, each cell the choices "
+                                    "and their counts, from each point's summary.json.")
+    pl.add_argument("results", help="a sweep's output folder or its results.csv")
+    pl.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                    help="only points where this parameter has this value (repeatable)")
     c = sub.add_parser("calibrate", parents=[common],
                        help="fit the kernel model to measured kernels (kernel_params.json)",
                        description="Fit the kernel model's parameters to each GPU's measured "
@@ -234,6 +243,17 @@ def _table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plans(args: argparse.Namespace) -> int:
+    from ..sweep.pivot import PivotError
+    from ..sweep.plan_table import plan_markdown
+
+    try:
+        print(plan_markdown(args.results, args.where))
+    except PivotError as exc:
+        return _fail(str(exc))
+    return 0
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     from ..model.calibration import (CalibrationError, check_params, format_fit_errors, load,
                                      params_document, write_params)
@@ -270,10 +290,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        return _fail("error: no command given (sweep, regress, report, table, calibrate, "
-                     "capture or time-layers; see sst-cdma --help)")
+        return _fail("error: no command given (sweep, regress, report, table, plans, "
+                     "calibrate, capture or time-layers; see sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
-               "table": _table, "calibrate": _calibrate}[args.command]
+               "table": _table, "plans": _plans, "calibrate": _calibrate}[args.command]
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:

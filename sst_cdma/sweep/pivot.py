@@ -53,16 +53,10 @@ def check_options(scale: float, digits: int) -> None:
         raise PivotError(f"--digits {digits}: must be a whole number from 0 to {MAX_DIGITS}")
 
 
-def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[str] = None,
-                   divide_by: Optional[str] = None, invert: bool = False, scale: float = 1.0,
-                   digits: int = 3, where: Optional[list[str]] = None) -> str:
-    """The markdown table of ``value`` (optionally ``value / divide_by``, or its inverse) with
-    one row per ``rows`` value and one column per ``cols`` value, in the order of the sweep,
-    over the points matching every ``where`` condition (``KEY=VALUE``). PivotError (naming the
-    file, column or option) when the table is missing, truncated or empty, a column does not
-    exist, the figure or divisor holds text, ``scale`` is not finite or ``digits`` is not from
-    0 to :data:`MAX_DIGITS`."""
-    check_options(scale, digits)
+def select_points(results: str | Path, where: Optional[list[str]] = None
+                  ) -> tuple[Path, pd.DataFrame]:
+    """The results table's path and its successful points matching every ``where`` condition
+    (``KEY=VALUE``, a parameter or column); PivotError naming the file, column or condition."""
     try:
         path, frame = read_results(results, sweep_columns=False)
     except ResultsError as exc:
@@ -76,6 +70,20 @@ def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[st
         frame = frame[frame[column].astype(str) == wanted]
         if frame.empty:
             raise PivotError(f"{path}: no point has {column} = {wanted!r}")
+    return path, frame
+
+
+def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[str] = None,
+                   divide_by: Optional[str] = None, invert: bool = False, scale: float = 1.0,
+                   digits: int = 3, where: Optional[list[str]] = None) -> str:
+    """The markdown table of ``value`` (optionally ``value / divide_by``, or its inverse) with
+    one row per ``rows`` value and one column per ``cols`` value, in the order of the sweep,
+    over the points matching every ``where`` condition (``KEY=VALUE``). PivotError (naming the
+    file, column or option) when the table is missing, truncated or empty, a column does not
+    exist, the figure or divisor holds text, ``scale`` is not finite or ``digits`` is not from
+    0 to :data:`MAX_DIGITS`."""
+    check_options(scale, digits)
+    path, frame = select_points(results, where)
     r = _column(frame, rows, str(path))
     v = _column(frame, value, str(path))
     data = _numbers(frame, v, f"--value {value}") * scale

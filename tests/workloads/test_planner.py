@@ -134,3 +134,18 @@ def test_simulated_model_that_cannot_fit_is_one_line_error():
     text = str(err.value)
     assert "policy auto: cannot fit in 17179869184 bytes (16.00 GiB)" in text
     assert "GiB) short" in text and "\n" not in text.strip()
+
+
+@pytest.mark.parametrize("codec,ratio,offered", [(30e9, 3.0, True), (30e9, 1.0, False),
+                                                 (6e9, 3.0, False)])
+def test_compress_is_offered_only_where_it_can_be_faster(codec, ratio, offered):
+    """A codec that gains nothing (a ratio of 1: dense data sent as it is) or runs slower than
+    the link (6 GB/s of codec against 12 GB/s of link) never makes a copy faster: the planner
+    does not offer it, so a plan never says "compress" where the copy is a plain one."""
+    net = load_network("alexnet")
+    base = plan_iteration(net, 16, "float32", "none")
+    model = build_model(net, 16, "float32", base, kernel_ps, 0,
+                        copy_costs(net, 16, codec=codec, ratio=ratio))
+    with_copies = [c for c in model.choices if "offload" in c]
+    assert with_copies
+    assert all(("compress" in c) == offered for c in with_copies)
