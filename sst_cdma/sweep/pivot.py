@@ -94,8 +94,9 @@ def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[st
         data = 1.0 / data
     c = _column(frame, cols, str(path)) if cols else None
     frame = pd.DataFrame({r: frame[r], "_value": data, **({c: frame[c]} if c else {})})
-    if r == "topology":  # show the script's name, not its relative path
-        frame[r] = [Path(str(x)).stem for x in frame[r]]
+    for axis in (r, c):  # show a topology script's name, not its relative path
+        if axis == "topology":
+            frame[axis] = [Path(str(x)).stem for x in frame[axis]]
     row_order = list(dict.fromkeys(frame[r]))
     if c:
         col_order = list(dict.fromkeys(frame[c]))

@@ -93,3 +93,14 @@ def test_an_empty_or_missing_results_csv_is_refused(tmp_path, capsys):
     (tmp_path / "results.csv").write_text("")
     assert "results.csv: the results table is empty" in _refused(
         capsys, ["table", str(tmp_path), "--rows", "n", "--value", "v"])
+
+
+def test_topology_scripts_show_by_name_as_rows_or_columns(tmp_path):
+    (tmp_path / "results.csv").write_text(
+        "point,status,topology,opt.policy,iteration_time_s\n"
+        "0,ok,../topologies/hopper_pcie5_cdma.py,none,1.0\n"
+        "1,ok,../topologies/gh200_cdma.py,none,0.5\n")
+    cols = pivot_markdown(tmp_path, "policy", "iteration_time_s", "topology", digits=1)
+    assert cols.splitlines()[0] == "| policy | hopper_pcie5_cdma | gh200_cdma |"
+    rows = pivot_markdown(tmp_path, "topology", "iteration_time_s", "policy", digits=1)
+    assert rows.splitlines()[2:] == ["| hopper_pcie5_cdma | 1.0 |", "| gh200_cdma | 0.5 |"]
