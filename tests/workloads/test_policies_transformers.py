@@ -7,14 +7,12 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.workloads import NETWORKS, load_network, parse_stream, render_stream, \
+from sst_cdma.workloads import load_network, parse_stream, render_stream, \
     stream_stats
 from sst_cdma.workloads.planner import build_model, plan_greedy, plan_milp, plan_peak
 from sst_cdma.workloads.stats import tensor_choices
 from sst_cdma.workloads.vdnn import plan_iteration
 
-pytestmark = pytest.mark.skipif("gpt2_small" not in NETWORKS,
-                                reason="the transformer networks are not shipped here")
 REPO = Path(__file__).resolve().parents[2]
 
 
