@@ -8,6 +8,7 @@ from typing import Optional
 
 import pandas as pd
 
+from .report import PARAM_PREFIXES
 from .table import ResultsError, read_results
 
 
@@ -23,7 +24,10 @@ def _column(frame: pd.DataFrame, name: str, source: str) -> str:
     for candidate in (name, f"opt.{name}"):
         if candidate in frame.columns:
             return candidate
-    raise PivotError(f"{source}: no column {name!r} (columns: {', '.join(frame.columns)})")
+    params = [c for c in frame.columns if c == "topology" or c.startswith(PARAM_PREFIXES)]
+    raise PivotError(f"{source}: no column {name!r} (parameters: {', '.join(params) or 'none'}; "
+                     f"{len(frame.columns) - len(params)} other columns, the header of the "
+                     "table)")
 
 
 def _numbers(frame: pd.DataFrame, column: str, option: str) -> pd.Series:

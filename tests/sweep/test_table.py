@@ -38,7 +38,8 @@ def test_flatten_leaves_out_excluded_keys_and_long_lists():
     from sst_cdma.sweep.spec import DEFAULT_EXCLUDE
 
     summary = {"t": 1, "layers": [{"end_s": 1}], "gpus": [{"t": 2, "layers": [{"x": 1}]}],
-               "samples": list(range(100)), "few": [1, 2]}
+               "samples": list(range(100)), "few": [1, 2],
+               "plan": {"tensors": {"blk0/fc1": "keep"}, "counts": {"keep": 1}}}
     assert flatten(summary, exclude=DEFAULT_EXCLUDE) == {"t": 1, "gpus.0.t": 2, "few.0": 1,
-                                                         "few.1": 2}
+                                                         "few.1": 2, "plan.counts.keep": 1}
     assert "layers.0.end_s" in flatten(summary)               # kept when not excluded
