@@ -42,7 +42,7 @@ from .text_model import ACTIVATIONS, TextConfig, TextTransformer
 __all__ = ["DEFAULT_STEPS", "DEFAULT_CHECKPOINTS", "TextRun", "TrainOptions",
            "train_and_capture", "train_and_profile", "profile_name", "main"]
 
-DEFAULT_STEPS = 160
+DEFAULT_STEPS = 640
 DEFAULT_CHECKPOINTS: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0)
 MODEL_NAME = "sst_cdma.capture.text_model:text_model"
 PROG = "python -m sst_cdma.capture.text_train"

@@ -26,7 +26,7 @@ def test_profile_loads_with_complete_provenance(activation):
     assert isinstance(prov, MeasuredProvenance)
     assert prov.command.startswith(f"python -m sst_cdma.capture.text_train --activation "
                                    f"{activation}")
-    assert prov.steps == 160 and prov.seed == 0 and re.match(r"\d{4}-\d\d-\d\d\Z", prov.date)
+    assert prov.steps == 640 and prov.seed == 0 and re.match(r"\d{4}-\d\d-\d\d\Z", prov.date)
     assert f"activation {activation}" in prov.model and "blocks 4" in prov.model
     assert "standard library" in prov.data
     assert {"torch", "numpy", "python", "sst-cdma"} <= set(prov.software)
