@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from sst_cdma.model.calibration import (BOUNDS, KINDS, Evaluation, FitError, RatioTable,
-                                        evaluate, fit_error, load, pooled)
+from sst_cdma.model.calibration import (BOUNDS, KINDS, CalibrationSet, Evaluation, FitError,
+                                        RatioTable, evaluate, fit_error, load, pooled)
 from sst_cdma.model.kernel_model import PASSES
 
 #: (what, table, kinds, figure, bound, at most?) of each target; tables are "in_sample",
@@ -106,6 +106,50 @@ def print_pairs(ev: Evaluation) -> None:
             r = fit_error(np.concatenate([ev.cross_roofline[(a, b)][k] for k in KINDS]))
             cells.append(f"{f.geomean_abs_error:>9.1%} ({r.geomean_abs_error:.1%})")
         print(f"{a:<14}" + "".join(cells))
+
+
+#: measured seconds per GPU and kind, measured rows only, in the order of the ratio tables
+Measured = Mapping[str, Mapping[str, np.ndarray]]
+
+
+def measured_seconds(sets: Mapping[str, CalibrationSet]) -> dict[str, dict[str, np.ndarray]]:
+    """Each GPU's measured seconds per kind, measured rows only (the order of
+    :func:`~sst_cdma.model.calibration.ratios`)."""
+    return {g: {k: s.seconds[k][~np.isnan(s.seconds[k])] for k in KINDS} for g, s in sets.items()}
+
+
+def time_weighted(ratio: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """Kernel time rather than kernel count: (predicted total / measured total, share of the
+    measured time spent in kernels predicted within +-25%)."""
+    total = float(seconds.sum())
+    return (float((ratio * seconds).sum()) / total,
+            float(seconds[np.abs(ratio - 1.0) <= 0.25].sum()) / total)
+
+
+def _weighted_rows(ev: Evaluation, measured: Measured) -> list[tuple[str, str, list[float]]]:
+    """(GPU or "all", kind, [measured ms, then total ratio and time share within +-25% in
+    sample, leave one GPU out and for the roofline]) per GPU and kind, then pooled."""
+    out = []
+    for gpu in list(ev.gpus) + [None]:
+        gpus = list(ev.gpus) if gpu is None else [gpu]
+        for kind in KINDS:
+            seconds = np.concatenate([measured[g][kind] for g in gpus])
+            cells = [1e3 * float(seconds.sum())]
+            for table in (ev.in_sample, ev.leave_one_out, ev.roofline):
+                cells.extend(time_weighted(pooled(table, [kind], gpus), seconds))
+            out.append(("all" if gpu is None else gpu, kind, cells))
+    return out
+
+
+def print_time_weighted(ev: Evaluation, measured: Measured) -> None:
+    """Per GPU and kind: measured total, predicted / measured total and the share of measured
+    time within +-25%, in sample, leave one GPU out and roofline."""
+    print("\n== Kernel time: predicted / measured total, share of measured time within +-25% ==")
+    print(f"{'GPU':<14} {'kernel':<10} {'meas. ms':>9} | {'in sample':>15} | "
+          f"{'leave one out':>15} | {'roofline':>15}")
+    for gpu, kind, c in _weighted_rows(ev, measured):
+        print(f"{gpu:<14} {kind:<10} {c[0]:>9.1f} | {c[1]:>7.2f} {c[2]:>6.0%} | "
+              f"{c[3]:>7.2f} {c[4]:>6.0%} | {c[5]:>7.2f} {c[6]:>6.0%}")
 
 
 def check_targets(ev: Evaluation) -> list[tuple[str, float, float, bool, bool]]:
@@ -225,6 +269,19 @@ def markdown_pairs(ev: Evaluation) -> list[str]:
     return out
 
 
+def markdown_time_weighted(ev: Evaluation, measured: Measured) -> list[str]:
+    """:func:`print_time_weighted` as a markdown table."""
+    out = [_row(["GPU", "kernel", "measured ms", "in sample: total", "in sample: time within 25%",
+                 "leave one out: total", "leave one out: time within 25%", "roofline: total",
+                 "roofline: time within 25%"]),
+           _row(["---", "---"] + ["---:"] * 7)]
+    for gpu, kind, c in _weighted_rows(ev, measured):
+        name = f"**{_all(ev)}**" if gpu == "all" else gpu
+        out.append(_row([name, kind, f"{c[0]:.1f}"] +
+                        [f"{v:.2f}" if i % 2 == 0 else f"{v:.0%}" for i, v in enumerate(c[1:])]))
+    return out
+
+
 def markdown_targets(results: Sequence[tuple[str, float, float, bool, bool]]) -> list[str]:
     """The targets (:func:`check_targets`) with the measured figure and PASS or MISS, then
     how many were met."""
@@ -236,8 +293,9 @@ def markdown_targets(results: Sequence[tuple[str, float, float, bool, bool]]) ->
     return out + ["", f"{len(results) - missed} of {len(results)} targets met."]
 
 
-def markdown(ev: Evaluation) -> str:
-    """Every table of docs/kernel_model.md, from one evaluation, as markdown."""
+def markdown(ev: Evaluation, measured: Optional[Measured] = None) -> str:
+    """Every table of docs/kernel_model.md, from one evaluation, as markdown; with the
+    ``measured`` seconds (:func:`measured_seconds`) also the time-weighted one."""
     blocks = [
         ("Fitted parameters, each GPU's own fit (as in kernel_params.json; bold: at a fit bound)",
          markdown_params(ev, "own")),
@@ -252,6 +310,11 @@ def markdown(ev: Evaluation) -> str:
                         "target")),
         ("Every ordered pair, all kernels: geomean |r-1|, fitted (roofline)",
          markdown_pairs(ev)),
+    ]
+    if measured is not None:
+        blocks.append(("Kernel time: predicted / measured total, share of measured time within "
+                       "+-25% (reported, not targeted)", markdown_time_weighted(ev, measured)))
+    blocks += [
         (f"Targets ({_all(ev)} GPUs pooled)", markdown_targets(check_targets(ev))),
     ]
     return "\n\n".join(f"### {title}\n\n" + "\n".join(lines) for title, lines in blocks) + "\n"
@@ -268,7 +331,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sets = load(args.data)
     ev = evaluate(sets)
     if args.markdown:
-        print(markdown(ev), end="")
+        print(markdown(ev, measured_seconds(sets)), end="")
         return 1 if args.strict and not all(r[-1] for r in check_targets(ev)) else 0
     print("Kernel model against DeepBench fp32 training kernels: predicted / measured "
           f"({', '.join(f'{g} {sets[g].gpu.preset}' for g in ev.gpus)})")
@@ -281,6 +344,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print_table("Measured on one GPU, predicted on another (per target, pooled over sources)",
                 ev.cross_by_target(), ev.cross_by_target(roofline=True))
     print_pairs(ev)
+    print_time_weighted(ev, measured_seconds(sets))
     print("\n== Targets (all four GPUs pooled) ==")
     results = check_targets(ev)
     for what, value, bound, at_most, met in results:

@@ -212,7 +212,8 @@ def _gpus(path: Path) -> dict[str, CalibrationGPU]:
         spec = GPUS[presets[name]]
         out[name] = CalibrationGPU(name, row["model"], row["cudnn"], row["cuda"],
                                    row["source_file"], presets[name],
-                                   Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps))
+                                   Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps,
+                                            sm_fp32_lanes=spec.sm_fp32_lanes))
     if not out:
         raise CalibrationError(f"{path.name}: no GPUs listed")
     return out

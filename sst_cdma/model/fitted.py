@@ -58,7 +58,8 @@ class KernelModel:
         if self.measured:
             return f"model fitted on {self.family} (DeepBench kernel measurements)"
         return (f"model fitted on {self.family} (DeepBench), scaled to {self.preset}'s SMs, "
-                f"peak FLOP/s and DRAM bandwidth (no measurements of this GPU)")
+                f"SM width ({self.hardware.sm_fp32_lanes} fp32 lanes), peak FLOP/s and DRAM "
+                f"bandwidth (no measurements of this GPU)")
 
     def describe(self, dtype: str = "float32") -> str:
         """Where this GPU's kernel times in ``dtype`` come from, for the summary's
@@ -128,6 +129,7 @@ def kernel_model_for(preset: str, spec: Optional[GPUSpec] = None) -> KernelModel
         raise ModelError(f"GPU preset {preset!r}: no fitted kernel parameters for family "
                          f"{spec.kernel_family!r} in {PARAMS_PATH}")
     return KernelModel(Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps,
-                                spec.tensor_flops, spec.tensor_dtypes, spec.fp16_flops),
+                                spec.tensor_flops, spec.tensor_dtypes, spec.fp16_flops,
+                                spec.sm_fp32_lanes),
                        families[spec.kernel_family].params, spec.kernel_family, preset,
                        spec.measured)

@@ -41,6 +41,10 @@ class GPUSpec:
     #: float16 FLOP/s without tensor cores where it beats fp32 (the P100's paired half2
     #: arithmetic, 2x); 0: float16 arithmetic runs at the fp32 rate
     fp16_flops: float = 0.0
+    #: fp32 lanes (CUDA cores) per SM: 128 on Maxwell, GP102 and Hopper, 64 on P100, V100 and
+    #: A100 (NVIDIA's architecture whitepapers); with the SM count and peak they give the clock
+    #: and how much shared-memory bandwidth each FLOP has
+    sm_fp32_lanes: int = 128
 
     @property
     def dram_bandwidth_Bps(self) -> float:
@@ -57,15 +61,15 @@ GPUS = {
     "maxwell": GPUSpec("Titan X (Maxwell GM200)", 24, 6.6e12, "336.5GB/s", "12GiB", "pcie3x16",
                        "TitanX", "TitanX"),
     "pascal": GPUSpec("Tesla P100 SXM2", 56, 10.6e12, "732GB/s", "16GiB", "pcie3x16",
-                      "P100", "P100", fp16_flops=21.2e12),
+                      "P100", "P100", fp16_flops=21.2e12, sm_fp32_lanes=64),
     "titanx_pascal": GPUSpec("Titan X (Pascal GP102)", 28, 11.0e12, "480GB/s", "12GiB",
                              "pcie3x16", "TitanX_Pascal", "TitanX_Pascal"),
     "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
                        "TitanXp", "TitanXp"),
     "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100",
-                     tensor_flops=125e12, tensor_dtypes=("float16",)),
+                     tensor_flops=125e12, tensor_dtypes=("float16",), sm_fp32_lanes=64),
     "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100",
-                      tensor_flops=312e12),
+                      tensor_flops=312e12, sm_fp32_lanes=64),
     "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100",
                       tensor_flops=989.4e12),
     "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100",

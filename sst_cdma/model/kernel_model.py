@@ -16,6 +16,11 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   partial sums cost DRAM traffic. Smaller tiles reach a lower share of peak (less reuse per
   operand loaded): efficiency = peak share x I / (I + ``tile_reuse``), with I the tile's
   multiply-adds per operand element loaded.
+* **Shared memory.** Backward-filter reduces along both operands' contiguous axis, so its
+  tiles are staged through shared memory (32 words per clock per SM): a tile whose threads read
+  more words per multiply-add than that feeds runs below peak on a wide SM
+  (``Hardware.sm_fp32_lanes``, 128 on Maxwell, GP102 and Hopper) and at peak on a 64-lane one
+  (P100, V100, A100).
 * **Memory.** Every kernel moves at least its operands through DRAM at
   ``memory_efficiency`` x peak bandwidth; the kernel takes the slower of compute and memory.
   (``memory_efficiency`` absorbs the operands' re-reads, which the ideal byte count leaves
@@ -85,6 +90,11 @@ _FFT_TILE = 32              # FFT-tiling's tile edge
 _ELEMENT = 4                # bytes per float32 element (the calibration data is fp32)
 # Output tiles of tensor-core GEMM kernels (cuBLAS/CUTLASS on Ampere and Hopper: 128x256 and
 # 256x128 fill an SM's shared memory alone, 128x128 and smaller fit two or more at once).
+# Shared memory delivers 32 four-byte words per clock per SM (32 banks) on every GPU here; a
+# GEMM tile's 256 threads each hold a (tm/16) x (tn/16) block of the output and read that many
+# words of each operand per reduction step.
+_SMEM_WORDS_PER_CLOCK = 32
+_THREAD_GRID = 16
 _TC_TILES = ((128, 256, 1), (256, 128, 1), (128, 128, 2), (128, 64, 2), (64, 128, 2),
              (64, 64, 4))
 _ATTENTION_TILE = 128       # queries (forward) or keys (backward) per fused-attention CTA
@@ -99,7 +109,9 @@ class Hardware:
     """What the kernel model needs to know about a GPU: SMs, peak FLOP/s (fp32) and DRAM
     bandwidth in bytes per second; for 16-bit types, the dense tensor-core peak (0: no tensor
     cores), the types its tensor cores take, and the float16 rate without tensor cores where it
-    beats fp32 (0: none)."""
+    beats fp32 (0: none); and the fp32 lanes of one SM (128 on Maxwell, GP102, Turing and
+    later GeForce parts and Hopper; 64 on P100, V100 and A100), which set how much shared-memory
+    bandwidth each FLOP has."""
 
     sms: int
     peak_flops: float
@@ -107,6 +119,7 @@ class Hardware:
     tensor_flops: float = 0.0
     tensor_dtypes: tuple[str, ...] = HALF_DTYPES
     fp16_flops: float = 0.0
+    sm_fp32_lanes: int = 128
 
     def on_tensor_cores(self, dtype: str) -> bool:
         """True when GEMMs and attention in ``dtype`` run on this GPU's tensor cores."""
@@ -267,9 +280,10 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
     whole waves of whole tiles, ``fill`` the same count for one reduction step (the tiles'
     fixed prologue and epilogue cost, priced as ``tile_fill_k`` extra reduction steps),
     ``reuse`` the tile's multiply-adds per operand element loaded, ``extra_bytes`` the DRAM
-    traffic of split-K partial sums."""
+    traffic of split-K partial sums, ``smem_words`` the shared-memory words a thread reads per
+    multiply-add."""
     m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
-    flops, fill, reuse, extra = [], [], [], []
+    flops, fill, reuse, extra, words = [], [], [], [], []
     for tm, tn, per_sm in tile_set:
         slots = sms * per_sm
         tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
@@ -283,28 +297,41 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
             flops.append(per_wave * kk)
             fill.append(per_wave)
             reuse.append(np.full(m.shape, tm * tn / (tm + tn)))
+            words.append(np.full(m.shape, (tm + tn) * _THREAD_GRID / (tm * tn)))
             extra.append(np.full(m.shape, 0.0) if split == 1 else
                          2.0 * split * batch * m * n * _ELEMENT)
     return {"flops": np.stack(flops, axis=-1), "fill": np.stack(fill, axis=-1),
-            "reuse": np.stack(reuse, axis=-1), "extra_bytes": np.stack(extra, axis=-1)}
+            "reuse": np.stack(reuse, axis=-1), "extra_bytes": np.stack(extra, axis=-1),
+            "smem_words": np.stack(words, axis=-1)}
 
 
 def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
                dram: Any, peak: Optional[float] = None,
-               tc: Optional[TensorCoreParams] = None) -> np.ndarray:
+               tc: Optional[TensorCoreParams] = None, smem_bound: bool = False) -> np.ndarray:
     """Seconds of the fastest candidate of :func:`_gemm_candidates` at ``efficiency`` x the
     tile's share of ``peak`` (default the fp32 peak), moving ``dram`` bytes of operands: the
     slower of compute and memory. ``tc`` takes the tile constants from the tensor-core path
-    instead of the fitted ``kp``."""
+    instead of the fitted ``kp``. ``smem_bound``: the tile's share is further capped by the
+    shared-memory bandwidth its operand reads need (:func:`_smem_share`)."""
     tile_reuse, fill_k = (kp.tile_reuse, kp.tile_fill_k) if tc is None else (tc.tile_reuse,
                                                                              tc.tile_fill_k)
     share = np.asarray(efficiency, dtype=float)
     eff = (share[..., None] if share.ndim else share) * c["reuse"] / (c["reuse"] + tile_reuse)
+    if smem_bound:
+        eff = eff * _smem_share(c["smem_words"], hw)
     compute = (c["flops"] + fill_k * c["fill"]) / ((hw.peak_flops if peak is None else peak)
                                                     * eff)
     memory = (np.asarray(dram, dtype=float)[..., None] + c["extra_bytes"]) / \
         (hw.dram_bandwidth * kp.memory_efficiency)
     return np.maximum(compute, memory).min(axis=-1)
+
+
+def _smem_share(words_per_fma: np.ndarray, hw: Hardware) -> np.ndarray:
+    """The share of peak FLOP/s the shared memory can feed when each multiply-add reads
+    ``words_per_fma`` words: 32 words per clock per SM against one multiply-add per lane per
+    clock. A wide SM (128 lanes) feeds a 64x64 tile (0.5 words per multiply-add) at half its
+    peak; a P100 or V100 SM (64 lanes) feeds it in full."""
+    return np.minimum(1.0, _SMEM_WORDS_PER_CLOCK / (hw.sm_fp32_lanes * words_per_fma))
 
 
 def _memory_s(nbytes: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
@@ -358,9 +385,11 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     times = dict.fromkeys(ALGORITHMS, inf)
     space = dict.fromkeys(ALGORITHMS, zeros)
 
-    # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace)
+    # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace).
+    # Backward-filter reduces along both operands' contiguous axis (dY and X over N x plane),
+    # so its tiles are fed from shared memory at the rate the SM's banks allow
     gemm = _gemm_time(_gemm_candidates(gm, gn, gk, hw.sms, g), hw, kp,
-                      kp.gemm_efficiency * eff, dram)
+                      kp.gemm_efficiency * eff, dram, smem_bound=pass_ == "bwd_filter")
     times["IMPLICIT_PRECOMP_GEMM"] = gemm
     # without workspace for its offsets: the model cannot tell it apart, so it is only picked
     # where a zero workspace limit rules the precomputed variant out

@@ -80,6 +80,24 @@ def test_the_kernel_model_benchmark_prints_its_tables_as_markdown():
     assert text.rstrip().endswith("9 of 10 targets met.")
 
 
+def test_the_kernel_model_benchmark_weighs_kernels_by_their_measured_time():
+    import numpy as np
+
+    from sst_cdma.model.calibration import KINDS
+
+    bench = load("bench_kernel_model")
+    # a 3 ms kernel predicted 10% slow and a 1 ms one 2x: the total is 1.325x, and 3 of the
+    # 4 ms are within +-25%
+    total, within = bench.time_weighted(np.array([1.1, 2.0]), np.array([3e-3, 1e-3]))
+    assert total == pytest.approx(1.325) and within == pytest.approx(0.75)
+    measured = {g: {k: np.array([1e-3, 1e-3, 2e-3]) for k in KINDS} for g in ("A", "B")}
+    text = bench.markdown(_fake_evaluation(), measured)
+    titles = [line for line in text.splitlines() if line.startswith("### ")]
+    assert len(titles) == 9 and titles[-2].startswith("### Kernel time")
+    # in sample bwd_filter is (2.0, 0.5, 1.5) on 1, 1, 2 ms: total (2 + 0.5 + 3) / 4
+    assert "| A | bwd_filter | 4.0 | 1.38 | 0% | 1.10 | 100% | 1.38 | 0% |" in text
+
+
 def test_the_scale_benchmark_fits_the_growth_exponent():
     bench = load("bench_scale")
     assert bench.growth_exponent([64, 256, 1024], [1.0, 4.0, 16.0]) == pytest.approx(1.0)

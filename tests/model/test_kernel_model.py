@@ -136,3 +136,33 @@ def test_faster_hardware_is_never_slower(deepbench):
             t = conv_times(cset.conv, pass_, hw, kp)["seconds"]
             t2 = conv_times(cset.conv, pass_, faster, kp)["seconds"]
             assert np.all(t2 <= t) and np.all(t2 >= t / 2 - 1e-15)
+
+
+def _bwd_filter_and_fwd(lanes: int) -> tuple[float, float]:
+    """Backward-filter and forward times of a 1x1 layer with a small (64 x 64) filter gradient
+    on a GPU of ``lanes`` fp32 lanes per SM (same SMs, peak and bandwidth otherwise)."""
+    hw = Hardware(sms=10, peak_flops=1e13, dram_bandwidth=1e18, sm_fp32_lanes=lanes)
+    problem = ConvProblem(n=8, c=64, h=56, w=56, k=64, r=1, s=1)
+    return (price_conv(problem, "bwd_filter", hw, KP).seconds,
+            price_conv(problem, "fwd", hw, KP).seconds)
+
+
+def test_backward_filter_on_small_tiles_is_capped_by_shared_memory_on_wide_sms():
+    wide_wgrad, wide_fwd = _bwd_filter_and_fwd(128)
+    narrow_wgrad, narrow_fwd = _bwd_filter_and_fwd(64)
+    # a 64x64 tile reads 0.5 words per multiply-add: 32 words per clock feed 64 lanes in full
+    # and 128 lanes at half their peak; the widest tile (128x128) would not be capped, so the
+    # cap costs less than 2x
+    assert 1.2 * narrow_wgrad < wide_wgrad < 2.0 * narrow_wgrad
+    # forward is not staged that way: the SM's width does not change it
+    assert wide_fwd == narrow_fwd
+
+
+def test_a_big_gradient_runs_on_whole_tiles_uncapped():
+    # a 512 x 512 gradient runs on 128x128 tiles, which read 0.25 words per
+    # multiply-add, which 32 words per clock feed at 128 lanes
+    problem = ConvProblem(n=16, c=512, h=14, w=14, k=512, r=1, s=1)
+    times = [price_conv(problem, "bwd_filter",
+                        Hardware(sms=10, peak_flops=1e13, dram_bandwidth=1e18, sm_fp32_lanes=lanes),
+                        KP).seconds for lanes in (64, 128)]
+    assert times[0] == times[1]
