@@ -88,13 +88,13 @@ _SPLITS = (1, 2, 4, 8, 16)
 _MIN_SPLIT_K = 64           # a split-K slice reduces over at least this many elements
 _FFT_TILE = 32              # FFT-tiling's tile edge
 _ELEMENT = 4                # bytes per float32 element (the calibration data is fp32)
-# Output tiles of tensor-core GEMM kernels (cuBLAS/CUTLASS on Ampere and Hopper: 128x256 and
-# 256x128 fill an SM's shared memory alone, 128x128 and smaller fit two or more at once).
 # Shared memory delivers 32 four-byte words per clock per SM (32 banks) on every GPU here; a
 # GEMM tile's 256 threads each hold a (tm/16) x (tn/16) block of the output and read that many
 # words of each operand per reduction step.
 _SMEM_WORDS_PER_CLOCK = 32
 _THREAD_GRID = 16
+# Output tiles of tensor-core GEMM kernels (cuBLAS/CUTLASS on Ampere and Hopper: 128x256 and
+# 256x128 fill an SM's shared memory alone, 128x128 and smaller fit two or more at once).
 _TC_TILES = ((128, 256, 1), (256, 128, 1), (128, 128, 2), (128, 64, 2), (64, 128, 2),
              (64, 64, 4))
 _ATTENTION_TILE = 128       # queries (forward) or keys (backward) per fused-attention CTA
@@ -109,8 +109,8 @@ class Hardware:
     """What the kernel model needs to know about a GPU: SMs, peak FLOP/s (fp32) and DRAM
     bandwidth in bytes per second; for 16-bit types, the dense tensor-core peak (0: no tensor
     cores), the types its tensor cores take, and the float16 rate without tensor cores where it
-    beats fp32 (0: none); and the fp32 lanes of one SM (128 on Maxwell, GP102, Turing and
-    later GeForce parts and Hopper; 64 on P100, V100 and A100), which set how much shared-memory
+    beats fp32 (0: none); and the fp32 lanes of one SM (128 on Maxwell, GP102, GeForce Ampere
+    and Ada, and Hopper; 64 on P100, V100, Turing and A100), which set how much shared-memory
     bandwidth each FLOP has."""
 
     sms: int
