@@ -86,6 +86,11 @@ _TILES = ((128, 128, 1), (128, 64, 2), (64, 128, 2), (64, 64, 2), (128, 32, 4), 
           (128, 16, 4), (16, 128, 4))
 _SPLITS = (1, 2, 4, 8, 16)
 _MIN_SPLIT_K = 64           # a split-K slice reduces over at least this many elements
+# Backward-filter on a 16-wide tile (a gradient with few filters or few input taps: first layers
+# of one to three channels) also splits its long reduction as finely as one or two whole waves
+# of the GPU take
+_SKINNY = 16
+_FILL_WAVES = (1, 2)
 _FFT_TILE = 32              # FFT-tiling's tile edge
 _ELEMENT = 4                # bytes per float32 element (the calibration data is fp32)
 # Shared memory delivers 32 four-byte words per clock per SM (32 banks) on every GPU here; a
@@ -274,32 +279,38 @@ class KernelPrice:
 # -- vectorized building blocks --------------------------------------------------------------
 
 def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
-                     tile_set: Sequence[tuple[int, int, int]] = _TILES) -> dict[str, np.ndarray]:
+                     tile_set: Sequence[tuple[int, int, int]] = _TILES,
+                     fill_skinny: bool = False) -> dict[str, np.ndarray]:
     """Every (tile of ``tile_set``, split) way to run ``batch`` independent GEMMs of m x n x k
     (arrays) on ``sms`` SMs. Per problem and candidate (shape (problems, candidates)): ``flops`` padded to
     whole waves of whole tiles, ``fill`` the same count for one reduction step (the tiles'
     fixed prologue and epilogue cost, priced as ``tile_fill_k`` extra reduction steps),
     ``reuse`` the tile's multiply-adds per operand element loaded, ``extra_bytes`` the DRAM
     traffic of split-K partial sums, ``smem_words`` the shared-memory words a thread reads per
-    multiply-add."""
+    multiply-add. Splits are 2-16 slices within two waves; ``fill_skinny`` adds, for tiles with
+    a 16-wide side, the split counts that fill one and two whole waves."""
     m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
     flops, fill, reuse, extra, words = [], [], [], [], []
     for tm, tn, per_sm in tile_set:
         slots = sms * per_sm
         tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
-        for split in _SPLITS:
+        splits: list[Any] = list(_SPLITS)
+        if fill_skinny and min(tm, tn) <= _SKINNY:
+            # as many slices as fill the waves, each at least _MIN_SPLIT_K long
+            splits += [np.maximum(1.0, np.minimum(np.floor(waves * slots / tiles),
+                                                  np.floor(k / _MIN_SPLIT_K)))
+                       for waves in _FILL_WAVES]
+        for split in splits:
             # a slice reduces over at least _MIN_SPLIT_K elements (short ones are padded), so
             # a longer reduction never prices lower
-            kk = np.ceil(k / split) if split == 1 else np.maximum(np.ceil(k / split),
-                                                                  _MIN_SPLIT_K)
+            kk = np.where(split == 1, k, np.maximum(np.ceil(k / split), _MIN_SPLIT_K))
             ok = (split == 1) | (tiles * split <= 2 * slots)
             per_wave = np.where(ok, np.ceil(tiles * split / slots) * slots * 2.0 * tm * tn, np.inf)
             flops.append(per_wave * kk)
             fill.append(per_wave)
             reuse.append(np.full(m.shape, tm * tn / (tm + tn)))
             words.append(np.full(m.shape, (tm + tn) * _THREAD_GRID / (tm * tn)))
-            extra.append(np.full(m.shape, 0.0) if split == 1 else
-                         2.0 * split * batch * m * n * _ELEMENT)
+            extra.append(np.where(split == 1, 0.0, 2.0 * split * batch * m * n * _ELEMENT))
     return {"flops": np.stack(flops, axis=-1), "fill": np.stack(fill, axis=-1),
             "reuse": np.stack(reuse, axis=-1), "extra_bytes": np.stack(extra, axis=-1),
             "smem_words": np.stack(words, axis=-1)}
@@ -388,7 +399,8 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace).
     # Backward-filter reduces along both operands' contiguous axis (dY and X over N x plane),
     # so its tiles are fed from shared memory at the rate the SM's banks allow
-    gemm = _gemm_time(_gemm_candidates(gm, gn, gk, hw.sms, g), hw, kp,
+    gemm = _gemm_time(_gemm_candidates(gm, gn, gk, hw.sms, g,
+                                       fill_skinny=pass_ == "bwd_filter"), hw, kp,
                       kp.gemm_efficiency * eff, dram, smem_bound=pass_ == "bwd_filter")
     times["IMPLICIT_PRECOMP_GEMM"] = gemm
     # without workspace for its offsets: the model cannot tell it apart, so it is only picked

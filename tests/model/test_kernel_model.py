@@ -166,3 +166,24 @@ def test_a_big_gradient_runs_on_whole_tiles_uncapped():
                         Hardware(sms=10, peak_flops=1e13, dram_bandwidth=1e18, sm_fp32_lanes=lanes),
                         KP).seconds for lanes in (64, 128)]
     assert times[0] == times[1]
+
+
+def _per_sm_gpu(sms: int) -> Hardware:
+    """A GPU of ``sms`` SMs of one TFLOP/s each (so only the SM count changes)."""
+    return Hardware(sms=sms, peak_flops=1e12 * sms, dram_bandwidth=1e18)
+
+
+def test_a_gradient_with_a_16_wide_side_splits_its_reduction_over_the_whole_gpu():
+    # a one-channel speech layer: a 32 x 100 filter gradient reduced over 16 x 79 x 341
+    # products runs on the 128x16 tile, split into as many slices as fill the waves, so twice
+    # the SMs take half the time
+    speech = ConvProblem(n=16, c=1, h=161, w=700, k=32, r=5, s=20, stride_h=2, stride_w=2)
+    t40, t80 = (price_conv(speech, "bwd_filter", _per_sm_gpu(sms), KP).seconds - KP.launch_s
+                for sms in (40, 80))
+    assert t80 == pytest.approx(t40 / 2, rel=0.02)
+    # a 64 x 64 gradient keeps to 2-16 slices within two waves: more SMs than those slices
+    # fill change nothing
+    small = ConvProblem(n=8, c=64, h=56, w=56, k=64, r=1, s=1)
+    t20, t40 = (price_conv(small, "bwd_filter", _per_sm_gpu(sms), KP).seconds
+                for sms in (20, 40))
+    assert t20 == t40
