@@ -415,7 +415,10 @@ def console_summary(s: dict[str, Any]) -> str:
     ]
     if s.get("system"):
         lines.append(f"system:          {s['system']}")
-    if s.get("kernel_times", "roofline") != "roofline":
+    if s.get("kernel_times") == "roofline":
+        lines.append("kernel times:    roofline (peak FLOP/s x the GPU's compute_efficiency, "
+                     "against DRAM bandwidth)")
+    elif s.get("kernel_times"):
         lines.append(f"kernel times:    {s['kernel_times']}")
     if not complete:
         stopped = s.get("stopped_at_s", it)

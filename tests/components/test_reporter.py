@@ -103,3 +103,14 @@ def test_a_multi_gpu_summary_labels_its_totals_and_per_gpu_figures():
     assert s["aggregation"]["offloaded_bytes"] == "sum"
     assert s["aggregation"]["iteration_time_s"] == "max"
     assert s["offloaded_bytes"] == sum(g["offloaded_bytes"] for g in s["gpus"])
+
+
+def test_the_console_says_where_kernel_times_come_from():
+    _, fitted = run(*DIGITS)
+    assert "kernel times:    model fitted on P100 (DeepBench kernel measurements)" in fitted
+    _, roofline = run(*DIGITS, "--kernel-model", "roofline")
+    assert "kernel times:    roofline (peak FLOP/s x the GPU's compute_efficiency" in roofline
+    result, _ = run(*DIGITS)
+    summary = dict(result.reports["summary"])
+    del summary["kernel_times"]  # a summary written before the key existed: no line
+    assert "kernel times:" not in console_summary(summary)
