@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sst-cdma time-layers``."""
     p = ToolParser(prog=PROG, description="Time each layer's forward and backward kernels of a "
                 "network definition in PyTorch and write a layer-times file for "
-                "'--layer-times' (the GPU model then uses these times instead of its roofline).")
+                "'--layer-times' (the GPU model then uses these times instead of its kernel "
+                "model).")
     p.add_argument("--network", required=True,
                    help="alexnet overfeat nin vgg16 squeezenet googlenet resnet50, digits_cnn, "
                         "gpt2_small gpt2_medium gpt2_large gpt2_xl opt_125m opt_350m opt_1_3b "
