@@ -114,3 +114,28 @@ def test_the_transformer_benchmark_counts_kernels_and_prints_the_ratio(capsys):
     out = capsys.readouterr().out
     assert "gpt2_small batch 1: 296 kernels" in out and "alexnet batch 64: 46 kernels" in out
     assert "gpt2_small / alexnet per kernel:" in out
+
+
+def test_the_kernel_model_benchmark_splits_its_figures_by_layer_class():
+    import numpy as np
+
+    from sst_cdma.model.calibration import KINDS
+    from sst_cdma.model.kernel_model import PASSES
+
+    bench = load("bench_kernel_model")
+    conv = {"c": np.array([3.0, 64, 64, 64, 64]), "r": np.array([3.0, 1, 3, 3, 5]),
+            "s": np.array([3.0, 1, 3, 3, 5]), "stride_h": np.array([1.0, 2, 1, 2, 1]),
+            "stride_w": np.array([1.0, 2, 1, 2, 1])}
+    assert list(bench.layer_class(conv)) == ["1-3 input channels", "1x1", "3x3 stride 1",
+                                             "other", "other"]
+    # the made-up evaluation's three rows: two 1x1 layers and one other; in sample
+    # bwd_filter is (2.0, 0.5, 1.5), none within, leave one out (1.1, 0.9, 1.2), all within
+    classes = {g: {k: np.array(["1x1", "1x1", "other"]) for k in PASSES} for g in ("A", "B")}
+    measured = {g: {k: np.array([1e-3, 1e-3, 2e-3]) for k in KINDS} for g in ("A", "B")}
+    text = bench.markdown(_fake_evaluation(), measured, classes)
+    titles = [line for line in text.splitlines() if line.startswith("### ")]
+    assert len(titles) == 10 and titles[-2].startswith("### By layer class")
+    assert "| A | 1x1 | 2: 100% / 100% (1.00) | 2: 100% / 100% (1.00) | 2: 0% / 100% (1.00) |" \
+        in text
+    assert "| A | 3x3 stride 1 | - | - | - |" in text
+    assert "| **both** | other | 2: 100% / 100% (1.20) |" in text
