@@ -12,8 +12,9 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   fits the workspace limit is picked, as cuDNN's ``cudnnFind*`` does.
 * **Tiles and waves.** A GEMM of M x N x K is cut into output tiles (128x128 down to 64x32);
   the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the GPU pays for
-  a whole wave. When the tiles cannot fill one wave the reduction is split (split-K) and the
-  partial sums cost DRAM traffic. Smaller tiles reach a lower share of peak (less reuse per
+  a whole wave. When the tiles cannot fill one wave the reduction is split (split-K: 2-16
+  slices within two waves; backward-filter on a 16-wide tile as many as fill one or two waves)
+  and the partial sums cost DRAM traffic. Smaller tiles reach a lower share of peak (less reuse per
   operand loaded): efficiency = peak share x I / (I + ``tile_reuse``), with I the tile's
   multiply-adds per operand element loaded.
 * **Shared memory.** Backward-filter reduces along both operands' contiguous axis, so its
