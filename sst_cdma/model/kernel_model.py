@@ -10,13 +10,13 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   transformed tensors in DRAM), as FFT (whole planes: pointwise complex products plus
   transforms) or FFT-tiling (32x32 tiles). Each candidate is priced and the fastest one that
   fits the workspace limit is picked, as cuDNN's ``cudnnFind*`` does.
-* **Tiles and waves.** A GEMM of M x N x K is cut into output tiles (128x128 down to 64x32);
-  the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the GPU pays for
-  a whole wave. When the tiles cannot fill one wave the reduction is split (split-K: 2-16
-  slices within two waves; backward-filter on a 16-wide tile as many as fill one or two waves)
-  and the partial sums cost DRAM traffic. Smaller tiles reach a lower share of peak (less reuse per
-  operand loaded): efficiency = peak share x I / (I + ``tile_reuse``), with I the tile's
-  multiply-adds per operand element loaded.
+* **Tiles and waves.** A GEMM of M x N x K is cut into output tiles (128x128 down to 128x16
+  and 16x128); the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the
+  GPU pays for a whole wave. When the tiles cannot fill one wave the reduction is split
+  (split-K: 2-16 slices within two waves; backward-filter on a 16-wide tile as many as fill one
+  or two waves) and the partial sums cost DRAM traffic. Smaller tiles reach a lower share of
+  peak (less reuse per operand loaded): efficiency = peak share x I / (I + ``tile_reuse``),
+  with I the tile's multiply-adds per operand element loaded.
 * **Shared memory.** Backward-filter reduces along both operands' contiguous axis, so its
   tiles are staged through shared memory (32 words per clock per SM): a tile whose threads read
   more words per multiply-add than that feeds runs below peak on a wide SM
