@@ -180,7 +180,9 @@ def test_a_gradient_with_a_16_wide_side_splits_its_reduction_over_the_whole_gpu(
     speech = ConvProblem(n=16, c=1, h=161, w=700, k=32, r=5, s=20, stride_h=2, stride_w=2)
     t40, t80 = (price_conv(speech, "bwd_filter", _per_sm_gpu(sms), KP).seconds - KP.launch_s
                 for sms in (40, 80))
-    assert t80 == pytest.approx(t40 / 2, rel=0.02)
+    # each slice also pays the tile's fixed prologue (tile_fill_k steps against ~2700), so
+    # twice the slices take a little over half the time, never less
+    assert t40 / 2 < t80 < t40 / 2 * 1.01
     # a 64 x 64 gradient keeps to 2-16 slices within two waves: more SMs than those slices
     # fill change nothing
     small = ConvProblem(n=8, c=64, h=56, w=56, k=64, r=1, s=1)
