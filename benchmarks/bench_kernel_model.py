@@ -43,8 +43,9 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from sst_cdma.model.calibration import (BOUNDS, KINDS, CalibrationSet, Evaluation, FitError,
-                                        RatioTable, evaluate, fit_error, load, pooled)
+from sst_cdma.model.calibration import (BOUNDS, KINDS, CalibrationError, CalibrationSet,
+                                        Evaluation, FitError, RatioTable, evaluate, fit_error,
+                                        load, pooled)
 from sst_cdma.model.kernel_model import PASSES
 
 #: (what, table, kinds, figure, bound, at most?) of each target; tables are "in_sample",
@@ -404,7 +405,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--markdown", action="store_true",
                     help="print the tables as markdown (docs/kernel_model.md)")
     args = ap.parse_args(argv)
-    sets = load(args.data)
+    try:
+        sets = load(args.data)
+    except CalibrationError as exc:
+        print(f"bench_kernel_model.py: {exc}", file=sys.stderr)
+        return 2
     ev = evaluate(sets)
     if args.markdown:
         print(markdown(ev, measured_seconds(sets), layer_classes(sets)), end="")

@@ -139,3 +139,10 @@ def test_the_kernel_model_benchmark_splits_its_figures_by_layer_class():
         in text
     assert "| A | 3x3 stride 1 | - | - | - |" in text
     assert "| **both** | other | 2: 100% / 100% (1.20) |" in text
+
+
+def test_the_kernel_model_benchmark_refuses_bad_data_in_one_line(tmp_path, capsys):
+    bench = load("bench_kernel_model")
+    assert bench.main(["--data", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"bench_kernel_model.py: {tmp_path / 'missing'}: not a folder of calibration data"
