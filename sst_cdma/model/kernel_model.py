@@ -9,7 +9,8 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   fused F(2x2,3x3) saves 2.25x of the multiplies, non-fused F(4x4,3x3) 4x at the price of
   transformed tensors in DRAM), as FFT (whole planes: pointwise complex products plus
   transforms) or FFT-tiling (32x32 tiles). Each candidate is priced and the fastest one that
-  fits the workspace limit is picked, as cuDNN's ``cudnnFind*`` does.
+  fits the workspace limit is picked, as cuDNN's ``cudnnFind*`` does. A depthwise layer (one
+  input channel per group) runs as one direct, memory-bound kernel for all its groups.
 * **Tiles and waves.** A GEMM of M x N x K is cut into output tiles (128x128 down to 128x16
   and 16x128); the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the
   GPU pays for a whole wave. When the tiles cannot fill one wave the reduction is split
@@ -71,7 +72,7 @@ __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", 
 
 #: Convolution algorithm families, as cuDNN names them (forward).
 ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT",
-              "FFT_TILING", "GEMM")
+              "FFT_TILING", "GEMM", "DEPTHWISE")
 #: The passes of a convolution.
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 #: The passes of fused attention.
@@ -410,6 +411,15 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     if pass_ == "fwd":
         space["IMPLICIT_PRECOMP_GEMM"] = gk * 8.0
 
+    # depthwise (one input channel per group): a direct kernel, all groups in one launch, each
+    # output element running its R x S taps; no GEMM tile to pad to 16 or more channels. At
+    # 2 R S FLOPs per element in and out it is memory-bound on every GPU here
+    depthwise = (cg == 1) & (g > 1)
+    direct_flops = 2.0 * n * k * r * s * p * q
+    times["DEPTHWISE"] = np.where(depthwise, np.maximum(
+        direct_flops / (hw.peak_flops * kp.gemm_efficiency * eff), _memory_s(dram, hw, kp)),
+        np.inf)
+
     # Winograd: F(2x2,3x3) fused (16 GEMMs over 4x4 tiles) and F(4x4,3x3) non-fused
     # (36 GEMMs over 6x6 tiles, its transformed operands round-tripping through DRAM)
     for algo, out_tile, points in (("WINOGRAD", 2, 16), ("WINOGRAD_NONFUSED", 4, 36)):
@@ -457,9 +467,10 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
         space[algo] = bufs
 
     by_algo = np.stack([times[a] for a in ALGORITHMS], axis=-1)
-    # one launch per cuDNN call and group: a multi-kernel algorithm's kernels (transforms,
-    # GEMMs, inverse) queue back to back behind it
-    with_launch = by_algo + kp.launch_s * g[..., None]
+    # one launch per cuDNN call and group (the depthwise kernel: one for all groups): a
+    # multi-kernel algorithm's kernels (transforms, GEMMs, inverse) queue back to back behind it
+    launches = np.stack([one if a == "DEPTHWISE" else g for a in ALGORITHMS], axis=-1)
+    with_launch = by_algo + kp.launch_s * launches
     ws = np.stack([np.broadcast_to(space[a], n.shape) for a in ALGORITHMS], axis=-1)
     limit = np.asarray(workspace_limit, dtype=float)
     allowed = np.where(ws <= (limit[..., None] if limit.ndim else limit), with_launch, np.inf)

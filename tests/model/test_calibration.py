@@ -110,7 +110,7 @@ def test_the_shipped_copy_is_the_one_converted_from_deepbench():
     (cal.CONV_FILE, 9, "fwd_algorithm", "DIRECT",
      "conv_train_fp32.csv:9: fwd_algorithm: unknown algorithm 'DIRECT' (one of "
      "IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, WINOGRAD, WINOGRAD_NONFUSED, FFT, FFT_TILING, "
-     "GEMM)"),
+     "GEMM, DEPTHWISE)"),
     (cal.CONV_FILE, 40, "gpu", "V100",
      "conv_train_fp32.csv:40: gpu: unknown GPU 'V100' (not in gpus.csv)"),
     (cal.CONV_FILE, 2, "K", "2.5",

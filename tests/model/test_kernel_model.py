@@ -189,3 +189,22 @@ def test_a_gradient_with_a_16_wide_side_splits_its_reduction_over_the_whole_gpu(
     t20, t40 = (price_conv(small, "bwd_filter", _per_sm_gpu(sms), KP).seconds
                 for sms in (20, 40))
     assert t20 == t40
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_a_depthwise_convolution_is_one_memory_bound_kernel(pass_):
+    # 512 groups of one channel each: a GEMM per group would pad its one channel to a 16-wide
+    # tile and pay 512 launches; the depthwise kernel reads and writes each operand once, in
+    # one launch
+    hw = Hardware(sms=56, peak_flops=1e13, dram_bandwidth=7e11)
+    dw = ConvProblem(n=64, c=512, h=14, w=14, k=512, r=3, s=3, pad_h=1, pad_w=1, groups=512)
+    price = price_conv(dw, pass_, hw, KP)
+    operands = (2 * 64 * 512 * 14 * 14 + 512 * 9) * 4
+    assert price.algorithm == "DEPTHWISE"
+    assert price.workspace_bytes == 0
+    assert price.seconds == pytest.approx(operands / (7e11 * KP.memory_efficiency)
+                                          + KP.launch_s, rel=1e-12)
+    # two channels per group are a grouped GEMM again (ResNeXt-style), one launch per group
+    grouped = ConvProblem(n=64, c=512, h=14, w=14, k=512, r=3, s=3, pad_h=1, pad_w=1,
+                          groups=256)
+    assert price_conv(grouped, pass_, hw, KP).algorithm != "DEPTHWISE"
