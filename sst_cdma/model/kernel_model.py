@@ -10,7 +10,8 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   transformed tensors in DRAM), as FFT (whole planes: pointwise complex products plus
   transforms) or FFT-tiling (32x32 tiles). Each candidate is priced and the fastest one that
   fits the workspace limit is picked, as cuDNN's ``cudnnFind*`` does. A depthwise layer (one
-  input channel per group) runs as one direct, memory-bound kernel for all its groups.
+  input channel per group) runs as one direct, memory-bound kernel for all its groups; a 1x1
+  filter on a one-pixel plane as the cuBLAS GEMM of a fully connected layer.
 * **Tiles and waves.** A GEMM of M x N x K is cut into output tiles (128x128 down to 128x16
   and 16x128); the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the
   GPU pays for a whole wave. When the tiles cannot fill one wave the reduction is split
@@ -410,6 +411,14 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     times["IMPLICIT_GEMM"] = gemm * (1 + 1e-9)
     if pass_ == "fwd":
         space["IMPLICIT_PRECOMP_GEMM"] = gk * 8.0
+
+    # a 1x1 filter on a one-pixel plane (a squeeze-and-excitation or classifier convolution):
+    # NCHW holds the N x C matrix itself, so cuDNN's explicit GEMM needs no im2col and the pass
+    # is one cuBLAS GEMM per group, with no plane to load in short runs
+    one_pixel = (h == 1) & (w == 1) & (r == 1) & (s == 1) & (f["pad_h"] == 0) & (f["pad_w"] == 0)
+    gemm_shape = {"fwd": (n, kg, cg), "bwd_data": (n, cg, kg), "bwd_filter": (kg, cg, n)}[pass_]
+    times["GEMM"] = np.where(one_pixel, gemm_times(*gemm_shape, hw, kp, batch=g) - kp.launch_s,
+                             np.inf)
 
     # depthwise (one input channel per group): a direct kernel, all groups in one launch, each
     # output element running its R x S taps; no GEMM tile to pad to 16 or more channels. At

@@ -208,3 +208,21 @@ def test_a_depthwise_convolution_is_one_memory_bound_kernel(pass_):
     grouped = ConvProblem(n=64, c=512, h=14, w=14, k=512, r=3, s=3, pad_h=1, pad_w=1,
                           groups=256)
     assert price_conv(grouped, pass_, hw, KP).algorithm != "DEPTHWISE"
+
+
+def test_a_1x1_convolution_of_one_pixel_is_the_fully_connected_gemm():
+    # a squeeze-and-excitation layer: N x C in, N x K out, nothing to im2col, so each pass is
+    # the GEMM a fully connected layer of the same sizes runs, not an implicit GEMM over a
+    # one-element plane
+    hw = Hardware(sms=56, peak_flops=1e13, dram_bandwidth=7e11)
+    se = ConvProblem(n=64, c=512, h=1, w=1, k=32, r=1, s=1)
+    gemms = {"fwd": (64, 32, 512), "bwd_data": (64, 512, 32), "bwd_filter": (32, 512, 64)}
+    for pass_, (m, n, k) in gemms.items():
+        price = price_conv(se, pass_, hw, KP)
+        assert price.algorithm == "GEMM"
+        assert price.seconds == pytest.approx(float(gemm_times([m], [n], [k], hw, KP)[0]),
+                                              rel=1e-12)
+    # a padded 1x1 filter or a bigger plane keeps the convolution algorithms
+    for other in (ConvProblem(n=64, c=512, h=2, w=2, k=32, r=1, s=1),
+                  ConvProblem(n=64, c=512, h=1, w=1, k=32, r=1, s=1, pad_h=1, pad_w=1)):
+        assert price_conv(other, "fwd", hw, KP).algorithm != "GEMM"
