@@ -146,3 +146,35 @@ def test_the_kernel_model_benchmark_refuses_bad_data_in_one_line(tmp_path, capsy
     assert bench.main(["--data", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"bench_kernel_model.py: {tmp_path / 'missing'}: not a folder of calibration data"
+
+
+def test_the_kernel_model_benchmark_prices_the_layer_steps_the_simulator_runs():
+    import numpy as np
+
+    from sst_cdma.model.calibration import Evaluation, KINDS
+    from sst_cdma.model.kernel_model import KernelParams
+
+    bench = load("bench_kernel_model")
+    # three layers; the first (a network's first layer) has no backward-data: its backward
+    # step is backward-filter alone
+    seconds = {"fwd": np.array([1e-3, 1e-3, 2e-3]), "bwd_data": np.array([np.nan, 1e-3, 1e-3]),
+               "bwd_filter": np.array([1e-3, 1e-3, 2e-3])}
+    good = {"fwd": np.array([1.1, 0.9, 1.2]), "bwd_data": np.array([0.9, 1.2]),
+            "bwd_filter": np.array([1.1, 0.9, 1.2]), "gemm": np.array([1.0])}
+    bad = dict(good, bwd_filter=np.array([2.0, 0.5, 1.5]))
+    backward = bench.step_ratio(bad, seconds, ("bwd_data", "bwd_filter"))
+    # 2.0 alone; (0.9 x 1 + 0.5 x 1) / 2; (1.2 x 1 + 1.5 x 2) / 3
+    assert backward == pytest.approx([2.0, 0.7, 1.4])
+    gpus = ("A", "B")
+    ev = Evaluation(gpus, {g: KernelParams() for g in gpus}, {g: KernelParams() for g in gpus},
+                    {g: dict(bad) for g in gpus}, {g: dict(good) for g in gpus},
+                    {g: dict(good) for g in gpus}, {}, {})
+    text = "\n".join(bench.markdown_steps(ev, {g: seconds for g in gpus}))
+    # leave one out, backward: 1.1, (0.9 + 0.9) / 2, (1.2 + 2.4) / 3: all within, geomean
+    # (0.1 x 0.1 x 0.2)^(1/3)
+    assert "| A | backward | 3 | 0% | 100% | 1.10 | 12.6% |" in text
+    assert "| A | forward | 3 | 100% | 100% | 1.10 | 12.6% |" in text
+    # in sample, the whole layer: (1.1 + 2.0) / 2, (0.9 + 0.9 + 0.5) / 3 = 0.77 (within),
+    # (2.4 + 1.2 + 3.0) / 5 = 1.32
+    assert "| **both** | whole layer | 6 | 33% | 100% | 1.10 | 12.6% |" in text
+    assert set(KINDS) >= set(seconds)
