@@ -16,7 +16,8 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   and 16x128); the tiles run in waves of (SMs x tiles per SM), so a layer too small to fill the
   GPU pays for a whole wave. When the tiles cannot fill one wave the reduction is split
   (split-K: 2-16 slices within two waves; backward-filter on a 16-wide tile as many as fill one
-  or two waves) and the partial sums cost DRAM traffic. Smaller tiles reach a lower share of
+  or two waves; never in Winograd's GEMMs, batched over the transform points) and the partial
+  sums cost DRAM traffic. Smaller tiles reach a lower share of
   peak (less reuse per operand loaded): efficiency = peak share x I / (I + ``tile_reuse``),
   with I the tile's multiply-adds per operand element loaded.
 * **Shared memory.** Backward-filter reduces along both operands' contiguous axis, so its
@@ -283,7 +284,7 @@ class KernelPrice:
 
 def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
                      tile_set: Sequence[tuple[int, int, int]] = _TILES,
-                     fill_skinny: bool = False) -> dict[str, np.ndarray]:
+                     fill_skinny: bool = False, split_k: bool = True) -> dict[str, np.ndarray]:
     """Every (tile of ``tile_set``, split) way to run ``batch`` independent GEMMs of m x n x k
     (arrays) on ``sms`` SMs. Per problem and candidate (shape (problems, candidates)): ``flops`` padded to
     whole waves of whole tiles, ``fill`` the same count for one reduction step (the tiles'
@@ -291,13 +292,14 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
     ``reuse`` the tile's multiply-adds per operand element loaded, ``extra_bytes`` the DRAM
     traffic of split-K partial sums, ``smem_words`` the shared-memory words a thread reads per
     multiply-add. Splits are 2-16 slices within two waves; ``fill_skinny`` adds, for tiles with
-    a 16-wide side, the split counts that fill one and two whole waves."""
+    a 16-wide side, the split counts that fill one and two whole waves; ``split_k=False`` (a
+    batched GEMM, which spreads over its batch and tiles only) leaves the reduction whole."""
     m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
     flops, fill, reuse, extra, words = [], [], [], [], []
     for tm, tn, per_sm in tile_set:
         slots = sms * per_sm
         tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
-        splits: list[Any] = list(_SPLITS)
+        splits: list[Any] = list(_SPLITS) if split_k else [1]
         if fill_skinny and min(tm, tn) <= _SKINNY:
             # as many slices as fill the waves, each at least _MIN_SPLIT_K long
             splits += [np.maximum(1.0, np.minimum(np.floor(waves * slots / tiles),
@@ -430,7 +432,8 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
         np.inf)
 
     # Winograd: F(2x2,3x3) fused (16 GEMMs over 4x4 tiles) and F(4x4,3x3) non-fused
-    # (36 GEMMs over 6x6 tiles, its transformed operands round-tripping through DRAM)
+    # (36 GEMMs over 6x6 tiles, its transformed operands round-tripping through DRAM); the
+    # GEMMs run batched over the transform points, without split-K
     for algo, out_tile, points in (("WINOGRAD", 2, 16), ("WINOGRAD_NONFUSED", 4, 36)):
         tiles = np.ceil(out_h / out_tile) * np.ceil(out_w / out_tile)
         if pass_ == "bwd_filter":
@@ -440,7 +443,7 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
             mm, nn, kk = wm * tiles, wn, wk
             t_in = wm * tiles * wk * points * _ELEMENT + wn * wk * points * _ELEMENT
             t_out = wm * tiles * wn * points * _ELEMENT
-        cand = _gemm_candidates(mm, nn, kk, hw.sms, points)
+        cand = _gemm_candidates(mm, nn, kk, hw.sms, points, split_k=False)
         if algo == "WINOGRAD":
             if pass_ == "bwd_filter":
                 continue

@@ -226,3 +226,16 @@ def test_a_1x1_convolution_of_one_pixel_is_the_fully_connected_gemm():
     for other in (ConvProblem(n=64, c=512, h=2, w=2, k=32, r=1, s=1),
                   ConvProblem(n=64, c=512, h=1, w=1, k=32, r=1, s=1, pad_h=1, pad_w=1)):
         assert price_conv(other, "fwd", hw, KP).algorithm != "GEMM"
+
+
+def test_winograds_batched_gemms_do_not_split_their_reduction():
+    # a 64 x 64 filter gradient per transform point: 36 batched GEMMs of one 64x64 or 128x128
+    # tile each, which run as one wave of 36 tiles however many SMs there are (a batched GEMM
+    # spreads over the batch and the tiles, not the reduction); the implicit GEMM splits its
+    # reduction, so more SMs take it less time
+    layer = _problems(n=8, c=64, h=56, w=56, k=64)
+    wnf, ipg = ALGORITHMS.index("WINOGRAD_NONFUSED"), ALGORITHMS.index("IMPLICIT_PRECOMP_GEMM")
+    t60, t120 = (conv_times(layer, "bwd_filter", _per_sm_gpu(sms), KP)["by_algorithm"][0]
+                 for sms in (60, 120))
+    assert t60[wnf] == t120[wnf]
+    assert t120[ipg] < t60[ipg]
