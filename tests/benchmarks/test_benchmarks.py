@@ -151,7 +151,7 @@ def test_the_kernel_model_benchmark_refuses_bad_data_in_one_line(tmp_path, capsy
 def test_the_kernel_model_benchmark_prices_the_layer_steps_the_simulator_runs():
     import numpy as np
 
-    from sst_cdma.model.calibration import Evaluation, KINDS
+    from sst_cdma.model.calibration import Evaluation
     from sst_cdma.model.kernel_model import KernelParams
 
     bench = load("bench_kernel_model")
@@ -177,4 +177,3 @@ def test_the_kernel_model_benchmark_prices_the_layer_steps_the_simulator_runs():
     # in sample, the whole layer: (1.1 + 2.0) / 2, (0.9 + 0.9 + 0.5) / 3 = 0.77 (within),
     # (2.4 + 1.2 + 3.0) / 5 = 1.32
     assert "| **both** | whole layer | 6 | 33% | 100% | 1.10 | 12.6% |" in text
-    assert set(KINDS) >= set(seconds)
