@@ -266,6 +266,8 @@ def print_steps(ev: Evaluation, seconds: Seconds) -> None:
     leave one GPU out, and the leave-one-out median and geomean."""
     print("\n== By layer step (forward; backward = backward-data + backward-filter): layers, "
           "within +-25% in sample / leave one out, leave-one-out median, geomean ==")
+    print(f"{'GPU':<14} {'step':<12} {'rows':>4} {'in':>6} {'out':>6} {'median':>6} "
+          f"{'geomean':>7}")
     for gpu, step, (n, i, o, m, g) in _step_rows(ev, seconds):
         print(f"{gpu:<14} {step:<12} {n:>4} {i:>6.0%} {o:>6.0%} {m:>6.2f} {g:>7.1%}")
 
