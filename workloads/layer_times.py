@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,13 @@ class LayerTimes:
             raise WorkloadError(f"no time for {missing[0]}"
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
                                 + "; every layer needs its fwd and bwd kernel time", file=where)
+        # zero is the time of a backward that does not run; one that runs takes time
+        ran = [i.name for i in network.infer(batch, dtype) if i.has_backward
+               and self.times_ps[i.name]["bwd"] == 0]
+        if ran:
+            raise WorkloadError(f"layer {ran[0]!r} bwd: a measured time of zero, but its "
+                                f"backward runs (it has weights or inputs that need a gradient)",
+                                file=where)
 
     def to_json(self) -> dict[str, Any]:
         """The file's content."""
@@ -173,7 +181,9 @@ def _parse(doc: Any, where: str) -> LayerTimes:
                 ps = parse_duration(text)
             except ValueError as exc:
                 raise fail(f"layer {name!r} {p}: {exc}") from None
-            if ps <= 0:
+            if ps == 0 and Decimal(text.rstrip("psnumµ")) != 0:
+                raise fail(f"layer {name!r} {p}: {text!r} is under a picosecond")
+            if ps == 0 and p == "fwd":
                 raise fail(f"layer {name!r} {p}: a measured time must be positive, got {text!r}")
             times[name][p] = ps
     return LayerTimes(doc["network"], batch, doc["dtype"], doc["device"], times,

@@ -86,13 +86,20 @@ class LayerInfo:
     bwd_needs: tuple[str, ...] = ()
     has_output_grad: bool = False
 
+    @property
+    def has_backward(self) -> bool:
+        """Whether training runs a backward kernel for this layer: it has weights to update
+        or inputs that need a gradient (not so for a pool on the network input)."""
+        return self.kind != "data" and bool(self.params or self.grad_inputs)
+
 
 @dataclass(frozen=True)
 class TensorInfo:
     """A feature-map tensor: who writes it, who modifies it in place, who reads it.
 
     ``consumers`` are the non-in-place layers reading it, ``modifiers`` the in-place layers
-    applied to it (all before any consumer). ``needs_grad`` is False only for network inputs.
+    applied to it (all before any consumer). ``needs_grad``: a gradient flows into it (False for
+    network inputs and for what layers without weights compute from them alone).
     ``stats_bytes`` of ``bytes`` are float32 statistics kept with it (a fused attention's row
     statistics), not part of ``shape``.
     """
@@ -117,6 +124,9 @@ class _Tensor:
     extra_fp32: int = 0
     modifiers: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
+    #: a gradient flows into it: a layer with weights, or fed by a tensor that needs one,
+    #: produced or modified it
+    needs_grad: bool = False
 
 
 class Network:
@@ -166,17 +176,24 @@ class Network:
             except ValueError as exc:
                 raise self._err(layer.name, str(exc)) from None
             self._sample_shapes[layer.name] = shape
+            # autograd's rule: an output needs a gradient when the layer has weights or one of
+            # its inputs needs one (a pool on the network input passes nothing back)
+            grad = layer.kind != "data" and (
+                _flops.param_count(layer.kind, layer.params, in_shapes, shape) > 0
+                or any(self._tensors[t].needs_grad for t in layer.input_tensors))
             if layer.in_place:
                 tensor = self._tensors[layer.tensor]
                 if layer.kind == "relu":
                     tensor.sparse = True
+                tensor.needs_grad = tensor.needs_grad or grad
             else:
                 sparse = spec.zero_preserving and bool(layer.input_tensors) and all(
                     self._tensors[t].sparse for t in layer.input_tensors
                 )
                 extra = layer.params["heads"] * shape[0] \
                     if layer.kind == "flash_attention" else 0
-                self._tensors[layer.tensor] = _Tensor(layer.name, shape, sparse, extra)
+                self._tensors[layer.tensor] = _Tensor(layer.name, shape, sparse, extra,
+                                                      needs_grad=grad)
 
     # -- queries ------------------------------------------------------------------------------
     def layer(self, name: str) -> Layer:
@@ -217,7 +234,7 @@ class Network:
                 name, t.producer, shape, math.prod(shape) * size + batch * t.extra_fp32 * 4,
                 t.sparse,
                 tuple(t.modifiers), tuple(t.consumers),
-                needs_grad=self.layer(t.producer).kind != "data",
+                needs_grad=t.needs_grad,
                 stats_bytes=batch * t.extra_fp32 * 4,
             )
         return out
@@ -252,6 +269,9 @@ class Network:
             in_bytes = sum(tensors[t].bytes for t in layer.input_tensors)
             if layer.kind == "data":
                 d_fwd = d_bwd = 0
+                needs = []
+            elif not (params or grad_inputs):  # no backward kernel runs
+                d_fwd, d_bwd, f_bwd = in_bytes + rbytes + nbytes, 0, 0
                 needs = []
             else:
                 d_fwd = in_bytes + rbytes + nbytes

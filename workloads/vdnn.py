@@ -451,12 +451,13 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         else:
             writes = tuple(dict.fromkeys(grad_name(t) for t in i.grad_inputs))
         writes += (wgrad_name(i.name),) if i.params else ()
-        ws = scratch[i.name]["bwd"]
+        ws = scratch[i.name]["bwd"] if i.has_backward else ()
         ops.extend(Op("alloc", t) for t in ws if not wide)
-        ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
-                      time=_kernel_time(times, kernels, i.name, "bwd"), reads=reads,
-                      writes=writes + ws, algorithm=_algorithm(kernels, i.name, "bwd")))
-        ops.append(Op("sync", i.name))
+        if i.has_backward:
+            ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
+                          time=_kernel_time(times, kernels, i.name, "bwd"), reads=reads,
+                          writes=writes + ws, algorithm=_algorithm(kernels, i.name, "bwd")))
+            ops.append(Op("sync", i.name))
         ops.extend(Op("free", t) for t in ws if not wide)
         ops.extend(Op("free", t) for t in rebuilt_ws if not wide)
         if not i.in_place and has_dy and not wide:

@@ -40,7 +40,7 @@ def branches(tmp_path):
     return path
 
 
-def test_every_kernel_is_timed_and_the_file_fits_the_network(branches):
+def test_every_kernel_is_timed_and_the_file_fits_the_network(branches, tmp_path):
     seen = []
     times = time_layers(branches, 2, repeat=2, warmup=0, cudnn_benchmark=True,
                         progress=lambda layer, f, b: seen.append(layer))
@@ -53,6 +53,8 @@ def test_every_kernel_is_timed_and_the_file_fits_the_network(branches):
     # backward does nothing. Every other layer's backward computes something.
     assert times.times_ps["pool0"]["bwd"] == 0
     assert all(p["bwd"] > 0 for name, p in times.times_ps.items() if name != "pool0")
+    times.write(tmp_path / "t.json")  # and the file reads back: zero is its time there
+    assert load_layer_times(tmp_path / "t.json").times_ps == times.times_ps
     assert times.network == "tiny_branches" and times.batch == 2
     assert times.device.startswith("CPU ")
     assert times.measured_by.endswith("median of 2 after 0 warm-up, cudnn.benchmark")

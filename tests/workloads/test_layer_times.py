@@ -70,6 +70,8 @@ def _doc(**changes):
     (json.dumps(_doc(layers={"conv1": {"bwd": "-2ms"}})), "layer 'conv1' bwd: bad duration"),
     (json.dumps(_doc(layers={"conv1": {"fwd": "0ms"}})), "layer 'conv1' fwd: a measured time "
                                                          "must be positive, got '0ms'"),
+    (json.dumps(_doc(layers={"conv1": {"bwd": "1e-30s"}})), "layer 'conv1' bwd: '1e-30s' is "
+                                                             "under a picosecond"),
     (json.dumps(_doc(gpu="gtx480")), "'gpu' must name a GPU preset"),
 ])
 def test_a_bad_file_is_one_error_naming_it_and_the_fault(tmp_path, content, message):
@@ -95,6 +97,8 @@ def test_a_missing_file_is_named(tmp_path):
     (lambda t: t.times_ps["fc7"].pop("bwd"), "no time for fc7.bwd; every layer needs"),
     (lambda t: [t.times_ps.pop(k) for k in ("relu1", "norm1")], "no time for relu1.fwd (and "
                                                                  "3 more)"),
+    (lambda t: t.times_ps["pool1"].update(bwd=0), "layer 'pool1' bwd: a measured time of zero, "
+                                                  "but its backward runs"),
 ])
 def test_times_must_be_for_this_network_batch_and_dtype_and_cover_it(change, message):
     times = made_up_times("alexnet", 16)
@@ -116,6 +120,40 @@ def test_every_kernel_of_the_stream_takes_its_measured_time(tmp_path):
         assert op.time_ps == times.times_ps[op.name][op.pass_], (op.name, op.pass_)
     roofline = iteration_stream("googlenet", 8, "float32", "all")[1]
     assert all(op.time_ps is None for op in roofline.ops if op.op == "compute")
+
+
+POOL_FIRST = """\
+name: pool_first
+layers:
+  - {name: data, kind: data, params: {shape: [3, 16, 16]}}
+  - {name: pool0, kind: pool, params: {kernel_size: 2, stride: 2}}
+  - {name: conv1, kind: conv, params: {num_output: 8, kernel_size: 3, pad: 1}}
+  - {name: relu1, kind: relu}
+  - {name: fc, kind: fc, params: {num_output: 10}}
+  - {name: loss, kind: loss}
+"""
+
+
+def test_a_backward_with_nothing_to_differentiate_does_not_run(tmp_path):
+    """A pool on the network input has no weights and no input needing a gradient: no backward
+    kernel runs for it, the convolution after it computes no input gradient, and a file giving
+    that backward zero (as time-layers writes it) reads back and drives the stream."""
+    net_path = tmp_path / "pool_first.yaml"
+    net_path.write_text(POOL_FIRST)
+    infos = {i.name: i for i in load_network(net_path).infer(4)}
+    assert not infos["pool0"].has_backward and infos["pool0"].bwd_needs == ()
+    assert infos["conv1"].grad_inputs == () and infos["conv1"].has_backward
+    assert infos["conv1"].flops_bwd == infos["conv1"].flops_fwd  # the filter gradient alone
+    assert infos["relu1"].grad_inputs == ("conv1",)
+    times = LayerTimes("pool_first", 4, "float32", "a made-up device",
+                       {n: {"fwd": 1000 * (k + 1), "bwd": 0 if n == "pool0" else 2000 * (k + 1)}
+                        for k, n in enumerate(["pool0", "conv1", "relu1", "fc", "loss"])}, "test")
+    times.write(tmp_path / "t.json")
+    assert load_layer_times(tmp_path / "t.json").times_ps == times.times_ps
+    _, stream = iteration_stream(str(net_path), 4, "float32", "all", tmp_path / "t.json")
+    computes = [(op.name, op.pass_) for op in stream.ops if op.op == "compute"]
+    assert ("pool0", "fwd") in computes and ("pool0", "bwd") not in computes
+    assert ("conv1", "bwd") in computes
 
 
 def test_an_edited_times_file_is_read_afresh(tmp_path):
