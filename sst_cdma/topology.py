@@ -196,6 +196,9 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     if o.gpus_per_switch and nvlink:
         _refuse(f"--gpus-per-switch {o.gpus_per_switch} contradicts --link {link_name}: GPUs "
                 "share a PCIe switch, and this host link is NVLink")
+    if explicit(o, "compute_efficiency") and o.layer_times:
+        _refuse("--compute-efficiency contradicts --layer-times: every kernel takes its "
+                "measured time, so no roofline efficiency applies")
     if explicit(o, "compute_efficiency") and o.kernel_model == "fitted":
         _refuse("--compute-efficiency contradicts --kernel-model fitted: the roofline's "
                 "efficiency applies to --kernel-model roofline (the fitted model has its own)")

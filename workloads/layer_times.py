@@ -279,6 +279,9 @@ def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
         if measured.gpu and measured.gpu != preset:
             text += (f", predicted for {preset} from {measured.gpu} by the kernel model's "
                      "per-layer ratio")
+        elif not measured.gpu:
+            text += (f", used unscaled on {preset} (the file names no GPU preset to scale "
+                     "from: time-layers --gpu records one)")
         return text
     if kernel_model == "roofline":
         return "roofline"

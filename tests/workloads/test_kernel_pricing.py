@@ -95,6 +95,16 @@ def test_the_timeline_and_the_trace_name_the_algorithm(repo, tmp_path):
     assert run.reports["summary"]["kernel_times"] == summary["kernel_times"]
 
 
+def test_the_workspace_cap_binds_the_oracle_too(repo):
+    """--workspace is the framework's cap: the oracle (unlimited memory) keeps the fastest
+    algorithms within it, so a zero cap slows the oracle as it slows the run."""
+    def oracle_s(*opts):
+        run = _simulate(repo, "--network", "alexnet", "--batch", "16", *opts)
+        return run.reports["summary"]["baselines"]["oracle"]["iteration_time_s"]
+
+    assert oracle_s("--workspace", "0B") > oracle_s()
+
+
 def test_an_unmeasured_gpu_says_whose_parameters_it_borrows(repo):
     run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "hopper",
                     "--no-baselines")

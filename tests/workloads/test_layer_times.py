@@ -187,7 +187,9 @@ def test_without_offload_the_iteration_is_the_sum_of_the_measured_times(repo, tm
     assert gpu.forward_time_ps == forward
     assert gpu.iteration_time_ps == forward + backward
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["kernel_times"] == f"measured on a made-up device ({tmp_path / 't.json'})"
+    assert summary["kernel_times"] == (f"measured on a made-up device ({tmp_path / 't.json'}), "
+                                       "used unscaled on pascal (the file names no GPU preset "
+                                       "to scale from: time-layers --gpu records one)")
     assert summary["baselines"]["oracle"]["iteration_time_s"] == pytest.approx(
         (forward + backward) / 1e12, rel=1e-15)  # the baselines run the same kernels
     roofline = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none",
@@ -213,6 +215,10 @@ def test_measured_times_keep_the_simulation_equal_to_the_closed_form(repo, tmp_p
 
 def test_bad_layer_times_stop_the_run_before_it_starts(repo, tmp_path):
     made_up_times("alexnet", 16).write(tmp_path / "t.json")
+    with pytest.raises(RunError, match="--compute-efficiency contradicts --layer-times: every "
+                                       "kernel takes its measured time"):
+        _simulate(repo, "--network", "alexnet", "--batch", "16", "--kernel-model", "roofline",
+                  "--compute-efficiency", "0.05", "--layer-times", str(tmp_path / "t.json"))
     with pytest.raises(RunError) as err:
         _simulate(repo, "--network", "alexnet", "--batch", "32", "--layer-times",
                   str(tmp_path / "t.json"))
