@@ -399,9 +399,13 @@ def _memory_plot(folder: Path, row: Any, swept: list[str], path: Path) -> Option
                 "gpu_memory_capacity_bytes")
         except (OSError, ValueError):
             capacity = None
-        if capacity:
+        peak = max(b for points in tracks.values() for _, b in points)
+        if capacity and capacity <= 2 * peak:
             ax.axhline(capacity / 1e9, color="#c44e52", linestyle=":", linewidth=1.0,
                        label="capacity")
+        elif capacity:  # drawn to scale it would flatten the curves at the bottom
+            ax.plot([], [], color="#c44e52", linestyle=":", linewidth=1.0,
+                    label=f"capacity {capacity / 1e9:.3g} GB (above the plot)")
     ax.set_xlabel("time in the iteration (ms)")
     ax.set_ylabel("GPU memory allocated (GB)")
     ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — GPU memory over the "

@@ -158,6 +158,10 @@ def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Pa
     csv = path / "results.csv" if path.is_dir() else path
     where = display_path(csv)
     if not csv.is_file():
+        if path.is_dir() and (path / "summary.json").is_file():
+            raise ResultsError(f"{where}: no such results table: {display_path(path)} holds one "
+                               "run's output; a results table is what 'sst-cdma sweep --output "
+                               "DIR' writes")
         raise ResultsError(f"{where}: no such results table")
     try:
         data = csv.read_bytes()
@@ -172,7 +176,8 @@ def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Pa
         frame = pd.read_csv(io.BytesIO(data))
     except Exception as exc:  # pandas' parser errors, a file that is not text
         text = " ".join(str(exc).split())
-        raise ResultsError(f"{where}: cannot read: {type(exc).__name__}: {text}") from None
+        raise ResultsError(f"{where}: not a results table (a CSV file): {type(exc).__name__}: "
+                           f"{text}") from None
     if sweep_columns and ("status" not in frame.columns or "point" not in frame.columns):
         raise ResultsError(f"{where}: not a sweep results table (no point/status columns)")
     if frame.empty:

@@ -199,6 +199,15 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     folder = _results(tmp_path)
     assert main(["report", str(folder), "--x", "colour"]) == 1
     assert "--x colour: no such column" in _one_line_error(capsys)
+    run = tmp_path / "one_run"  # a single run's --output-directory, not a sweep's
+    run.mkdir()
+    (run / "summary.json").write_text('{\n "iteration_time_s": 1.0,\n "layers": [1, 2, 3]\n}\n')
+    assert main(["report", str(run)]) == 1
+    assert "holds one run's output; a results table is what 'sst-cdma sweep --output DIR' " \
+        "writes" in _one_line_error(capsys)
+    assert main(["report", str(run / "summary.json")]) == 1
+    assert "summary.json: not a results table (a CSV file): ParserError" in \
+        _one_line_error(capsys)
 
 
 @pytest.mark.parametrize("keep", ["header", "mid-header", "mid-row"])

@@ -77,3 +77,32 @@ def test_a_report_output_that_is_a_file_is_one_error_naming_it(results, tmp_path
     with pytest.raises(ReportError, match="blocker is a file, not a folder"):
         write_report(results, blocker / below if below else blocker)
     assert blocker.read_text() == "not a folder"
+
+
+def test_the_memory_plot_keeps_the_curves_readable_beside_a_far_larger_capacity(results,
+                                                                                monkeypatch):
+    """AlexNet at batch 4 peaks near 0.1 GB of the P100's 17 GB: drawn to scale, the capacity
+    line would flatten every curve at the bottom, so the legend names it instead; a capacity
+    within twice the peak is drawn as a line."""
+    import matplotlib.figure
+
+    drawn = {}
+
+    def record(fig, path, *args, **kwargs):
+        if str(path).endswith("memory.png"):
+            ax = fig.axes[0]
+            drawn["top"] = ax.get_ylim()[1]
+            drawn["labels"] = [t.get_text() for t in ax.get_legend().get_texts()]
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    summary_path = results / "points" / "k1" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    peak, capacity = summary["peak_gpu_memory_bytes"], summary["gpu_memory_capacity_bytes"]
+    assert capacity > 2 * peak
+    write_report(results, timeline=1)
+    assert drawn["top"] < capacity / 1e9
+    assert f"capacity {capacity / 1e9:.3g} GB (above the plot)" in drawn["labels"]
+    summary["gpu_memory_capacity_bytes"] = int(1.5 * peak)
+    summary_path.write_text(json.dumps(summary))
+    write_report(results, timeline=1)
+    assert drawn["top"] >= 1.5 * peak / 1e9 and "capacity" in drawn["labels"]
