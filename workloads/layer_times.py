@@ -30,6 +30,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from sst_cdma.atomic_files import write_text_whole
+
 from .errors import WorkloadError, not_utf8
 from .network import Network
 from .stream import parse_duration
@@ -129,10 +131,7 @@ class LayerTimes:
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the file (atomically: a reader never sees half of it)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_whole(path, json.dumps(self.to_json(), indent=1) + "\n")
 
 
 def _parse(doc: Any, where: str) -> LayerTimes:

@@ -255,6 +255,8 @@ def _plans(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    import shlex
+
     from ..model.calibration import (CalibrationError, check_params, format_fit_errors, load,
                                      params_document, write_params)
     from ..model.fitted import PARAMS_PATH
@@ -273,7 +275,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.check:
         if differences:
             more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
-            return _fail(f"{differences[0]}{more}; run 'sst-cdma calibrate' to refit it")
+            # the user's own --data and --output: a bare refit would rewrite the shipped file
+            refit = " ".join([PROG, "calibrate"] + [
+                f"{flag} {shlex.quote(str(value))}"
+                for flag, value in (("--data", args.data), ("--output", args.output)) if value])
+            mark = '"' if "'" in refit else "'"
+            return _fail(f"{differences[0]}{more}; run {mark}{refit}{mark} to refit it")
         print(f"{output}: matches the refit")
     else:
         print(f"wrote {output}")

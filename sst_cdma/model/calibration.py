@@ -4,8 +4,9 @@ and measuring how well it predicts them.
 The measurements are Baidu DeepBench's cuDNN/cuBLAS fp32 training kernels on four NVIDIA GPUs
 (github.com/baidu-research/DeepBench, ``results/train``, Apache-2.0), shipped as CSV in
 ``calibration_data/deepbench/`` (its README gives the columns). :func:`load` reads and
-validates them; every bad input is a :class:`CalibrationError` of one line naming the file, the
-line and the field (``conv_train_fp32.csv:17: fwd_ms: must be a positive number, got '-1'``).
+validates them; every bad input is a :class:`CalibrationError` of one line naming the file (its
+path under the folder as given), the line and the field
+(``data/conv_train_fp32.csv:17: fwd_ms: must be a positive number, got '-1'``).
 
 :func:`fit` fits :class:`~sst_cdma.model.kernel_model.KernelParams` to one or several GPU sets
 (pooled) by least squares on log(predicted / measured) over every measured kernel (forward,
@@ -34,14 +35,15 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .gpus import GPUS
+from ..atomic_files import write_text_whole
 from .kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
                            conv_times, gemm_times)
 
 __all__ = ["DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
-           "ERROR_FLOOR", "CalibrationError", "CalibrationGPU", "CalibrationSet", "FitError",
-           "Evaluation", "RatioTable", "load", "predict", "roofline", "fit", "fit_error",
-           "ratios", "pooled", "evaluate", "params_document", "write_params", "check_params",
-           "format_fit_errors", "significant"]
+           "ERROR_FLOOR", "MAX_TIME_MS", "CalibrationError", "CalibrationGPU",
+           "CalibrationSet", "FitError", "Evaluation", "RatioTable", "load", "predict",
+           "roofline", "fit", "fit_error", "ratios", "pooled", "evaluate", "params_document",
+           "params_text", "write_params", "check_params", "format_fit_errors", "significant"]
 
 #: The shipped measurements.
 DATA_DIR = Path(__file__).with_name("calibration_data") / "deepbench"
@@ -54,6 +56,10 @@ KINDS = PASSES + ("gemm",)
 ERROR_FLOOR = 1e-4
 #: Share of a bound the fit starts from when a default lies outside it.
 _INSIDE = 0.01
+#: The longest measured kernel accepted, in ms (an hour).
+MAX_TIME_MS = 3.6e6
+#: How the provenance of ``kernel_params.json`` names the shipped files.
+_SHIPPED_SOURCE = "sst_cdma/model/calibration_data/deepbench"
 
 #: Physical bounds of each parameter for the fit: shares of peak at most 1 (the backward and
 #: cuBLAS factors multiply ``gemm_efficiency`` and may exceed 1), DRAM at 50-95% of its peak,
@@ -119,6 +125,9 @@ class CalibrationSet:
     fwd_algorithm: tuple[str, ...]
     conv_keys: tuple[tuple[Any, ...], ...]
     gemm_keys: tuple[tuple[Any, ...], ...]
+    #: The files read (conv, GEMM, GPUs), as the provenance of ``kernel_params.json`` names
+    #: them: ``sst_cdma/model/calibration_data/deepbench/...`` for the shipped copy, else the
+    #: path under the data folder as it was given.
     files: tuple[str, ...]
 
     @property
@@ -137,11 +146,12 @@ class CalibrationSet:
 
 # -- loading ---------------------------------------------------------------------------------
 
-def _read(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
-    """Rows of a CSV file with their line numbers, after checking the header has ``columns``."""
-    name = path.name
+def _read(path: str, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    """Rows of a CSV file with their line numbers, after checking the header has ``columns``
+    (a UTF-8 byte-order mark, as spreadsheets write, is skipped). Errors name ``path``."""
+    name = path
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             header = next(reader, None)
             if header is None:
@@ -190,14 +200,17 @@ def _time(value: str, where: str, field: str, optional: bool = False) -> float:
         number = math.nan
     if not math.isfinite(number) or number <= 0:
         raise CalibrationError(f"{where}: {field}: must be a positive number, got {value!r}")
+    if number > MAX_TIME_MS:
+        raise CalibrationError(f"{where}: {field}: longer than an hour ({MAX_TIME_MS:.0f} ms) "
+                               f"for one kernel, got {value!r}")
     return number * 1e-3
 
 
-def _gpus(path: Path) -> dict[str, CalibrationGPU]:
+def _gpus(path: str) -> dict[str, CalibrationGPU]:
     presets = {spec.calibration: name for name, spec in GPUS.items() if spec.calibration}
     out: dict[str, CalibrationGPU] = {}
     for line, row in _read(path, _GPUS_COLUMNS):
-        where = f"{path.name}:{line}"
+        where = f"{path}:{line}"
         name = row["gpu"]
         if not name:
             raise CalibrationError(f"{where}: gpu: missing value")
@@ -215,7 +228,7 @@ def _gpus(path: Path) -> dict[str, CalibrationGPU]:
                                    Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps,
                                             sm_fp32_lanes=spec.sm_fp32_lanes))
     if not out:
-        raise CalibrationError(f"{path.name}: no GPUs listed")
+        raise CalibrationError(f"{path}: no GPUs listed")
     return out
 
 
@@ -225,17 +238,33 @@ def _known_gpu(value: str, where: str, gpus: Mapping[str, CalibrationGPU]) -> st
     return value
 
 
+def _source_names(folder: Path, paths: Sequence[str]) -> tuple[str, ...]:
+    """How the provenance names the files read: the shipped copy by its place in the source
+    tree (however the folder was given), other folders as given."""
+    try:
+        shipped = folder.samefile(DATA_DIR)
+    except OSError:
+        shipped = False
+    if shipped:
+        return tuple(f"{_SHIPPED_SOURCE}/{Path(p).name}" for p in paths)
+    return tuple(paths)
+
+
 def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, CalibrationSet]:
     """The measured sets in ``data_dir`` (default: the shipped DeepBench copy, :data:`DATA_DIR`),
     one per GPU of ``gpus.csv``, in its order. Raises :class:`CalibrationError` on bad input."""
-    folder = Path(data_dir) if data_dir is not None else DATA_DIR
+    given = os.fspath(data_dir) if data_dir is not None else os.fspath(DATA_DIR)
+    folder = Path(given)
     if not folder.is_dir():
-        raise CalibrationError(f"{folder}: not a folder of calibration data")
-    gpus = _gpus(folder / GPUS_FILE)
+        raise CalibrationError(f"{given}: not a folder of calibration data")
+    # paths as under the folder the user gave, for messages and provenance
+    conv_path, gemm_path, gpus_path = (os.path.join(given, f)
+                                       for f in (CONV_FILE, GEMM_FILE, GPUS_FILE))
+    gpus = _gpus(gpus_path)
     conv: dict[str, list[tuple[Any, ...]]] = {g: [] for g in gpus}
     seen: dict[tuple[Any, ...], int] = {}
-    for line, row in _read(folder / CONV_FILE, _CONV_COLUMNS):
-        where = f"{CONV_FILE}:{line}"
+    for line, row in _read(conv_path, _CONV_COLUMNS):
+        where = f"{conv_path}:{line}"
         gpu = _known_gpu(row["gpu"], where, gpus)
         shape = tuple(_whole(row[c], where, c, 0 if c.startswith("pad") else 1)
                       for c in _CONV_SHAPE)
@@ -255,8 +284,8 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
         conv[gpu].append(shape + times + (algo, occurrence))
     gemm: dict[str, list[tuple[Any, ...]]] = {g: [] for g in gpus}
     seen = {}
-    for line, row in _read(folder / GEMM_FILE, _GEMM_COLUMNS):
-        where = f"{GEMM_FILE}:{line}"
+    for line, row in _read(gemm_path, _GEMM_COLUMNS):
+        where = f"{gemm_path}:{line}"
         gpu = _known_gpu(row["gpu"], where, gpus)
         mnk = tuple(_whole(row[c], where, c, 1) for c in ("M", "N", "K"))
         for col in ("a_transpose", "b_transpose"):
@@ -266,21 +295,29 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
         occurrence = seen.get((gpu,) + key, 0)
         seen[(gpu,) + key] = occurrence + 1
         gemm[gpu].append(key + (_time(row["time_ms"], where, "time_ms"), occurrence))
+    # a GPU without convolutions (or GEMMs, or any backward-data time) would leave those
+    # parameters unconstrained and its fit error NaN
+    for name in gpus:
+        for path, rows in ((conv_path, conv[name]), (gemm_path, gemm[name])):
+            if not rows:
+                raise CalibrationError(f"{path}: no rows for GPU {name!r} (listed in "
+                                       f"{GPUS_FILE})")
+        if all(math.isnan(row[12]) for row in conv[name]):
+            raise CalibrationError(f"{conv_path}: bwd_data_ms: no value for GPU {name!r} "
+                                   f"(every row empty)")
+    files = _source_names(folder, (conv_path, gemm_path, gpus_path))
     sets = {}
     for name, gpu in gpus.items():
-        if not conv[name] and not gemm[name]:
-            raise CalibrationError(f"{CONV_FILE}: no measurements of GPU {name!r} (listed in "
-                                   f"{GPUS_FILE})")
-        cols = list(zip(*conv[name])) if conv[name] else [()] * 16
+        cols = list(zip(*conv[name]))
         problems = {key: np.array(cols[i], dtype=float) for i, key in enumerate(
             ("w", "h", "c", "n", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w"))}
-        gcols = list(zip(*gemm[name])) if gemm[name] else [()] * 7
+        gcols = list(zip(*gemm[name]))
         seconds = {p: np.array(cols[11 + i], dtype=float) for i, p in enumerate(PASSES)}
         seconds["gemm"] = np.array(gcols[5], dtype=float)
         sets[name] = CalibrationSet(
             gpu, problems, {x: np.array(gcols[i], dtype=float) for i, x in enumerate("mnk")},
             seconds, tuple(cols[14]), tuple(row[:11] + row[15:] for row in conv[name]),
-            tuple(row[:5] + row[6:] for row in gemm[name]), (CONV_FILE, GEMM_FILE, GPUS_FILE))
+            tuple(row[:5] + row[6:] for row in gemm[name]), files)
     return sets
 
 
@@ -512,8 +549,7 @@ def params_document(sets: Mapping[str, CalibrationSet],
             "provenance": {
                 "source": [f"DeepBench {gpu.source_sheet} (Baidu, "
                            "github.com/baidu-research/DeepBench, Apache-2.0)"] +
-                          [f"sst_cdma/model/calibration_data/deepbench/{f}"
-                           for f in cset.files],
+                          list(cset.files),
                 "cudnn": gpu.cudnn,
                 "cuda": gpu.cuda,
                 "rows": {kind: cset.rows(kind) for kind in KINDS},
@@ -530,17 +566,48 @@ def write_params(path: Union[str, os.PathLike[str]],
     """Fit every GPU of ``data_dir`` (or the given ``sets``) and write ``kernel_params.json``
     to ``path``; returns the document written."""
     doc = params_document(sets if sets is not None else load(data_dir))
-    text = json.dumps(doc, indent=1) + "\n"
+    text = params_text(path, doc)
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_text_whole(path, text)
     except OSError as exc:
-        raise CalibrationError(f"{path}: cannot write: {exc.strerror}") from None
+        raise CalibrationError(f"{path}: cannot write: {exc.strerror or exc}") from None
     return doc
+
+
+def _non_finite(value: Any, where: str = "") -> Optional[str]:
+    """Where in ``value`` the first NaN or infinity is (``families.P100.params.x``), if any."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'document'}: not a finite number ({value})"
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}" if where else str(key))
+        if found:
+            return found
+    return None
+
+
+def params_text(path: Union[str, os.PathLike[str]], doc: Mapping[str, Any]) -> str:
+    """``doc`` as the text of ``kernel_params.json``; a NaN or infinity in it (which would be
+    invalid JSON) is a :class:`CalibrationError` naming ``path`` and where it is."""
+    found = _non_finite(doc)
+    if found:
+        raise CalibrationError(f"{path}: {found}, which JSON cannot hold")
+    try:
+        return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
 
 
 def check_params(path: Union[str, os.PathLike[str]], doc: Mapping[str, Any]) -> list[str]:
     """How the file at ``path`` differs from the refitted ``doc`` (families, devices, presets,
-    parameters at 6 significant digits): one line per difference, empty when they agree."""
+    parameters at 6 significant digits): one line per difference, empty when they agree. A
+    ``doc`` that could not be written (a NaN or infinity) is a :class:`CalibrationError`."""
+    params_text(path, doc)
     name = Path(path).name
     try:
         committed = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -8,10 +8,10 @@ from __future__ import annotations
 import fnmatch
 import io
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
+from ..atomic_files import replace_whole
 from .execute import STATISTICS, point_dir
 from .spec import Point
 from .stats import parse_selector, select
@@ -123,19 +123,13 @@ def build_table(rows: Iterable[Mapping[str, Any]]) -> Any:
     return pd.DataFrame(frame, columns=list(columns))
 
 
-def _replace(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def write_tables(table: Any, output: Path) -> tuple[Path, Path]:
     """Write ``results.csv`` and ``results.parquet`` into ``output`` (each replaced atomically);
     return their paths."""
     output.mkdir(parents=True, exist_ok=True)
     csv_path, parquet_path = output / "results.csv", output / "results.parquet"
-    _replace(csv_path, lambda p: table.to_csv(p, index=False, lineterminator="\n"))
-    _replace(parquet_path, lambda p: table.to_parquet(p, index=False))
+    replace_whole(csv_path, lambda p: table.to_csv(p, index=False, lineterminator="\n"))
+    replace_whole(parquet_path, lambda p: table.to_parquet(p, index=False))
     return csv_path, parquet_path
 
 

@@ -1,12 +1,14 @@
 """Fitting the kernel model to DeepBench (sst_cdma/model/calibration.py, ``sst-cdma calibrate``):
-the shipped measurements load, bad input is one line naming file:line and field, the fit is
-deterministic and is what kernel_params.json holds, and the error figures are what they say."""
+the shipped measurements load, bad input is one line naming file:line (the path under the data
+folder as given) and field, the fit is deterministic and is what kernel_params.json holds (never
+with a NaN), and the error figures are what they say."""
 from __future__ import annotations
 
 import csv
 import hashlib
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -59,6 +61,14 @@ def _copy(tmp_path: Path, gpus: tuple[str, ...] = (), conv_rows: int = 0,
             with open(out / name, "w", newline="") as f:
                 csv.writer(f, lineterminator="\n").writerows(kept)
     return out
+
+
+def _drop(folder: Path, name: str, gpu: str) -> None:
+    """Remove every row of ``gpu`` from ``name``."""
+    with open(folder / name, newline="") as f:
+        rows = list(csv.reader(f))
+    with open(folder / name, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(r for r in rows if r[0] != gpu)
 
 
 def _edit(folder: Path, name: str, line: int, column: str, value: str) -> None:
@@ -126,6 +136,15 @@ def test_the_shipped_copy_is_the_one_converted_from_deepbench():
      "gemm_train_fp32.csv:4: b_transpose: must be N or T, got 'X'"),
     (cal.GPUS_FILE, 3, "gpu", "K80",
      "gpus.csv:3: gpu: no GPU preset has calibration 'K80' (sst_cdma/model/gpus.py)"),
+    # implausible times: not finite, or longer than an hour for one kernel
+    (cal.CONV_FILE, 6, "fwd_ms", "1e300",
+     "conv_train_fp32.csv:6: fwd_ms: longer than an hour (3600000 ms) for one kernel, got "
+     "'1e300'"),
+    (cal.CONV_FILE, 8, "bwd_data_ms", "3600000.5",
+     "conv_train_fp32.csv:8: bwd_data_ms: longer than an hour (3600000 ms) for one kernel, "
+     "got '3600000.5'"),
+    (cal.GEMM_FILE, 9, "time_ms", "inf",
+     "gemm_train_fp32.csv:9: time_ms: must be a positive number, got 'inf'"),
 ])
 def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path, name, line, column, value,
                                                          message):
@@ -133,16 +152,57 @@ def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path, name, line, 
     _edit(folder, name, line, column, value)
     with pytest.raises(cal.CalibrationError) as info:
         cal.load(folder)
-    assert str(info.value) == message
+    # the file is named by its path under the folder as given
+    assert str(info.value) == os.path.join(str(folder), message)
+
+
+def test_an_hour_is_the_longest_time_accepted(tmp_path):
+    folder = _copy(tmp_path, ("P100",))
+    _edit(folder, cal.CONV_FILE, 2, "bwd_filter_ms", "3600000")
+    assert cal.load(folder)["P100"].seconds["bwd_filter"][0] == 3600.0
+
+
+@pytest.mark.parametrize("empty, message", [
+    ("conv", "conv_train_fp32.csv: no rows for GPU 'P100' (listed in gpus.csv)"),
+    ("gemm", "gemm_train_fp32.csv: no rows for GPU 'P100' (listed in gpus.csv)"),
+    ("conv TitanX", "conv_train_fp32.csv: no rows for GPU 'TitanX' (listed in gpus.csv)"),
+    ("gemm TitanX", "gemm_train_fp32.csv: no rows for GPU 'TitanX' (listed in gpus.csv)"),
+    ("bwd_data", "conv_train_fp32.csv: bwd_data_ms: no value for GPU 'P100' (every row "
+                 "empty)"),
+])
+def test_every_gpu_needs_convolutions_and_gemms(tmp_path, empty, message):
+    # without them their parameters would be arbitrary and the fit error NaN
+    folder = _copy(tmp_path, ("P100", "TitanX"), conv_rows=3, gemm_rows=3)
+    if empty in ("conv", "gemm"):  # the header only
+        path = folder / (cal.CONV_FILE if empty == "conv" else cal.GEMM_FILE)
+        path.write_text(path.read_text().splitlines()[0] + "\n")
+    elif empty == "bwd_data":
+        for line in (2, 3, 4):
+            _edit(folder, cal.CONV_FILE, line, "bwd_data_ms", "")
+    else:
+        kind, gpu = empty.split()
+        _drop(folder, cal.CONV_FILE if kind == "conv" else cal.GEMM_FILE, gpu)
+    with pytest.raises(cal.CalibrationError) as info:
+        cal.load(folder)
+    assert str(info.value) == os.path.join(str(folder), message)
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    folder = _copy(tmp_path, ("P100",))
+    for name in (cal.CONV_FILE, cal.GEMM_FILE, cal.GPUS_FILE):  # as Excel saves CSV
+        path = folder / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    cset = cal.load(folder)["P100"]
+    assert (cset.rows("fwd"), cset.rows("gemm")) == (94, 44)
 
 
 def test_a_missing_column_is_named(tmp_path):
     folder = _copy(tmp_path)
     path = folder / cal.CONV_FILE
     path.write_text(path.read_text().replace(",fwd_ms,", ",fwd_time,", 1))
-    with pytest.raises(cal.CalibrationError, match=r"^conv_train_fp32\.csv:1: fwd_ms: missing "
-                                                   r"column$"):
+    with pytest.raises(cal.CalibrationError) as info:
         cal.load(folder)
+    assert str(info.value) == f"{folder / cal.CONV_FILE}:1: fwd_ms: missing column"
 
 
 def test_an_empty_bwd_data_is_allowed(tmp_path):
@@ -271,12 +331,77 @@ def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("sst-cdma: params.json: P100: tile_reuse: committed ")
+    # the advice repeats the user's own arguments (a bare refit would rewrite the shipped file)
+    assert err.endswith(f"; run 'sst-cdma calibrate --data {data} --output {out}' to refit "
+                        "it\n")
 
 
-def test_calibrate_reports_bad_data_in_one_line(tmp_path, capsys):
+def test_the_provenance_names_the_files_read(tmp_path, monkeypatch, sets, fits, committed):
+    data = _copy(tmp_path, ("P100",))
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "--data", "data", "--output", "params.json"]) == 0
+    source = json.loads((tmp_path / "params.json").read_text())["families"]["P100"][
+        "provenance"]["source"]
+    assert source[1:] == [os.path.join("data", name)
+                          for name in (cal.CONV_FILE, cal.GEMM_FILE, cal.GPUS_FILE)]
+    assert (data / cal.CONV_FILE).exists()
+    # the shipped copy keeps its own names, however its folder is given
+    for shipped in (sets, cal.load(str(cal.DATA_DIR) + os.sep)):
+        doc = cal.params_document({"P100": shipped["P100"]}, fits)
+        assert doc["families"]["P100"]["provenance"]["source"] == \
+            committed["families"]["P100"]["provenance"]["source"]
+    assert committed["families"]["P100"]["provenance"]["source"][1] == \
+        "sst_cdma/model/calibration_data/deepbench/conv_train_fp32.csv"
+
+
+def test_calibrate_reports_bad_data_in_one_line(tmp_path, capsys, monkeypatch):
     data = _copy(tmp_path, ("P100",))
     _edit(data, cal.CONV_FILE, 4, "fwd_ms", "-1")
     assert main(["calibrate", "--data", str(data), "--output", str(tmp_path / "x.json")]) == 1
-    assert capsys.readouterr().err == ("sst-cdma: conv_train_fp32.csv:4: fwd_ms: must be a "
+    assert capsys.readouterr().err == (f"sst-cdma: {data / cal.CONV_FILE}:4: fwd_ms: must be a "
                                        "positive number, got '-1'\n")
     assert not (tmp_path / "x.json").exists()
+    monkeypatch.chdir(tmp_path)  # a relative --data is named as given
+    assert main(["calibrate", "--data", "./data/", "--output", "x.json"]) == 1
+    assert capsys.readouterr().err == ("sst-cdma: ./data/conv_train_fp32.csv:4: fwd_ms: must "
+                                       "be a positive number, got '-1'\n")
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_calibrate_leaves_an_existing_file_alone_on_bad_data(tmp_path, capsys, check):
+    data = _copy(tmp_path, ("P100",))
+    path = data / cal.GEMM_FILE
+    path.write_text(path.read_text().splitlines()[0] + "\n")  # the header only
+    out = tmp_path / "params.json"
+    out.write_text("{}\n")
+    argv = ["calibrate", "--data", str(data), "--output", str(out)] + (["--check"] if check
+                                                                        else [])
+    assert main(argv) == 1
+    assert capsys.readouterr() == ("", f"sst-cdma: {path}: no rows for GPU 'P100' (listed in "
+                                       "gpus.csv)\n")
+    assert out.read_text() == "{}\n"
+
+
+def test_a_nan_is_never_written(tmp_path, capsys, monkeypatch):
+    doc = {"format": "x", "families": {"P100": {"params": {"tile_reuse": 1.0},
+                                                "provenance": {"source": ["a"],
+                                                               "fit_error": {"fwd": {
+                                                                   "median_ratio": math.nan}}}}}}
+    with pytest.raises(cal.CalibrationError) as info:
+        cal.params_text("out.json", doc)
+    assert str(info.value) == ("out.json: families.P100.provenance.fit_error.fwd.median_ratio: "
+                               "not a finite number (nan), which JSON cannot hold")
+    doc["families"]["P100"]["provenance"]["fit_error"]["fwd"]["median_ratio"] = 1.0
+    doc["families"]["P100"]["params"]["tile_reuse"] = math.inf
+    assert json.loads(cal.params_text("out.json", {"a": 1.5})) == {"a": 1.5}
+    # sst-cdma calibrate, with and without --check, refuses such a document
+    data = _copy(tmp_path, ("P100",), conv_rows=3, gemm_rows=3)
+    monkeypatch.setattr(cal, "params_document", lambda sets, fits=None: doc)
+    out = tmp_path / "params.json"
+    out.write_text("{}\n")
+    for check in ([], ["--check"]):
+        assert main(["calibrate", "--data", str(data), "--output", str(out)] + check) == 1
+        assert capsys.readouterr() == ("", f"sst-cdma: {out}: families.P100.params.tile_reuse: "
+                                           "not a finite number (inf), which JSON cannot hold\n")
+        assert out.read_text() == "{}\n"
