@@ -56,7 +56,8 @@ SUMMARY: tuple[Key, ...] = (
     _k("codec_units", "integer", "compression/decompression units per cDMA engine", ENGINE),
     _k("codec_unit_throughput_Bps", "number", "uncompressed bytes/s each codec unit handles", ENGINE),
     _k("kernel_times", "string", "where kernel times come from: `model fitted on ...`, "
-       "`roofline`, `measured on DEVICE (FILE)` or a `workload stream`"),
+       "`roofline`, `measured on DEVICE (FILE)` followed by how the times reach this GPU "
+       "(scaled from the preset the file names, or used unscaled), or a `workload stream`"),
     _k("iteration_time_s", "number", "iteration time"),
     _k("forward_time_s", "number", "forward pass"),
     _k("backward_time_s", "number", "backward pass"),
