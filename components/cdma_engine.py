@@ -196,7 +196,8 @@ class CDMAEngine(Component):
                         self.wire[tensor] = raw
                     return
                 raise ConfigError(f"{self.name}: {exc}", source) from None
-        elif p["algorithm"] != "none" and any(t not in self.real for t, _, _ in offloaded):
+        elif any(t not in self.real for t, _, _ in offloaded):
+            # also for a plain copy engine: its ratio by algorithm covers the same tensors
             profile = self._dense_profile(workload["network"])
         known = profile.tensors if profile is not None else {}
         for tensor, raw, sparse in offloaded:

@@ -23,6 +23,18 @@ def simulate(*opts, out=None):
 ALEX = ("--network", "alexnet", "--batch", "16", "--algorithm", "zvc", "--no-baselines")
 
 
+def test_the_ratio_by_algorithm_does_not_depend_on_the_codec_the_engine_runs():
+    """Every registered algorithm's ratio on the same tensors: a plain copy engine reads the
+    transformer's dense tensors (the causal softmax, half zeros) from the same profile as a
+    compressing one."""
+    gpt = ("--network", "gpt2_small", "--batch", "1", "--seq-len", "256", "--dtype", "bfloat16",
+           "--policy", "compress-all", "--no-baselines")
+    plain = simulate(*gpt, "--algorithm", "none")["compression_ratio_by_algorithm"]
+    zvc = simulate(*gpt, "--algorithm", "zvc")["compression_ratio_by_algorithm"]
+    assert plain == zvc
+    assert zvc["zvc"] > 1.05  # the causal softmax's zeros count
+
+
 def test_plain_offload_bypasses_the_codec_and_compress_uses_it():
     plain = simulate(*ALEX, "--policy", "offload-all")
     packed = simulate(*ALEX, "--policy", "compress-all")
