@@ -72,6 +72,21 @@ def test_gh200_host_memory_is_grace_lpddr5x_in_every_system():
     assert other.simulation.components["host"].params["bandwidth"] == 76.8e9
 
 
+def test_each_gh200_superchip_has_its_own_grace_memory():
+    """Four superchips offload into four LPDDR5X memories, not one: their offloads stall no
+    more than one superchip's alone."""
+    opts = ("--network", "vgg16", "--batch", "32", "--policy", "all", "--algorithm", "none",
+            "--no-baselines")
+    four = run(GH200, *opts, "--gpus", "4")
+    assert sorted(n for n, c in four.graph.components.items()
+                  if c.type == "cdma.HostMemory") == ["host0", "host1", "host2", "host3"]
+    one = summary(GH200, *opts)
+    assert four.reports["summary"]["stall_time_s"] == pytest.approx(one["stall_time_s"],
+                                                                     rel=1e-9)
+    shared = summary(GH200, *opts, "--gpus", "4", "--gpus-per-host", "4")
+    assert shared["stall_time_s"] > 1.5 * one["stall_time_s"]
+
+
 def test_gh200_host_memory_bandwidth_limits_its_offloads():
     opts = ("--network", "vgg16", "--batch", "32", "--policy", "all", "--algorithm", "none",
             "--no-baselines")
