@@ -282,8 +282,9 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     if not o.no_baselines:
         add_baselines()
     reporter = sst.Component("report", "cdma.Reporter")
-    if system:
-        reporter.addParam("system", system)
+    if system:  # the topology's own name for its shape, which --gpus may have changed
+        reporter.addParam("system", system if o.gpus == gpus else
+                          f"{system}, run with {o.gpus} of its {gpus} GPUs")
     options = sst.getProgramOptions()
     fmt = o.stats or ("csv" if options.get("output-directory") else "")
     if fmt:

@@ -38,6 +38,8 @@ def test_eight_gpus_against_one_on_the_same_workload():
     eight = summary("--network alexnet --batch 32 --policy none")
     assert not check_summary(eight) and not check_summary(one)
     assert (one["gpu_count"], eight["gpu_count"]) == (1, 8)
+    assert eight["system"] == "HGX H100 8-GPU, NVLink4/NVSwitch, PCIe gen5 x16, 2 per switch"
+    assert one["system"] == f"{eight['system']}, run with 1 of its 8 GPUs"
     assert "allreduce" not in one
     a = eight["allreduce"]
     assert a["gpus"] == 8
