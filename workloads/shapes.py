@@ -148,8 +148,9 @@ def _token_shape(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]) 
     if kind == "linear":
         return (s, params["num_output"])
     if kind in ("layernorm", "rmsnorm", "gelu", "cross_entropy", "rope"):
-        if kind == "rope":
-            head_dim(params, d)
+        if kind == "rope" and head_dim(params, d) % 2:
+            raise ValueError(f"rope rotates pairs of a head's channels: its head dimension "
+                             f"must be even, got {head_dim(params, d)}")
         return (s, d)
     if kind == "swiglu":
         if d % 2:

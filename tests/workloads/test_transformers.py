@@ -173,6 +173,10 @@ def test_seq_len_and_attention_options():
     ({"layers": 0}, "field 'layers': must be a positive integer"),
     ({"bias": "yes"}, "field 'bias': must be true or false"),
     ({"depth": 3}, "unknown transformer field"),
+    ({"style": "llama", "hidden": 36, "heads": 4, "kv_heads": 4, "activation": "swiglu",
+      "norm": "rmsnorm", "tie_embeddings": False, "bias": False},
+     "layer 'blk0/rope': rope rotates pairs of a head's channels: its head dimension must be "
+     "even, got 9"),
 ])
 def test_bad_definitions_are_one_line_naming_file_and_field(tmp_path, fields, message):
     path = write(tmp_path, **fields)
