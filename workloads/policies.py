@@ -165,7 +165,8 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
                    dtype: str) -> dict[str, str]:
     """Read a per-tensor plan file: a JSON object tensor -> choice (:data:`CHOICES`, or
     ``free``, which summary.json reports for a tensor no backward kernel reads: read as
-    ``recompute``, so a summary's ``plan.tensors`` is a plan file). An unknown tensor or
+    ``recompute``, so a summary's ``plan.tensors`` is a plan file, and so is a whole
+    ``summary.json`` with a ``plan``). An unknown tensor or
     choice, a recomputed network input or a file that is not such an object raises
     WorkloadError naming the file (and the tensor)."""
     file = os.fspath(path)
@@ -176,6 +177,11 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
         raise WorkloadError(f"cannot read plan file: {exc.strerror or exc}", file=file) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"not a JSON plan file ({exc})", file=file) from None
+    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
+        data = data["plan"]  # a whole summary.json
+    elif isinstance(data, dict) and "iteration_time_s" in data:
+        raise WorkloadError("a summary.json without a 'plan' (a run of several GPUs has one "
+                            "per GPU, under 'gpus')", file=file)
     if isinstance(data, dict) and isinstance(data.get("tensors"), dict):
         data = data["tensors"]  # a summary's plan object, or {"tensors": {...}}
     if not isinstance(data, dict):

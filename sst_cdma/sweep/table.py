@@ -163,6 +163,9 @@ def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Pa
         raise ResultsError(f"{where}: cannot read: {exc.strerror or exc}") from None
     if not data.strip():
         raise ResultsError(f"{where}: the results table is empty")
+    if data.lstrip()[:1] in (b"{", b"["):
+        raise ResultsError(f"{where}: not a results table (a CSV file) but JSON: a results "
+                           "table is what 'sst-cdma sweep --output DIR' writes")
     if not data.endswith(b"\n"):
         raise ResultsError(f"{where}: truncated: the last line of the results table is "
                            "incomplete (run the sweep again to rewrite it)")

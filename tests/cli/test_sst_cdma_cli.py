@@ -206,8 +206,10 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     assert "holds one run's output; a results table is what 'sst-cdma sweep --output DIR' " \
         "writes" in _one_line_error(capsys)
     assert main(["report", str(run / "summary.json")]) == 1
-    assert "summary.json: not a results table (a CSV file): ParserError" in \
-        _one_line_error(capsys)
+    assert "summary.json: not a results table (a CSV file) but JSON" in _one_line_error(capsys)
+    (run / "notes.txt").write_text("a,b\n1,2\n1,2,3,4\n")
+    assert main(["report", str(run / "notes.txt")]) == 1
+    assert "notes.txt: not a results table (a CSV file): ParserError" in _one_line_error(capsys)
 
 
 @pytest.mark.parametrize("keep", ["header", "mid-header", "mid-row"])

@@ -94,6 +94,16 @@ def test_plan_file_option_and_its_errors(tmp_path):
     assert s["policy"] == "plan"
     assert s["plan"]["tensors"]["conv2"] == "compress"
     assert s["plan"]["tensors"]["pool2"] == "recompute"
+    # a run's whole summary.json is a plan file too (its plan's tensors)
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    again = simulate(*ALEX, "--plan", str(tmp_path / "summary.json"))
+    assert again["plan"]["tensors"] == s["plan"]["tensors"]
+    assert again["iteration_time_s"] == s["iteration_time_s"]
+    del s["plan"]  # as in a summary of several GPUs
+    (tmp_path / "multi.json").write_text(json.dumps(s))
+    with pytest.raises(RunError, match="multi.json: a summary.json without a 'plan' \\(a run "
+                                       "of several GPUs has one per GPU, under 'gpus'\\)"):
+        simulate(*ALEX, "--plan", str(tmp_path / "multi.json"))
     plan.write_text(json.dumps({"conv9": "keep"}))
     with pytest.raises(RunError) as err:
         simulate(*ALEX, "--plan", str(plan))
