@@ -478,8 +478,10 @@ def console_summary(s: dict[str, Any]) -> str:
         lines.append(functional_line(s))
     oom = s.get("out_of_memory")
     if oom:
-        lines.append(f"out of memory:   at layer {oom['layer']} ({oom['tensor']}), "
-                     f"{_sizes(oom['bytes_short'])[0]} short")
+        over = s["peak_gpu_memory_bytes"] - cap if cap else 0
+        lines.append(f"out of memory:   first at layer {oom['layer']} ({oom['tensor']}), "
+                     f"{_sizes(oom['bytes_short'])[0]} short"
+                     + (f"; the peak needs {_sizes(over)[0]} more" if over > 0 else ""))
     b = s.get("baselines", {})
     for label, name in (("oracle", "oracle"), ("vdnn", "vDNN baseline")):
         if label in b and not b[label].get("complete", True):

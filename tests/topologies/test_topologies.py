@@ -90,6 +90,12 @@ def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
     assert s["peak_gpu_memory_bytes"] > s["gpu_memory_capacity_bytes"]
     assert s["out_of_memory"]["bytes_short"] > 0 and s["out_of_memory"]["layer"]
     assert "DOES NOT FIT" in console and "out of memory:" in console
+    # the first allocation that fails is short by less than the whole overshoot, which the
+    # line gives too
+    over = s["peak_gpu_memory_bytes"] - s["gpu_memory_capacity_bytes"]
+    assert s["out_of_memory"]["bytes_short"] < over
+    line = next(l for l in console.splitlines() if l.startswith("out of memory:"))
+    assert line.endswith(f"; the peak needs {over / 1e9:.2f} GB more")
     # vDNN's claim: VGG-16 at batch 256 trains on a 12 GB Titan X once feature maps are
     # offloaded, although keeping everything resident does not fit. The fastest algorithms'
     # workspace (FFT, non-fused Winograd at batch 256) would not fit beside the feature maps:
