@@ -46,8 +46,10 @@ __all__ = ["CopyCost", "PlanModel", "PlanResult", "PlanInfeasible", "build_model
            "choices_counts"]
 
 GiB = 1024 ** 3
-#: At most this many plans per capacity while the reads induced by recomputation grow.
-NEEDS_ROUNDS = 6
+#: At most this many plans per capacity while the reads induced by recomputation grow. They
+#: only grow, so the rounds end; a transformer's residual stream lengthens its recomputation
+#: chains by about a block per round (OPT-125M at batch 48 on the A100 takes 9 rounds).
+NEEDS_ROUNDS = 64
 
 
 class PlanInfeasible(WorkloadError):
@@ -476,6 +478,12 @@ def _time_deltas(model: PlanModel, current: np.ndarray, copies: np.ndarray, rec:
     return (new_t * first).sum(axis=1)
 
 
+def _rows(model: PlanModel, choices: Mapping[str, str]) -> np.ndarray:
+    """The model's row of each tensor's choice in ``choices``."""
+    return np.array([model.first_row[t] + model.choices[t].index(choices[name])
+                     for t, name in enumerate(model.tensors)])
+
+
 def _result(model: PlanModel, rows: np.ndarray) -> PlanResult:
     choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
     return PlanResult(choices, model.time_ps(rows), int(model.memory(rows).max()))
@@ -574,6 +582,12 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
         else:
             model.capacity = target
             result = plan_greedy(model, label)
+            # priced with the reads this last plan induces, which the render will make
+            grown = {t: needs.get(t, frozenset()) | at for t, at in induced_needs(
+                network, batch, dtype, result.choices).items()}
+            full = build_model(network, batch, dtype, base, kernel_ps, target, copy_costs,
+                               elastic_workspace, grown)
+            result.predicted_time_ps = full.time_ps(_rows(full, result.choices))
         peak = plan_peak(render(result.choices), fixed_ws)
         result.rendered_peak_bytes = peak
         result.rounds = round_
