@@ -460,8 +460,13 @@ def console_summary(s: dict[str, Any]) -> str:
                           f"{len(links)} shared, busiest {name} ({u['bandwidth_Bps'] / 1e9:.2f} "
                           f"GB/s) busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to "
                           "GPU"))
-    if "plan" in s and s["plan"]["tensors"] and s["policy"] not in ("none", "all", "conv"):
-        lines.append(plan_line(s["plan"]))
+    plans = [s["plan"]] if "plan" in s else [g["plan"] for g in s.get("gpus", ()) if "plan" in g]
+    if plans and plans[0]["tensors"] and s["policy"] not in ("none", "all", "conv"):
+        # several GPUs: their plans, each its own GPU's, are one line when they agree
+        lines.append(plan_line(plans[0]) + ("" if len(plans) == 1 else
+                                            f" (each of {len(plans)} GPUs)"
+                                            if all(p == plans[0] for p in plans) else
+                                            " (gpu0; the GPUs' plans differ)"))
     if "allreduce" in s:
         lines.append(allreduce_line(s["allreduce"]))
     if "extra_dram_bytes" in s:

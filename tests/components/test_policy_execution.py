@@ -85,6 +85,11 @@ def test_console_prints_counts_bytes_and_recompute_time():
                  record_statistics=False)
     line = next(l for l in console.getvalue().splitlines() if l.startswith("tensors:"))
     assert "offload (" in line and "recompute" in line and " ms" in line
+    two = io.StringIO()  # several GPUs: each has its own plan, the same one here
+    sst_cdma.run(REPO / "topologies" / "pascal_cdma.py",
+                 [*ALEX, "--policy", "offload-all+recompute-cheap", "--gpus", "2"], console=two,
+                 record_statistics=False)
+    assert f"{line} (each of 2 GPUs)" in two.getvalue().splitlines()
 
 
 def test_plan_file_option_and_its_errors(tmp_path):
