@@ -178,9 +178,6 @@ def _check_topology(o: argparse.Namespace) -> None:
         if explicit(o, name) and not o.data_parallel:
             _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
                     "all-reduce, and this run is not data parallel")
-    if o.gpus_per_host and o.gpus_per_switch and o.gpus_per_host % o.gpus_per_switch:
-        _refuse(f"--gpus-per-host {o.gpus_per_host} is not a multiple of --gpus-per-switch "
-                f"{o.gpus_per_switch} (a switch sits in one host)")
     try:
         o.workspace_bytes = parse_bytes(o.workspace) if o.workspace else 0
     except UnitError as exc:
@@ -196,6 +193,10 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     if o.gpus_per_switch and nvlink:
         _refuse(f"--gpus-per-switch {o.gpus_per_switch} contradicts --link {link_name}: GPUs "
                 "share a PCIe switch, and this host link is NVLink")
+    if o.gpus_per_host and o.gpus_per_switch and o.gpus_per_host % o.gpus_per_switch:
+        default = "" if explicit(o, "gpus_per_host") else " (this topology's default)"
+        _refuse(f"--gpus-per-host {o.gpus_per_host}{default} is not a multiple of "
+                f"--gpus-per-switch {o.gpus_per_switch} (a switch sits in one host)")
     if explicit(o, "compute_efficiency") and o.layer_times:
         _refuse("--compute-efficiency contradicts --layer-times: every kernel takes its "
                 "measured time, so no roofline efficiency applies")

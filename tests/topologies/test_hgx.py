@@ -63,3 +63,11 @@ def test_offloads_share_the_switches_and_the_summary_says_so():
     assert s["allreduce"]["buckets"] == 4
     assert "slowed_by_offloads_s" in s["allreduce"]
     assert s["speedup_vs_vdnn"] > 1
+
+
+def test_a_switch_that_splits_the_default_host_names_the_default():
+    from sst_cdma.runner import RunError
+
+    with pytest.raises(RunError, match=r"--gpus-per-host 4 \(this topology's default\) is not "
+                                       r"a multiple of --gpus-per-switch 3"):
+        sst_cdma.run(HGX, "--network alexnet --batch 32 --gpus-per-switch 3", run_mode="init")
