@@ -178,6 +178,9 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
     except (ValueError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"not a JSON plan file ({exc})", file=file) from None
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
+        if data.get("network", network.name) != network.name:
+            raise WorkloadError(f"the plan of a {data['network']} run, not {network.name}",
+                                file=file)
         data = data["plan"]  # a whole summary.json
     elif isinstance(data, dict) and "iteration_time_s" in data:
         raise WorkloadError("a summary.json without a 'plan' (a run of several GPUs has one "

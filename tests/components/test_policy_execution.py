@@ -104,6 +104,9 @@ def test_plan_file_option_and_its_errors(tmp_path):
     again = simulate(*ALEX, "--plan", str(tmp_path / "summary.json"))
     assert again["plan"]["tensors"] == s["plan"]["tensors"]
     assert again["iteration_time_s"] == s["iteration_time_s"]
+    (tmp_path / "vgg.json").write_text(json.dumps(dict(s, network="vgg16")))
+    with pytest.raises(RunError, match="vgg.json: the plan of a vgg16 run, not alexnet"):
+        simulate(*ALEX, "--plan", str(tmp_path / "vgg.json"))
     del s["plan"]  # as in a summary of several GPUs
     (tmp_path / "multi.json").write_text(json.dumps(s))
     with pytest.raises(RunError, match="multi.json: a summary.json without a 'plan' \\(a run "
