@@ -66,15 +66,32 @@ def select_points(results: str | Path, where: Optional[list[str]] = None
     except ResultsError as exc:
         raise PivotError(str(exc)) from None
     frame = frame[frame["status"] == "ok"] if "status" in frame.columns else frame
-    for condition in where or []:
+    for k, condition in enumerate(where or []):
         key, eq, wanted = condition.partition("=")
         if not eq:
             raise PivotError(f"--where {condition!r}: expected KEY=VALUE")
         column = _column(frame, key, str(path))
         frame = frame[frame[column].astype(str) == wanted]
         if frame.empty:
-            raise PivotError(f"{path}: no point has {column} = {wanted!r}")
+            earlier = " among the points the --where conditions before it keep" if k else ""
+            raise PivotError(f"{path}: no point has {column} = {wanted!r}{earlier}")
     return path, frame
+
+
+def _check_one_point_per_cell(frame: pd.DataFrame, axes: list[str], path: Path) -> None:
+    """PivotError when several points fall in one cell of ``axes``, naming the parameters
+    that tell them apart (to pin with --where)."""
+    params = [c for c in frame.columns if (c == "topology" or c.startswith(PARAM_PREFIXES))
+              and c not in axes]
+    for cell, group in frame.groupby(axes, sort=False, dropna=False):
+        if len(group) > 1:
+            varying = [c for c in params if group[c].astype(str).nunique() > 1]
+            where = ", ".join(f"{a} = {v!r}" for a, v in zip(axes, cell if isinstance(
+                cell, tuple) else (cell,)))
+            raise PivotError(f"{path}: {len(group)} points fall in the cell {where}; they differ "
+                             f"in {', '.join(varying) or 'no parameter'}: pin "
+                             f"{'it' if len(varying) == 1 else 'them'} with --where "
+                             "KEY=VALUE")
 
 
 def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[str] = None,
@@ -97,6 +114,7 @@ def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[st
     if invert:
         data = 1.0 / data
     c = _column(frame, cols, str(path)) if cols else None
+    _check_one_point_per_cell(frame, [r] + ([c] if c else []), path)
     frame = pd.DataFrame({r: frame[r], "_value": data, **({c: frame[c]} if c else {})})
     for axis in (r, c):  # show a topology script's name, not its relative path
         if axis == "topology":

@@ -33,6 +33,20 @@ def test_where_filters_and_invert(results):
     assert "| none | 0.500 |" in text and "| zvc | 0.667 |" in text
 
 
+def test_several_points_in_one_cell_are_refused_naming_what_tells_them_apart(results):
+    """Rows by network alone: alexnet has two points (none and zvc), and a table of one
+    of them would be a silent pick."""
+    with pytest.raises(PivotError, match=r"2 points fall in the cell opt.network = 'alexnet'; "
+                                         r"they differ in opt.algorithm: pin it with --where"):
+        pivot_markdown(results, "network", "iteration_time_s")
+    pinned = pivot_markdown(results, "network", "iteration_time_s", where=["algorithm=zvc"])
+    assert "| alexnet | 1.500 |" in pinned
+    with pytest.raises(PivotError, match="no point has opt.algorithm = 'none' among the points "
+                                         "the --where conditions before it keep"):
+        pivot_markdown(results, "network", "iteration_time_s",
+                       where=["algorithm=zvc", "algorithm=none"])
+
+
 def test_errors_name_the_column(results, capsys):
     with pytest.raises(PivotError, match="no column 'speed'"):
         pivot_markdown(results, "network", "speed")
@@ -62,7 +76,8 @@ def test_negative_digits_are_refused(results, capsys):
     err = _refused(capsys, ["table", str(results), "--rows", "network", "--value",
                             "iteration_time_s", "--digits", "-5"])
     assert "--digits -5: must be a whole number from 0 to" in err
-    assert "| 2.0 |" in pivot_markdown(results, "algorithm", "iteration_time_s", digits=1)
+    assert "| 2.0 |" in pivot_markdown(results, "algorithm", "iteration_time_s", digits=1,
+                                       where=["network=alexnet"])
 
 
 @pytest.mark.parametrize("option, column", [("--divide-by", "algorithm"),
