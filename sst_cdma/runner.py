@@ -266,6 +266,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
             raise RunError(f"model options {model_options!r}: {str(exc).lower()}") from None
     else:
         opts = list(model_options or [])
+    if opts and str(script).endswith(".json"):
+        raise RunError(f"{script}: a JSON graph takes no model options (they shaped the graph "
+                       f"when it was written), got: {shlex.join(opts)}")
     t0 = time.perf_counter()
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
            "output-directory": str(output_directory) if output_directory is not None else None,

@@ -147,6 +147,24 @@ def test_sst_command_reports_a_bad_graph_in_one_line_with_status_1(tmp_path, cap
     assert err.count("\n") == 1 and "component 'a': params" in err and str(path) in err, err
 
 
+def test_a_graph_file_takes_no_model_options(tmp_path, capsys):
+    """They shaped the graph when it was written: given to a saved graph they would be
+    silently ignored (a user asking for another network would get the old one)."""
+    from sst_cdma.cli.sst_main import main
+
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(GRAPH))
+    message = (f"{path}: a JSON graph takes no model options (they shaped the graph when it "
+               "was written), got: --network vgg16")
+    with pytest.raises(RunError) as err:
+        run(path, ["--network", "vgg16"])
+    assert str(err.value) == message
+    assert main([str(path), "--", "--network", "vgg16"]) == 1
+    assert capsys.readouterr().err == f"sst: {message}\n"
+    assert main(["--model-options", "--network vgg16", str(path)]) == 1
+    assert capsys.readouterr().err == f"sst: {message}\n"
+
+
 # ------------------------------------------------------------ SST-core 16's graph files
 REFERENCE = "tests/data/sst-core-16"
 EXAMPLES = ["links_example", "statistics_example"]
