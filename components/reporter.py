@@ -163,7 +163,7 @@ class Reporter(Component):
             out["no_cdma_speedup"] = reason
         out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
                          for l in r.layers]
-        out["plan"] = plan_fields(r)
+        out["plan"] = plan_fields(r, engine.algorithm if engine else "none")
         return out
 
     @staticmethod
@@ -366,15 +366,22 @@ def functional_line(summary: dict[str, Any]) -> str:
                 f"bit, {verdict}")
 
 
-def plan_fields(r: GPUResult) -> dict[str, Any]:
+def plan_fields(r: GPUResult, codec: str = "none") -> dict[str, Any]:
     """``summary.json``'s ``plan``: what the iteration does with each activation tensor, how
     many tensors and bytes took each choice, the recomputation time and, under policy auto,
-    the planner's prediction."""
+    the planner's prediction. Through an engine whose ``codec`` is ``none`` every offload is a
+    plain copy, reported as ``offload``."""
+    def reported(choice: str) -> str:
+        return "offload" if choice == "compress" and codec == "none" else choice
+
+    choices = {t: reported(c) for t, c in r.choices.items()}
     counts = {c: 0 for c in r.choice_bytes}
-    for choice in r.choices.values():
+    sizes = {c: 0 for c in r.choice_bytes}
+    for c, size in r.choice_bytes.items():
+        sizes[reported(c)] += size
+    for choice in choices.values():
         counts[choice] = counts.get(choice, 0) + 1
-    out: dict[str, Any] = {"tensors": dict(r.choices), "counts": counts,
-                           "bytes": dict(r.choice_bytes),
+    out: dict[str, Any] = {"tensors": choices, "counts": counts, "bytes": sizes,
                            "recompute_time_s": r.recompute_time_ps * PS}
     if r.planner:
         out["planner"] = dict(r.planner)

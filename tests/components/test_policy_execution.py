@@ -35,6 +35,19 @@ def test_the_ratio_by_algorithm_does_not_depend_on_the_codec_the_engine_runs():
     assert zvc["zvc"] > 1.05  # the causal softmax's zeros count
 
 
+def test_offloads_through_an_engine_without_a_codec_are_reported_as_plain_copies():
+    none = simulate("--network", "alexnet", "--batch", "16", "--algorithm", "none",
+                    "--no-baselines")["plan"]
+    zvc = simulate("--network", "alexnet", "--batch", "16", "--algorithm", "zvc",
+                   "--no-baselines")["plan"]
+    assert zvc["counts"]["compress"] > 0 and zvc["counts"]["offload"] == 0
+    assert none["counts"]["offload"] == zvc["counts"]["compress"]
+    assert none["counts"]["compress"] == 0
+    assert none["bytes"]["offload"] == zvc["bytes"]["compress"]
+    assert {t for t, c in none["tensors"].items() if c == "offload"} == \
+        {t for t, c in zvc["tensors"].items() if c == "compress"}
+
+
 def test_plain_offload_bypasses_the_codec_and_compress_uses_it():
     plain = simulate(*ALEX, "--policy", "offload-all")
     packed = simulate(*ALEX, "--policy", "compress-all")
