@@ -16,10 +16,11 @@ Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import traceback
-from typing import NoReturn, Optional, Sequence
+from typing import Any, Iterator, NoReturn, Optional, Sequence
 
 from .. import __version__
 from .sst_main import OneLineParser
@@ -167,6 +168,26 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     return int(tool.main(argv) or 0)
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While it holds, SIGTERM (what batch schedulers and ``timeout`` send) stops a command
+    as Ctrl-C does: finished work is kept, temporary folders removed, one line said."""
+    import signal
+    import threading
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from ..sweep import SpecError, SweepInterrupted, run_sweep
     from ..sweep.marks import display_path
@@ -304,7 +325,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:
-        return handler(args)
+        with _terminate_as_interrupt():
+            return handler(args)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except BrokenPipeError:  # stdout's reader closed it (| head): run_main ends quietly

@@ -160,9 +160,13 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
                     bar.set_postfix(failed=failed_now)
     except KeyboardInterrupt:
         finished = _finished(planned, points_dir)
-        raise SweepInterrupted(f"interrupted: {finished} of {len(planned)} points done "
-                               f"(kept in {display_path(points_dir)}); run again to resume",
-                               finished, len(planned)) from None
+        if finished < len(planned):
+            raise SweepInterrupted(f"interrupted: {finished} of {len(planned)} points done "
+                                   f"(kept in {display_path(points_dir)}); run again to resume",
+                                   finished, len(planned)) from None
+        # stopped while shutting down, every point done: the table can still be written
+        for _, task in todo:
+            records[task.key] = load_result(points_dir, task.key) or records.get(task.key)
     except DispatchError as exc:
         finished = _finished(planned, points_dir)
         raise SweepInterrupted(f"{exc}: {finished} of {len(planned)} points done (kept "

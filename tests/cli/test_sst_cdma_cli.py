@@ -156,6 +156,33 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
         assert len((tmp_path / "runs" / str(n)).read_text().splitlines()) == 1
 
 
+@pytest.mark.slow  # one sst-cdma process starting a cluster: ~5 s
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
+    """What `timeout` and batch schedulers send: finished points kept, one line, no
+    temporary folders left."""
+    spec = _write(tmp_path, """
+        topology: sleepy.py
+        options: {sleep: 0.8}
+        grid:
+          n: [1, 2, 3, 4, 5, 6, 7, 8]
+    """)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", "sweep",
+                             str(spec), "-o", str(out), "--workers", "2", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    points = out / "points"
+    while time.monotonic() < deadline and proc.poll() is None:
+        if points.exists() and any((p / "DONE").is_file() for p in points.glob("*")):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)                   # to the command alone, as timeout does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted:" in err and "run again to resume" in err and err.count("\n") == 1
+    assert not [p for p in points.glob("*") if ".tmp-" in p.name]
+
+
 def _results(tmp_path: Path) -> Path:
     rows = []
     for i, (net, alg) in enumerate((n, a) for n in ("alexnet", "vgg16") for a in ("none", "zvc")):

@@ -53,3 +53,27 @@ def test_ctrl_c_keeps_finished_points_and_rerun_resumes(counting, tmp_path, clie
     for key in kept:                                # finished before Ctrl-C: never rerun
         n = int(again.table[again.table["key"] == key]["opt.n"].iloc[0])
         assert counting.count(n) == 1
+
+
+def test_an_interrupt_after_the_last_point_still_writes_the_table(counting, tmp_path, client1,
+                                                                  monkeypatch):
+    """Ctrl-C (or SIGTERM) while the cluster shuts down, every point done: nothing is left to
+    resume, so the table is written as if the sweep had ended."""
+    import sst_cdma.sweep.driver as driver
+
+    real = driver.Dispatcher
+
+    class LateInterrupt(real):
+        def run(self, tasks):
+            yield from super().run(tasks)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "Dispatcher", LateInterrupt)
+    spec = counting.spec("""
+        topology: {script}
+        grid:
+          n: [1, 2, 3]
+    """)
+    outcome = run_sweep(spec, output=tmp_path / "out", client=client1, progress=False)
+    assert outcome.total == 3 and outcome.failed == 0 and outcome.ran == 3
+    assert (tmp_path / "out" / "results.csv").is_file()
