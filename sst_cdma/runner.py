@@ -3,6 +3,7 @@ results in-process. The ``sst`` CLI and :func:`sst_cdma.run` both go through her
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shlex
@@ -137,10 +138,12 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     cli_options = {k: v for k, v in (program_options or {}).items() if v}
     graph.program_options.update(cli_options)
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
+    loaded = {name.partition(".")[0] for name in sys.modules}
     config_api._reset(graph, path)
     sys.argv = [path, *model_options]
     sys.modules["sst"] = config_api  # type: ignore[assignment]
     sys.path.insert(0, os.path.dirname(path))
+    importlib.invalidate_caches()  # a helper module written since the last run is seen
     try:
         try:
             source = Path(path).read_text(encoding="utf-8")
@@ -169,6 +172,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
+        _forget_script_modules(os.path.dirname(path), loaded)
         if saved_sst is None:
             sys.modules.pop("sst", None)
         else:
@@ -176,6 +180,21 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     graph.program_options.update(cli_options)
     _check_structure(graph)
     return graph
+
+
+def _forget_script_modules(folder: str, loaded: set[str]) -> None:
+    """Drop the modules a script imported from its own folder (packages of it included), so
+    that the next script, in another folder or after an edit, imports its own helpers rather
+    than these (sweep workers run many scripts in one process). Modules of packages that were
+    loaded before the script ran (this project's own) stay."""
+    root = os.path.join(os.path.abspath(folder), "")
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] in loaded:
+            continue
+        # a namespace package (a folder without __init__.py) has a __path__ but no __file__
+        places = [getattr(module, "__file__", None) or "", *getattr(module, "__path__", ())]
+        if any(place and os.path.abspath(place).startswith(root) for place in places):
+            del sys.modules[name]
 
 
 def _check_structure(graph: ConfigGraph) -> None:
