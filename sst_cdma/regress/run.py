@@ -13,12 +13,15 @@ from typing import Any, Optional, Sequence, Union
 from ..sweep.dispatch import Dispatcher
 from ..sweep.execute import PointTask, point_dir
 from ..sweep.keys import inputs_digest, key_of, script_digest
-from ..sweep.marks import SpecError
+from ..sweep.marks import SpecError, display_path
 from ..sweep.table import run_values
-from .compare import Difference, compare_case, select_values
+from .compare import (Difference, close_hint, compare_case, compared_keys, entry_kind,
+                      select_values, unmatched_entries, unused_tolerances)
 from .suite import Case, Suite, load_suite
 
 REFERENCE_VERSION = 1
+RERUN = "reference made with other {what}: run --update"   # a stale reference's row
+_NOTHING = "; no reference was updated"   # what --update's refusals add
 
 
 @dataclass
@@ -53,6 +56,13 @@ class SuiteOutcome:
 def read_reference(path: Path) -> Optional[dict[str, Any]]:
     """The reference values in ``path``, or None when it does not exist. SpecError when it is
     not a reference file."""
+    data = read_reference_file(path)
+    return None if data is None else data["values"]
+
+
+def read_reference_file(path: Path) -> Optional[dict[str, Any]]:
+    """The whole reference file ``path`` (case, topology, model_options, params, values), or
+    None when it does not exist. SpecError when it is not a reference file."""
     if not path.is_file():
         return None
     try:
@@ -61,7 +71,51 @@ def read_reference(path: Path) -> Optional[dict[str, Any]]:
         raise SpecError(f"not a reference file: {exc}", path) from None
     if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
         raise SpecError("not a reference file (no 'values' mapping)", path)
-    return data["values"]
+    return data
+
+
+def _option_groups(argv: Any) -> Optional[list[tuple[str, ...]]]:
+    """An argument list as its options (``--name`` and the values after it), sorted: the order
+    options are written in is not part of a case. None when not a list of strings."""
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return None
+    groups: list[list[str]] = []
+    for arg in argv:
+        if arg.startswith("--") or not groups:
+            groups.append([arg])
+        else:
+            groups[-1].append(arg)
+    return sorted(tuple(g) for g in groups)
+
+
+def _same_script(folder: Path, written: Any, case: Case) -> bool:
+    if not isinstance(written, str):
+        return False
+    if written == case.point.topology_name:
+        return True
+    return (folder / written).resolve() == Path(case.point.topology).resolve()
+
+
+def made_otherwise(suite: Suite, case: Case, data: dict[str, Any]) -> list[Difference]:
+    """One difference per thing the reference was made with that the case no longer has: its
+    topology, model options (in any order) or param overrides. A reference file without the
+    record (written by hand) is not checked for it."""
+    diffs = []
+    if "topology" in data and not _same_script(suite.folder.resolve(), data["topology"], case):
+        diffs.append(Difference(case.name, "(topology)", str(data["topology"]),
+                                case.point.topology_name, RERUN.format(what="topology")))
+    options = case.point.model_options(as_written=True)
+    if "model_options" in data and \
+            _option_groups(data["model_options"]) != _option_groups(options):
+        ref = data["model_options"]
+        diffs.append(Difference(case.name, "(options)",
+                                " ".join(map(str, ref)) if isinstance(ref, list) else str(ref),
+                                " ".join(options) or "(none)", RERUN.format(what="options")))
+    if "params" in data and data["params"] != case.point.overrides():
+        diffs.append(Difference(case.name, "(params)", json.dumps(data["params"], sort_keys=True),
+                                json.dumps(case.point.overrides(), sort_keys=True),
+                                RERUN.format(what="params")))
+    return diffs
 
 
 def reference_text(case: Case, values: dict[str, Any]) -> str:
@@ -109,35 +163,84 @@ def run_suite(folder: Union[str, Path], update: bool = False, workers: int = 1,
             by_dir = {t.points_dir: name for name, t in tasks.items()}
             for task, record in dispatcher.run(tasks.values()):
                 records[by_dir[task.points_dir]] = record
-        outcomes = [_judge(suite, case, records[case.name], tasks[case.name], update)
-                    for case in cases]
+        judged = [_judge(suite, case, records[case.name], tasks[case.name], update)
+                  for case in cases]
     finally:
         if keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    return SuiteOutcome(suite=suite, cases=outcomes)
+    if len(cases) == len(suite.cases) and all(j.keys is not None for j in judged):
+        compared = {key for j in judged for key in (j.keys or ())}
+        for pattern in unused_tolerances(suite.tolerance_lines, compared):
+            raise SpecError(f"tolerance {pattern!r} applies to no key any case compares"
+                            f"{close_hint(pattern, compared)}{_NOTHING if update else ''}",
+                            suite.file, suite.tolerance_lines[pattern])
+    for j in judged:   # only once every case passed its checks: all or nothing
+        if j.write is not None:
+            path, text = j.write
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    return SuiteOutcome(suite=suite, cases=[j.outcome for j in judged])
+
+
+
+@dataclass
+class _Judged:
+    """A case's outcome, the keys it compared (None when it did not get that far) and, with
+    update, the reference file to write."""
+
+    outcome: CaseOutcome
+    keys: Optional[list[str]] = None
+    write: Optional[tuple[Path, str]] = None
+
+
+def _check_entries(suite: Suite, case: Case, got: dict[str, Any],
+                   reference: Optional[dict[str, Any]], update: bool) -> list[str]:
+    """The keys the case compares; SpecError (the suite file, the line of the entry at fault)
+    for a compare entry that matches nothing in the run (nor in the reference), or a tolerance
+    of the case that applies to no compared key."""
+    for entry in unmatched_entries(case, got, reference):
+        where = "the run" if update else \
+            f"the run or its reference {display_path(suite.reference_path(case))}"
+        what = "no statistic of" if entry.startswith("stat.") else "nothing in"
+        hint = "" if entry.startswith("stat.") else \
+            close_hint(entry, [k for k in got if not k.startswith("stat.")])
+        raise SpecError(f"case {case.name}: compare {entry_kind(entry)} {entry!r} matches "
+                        f"{what} {where}{hint}{_NOTHING if update else ''}", suite.file,
+                        case.compare_lines.get(entry, case.line))
+    keys = compared_keys(case, got, reference)
+    for pattern in unused_tolerances(case.tolerance_lines, keys):
+        raise SpecError(f"case {case.name}: tolerance {pattern!r} applies to no compared key"
+                        f"{close_hint(pattern, keys)}{_NOTHING if update else ''}", suite.file,
+                        case.tolerance_lines[pattern])
+    return keys
 
 
 def _judge(suite: Suite, case: Case, record: dict[str, Any], task: PointTask,
-           update: bool) -> CaseOutcome:
+           update: bool) -> _Judged:
     if record.get("status") != "ok":
         error = record.get("error") or "failed"
-        return CaseOutcome(case, "error", [Difference(case.name, "(run)", "ok",
-                                                      f"failed: {error}", "")], error)
+        return _Judged(CaseOutcome(case, "error", [Difference(case.name, "(run)", "ok",
+                                                              f"failed: {error}", "")], error))
     got = run_values(record, point_dir(task.points_dir, task.key), case.selectors)
     path = suite.reference_path(case)
     if update:
+        keys = _check_entries(suite, case, got, None, update)
         text = reference_text(case, select_values(case, got))
         if path.is_file() and path.read_text(encoding="utf-8") == text:
-            return CaseOutcome(case, "unchanged")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return CaseOutcome(case, "updated")
-    reference = read_reference(path)
-    if reference is None:
-        return CaseOutcome(case, "missing", [Difference(case.name, "(reference)",
-                                                        "(no reference file)", "", "")])
+            return _Judged(CaseOutcome(case, "unchanged"), keys)
+        return _Judged(CaseOutcome(case, "updated"), keys, (path, text))
+    data = read_reference_file(path)
+    if data is None:
+        return _Judged(CaseOutcome(case, "missing", [Difference(
+            case.name, "(reference)", "(no reference file)", "", "")]))
+    stale = made_otherwise(suite, case, data)
+    if stale:   # the values of another simulation: comparing them would mean nothing
+        return _Judged(CaseOutcome(case, "failed", stale))
+    reference = data["values"]
+    keys = _check_entries(suite, case, got, reference, update)
     diffs = compare_case(case, reference, got)
-    return CaseOutcome(case, "failed" if diffs else "passed", diffs)
+    return _Judged(CaseOutcome(case, "failed" if diffs else "passed", diffs), keys)
 
 
-__all__ = ["run_suite", "SuiteOutcome", "CaseOutcome", "read_reference", "reference_text"]
+__all__ = ["run_suite", "SuiteOutcome", "CaseOutcome", "read_reference", "read_reference_file",
+           "reference_text", "made_otherwise"]

@@ -55,15 +55,30 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_glob(entry: str) -> bool:
+    """Whether a compare entry is a glob over the run's keys (a statistic selector never is:
+    its component glob is part of its name)."""
+    return any(ch in entry for ch in "*?[") and not entry.startswith("stat.")
+
+
+def applies(pattern: str, key: str) -> bool:
+    """Whether a tolerance written for ``pattern`` (a key or a glob) applies to ``key``."""
+    return pattern == key or fnmatch.fnmatchcase(key, pattern)
+
+
 @dataclass
 class Case:
-    """One regression case: a point to run, the keys to compare and their tolerances."""
+    """One regression case: a point to run, the keys to compare and their tolerances (its own,
+    then the suite's). ``compare_lines`` and ``tolerance_lines`` give the suite line of each
+    compare entry and of each of the case's own tolerances."""
 
     name: str
     point: Point
     compare: list[str]
     tolerances: list[tuple[str, Tolerance]] = field(default_factory=list)
     line: int = 0
+    compare_lines: dict[str, int] = field(default_factory=dict)
+    tolerance_lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def selectors(self) -> list[str]:
@@ -77,18 +92,20 @@ class Case:
             if pattern == key:
                 return tol
         for pattern, tol in self.tolerances:
-            if fnmatch.fnmatchcase(key, pattern):
+            if applies(pattern, key):
                 return tol
         return Tolerance()
 
 
 @dataclass
 class Suite:
-    """A loaded suite: its folder, name and cases."""
+    """A loaded suite: its folder, name and cases; its suite-wide tolerances and their
+    lines."""
 
     folder: Path
     name: str
     cases: list[Case]
+    tolerance_lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def file(self) -> Path:
@@ -100,7 +117,7 @@ class Suite:
         return self.folder / "reference" / f"{case.name}.json"
 
 
-def _tolerances(item: Located, path: Path, where: str) -> list[tuple[str, Tolerance]]:
+def _tolerances(item: Located, path: Path, where: str) -> list[tuple[str, Tolerance, int]]:
     if item.kind != "mapping":
         raise SpecError(f"{where} must map keys to {{abs: N, rel: N}}, not {kind_name(item)}",
                         path, item.line)
@@ -118,12 +135,12 @@ def _tolerances(item: Located, path: Path, where: str) -> list[tuple[str, Tolera
                 raise SpecError(f"{where}: {key}.{name} must be a number >= 0, not "
                                 f"{kind_name(value)}", path, value.line)
             values[name] = float(value.value)
-        out.append((key, Tolerance(values["abs"], values["rel"])))
+        out.append((key, Tolerance(values["abs"], values["rel"]), body.key_line or body.line))
     return out
 
 
 def _case(item: Located, index: int, folder: Path, path: Path,
-          defaults: list[tuple[str, Tolerance]]) -> Case:
+          defaults: list[tuple[str, Tolerance, int]]) -> Case:
     if item.kind != "mapping":
         raise SpecError(f"each case must be a mapping, not {kind_name(item)}", path, item.line)
     for key, value in item.items():
@@ -177,12 +194,14 @@ def _case(item: Located, index: int, folder: Path, path: Path,
                 params.append((pattern, key, value.value))
                 lines.append((f"param.{pattern}.{key}", value.line))
     compare = list(DEFAULT_COMPARE)
+    compare_lines = {entry: item.line for entry in compare}
     if "compare" in body:
         cmp = body["compare"]
         if cmp.kind != "sequence" or not cmp.value:
             raise SpecError(f"case {name}: compare must be a non-empty list of keys", path,
                             cmp.line)
         compare = []
+        compare_lines = {}
         for entry in cmp.value:
             if entry.kind != "scalar" or not isinstance(entry.value, str) or not entry.value:
                 raise SpecError(f"case {name}: compare entries are keys (strings), not "
@@ -192,16 +211,25 @@ def _case(item: Located, index: int, folder: Path, path: Path,
                     sel = parse_selector(entry.value)
                 except SelectorError as exc:
                     raise SpecError(f"case {name}: {exc}", path, entry.line) from None
-                compare.append(sel.column)
+                key = sel.column
             else:
-                compare.append(entry.value)
+                key = entry.value
+            compare.append(key)
+            compare_lines.setdefault(key, entry.line)
     tolerances = _tolerances(body["tolerance"], path, f"case {name}: tolerance") \
         if "tolerance" in body else []
+    if not any(is_glob(entry) for entry in compare):   # the compared keys are known already
+        for pattern, _, line in tolerances:
+            if not any(applies(pattern, key) for key in compare):
+                raise SpecError(f"case {name}: tolerance {pattern!r} applies to no compared key "
+                                f"(compare: {', '.join(compare)})", path, line)
     point = Point(index=index, topology=script, topology_name=Path(topo.value).as_posix(),
                   options=tuple(options), params=tuple(params), line=item.line,
                   lines=tuple(lines))
-    return Case(name=name, point=point, compare=compare, tolerances=tolerances + defaults,
-                line=item.line)
+    return Case(name=name, point=point, compare=compare,
+                tolerances=[(p, t) for p, t, _ in tolerances + defaults], line=item.line,
+                compare_lines=compare_lines,
+                tolerance_lines={p: line for p, _, line in tolerances})
 
 
 def load_suite(folder: Union[str, Path]) -> Suite:
@@ -235,7 +263,13 @@ def load_suite(folder: Union[str, Path]) -> Suite:
                             f"{seen[case.name]})", path, item.line)
         seen[case.name] = item.line
         cases.append(case)
-    return Suite(folder=folder, name=name, cases=cases)
+    if not any(is_glob(entry) for case in cases for entry in case.compare):
+        for pattern, _, line in defaults:
+            if not any(applies(pattern, key) for case in cases for key in case.compare):
+                raise SpecError(f"tolerance {pattern!r} applies to no key any case compares",
+                                path, line)
+    return Suite(folder=folder, name=name, cases=cases,
+                 tolerance_lines={p: line for p, _, line in defaults})
 
 
 def find_case(suite: Suite, name: str) -> Optional[Case]:
@@ -243,4 +277,5 @@ def find_case(suite: Suite, name: str) -> Optional[Case]:
     return next((c for c in suite.cases if c.name == name), None)
 
 
-__all__ = ["Suite", "Case", "Tolerance", "load_suite", "find_case", "SUITE_FILE"]
+__all__ = ["Suite", "Case", "Tolerance", "load_suite", "find_case", "is_glob", "applies",
+           "SUITE_FILE"]

@@ -154,3 +154,190 @@ def test_the_project_suite_passes():
     outcome = run_suite(REPO / "regress")
     assert len(outcome.cases) >= 3
     assert outcome.ok, [(d.case, d.key, d.reference, d.got) for d in outcome.differences]
+
+
+# -- compare entries and tolerances that match nothing; references of another simulation --------
+
+def _suite(tmp_path: Path, case_body: str, head: str = "") -> Path:
+    """A one-case suite (case ``c``, a 3x3 PHOLD torus) with ``case_body`` appended to the
+    case."""
+    folder = tmp_path / "s"
+    folder.mkdir(exist_ok=True)
+    text = (f"name: t\n{head}cases:\n  - name: c\n    topology: {PHOLD}\n"
+            "    options: {size: 3, events: 2, time-limit: 100ns}\n" + case_body)
+    (folder / "suite.yaml").write_text(text, encoding="utf-8")
+    return folder
+
+
+def _one_error_line(capsys, *words: str) -> str:
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.count("\n") == 1 and err.startswith("sst-cdma: "), err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+@pytest.mark.parametrize("selector, words", [
+    ("stat.nosuch.Sum", "no element declares a statistic 'nosuch'"),
+    ("stat.events_received.Average", "no statistic has a field 'Average'"),
+    ("stat.d2h_bytes.Average", "no statistic has a field 'Average'"),
+])
+def test_a_selector_no_element_or_statistic_type_allows_is_refused_before_running(
+        tmp_path, capsys, selector, words):
+    folder = _suite(tmp_path, f"    compare: [sim_time_ps,\n              {selector}]\n")
+    with pytest.raises(SpecError) as info:
+        load_suite(folder)
+    assert info.value.line == 7 and words in str(info.value)
+    assert main(["regress", str(folder), "--update"]) == 1
+    _one_error_line(capsys, "suite.yaml:7:", "case c", selector[len("stat."):], words)
+    assert not (folder / "reference").exists()
+
+
+def test_update_refuses_a_statistic_selector_that_matches_nothing_in_the_run(tmp_path, capsys):
+    # a declared statistic, but no component matches the glob: known only once the case ran
+    folder = _suite(tmp_path, '    compare: [sim_time_ps, "stat.nonode*:events_received.Sum"]\n')
+    assert main(["regress", str(folder), "--update"]) == 1
+    _one_error_line(capsys, "suite.yaml:6:", "case c", "'stat.nonode*:events_received.Sum'",
+                    "matches no statistic of the run")
+    assert not (folder / "reference").exists()
+
+
+def test_a_null_reference_of_a_statistic_that_matches_nothing_does_not_pass(tmp_path, capsys):
+    # what --update used to bless: the selector's value null; it PASSED ever after
+    folder = _suite(tmp_path, '    compare: [sim_time_ps, "stat.nonode*:events_received.Sum"]\n')
+    (folder / "reference").mkdir()
+    (folder / "reference" / "c.json").write_text(json.dumps({
+        "case": "c", "format": 1, "topology": str(PHOLD), "params": {},
+        "model_options": ["--size", "3", "--events", "2", "--time-limit", "100ns"],
+        "values": {"sim_time_ps": 109000, "stat.nonode*:events_received.Sum": None}}))
+    assert main(["regress", str(folder)]) == 1
+    _one_error_line(capsys, "suite.yaml:6:", "case c", "matches no statistic of the run or its "
+                    "reference")
+
+
+def test_a_statistic_the_reference_has_and_the_run_lost_is_a_difference(suite, capsys):
+    _edit(suite, "small", "stat.events_received.Sum", 5)
+    text = (suite / "suite.yaml").read_text().replace("stat.events_received.Sum]",
+                                                      '"stat.nonode*:events_received.Sum"]')
+    (suite / "suite.yaml").write_text(text)
+    _edit(suite, "small", "stat.nonode*:events_received.Sum", 5)
+    assert main(["regress", str(suite)]) == 1
+    out = capsys.readouterr().out
+    assert any(ln.split()[:4] == ["small", "stat.nonode*:events_received.Sum", "5", "(missing)"]
+               for ln in out.splitlines()), out
+
+
+@pytest.mark.parametrize("entry, kind", [("nosuchkey", "key"), ('"nomatch*"', "glob")])
+def test_update_refuses_a_compare_entry_that_matches_nothing(tmp_path, capsys, entry, kind):
+    folder = _suite(tmp_path, f"    compare: [events, sim_time_ps,\n"
+                              f"              {entry}]\n")
+    assert main(["regress", str(folder), "--update"]) == 1
+    _one_error_line(capsys, "suite.yaml:7:", "case c", f"compare {kind} {entry.strip(chr(34))!r}",
+                    "matches nothing in the run", "no reference was updated")
+    assert not (folder / "reference").exists()
+
+
+def test_update_writes_no_reference_when_one_case_is_refused(suite, capsys):
+    blessed = (suite / "reference" / "small.json").read_text()
+    text = (suite / "suite.yaml").read_text()
+    text = text.replace("      events: {abs: 5}\n", "      events: {abs: 5}\n"
+                        "    params:\n      \"node_*\": {max_delay: 0ns}\n")
+    text += '    compare: [sim_time_ps, "nomatch*"]\n'
+    (suite / "suite.yaml").write_text(text)
+    assert main(["regress", str(suite), "--update"]) == 1
+    _one_error_line(capsys, "case override", "'nomatch*'")
+    assert (suite / "reference" / "small.json").read_text() == blessed   # not half updated
+
+
+@pytest.mark.parametrize("entry, kind", [("nosuchkey", "key"), ('"nomatch*"', "glob")])
+def test_a_compare_entry_matching_nothing_in_run_or_reference_is_an_error(suite, capsys, entry,
+                                                                          kind):
+    text = (suite / "suite.yaml").read_text()
+    (suite / "suite.yaml").write_text(text + f"    compare: [sim_time_ps, {entry}]\n")
+    assert main(["regress", str(suite)]) == 1
+    _one_error_line(capsys, "suite.yaml:14:", "case override",
+                    f"compare {kind} {entry.strip(chr(34))!r}", "matches nothing in the run or "
+                    "its reference")
+
+
+def test_a_tolerance_on_a_key_not_compared_is_refused_before_running(tmp_path, capsys):
+    folder = _suite(tmp_path, "    compare: [sim_time_ps, events]\n    tolerance:\n"
+                              "      events: {abs: 1}\n      nosuchkey2: {abs: 1}\n")
+    with pytest.raises(SpecError) as info:
+        load_suite(folder)
+    assert info.value.line == 9 and "tolerance 'nosuchkey2' applies to no compared key" in \
+        str(info.value)
+    assert main(["regress", str(folder), "--update"]) == 1
+    _one_error_line(capsys, "suite.yaml:9:", "case c", "'nosuchkey2'")
+
+
+@pytest.mark.parametrize("update", [True, False])
+def test_a_tolerance_on_a_key_no_glob_compares_is_an_error(suite, capsys, update):
+    text = (suite / "suite.yaml").read_text()   # case override compares "*": known after the run
+    (suite / "suite.yaml").write_text(text + "    tolerance:\n      nosuchkey2: {abs: 1}\n")
+    assert main(["regress", str(suite)] + (["--update"] if update else [])) == 1
+    _one_error_line(capsys, "suite.yaml:15:", "case override",
+                    "tolerance 'nosuchkey2' applies to no compared key")
+
+
+@pytest.mark.parametrize("compare, at_load", [("[sim_time_ps]", True), ('["*"]', False)])
+def test_a_suite_tolerance_no_case_uses_is_an_error(tmp_path, capsys, compare, at_load):
+    folder = _suite(tmp_path, f"    compare: {compare}\n",
+                    head="tolerance:\n  \"*_time_s\": {rel: 1.0e-9}\n")
+    if at_load:   # every compared key is written out: no need to run the case to know
+        with pytest.raises(SpecError):
+            load_suite(folder)
+    else:         # "*" is known once the case ran
+        load_suite(folder)
+    assert main(["regress", str(folder), "--update"]) == 1
+    _one_error_line(capsys, "suite.yaml:3:", "tolerance '*_time_s' applies to no key any case "
+                    "compares")
+    assert not (folder / "reference").exists()
+
+
+def _case_edit(folder: Path, old: str, new: str) -> None:
+    text = (folder / "suite.yaml").read_text()
+    assert old in text
+    (folder / "suite.yaml").write_text(text.replace(old, new, 1))
+
+
+def test_a_reference_made_with_other_options_fails_until_updated(suite, capsys):
+    _case_edit(suite, "tolerance:\n      events: {abs: 5}",
+               "tolerance:\n      events: {abs: 1000000}\n      sim_time_ps: {rel: 1}\n"
+               "      stat.events_received.Sum: {rel: 1}")
+    assert main(["regress", str(suite)]) == 0
+    capsys.readouterr()
+    _case_edit(suite, "events: 2,", "events: 3,")          # within the loose tolerances
+    assert main(["regress", str(suite)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED    small     (1 difference)" in out and "PASSED    override" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("small "))
+    assert row.split()[1] == "(options)" and "--events 2" in row and "--events 3" in row
+    assert row.endswith("reference made with other options: run --update")
+    assert main(["regress", str(suite), "--update"]) == 0
+    assert main(["regress", str(suite)]) == 0
+
+
+def test_options_in_another_order_are_the_same_case(suite):
+    _case_edit(suite, "{size: 3, events: 2, time-limit: 100ns}",
+               "{time-limit: 100ns, events: 2, size: 3}")
+    assert main(["regress", str(suite)]) == 0
+
+
+def test_a_reference_made_with_other_params_or_topology_fails(suite, tmp_path, capsys):
+    _case_edit(suite, "max_delay: 0ns", "max_delay: 1ns")
+    assert main(["regress", str(suite)]) == 1
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("override "))
+    assert row.split()[1] == "(params)" and row.endswith("reference made with other params: "
+                                                         "run --update")
+    _case_edit(suite, "max_delay: 1ns", "max_delay: 0ns")
+    assert main(["regress", str(suite)]) == 0
+    copy = tmp_path / "phold_copy.py"
+    copy.write_text(PHOLD.read_text())
+    _case_edit(suite, f"topology: {PHOLD}", f"topology: {copy}")
+    assert main(["regress", str(suite)]) == 1
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("small "))
+    assert row.split()[1] == "(topology)" and "reference made with other topology" in row
