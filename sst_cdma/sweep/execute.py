@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -25,7 +26,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 DONE = "DONE"
 RESULT = "result.json"
@@ -98,12 +99,46 @@ def _package_roots() -> list[tuple[str, str]]:
     return out
 
 
+def shown_paths(values: Iterable[Any]) -> dict[str, str]:
+    """Absolute path -> the value as the spec wrote it, for each of ``values`` that is a file a
+    spec value names (a :class:`~sst_cdma.sweep.spec.SpecPath`: it remembers how it was
+    written)."""
+    return {str(v): v.written for v in values if isinstance(getattr(v, "written", None), str)}
+
+
+def task_paths(task: "PointTask") -> dict[str, str]:
+    """:func:`shown_paths` of a task's model options and param overrides."""
+    values = list(task.model_options)
+    for params in (task.overrides or {}).values():
+        values += list(params.values())
+    return shown_paths(values)
+
+
+def _as_shown(text: str, paths: Mapping[str, str]) -> str:
+    """``text`` with each absolute path of ``paths`` (and any path below it) shown as the spec
+    wrote it, in one pass, the longest first (a folder does not eat a file inside it)."""
+    if not paths:
+        return text
+    order = sorted(paths, key=len, reverse=True)
+    pattern = "(" + "|".join(map(re.escape, order)) + r")(/|(?![\w-]|\.\w))"
+
+    def shown(match: re.Match) -> str:
+        written = paths[match.group(1)]
+        return written.rstrip("/") + "/" if match.group(2) else written
+
+    return re.sub(pattern, shown, text)
+
+
 def clean_message(message: str, script: str, topology_name: str,
-                  folder: Optional[os.PathLike | str] = None) -> str:
+                  folder: Optional[os.PathLike | str] = None,
+                  paths: Optional[Mapping[str, str]] = None) -> str:
     """One line, with machine-specific paths replaced: the script's absolute path by its name in
-    the spec, the point's folder by ``.``, the package folders by their package names."""
+    the spec, the absolute path of each file a spec value names (``paths``: absolute path ->
+    as written) by the value as written, the point's folder by ``.``, the package folders by
+    their package names."""
     text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
     text = text.replace(str(script), topology_name)
+    text = _as_shown(text, paths or {})
     if folder is not None:
         text = text.replace(str(folder) + os.sep, "").replace(str(folder), ".")
     for root, name in _package_roots():
@@ -111,10 +146,19 @@ def clean_message(message: str, script: str, topology_name: str,
     return text
 
 
+def _names(message: str, where: str) -> bool:
+    """True when ``message`` names ``where`` (a path, ``file:line``) as a whole word."""
+    return re.search(rf"(?<![\w./-]){re.escape(where)}(?![\w/-]|\.\w)", message) is not None
+
+
 def script_error(exc: BaseException, stderr: str) -> str:
     """The message of a failed script: argparse's ``error:`` line when the script exited after
-    printing one, else the exception's text."""
+    printing one, else the exception's text (without its ``where:`` prefix when the message
+    names that place already: a path once)."""
     text = str(exc)
+    where, message = getattr(exc, "where", ""), getattr(exc, "message", None)
+    if isinstance(where, str) and where and isinstance(message, str) and _names(message, where):
+        text = message
     if "exited with status" in text:
         lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
         errors = [ln for ln in lines if "error:" in ln]
@@ -202,12 +246,16 @@ def _run_point(task: PointTask) -> dict[str, Any]:
                               "sim_time_ps": None, "events": None, "end_reason": None,
                               "summary": None}
     console, output = io.StringIO(), io.StringIO()
+    paths = task_paths(task)
+    options = [str(arg) for arg in task.model_options]
+    overrides = {pattern: {name: str(value) for name, value in params.items()}
+                 for pattern, params in (task.overrides or {}).items()}
     t0 = time.perf_counter()
     with in_directory(tmp), contextlib.redirect_stdout(output), \
             contextlib.redirect_stderr(output):
         try:
-            result = run(task.script, list(task.model_options), output_directory=tmp,
-                         console=console, overrides=task.overrides or None,
+            result = run(task.script, options, output_directory=tmp,
+                         console=console, overrides=overrides or None,
                          full_trace=task.full_trace)
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
                           end_reason=str(result.end_reason),
@@ -234,7 +282,8 @@ def _run_point(task: PointTask) -> dict[str, Any]:
                 record["summary"] = summary
             else:
                 record.update(status="failed", error=f"{SUMMARY}: must hold a JSON object")
-    record["error"] = clean_message(record["error"], task.script, task.topology_name, tmp)
+    record["error"] = clean_message(record["error"], task.script, task.topology_name, tmp,
+                                    paths)
     if console.getvalue():
         (tmp / "console.txt").write_text(console.getvalue(), encoding="utf-8")
     if output.getvalue():
@@ -247,4 +296,5 @@ def _run_point(task: PointTask) -> dict[str, Any]:
 
 
 __all__ = ["PointTask", "run_point", "PointStorageError", "load_result", "is_complete",
-           "point_dir", "in_directory", "clean_message", "script_error", "DONE", "RESULT", "STATISTICS", "SUMMARY"]
+           "point_dir", "in_directory", "clean_message", "script_error", "shown_paths",
+           "task_paths", "DONE", "RESULT", "STATISTICS", "SUMMARY"]

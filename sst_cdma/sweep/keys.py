@@ -74,30 +74,75 @@ def inputs_digest() -> str:
     return h.hexdigest()
 
 
-def _local_imports(path: Path) -> list[Path]:
-    """Modules ``path`` imports that live in its own folder (``import x`` / ``from x import``
-    where ``x.py`` or ``x/__init__.py`` is a sibling)."""
+def _module_files(root: Path, parts: list[str]) -> list[Path]:
+    """The files of the folder ``root`` that importing the dotted module ``parts`` (relative to
+    ``root``) executes: the ``__init__.py`` of each package on the way (a folder without one is
+    a namespace package) and the module itself (``x.py``, or ``x/__init__.py`` for a
+    package). Nothing for a module that is not in ``root``."""
+    out: list[Path] = []
+    folder = root
+    for part in parts:
+        if not part.isidentifier():
+            break
+        if (folder / part / "__init__.py").is_file():      # a package
+            out.append(folder / part / "__init__.py")
+        elif (folder / f"{part}.py").is_file():             # a module: no submodules below
+            out.append(folder / f"{part}.py")
+            break
+        elif not (folder / part).is_dir():                  # not here (or not a module)
+            break
+        folder = folder / part
+    return out
+
+
+def _local_imports(path: Path, root: Optional[Path] = None) -> list[Path]:
+    """The modules of the folder ``root`` (default: ``path``'s own folder, the script's, which
+    is first on ``sys.path`` when it runs) that ``path`` imports: ``import x`` / ``import
+    x.y`` / ``from x.y import z`` where ``x.py`` or the package ``x/`` lies in ``root``, with
+    every package's ``__init__.py`` on the way and ``z`` when it is a submodule; relative
+    imports (``from . import z``) of a module inside such a package too."""
+    root = path.parent if root is None else root
     try:
         tree = ast.parse(path.read_bytes(), str(path))
     except (SyntaxError, ValueError, OSError):
         return []
-    names: list[str] = []
+    # dotted module names, relative to root: the module imported, then any names imported
+    # from it that may be submodules
+    wanted: list[list[str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names += [alias.name.split(".")[0] for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module.split(".")[0])
-    out = []
-    for name in dict.fromkeys(names):
-        for candidate in (path.parent / f"{name}.py", path.parent / name / "__init__.py"):
-            if candidate.is_file():
-                out.append(candidate)
+            wanted += [alias.name.split(".") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = path.parent
+                for _ in range(node.level - 1):
+                    package = package.parent
+                try:
+                    base = list(package.relative_to(root).parts)
+                except ValueError:  # above the script's folder: not one of its modules
+                    continue
+                if not base:  # the script's folder itself is not a package
+                    continue
+            else:
+                base = []
+            module = base + (node.module.split(".") if node.module else [])
+            if not module:
+                continue
+            wanted.append(module)
+            wanted += [module + [alias.name] for alias in node.names if alias.name != "*"]
+    out: list[Path] = []
+    for parts in wanted:
+        for found in _module_files(root, parts):
+            if found not in out:
+                out.append(found)
     return out
 
 
 def script_digest(script: Path) -> str:
-    """sha256 of a topology script and, transitively, of the sibling modules it imports."""
+    """sha256 of a topology script and, transitively, of the modules of its folder it imports
+    (packages and their submodules included, with their ``__init__.py``)."""
     script = Path(script).resolve()
+    root = script.parent
     h = hashlib.sha256()
     seen: set[Path] = set()
     todo = [script]
@@ -106,11 +151,11 @@ def script_digest(script: Path) -> str:
         if path in seen:
             continue
         seen.add(path)
-        rel = path.name if path == script else path.relative_to(script.parent).as_posix()
+        rel = path.name if path == script else path.relative_to(root).as_posix()
         h.update(f"{rel}\0".encode())
         h.update(path.read_bytes())
         h.update(b"\0")
-        todo.extend(_local_imports(path))
+        todo.extend(_local_imports(path, root))
     return h.hexdigest()
 
 
@@ -125,7 +170,7 @@ def point_key(script_sha: str, model_options: list[str], overrides: dict[str, An
               inputs: Optional[str] = None, version: Optional[str] = None,
               files: Optional[dict[str, str]] = None, full_trace: bool = False) -> str:
     """The cache key of one simulation (hex, :data:`KEY_LENGTH` digits). ``files`` maps the
-    options that name files to their content digests, so an edited file runs again;
+    options and params that name files to their content digests, so an edited file runs again;
     ``full_trace`` (a point that keeps its full trace) makes another key."""
     payload: dict[str, Any] = {
         "script": script_sha,
@@ -148,8 +193,8 @@ def key_of(point: Any, script_sha: str, inputs: Optional[str] = None,
     """The cache key of a sweep or regression :class:`~sst_cdma.sweep.spec.Point`: its script,
     its options as written (sorted by name: their order does not make another point), its
     overrides (each pattern's params sorted by name), and the content of every file an option
-    names."""
-    files = {name: file_digest(Path(path)) for name, path in point.files}
+    or a param names."""
+    files = {name: file_digest(Path(path)) for name, path in point.named_files().items()}
     return point_key(script_sha, point.canonical_options(), point.canonical_overrides(),
                      inputs, files=files, full_trace=full_trace)
 

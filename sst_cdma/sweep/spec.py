@@ -8,6 +8,7 @@ import itertools
 import json
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
@@ -30,6 +31,44 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+#: A number as written in a spec (YAML 1.2 / JSON syntax: ``16``, ``16.0``, ``1.6e1``).
+NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def same_value(value: Any) -> str:
+    """``value`` as a command-line / param string, a number in one canonical spelling: numbers
+    equal in value (``16``, ``16.0``, ``1.6e1``, ``"16"``) give one text, so points that differ
+    only in how a number is written are one simulation (duplicate detection)."""
+    text = format_value(value)
+    if isinstance(value, bool) or not NUMBER.fullmatch(text.strip()):
+        return text
+    try:
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        return text
+    sign, digits, exponent = number.as_tuple()
+    if not any(digits):
+        return "0"
+    digits = "".join(map(str, digits))
+    stripped = digits.rstrip("0")
+    return f"{'-' if sign else ''}{stripped}e{int(exponent) + len(digits) - len(stripped)}"
+
+
+class SpecPath(str):
+    """The absolute path of a file or folder a spec value names (what a point runs with), which
+    remembers the value as the spec wrote it: errors show it so, never the absolute path."""
+
+    written: str
+
+    def __new__(cls, path: str, written: str) -> "SpecPath":
+        obj = super().__new__(cls, path)
+        obj.written = written
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SpecPath, (str(self), self.written))
 
 
 def _argv(options: Iterable[tuple[str, Any]], paths: dict[str, str]) -> list[str]:
@@ -62,13 +101,20 @@ class Point:
     lines: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     #: options whose value names a file or folder: (option, its absolute path)
     files: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    #: params whose value names a file or folder: (pattern, param, its absolute path)
+    param_files: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     def model_options(self, as_written: bool = False) -> list[str]:
         """The options the script sees in ``sys.argv[1:]``: ``--name value`` per option; a
         ``true`` option is a bare ``--name`` flag, ``false``/null options are left out. A value
         naming a file relative to the spec is given as its absolute path (a point runs in its
-        own folder), unless ``as_written``."""
-        return _argv(self.options, {} if as_written else dict(self.files))
+        own folder; a :class:`SpecPath`, which remembers the value as written), unless
+        ``as_written``."""
+        if as_written:
+            return _argv(self.options, {})
+        values = dict(self.options)
+        return _argv(self.options, {name: SpecPath(path, format_value(values[name]))
+                                    for name, path in self.files})
 
     def canonical_options(self) -> list[str]:
         """The options as written, sorted by name: what identifies the point (its cache key,
@@ -76,11 +122,27 @@ class Point:
         point."""
         return _argv(sorted(self.options, key=lambda option: option[0]), {})
 
-    def overrides(self) -> dict[str, dict[str, str]]:
-        """Param overrides for :func:`sst_cdma.runner.apply_overrides`."""
+    def overrides(self, as_written: bool = False) -> dict[str, dict[str, str]]:
+        """Param overrides for :func:`sst_cdma.runner.apply_overrides`. A value naming a file
+        relative to the spec is given as its absolute path (a :class:`SpecPath`), unless
+        ``as_written``, as for :meth:`model_options`."""
+        paths = {} if as_written else {(pattern, name): path
+                                       for pattern, name, path in self.param_files}
         out: dict[str, dict[str, str]] = {}
         for pattern, name, value in self.params:
-            out.setdefault(pattern, {})[name] = format_value(value)
+            text = format_value(value)
+            if (pattern, name) in paths:
+                text = SpecPath(paths[(pattern, name)], text)
+            out.setdefault(pattern, {})[name] = text
+        return out
+
+    def named_files(self) -> dict[str, str]:
+        """Every file or folder the point's options and params name: a name (the option's; for
+        a param ``params:["PATTERN", "PARAM"]``, which no option name can be) -> its absolute
+        path. Their content is part of the cache key."""
+        out = dict(self.files)
+        out.update({"params:" + json.dumps([pattern, name]): path
+                    for pattern, name, path in self.param_files})
         return out
 
     def columns(self) -> dict[str, Any]:
@@ -108,6 +170,15 @@ class Point:
         for pattern, name, _ in self.params:
             if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", message):
                 return lines.get(f"param.{pattern}.{name}", self.line)
+        written = dict(self.options)
+        named = [(f"opt.{name}", format_value(written[name])) for name, _ in self.files]
+        named += [(f"param.{pattern}.{name}", format_value(value))
+                  for pattern, name, value in self.params
+                  if any((pattern, name) == (p, n) for p, n, _ in self.param_files)]
+        for where, value in named:  # a file an option or param names, as written
+            if re.search(rf"(?<![\w./-]){re.escape(value)}(?![\w/-])", message) \
+                    and where in lines:
+                return lines[where]
         for pattern, name, _ in self.params:
             if repr(pattern) in message:
                 return lines.get(f"param.{pattern}.{name}", self.line)
@@ -119,14 +190,34 @@ class Point:
         """:meth:`overrides` with each pattern's params sorted by name (the patterns keep their
         order: where two globs match one component the later one wins)."""
         return {pattern: dict(sorted(params.items()))
-                for pattern, params in self.overrides().items()}
+                for pattern, params in self.overrides(as_written=True).items()}
 
     def identity(self) -> str:
         """What makes two points the same simulation (for duplicate detection): the topology,
         the canonical options and overrides, so the order options are written in does not
-        count."""
-        return json.dumps([str(self.topology), self.canonical_options(),
-                           list(self.canonical_overrides().items())])
+        count, and numbers equal in value (``16``, ``16.0``, ``1.6e1``) are one value."""
+        options = [(name, value if isinstance(value, bool) or value is None else
+                    same_value(value)) for name, value in self.options]
+        overrides: dict[str, dict[str, str]] = {}
+        for pattern, name, value in self.params:
+            overrides.setdefault(pattern, {})[name] = same_value(value)
+        return json.dumps([str(self.topology), _argv(sorted(options), {}),
+                           [[p, sorted(v.items())] for p, v in overrides.items()]])
+
+    def spelled_unlike(self, other: "Point") -> Optional[tuple[str, Any, Any, int, int]]:
+        """The first option or param whose value this point writes otherwise than ``other``
+        (the same simulation: see :meth:`identity`): (its label, this value, other's value,
+        its line here, its line in ``other``); None when both write every value alike."""
+        mine, theirs = dict(self.lines), dict(other.lines)
+        values = {f"opt.{name}": value for name, value in other.options}
+        values.update({f"param.{p}.{n}": value for p, n, value in other.params})
+        here = [(f"opt.{name}", name, value) for name, value in self.options]
+        here += [(f"param.{p}.{n}", f"{p}.{n}", value) for p, n, value in self.params]
+        for where, label, value in here:
+            if where in values and format_value(value) != format_value(values[where]):
+                return (label, value, values[where], mine.get(where, self.line),
+                        theirs.get(where, other.line))
+        return None
 
 
 @dataclass
@@ -403,16 +494,26 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
                           params=tuple((p, n, v) for (p, n), (v, _) in params.items()),
                           line=assign.line, lines=tuple(lines),
                           files=tuple((k, f) for k, (v, _) in options.items()
-                                      if (f := _named_file(v, spec_dir)) is not None))
+                                      if (f := _named_file(v, spec_dir)) is not None),
+                          param_files=tuple((p, n, f) for (p, n), (v, _) in params.items()
+                                            if (f := _named_file(v, spec_dir)) is not None))
             ident = point.identity()
             if ident in seen:
                 first = seen[ident]
+                unlike = point.spelled_unlike(first)
+                if unlike is None:
+                    raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
+                                    f"{first.index} (line {first.line})", path, point.line)
+                label, mine, theirs, line, first_line = unlike
                 raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
-                                f"{first.index} (line {first.line})", path, point.line)
+                                f"{first.index} (line {first_line}): {label} "
+                                f"{format_value(mine)} and {format_value(theirs)} are the same "
+                                "number", path, line)
             seen[ident] = point
             result.append(point)
     return SweepSpec(path=path, name=name, description=description, points=result,
                      statistics=statistics, exclude=exclude, full_trace=full_trace)
 
 
-__all__ = ["Point", "SweepSpec", "SpecError", "load_spec", "format_value", "DEFAULT_EXCLUDE"]
+__all__ = ["Point", "SweepSpec", "SpecError", "SpecPath", "load_spec", "format_value",
+           "same_value", "DEFAULT_EXCLUDE"]

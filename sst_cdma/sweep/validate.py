@@ -9,33 +9,42 @@ import io
 import tempfile
 from typing import Iterable, Optional
 
-from .execute import clean_message, in_directory, script_error
+from .execute import clean_message, in_directory, script_error, shown_paths
 from .marks import SpecError, display_path
 from .spec import Point
 
 
 def check_point(point: Point) -> Optional[str]:
     """Execute ``point``'s script and apply its overrides; the one-line error, or None when it
-    is fine. Runs in a scratch working directory, with the script's output captured."""
+    is fine. Runs in a scratch working directory, with the script's output captured. Files the
+    point's options and params name are given as absolute paths, as in the run, and shown in
+    the error as the spec wrote them."""
     from ..runner import RunError, apply_overrides, execute_script
 
     shown = display_path(point.topology)
+    options = point.model_options()
+    overrides = point.overrides()
+    paths = shown_paths([*options, *(v for params in overrides.values()
+                                    for v in params.values())])
+    options = [str(arg) for arg in options]
+    overrides = {pattern: {name: str(value) for name, value in params.items()}
+                 for pattern, params in overrides.items()}
     output = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="sst-cdma-check-") as scratch:
         with in_directory(scratch), contextlib.redirect_stdout(output), \
                 contextlib.redirect_stderr(output):
             try:
-                graph = execute_script(point.topology, point.model_options())
+                graph = execute_script(point.topology, options)
                 if point.params:
-                    apply_overrides(graph, point.overrides())
+                    apply_overrides(graph, overrides)
             except RunError as exc:
                 return clean_message(script_error(exc, output.getvalue()), str(point.topology),
-                                     shown, scratch)
+                                     shown, scratch, paths)
             except SystemExit as exc:
                 return f"the topology script exited (status {exc.code}) instead of building"
             except Exception as exc:  # execute_script wraps script faults; be safe anyway
                 return clean_message(f"{type(exc).__name__}: {exc}", str(point.topology),
-                                     shown, scratch)
+                                     shown, scratch, paths)
     return None
 
 

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import pickle
+import shutil
+from pathlib import Path
 
 from sst_cdma.sweep.execute import DONE, PointTask, is_complete, load_result, run_point
 
@@ -81,3 +84,75 @@ def test_a_path_in_the_way_of_a_point_is_a_storage_error_naming_it(counting, tmp
     (tmp_path / "points").write_text("a file")                         # points/ is a file
     with pytest.raises(PointStorageError, match="folder points: File exists"):
         run_point(_task(counting, tmp_path, "--n", "5"))
+
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "workloads" / "profiles" / "alexnet.json"
+
+
+def _planned(spec_path, points_dir):
+    """The tasks of a spec as the sweep makes them, after the trip to a Dask worker."""
+    from sst_cdma.sweep.driver import plan
+    from sst_cdma.sweep.spec import load_spec
+
+    return [pickle.loads(pickle.dumps(task)) for _, task in plan(load_spec(spec_path),
+                                                                 Path(points_dir))]
+
+
+def _cdma_spec(folder, body):
+    (folder / "prof").mkdir(exist_ok=True)
+    shutil.copy(REPO / "topologies" / "pascal_cdma.py", folder / "topo.py")
+    spec = folder / "s.yaml"
+    spec.write_text("topology: topo.py\noptions: {network: alexnet, batch: 16, policy: all}\n"
+                    + body)
+    return spec
+
+
+def test_a_param_naming_a_file_runs_with_it_and_again_when_it_changes(tmp_path):
+    shutil.copy(PROFILE, tmp_path / "b.json")
+    spec = _cdma_spec(tmp_path, 'params: {"gpu0.dma": {profile: [prof/b.json]}}\n')
+    shutil.copy(PROFILE, tmp_path / "prof" / "b.json")
+    [task] = _planned(spec, tmp_path / "points")
+    assert task.overrides["gpu0.dma"]["profile"] == str(tmp_path / "prof" / "b.json")
+    record = run_point(task)
+    assert record["status"] == "ok", record["error"]      # not read from the point's folder
+    profile = json.loads(PROFILE.read_text())
+    profile["provenance"] = {"edited": True}
+    (tmp_path / "prof" / "b.json").write_text(json.dumps(profile))
+    [edited] = _planned(spec, tmp_path / "points")
+    assert edited.key != task.key                         # edited: runs again
+    (tmp_path / "prof" / "b.json").write_bytes((tmp_path / "b.json").read_bytes())
+    assert _planned(spec, tmp_path / "points")[0].key == task.key
+
+
+def test_errors_show_files_as_written_once_wherever_the_spec_is_run(tmp_path, monkeypatch):
+    (tmp_path / "prof").mkdir()
+    (tmp_path / "prof" / "bad.json").write_text(PROFILE.read_text()[:200])
+    spec = _cdma_spec(tmp_path, "points:\n  - {profile: prof/bad.json}\n"
+                                '  - {params: {"gpu0.dma": {profile: prof/bad.json}}}\n')
+    errors = []
+    for cwd, spec_path in ((tmp_path, "s.yaml"), (tmp_path.parent, spec)):
+        monkeypatch.chdir(cwd)
+        for task in _planned(spec_path, tmp_path / f"points{len(errors)}"):
+            errors.append(run_point(task)["error"])
+    assert errors[:2] == errors[2:]
+    for error in errors:
+        assert error.startswith("gpu0.dma: prof/bad.json: not valid JSON: line "), error
+        assert error.count("bad.json") == 1 and str(tmp_path) not in error
+
+
+def test_a_run_error_names_its_place_once(tmp_path):
+    from sst_cdma.runner import RunError
+    from sst_cdma.sweep.execute import clean_message, script_error
+    from sst_cdma.sweep.spec import SpecPath
+
+    where = str(tmp_path / "prof" / "bad.json")
+    exc = RunError(f"gpu0.dma: {where}: not valid JSON", where)
+    paths = {where: "prof/bad.json", str(tmp_path / "samples"): "samples/"}
+    assert clean_message(script_error(exc, ""), "x.py", "x.py", None, paths) == \
+        "gpu0.dma: prof/bad.json: not valid JSON"
+    other = RunError(f"cannot read {tmp_path}/samples/a.npy or {tmp_path}/samples", "x.py:3")
+    assert clean_message(script_error(other, ""), "x.py", "x.py", None, paths) == \
+        "x.py:3: cannot read samples/a.npy or samples/"
+    assert pickle.loads(pickle.dumps(SpecPath(where, "prof/bad.json"))).written == \
+        "prof/bad.json"

@@ -103,3 +103,55 @@ def test_option_order_is_not_part_of_the_key(counting):
     assert one.points[0].model_options() != two.points[0].model_options()   # run as written
     assert key_of(one.points[0], sha, "inputs") == key_of(two.points[0], sha, "inputs")
     assert key_of(one.points[0], sha, "inputs") != key_of(other.points[0], sha, "inputs")
+
+
+def test_script_digest_follows_packages_of_its_folder(tmp_path):
+    """A helper package beside the topology (and its submodules, their ``__init__.py``, what
+    they import from the folder, relatively or not) is part of the script's digest."""
+    (tmp_path / "mylib" / "deep").mkdir(parents=True)
+    (tmp_path / "mylib" / "__init__.py").write_text("")
+    (tmp_path / "mylib" / "util.py").write_text("from . import helpers\nPOLICY = 'all'\n")
+    (tmp_path / "mylib" / "helpers.py").write_text("from mylib.deep.leaf import X\n")
+    (tmp_path / "mylib" / "deep" / "leaf.py").write_text("X = 1\n")   # namespace package
+    (tmp_path / "mylib" / "unused.py").write_text("Z = 1\n")
+    (tmp_path / "other.py").write_text("W = 1\n")
+    imports = ["from mylib.util import POLICY", "import mylib.util as u", "import mylib.util",
+               "from mylib import util"]
+    for index, line in enumerate(imports):
+        script = tmp_path / f"t{index}.py"
+        script.write_text(f"import sst\n{line}\n")
+        leaf = "from .deep.leaf import X\n" if index % 2 else "from mylib.deep.leaf import X\n"
+        for path, text in (("mylib/util.py", "from . import helpers\nPOLICY = 'conv'\n"),
+                           ("mylib/__init__.py", "Y = 1\n"), ("mylib/helpers.py", leaf),
+                           ("mylib/deep/leaf.py", "X = 2\n")):
+            before = script_digest(script)
+            (tmp_path / path).write_text(text + f"# {index}\n")
+            assert script_digest(script) != before, (line, path)
+        before = script_digest(script)
+        (tmp_path / "mylib" / "unused.py").write_text(f"Z = {index + 2}\n")  # not imported
+        (tmp_path / "other.py").write_text(f"W = {index + 2}\n")
+        assert script_digest(script) == before, line
+
+
+def test_key_follows_the_content_of_files_params_name(counting):
+    from sst_cdma.sweep import load_spec
+    from sst_cdma.sweep.keys import key_of
+
+    (counting.folder / "prof").mkdir()
+    data = counting.folder / "prof" / "b.json"
+    data.write_text("{}")
+    path = counting.spec('topology: {script}\noptions: {n: 1}\n'
+                         'params: {"probe": {seed: prof/b.json}}\n')
+    sha = script_digest(counting.script)
+    first = key_of(load_spec(path).points[0], sha, "inputs")
+    assert key_of(load_spec(path).points[0], sha, "inputs") == first
+    data.write_text('{"edited": true}')
+    assert key_of(load_spec(path).points[0], sha, "inputs") != first
+    # the same param naming no file keeps the key of an override without files
+    plain = counting.spec('topology: {script}\noptions: {n: 1}\n'
+                          'params: {"probe": {seed: prof/none.json}}\n', "plain.yaml")
+    point = load_spec(plain).points[0]
+    assert point.named_files() == {}
+    assert key_of(point, sha, "inputs") == point_key(sha, ["--n", "1"],
+                                                     {"probe": {"seed": "prof/none.json"}},
+                                                     "inputs")

@@ -222,3 +222,67 @@ def test_expansion_size_and_order_property(tmp_path_factory, axes, params, expli
     assert first == [x for i in range(len(axes)) for x in (f"--a{i}", "0")]
     if explicit:
         assert spec.points[-1].model_options()[:2] == ["--a0", str(100 + explicit - 1)]
+
+
+def test_params_naming_files_run_with_absolute_paths_and_show_as_written(counting):
+    (counting.folder / "prof").mkdir()
+    (counting.folder / "prof" / "b.json").write_text("{}")
+    spec = load_spec(counting.spec("""
+        topology: {script}
+        options: {n: 1}
+        params:
+          "gpu*.dma": {profile: [prof/b.json, alexnet, prof/none.json]}
+        """))
+    named, bare, missing = spec.points
+    absolute = str(counting.folder / "prof" / "b.json")
+    assert named.param_files == (("gpu*.dma", "profile", absolute),)
+    assert named.overrides() == {"gpu*.dma": {"profile": absolute}}       # run with it
+    assert named.overrides()["gpu*.dma"]["profile"].written == "prof/b.json"
+    assert named.overrides(as_written=True) == {"gpu*.dma": {"profile": "prof/b.json"}}
+    assert named.canonical_overrides() == {"gpu*.dma": {"profile": "prof/b.json"}}
+    assert named.columns()["param.gpu*.dma.profile"] == "prof/b.json"      # shown as written
+    assert "gpu*.dma.profile=prof/b.json" in named.describe()
+    assert named.named_files() == {'params:["gpu*.dma", "profile"]': absolute}
+    for point in (bare, missing):                   # a bare name, or no such file: as written
+        assert point.param_files == () and point.named_files() == {}
+        assert point.overrides() == point.overrides(as_written=True)
+
+
+@pytest.mark.parametrize("body, line, words", [
+    ("grid: {n: [16, 16.0, 1.6e1]}\n", 2, "point 1 (counting.py --n 16.0) repeats point 0 "
+                                          "(line 2): n 16.0 and 16 are the same number"),
+    ("grid:\n  n:\n    - 16\n    - 32\n    - 1.6e1\n", 6,
+     "point 2 (counting.py --n 1.6e1) repeats point 0 (line 4): n 1.6e1 and 16 are the same"),
+    ("grid: {n: [2, 3]}\npoints:\n  - {n: '3.0'}\n", 4, "repeats point 1 (line 2): n 3.0 and 3"),
+    ("options: {n: 1}\nparams:\n  probe:\n    seed: [7, 7.0]\n", 5,
+     "repeats point 0 (line 5): probe.seed 7.0 and 7 are the same number"),
+    ("options: {n: 1}\ngrid: {value: [0.5, 5e-1, 0.50]}\n", 3, "value 5e-1 and 0.5"),
+    ("options: {n: 1}\ngrid: {value: [-0.0, 0]}\n", 3, "value 0 and -0.0"),
+])
+def test_numbers_equal_in_value_are_one_point(counting, body, line, words):
+    path = counting.spec("topology: {script}\n" + body)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert info.value.line == line, str(info.value)
+    assert words in str(info.value), str(info.value)
+    assert str(info.value).startswith(f"{info.value.where}: ")
+
+
+def test_numbers_that_differ_stay_separate_points(counting):
+    spec = load_spec(counting.spec("topology: {script}\ngrid:\n  n: [16, 1.6, 160, 16a, "
+                                   "'0x10', 1e-16]\n  fail: [true, 'true', 1]\n"))
+    assert len(spec.points) == 18
+    assert len({p.identity() for p in spec.points}) == 18
+
+
+def test_validation_errors_show_files_as_written(counting, monkeypatch):
+    (counting.folder / "inputs").mkdir()            # a folder the script opens as a file
+    counting.spec("topology: {script}\noptions:\n  n: 1\n  data: inputs/\n")
+    monkeypatch.chdir(counting.folder)
+    with pytest.raises(SpecError) as info:
+        validate_points("spec.yaml", load_spec("spec.yaml").points)
+    assert str(info.value) == ("spec.yaml:4: point 0 (counting.py --n 1 --data inputs/): "
+                               "counting.py:15: IsADirectoryError: [Errno 21] Is a "
+                               "directory: 'inputs/'")
+    assert str(counting.folder) not in str(info.value)
+    assert info.value.line == 4                     # the option naming it
