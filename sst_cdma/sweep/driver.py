@@ -188,9 +188,26 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
         raise SpecError(f"cannot write the results table: {exc.strerror or exc}", where) \
             from None
     failed = sum(1 for row in rows if row["status"] != "ok")
+    _check_statistics_matched(spec, rows, spec_path)
     return SweepOutcome(spec=spec, output=out, total=len(planned), ran=len(todo),
                         cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
                         table=table)
+
+
+def _check_statistics_matched(spec: Any, rows: list[dict[str, Any]], spec_path: Any) -> None:
+    """SpecError (after the table is written: nothing is lost) for a statistic selector that
+    matched nothing in any successful point: no component matched its glob, or none enabled
+    the statistic. A statistic may be absent from some points, not from all."""
+    from .stats import parse_selector
+
+    ok = [row for row in rows if row["status"] == "ok"]
+    for text in spec.statistics if ok else ():
+        column = parse_selector(text, check=False).column
+        if all(row.get(column) is None for row in ok):
+            raise SpecError(f"statistics: selector {text!r} matched nothing in any of the "
+                            f"{len(ok)} successful points (no component matches its glob, or "
+                            "none records that statistic); the table is written",
+                            spec_path, spec.statistics_lines.get(text))
 
 
 __all__ = ["run_sweep", "SweepOutcome", "SweepInterrupted", "plan", "default_output",

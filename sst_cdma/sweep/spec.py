@@ -232,6 +232,8 @@ class SweepSpec:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     #: each point keeps its full Chrome trace (default: the GPU memory counters only)
     full_trace: bool = False
+    #: the spec line of each statistic selector
+    statistics_lines: dict[str, int] = field(default_factory=dict)
 
 
 # -- parsing helpers -----------------------------------------------------------------------------
@@ -434,6 +436,7 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
         fixed_params, param_axes = _parse_params(top["params"], path, True, "params")
 
     statistics: list[str] = []
+    statistics_lines: dict[str, int] = {}
     if "statistics" in top:
         stats = top["statistics"]
         if stats.kind != "sequence":
@@ -446,6 +449,7 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
             except SelectorError as exc:
                 raise SpecError(f"statistics: {exc}", path, item.line) from None
             statistics.append(str(sel))
+            statistics_lines[str(sel)] = item.line
 
     exclude = DEFAULT_EXCLUDE
     if "exclude" in top:
@@ -512,7 +516,8 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
             seen[ident] = point
             result.append(point)
     return SweepSpec(path=path, name=name, description=description, points=result,
-                     statistics=statistics, exclude=exclude, full_trace=full_trace)
+                     statistics=statistics, exclude=exclude, full_trace=full_trace,
+                     statistics_lines=statistics_lines)
 
 
 __all__ = ["Point", "SweepSpec", "SpecError", "SpecPath", "load_spec", "format_value",

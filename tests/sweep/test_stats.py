@@ -61,3 +61,21 @@ def test_select_takes_a_field_only_from_statistics_whose_type_has_it():
     assert select(table, parse_selector("acc.Bin0", check=False)) is None
     assert select(table, parse_selector("hist.Count", check=False)) is None
     assert select(table, parse_selector("c*:acc.Sum", check=False)) is None
+
+
+def test_a_selector_that_matched_nothing_in_any_point_is_an_error_after_the_table(tmp_path,
+                                                                                capsys):
+    """A declared statistic on a glob no component matches: known only once the points ran.
+    The table is written (nothing is lost), the command exits 1 naming the spec line."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"topology: {PHOLD}\noptions: {{size: 3, events: 2, time-limit: 100ns}}\n"
+                    "statistics:\n  - events_received.Sum\n  - \"nonode*:events_received.Sum\"\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--output", str(out), "--workers", "1",
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "spec.yaml:5: statistics: selector " in err, err
+    assert "'nonode*:events_received.Sum' matched nothing in any of the 1 successful points" \
+        in err
+    table = pd.read_csv(out / "results.csv")
+    assert table["stat.events_received.Sum"].iloc[0] > 0
