@@ -267,6 +267,9 @@ def _topology(item: Located, what: str, spec_dir: Path, path: Path,
     if not isinstance(value, str) or not value.strip():
         raise SpecError(f"{what} must be a path to a topology script", path, item.line)
     resolved = (spec_dir / value).resolve()
+    if check_files and resolved.is_dir():
+        raise SpecError(f"topology script {value!r} is a folder ({resolved}), not a script",
+                        path, item.line)
     if check_files and not resolved.is_file():
         raise SpecError(f"topology script {value!r} not found (looked for {resolved})", path,
                         item.line)
@@ -427,6 +430,11 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
                     if value.kind == "sequence":
                         raise SpecError(f"points: {key!r} must be a single value (use the grid "
                                         "to sweep lists)", path, value.line)
+                    if value.kind == "mapping":
+                        hint = " (did you mean params?)" if key in ("param", "parameters") \
+                            else ""
+                        raise SpecError(f"points: option {key!r} must be a single value, not a "
+                                        f"mapping{hint}", path, value.line)
                     assign.options[key] = (_scalar(value, f"points: {key}", path), value.line)
             explicit.append(assign)
 
