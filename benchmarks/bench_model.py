@@ -1,5 +1,6 @@
-"""cDMA model speed: one training iteration of every network in both transfer modes, with the
-event rate of the model compared with the kernel's raw rate on PHOLD measured in the same run.
+"""cDMA model speed: one training iteration of every CNN (the networks of the vDNN and cDMA
+papers) in both transfer modes, with the event rate of the model compared with the kernel's raw
+rate on PHOLD measured in the same run.
 
     python benchmarks/bench_model.py [--batch 64] [--algorithm zvc]
 
@@ -27,7 +28,7 @@ from sst_cdma.codecs.registry import ALGORITHM_CHOICES
 from sst_cdma.flows import Flow, FlowNetwork, Route
 from sst_cdma.kernel import Simulator
 from sst_cdma.runner import run
-from sst_cdma.workloads import NETWORKS
+from sst_cdma.workloads import CNNS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -160,7 +161,7 @@ def main() -> int:
     print(f"{'network':<12}{'mode':<7}{'events':>9}{'run s':>10}{'wall s':>9}{'events/s':>12}"
           f"{'PHOLD/s':>12}{'vs PHOLD':>10}")
     totals: dict[str, list[float]] = {"flow": [0, 0.0], "chunk": [0, 0.0]}
-    for network in NETWORKS:
+    for network in CNNS:
         for mode in ("flow", "chunk"):
             runs: list[tuple[int, float, float]] = []
 
