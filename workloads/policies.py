@@ -202,6 +202,9 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
         if choice not in CHOICES:
             raise WorkloadError(f"tensor {name!r}: unknown choice {choice!r} (expected one of "
                                 f"{', '.join(CHOICES)}, or free)", file=file)
+        if choice != "keep" and not tensors[name].consumers:
+            raise WorkloadError(f"tensor {name!r}: no layer reads it after its producer, so "
+                                f"there is nothing to {choice} (only keep applies)", file=file)
         if choice == "recompute" and infos[tensors[name].producer].kind == "data":
             raise WorkloadError(f"tensor {name!r}: the network input cannot be recomputed",
                                 file=file)

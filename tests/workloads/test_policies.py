@@ -161,6 +161,8 @@ def test_plan_file_drives_the_schedule(tiny, tmp_path):
     ({"blk0/qkv": "evict"}, "tensor 'blk0/qkv': unknown choice 'evict'"),
     ({"tokens": "recompute"}, "tensor 'tokens': the network input cannot be recomputed"),
     (["blk0/qkv"], "a plan file is a JSON object"),
+    ({"loss": "compress"}, "tensor 'loss': no layer reads it after its producer, so there is "
+                           "nothing to compress (only keep applies)"),
 ])
 def test_bad_plan_files_name_the_file_and_the_tensor(tiny, tmp_path, content, message):
     path = tmp_path / "bad.json"
