@@ -457,6 +457,9 @@ class UnitAlgebra:
 
     # ----------------------------------------------------------------- conversions
     def _kind_error(self, kind: str, expected: str) -> UnitError:
+        if not self._dims:  # a bare number: the unit was left out
+            return UnitError(f"'{self._describe()}' is not {kind}: it has no unit (expected "
+                             f"{expected})")
         return UnitError(f"'{self._describe()}' is not {kind} (expected {expected})")
 
     def to_picoseconds(self) -> int:

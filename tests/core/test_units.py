@@ -470,7 +470,8 @@ def test_negative_time_in_algebra_but_not_in_parse():
     "call, text, message",
     [
         (parse_time_ps, "5 B", "'5 B' is not a time (expected s or Hz)"),
-        (parse_time_ps, "100", "'100' is not a time (expected s or Hz)"),
+        (parse_time_ps, "100", "'100' is not a time: it has no unit (expected s or Hz)"),
+        (parse_bytes, "64", "'64' is not a size: it has no unit (expected B or b)"),
         (parse_time_ps, "0 Hz", "'0 Hz' has no period (frequency is zero)"),
         (parse_bytes, "5 s", "'5 s' is not a size (expected B or b)"),
         (parse_bytes, "5 B/s", "'5 B/s' is not a size (expected B or b)"),
