@@ -74,7 +74,9 @@ def wire_bytes(raw: int, ratio: float, bypass_incompressible: bool = True) -> in
         return 0
     if bypass_incompressible and ratio <= 1.0:
         return raw
-    return max(1, math.ceil(raw / ratio))
+    # a ratio taken from exact sizes (raw / size) divides back to size plus a float ulp or two,
+    # which must not round up to a byte more
+    return max(1, math.ceil(raw / ratio - 1e-6))
 
 
 def library_versions() -> dict[str, str]:

@@ -79,6 +79,14 @@ def test_sparser_tensors_compress_better_and_bad_densities_are_refused():
         ratio_from_density("brotli", 0.5)
 
 
+def test_a_ratio_of_exact_sizes_gives_back_the_exact_size():
+    """raw / (raw / size) is size give or take a float ulp: it must not round up to a byte
+    more (a --tensors run reported two ratios for its own codec that way)."""
+    raw = 16 * 8 * 8 * 64 * 4
+    assert [s for s in range(1, raw, 7) if wire_bytes(raw, raw / s) != s] == []
+    assert wire_bytes(65536, 1.6) == 40960          # 65536 / 1.6 = 40960.000000000004
+
+
 def test_wire_bytes_round_up_and_incompressible_data_is_sent_raw():
     assert wire_bytes(1000, 3.0) == 334
     assert wire_bytes(1000, 0.8) == 1000
