@@ -284,6 +284,10 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
                                     None)
     if "density_profile_progress" in first:
         summary["density_profile_progress"] = first["density_profile_progress"]
+    for key in ("functional_checks", "functional_matches"):  # --functional: every GPU's checks
+        if key in first:
+            summary[key] = sum(e[key] for e in entries)
+            summary["aggregation"][key] = "sum"
     reasons = {e.get("no_cdma_speedup", "") for e in entries} - {""}
     if reasons:
         summary["no_cdma_speedup"] = sorted(reasons)[0]

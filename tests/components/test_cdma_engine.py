@@ -156,6 +156,21 @@ def test_functional_mode_counts_the_prefetches_it_checked(repo, real_tensors, tm
     assert stats.loc["functional_matches", "Sum.u64"] == 5
 
 
+def test_several_gpus_add_up_their_functional_checks(repo, real_tensors):
+    path, _ = real_tensors
+    console = io.StringIO()
+    result = sst_cdma.run(repo / TOPOLOGY, ["--no-baselines", "--network", "alexnet",
+                                            "--batch", "1", "--algorithm", "zvc", "--tensors",
+                                            str(path), "--functional", "--gpus", "2"],
+                          console=console)
+    summary = result.reports["summary"]
+    assert [g["functional_checks"] for g in summary["gpus"]] == [5, 5]
+    assert summary["functional_checks"] == summary["functional_matches"] == 10
+    assert summary["aggregation"]["functional_checks"] == "sum"
+    assert "functional:      10 prefetches checked bit for bit, all matched" in \
+        console.getvalue().splitlines()
+
+
 def test_functional_mode_counts_only_what_it_compressed(repo, real_tensors):
     # a plain copy engine moves no compressed stream: nothing is checked, and the line says so
     path, _ = real_tensors
