@@ -150,6 +150,16 @@ class CDMAEngine(Component):
         from sst_cdma.profiles import ProfileError
 
         shapes = workload.get("shapes", {})
+        p = self.params
+        coded = [t for t, _, _ in workload["offloaded"] if t not in self.plain]
+        if p["functional"] and p["algorithm"] != "none" and coded and \
+                not any(t in self.real for t in coded):
+            raise ConfigError(f"{self.name}: functional mode has nothing to check: none of the "
+                              f"{len(self.real)} tensors in {p['tensors']} "
+                              f"({', '.join(sorted(self.real)[:4])}"
+                              f"{', ...' if len(self.real) > 4 else ''}) is one this run "
+                              f"compresses ({', '.join(coded[:4])}"
+                              f"{', ...' if len(coded) > 4 else ''})")
         try:
             self.samples.check_network(workload["network"])
             for tensor, raw, _ in workload["offloaded"]:

@@ -243,6 +243,19 @@ def test_functional_mode_needs_tensors(repo):
         run(repo, "--network", "alexnet", "--batch", "1", "--functional")
 
 
+def test_functional_mode_with_no_tensor_of_the_run_is_refused(repo, real_tensors, tmp_path):
+    """Samples named unlike every compressed tensor (a typo: conv_1 for conv1) would leave
+    nothing to check and a run that only looks functional."""
+    _, arrays = real_tensors
+    np.savez(tmp_path / "typo.npz", conv_1=arrays["conv1"] if "conv1" in arrays else
+             next(iter(arrays.values())))
+    with pytest.raises(RunError, match=r"functional mode has nothing to check: none of the 1 "
+                                       r"tensors in .*typo.npz \(conv_1\) is one this run "
+                                       r"compresses"):
+        run(repo, "--network", "alexnet", "--batch", "1", "--algorithm", "zvc", "--tensors",
+            str(tmp_path / "typo.npz"), "--functional")
+
+
 def _one_line(err) -> str:
     text = str(err.value)
     assert "\n" not in text, text
