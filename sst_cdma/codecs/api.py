@@ -45,6 +45,7 @@ def compress(array: np.ndarray, algorithm: str, *, element_type: str | None = No
     codec = _codec(algorithm)
     array = _as_array(array)
     et = element_type_of(array, element_type)
+    _format.check_shape(array.shape)
     bits = bits_view(array, et)
     payload = codec.prepare(bits)
     return _format.build_stream(algorithm, et, tuple(array.shape), payload.size, payload.write)
@@ -99,6 +100,7 @@ def compressed_size(
     codec = _codec(algorithm)
     array = _as_array(array)
     et = element_type_of(array, element_type)
+    _format.check_shape(array.shape)
     bits = bits_view(array, et)
     return _format.header_size(array.ndim) + codec.payload_size(bits)
 

@@ -37,6 +37,7 @@ __all__ = [
     "VERSION",
     "FIXED_HEADER_SIZE",
     "MAX_NDIM",
+    "check_shape",
     "MAX_ELEMENTS",
     "Header",
     "header_size",
@@ -102,6 +103,21 @@ def as_byte_array(data: Any) -> np.ndarray:
     arr = np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, np.uint8)
     arr.flags.writeable = False
     return arr
+
+
+def check_shape(shape: tuple[int, ...]) -> None:
+    """ValueError unless a stream of an array of ``shape`` can be read back: at most
+    :data:`MAX_NDIM` dimensions, none over :data:`MAX_ELEMENTS`, nor the product of the
+    non-zero ones (an empty array can declare huge dimensions that :func:`parse_header`
+    refuses)."""
+    if len(shape) > MAX_NDIM:
+        raise ValueError(f"arrays with more than {MAX_NDIM} dimensions are not supported")
+    extent = 1
+    for dim in shape:
+        extent *= dim or 1
+    if max(shape, default=0) > MAX_ELEMENTS or extent > MAX_ELEMENTS:
+        raise ValueError(f"shape {tuple(shape)}: a dimension, or the product of the non-zero "
+                         f"ones, exceeds {MAX_ELEMENTS} elements")
 
 
 def parse_header(buf: np.ndarray) -> Header:
@@ -207,8 +223,7 @@ def build_stream(
     ``payload_size`` bytes.  The CRC is computed last, over the finished stream.
     """
     ndim = len(shape)
-    if ndim > MAX_NDIM:
-        raise ValueError(f"arrays with more than {MAX_NDIM} dimensions are not supported")
+    check_shape(shape)
     hlen = header_size(ndim)
     count = 1
     for dim in shape:

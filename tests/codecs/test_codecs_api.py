@@ -118,3 +118,15 @@ def test_module_docstring_example() -> None:
 
     result = doctest.testmod(codecs, verbose=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("alg", ALGS)
+def test_a_shape_the_reader_would_refuse_is_refused_when_compressing(alg: str) -> None:
+    """An empty array may declare dimensions beyond what a stream header may hold: the writer
+    refuses it up front instead of writing a stream its own reader rejects."""
+    huge = np.empty((0, 2**50), np.float32)
+    for call in (codecs.compress, codecs.compressed_size):
+        with pytest.raises(ValueError, match="exceeds 281474976710656 elements"):
+            call(huge, alg)
+    fits = np.empty((0, 2**40), np.float32)
+    assert codecs.decompress(codecs.compress(fits, alg)).shape == fits.shape
