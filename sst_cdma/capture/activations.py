@@ -70,11 +70,11 @@ def _model_dtype_device(model: nn.Module) -> tuple[torch.dtype, torch.device]:
 def _as_tensor(value: Any, dtype: torch.dtype, device: torch.device, where: str) -> torch.Tensor:
     if isinstance(value, np.ndarray):
         value = torch.from_numpy(np.ascontiguousarray(value))
-        if value.is_floating_point():
-            value = value.to(dtype)
     if not isinstance(value, torch.Tensor):
         raise CaptureError(f"{where}: expected a tensor or numpy array, got "
                            f"{type(value).__name__}")
+    if value.is_floating_point():  # a float16/bfloat16 model takes its own element type
+        value = value.to(dtype)
     return value.to(device)
 
 
@@ -213,8 +213,9 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     ``NAME#k-1``. Functional ``F.relu`` calls are invisible to hooks.
 
     ``inputs`` is one batch (a tensor or numpy array) or an iterable of batches, each a
-    tensor/array or a tuple of them (the forward's positional arguments). Floating numpy
-    arrays are cast to the model's parameter dtype; everything is moved to its device.
+    tensor/array or a tuple of them (the forward's positional arguments). Floating inputs
+    (numpy or torch) are cast to the model's parameter dtype; everything is moved to its
+    device.
 
     The model runs in eval mode (dropout off, batch norm on running statistics) under
     ``torch.no_grad()``; each module's train/eval flag is restored afterwards. Each output is

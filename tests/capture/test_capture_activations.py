@@ -192,6 +192,18 @@ def test_bfloat16_model_is_measured_on_raw_words():
             words, algorithm, element_type="bfloat16")
 
 
+def test_float32_inputs_are_cast_to_a_half_precision_model():
+    """Synthetic --input-shape batches are float32 torch tensors: a bfloat16 model takes
+    them in its own element type, as it takes numpy inputs."""
+    model = _model().to(torch.bfloat16)
+    x = _batches()[0]
+    assert x.dtype == torch.float32
+    cast = capture_activations(model, x, algorithms=ALGORITHMS)
+    same = capture_activations(model, x.to(torch.bfloat16), algorithms=ALGORITHMS)
+    assert cast.layers["act"].dtype == "bfloat16"
+    assert cast.layers["act"].compressed_bytes == same.layers["act"].compressed_bytes
+
+
 def test_bfloat16_samples_record_their_element_type(tmp_path):
     from sst_cdma.profiles import load_sample_set
 
