@@ -252,7 +252,8 @@ def _parse_tensor(c: _Checker, value: Any, path: str, dtype: str) -> dict[str, A
         item: dict[str, Any] = {"progress": progress,
                                 "density": c.unit_interval(raw["density"], f"{ppath}.density")}
         if "ratios" in raw:
-            item["ratios"] = _parse_ratios(c, raw["ratios"], f"{ppath}.ratios")
+            item["ratios"] = _parse_ratios(c, raw["ratios"], f"{ppath}.ratios", dtype,
+                                           item["density"])
         if "ratios_by_dtype" in raw:
             bpath = f"{ppath}.ratios_by_dtype"
             by_dtype = c.mapping(raw["ratios_by_dtype"], bpath)
@@ -262,14 +263,27 @@ def _parse_tensor(c: _Checker, value: Any, path: str, dtype: str) -> dict[str, A
                     raise c.fail(bpath, f"{_show(other)} is not another element type than the "
                                         f"profile's {dtype} (expected one of "
                                         f"{', '.join(t for t in KNOWN_DTYPES if t != dtype)})")
-                item["ratios_by_dtype"][other] = _parse_ratios(c, ratios, f"{bpath}.{other}")
+                # the point's density is of its own element type: converted to another, a
+                # tensor may gain zeros (values under the other type's smallest), so only
+                # the type's own ceiling (every element zero) binds there
+                item["ratios_by_dtype"][other] = _parse_ratios(c, ratios, f"{bpath}.{other}",
+                                                               other, 0.0)
         parsed.append(item)
     out["points"] = parsed
     return out
 
 
-def _parse_ratios(c: _Checker, value: Any, path: str) -> dict[str, float]:
-    """A ``ratios`` object: registered algorithm -> positive ratio, in registry order."""
+#: bits per element of each profile element type: ZVC spends one mask bit on each
+_ELEMENT_BITS = {"float32": 32, "float16": 16, "bfloat16": 16, "float64": 64}
+
+
+def _parse_ratios(c: _Checker, value: Any, path: str, dtype: str,
+                  density: float) -> dict[str, float]:
+    """A ``ratios`` object: registered algorithm -> positive ratio, in registry order. A ZVC
+    ratio above what its density allows in ``dtype`` (``bits / (1 + bits x density)``: a mask
+    bit per element and the non-zero elements whole; the stream header only lowers it) is
+    refused: the density and the ratio cannot both be right (with ``density`` 0, only the
+    element type's ceiling, every element zero, binds)."""
     known = algorithm_names()
     ratios = c.mapping(value, path)
     for algorithm in ratios:
@@ -283,5 +297,13 @@ def _parse_ratios(c: _Checker, value: Any, path: str) -> dict[str, float]:
             ratio = c.number(ratios[algorithm], rpath)
             if ratio <= 0:
                 raise c.fail(rpath, f"{_show(ratios[algorithm])} is not a positive number")
+            bits = _ELEMENT_BITS.get(dtype)
+            if algorithm == "zvc" and bits is not None:
+                ceiling = bits / (1 + bits * density)
+                if ratio > ceiling * 1.001:
+                    at = f"at the point's density {density:g}" if density else \
+                        "(one mask bit per element)"
+                    raise c.fail(rpath, f"{_show(ratios[algorithm])} exceeds {ceiling:.4g}, the "
+                                        f"most ZVC reaches on {dtype} {at}")
             out[algorithm] = ratio
     return out

@@ -27,11 +27,11 @@ def test_single_point_is_constant(document):
 
 def test_ratio_interpolates_compressed_fraction(document):
     p = DensityProfile.from_dict(document)
-    # zvc measured at progress 0 (1.9x) and 1 (4.4x) only; point 0.5 has none and is skipped.
-    assert p.ratio("conv1", "zvc", 0.0) == pytest.approx(1.9)
-    assert p.ratio("conv1", "zvc", 1.0) == pytest.approx(4.4)
+    # zvc measured at progress 0 (1.88x) and 1 (4.3x) only; point 0.5 has none and is skipped.
+    assert p.ratio("conv1", "zvc", 0.0) == pytest.approx(1.88)
+    assert p.ratio("conv1", "zvc", 1.0) == pytest.approx(4.3)
     mid = p.ratio("conv1", "zvc", 0.5)
-    assert mid == pytest.approx(1 / ((1 / 1.9 + 1 / 4.4) / 2))
+    assert mid == pytest.approx(1 / ((1 / 1.88 + 1 / 4.3) / 2))
     assert p.ratio("conv1", "rle", 0.9) == pytest.approx(1.5)  # one point: clamped
     assert p.ratio("conv3", "zvc", 0.5) is None  # nothing measured
 
@@ -55,7 +55,7 @@ def test_interpolate_stays_within_neighbours(xs, ys, x):
 
 def test_ratio_measured_in_another_dtype_is_not_returned(document):
     p = DensityProfile.from_dict(document, source="p.json")
-    assert p.ratio("conv1", "zvc", 0.0, dtype="float32") == pytest.approx(1.9)
+    assert p.ratio("conv1", "zvc", 0.0, dtype="float32") == pytest.approx(1.88)
     for dtype in ("float16", "bfloat16", "float64"):
         assert p.ratio("conv1", "zvc", 0.0, dtype=dtype) is None
         assert p.ratio("conv1", "rle", 0.9, dtype=dtype) is None

@@ -66,6 +66,13 @@ CASES = [
      "not a positive number"),
     (_set("tensors.conv1.points.0.ratios.zvc", 0), "tensors.conv1.points[0].ratios.zvc: 0 is "
      "not a positive number"),
+    # ZVC spends a mask bit per element and keeps every non-zero one whole: at density 0.5 in
+    # float32 it reaches 32 / 17 = 1.882 at most, and never more than 32
+    (_set("tensors.conv1.points.0.ratios.zvc", 10), "tensors.conv1.points[0].ratios.zvc: 10 "
+     "exceeds 1.882, the most ZVC reaches on float32 at the point's density 0.5"),
+    (_set("tensors.conv1.points.0.ratios_by_dtype", {"float16": {"zvc": 1000}}),
+     "tensors.conv1.points[0].ratios_by_dtype.float16.zvc: 1000 exceeds 16, the most ZVC "
+     "reaches on float16 (one mask bit per element)"),
     (_set("tensors.conv1.points.0.ratios.brotli", 2.0),
      'tensors.conv1.points[0].ratios: unknown algorithm "brotli" (registered: zvc, rle, zlib, '
      'lz4, zstd, bplane_zstd)'),
