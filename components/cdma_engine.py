@@ -205,7 +205,7 @@ class CDMAEngine(Component):
                     for tensor, raw, _ in offloaded:
                         self.wire[tensor] = raw
                     return
-                raise ConfigError(f"{self.name}: {exc}", source) from None
+                raise self._profile_fault(exc, source) from None
         elif any(t not in self.real for t, _, _ in offloaded):
             # also for a plain copy engine: its ratio by algorithm covers the same tensors
             profile = self._dense_profile(workload["network"])
@@ -271,6 +271,14 @@ class CDMAEngine(Component):
         finally:
             self.hbm_resource, self.path = hbm_resource, path
 
+    def _profile_fault(self, exc: Exception, source: str) -> ConfigError:
+        """A profile error at ``source`` (the file, or a shipped profile's name), which the
+        message names once, where the error says where."""
+        message = str(exc)
+        if message.startswith(f"{source}: "):
+            message = message[len(source) + 2:]
+        return ConfigError(f"{self.name}: {message}", source)
+
     def _dense_profile(self, network: str) -> Any:
         """The profile for a workload without sparse tensors: the ``profile`` parameter (which
         must load and describe ``network``), else the network's shipped one if there is one."""
@@ -283,7 +291,7 @@ class CDMAEngine(Component):
             profile = load_profile(source or network)
             profile.require_network(network)
         except ProfileError as exc:
-            raise ConfigError(f"{self.name}: {exc}", source or network) from None
+            raise self._profile_fault(exc, source or network) from None
         return profile
 
     def _plan_real(self, tensor: str, raw: int, dtype: str) -> None:
