@@ -127,11 +127,21 @@ class DensityProfile:
             raise ProfileError(f"{source}: cannot read: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
             raise ProfileError(f"{source}: not UTF-8 text: {exc.reason}") from None
+        def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for key, value in pairs:
+                if key in out:  # JSON keeps the last silently: a second tensor or density
+                    raise ProfileError(f"{source}: duplicate key {key!r} in one object")
+                out[key] = value
+            return out
+
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=unique)
         except json.JSONDecodeError as exc:
             raise ProfileError(f"{source}: not valid JSON: line {exc.lineno} column {exc.colno}: "
                                f"{exc.msg}") from None
+        except RecursionError:
+            raise ProfileError(f"{source}: not a profile: its JSON nests too deep") from None
         return cls.from_dict(data, source=source)
 
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -170,3 +170,22 @@ def test_unknown_tensor_query_is_clear(document):
         profile.ratio("conv1", "brotli", 0.5)
     with pytest.raises(ProfileError, match="progress must be a number"):
         profile.density("conv1", float("nan"))
+
+
+def test_a_duplicate_key_is_refused_not_silently_the_last(write):
+    """JSON parsers keep the last of two equal keys: a second density, or a second tensor of
+    the same name, would replace the first without a word."""
+    text = ('{"format": "sst-cdma-density-profile", "version": 1, "network": "n", '
+            '"dtype": "float32", "provenance": {"kind": "estimated", "source": "s"}, '
+            '"tensors": {"t": {"points": [{"progress": 0, "density": 0.9, "density": 0.3}]}}}')
+    path = write(text)
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: duplicate key "
+                                           r"'density' in one object$"):
+        DensityProfile.load(path)
+
+
+def test_a_file_nested_too_deep_is_named(write):
+    path = write("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not a profile: its JSON "
+                                           r"nests too deep$"):
+        DensityProfile.load(path)
