@@ -115,8 +115,8 @@ def test_sweep_end_to_end_with_a_failed_point(tmp_path, capsys):
     assert (out / "results.parquet").is_file()
 
 
-@pytest.mark.slow  # two sst-cdma processes, each starting a cluster: ~10 s (20 s loaded)
-def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
+def _slow_sweep(tmp_path: Path) -> tuple[list[str], Path]:
+    """The command of an 8-point sweep of 0.8 s points on 2 workers, and its output folder."""
     spec = _write(tmp_path, """
         topology: sleepy.py
         options: {sleep: 0.8}
@@ -124,8 +124,13 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
           n: [1, 2, 3, 4, 5, 6, 7, 8]
     """)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", "sweep", str(spec), "-o",
-           str(out), "--workers", "2", "--no-progress"]
+    return [sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", "sweep", str(spec), "-o",
+            str(out), "--workers", "2", "--no-progress"], out
+
+
+@pytest.mark.slow  # two sst-cdma processes, each starting a cluster: ~10 s (20 s loaded)
+def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
+    cmd, out = _slow_sweep(tmp_path)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 60
@@ -160,16 +165,8 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
 def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
     """What `timeout` and batch schedulers send: finished points kept, one line, no
     temporary folders left."""
-    spec = _write(tmp_path, """
-        topology: sleepy.py
-        options: {sleep: 0.8}
-        grid:
-          n: [1, 2, 3, 4, 5, 6, 7, 8]
-    """)
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", "sweep",
-                             str(spec), "-o", str(out), "--workers", "2", "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd, out = _slow_sweep(tmp_path)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     points = out / "points"
     while time.monotonic() < deadline and proc.poll() is None:
