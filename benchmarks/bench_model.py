@@ -28,7 +28,7 @@ from sst_cdma.codecs.registry import ALGORITHM_CHOICES
 from sst_cdma.flows import Flow, FlowNetwork, Route
 from sst_cdma.kernel import Simulator
 from sst_cdma.runner import run
-from sst_cdma.workloads import CNNS
+from workloads import CNNS
 
 REPO = Path(__file__).resolve().parent.parent
 

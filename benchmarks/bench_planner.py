@@ -31,7 +31,7 @@ CANDIDATES = (("llama_7b", 4, "hopper_pcie5_cdma.py", ("--dtype", "bfloat16")),
 
 def default_model() -> tuple[str, int, str, tuple[str, ...]]:
     """The biggest shipped network of :data:`CANDIDATES` with its batch, topology, options."""
-    from sst_cdma.workloads import NETWORKS
+    from workloads import NETWORKS
 
     return next(c for c in CANDIDATES if c[0] in NETWORKS)
 
@@ -39,7 +39,7 @@ def default_model() -> tuple[str, int, str, tuple[str, ...]]:
 def run(topology: str, options: Sequence[str]) -> dict[str, Any]:
     """One run in this process (rendering caches emptied first); its summary."""
     import sst_cdma
-    from sst_cdma.workloads import render
+    from workloads import render
 
     render._iteration.cache_clear()
     render._priced.cache_clear()
@@ -52,7 +52,7 @@ def run(topology: str, options: Sequence[str]) -> dict[str, Any]:
 def measure(topology: str, options: Sequence[str]) -> dict[str, Any]:
     """Planner wall time (inside an auto run), the simulated iteration's wall time (a run of
     the plan) and both summaries."""
-    from sst_cdma.components.gpu import GPU
+    from components.gpu import GPU
 
     spent: list[float] = []
     original = GPU._auto_plan

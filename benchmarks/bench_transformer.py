@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sst_cdma import run  # noqa: E402
-from sst_cdma.workloads import loader, render  # noqa: E402
+from workloads import loader, render  # noqa: E402
 
 TARGET = 1.5
 TOPOLOGY = REPO / "topologies/hopper_pcie5_cdma.py"

@@ -237,7 +237,7 @@ class CDMAEngine(Component):
         same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
         asks before the workload is scheduled). Leaves the engine's plan untouched."""
         from sst_cdma.flows import isolated_duration_ps
-        from sst_cdma.workloads.planner import CopyCost
+        from workloads.planner import CopyCost
 
         saved = (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
                  self.payload_of, self.served_gpu)

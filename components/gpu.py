@@ -22,7 +22,7 @@ SYSTEMS = ("main", "oracle", "vdnn")
 
 def _check_policy(value: str) -> None:
     """The policy param's check: a vDNN policy, ``recompute``, ``auto``, ``plan`` or terms."""
-    from sst_cdma.workloads.policies import check_policy
+    from workloads.policies import check_policy
 
     check_policy(value)
 
@@ -227,7 +227,7 @@ class GPU(Component):
 
     def _kernel_times_source(self) -> str:
         from sst_cdma.model.kernel_model import ModelError
-        from sst_cdma.workloads.layer_times import kernel_times_source
+        from workloads.layer_times import kernel_times_source
 
         p = self.params
         if p["workload"]:
@@ -254,10 +254,10 @@ class GPU(Component):
         """Read or render the iteration's workload stream (a rendered one with algorithms
         chosen for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which
         layer each op belongs to."""
-        from sst_cdma.workloads import WorkloadError
-        from sst_cdma.workloads.errors import not_utf8
-        from sst_cdma.workloads.render import iteration_stream
-        from sst_cdma.workloads.stream import StreamError, parse_stream
+        from workloads import WorkloadError
+        from workloads.errors import not_utf8
+        from workloads.render import iteration_stream
+        from workloads.stream import StreamError, parse_stream
 
         p = self.params
         name = self.name
@@ -314,8 +314,8 @@ class GPU(Component):
     def _choices(self, memory_capacity: Optional[int]) -> tuple[str, Any]:
         """The policy to render and its per-tensor choices (``((tensor, choice), ...)``, None
         for the vDNN and term policies): a plan file's, or the planner's for ``auto``."""
-        from sst_cdma.workloads import load_network
-        from sst_cdma.workloads.policies import load_plan_file
+        from workloads import load_network
+        from workloads.policies import load_plan_file
 
         p = self.params
         if p["plan"]:
@@ -339,9 +339,9 @@ class GPU(Component):
     def _auto_plan(self, capacity: int) -> dict[str, str]:
         """Run the planner for this GPU's memory, kernels and engine."""
         from sst_cdma.interfaces import TransferCosts
-        from sst_cdma.workloads import load_network
-        from sst_cdma.workloads.render import plan_auto
-        from sst_cdma.workloads.stream import parse_duration
+        from workloads import load_network
+        from workloads.render import plan_auto
+        from workloads.stream import parse_duration
 
         p = self.params
         dram_bw = self.flows.resources[self.hbm.bandwidth_resource].capacity
@@ -396,7 +396,7 @@ class GPU(Component):
         reverse layer order as DDP buckets them, and its HBM bandwidth resource."""
         if not self.params["data_parallel"]:
             return
-        from sst_cdma.workloads.vdnn import wgrad_name
+        from workloads.vdnn import wgrad_name
 
         tensors = self.stream.tensors
         layers = [t.layer for t in tensors.values() if t.kind == "weight" and t.layer]
@@ -588,7 +588,7 @@ class GPU(Component):
         self.stat_stall.add_data(max(0, end - self.kernel_total))
         hbm = self.hbm
         p = self.params
-        from sst_cdma.workloads.stats import REPORTED_CHOICES, tensor_choices
+        from workloads.stats import REPORTED_CHOICES, tensor_choices
 
         choices = tensor_choices(self.stream)
         choice_bytes = {c: sum(self.stream.tensors[t].bytes for t, v in choices.items()

@@ -1,6 +1,6 @@
 """The ``summary.json`` contract: every key the Reporter writes, its JSON type, when it is
 there and what it means. The README's table is rendered from it (``python -m
-sst_cdma.components.summary_schema``) and the tests check every summary the Reporter writes
+components.summary_schema``) and the tests check every summary the Reporter writes
 against it, so the three never disagree.
 """
 from __future__ import annotations

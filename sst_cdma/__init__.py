@@ -2,8 +2,9 @@
 DMA engine (cDMA).
 
 The package holds the SST-compatible core (config API, event kernel, units, statistics, CLIs),
-the codecs and density profiles, the element library ``cdma`` (``sst_cdma.components``) and the
-workloads (``sst_cdma.workloads``).
+the codecs and density profiles. Its sibling packages, installed beside it from the folders of
+the same name, are the element library ``cdma`` (``components``) and the workloads
+(``workloads``).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from .element import Element
 
 ENTRY_POINT_GROUP = "sst_cdma.elements"
-BUILTIN_LIBRARIES = {"cdma": "sst_cdma.components", "testElement": "sst_cdma.testelements",
+BUILTIN_LIBRARIES = {"cdma": "components", "testElement": "sst_cdma.testelements",
                      "coreTestElement": "sst_cdma.testelements.core"}
 
 

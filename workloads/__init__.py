@@ -2,7 +2,7 @@
 
 Public API::
 
-    from sst_cdma.workloads import load_network, render_stream, parse_stream, stream_stats
+    from workloads import load_network, render_stream, parse_stream, stream_stats
     net = load_network("vgg16")              # or a path to a YAML file
     infos = net.infer(batch=64)              # per-layer shapes, bytes, FLOPs, DRAM traffic
     text = render_stream("vgg16", 64, "float32", policy="conv")

@@ -1,4 +1,4 @@
-"""Command line: ``python -m sst_cdma.workloads COMMAND ...``.
+"""Command line: ``python -m workloads COMMAND ...``.
 
 Commands::
 
@@ -26,7 +26,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sst_cdma.workloads",
+    p = argparse.ArgumentParser(prog="python -m workloads",
                                 description="Network definitions and vDNN workload streams.")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="shipped networks")

@@ -79,7 +79,7 @@ class LayerTimes:
 
     def as_stream_times(self) -> dict[str, dict[str, str]]:
         """The times as exact text: the ``times`` argument of
-        :func:`~sst_cdma.workloads.render.render_stream`, and the file's ``layers``."""
+        :func:`~workloads.render.render_stream`, and the file's ``layers``."""
         return {layer: {p: format_ps(ps) for p, ps in passes.items()}
                 for layer, passes in self.times_ps.items()}
 

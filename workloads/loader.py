@@ -5,7 +5,7 @@ the ``layers`` list. Each layer is ``{name, kind, inputs, params}``; ``inputs`` 
 of names of earlier layers or macro instances) defaults to the previous layer. Macros from
 ``networks/_macros.yaml`` (fire, inception, bottleneck, bottleneck_proj) are always available;
 a file's own ``macros`` add to or override them. A transformer file holds a ``transformer``
-mapping instead of ``layers`` (expanded by :mod:`~sst_cdma.workloads.transformer`); its
+mapping instead of ``layers`` (expanded by :mod:`~workloads.transformer`); its
 sequence length and attention form can be overridden (``seq_len``, ``attention``).
 """
 from __future__ import annotations

@@ -46,7 +46,7 @@ class Layer:
     params: Mapping[str, Any]
     macro: str | None = None
     #: What the layer is in a transformer block (``attention``, ``ffn``, ``norm``,
-    #: ``residual``, ``embedding``, ``head``; see :mod:`~sst_cdma.workloads.transformer`);
+    #: ``residual``, ``embedding``, ``head``; see :mod:`~workloads.transformer`);
     #: '' for CNN layers.
     role: str = ""
 
@@ -132,7 +132,7 @@ class _Tensor:
 class Network:
     """A validated network definition.
 
-    Construct through :func:`sst_cdma.workloads.load_network`; :meth:`infer` gives per-layer
+    Construct through :func:`workloads.load_network`; :meth:`infer` gives per-layer
     shapes and costs for a batch size and dtype, :meth:`tensors` the feature-map tensors.
     """
 

@@ -259,7 +259,7 @@ def induced_needs(network: Network, batch: int, dtype: str,
     """The backward reads a plan's recomputations add: a recomputed tensor is rebuilt in the
     backward slot of its anchor (the latest layer whose backward reads it) from its producer's
     inputs, so each of those inputs is read there too (tensor -> layer indices), the same rule
-    the render applies (:func:`~sst_cdma.workloads.vdnn.plan_iteration`), chains included."""
+    the render applies (:func:`~workloads.vdnn.plan_iteration`), chains included."""
     infos = network.infer(batch, dtype)
     idx = {i.name: k for k, i in enumerate(infos)}
     info = {i.name: i for i in infos}

@@ -14,7 +14,7 @@ A *policy* names these choices for a whole network (docs/workloads.md, "Per-tens
   ``recompute-attn`` (Megatron's selective recomputation of the attention core),
   ``recompute-attn+offload-ffn``, ``compress-all``, ... (:data:`GROUPS`);
 * ``plan``: a per-tensor plan file (JSON object tensor -> choice; :func:`load_plan_file`);
-* ``auto``: the planner picks (:mod:`sst_cdma.workloads.planner`).
+* ``auto``: the planner picks (:mod:`workloads.planner`).
 
 The network input (the data layer's tensor) has no kernel to recompute it: groups skip it and
 a plan file that recomputes it is refused.
@@ -35,7 +35,7 @@ __all__ = ["CHOICES", "VDNN_POLICIES", "GROUPS", "POLICY_RE", "check_policy", "i
 
 #: What can happen to one activation tensor.
 CHOICES = ("keep", "offload", "compress", "recompute")
-#: The whole-network vDNN policies (scheduled by :func:`~sst_cdma.workloads.vdnn.plan_iteration`
+#: The whole-network vDNN policies (scheduled by :func:`~workloads.vdnn.plan_iteration`
 #: as vDNN does).
 VDNN_POLICIES = ("none", "all", "conv")
 #: Policies that are not terms: a per-tensor plan file and the automatic planner.
@@ -53,7 +53,7 @@ _EXPENSIVE = frozenset({"conv", "fc", "linear", "data"})
 
 def split_block(name: str) -> tuple[int | None, str]:
     """``blk3/qkv`` -> (3, "qkv"); a name outside the blocks -> (None, name) (the shared
-    transformer naming convention, :func:`~sst_cdma.workloads.transformer.split_name`)."""
+    transformer naming convention, :func:`~workloads.transformer.split_name`)."""
     return split_name(name)
 
 

@@ -1,7 +1,7 @@
 """Render the per-iteration workload stream with the jinja2 templates in ``templates/``.
 
 ``render_stream(network, batch, dtype="float32", policy="conv") -> str``. The schedule comes
-from :func:`sst_cdma.workloads.vdnn.plan_iteration`; the templates only lay it out, one op per
+from :func:`workloads.vdnn.plan_iteration`; the templates only lay it out, one op per
 line (``stream.j2`` for the document, ``ops.j2`` for the op and tensor line macros).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _environment() -> jinja2.Environment:
 
 
 def render_plan(plan: Plan, template: str = "stream.j2") -> str:
-    """Render an already computed :class:`~sst_cdma.workloads.vdnn.Plan`."""
+    """Render an already computed :class:`~workloads.vdnn.Plan`."""
     return _environment().get_template(template).render(plan=plan)
 
 
@@ -64,11 +64,11 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
     measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
     ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
-    :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
+    :data:`~workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
     cuDNN workspace in bytes each convolution kernel gets. ``allocation`` is ``liveness``
     (buffers live from birth to death) or ``network-wide`` (vDNN's baseline: every buffer but
     the offloaded ones for the whole iteration; see
-    :data:`~sst_cdma.workloads.vdnn.ALLOCATIONS`). With a ``kernel_model`` (the fitted
+    :data:`~workloads.vdnn.ALLOCATIONS`). With a ``kernel_model`` (the fitted
     model of the GPU, :mod:`sst_cdma.model.fitted`) every kernel is priced by it: its time,
     algorithm and workspace (at most ``workspace_limit`` bytes) go into the stream, and
     ``workspace`` is not used; measured ``times`` still take precedence for the times. With a
@@ -151,9 +151,9 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     """The rendered text of one training iteration of ``network`` and its parsed stream.
 
     ``layer_times`` optionally names a measured layer-times file
-    (:mod:`~sst_cdma.workloads.layer_times`) whose times become the compute ops' ``time=``;
+    (:mod:`~workloads.layer_times`) whose times become the compute ops' ``time=``;
     it must be for this network, batch and dtype. ``optimizer`` adds its step (see
-    :data:`~sst_cdma.workloads.vdnn.OPTIMIZERS`); ``workspace`` gives each convolution kernel
+    :data:`~workloads.vdnn.OPTIMIZERS`); ``workspace`` gives each convolution kernel
     that many bytes of cuDNN workspace; ``allocation`` picks the memory allocation mode
     (``liveness`` or ``network-wide``). ``kernel_model`` prices every kernel with the fitted
     model (see :func:`render_stream`); measured times of another GPU preset (the file's
@@ -162,7 +162,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     :func:`render_stream`); ``choices`` (``((tensor, choice), ...)``, sorted) are the
     per-tensor plan of policies ``plan`` and ``auto``. ``seq_len`` and ``attention`` override
     a transformer definition's (0 / '': the definition's; a CNN refuses them, see
-    :func:`~sst_cdma.workloads.loader.load_network`).
+    :func:`~workloads.loader.load_network`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -222,8 +222,8 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
               attention: str = "") -> "PlanResult":
     """``--policy auto``: the planner's choices for ``network`` on a machine with
     ``capacity`` bytes of GPU memory, kernels priced by ``kernel_ps(op)`` (as the GPU prices
-    them) and copies by ``copy_costs`` (tensor -> :class:`~sst_cdma.workloads.planner.CopyCost`,
-    None without an engine); see :func:`sst_cdma.workloads.planner.plan_to_fit`.
+    them) and copies by ``copy_costs`` (tensor -> :class:`~workloads.planner.CopyCost`,
+    None without an engine); see :func:`workloads.planner.plan_to_fit`.
     ``seq_len`` and ``attention`` override a transformer definition's."""
     from .planner import plan_to_fit
 

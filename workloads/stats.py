@@ -1,6 +1,6 @@
 """Static statistics of a stream: peak memory, offloaded bytes, per-layer work.
 
-:func:`stream_stats` replays a parsed :class:`~sst_cdma.workloads.stream.Stream`'s ``alloc`` and
+:func:`stream_stats` replays a parsed :class:`~workloads.stream.Stream`'s ``alloc`` and
 ``free`` ops in issue order (exactly how the GPU's capacity tracking sees them) and sums the
 transfers and kernels per layer — the inputs of a closed-form per-layer model
 (time_l ~ max(compute_l, transfer_l)).

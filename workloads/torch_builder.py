@@ -1,4 +1,4 @@
-"""Build a PyTorch ``nn.Module`` from a :class:`~sst_cdma.workloads.network.Network`.
+"""Build a PyTorch ``nn.Module`` from a :class:`~workloads.network.Network`.
 
 The module is built from the same definition the simulator uses, so a real forward pass checks
 the shape inference, and activation-capture tools can hook real ReLU outputs of exactly the

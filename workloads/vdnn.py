@@ -207,12 +207,12 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     for calibration); they become ``time=`` keys of the compute ops.
 
     ``kernels`` optionally maps layer -> {"fwd": k, "bwd": k} of kernels priced by the kernel
-    model (:class:`~sst_cdma.workloads.kernel_pricing.PricedKernel`: ``time_ps``,
+    model (:class:`~workloads.kernel_pricing.PricedKernel`: ``time_ps``,
     ``algorithm``, ``workspace``): their times become ``time=`` keys (unless ``times`` gives
     measured ones), their algorithms ``algo=`` keys, and each kernel gets the workspace its
     algorithm needs instead of ``workspace``.
 
-    A per-tensor ``policy`` (:mod:`~sst_cdma.workloads.policies`: ``recompute``,
+    A per-tensor ``policy`` (:mod:`~workloads.policies`: ``recompute``,
     ``recompute-attn+offload-ffn``, ...) is resolved to ``choices`` (tensor -> keep, offload,
     compress, recompute) unless they are given (``plan`` and ``auto`` need them given).
     """

@@ -2,7 +2,7 @@
 model's calibration (``sst topologies/pascal_cdma.py -- --layer-times FILE``).
 
 Each layer of a network definition is built as the PyTorch module the shape test uses
-(:mod:`sst_cdma.workloads.torch_builder`) and timed on its own, with random inputs of the
+(:mod:`workloads.torch_builder`) and timed on its own, with random inputs of the
 layer's real shapes at the given batch size: forward as in training (autograd recording), and
 backward as the gradients of the layer's inputs that need one and of its weights. Timing
 layers one at a time is what per-layer benchmarks (convnet-benchmarks, DeepBench) do: the
@@ -75,14 +75,14 @@ def time_layers(network: Network | str | os.PathLike[str], batch: int, dtype: st
                 seq_len: int = 0, attention: str = "") -> LayerTimes:
     """Time every layer of ``network`` at ``batch`` on ``device``; ``seq_len`` and
     ``attention`` override a transformer definition's (see
-    :func:`~sst_cdma.workloads.loader.load_network`).
+    :func:`~workloads.loader.load_network`).
 
     ``cudnn_benchmark`` lets cuDNN try its algorithms and keep the fastest (during the warm-up
     runs), as frameworks do with ``torch.backends.cudnn.benchmark``.
 
     ``progress(layer, fwd_ps, bwd_ps)`` is called after each layer. Raises
     :class:`CaptureError` for a bad request (device, dtype, counts) and
-    :class:`~sst_cdma.workloads.WorkloadError` for a bad network.
+    :class:`~workloads.WorkloadError` for a bad network.
     """
     if batch < 1 or repeat < 1 or warmup < 0:
         raise CaptureError(f"batch and repeat must be at least 1 and warmup at least 0, got "

@@ -62,7 +62,7 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
 def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
     """The closed form for GPU ``gpu_name`` of a built (or finished) simulation, taking every
     number — roofline inputs, wire sizes, link capacities, latency — from its components."""
-    from sst_cdma.components.gpu import roofline_ps
+    from components.gpu import roofline_ps
 
     gpu = simulation.components[gpu_name]
     p = gpu.params

@@ -148,9 +148,9 @@ way."""
 
 
 def network_tensors(network: str) -> list[str]:
-    """The tensor names of a shipped network definition (``sst_cdma.workloads``) under every
+    """The tensor names of a shipped network definition (``workloads``) under every
     attention form: the naive form's, each block's fused ``attn`` after its ``context``."""
-    from sst_cdma.workloads import load_network
+    from workloads import load_network
 
     forms = [list(load_network(network, attention=form).tensors(1)) for form in ATTENTION_FORMS]
     names: list[str] = []
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true",
                         help="write workloads/profiles/NETWORK.json (default: print a summary)")
     args = parser.parse_args(argv)
-    from sst_cdma.workloads.errors import WorkloadError
+    from workloads.errors import WorkloadError
 
     try:
         for network in args.networks:

@@ -141,7 +141,7 @@ COMMAND = "python -m sst_cdma.profiles.estimate --all"
 
 _WEIGHTED = ("conv", "fc")
 _RELU_PRODUCERS = ("conv", "fc", "batchnorm", "add")
-_PACKAGE = "sst_cdma.workloads.profiles"
+_PACKAGE = "workloads.profiles"
 
 SOURCE = (
     "Estimate, not a measurement. Rests on what the cDMA paper (Rhu, O'Connor, Chatterjee, "
@@ -228,7 +228,7 @@ def offloadable_tensors(network) -> list[str]:
 
     ``network`` is a name, a YAML path or a loaded ``Network``; read from the rendered stream.
     """
-    from sst_cdma.workloads import parse_stream, render_stream
+    from workloads import parse_stream, render_stream
 
     stream = parse_stream(render_stream(network, 1, policy="all"), source="policy=all stream")
     return list(dict.fromkeys(op.name for op in stream.ops if op.op == "offload"))
@@ -236,7 +236,7 @@ def offloadable_tensors(network) -> list[str]:
 
 def _network(network):
     """A loaded ``Network`` from a name, a path or a ``Network``."""
-    from sst_cdma.workloads import Network, load_network
+    from workloads import Network, load_network
 
     return network if isinstance(network, Network) else load_network(network)
 

@@ -1,4 +1,4 @@
-"""Finding profiles: the ones shipped in ``sst_cdma.workloads.profiles`` or a file path."""
+"""Finding profiles: the ones shipped in ``workloads.profiles`` or a file path."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from .profile import DensityProfile
 
 __all__ = ["load_profile", "shipped_profiles", "shipped_profile_path"]
 
-_PACKAGE = "sst_cdma.workloads.profiles"
+_PACKAGE = "workloads.profiles"
 
 
 def _shipped_dir() -> Path:

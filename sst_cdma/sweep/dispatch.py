@@ -30,9 +30,9 @@ def _forked_workers() -> Iterator[None]:
 
     import pandas  # noqa: F401  (each point writes its statistics table with it)
 
-    import sst_cdma.components  # noqa: F401  (the element library, the model and the runner)
+    import components  # noqa: F401  (the element library, the model and the runner)
     import sst_cdma.runner  # noqa: F401
-    import sst_cdma.workloads.render  # noqa: F401
+    import workloads.render  # noqa: F401
 
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
         yield

@@ -92,7 +92,7 @@ def _package_roots() -> list[tuple[str, str]]:
     import importlib.util
 
     out = []
-    for name in ("sst_cdma.workloads", "sst_cdma.components", "sst_cdma"):
+    for name in ("workloads", "components", "sst_cdma"):
         spec = importlib.util.find_spec(name)
         if spec and spec.submodule_search_locations:
             out.append((str(list(spec.submodule_search_locations)[0]), name.replace(".", "/")))

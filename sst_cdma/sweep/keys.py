@@ -2,8 +2,8 @@
 the topology script (and the modules it imports from its own folder), the model options, the
 param overrides, the package version, and a digest of the model inputs shipped in the package:
 every file of ``sst_cdma`` (kernel, model, topology building blocks, codecs, profiles) and of
-its mapped packages ``sst_cdma.workloads`` (network definitions, templates, density profiles)
-and ``sst_cdma.components`` (the element library), less the tools that cannot change a result
+its sibling packages ``workloads`` (network definitions, templates, density profiles)
+and ``components`` (the element library), less the tools that cannot change a result
 (this sweep package, regression, CLIs, capture). Any edit to the model invalidates the cache;
 that is the point."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional
 import sst_cdma
 
 #: Packages whose files are model inputs.
-INPUT_PACKAGES = ("sst_cdma", "sst_cdma.workloads", "sst_cdma.components")
+INPUT_PACKAGES = ("sst_cdma", "workloads", "components")
 #: Subpackages of sst_cdma that are tools, not model: left out of the digest.
 TOOL_PACKAGES = ("sweep", "regress", "cli", "capture")
 KEY_LENGTH = 24  # hex digits of the sha256 used as a point's key (96 bits)

@@ -20,7 +20,7 @@ def plan_bars(tensors: Mapping[str, str], sizes: Mapping[str, int]
               ) -> tuple[list[str], dict[str, list[float]]]:
     """Bar labels and, per choice, the bytes of each bar: one bar per tensor, or, for a
     transformer with many tensors, one per block (tensors outside blocks keep their own)."""
-    from sst_cdma.workloads.policies import split_block
+    from workloads.policies import split_block
 
     names = list(tensors)
     blocked = len(names) > MAX_BARS and any(split_block(n)[0] is not None for n in names)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from sst_cdma.workloads.transformer import split_name
+from workloads.transformer import split_name
 
 from .pivot import PivotError, select_points
 from .report import _point_label, swept_columns

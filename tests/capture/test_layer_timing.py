@@ -13,8 +13,8 @@ import sst_cdma  # noqa: E402
 from sst_cdma.capture.layer_timing import time_layers  # noqa: E402
 from sst_cdma.capture.errors import CaptureError  # noqa: E402
 from sst_cdma.capture.timing_cli import main  # noqa: E402
-from sst_cdma.workloads import load_network  # noqa: E402
-from sst_cdma.workloads.layer_times import (implied_compute_efficiency,  # noqa: E402
+from workloads import load_network  # noqa: E402
+from workloads.layer_times import (implied_compute_efficiency,  # noqa: E402
                                             load_layer_times, tensor_core_check)
 
 BRANCHES = """\

@@ -219,7 +219,7 @@ def test_the_codec_benchmark_times_a_registered_codec(toy, capsys):
 # -- everything else derives its list from the registry ------------------------------------------
 
 def test_options_and_engine_params_accept_exactly_the_registered_algorithms(toy):
-    from sst_cdma.components.cdma_engine import CDMAEngine
+    from components.cdma_engine import CDMAEngine
     from sst_cdma.config import ConfigError
     from sst_cdma.element import ParamError
     from sst_cdma.topology import option_parser
@@ -281,7 +281,7 @@ def test_a_simulation_runs_with_the_new_codec_and_reports_its_ratio(toy, tmp_pat
 
 
 def test_functional_mode_moves_real_toy_streams(toy, tmp_path):
-    from sst_cdma.workloads import parse_stream, render_stream
+    from workloads import parse_stream, render_stream
 
     stream = parse_stream(render_stream("alexnet", 1, "float32", "conv"), "s")
     rng = np.random.default_rng(5)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sst_cdma.components.cdma_engine import _BurstPipeline
+from components.cdma_engine import _BurstPipeline
 from sst_cdma.flows import FlowNetwork, isolated_duration_ps
 from sst_cdma.kernel import Simulator
 

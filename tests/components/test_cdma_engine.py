@@ -12,7 +12,7 @@ import pytest
 import sst_cdma
 from sst_cdma import codecs
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import parse_stream, render_stream
+from workloads import parse_stream, render_stream
 
 TOPOLOGY = "topologies/pascal_cdma.py"
 
@@ -196,7 +196,7 @@ def test_outside_functional_mode_there_is_no_functional_key(repo, real_tensors):
 
 
 def test_a_mismatch_is_counted_as_checked_and_not_matched(repo, real_tensors, monkeypatch):
-    from sst_cdma.components.cdma_engine import CDMAEngine
+    from components.cdma_engine import CDMAEngine
 
     path, _ = real_tensors
     engines = []
@@ -224,7 +224,7 @@ def test_a_mismatch_is_counted_as_checked_and_not_matched(repo, real_tensors, mo
 
 
 def test_functional_mode_catches_a_corrupted_host_copy(repo, real_tensors, monkeypatch):
-    from sst_cdma.components.host_memory import HostMemory
+    from components.host_memory import HostMemory
 
     path, _ = real_tensors
     original = HostMemory.load

@@ -11,8 +11,8 @@ import pytest
 import sst_cdma
 from sst_cdma.model.fitted import kernel_model_for
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import parse_stream, stream_stats
-from sst_cdma.workloads.render import iteration_stream
+from workloads import parse_stream, stream_stats
+from workloads.render import iteration_stream
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.components.summary_schema import check_summary
+from components.summary_schema import check_summary
 from sst_cdma.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]

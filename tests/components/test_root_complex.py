@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sst_cdma.components.pcie_bridge import LinkResult
+from components.pcie_bridge import LinkResult
 from sst_cdma.interfaces import HostPath, interface_members
 from sst_cdma.runner import RunError
 

@@ -182,10 +182,10 @@ def test_schedule_at_refuses_the_past(iface_library, tmp_path, monkeypatch):
 
 
 def test_provided_interfaces_are_declared_per_port():
-    from sst_cdma.components.hbm import HBM
-    from sst_cdma.components.host_memory import HostMemory
-    from sst_cdma.components.pcie_bridge import PCIeBridge
-    from sst_cdma.components.pcie_switch import PCIeSwitch
+    from components.hbm import HBM
+    from components.host_memory import HostMemory
+    from components.pcie_bridge import PCIeBridge
+    from components.pcie_switch import PCIeSwitch
     from sst_cdma.interfaces import HostPath, HostStore, MemoryPool
 
     assert HBM.provided_interfaces() == (MemoryPool,)

@@ -34,7 +34,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def interrupt_mid_run(monkeypatch) -> None:
     """Ctrl-C in the middle of the simulation: the third kernel to end raises it."""
-    from sst_cdma.components.gpu import GPU  # the module the element library loads
+    from components.gpu import GPU  # the module the element library loads
 
     done = GPU._kernel_done
     calls = []

@@ -13,7 +13,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
-from sst_cdma.workloads import CNNS
+from workloads import CNNS
 
 TOPOLOGY = "topologies/pascal_cdma.py"
 

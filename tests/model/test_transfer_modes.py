@@ -7,7 +7,7 @@ import io
 import pytest
 
 import sst_cdma
-from sst_cdma.workloads import CNNS
+from workloads import CNNS
 
 
 def iteration(repo, network, mode, policy):

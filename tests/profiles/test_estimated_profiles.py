@@ -20,7 +20,7 @@ from sst_cdma.profiles.estimate import (
     training_curve,
     zvc_ratio,
 )
-from sst_cdma.workloads import load_network, parse_stream, render_stream
+from workloads import load_network, parse_stream, render_stream
 
 SHIPPED = Path(str(estimate.shipped_dir()))
 

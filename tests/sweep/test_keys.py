@@ -84,7 +84,7 @@ def test_inputs_digest_covers_the_model_not_the_tools():
     names = {p.relative_to(root).as_posix() for p in _files(root, TOOL_PACKAGES)}
     assert {"kernel.py", "simulation.py", "testelements/phold.py"} <= names
     assert not any(n.startswith(("sweep/", "regress/", "cli/", "capture/")) for n in names)
-    workloads = _package_dir("sst_cdma.workloads")
+    workloads = _package_dir("workloads")
     assert workloads is not None and any(_files(workloads))
     assert len(inputs_digest()) == 64
 

@@ -130,8 +130,8 @@ def test_sst_prints_one_line_and_exits_non_zero():
 # -- 1: baselines of a --workload stream -------------------------------------------------------
 @pytest.fixture(scope="module")
 def digits_stream(tmp_path_factory) -> Path:
-    """A digits_cnn stream as ``python -m sst_cdma.workloads render`` writes it."""
-    from sst_cdma.workloads import render_stream
+    """A digits_cnn stream as ``python -m workloads render`` writes it."""
+    from workloads import render_stream
 
     path = tmp_path_factory.mktemp("stream") / "digits.stream"
     path.write_text(render_stream("digits_cnn", 64, "float32", "all"), encoding="utf-8")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.components.summary_schema import check_summary
+from components.summary_schema import check_summary
 
 REPO = Path(__file__).resolve().parents[2]
 HGX = REPO / "topologies" / "hgx_h100_cdma.py"

@@ -133,7 +133,7 @@ def test_bad_model_input_is_one_clear_error(opts, message):
 
 
 def test_malformed_workload_stream_names_the_line(tmp_path):
-    from sst_cdma.workloads import render_stream
+    from workloads import render_stream
 
     text = render_stream("alexnet", 8, "float32", "conv").splitlines()
     bad = next(i for i, line in enumerate(text) if line.startswith("compute "))

@@ -14,9 +14,9 @@ import sst_cdma
 from sst_cdma.model.fitted import kernel_model_for
 from sst_cdma.model.kernel_model import ALGORITHMS, price_attention, price_gemm
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import load_network, parse_stream
-from sst_cdma.workloads.kernel_pricing import PricedKernel, price_network
-from sst_cdma.workloads.render import render_stream
+from workloads import load_network, parse_stream
+from workloads.kernel_pricing import PricedKernel, price_network
+from workloads.render import render_stream
 
 from test_layer_times import made_up_times  # noqa: E402 (same folder, on sys.path)
 
@@ -156,8 +156,8 @@ def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, t
 
 
 def test_a_layer_times_file_naming_an_unknown_preset_is_refused(tmp_path):
-    from sst_cdma.workloads import WorkloadError
-    from sst_cdma.workloads.layer_times import load_layer_times
+    from workloads import WorkloadError
+    from workloads.layer_times import load_layer_times
 
     doc = made_up_times("alexnet", 16).to_json()
     doc["gpu"] = "gtx480"
@@ -196,7 +196,7 @@ def test_algorithms_are_picked_within_the_memory_free_beside_each_kernel():
 
 
 def stream_peak(text: str) -> int:
-    from sst_cdma.workloads import stream_stats
+    from workloads import stream_stats
 
     return stream_stats(parse_stream(text, "s")).peak_bytes
 

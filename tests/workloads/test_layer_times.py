@@ -11,14 +11,14 @@ import pytest
 import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import WorkloadError, load_network
+from workloads import WorkloadError, load_network
 from sst_cdma.model.fitted import kernel_model_for
-from sst_cdma.workloads.kernel_pricing import price_network
-from sst_cdma.workloads.layer_times import (PASSES, LayerTimes, format_ps,
+from workloads.kernel_pricing import price_network
+from workloads.layer_times import (PASSES, LayerTimes, format_ps,
                                             implied_compute_efficiency, load_layer_times,
                                             sequence_length, tensor_core_check)
-from sst_cdma.workloads.render import iteration_stream
-from sst_cdma.workloads.stream import parse_duration
+from workloads.render import iteration_stream
+from workloads.stream import parse_duration
 
 
 def made_up_times(network: str, batch: int, dtype: str = "float32") -> LayerTimes:

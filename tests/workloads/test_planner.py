@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.components.gpu import roofline_ps
+from components.gpu import roofline_ps
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import load_network
-from sst_cdma.workloads.planner import CopyCost, PlanInfeasible, build_model, \
+from workloads import load_network
+from workloads.planner import CopyCost, PlanInfeasible, build_model, \
     lower_bound_peak, plan_greedy, plan_milp, plan_peak, plan_to_fit
-from sst_cdma.workloads.vdnn import plan_iteration
+from workloads.vdnn import plan_iteration
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny_transformer.yaml"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.workloads import StreamError, WorkloadError, load_network, parse_stream, \
+from workloads import StreamError, WorkloadError, load_network, parse_stream, \
     render_stream, stream_stats
-from sst_cdma.workloads.policies import check_policy, group_members, load_plan_file, \
+from workloads.policies import check_policy, group_members, load_plan_file, \
     resolve_choices
-from sst_cdma.workloads.stats import tensor_choices
-from sst_cdma.workloads.vdnn import plan_iteration
+from workloads.stats import tensor_choices
+from workloads.vdnn import plan_iteration
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "tiny_transformer.yaml"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.workloads import load_network, parse_stream, render_stream, \
+from workloads import load_network, parse_stream, render_stream, \
     stream_stats
-from sst_cdma.workloads.planner import build_model, plan_greedy, plan_milp, plan_peak
-from sst_cdma.workloads.stats import tensor_choices
-from sst_cdma.workloads.vdnn import plan_iteration
+from workloads.planner import build_model, plan_greedy, plan_milp, plan_peak
+from workloads.stats import tensor_choices
+from workloads.vdnn import plan_iteration
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,14 +71,14 @@ def test_recomputing_a_relu_ffn_reruns_the_in_place_relu():
 
 
 def kernel_ps(op):
-    from sst_cdma.components.gpu import roofline_ps
+    from components.gpu import roofline_ps
 
     return roofline_ps(op.flops or 0, op.dram or 0, 200e12, 0.6, 2e12, 3_000_000)
 
 
 @pytest.mark.parametrize("fraction", [0.8, 0.6])
 def test_greedy_within_5_percent_of_the_milp_on_a_small_transformer(fraction):
-    from sst_cdma.workloads.planner import CopyCost
+    from workloads.planner import CopyCost
 
     net = load_network("gpt2_small", 256, "naive")
     base = plan_iteration(net, 4, "bfloat16", "none")
@@ -108,7 +108,7 @@ def test_a_recomputed_softmax_reads_its_scores_in_the_backward_pass():
     they are free after the forward pass, but recomputing the softmax reads them again at its
     anchor (the context), a read the planner must model (it did not: LLaMA-7B's auto plan was
     predicted 30% faster than it ran, its scores offloaded and prefetched unpriced)."""
-    from sst_cdma.workloads.planner import induced_needs
+    from workloads.planner import induced_needs
 
     net = load_network("gpt2_small", 256, "naive")
     index = {i.name: k for k, i in enumerate(net.infer(1, "bfloat16"))}
@@ -142,7 +142,7 @@ def test_the_planner_plans_until_the_reads_its_recomputations_induce_stop_growin
 
 def test_a_plan_cut_short_is_priced_with_the_reads_it_induces(monkeypatch):
     """Whatever stops the rounds, the prediction prices the plan the render will run."""
-    import sst_cdma.workloads.planner as planner
+    import workloads.planner as planner
 
     monkeypatch.setattr(planner, "NEEDS_ROUNDS", 2)
     s = sst_cdma.run(REPO / "topologies" / "pascal_cdma.py", OPT_B48_A100,

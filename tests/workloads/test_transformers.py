@@ -14,11 +14,11 @@ from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.model.fitted import kernel_model_for
 from sst_cdma.model.kernel_model import price_gemm
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import (TRANSFORMERS, WorkloadError, load_network, parse_stream,
+from workloads import (TRANSFORMERS, WorkloadError, load_network, parse_stream,
                                 render_stream, stream_stats)
-from sst_cdma.workloads.kernel_pricing import price_network
-from sst_cdma.workloads.render import iteration_stream
-from sst_cdma.workloads.transformer import role_of, split_name
+from workloads.kernel_pricing import price_network
+from workloads.render import iteration_stream
+from workloads.transformer import role_of, split_name
 
 #: Published parameter counts (HF configs; GPT-2 and OPT with the LM head tied to the embedding).
 PUBLISHED = {

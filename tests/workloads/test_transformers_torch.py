@@ -8,8 +8,8 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from sst_cdma.workloads import TRANSFORMERS, load_network  # noqa: E402
-from sst_cdma.workloads.torch_builder import build_torch  # noqa: E402
+from workloads import TRANSFORMERS, load_network  # noqa: E402
+from workloads.torch_builder import build_torch  # noqa: E402
 
 
 @pytest.mark.parametrize("name", TRANSFORMERS)

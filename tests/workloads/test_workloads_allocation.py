@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.workloads import NETWORKS, WorkloadError, load_network, parse_stream, stream_stats
-from sst_cdma.workloads.__main__ import main as workloads_main
-from sst_cdma.workloads.render import iteration_stream, render_stream
-from sst_cdma.workloads.vdnn import ALLOCATIONS, plan_iteration
+from workloads import NETWORKS, WorkloadError, load_network, parse_stream, stream_stats
+from workloads.__main__ import main as workloads_main
+from workloads.render import iteration_stream, render_stream
+from workloads.vdnn import ALLOCATIONS, plan_iteration
 
 GB = 1e9
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.workloads import (CNNS, NETWORKS, WorkloadError, itemsize, load_network)
-from sst_cdma.workloads.macros import MAX_DEPTH
+from workloads import (CNNS, NETWORKS, WorkloadError, itemsize, load_network)
+from workloads.macros import MAX_DEPTH
 
 
 def shapes(name: str, batch: int = 1) -> dict[str, tuple[int, ...]]:

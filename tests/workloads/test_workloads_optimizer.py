@@ -11,9 +11,9 @@ import pytest
 import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import NETWORKS, StreamError, load_network, parse_stream, stream_stats
-from sst_cdma.workloads.render import render_plan, render_stream
-from sst_cdma.workloads.vdnn import OPTIMIZERS, plan_iteration
+from workloads import NETWORKS, StreamError, load_network, parse_stream, stream_stats
+from workloads.render import render_plan, render_stream
+from workloads.vdnn import OPTIMIZERS, plan_iteration
 
 
 def stream_for(network: str, policy: str, optimizer: str, batch: int = 8,
@@ -144,7 +144,7 @@ def test_bad_optimizer_options_stop_the_run_before_it_starts(repo, tmp_path):
 
 
 def test_the_workloads_cli_renders_the_step(tmp_path, capsys):
-    from sst_cdma.workloads.__main__ import main
+    from workloads.__main__ import main
 
     out = tmp_path / "alexnet.stream"
     assert main(["render", "alexnet", "--batch", "8", "--optimizer", "adam", "-o", str(out)]) == 0

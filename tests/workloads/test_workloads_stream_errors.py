@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.workloads import StreamError, WorkloadError, parse_stream
-from sst_cdma.workloads.stream import parse_duration
+from workloads import StreamError, WorkloadError, parse_stream
+from workloads.stream import parse_duration
 
 BASE = """\
 # a two-layer toy stream

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from sst_cdma.workloads import (NETWORK_DIR, NETWORKS, POLICIES, WorkloadError, load_network,
+from workloads import (NETWORK_DIR, NETWORKS, POLICIES, WorkloadError, load_network,
                                 parse_stream, render_stream, stream_stats)
-from sst_cdma.workloads.loader import network_path
-from sst_cdma.workloads.render import iteration_stream
+from workloads.loader import network_path
+from workloads.render import iteration_stream
 
 GB = 1e9
 
@@ -256,7 +256,7 @@ def test_render_rejects_bad_requests():
 
 
 def test_command_line(tmp_path, capsys):
-    from sst_cdma.workloads.__main__ import main
+    from workloads.__main__ import main
 
     out = tmp_path / "alexnet.stream"
     assert main(["render", "alexnet", "--batch", "8", "--policy", "all", "-o", str(out)]) == 0
@@ -287,7 +287,7 @@ def test_iteration_stream_is_rendered_once_and_again_after_an_edit(tmp_path):
 
 
 def test_command_line_names_a_stream_that_is_not_utf8(tmp_path, capsys):
-    from sst_cdma.workloads.__main__ import main
+    from workloads.__main__ import main
 
     path = tmp_path / "x.stream"
     path.write_bytes(b"stream version=1 network=\xff\n")

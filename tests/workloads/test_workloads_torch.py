@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sst_cdma.workloads import CNNS, load_network  # noqa: E402
-from sst_cdma.workloads.torch_builder import build_torch  # noqa: E402
+from workloads import CNNS, load_network  # noqa: E402
+from workloads.torch_builder import build_torch  # noqa: E402
 
 
 @pytest.mark.parametrize("name", CNNS)  # transformers: tests/workloads/test_transformers_torch.py

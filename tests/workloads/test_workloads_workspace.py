@@ -9,10 +9,10 @@ import pytest
 
 import sst_cdma
 from sst_cdma.runner import RunError
-from sst_cdma.workloads import (CNNS, WorkloadError, load_network, parse_stream,
+from workloads import (CNNS, WorkloadError, load_network, parse_stream,
                                 stream_stats)
-from sst_cdma.workloads.render import render_stream
-from sst_cdma.workloads.vdnn import plan_iteration
+from workloads.render import render_stream
+from workloads.vdnn import plan_iteration
 
 MiB = 1 << 20
 
