@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -13,12 +13,12 @@ import numpy as np
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import Flow, FlowNetwork, Route
-from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, PathInfo, TransferCosts
 from sst_cdma.kernel import SimulationError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 from sst_cdma.model.links import MIN_DMA_BURST
 
-from .messages import TransferDone, TransferRequest
+from .interfaces import HostPath, HostStore, MemoryPool, TransferCosts
+from .messages import CopyCost, OffloadManifest, PathInfo, TransferDone, TransferRequest
 
 
 @dataclass
@@ -144,14 +144,14 @@ class CDMAEngine(Component):
         except ProfileError as exc:
             raise ValueError(f"{self.name}: cannot read tensors: {exc}") from None
 
-    def _check_real(self, workload: dict[str, Any]) -> None:
+    def _check_real(self, workload: OffloadManifest) -> None:
         """Refuse real tensors that are not the ones simulated: samples of another network,
         element type, shape or batch (functional mode would check a different tensor)."""
         from sst_cdma.profiles import ProfileError
 
-        shapes = workload.get("shapes", {})
+        shapes = workload.shapes()
         p = self.params
-        coded = [t for t, _, _ in workload["offloaded"] if t not in self.plain]
+        coded = [t.name for t in workload.tensors if t.name not in self.plain]
         if p["functional"] and p["algorithm"] != "none" and coded and \
                 not any(t in self.real for t in coded):
             raise ConfigError(f"{self.name}: functional mode has nothing to check: none of the "
@@ -161,11 +161,11 @@ class CDMAEngine(Component):
                               f"compresses ({', '.join(coded[:4])}"
                               f"{', ...' if len(coded) > 4 else ''})")
         try:
-            self.samples.check_network(workload["network"])
-            for tensor, raw, _ in workload["offloaded"]:
-                if tensor in self.real:
-                    self.samples.check(tensor, dtype=workload["dtype"],
-                                       shape=shapes.get(tensor), nbytes=raw)
+            self.samples.check_network(workload.network)
+            for t in workload.tensors:
+                if t.name in self.real:
+                    self.samples.check(t.name, dtype=workload.dtype, shape=shapes.get(t.name),
+                                       nbytes=t.raw_bytes)
         except ProfileError as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 
@@ -175,16 +175,16 @@ class CDMAEngine(Component):
         while (msg := self.gpu.recv_untimed()) is not None:
             self._plan(msg)
 
-    def _plan(self, workload: dict[str, Any]) -> None:
+    def _plan(self, workload: OffloadManifest) -> None:
         """Decide the wire size of every tensor the workload offloads."""
         from sst_cdma.profiles import ProfileError, load_profile
 
         p = self.params
-        dtype = workload["dtype"]
-        offloaded = workload["offloaded"]  # list of (tensor, raw_bytes, sparse)
-        self.served_gpu = workload.get("gpu", "")
+        dtype = workload.dtype
+        offloaded = [(t.name, t.raw_bytes, t.sparse) for t in workload.tensors]
+        self.served_gpu = workload.gpu
         # plain copies (codec=none) cross the link raw and need no densities
-        self.plain.update(workload.get("plain", ()))
+        self.plain.update(t.name for t in workload.tensors if t.plain)
         for tensor, raw, _ in offloaded:
             if tensor in self.plain:
                 self.wire[tensor] = raw
@@ -195,10 +195,10 @@ class CDMAEngine(Component):
         need_profile = [t for t, _, sparse in offloaded if sparse and t not in self.real]
         profile = None
         if need_profile:
-            source = p["profile"] or workload["network"]
+            source = p["profile"] or workload.network
             try:
                 profile = load_profile(source)
-                profile.require_network(workload["network"])
+                profile.require_network(workload.network)
                 profile.require_tensors(need_profile)
             except ProfileError as exc:
                 if p["algorithm"] == "none":  # a plain copy engine needs no densities
@@ -208,7 +208,7 @@ class CDMAEngine(Component):
                 raise self._profile_fault(exc, source) from None
         elif any(t not in self.real for t, _, _ in offloaded):
             # also for a plain copy engine: its ratio by algorithm covers the same tensors
-            profile = self._dense_profile(workload["network"])
+            profile = self._dense_profile(workload.network)
         known = profile.tensors if profile is not None else {}
         for tensor, raw, sparse in offloaded:
             if tensor in self.real:
@@ -231,20 +231,20 @@ class CDMAEngine(Component):
             self.ratios[tensor] = ratios
             self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
 
-    def transfer_costs(self, workload: dict[str, Any]) -> dict[str, Any]:
+    def transfer_costs(self, workload: OffloadManifest) -> dict[str, CopyCost]:
         """Each tensor's offload and prefetch time alone on the path, as a plain copy and
         through the codec, with the wire size the engine would send (the same ratios and the
         same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
         asks before the workload is scheduled). Leaves the engine's plan untouched."""
         from sst_cdma.flows import isolated_duration_ps
-        from workloads.planner import CopyCost
 
         saved = (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
                  self.payload_of, self.served_gpu)
         self.wire, self.ratios, self.raw_bytes, self.densities = {}, {}, {}, {}
         self.plain, self.payload_of = set(), {}
         try:
-            self._plan(dict(workload, plain=()))
+            self._plan(replace(workload, tensors=tuple(replace(t, plain=False)
+                                                       for t in workload.tensors)))
             wire = self.wire
         finally:
             (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
@@ -261,7 +261,8 @@ class CDMAEngine(Component):
 
         try:
             out = {}
-            for tensor, raw, _ in workload["offloaded"]:
+            for t in workload.tensors:
+                tensor, raw = t.name, t.raw_bytes
                 size = wire.get(tensor, raw)
                 out[tensor] = CopyCost(ps("offload", raw, raw, False),
                                        ps("prefetch", raw, raw, False),

@@ -11,10 +11,12 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork, PS_PER_S
-from sst_cdma.interfaces import MemoryPool
 from sst_cdma.model.gpus import GPUS
 
-from .messages import AllReduceDone, GradientReady, TransferDone, TransferRequest
+from .interfaces import MemoryPool
+from .messages import (AllReduceDone, GradientManifest, GradientReady, MovedTensor,
+                       OffloadManifest, TransferDone, TransferRequest)
+
 
 #: the systems a GPU can belong to: the one studied and its two baselines
 SYSTEMS = ("main", "oracle", "vdnn")
@@ -338,7 +340,7 @@ class GPU(Component):
 
     def _auto_plan(self, capacity: int) -> dict[str, str]:
         """Run the planner for this GPU's memory, kernels and engine."""
-        from sst_cdma.interfaces import TransferCosts
+        from .interfaces import TransferCosts
         from workloads import load_network
         from workloads.render import plan_auto
         from workloads.stream import parse_duration
@@ -358,10 +360,10 @@ class GPU(Component):
             engine = self.peer_provider("dma", TransferCosts)
             net = load_network(p["network"], p["seq_len"], p["attention"])
             tensors = net.tensors(p["batch"], p["dtype"])
-            costs = engine.transfer_costs({
-                "gpu": self.name, "network": net.name, "dtype": p["dtype"],
-                "batch": p["batch"], "shapes": {t.name: t.shape for t in tensors.values()},
-                "offloaded": [(t.name, t.bytes, t.sparse) for t in tensors.values()]})
+            costs = engine.transfer_costs(OffloadManifest(
+                gpu=self.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
+                tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
+                              for t in tensors.values())))
         result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps, costs,
                            p["layer_times"], p["optimizer"], p["workspace"], self.kernel_model,
                            self._workspace_limit(), label="policy auto",
@@ -382,14 +384,11 @@ class GPU(Component):
         self._register_gradients()
         if self.dma is not None:
             tensors = self.stream.tensors
-            offloaded = [(op.name, tensors[op.name].bytes, tensors[op.name].sparse)
-                         for op in self.ops if op.op == "offload"]
-            shapes = {op.name: tensors[op.name].shape for op in self.ops if op.op == "offload"}
-            plain = [op.name for op in self.ops if op.op == "offload" and op.codec == "none"]
-            self.dma.send_untimed({"gpu": self.name,
-                                   "network": self.stream.network, "dtype": self.stream.dtype,
-                                   "batch": self.stream.batch, "offloaded": offloaded,
-                                   "shapes": shapes, "plain": plain})
+            moved = tuple(MovedTensor(op.name, tensors[op.name].bytes, tensors[op.name].sparse,
+                                      tensors[op.name].shape, op.codec == "none")
+                          for op in self.ops if op.op == "offload")
+            self.dma.send_untimed(OffloadManifest(self.name, self.stream.network,
+                                                  self.stream.dtype, self.stream.batch, moved))
 
     def _register_gradients(self) -> None:
         """Data parallel: tell the fabric this GPU's weight gradients (``LAYER:dw``), in
@@ -403,9 +402,9 @@ class GPU(Component):
         self.wgrads = {wgrad_name(layer): layer for layer in layers
                        if wgrad_name(layer) in tensors}
         gradients = [(layer, tensors[name].bytes) for name, layer in self.wgrads.items()]
-        self.nvlink.send_untimed({"gpu": self.name, "system": self.params["system"],
-                                  "hbm": self.hbm.bandwidth_resource,
-                                  "gradients": gradients[::-1]})
+        self.nvlink.send_untimed(GradientManifest(self.name, self.params["system"],
+                                                  self.hbm.bandwidth_resource,
+                                                  tuple(gradients[::-1])))
 
     def setup(self) -> None:
         """Check every tensor fits in the GPU memory on its own, then start issuing."""

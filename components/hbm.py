@@ -6,7 +6,8 @@ from typing import Any, Optional
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import MemoryPool
+
+from .interfaces import MemoryPool
 
 
 class HBM(Component):

@@ -6,7 +6,9 @@ from typing import Any
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import HostPath, HostStore, PathInfo
+
+from .interfaces import HostPath, HostStore
+from .messages import PathInfo
 
 
 class HostMemory(Component):

@@ -1,7 +1,90 @@
-"""Events the cdma elements exchange over their links."""
+"""The contracts between the cdma elements, in one module: the events they send over their
+links, the messages of the untimed init phase, and what one element's query returns to another
+(the interfaces those queries belong to are in :mod:`components.interfaces`). Every one is a
+dataclass, so a mistake shows as a wrong field where it is made, in every configuration."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .interfaces import HostStore
+
+
+# -- init phase ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MovedTensor:
+    """One tensor a GPU's iteration moves through its DMA engine: its name, uncompressed size,
+    whether it is sparse (a ReLU output, priced by the density profile), its shape (batch first;
+    None where a workload stream does not say it), and whether the workload copies it raw
+    (``codec=none``: no densities needed)."""
+
+    name: str
+    raw_bytes: int
+    sparse: bool
+    shape: Optional[tuple[int, ...]] = None
+    plain: bool = False
+
+
+@dataclass(frozen=True)
+class OffloadManifest:
+    """GPU -> DMA engine, at init: which tensors the iteration offloads, of which network,
+    element type and batch (the engine sizes every tensor's wire bytes from it). The planner's
+    cost query (:meth:`components.interfaces.TransferCosts.transfer_costs`) takes the same
+    record, for the tensors it may move."""
+
+    gpu: str
+    network: str
+    dtype: str
+    batch: int
+    tensors: tuple[MovedTensor, ...] = ()
+
+    def shapes(self) -> dict[str, Optional[tuple[int, ...]]]:
+        """Tensor name -> shape (None: not known)."""
+        return {t.name: t.shape for t in self.tensors}
+
+
+@dataclass(frozen=True)
+class GradientManifest:
+    """GPU -> NVLink fabric, at init (data parallel): the GPU, the system it belongs to, the
+    flow resource of its HBM bandwidth and its weight gradients ``(layer, bytes)`` in the order
+    its backward pass makes them ready."""
+
+    gpu: str
+    system: str
+    hbm_resource: str
+    gradients: tuple[tuple[str, int], ...]
+
+
+# -- query results --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CopyCost:
+    """What moving one tensor costs on this machine (engine and host link), each transfer alone
+    on the path: picoseconds of an offload and of a prefetch, as a plain copy and through the
+    codec, and the bytes that cross the link through the codec."""
+
+    plain_out_ps: int
+    plain_in_ps: int
+    packed_out_ps: int
+    packed_in_ps: int
+    wire_bytes: int
+
+
+@dataclass
+class PathInfo:
+    """The way from a GPU-side DMA engine to its host store: the flow resources a transfer
+    loads in each direction (GPU to host ``d2h``, host to GPU ``h2d``), the start-up latency
+    the links on the way add up to, the store at the end and the names of the links, nearest
+    the GPU first."""
+
+    d2h: list[str] = field(default_factory=list)
+    h2d: list[str] = field(default_factory=list)
+    latency_ps: int = 0
+    host: Optional["HostStore"] = None
+    link_names: list[str] = field(default_factory=list)
+
+
+# -- timed events -------------------------------------------------------------------------------
 
 
 @dataclass

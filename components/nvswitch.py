@@ -12,7 +12,7 @@ from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.links import nvlink_bandwidth
 
-from .messages import AllReduceDone, GradientReady
+from .messages import AllReduceDone, GradientManifest, GradientReady
 
 #: HBM bytes per byte a GPU sends over NVLink: it reads what it sends
 SEND_HBM = 1.0
@@ -104,7 +104,7 @@ class NVSwitch(Component):
         self.tx = [flows.resource(f"{name}.{port}.tx", self.bandwidth) for port in self.ports]
         self.rx = [flows.resource(f"{name}.{port}.rx", self.bandwidth) for port in self.ports]
         n = len(self.ports)
-        self.registered: list[Optional[dict[str, Any]]] = [None] * n
+        self.registered: list[Optional[GradientManifest]] = [None] * n
         self.bucket_of: dict[str, int] = {}   # layer -> its bucket
         self.bucket_bytes: list[int] = []
         self.missing: list[int] = []          # per bucket: gradients not yet ready, all GPUs
@@ -135,13 +135,13 @@ class NVSwitch(Component):
                                   "(set its 'data_parallel' param)")
         first = self.registered[0]
         for port, reg in zip(self.ports[1:], self.registered[1:]):
-            if reg["gradients"] != first["gradients"]:
-                raise ConfigError(f"{self.name}: the GPU on port {port} ({reg['gpu']}) has other "
-                                  f"weight gradients than {first['gpu']}: data-parallel replicas "
+            if reg.gradients != first.gradients:
+                raise ConfigError(f"{self.name}: the GPU on port {port} ({reg.gpu}) has other "
+                                  f"weight gradients than {first.gpu}: data-parallel replicas "
                                   "train the same model")
         cap = self.params["first_bucket"] or self.params["bucket"]
         size = 0
-        for layer, nbytes in first["gradients"]:
+        for layer, nbytes in first.gradients:
             if size == 0:
                 self.bucket_bytes.append(0)
             self.bucket_of[layer] = len(self.bucket_bytes) - 1
@@ -152,7 +152,7 @@ class NVSwitch(Component):
                 cap = self.params["bucket"]
         n = len(self.ports)
         per_bucket = [0] * len(self.bucket_bytes)
-        for layer, _ in first["gradients"]:
+        for layer, _ in first.gradients:
             per_bucket[self.bucket_of[layer]] += 1
         self.missing = [count * n for count in per_bucket]
         # one flow per GPU: what it sends on its link out, receives on its link in (as much)
@@ -161,7 +161,7 @@ class NVSwitch(Component):
         for i in range(n):
             self.routes.append(self.flows.route(
                 {self.tx[i].name: 1.0, self.rx[i].name: 1.0,
-                 self.registered[i]["hbm"]: SEND_HBM + RECEIVE_HBM}, f"{self.name} {i}"))
+                 self.registered[i].hbm_resource: SEND_HBM + RECEIVE_HBM}, f"{self.name} {i}"))
         if not self.bucket_bytes:
             self.schedule_at(0, lambda _: self._all_done())
 
@@ -233,16 +233,16 @@ class NVSwitch(Component):
 
     def finish(self) -> None:
         """Record the bytes each GPU sent and publish the result record."""
-        first = self.registered[0] or {"gradients": [], "system": "main"}
+        first = self.registered[0] or GradientManifest("", "main", "", ())
         total = sum(nbytes for nbytes, *_ in self.done)
         for _ in self.ports:
             self.stat_sent.add_data(self.ring_bytes(total))
         self.publish(AllReduceResult(
-            system=first.get("system", "main"),
-            gpus=[(reg or {}).get("gpu", "") for reg in self.registered],
+            system=first.system,
+            gpus=[reg.gpu if reg else "" for reg in self.registered],
             bandwidth_Bps=self.bandwidth, step_latency_ps=self.params["step_latency"],
             bucket_cap_bytes=self.params["bucket"],
-            gradient_bytes=sum(nbytes for _, nbytes in first["gradients"]),
+            gradient_bytes=sum(nbytes for _, nbytes in first.gradients),
             bytes_per_gpu=self.ring_bytes(total), last_gradient_ps=self.last_gradient,
             buckets=list(self.done)))
 

@@ -8,8 +8,11 @@ from typing import Any, Optional
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import HostPath, InterfaceError, PathInfo
+from sst_cdma.interfaces import InterfaceError
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, c2c_bandwidth, nvlink_bandwidth
+
+from .interfaces import HostPath
+from .messages import PathInfo
 
 
 def link_params(default_gen: int = 3) -> tuple[Param, ...]:

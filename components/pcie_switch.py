@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from sst_cdma.element import Port, StatisticSpec
-from sst_cdma.interfaces import HostPath
 
+from .interfaces import HostPath
 from .pcie_bridge import DuplexLink
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import HostPath, InterfaceError, PathInfo
+from sst_cdma.interfaces import InterfaceError
 
+from .interfaces import HostPath
+from .messages import PathInfo
 from .pcie_bridge import LinkResult
 
 

@@ -12,7 +12,7 @@ per-tensor schedule — one per forward block, backward block and update block, 
   above its anchor (the latest layer whose backward reads it), or on demand in the anchor's
   own slot when that is the last layer; a recomputation runs the producer's (and its in-place
   modifiers') forward kernels in the anchor's backward slot;
-* copy times are the engine's (:class:`CopyCost`: the flow's bottleneck over GPU DRAM, codec
+* copy times are the engine's (:class:`components.messages.CopyCost`: the flow's bottleneck over GPU DRAM, codec
   and host link, plus the path latency), kernel times the priced stream's;
 * memory: the bytes resident in each slot are the fixed buffers (weights, gradients,
   workspace, state: the most held at any op of the slot) plus, per tensor, its size in every
@@ -33,7 +33,7 @@ overflows, plans again for a capacity lowered by the overflow.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -41,7 +41,10 @@ from .errors import WorkloadError
 from .network import Network
 from .vdnn import Plan, plan_iteration
 
-__all__ = ["CopyCost", "PlanModel", "PlanResult", "PlanInfeasible", "build_model",
+if TYPE_CHECKING:  # the engine's answer to the cost query
+    from components.messages import CopyCost
+
+__all__ = ["PlanModel", "PlanResult", "PlanInfeasible", "build_model",
            "plan_greedy", "plan_milp", "plan_to_fit", "induced_needs", "plan_peak", "lower_bound_peak",
            "choices_counts"]
 
@@ -59,18 +62,6 @@ class PlanInfeasible(WorkloadError):
     def __init__(self, message: str, short_bytes: int) -> None:
         super().__init__(message)
         self.short_bytes = short_bytes
-
-
-@dataclass(frozen=True)
-class CopyCost:
-    """What moving one tensor costs on this machine (engine and host link): picoseconds of an
-    offload and of a prefetch, as a plain copy and through the codec."""
-
-    plain_out_ps: int
-    plain_in_ps: int
-    packed_out_ps: int
-    packed_in_ps: int
-    wire_bytes: int
 
 
 @dataclass

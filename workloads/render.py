@@ -222,7 +222,7 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
               attention: str = "") -> "PlanResult":
     """``--policy auto``: the planner's choices for ``network`` on a machine with
     ``capacity`` bytes of GPU memory, kernels priced by ``kernel_ps(op)`` (as the GPU prices
-    them) and copies by ``copy_costs`` (tensor -> :class:`~workloads.planner.CopyCost`,
+    them) and copies by ``copy_costs`` (tensor -> :class:`~components.messages.CopyCost`,
     None without an engine); see :func:`workloads.planner.plan_to_fit`.
     ``seq_len`` and ``attention`` override a transformer definition's."""
     from .planner import plan_to_fit

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.interfaces import HostPath, HostStore, MemoryPool, TransferCosts, interface_members
+from components.interfaces import HostPath, HostStore, MemoryPool, TransferCosts
+from sst_cdma.interfaces import interface_members
 from sst_cdma.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from components.pcie_bridge import LinkResult
-from sst_cdma.interfaces import HostPath, interface_members
+from components.interfaces import HostPath
+from sst_cdma.interfaces import interface_members
 from sst_cdma.runner import RunError
 
 X = 100_000_000  # bytes each GPU offloads and prefetches

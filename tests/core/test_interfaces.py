@@ -186,7 +186,7 @@ def test_provided_interfaces_are_declared_per_port():
     from components.host_memory import HostMemory
     from components.pcie_bridge import PCIeBridge
     from components.pcie_switch import PCIeSwitch
-    from sst_cdma.interfaces import HostPath, HostStore, MemoryPool
+    from components.interfaces import HostPath, HostStore, MemoryPool
 
     assert HBM.provided_interfaces() == (MemoryPool,)
     assert HostMemory.provided_interfaces() == (HostStore, HostPath)
@@ -198,7 +198,7 @@ def test_provided_interfaces_are_declared_per_port():
 
 
 def test_interface_members_list_what_a_provider_must_implement():
-    from sst_cdma.interfaces import HostPath, HostStore, MemoryPool
+    from components.interfaces import HostPath, HostStore, MemoryPool
 
     assert interface_members(Greeter) == ["greet", "name"]
     assert interface_members(HostStore) == ["load", "name", "release", "store"]

@@ -10,9 +10,10 @@ import pytest
 
 import sst_cdma
 from components.gpu import roofline_ps
+from components.messages import CopyCost
 from sst_cdma.runner import RunError
 from workloads import load_network
-from workloads.planner import CopyCost, PlanInfeasible, build_model, \
+from workloads.planner import PlanInfeasible, build_model, \
     lower_bound_peak, plan_greedy, plan_milp, plan_peak, plan_to_fit
 from workloads.vdnn import plan_iteration
 

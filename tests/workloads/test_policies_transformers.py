@@ -78,7 +78,7 @@ def kernel_ps(op):
 
 @pytest.mark.parametrize("fraction", [0.8, 0.6])
 def test_greedy_within_5_percent_of_the_milp_on_a_small_transformer(fraction):
-    from workloads.planner import CopyCost
+    from components.messages import CopyCost
 
     net = load_network("gpt2_small", 256, "naive")
     base = plan_iteration(net, 4, "bfloat16", "none")

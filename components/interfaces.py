@@ -1,0 +1,106 @@
+"""The interfaces of the cdma element library: what one of its elements may ask of another
+(GPU memory, the host store, the path to it, what a transfer would cost). Elements declare them
+on their ports and ask with ``self.peer_provider(port, Interface)``
+(:mod:`sst_cdma.interfaces` checks the wiring); the records the queries return are in
+:mod:`components.messages`."""
+from __future__ import annotations
+
+from typing import Any, Optional, Protocol, runtime_checkable
+
+from .messages import CopyCost, OffloadManifest, PathInfo
+
+__all__ = ["HostPath", "HostStore", "MemoryPool", "TransferCosts"]
+
+
+@runtime_checkable
+class MemoryPool(Protocol):
+    """GPU memory (``cdma.HBM``): capacity with allocation tracking, and the flow resource
+    carrying its bandwidth. The GPU allocates, frees and reports through it; a DMA engine
+    loads its ``bandwidth_resource`` with the bytes it reads and writes."""
+
+    name: str
+    #: the largest allocated total so far, in bytes
+    peak: int
+    #: None, or the first point memory ran out: ``layer``, ``tensor``, ``bytes_short``,
+    #: ``time_ps``
+    oom: Optional[dict[str, Any]]
+
+    @property
+    def capacity(self) -> int:
+        """Capacity in bytes."""
+        ...
+
+    @property
+    def unlimited(self) -> bool:
+        """True when allocations never run out (only the peak is tracked against capacity)."""
+        ...
+
+    @property
+    def bandwidth_resource(self) -> str:
+        """Name of the flow-network resource that carries the memory's achievable bandwidth."""
+        ...
+
+    def allocate(self, tensor: str, nbytes: int, layer: str) -> None:
+        """Allocate ``nbytes`` for ``tensor`` (issued by ``layer``)."""
+        ...
+
+    def free(self, tensor: str) -> None:
+        """Release ``tensor``'s memory."""
+        ...
+
+    def average_usage(self, end_ps: int) -> int:
+        """Time-weighted average of the bytes in use over [0, ``end_ps``]."""
+        ...
+
+    def usage_curve(self) -> list[tuple[int, int]]:
+        """(time_ps, bytes in use) at every time the allocation changed."""
+        ...
+
+
+@runtime_checkable
+class HostStore(Protocol):
+    """Where offloaded tensors land (``cdma.HostMemory``): a DMA engine stores each offload's
+    wire bytes (and, in functional mode, the compressed payload) under a key, loads the
+    payload back on prefetch and releases it."""
+
+    name: str
+
+    def store(self, key: str, nbytes: int, payload: Optional[bytes] = None) -> None:
+        """Keep ``nbytes`` (and the bytes themselves when given) under ``key``."""
+        ...
+
+    def load(self, key: str) -> Optional[bytes]:
+        """The payload stored under ``key`` (None when only sizes are modelled)."""
+        ...
+
+    def release(self, key: str) -> None:
+        """Drop ``key``."""
+        ...
+
+
+@runtime_checkable
+class HostPath(Protocol):
+    """Something on the way to host memory, or host memory itself: it describes the path from
+    itself to the host store. A link element extends what its own host-side peer describes
+    (``cdma.PCIeBridge``, ``cdma.PCIeSwitch``); the store starts it (``cdma.HostMemory``)."""
+
+    name: str
+
+    def host_path(self) -> PathInfo:
+        """The path from this element to the host store (a fresh object on every call)."""
+        ...
+
+
+@runtime_checkable
+class TransferCosts(Protocol):
+    """What moving tensors would cost (``cdma.CDMAEngine``): the planner of ``--policy auto``
+    asks before the iteration is scheduled, so it prices offloads with the engine's own wire
+    sizes, codec throughput and host path."""
+
+    name: str
+
+    def transfer_costs(self, workload: OffloadManifest) -> dict[str, CopyCost]:
+        """Per tensor of ``workload``: its :class:`CopyCost` (plain and compressed offload and
+        prefetch times in ps, wire bytes), each transfer alone on the path. A pure function of
+        the manifest and the configured machine: asking changes nothing in the engine."""
+        ...
