@@ -105,18 +105,26 @@ class _Configurable:
         """Load a subcomponent of ``type`` into ``slot``."""
         where = _where()
         cls = self._config.element if not self._unknown else None
-        if cls is not None and not any(s.name == slot for s in cls.SLOTS):
+        owner = f"{self._config.name} ({self._config.type})"
+        declared = next((s for s in cls.SLOTS if s.name == slot), None) if cls else None
+        if cls is not None and declared is None:
             known = ", ".join(s.name for s in cls.SLOTS) or "none"
-            raise ConfigError(f"{self._config.name} ({self._config.type}) has no subcomponent "
-                              f"slot {slot!r} (slots: {known})", where)
+            raise ConfigError(f"{owner} has no subcomponent slot {slot!r} (slots: {known})",
+                              where)
         try:
-            find_element(type)
+            element = find_element(type)
         except ElementNotFound as exc:
             raise ConfigError(str(exc), where) from None
+        if declared is not None:
+            refusal = declared.refusal(owner, element, slot_num)
+            if refusal:
+                raise ConfigError(refusal, where)
         name = f"{self._config.name}:{slot}[{slot_num}]"
-        if any(s.name == name for s in self._config.subcomponents):
-            raise ConfigError(f"slot {slot}[{slot_num}] of {self._config.name} is already "
-                              "filled", where)
+        taken = next((s for s in self._config.subcomponents if s.name == name), None)
+        if taken is not None:
+            accepts = f"; it takes {declared.describe_accepts()}" if declared else ""
+            raise ConfigError(f"{owner}: slot {slot}[{slot_num}] is already filled (with "
+                              f"{taken.type}, {taken.where}){accepts}", where)
         sub = ConfigSubComponent(name=name, type=type, where=where, slot=slot, index=slot_num)
         self._config.subcomponents.append(sub)
         return SubComponent(sub, self)

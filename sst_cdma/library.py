@@ -73,3 +73,17 @@ def find_element(type_name: str) -> type[Element]:
             f" (library {lib} has: {', '.join(elements)})"
         raise ElementNotFound(f"unknown element {type_name!r}{hint}")
     return elements[elem]
+
+
+def elements_deriving_from(base: type) -> list[str]:
+    """``library.Element`` of every element of the libraries that load whose class derives
+    from ``base`` (what fills a subcomponent slot that accepts ``base``), sorted. A library
+    that fails to import is left out: this only lists."""
+    out: list[str] = []
+    for lib in library_modules():
+        try:
+            elements = load_library(lib)
+        except Exception:  # noqa: BLE001 - a broken third-party library lists nothing
+            continue
+        out += [f"{lib}.{name}" for name, cls in elements.items() if issubclass(cls, base)]
+    return sorted(out)

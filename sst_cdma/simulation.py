@@ -132,12 +132,38 @@ class Simulation:
                               if bad_param else where) from None
 
     def build_subcomponents(self, parent: Element) -> dict[str, list[SubComponent]]:
-        """Construct the subcomponents configured for ``parent`` (called from Element init)."""
+        """Construct the subcomponents configured for ``parent`` (called from Element init),
+        each checked against its slot's declaration; load a slot's default element where the
+        configuration left it empty; refuse an empty required slot."""
         out: dict[str, list[SubComponent]] = {}
+        owner = f"{parent.name} ({parent.type_name()})"
+        slots = {slot.name: slot for slot in parent.SLOTS}
         for sub_cfg in sorted(getattr(parent, "_pending_subs", []),
                               key=lambda s: (s.slot, s.index)):
+            slot = slots.get(sub_cfg.slot)
+            if slot is None:
+                raise ConfigError(f"{owner} has no subcomponent slot {sub_cfg.slot!r} (slots: "
+                                  f"{', '.join(slots) or 'none'})", sub_cfg.where)
+            refusal = slot.refusal(owner, sub_cfg.element, sub_cfg.index)
+            if refusal:
+                raise ConfigError(refusal, sub_cfg.where)
             sub = self._construct(sub_cfg, parent)
             out.setdefault(sub_cfg.slot, []).append(sub)  # type: ignore[arg-type]
+        parent_cfg = self.statistics.configs.get(parent.name)
+        where = parent_cfg.where if parent_cfg is not None else ""
+        for slot in parent.SLOTS:
+            if slot.name in out:
+                continue
+            if slot.default:  # an anonymous subcomponent: its statistics enabled as its parent's
+                cfg = ConfigSubComponent(name=f"{parent.name}:{slot.name}[0]", type=slot.default,
+                                         where=where, slot=slot.name, index=0)
+                if parent_cfg is not None:
+                    self.statistics.configs[cfg.name] = parent_cfg
+                out[slot.name] = [self._construct(cfg, parent)]  # type: ignore[list-item]
+            elif slot.required:
+                raise ConfigError(f"{owner}: slot {slot.name!r} is empty; it needs "
+                                  f"{slot.describe_accepts()}: "
+                                  f"setSubComponent({slot.name!r}, TYPE)", where)
         return out
 
     def elements(self) -> list[Element]:

@@ -5,11 +5,21 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-from ..element import Component, Element
+from ..element import Component, Element, SubComponent
 from ..library import ElementNotFound, library_modules, load_library
 from .sst_main import OneLineParser
 
 KIND_UNITS = {"time": "time", "frequency": "Hz", "bandwidth": "B/s", "bytes": "B"}
+
+
+def interface_lines(cls: type[Element]) -> list[str]:
+    """A subcomponent's ``Interface:`` line (as SST-core's sst-info prints it): the slot
+    interfaces it implements, nearest first."""
+    if issubclass(cls, Component):
+        return []
+    kinds = [base.__name__ for base in cls.__mro__[1:]
+             if issubclass(base, SubComponent) and base.__dict__.get("ABSTRACT", False)]
+    return [f"      Interface: {', '.join(kinds) or 'SubComponent'}"]
 
 
 def describe_element(index: int, cls: type[Element]) -> list[str]:
@@ -18,6 +28,7 @@ def describe_element(index: int, cls: type[Element]) -> list[str]:
     lines = [f"   {kind} {index}: {cls.element_name or cls.__name__}",
              f"      Description: {cls.description()}",
              f"      Defined in: {cls.__module__}",
+             *interface_lines(cls),
              f"      Parameters ({len(cls.PARAMS)} total)"]
     for p in cls.PARAMS:
         unit = f" ({KIND_UNITS[p.kind]})" if p.kind in KIND_UNITS else ""
@@ -32,7 +43,13 @@ def describe_element(index: int, cls: type[Element]) -> list[str]:
         lines.append(f"         {port.name}: {port.doc}{req}{provides}")
     lines.append(f"      SubComponent Slots ({len(cls.SLOTS)} total)")
     for slot in cls.SLOTS:
-        lines.append(f"         {slot.name}: {slot.doc}")
+        how = "required" if slot.required else f"default {slot.default}" if slot.default \
+            else "optional"
+        fillers = slot.fillers()
+        lines.append(f"         {slot.name}: {slot.doc} [{slot.interface}; {how}"
+                     f"{'; several' if slot.multiple else ''}]")
+        if fillers:
+            lines.append(f"            filled by: {', '.join(fillers)}")
     lines.append(f"      Statistics ({len(cls.STATISTICS)} total)")
     for s in cls.STATISTICS:
         lines.append(f"         {s.name}: {s.doc},  (units = \"{s.units}\") "

@@ -66,7 +66,8 @@ def test_error_traceback_only_with_verbose(repo, tmp_path):
     assert quiet.returncode == loud.returncode == 1
     assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr
     assert quiet.stderr.strip().endswith("unknown element 'testElement.Nope' (library testElement "
-                                         "has: Counter, Echo, PHOLD, StatProbe)")
+                                         "has: Counter, DownTally, Echo, Meter, PHOLD, StatProbe, "
+                                         "UpTally)")
 
 
 def test_missing_script_is_an_error():
