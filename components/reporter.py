@@ -1,8 +1,9 @@
-"""The run reporter (``cdma.Reporter``): at the end of the run it wires the three report
-modules together, each of which reads only the typed result records the elements published
-(GPUResult, EngineResult, LinkResult, AllReduceResult): :mod:`components.summary` composes
-the summary, :mod:`components.console` prints it and :mod:`components.trace` draws the Chrome
-trace. It writes ``summary.json`` and ``trace.json`` into the run's output folder.
+"""The run reporter (``cdma.Reporter``): at the end of the run it wires three modules
+together. The report reads only the typed result records the elements published (GPUResult,
+EngineResult, LinkResult, AllReduceResult): :mod:`components.summary` composes the summary from
+them, :mod:`components.trace` draws the Chrome trace from the GPUs' records, and
+:mod:`components.console` formats the composed summary. It writes ``summary.json`` and
+``trace.json`` into the run's output folder.
 """
 from __future__ import annotations
 
