@@ -354,6 +354,76 @@ def _memory_s(nbytes: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
     return np.asarray(nbytes, dtype=float) / (hw.dram_bandwidth * kp.memory_efficiency)
 
 
+class _Conv:
+    """The arrays of a batch of convolution problems (keys n c h w k r s pad_h pad_w stride_h
+    stride_w, optional dilation_h, dilation_w, groups) and what follows from them: the padded
+    and output planes, channels per group, the tensors' bytes, and which layers Winograd and
+    FFT may serve."""
+
+    def __init__(self, prob: Mapping[str, Any]) -> None:
+        f = {key: np.asarray(v, dtype=float) for key, v in prob.items()}
+        self.one = one = np.ones_like(f["n"])
+        self.dh, self.dw, self.g = (f.get(key, one) for key in ("dilation_h", "dilation_w",
+                                                               "groups"))
+        self.n, self.c, self.h, self.w, self.k, self.r, self.s = (
+            f[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
+        self.pad_h, self.pad_w = f["pad_h"], f["pad_w"]
+        self.sh, self.sw = f["stride_h"], f["stride_w"]
+        self.hp, self.wp = self.h + 2 * self.pad_h, self.w + 2 * self.pad_w
+        self.p = np.floor((self.hp - self.dh * (self.r - 1) - 1) / self.sh) + 1
+        self.q = np.floor((self.wp - self.dw * (self.s - 1) - 1) / self.sw) + 1
+        self.cg, self.kg = self.c / self.g, self.k / self.g
+        self.x_bytes, self.y_bytes, self.w_bytes = (
+            self.n * self.c * self.h * self.w * _ELEMENT,
+            self.n * self.k * self.p * self.q * _ELEMENT,
+            self.k * self.cg * self.r * self.s * _ELEMENT)
+        self.dense = (self.sh == 1) & (self.sw == 1) & (self.dh == 1) & (self.dw == 1) & \
+            (self.g == 1)
+        self.wino_ok = self.dense & (self.r == 3) & (self.s == 3)
+
+
+@dataclass
+class _PassShape:
+    """One pass of a batch of convolutions as GEMMs: the implicit GEMM's M x N x K and share of
+    peak (``eff``, the plane factor included), its DRAM bytes, Winograd's GEMM M x N x K per
+    tile, and the plane the GEMM runs over."""
+
+    gm: Any
+    gn: Any
+    gk: Any
+    eff: Any
+    dram: Any
+    wino: tuple[Any, Any, Any]
+    out_h: Any
+    out_w: Any
+
+
+def _pass_shape(cv: _Conv, pass_: str, kp: KernelParams) -> _PassShape:
+    """The GEMM shape of ``pass_`` over the convolutions ``cv``."""
+    n, h, w, p, q, cg, kg = cv.n, cv.h, cv.w, cv.p, cv.q, cv.cg, cv.kg
+    r, s, sh, sw = cv.r, cv.s, cv.sh, cv.sw
+    if pass_ == "fwd":
+        gm, gn, gk, eff = n * p * q, kg, cg * r * s, 1.0
+        dram = cv.x_bytes + cv.w_bytes + cv.y_bytes
+        # Winograd GEMMs: tiles of the output, n = filters, reduce over input channels
+        wm, wn, wk = n, kg, cg
+    elif pass_ == "bwd_data":
+        strided = (sh > 1) | (sw > 1)
+        gm, gn, gk = n * h * w, cg, kg * r * s / (sh * sw)
+        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)
+        dram = cv.y_bytes + cv.w_bytes + cv.x_bytes
+        wm, wn, wk = n, cg, kg
+    else:
+        gm, gn, gk, eff = kg, cg * r * s, n * p * q, kp.bwd_filter_efficiency
+        dram = cv.x_bytes + cv.y_bytes + cv.w_bytes
+        wm, wn, wk = kg, cg, n
+    out_h, out_w = (h, w) if pass_ == "bwd_data" else (p, q)
+    # NCHW tensors: a GEMM over N x plane reads runs of one plane at a time, so small planes
+    # (7x7, 14x14) load in short, poorly coalesced runs
+    eff = eff * (out_h * out_w) / (out_h * out_w + kp.plane_elements)
+    return _PassShape(gm, gn, gk, eff, dram, (wm, wn, wk), out_h, out_w)
+
+
 def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelParams,
                workspace_limit: Any = math.inf) -> dict[str, np.ndarray]:
     """Modelled time of ``pass_`` (``fwd``, ``bwd_data``, ``bwd_filter``) for arrays of
@@ -364,60 +434,41 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     algorithm does not apply)."""
     if pass_ not in PASSES:
         raise ModelError(f"unknown pass {pass_!r} (one of {', '.join(PASSES)})")
-    f = {key: np.asarray(v, dtype=float) for key, v in prob.items()}
-    one = np.ones_like(f["n"])
-    dh, dw, g = (f.get(key, one) for key in ("dilation_h", "dilation_w", "groups"))
-    n, c, h, w, k, r, s = (f[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
-    sh, sw = f["stride_h"], f["stride_w"]
-    hp, wp = h + 2 * f["pad_h"], w + 2 * f["pad_w"]
-    p = np.floor((hp - dh * (r - 1) - 1) / sh) + 1
-    q = np.floor((wp - dw * (s - 1) - 1) / sw) + 1
-    cg, kg = c / g, k / g
-    x_bytes, y_bytes, w_bytes = (n * c * h * w * _ELEMENT, n * k * p * q * _ELEMENT,
-                                 k * cg * r * s * _ELEMENT)
-    dense = (sh == 1) & (sw == 1) & (dh == 1) & (dw == 1) & (g == 1)
-    wino_ok = dense & (r == 3) & (s == 3)
-    if pass_ == "fwd":
-        gm, gn, gk, eff = n * p * q, kg, cg * r * s, 1.0
-        dram = x_bytes + w_bytes + y_bytes
-        # Winograd GEMMs: tiles of the output, n = filters, reduce over input channels
-        wm, wn, wk = n, kg, cg
-    elif pass_ == "bwd_data":
-        strided = (sh > 1) | (sw > 1)
-        gm, gn, gk = n * h * w, cg, kg * r * s / (sh * sw)
-        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)
-        dram = y_bytes + w_bytes + x_bytes
-        wm, wn, wk = n, cg, kg
-    else:
-        gm, gn, gk, eff = kg, cg * r * s, n * p * q, kp.bwd_filter_efficiency
-        dram = x_bytes + y_bytes + w_bytes
-        wm, wn, wk = kg, cg, n
-    out_h, out_w = (h, w) if pass_ == "bwd_data" else (p, q)
-    # NCHW tensors: a GEMM over N x plane reads runs of one plane at a time, so small planes
-    # (7x7, 14x14) load in short, poorly coalesced runs
-    eff = eff * (out_h * out_w) / (out_h * out_w + kp.plane_elements)
-    inf = np.full(n.shape, np.inf)
-    zeros = np.zeros(n.shape)
+    cv = _Conv(prob)
+    ps = _pass_shape(cv, pass_, kp)
+    inf = np.full(cv.n.shape, np.inf)
+    zeros = np.zeros(cv.n.shape)
     times = dict.fromkeys(ALGORITHMS, inf)
     space = dict.fromkeys(ALGORITHMS, zeros)
+    _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space)
+    _price_winograd(cv, ps, pass_, hw, kp, times, space)
+    _price_fft(cv, ps, hw, kp, times, space)
+    return _fastest_within(cv, times, space, kp, workspace_limit)
 
+
+def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
+                           kp: KernelParams, times: dict[str, Any],
+                           space: dict[str, Any]) -> None:
+    """Price, into ``times`` and ``space``, the GEMM-like algorithms: the implicit GEMMs, the
+    explicit GEMM of a one-pixel plane and the direct depthwise kernel."""
+    n, h, w, r, s, cg, kg, g = cv.n, cv.h, cv.w, cv.r, cv.s, cv.cg, cv.kg, cv.g
     # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace).
     # Backward-filter reduces along both operands' contiguous axis (dY and X over N x plane),
     # so its tiles are fed from shared memory at the rate the SM's banks allow
-    gemm = _gemm_time(_gemm_candidates(gm, gn, gk, hw.sms, g,
+    gemm = _gemm_time(_gemm_candidates(ps.gm, ps.gn, ps.gk, hw.sms, g,
                                        fill_skinny=pass_ == "bwd_filter"), hw, kp,
-                      kp.gemm_efficiency * eff, dram, smem_bound=pass_ == "bwd_filter")
+                      kp.gemm_efficiency * ps.eff, ps.dram, smem_bound=pass_ == "bwd_filter")
     times["IMPLICIT_PRECOMP_GEMM"] = gemm
     # without workspace for its offsets: the model cannot tell it apart, so it is only picked
     # where a zero workspace limit rules the precomputed variant out
     times["IMPLICIT_GEMM"] = gemm * (1 + 1e-9)
     if pass_ == "fwd":
-        space["IMPLICIT_PRECOMP_GEMM"] = gk * 8.0
+        space["IMPLICIT_PRECOMP_GEMM"] = ps.gk * 8.0
 
     # a 1x1 filter on a one-pixel plane (a squeeze-and-excitation or classifier convolution):
     # NCHW holds the N x C matrix itself, so cuDNN's explicit GEMM needs no im2col and the pass
     # is one cuBLAS GEMM per group, with no plane to load in short runs
-    one_pixel = (h == 1) & (w == 1) & (r == 1) & (s == 1) & (f["pad_h"] == 0) & (f["pad_w"] == 0)
+    one_pixel = (h == 1) & (w == 1) & (r == 1) & (s == 1) & (cv.pad_h == 0) & (cv.pad_w == 0)
     gemm_shape = {"fwd": (n, kg, cg), "bwd_data": (n, cg, kg), "bwd_filter": (kg, cg, n)}[pass_]
     times["GEMM"] = np.where(one_pixel, gemm_times(*gemm_shape, hw, kp, batch=g) - kp.launch_s,
                              np.inf)
@@ -426,16 +477,23 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     # output element running its R x S taps; no GEMM tile to pad to 16 or more channels. At
     # 2 R S FLOPs per element in and out it is memory-bound on every GPU here
     depthwise = (cg == 1) & (g > 1)
-    direct_flops = 2.0 * n * k * r * s * p * q
+    direct_flops = 2.0 * n * cv.k * r * s * cv.p * cv.q
     times["DEPTHWISE"] = np.where(depthwise, np.maximum(
-        direct_flops / (hw.peak_flops * kp.gemm_efficiency * eff), _memory_s(dram, hw, kp)),
-        np.inf)
+        direct_flops / (hw.peak_flops * kp.gemm_efficiency * ps.eff),
+        _memory_s(ps.dram, hw, kp)), np.inf)
 
-    # Winograd: F(2x2,3x3) fused (16 GEMMs over 4x4 tiles) and F(4x4,3x3) non-fused
-    # (36 GEMMs over 6x6 tiles, its transformed operands round-tripping through DRAM); the
-    # GEMMs run batched over the transform points, without split-K
+
+def _price_winograd(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: KernelParams,
+                    times: dict[str, Any], space: dict[str, Any]) -> None:
+    """Price, into ``times`` and ``space``, Winograd: F(2x2,3x3) fused (16 GEMMs over 4x4
+    tiles) and F(4x4,3x3) non-fused (36 GEMMs over 6x6 tiles, its transformed operands
+    round-tripping through DRAM); the GEMMs run batched over the transform points, without
+    split-K."""
+    n, c, k, cg, kg = cv.n, cv.c, cv.k, cv.cg, cv.kg
+    wm, wn, wk = ps.wino
+    eff, dram = ps.eff, ps.dram
     for algo, out_tile, points in (("WINOGRAD", 2, 16), ("WINOGRAD_NONFUSED", 4, 36)):
-        tiles = np.ceil(out_h / out_tile) * np.ceil(out_w / out_tile)
+        tiles = np.ceil(ps.out_h / out_tile) * np.ceil(ps.out_w / out_tile)
         if pass_ == "bwd_filter":
             mm, nn, kk = wm, wn, wk * tiles
             t_in, t_out = n * tiles * (c + k) * points * _ELEMENT, kg * cg * points * _ELEMENT
@@ -455,11 +513,16 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
             t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, t_in + t_out) + \
                 _memory_s(dram + t_in + t_out, hw, kp)
             space[algo] = t_in + t_out
-        times[algo] = np.where(wino_ok, t, np.inf)
+        times[algo] = np.where(cv.wino_ok, t, np.inf)
 
-    # FFT over whole padded planes, and over 32x32 tiles (FFT-tiling)
-    tiles_h = np.ceil(p / np.maximum(_FFT_TILE - r + 1, 1))
-    tiles_w = np.ceil(q / np.maximum(_FFT_TILE - s + 1, 1))
+
+def _price_fft(cv: _Conv, ps: _PassShape, hw: Hardware, kp: KernelParams,
+               times: dict[str, Any], space: dict[str, Any]) -> None:
+    """Price, into ``times`` and ``space``, FFT over whole padded planes and over 32x32 tiles
+    (FFT-tiling)."""
+    n, c, k, r, s, hp, wp, one = cv.n, cv.c, cv.k, cv.r, cv.s, cv.hp, cv.wp, cv.one
+    tiles_h = np.ceil(cv.p / np.maximum(_FFT_TILE - r + 1, 1))
+    tiles_w = np.ceil(cv.q / np.maximum(_FFT_TILE - s + 1, 1))
     for algo, eh, ew, count in (("FFT", hp, wp, one),
                                 ("FFT_TILING", one * _FFT_TILE, one * _FFT_TILE,
                                  tiles_h * tiles_w)):
@@ -468,9 +531,9 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
         bufs = planes * points * 2 * _ELEMENT
         transforms = planes * 2.5 * eh * ew * np.log2(np.maximum(eh * ew, 2))
         products = 8.0 * n * k * c * count * points
-        t = np.maximum((transforms + products) / (hw.peak_flops * kp.fft_efficiency * eff),
-                       _memory_s(dram + 2 * bufs, hw, kp))
-        valid = dense & (r > 1) & (r <= eh) & (s <= ew)
+        t = np.maximum((transforms + products) / (hw.peak_flops * kp.fft_efficiency * ps.eff),
+                       _memory_s(ps.dram + 2 * bufs, hw, kp))
+        valid = cv.dense & (r > 1) & (r <= eh) & (s <= ew)
         if algo == "FFT":
             valid &= (hp <= 256) & (wp <= 256)
         else:
@@ -478,12 +541,17 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
         times[algo] = np.where(valid, t, np.inf)
         space[algo] = bufs
 
+
+def _fastest_within(cv: _Conv, times: dict[str, Any], space: dict[str, Any], kp: KernelParams,
+                    workspace_limit: Any) -> dict[str, np.ndarray]:
+    """:func:`conv_times`' result: every algorithm's time with its launches, and the fastest
+    whose workspace fits ``workspace_limit``."""
     by_algo = np.stack([times[a] for a in ALGORITHMS], axis=-1)
     # one launch per cuDNN call and group (the depthwise kernel: one for all groups): a
     # multi-kernel algorithm's kernels (transforms, GEMMs, inverse) queue back to back behind it
-    launches = np.stack([one if a == "DEPTHWISE" else g for a in ALGORITHMS], axis=-1)
+    launches = np.stack([cv.one if a == "DEPTHWISE" else cv.g for a in ALGORITHMS], axis=-1)
     with_launch = by_algo + kp.launch_s * launches
-    ws = np.stack([np.broadcast_to(space[a], n.shape) for a in ALGORITHMS], axis=-1)
+    ws = np.stack([np.broadcast_to(space[a], cv.n.shape) for a in ALGORITHMS], axis=-1)
     limit = np.asarray(workspace_limit, dtype=float)
     allowed = np.where(ws <= (limit[..., None] if limit.ndim else limit), with_launch, np.inf)
     pick = np.argmin(allowed, axis=-1)

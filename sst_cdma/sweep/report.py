@@ -2,7 +2,11 @@
 numeric figure against the swept parameter (one line or bar group per combination of the other
 swept parameters), and, when the summary has them, the speed-up over vDNN and the performance
 relative to the oracle per network and configuration; one point's per-layer timeline (from its
-summary.json) and GPU memory over time (from its trace.json)."""
+summary.json) and GPU memory over time (from its trace.json).
+
+The report knows no element library's summary: which summary keys describe the simulated system
+rather than measure it (and so are not plotted as figures) each library declares on its package
+as ``SUMMARY_SYSTEM_KEYS`` (:func:`system_keys`)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..components.summary_schema import SYSTEM_SHAPE
+from ..library import library_modules
 from .marks import display_path
 
 PARAM_PREFIXES = ("opt.", "param.")
@@ -23,8 +27,30 @@ BASELINES = (("speedup_vs_vdnn", "baselines.vdnn.iteration_time_s",
               "performance relative to the oracle (oracle time / time)"))
 
 
+#: the attribute of an element library's package naming the summary keys that describe the
+#: simulated system (a GPU count, a link) rather than what the run measured
+SYSTEM_KEYS_HOOK = "SUMMARY_SYSTEM_KEYS"
+
+
 class ReportError(Exception):
     """The results cannot be reported (missing file, not a sweep table)."""
+
+
+def system_keys() -> frozenset[str]:
+    """The top-level summary keys that every element library declares (its package's
+    ``SUMMARY_SYSTEM_KEYS``) as describing the simulated system: their columns are not plotted
+    as figures. ReportError when a library's package cannot be imported."""
+    import importlib
+
+    keys: set[str] = set()
+    for library, package in library_modules().items():
+        try:
+            module = importlib.import_module(package)
+        except ImportError as exc:
+            raise ReportError(f"element library {library} (package {package}) cannot be "
+                              f"imported: {exc}") from None
+        keys.update(getattr(module, SYSTEM_KEYS_HOOK, ()))
+    return frozenset(keys)
 
 
 @dataclass
@@ -168,8 +194,9 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
     else:
         x = swept[0] if swept else "point"
     others = [c for c in swept if c != x]
+    system = system_keys()
     figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
-               and c.split(".")[0] not in SYSTEM_SHAPE and pd.api.types.is_numeric_dtype(frame[c])]
+               and c.split(".")[0] not in system and pd.api.types.is_numeric_dtype(frame[c])]
     lines = [f"# Sweep report: {display_path(csv)}", "",
              f"{len(frame)} points: {len(ok)} ok, {len(frame) - len(ok)} failed.", ""]
     if swept:
@@ -438,5 +465,5 @@ def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, 
     return table, [(name, column, title) for name, column, title in present]
 
 
-__all__ = ["write_report", "load_results", "swept_columns", "memory_tracks", "Report",
-           "ReportError"]
+__all__ = ["write_report", "load_results", "swept_columns", "memory_tracks", "system_keys",
+           "Report", "ReportError", "SYSTEM_KEYS_HOOK"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from components.reporter import console_summary
+from components.console import console_summary
 
 REPO = Path(__file__).resolve().parents[2]
 DIGITS = ["--network", "digits_cnn", "--policy", "all"]  # 0.686 ms; oracle 0.686, vDNN 0.717

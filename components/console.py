@@ -1,0 +1,233 @@
+"""The ten-second summary a person reads after a run: the console text of a summary dict (what
+:mod:`components.summary` composed from the typed result records, or a summary.json read back),
+one labelled line per figure, every line's sizes in one decimal unit."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .nvswitch import allreduce_line
+
+__all__ = ["console_summary", "plan_line", "functional_line"]
+
+MS = 1e3
+#: policies that are vDNN's own (named "vDNN policy ..." in the heading)
+VDNN_POLICIES = ("none", "all", "conv")
+
+
+def _unit(largest: float) -> tuple[float, str]:
+    """The decimal unit (scale, name) for sizes up to ``largest`` bytes: GB, MB or kB."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(largest) >= scale / 10:
+            return scale, unit
+    return 1e3, "kB"
+
+
+def _sizes(*values: float) -> list[str]:
+    """``values`` in bytes, formatted in one decimal unit (the one that suits the largest), so
+    that a console line never mixes units."""
+    if not any(values):
+        return ["0 B"] * len(values)
+    scale, unit = _unit(max(abs(v) for v in values))
+    out = []
+    for v in values:
+        x = v / scale
+        # two decimals, or three significant digits where two decimals would show 0.00
+        digits = 2 if abs(x) >= 0.01 or x == 0 else 2 - math.floor(math.log10(abs(x)))
+        out.append(f"{x:.{digits}f} {unit}")
+    return out
+
+
+def _row(label: str, text: str) -> str:
+    """One console line: the label and a colon, padded so values line up."""
+    return f"{label + ':':<16} {text}"
+
+
+def functional_line(summary: dict[str, Any]) -> str:
+    """The console line of a summary's functional checks."""
+    checks, matches = summary["functional_checks"], summary["functional_matches"]
+    if not checks:
+        return _row("functional", "no prefetch checked (no real tensor was compressed and "
+                    "brought back)")
+    verdict = "all matched" if checks == matches else f"{matches} matched"
+    return _row("functional", f"{checks} prefetch{'es' if checks != 1 else ''} checked bit for "
+                f"bit, {verdict}")
+
+
+def plan_line(plan: dict[str, Any]) -> str:
+    """The console's plan line: tensors and bytes per choice, and the recomputation time."""
+    shown = [c for c, count in plan["counts"].items() if count]
+    sizes = dict(zip(shown, _sizes(*(plan["bytes"][c] for c in shown))))
+    parts = [f"{plan['counts'][c]} {c} ({sizes[c]})" for c in shown]
+    text = ", ".join(parts) + f"; recompute {plan['recompute_time_s'] * 1e3:.3f} ms"
+    planner = plan.get("planner")
+    if planner:
+        text += f"; planner predicted {planner['predicted_time_s'] * 1e3:.3f} ms"
+    return _row("tensors", text)
+
+
+class _Scope:
+    """What a figure of a summary of ``n`` GPUs is (``n`` 0: one GPU, no labels): the slowest
+    GPU's, the total over GPUs, the largest GPU's."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.slowest, self.total, self.largest = (
+            f" (slowest of {n} GPUs)", f" (total of {n} GPUs)", " (largest GPU)") if n \
+            else ("", "", "")
+
+
+def console_summary(s: dict[str, Any]) -> str:
+    """The ten-second summary a person reads after a run."""
+    scope = _Scope(len(s.get("gpus", ())))
+    lines = _heading_lines(s)
+    if not s.get("complete", True):
+        return "\n".join(lines + _stopped_lines(s, scope))
+    lines += _time_lines(s, scope)
+    lines += _link_lines(s, scope)
+    lines += _plan_lines(s)
+    lines += _memory_lines(s, scope)
+    lines += _baseline_lines(s, scope)
+    for g in s.get("gpus", []):
+        lines.append(f"  {g['gpu']}: {g['iteration_time_s'] * MS:.3f} ms, stall "
+                     f"{g['stall_time_s'] * MS:.3f} ms")
+    return "\n".join(lines)
+
+
+def _heading_lines(s: dict[str, Any]) -> list[str]:
+    """The heading (network, policy, allocation, cDMA), the system and the kernel times."""
+    lines = [
+        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, "
+        f"{'vDNN ' if s['policy'] in VDNN_POLICIES else ''}policy {s['policy']}, "
+        + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
+        + f"cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
+    ]
+    if s.get("system"):
+        lines.append(f"system:          {s['system']}")
+    if s.get("kernel_times") == "roofline":
+        lines.append("kernel times:    roofline (peak FLOP/s x the GPU's compute_efficiency, "
+                     "against DRAM bandwidth)")
+    elif s.get("kernel_times"):
+        lines.append(f"kernel times:    {s['kernel_times']}")
+    return lines
+
+
+def _stopped_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
+    """What a run cut off before its iteration ended can say: when, and what it moved so far."""
+    stopped = s.get("stopped_at_s", s["iteration_time_s"])
+    raw, wire = _sizes(s["offloaded_bytes"], s["wire_bytes"])
+    return [
+        f"STOPPED:         the run was stopped at {stopped * MS:.3f} ms (--stop-at) before "
+        "the iteration ended: no iteration time, stall, speed-up or slowdown",
+        _row(f"offloaded{scope.total}", f"{raw} raw, {wire} on the wire so far"),
+        _row(f"peak GPU memory{scope.largest}",
+             f"{_sizes(s['peak_gpu_memory_bytes'])[0]} so far"),
+    ]
+
+
+def _time_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
+    """The iteration and its passes, compute against stall, and the bytes offloaded."""
+    it = s["iteration_time_s"]
+    raw, wire = _sizes(s["offloaded_bytes"], s["wire_bytes"])
+    return [
+        _row(f"iteration{scope.slowest}", f"{it * MS:.3f} ms  (forward "
+             f"{s['forward_time_s'] * MS:.3f} ms, backward {s['backward_time_s'] * MS:.3f} ms"
+             + (f", {s['optimizer']} update {s['update_time_s'] * MS:.3f} ms"
+                if s.get("update_time_s") else "") + ")"),
+        _row(f"compute / stall{scope.slowest}", f"{s['compute_time_s'] * MS:.3f} ms / "
+             f"{s['stall_time_s'] * MS:.3f} ms ({100 * s['stall_time_s'] / it if it else 0:.1f}% "
+             "stalled)") if "compute_time_s" in s
+        else f"stall:           {s['stall_time_s'] * MS:.3f} ms",
+        _row(f"offloaded{scope.total}", f"{raw} raw, {wire} on the wire "
+             f"(ratio {s['compression_ratio']:.2f}x)"),
+    ]
+
+
+def _link_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
+    """The ratio of every algorithm, the host link's bandwidth and busy time, and one line per
+    kind of shared link, in the order the GPUs' paths meet them."""
+    lines = []
+    if "compression_ratio_by_algorithm" in s:
+        r = s["compression_ratio_by_algorithm"]
+        lines.append("ratio by algo:   " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
+    if "pcie_utilization" in s:
+        u = s["pcie_utilization"]
+        lines.append(f"host link:       {s['pcie_bandwidth_Bps'] / 1e9:.2f} GB/s per direction, "
+                     f"busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to GPU"
+                     + (f" (mean of {scope.n} GPUs)" if scope.n else ""))
+    shared = s.get("switch_utilization") or {}
+    for kind in dict.fromkeys(u.get("kind", "switch") for u in shared.values()):
+        links = {n: u for n, u in shared.items() if u.get("kind", "switch") == kind}
+        name, u = max(links.items(), key=lambda kv: max(kv[1]["d2h"], kv[1]["h2d"]))
+        lines.append(_row("switch uplink" if kind == "switch" else kind,
+                          f"{len(links)} shared, busiest {name} ({u['bandwidth_Bps'] / 1e9:.2f} "
+                          f"GB/s) busy {100 * u['d2h']:.1f}% to host, {100 * u['h2d']:.1f}% to "
+                          "GPU"))
+    return lines
+
+
+def _plan_lines(s: dict[str, Any]) -> list[str]:
+    """The per-tensor plan (not under vDNN's own policies) and the all-reduce."""
+    lines = []
+    plans = [s["plan"]] if "plan" in s else [g["plan"] for g in s.get("gpus", ()) if "plan" in g]
+    if plans and plans[0]["tensors"] and s["policy"] not in VDNN_POLICIES:
+        # several GPUs: their plans, each its own GPU's, are one line when they agree
+        lines.append(plan_line(plans[0]) + ("" if len(plans) == 1 else
+                                            f" (each of {len(plans)} GPUs)"
+                                            if all(p == plans[0] for p in plans) else
+                                            " (gpu0; the GPUs' plans differ)"))
+    if "allreduce" in s:
+        lines.append(allreduce_line(s["allreduce"]))
+    return lines
+
+
+def _memory_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
+    """The engine's DRAM traffic, the peak and average GPU memory against the capacity, the
+    functional checks, and where memory ran out."""
+    lines = []
+    if "extra_dram_bytes" in s:
+        lines.append(_row(f"DMA DRAM traffic{scope.total}", f"{_sizes(s['extra_dram_bytes'])[0]} "
+                          "read+written by the engine"))
+    cap = s.get("gpu_memory_capacity_bytes")
+    fits = "fits" if s["fits_in_memory"] else "DOES NOT FIT"
+    peak, cap_text, avg = _sizes(s["peak_gpu_memory_bytes"], cap or 0,
+                                 s.get("average_gpu_memory_bytes", 0))
+    lines.append(_row(f"peak GPU memory{scope.largest}", peak
+                      + (f" of {cap_text} ({fits})" if cap else f" ({fits})")
+                      + (f", average {avg}" if "average_gpu_memory_bytes" in s else "")))
+    if "functional_checks" in s:
+        lines.append(functional_line(s))
+    oom = s.get("out_of_memory")
+    if oom:
+        over = s["peak_gpu_memory_bytes"] - cap if cap else 0
+        lines.append(f"out of memory:   first at layer {oom['layer']} ({oom['tensor']}), "
+                     f"{_sizes(oom['bytes_short'])[0]} short"
+                     + (f"; the peak needs {_sizes(over)[0]} more" if over > 0 else ""))
+    return lines
+
+
+def _baseline_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
+    """The oracle and the vDNN baseline: cut off, or compared with this run."""
+    lines = []
+    it = s["iteration_time_s"]
+    b = s.get("baselines", {})
+    for label, name in (("oracle", "oracle"), ("vdnn", "vDNN baseline")):
+        if label in b and not b[label].get("complete", True):
+            lines.append(f"{name + ':':<16} stopped (--stop-at) before its iteration ended: "
+                         "no comparison")
+    if "oracle" in b and b["oracle"].get("complete", True):
+        o = b["oracle"]
+        lines.append(_row(f"oracle{scope.slowest}", f"{o['iteration_time_s'] * MS:.3f} ms, needs "
+                          f"{_sizes(o['peak_gpu_memory_bytes'])[0]}"
+                          f"{' per GPU' if scope.n else ''} "
+                          f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
+                          f"this run is {it / o['iteration_time_s']:.2f}x the oracle"))
+    if "vdnn" in b and b["vdnn"].get("complete", True):
+        v = b["vdnn"]
+        policy = f", policy {v['policy']}" if v.get("policy") else ""
+        reason = s.get("no_cdma_speedup")
+        lines.append(_row(f"vDNN (no comp.{policy}){scope.slowest}",
+                          f"{v['iteration_time_s'] * MS:.3f} ms; "
+                          + (f"no cDMA speed-up: {reason}" if reason else
+                             f"cDMA speed-up {v['iteration_time_s'] / it:.2f}x")))
+    return lines
