@@ -616,4 +616,4 @@ class GPU(Component):
             choice_bytes=choice_bytes, recompute_time_ps=self.recompute_total,
             planner=self.planner))
         if p["system"] == "main":
-            self.end_main_system(end)
+            self.declare_work_end(end)

@@ -180,7 +180,7 @@ def _component_from_json(d: Any, path: str, source: str,
     label = f"{'subcomponent' if parent is not None else 'component'} {str(d['name'])!r}"
     type_name = d["type"]
     if not isinstance(type_name, str):
-        raise ConfigError(f"{label}: type: expected a string such as \"cdma.GPU\", got "
+        raise ConfigError(f"{label}: type: expected a string such as \"library.Element\", got "
                           f"{_json_type(type_name)}")
     try:
         find_element(type_name)

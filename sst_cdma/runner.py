@@ -271,7 +271,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     ``program_options`` are more command-line options by SST's names (``heartbeat-sim-period``,
     ``heartbeat-wall-period``, ``exit-after``); like all command-line options they win over
     the script's. ``full_trace=False``
-    makes ``trace.json`` hold the GPU memory counters only (what sweep points keep).
+    asks the elements that write a trace for a summary one (:attr:`Simulation.full_trace`; the
+    cDMA topologies' ``trace.json`` then holds the GPU memory counters only, what sweep points
+    keep).
 
     The outputs appear together or not at all: the run writes them into a staging folder beside
     ``output_directory`` (``DIR.partial-*``) and moves them in once it has ended; a run that
