@@ -12,6 +12,7 @@ from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork, PS_PER_S
 from sst_cdma.interfaces import MemoryPool
+from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.gpus import GPUS
 
 from .messages import AllReduceDone, GradientReady, TransferDone, TransferRequest
@@ -91,8 +92,7 @@ class GPU(Component):
         Param("attention", "str", "", "attention form of a transformer network: naive "
               "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
               "definition's", choices=("", "naive", "fused")),
-        Param("dtype", "str", "float32", "element type", choices=("float32", "float16",
-                                                                   "bfloat16")),
+        Param("dtype", "str", "float32", "element type", choices=tuple(DTYPES)),
         Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
               "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "
               "joined by '+' (recompute-attn+offload-ffn; docs/workloads.md)",
