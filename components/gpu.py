@@ -11,6 +11,7 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork, PS_PER_S
+from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.gpus import GPUS
 
 from .interfaces import MemoryPool
@@ -93,8 +94,7 @@ class GPU(Component):
         Param("attention", "str", "", "attention form of a transformer network: naive "
               "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
               "definition's", choices=("", "naive", "fused")),
-        Param("dtype", "str", "float32", "element type", choices=("float32", "float16",
-                                                                   "bfloat16")),
+        Param("dtype", "str", "float32", "element type", choices=tuple(DTYPES)),
         Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
               "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "
               "joined by '+' (recompute-attn+offload-ffn; docs/workloads.md)",
@@ -615,4 +615,4 @@ class GPU(Component):
             choice_bytes=choice_bytes, recompute_time_ps=self.recompute_total,
             planner=self.planner))
         if p["system"] == "main":
-            self.end_main_system(end)
+            self.declare_work_end(end)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from sst_cdma.model.dtypes import DTYPES
+
 __all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN",
            "SYSTEM_SHAPE", "check_summary", "markdown"]
 
@@ -37,7 +39,7 @@ WHOLE = "when the run and that baseline are complete"
 SUMMARY: tuple[Key, ...] = (
     _k("network", "string", "network name"),
     _k("batch", "integer", "batch size"),
-    _k("dtype", "string", "element type (`float32`, `float16`, `bfloat16`)"),
+    _k("dtype", "string", f"element type ({', '.join(f'`{name}`' for name in DTYPES)})"),
     _k("policy", "string", "memory policy of the main system: vDNN's `none`, `conv`, `all`; "
        "`recompute`, `auto`, `plan` or per-tensor terms such as `recompute-attn+offload-ffn`"),
     _k("algorithm", "string", "cDMA compression algorithm (`none` without an engine)"),

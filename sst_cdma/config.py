@@ -28,6 +28,8 @@ PROGRAM_OPTIONS = {
     "interthread-links": "false", "output-prefix-core": "#@x SST Core: ",
     "checkpoint-sim-period": "", "checkpoint-wall-period": "0",
 }
+#: the values of the ``run-mode`` program option
+RUN_MODES = ("init", "run", "both")
 
 
 class ConfigError(ValueError):

@@ -398,12 +398,13 @@ class Element:
         elements that compose results, such as a reporter, and for the caller of the run."""
         self.simulation.results[self.name] = record
 
-    def end_main_system(self, time_ps: int) -> None:
-        """Declare that this element's part of the main system finished its work at
-        ``time_ps``: the run reports the latest such time as its simulated time, and the
-        statistics carry it as SimTime, however long the baseline systems ran."""
-        current = self.simulation.main_end_ps
-        self.simulation.main_end_ps = time_ps if current is None else max(current, time_ps)
+    def declare_work_end(self, time_ps: int) -> None:
+        """Declare that the work of this element that the run reports on ended at ``time_ps``.
+        The run reports the latest time any element declared as its simulated time, and the
+        statistics carry it as SimTime, however long other elements go on running (elements
+        that only compute a comparison, say, declare nothing)."""
+        current = self.simulation.work_end_ps
+        self.simulation.work_end_ps = time_ps if current is None else max(current, time_ps)
 
 
 class Component(Element):

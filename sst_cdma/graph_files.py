@@ -19,19 +19,20 @@ import json
 import re
 from typing import Any, Optional
 
-from .config import (ENABLE_ALL, ConfigComponent, ConfigError, ConfigGraph, ConfigLink,
-                     ConfigSubComponent, LinkEndConfig)
+from .config import (ENABLE_ALL, PROGRAM_OPTIONS, ConfigComponent, ConfigError, ConfigGraph,
+                     ConfigLink, ConfigSubComponent, LinkEndConfig)
 from .element import StatisticEnable
 from .units import UnitAlgebra
 
-#: SST-core 16's program options as its graph files list them, with its defaults.
-SST_PROGRAM_OPTIONS = {
-    "verbose": "0", "stop-at": "", "timing-info": "0", "heartbeat-sim-period": "",
-    "heartbeat-wall-period": "0", "timebase": "1ps", "partitioner": "sst.single",
-    "timeVortex": "sst.timevortex.priority_queue", "interthread-links": "false",
-    "output-prefix-core": "#@x SST Core: ", "checkpoint-sim-period": "",
-    "checkpoint-wall-period": "0",
-}
+#: the program options SST-core 16's graph files list, in its order
+GRAPH_FILE_OPTIONS = ("verbose", "stop-at", "timing-info", "heartbeat-sim-period",
+                      "heartbeat-wall-period", "timebase", "partitioner", "timeVortex",
+                      "interthread-links", "output-prefix-core", "checkpoint-sim-period",
+                      "checkpoint-wall-period")
+#: SST-core 16's program options as its graph files list them, with its defaults: ours, but for
+#: the partitioner, which SST names (it ran the single-rank one)
+SST_PROGRAM_OPTIONS = {name: "sst.single" if name == "partitioner" else PROGRAM_OPTIONS[name]
+                       for name in GRAPH_FILE_OPTIONS}
 #: options of one command line that a saved graph must not carry (replaying it would write the
 #: files again, or only check it)
 NOT_SAVED = {"output-json", "output-dot", "output-config", "run-mode", "model-options",
@@ -180,7 +181,7 @@ def _component_from_json(d: Any, path: str, source: str,
     label = f"{'subcomponent' if parent is not None else 'component'} {str(d['name'])!r}"
     type_name = d["type"]
     if not isinstance(type_name, str):
-        raise ConfigError(f"{label}: type: expected a string such as \"cdma.GPU\", got "
+        raise ConfigError(f"{label}: type: expected a string such as \"library.Element\", got "
                           f"{_json_type(type_name)}")
     try:
         find_element(type_name)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
-from .config import PROGRAM_OPTIONS, ConfigError, ConfigGraph, StructureError
+from .config import PROGRAM_OPTIONS, RUN_MODES, ConfigError, ConfigGraph, StructureError
 from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .units import UnitAlgebra, UnitError
@@ -247,7 +247,7 @@ def resolve_options(graph: ConfigGraph, cli: dict[str, Optional[str]]) -> dict[s
 
 def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None] = None,
         output_directory: Union[str, Path, None] = None, stop_at: Optional[str] = None,
-        run_mode: str = "both", console: Optional[IO[str]] = None,
+        run_mode: str = PROGRAM_OPTIONS["run-mode"], console: Optional[IO[str]] = None,
         output_json: Optional[str] = None, output_dot: Optional[str] = None,
         overrides: Optional[dict[str, dict[str, Any]]] = None,
         progress: Optional[IO[str]] = None, full_trace: bool = True,
@@ -271,7 +271,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     ``program_options`` are more command-line options by SST's names (``heartbeat-sim-period``,
     ``heartbeat-wall-period``, ``exit-after``); like all command-line options they win over
     the script's. ``full_trace=False``
-    makes ``trace.json`` hold the GPU memory counters only (what sweep points keep).
+    asks the elements that write a trace for a summary one (:attr:`Simulation.full_trace`; the
+    cDMA topologies' ``trace.json`` then holds the GPU memory counters only, what sweep points
+    keep).
 
     The outputs appear together or not at all: the run writes them into a staging folder beside
     ``output_directory`` (``DIR.partial-*``) and moves them in once it has ended; a run that
@@ -289,7 +291,8 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         raise RunError(f"{script}: a JSON graph takes no model options (they shaped the graph "
                        f"when it was written), got: {shlex.join(opts)}")
     t0 = time.perf_counter()
-    cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != "both" else None,
+    default_mode = PROGRAM_OPTIONS["run-mode"]
+    cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != default_mode else None,
            "output-directory": str(output_directory) if output_directory is not None else None,
            "output-json": output_json, "output-dot": output_dot, "output-config": output_config,
            **(program_options or {})}
@@ -491,8 +494,8 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
             raise RunError(f"--stop-at {options['stop-at']}: must be a positive time (the run "
                            "would end before its first event)", _display(graph.source))
     mode = options["run-mode"]
-    if mode not in ("init", "run", "both"):
-        raise RunError(f"--run-mode {mode!r} is not one of init, run, both")
+    if mode not in RUN_MODES:
+        raise RunError(f"--run-mode {mode!r} is not one of {', '.join(RUN_MODES)}")
     try:
         simulation = Simulation(graph, staging, console, record_all)
         simulation.full_trace = full_trace

@@ -34,10 +34,10 @@ class Simulation:
         self.reports: dict[str, Any] = {}
         #: element name -> the typed result record it published (:meth:`Element.publish`)
         self.results: dict[str, Any] = {}
-        #: the simulated time the main system's work ended, when an element declared it
-        #: (:meth:`Element.end_main_system`); the run's reported time and the statistics'
-        #: SimTime (None: the simulation's end)
-        self.main_end_ps: Optional[int] = None
+        #: the latest time an element declared the work the run reports on ended
+        #: (:meth:`Element.declare_work_end`); the run's reported time and the statistics'
+        #: SimTime (None: none declared, the simulation's end)
+        self.work_end_ps: Optional[int] = None
         self.components: dict[str, Component] = {}
         self._ends: dict[tuple[str, str], LinkEnd] = {}
         self._ports: dict[str, list[str]] = {}  # component -> its connected ports
@@ -222,9 +222,9 @@ class Simulation:
 
     @property
     def reported_end_ps(self) -> int:
-        """The simulated time a run reports: when the main system's work ended if an element
-        declared it, else when the last event ran (baseline systems may run longer)."""
-        return self.main_end_ps if self.main_end_ps is not None else self.sim.now
+        """The simulated time a run reports: the latest end of work an element declared
+        (:meth:`Element.declare_work_end`), else when the last event ran."""
+        return self.work_end_ps if self.work_end_ps is not None else self.sim.now
 
     def _located(self, el: Element, method: Any, *args: Any) -> None:
         """Call a lifecycle method; a ConfigError it raises without a location gets the line

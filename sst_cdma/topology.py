@@ -232,15 +232,15 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
     """The network renders, the fitted model prices this preset, and a layer-times file
     matches the network (and, measured on another preset, can be scaled)."""
     from .model.kernel_model import ModelError
-    from .workloads import NETWORKS, WorkloadError, load_network
-    from .workloads.layer_times import kernel_times_source, load_layer_times
-    from .workloads.loader import network_path
+    from workloads import NETWORKS, WorkloadError, load_network
+    from workloads.layer_times import kernel_times_source, load_layer_times
+    from workloads.loader import CAPTURE_NETWORKS, network_path
 
     try:
         network_path(o.network)
     except WorkloadError:
-        _refuse(f"unknown network {o.network!r} (one of {', '.join(NETWORKS)}, digits_cnn, or a "
-                ".yaml network definition)")
+        _refuse(f"unknown network {o.network!r} (one of "
+                f"{', '.join(NETWORKS + CAPTURE_NETWORKS)}, or a .yaml network definition)")
     if o.layer_times:
         try:
             measured = load_layer_times(o.layer_times)

@@ -1,12 +1,11 @@
 """Element types a workload can be rendered for, and their sizes in bytes."""
 from __future__ import annotations
 
+from sst_cdma.model.dtypes import DTYPES
+
 from .errors import WorkloadError
 
 __all__ = ["DTYPES", "itemsize"]
-
-#: Supported element types and their size in bytes.
-DTYPES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def itemsize(dtype: str) -> int:

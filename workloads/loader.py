@@ -23,18 +23,36 @@ from .macros import Macro, expand_layers, parse_macros
 from .network import NAME_RE, Layer, Network
 from .transformer import TransformerConfig, expand_transformer, role_of
 
-__all__ = ["NETWORKS", "CNNS", "TRANSFORMERS", "NETWORK_DIR", "MACRO_LIBRARY", "load_network", "network_path",
-           "load_macro_library"]
+__all__ = ["NETWORKS", "CNNS", "TRANSFORMERS", "CAPTURE_NETWORKS", "NETWORK_DIR", "MACRO_LIBRARY",
+           "load_network", "network_path", "load_macro_library"]
 
-#: The shipped CNNs.
-CNNS = ("alexnet", "overfeat", "nin", "vgg16", "squeezenet", "googlenet", "resnet50")
-#: The shipped decoder-only transformers (``transformer:`` files).
-TRANSFORMERS = ("gpt2_small", "gpt2_medium", "gpt2_large", "gpt2_xl", "opt_125m", "opt_350m",
-                "opt_1_3b", "llama_7b")
-#: The networks shipped with the package (files ``networks/<name>.yaml``).
-NETWORKS = CNNS + TRANSFORMERS
 #: Folder of the shipped network definitions.
 NETWORK_DIR = Path(__file__).resolve().parent / "networks"
+#: Network files of the folder that are not among the studied networks: the small CNN that
+#: ``sst-cdma capture`` trains and captures on the CPU.
+CAPTURE_NETWORKS = ("digits_cnn",)
+
+
+def _shipped(transformers: bool) -> tuple[str, ...]:
+    """The names of the shipped network files ``networks/<name>.yaml``, sorted: the
+    transformers (a file with a top-level ``transformer:`` key) or the others. Files named
+    ``_*`` (the macro library) and :data:`CAPTURE_NETWORKS` are left out."""
+    names = []
+    for path in sorted(NETWORK_DIR.glob("*.yaml")):
+        if path.stem.startswith("_") or path.stem in CAPTURE_NETWORKS:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if any(line.startswith("transformer:") for line in lines) == transformers:
+            names.append(path.stem)
+    return tuple(names)
+
+
+#: The shipped CNNs.
+CNNS = _shipped(transformers=False)
+#: The shipped decoder-only transformers (``transformer:`` files).
+TRANSFORMERS = _shipped(transformers=True)
+#: The networks shipped with the package (files ``networks/<name>.yaml``).
+NETWORKS = CNNS + TRANSFORMERS
 #: The shared macro library.
 MACRO_LIBRARY = NETWORK_DIR / "_macros.yaml"
 _TOP_KEYS = {"name", "description", "source", "notes", "macros", "layers", "transformer"}

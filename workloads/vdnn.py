@@ -45,13 +45,11 @@ from .dtypes import itemsize
 from .errors import WorkloadError
 from .layer_times import format_ps
 from .network import LayerInfo, Network, TensorInfo
+from .policies import VDNN_POLICIES as POLICIES  # the vDNN offload policies
 
 __all__ = ["POLICIES", "ALLOCATIONS", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block",
            "Plan", "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name",
            "workspace_name"]
-
-#: vDNN offload policies.
-POLICIES = ("none", "all", "conv")
 
 #: GPU memory allocation modes: ``liveness`` allocates a buffer when it is born and frees it when
 #: it dies; ``network-wide`` (vDNN's baseline) holds every buffer for the whole iteration, except

@@ -22,18 +22,18 @@ import time
 from typing import Callable, Iterator
 
 import torch
+from workloads.layer_times import LayerTimes, sequence_length
+from workloads.loader import load_network
+from workloads.network import LayerInfo, Network
+from workloads.torch_builder import TorchNetwork, build_torch
 
 from .. import __version__
-from ..workloads.dtypes import DTYPES
-from ..workloads.layer_times import LayerTimes, sequence_length
-from ..workloads.loader import load_network
-from ..workloads.network import LayerInfo, Network
-from ..workloads.torch_builder import TorchNetwork, build_torch
+from ..model.dtypes import DTYPES
 from .errors import CaptureError
 
 __all__ = ["time_layers", "device_description"]
 
-_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_TORCH_DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
 def _synchronizer(device: torch.device) -> Callable[[], None]:

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..model.dtypes import PROFILE_DTYPES
 from ..profiles import DensityProfile, ProfilePoint, Provenance, TensorProfile
 from .errors import CaptureError
 
 __all__ = ["LayerCapture", "CaptureResult", "build_profile"]
 
-_PROFILE_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16",
-                   "float64": "float64"}
+_PROFILE_DTYPES = {name: name for name in PROFILE_DTYPES}
 
 
 @dataclass

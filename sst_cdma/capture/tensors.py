@@ -4,9 +4,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..model.dtypes import HALF_DTYPES
+
 __all__ = ["to_numpy", "nonzero_bits", "dtype_name", "CONVERSIONS", "convert"]
 
-CONVERSIONS = ("bfloat16", "float16")
+CONVERSIONS = HALF_DTYPES
 """Element types a captured float32 tensor can also be measured in (:func:`convert`)."""
 
 

@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Sequence
 
 from ..codecs.registry import algorithm_names
+from ..model.dtypes import PROFILE_ITEMSIZES
 from ..profiles import DensityProfile, load_profile
 
 __all__ = ["PROFILES", "role_of", "role_table", "format_profile", "report", "main"]
@@ -92,7 +93,8 @@ def format_profile(profile: DensityProfile) -> str:
     """Plain-text table of every tensor and progress point: density, then the ratio of every
     codec in each measured element type (``f32:zvc``, ``bf16:zvc``, ...)."""
     names = algorithm_names()
-    short = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "float64": "f64"}
+    short = {t: ("bf" if t == "bfloat16" else "f") + str(8 * size)
+             for t, size in PROFILE_ITEMSIZES.items()}
     dtypes = _dtypes(profile)
     cols = [f"{short.get(t, t)}:{a}" for t in dtypes for a in names]
     lines = [f"{'tensor':<14} {'progress':>8} {'density':>8}" + "".join(f" {c:>15}" for c in cols)]

@@ -18,12 +18,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from workloads.errors import WorkloadError
+from workloads.layer_times import LayerTimes, implied_compute_efficiency, tensor_core_check
+from workloads.loader import CAPTURE_NETWORKS, NETWORKS, load_network
+from workloads.network import Network
+
+from ..model.dtypes import DTYPES
 from ..model.gpus import GPUS
 from ..model.kernel_model import TENSOR_CORE
-from ..workloads.errors import WorkloadError
-from ..workloads.layer_times import LayerTimes, implied_compute_efficiency, tensor_core_check
-from ..workloads.loader import load_network
-from ..workloads.network import Network
 from .cli import ToolParser
 from .errors import CaptureError
 from .layer_timing import time_layers
@@ -40,16 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
                 "'--layer-times' (the GPU model then uses these times instead of its kernel "
                 "model).")
     p.add_argument("--network", required=True,
-                   help="alexnet overfeat nin vgg16 squeezenet googlenet resnet50, digits_cnn, "
-                        "gpt2_small gpt2_medium gpt2_large gpt2_xl opt_125m opt_350m opt_1_3b "
-                        "llama_7b, or a network definition file")
+                   help=f"{' '.join(NETWORKS + CAPTURE_NETWORKS)}, or a network definition "
+                        "file")
     p.add_argument("--batch", type=int, required=True, help="batch size (a transformer's "
                    "micro-batch)")
     p.add_argument("--seq-len", type=int, default=0, metavar="N", help="sequence length of a "
                    "transformer network (default: its definition's); recorded in the file")
     p.add_argument("--attention", choices=("naive", "fused"), default="",
                    help="attention form of a transformer network (default: its definition's)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--dtype", default="float32", choices=tuple(DTYPES))
     p.add_argument("--device", default="cpu", help="PyTorch device: cpu, cuda, cuda:1, mps "
                    "(default cpu)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per kernel; the median "

@@ -11,6 +11,7 @@ import traceback
 from typing import Callable, NoReturn, Optional, Sequence
 
 from .. import __version__
+from ..config import PROGRAM_OPTIONS, RUN_MODES
 from ..runner import RunError, StructureRunError, run
 from ..units import UnitAlgebra
 
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the configuration graph as a Python script that rebuilds it")
     p.add_argument("--output-dot", default=None, metavar="FILE",
                    help="write the configuration graph as Graphviz DOT")
-    p.add_argument("--run-mode", default="both", choices=("init", "run", "both"),
+    p.add_argument("--run-mode", default=PROGRAM_OPTIONS["run-mode"], choices=RUN_MODES,
                    help="init: build and check only; run/both: build and run (default both)")
     p.add_argument("-n", "--num-threads", type=int, default=1, metavar="NUM",
                    help="accepted for compatibility; the kernel runs one thread")

@@ -34,7 +34,7 @@ class Codec(Protocol):
         ...
 
     def prepare(self, bits: np.ndarray) -> Payload:
-        """Plan (or perform) the encoding of ``bits``."""
+        """Work out (or perform) the encoding of ``bits``."""
         ...
 
     def check_sizes(self, count: int, itemsize: int, payload_len: int) -> None:

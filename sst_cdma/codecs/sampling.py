@@ -16,12 +16,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..model.dtypes import DTYPES as SIMULATED_DTYPES
+
 __all__ = ["SAMPLE_ELEMENTS", "DENSITY_STEPS", "DTYPES", "itemsize_of", "density_step",
            "sample_ratio", "sampled_ratio", "forget"]
 
 SAMPLE_ELEMENTS = 1 << 15
 DENSITY_STEPS = 200
-DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+DTYPES = {name: np.uint16 if name == "bfloat16" else np.dtype(name).type
+          for name in SIMULATED_DTYPES}
 """Element types sampled as themselves (bfloat16 as its raw 16-bit words); others as float32."""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..units import parse_bandwidth
+from .dtypes import HALF_DTYPES
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class GPUSpec:
     #: Pascal)
     tensor_flops: float = 0.0
     #: the 16-bit element types the tensor cores multiply (Volta's take float16 only)
-    tensor_dtypes: tuple[str, ...] = ("float16", "bfloat16")
+    tensor_dtypes: tuple[str, ...] = HALF_DTYPES
     #: float16 FLOP/s without tensor cores where it beats fp32 (the P100's paired half2
     #: arithmetic, 2x); 0: float16 arithmetic runs at the fp32 rate
     fp16_flops: float = 0.0

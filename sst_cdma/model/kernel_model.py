@@ -67,6 +67,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
+
 __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
            "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "TensorCoreParams",
            "TENSOR_CORE", "conv_times", "gemm_times", "price_attention", "price_conv",
@@ -79,10 +81,6 @@ ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NO
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 #: The passes of fused attention.
 ATTENTION_PASSES = ("fwd", "bwd")
-#: Element types the model prices, and their size in bytes.
-DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
-#: The 16-bit types tensor cores multiply.
-HALF_DTYPES = ("float16", "bfloat16")
 
 # Output tiles (rows x columns) of the GEMM kernels and how many of them one SM holds at once;
 # the skinny ones serve problems with a narrow side (few channels, few filters, small batch).

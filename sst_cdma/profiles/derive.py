@@ -27,6 +27,8 @@ import re
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping, Sequence
 
+from workloads.loader import TRANSFORMERS
+
 from .errors import ProfileError
 from .profile import DensityProfile, TensorProfile
 from .provenance import DerivedProvenance
@@ -137,8 +139,7 @@ def mapping(network: str, tensors: Sequence[str], source: DensityProfile) -> Map
     return {name: source_tensor(name, blocks, source) for name in names}
 
 
-SHIPPED_NETWORKS = ("gpt2_small", "gpt2_medium", "gpt2_large", "gpt2_xl", "opt_125m", "opt_350m",
-                    "opt_1_3b", "llama_7b")
+SHIPPED_NETWORKS = TRANSFORMERS
 """The shipped transformer networks whose profiles :func:`main` writes."""
 
 

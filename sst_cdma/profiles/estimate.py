@@ -87,6 +87,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from workloads.loader import CNNS
+
 from ..codecs import registry
 from .profile import DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance
@@ -111,9 +113,8 @@ __all__ = [
     "main",
 ]
 
-#: Networks with an estimated shipped profile.
-NETWORKS: tuple[str, ...] = ("alexnet", "overfeat", "nin", "vgg16", "squeezenet", "googlenet",
-                             "resnet50")
+#: Networks with an estimated shipped profile: the shipped CNNs.
+NETWORKS: tuple[str, ...] = CNNS
 #: Training progress of the points of every tensor.
 PROGRESS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 #: Density of every ReLU output at initialisation (symmetric pre-activations).

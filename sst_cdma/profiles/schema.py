@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..codecs.registry import algorithm_names
+from ..model.dtypes import PROFILE_DTYPES, PROFILE_ITEMSIZES
 from .errors import ProfileError
 
 __all__ = [
@@ -40,7 +41,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-KNOWN_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
+KNOWN_DTYPES: tuple[str, ...] = PROFILE_DTYPES
 """Element types a profile may describe."""
 
 _TOP_REQUIRED = ("format", "version", "network", "dtype", "provenance", "tensors")
@@ -274,7 +275,7 @@ def _parse_tensor(c: _Checker, value: Any, path: str, dtype: str) -> dict[str, A
 
 
 #: bits per element of each profile element type: ZVC spends one mask bit on each
-_ELEMENT_BITS = {"float32": 32, "float16": 16, "bfloat16": 16, "float64": 64}
+_ELEMENT_BITS = {name: 8 * size for name, size in PROFILE_ITEMSIZES.items()}
 
 
 def _parse_ratios(c: _Checker, value: Any, path: str, dtype: str,

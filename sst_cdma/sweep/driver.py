@@ -49,8 +49,8 @@ def default_output(spec: SweepSpec) -> Path:
     return Path("results") / (re.sub(r"[^\w.-]+", "-", spec.name).strip("-") or "sweep")
 
 
-def plan(spec: SweepSpec, points_dir: Path, retry_failed: bool = False
-         ) -> list[tuple[Point, PointTask]]:
+def point_tasks(spec: SweepSpec, points_dir: Path, retry_failed: bool = False
+                ) -> list[tuple[Point, PointTask]]:
     """Each point with its task (and so its cache key)."""
     inputs = inputs_digest()
     scripts: dict[Path, str] = {}
@@ -80,7 +80,7 @@ def _in_the_way(path: Path) -> Optional[tuple[Path, str]]:
     return None
 
 
-def check_output(out: Path, planned: list[tuple[Point, PointTask]]) -> None:
+def check_output(out: Path, tasks: list[tuple[Point, PointTask]]) -> None:
     """SpecError naming the path (before anything runs) when the output folder, its
     ``points`` folder or the folder of a point still to run cannot be written as one: a file
     or a stale symlink there, or a symlink where a point's folder would be published."""
@@ -90,7 +90,7 @@ def check_output(out: Path, planned: list[tuple[Point, PointTask]]) -> None:
             where, why = fault
             whose = what if where == folder else f"in the way of {what} {display_path(folder)}"
             raise SpecError(f"{whose} is {why}", where)
-    for point, task in planned:
+    for point, task in tasks:
         folder = out / "points" / task.key
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             why = ("a stale symlink (to " + os.readlink(folder) + ", which does not exist)"
@@ -109,9 +109,9 @@ def _make_folder(folder: Path) -> None:
         raise SpecError(f"cannot create the folder: {exc.strerror or exc}", folder) from None
 
 
-def _finished(planned: list[tuple[Point, PointTask]], points_dir: Path) -> int:
+def _finished(tasks: list[tuple[Point, PointTask]], points_dir: Path) -> int:
     """Points whose results are on disk now."""
-    return sum(load_result(points_dir, task.key) is not None for _, task in planned)
+    return sum(load_result(points_dir, task.key) is not None for _, task in tasks)
 
 
 def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None,
@@ -129,11 +129,11 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     spec = load_spec(spec_path)
     out = Path(output) if output is not None else default_output(spec)
     points_dir = out / "points"
-    planned = plan(spec, points_dir, retry_failed)
+    tasks = point_tasks(spec, points_dir, retry_failed)
     records: dict[str, dict[str, Any]] = {}
     todo: list[tuple[Point, PointTask]] = []
     queued: set[str] = set()
-    for point, task in planned:
+    for point, task in tasks:
         record = load_result(points_dir, task.key)
         if record is not None and (record.get("status") == "ok" or not retry_failed):
             records[task.key] = record
@@ -143,7 +143,7 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     check_output(out, todo)
     validate_points(str(spec_path), [p for p, _ in todo])
     _make_folder(points_dir)
-    cached = len(planned) - len(todo)  # points sharing a key count as cached
+    cached = len(tasks) - len(todo)  # points sharing a key count as cached
     done = 0
     bar = tqdm(total=len(todo), desc=spec.name, unit="point", file=log,
                disable=not progress or not todo, leave=True, dynamic_ncols=True)
@@ -159,19 +159,19 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
                 if failed_now:
                     bar.set_postfix(failed=failed_now)
     except KeyboardInterrupt:
-        finished = _finished(planned, points_dir)
-        if finished < len(planned):
-            raise SweepInterrupted(f"interrupted: {finished} of {len(planned)} points done "
+        finished = _finished(tasks, points_dir)
+        if finished < len(tasks):
+            raise SweepInterrupted(f"interrupted: {finished} of {len(tasks)} points done "
                                    f"(kept in {display_path(points_dir)}); run again to resume",
-                                   finished, len(planned)) from None
+                                   finished, len(tasks)) from None
         # stopped while shutting down, every point done: the table can still be written
         for _, task in todo:
             records[task.key] = load_result(points_dir, task.key) or records.get(task.key)
     except DispatchError as exc:
-        finished = _finished(planned, points_dir)
-        raise SweepInterrupted(f"{exc}: {finished} of {len(planned)} points done (kept "
+        finished = _finished(tasks, points_dir)
+        raise SweepInterrupted(f"{exc}: {finished} of {len(tasks)} points done (kept "
                                f"in {display_path(points_dir)}); run again to resume",
-                               finished, len(planned)) from None
+                               finished, len(tasks)) from None
     finally:
         bar.close()
     for _, task in todo:  # leftovers of points whose worker died while writing
@@ -179,7 +179,7 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
             for stale in points_dir.glob(pattern):
                 shutil.rmtree(stale, ignore_errors=True)
     rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
-                      spec.exclude) for point, task in planned]
+                      spec.exclude) for point, task in tasks]
     table = build_table(rows)
     try:
         csv_path, parquet_path = write_tables(table, out)
@@ -189,7 +189,7 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
             from None
     failed = sum(1 for row in rows if row["status"] != "ok")
     _check_statistics_matched(spec, rows, spec_path)
-    return SweepOutcome(spec=spec, output=out, total=len(planned), ran=len(todo),
+    return SweepOutcome(spec=spec, output=out, total=len(tasks), ran=len(todo),
                         cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
                         table=table)
 
@@ -210,5 +210,5 @@ def _check_statistics_matched(spec: Any, rows: list[dict[str, Any]], spec_path: 
                             spec_path, spec.statistics_lines.get(text))
 
 
-__all__ = ["run_sweep", "SweepOutcome", "SweepInterrupted", "plan", "default_output",
+__all__ = ["run_sweep", "SweepOutcome", "SweepInterrupted", "point_tasks", "default_output",
            "check_output"]

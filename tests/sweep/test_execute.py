@@ -92,10 +92,10 @@ PROFILE = REPO / "workloads" / "profiles" / "alexnet.json"
 
 def _planned(spec_path, points_dir):
     """The tasks of a spec as the sweep makes them, after the trip to a Dask worker."""
-    from sst_cdma.sweep.driver import plan
+    from sst_cdma.sweep.driver import point_tasks
     from sst_cdma.sweep.spec import load_spec
 
-    return [pickle.loads(pickle.dumps(task)) for _, task in plan(load_spec(spec_path),
+    return [pickle.loads(pickle.dumps(task)) for _, task in point_tasks(load_spec(spec_path),
                                                                  Path(points_dir))]
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sst_cdma.sweep.driver import plan
+from sst_cdma.sweep.driver import point_tasks
 from sst_cdma.sweep.execute import run_point
 from sst_cdma.sweep.spec import SpecError, load_spec
 
@@ -22,7 +22,7 @@ def _spec(tmp_path, repo, extra=""):
 
 def _trace(tmp_path, repo, extra=""):
     spec = _spec(tmp_path, repo, extra)
-    (point, task), = plan(spec, tmp_path / "points")
+    (point, task), = point_tasks(spec, tmp_path / "points")
     assert run_point(task)["status"] == "ok"
     trace = json.loads((tmp_path / "points" / task.key / "trace.json").read_text())
     return task.key, [e["ph"] for e in trace["traceEvents"]]

@@ -1,0 +1,19 @@
+"""The element types of simulated tensors, declared once: the kernel model, the codecs'
+sampling, the density profiles, the workloads, the GPU element and the command lines derive
+their lists from this table. It imports nothing, so any module may use it."""
+from __future__ import annotations
+
+__all__ = ["DTYPES", "HALF_DTYPES", "PROFILE_DTYPES", "PROFILE_ITEMSIZES"]
+
+DTYPES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
+"""Element types a simulated tensor may have, and their size in bytes."""
+
+HALF_DTYPES: tuple[str, ...] = tuple(name for name, size in DTYPES.items() if size == 2)
+"""The 16-bit types: mixed precision's, the ones tensor cores multiply."""
+
+PROFILE_ITEMSIZES: dict[str, int] = {**DTYPES, "float64": 8}
+"""Element types a density profile may describe, and their size in bytes: the simulated ones
+and float64 (tensors captured in double precision)."""
+
+PROFILE_DTYPES: tuple[str, ...] = tuple(PROFILE_ITEMSIZES)
+"""The names of :data:`PROFILE_ITEMSIZES`."""

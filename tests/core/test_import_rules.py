@@ -1,0 +1,229 @@
+"""Who may import whom, checked on the source with ``ast`` (nothing is imported, so it is fast).
+
+- The SST engine (kernel, elements, simulation, configuration, graph files, units, flows,
+  statistics, runner, progress, atomic files, libraries) imports only itself: nothing of the
+  element library ``components``, of the models (``sst_cdma.model``, ``codecs``, ``profiles``,
+  ``topology``, ``baselines``, ``model_options``) or of ``workloads``; and its code names no
+  cDMA element, param or system.
+- Within ``components/``, only the modules of :data:`WORKLOAD_IMPORTERS` import ``workloads``.
+- The report (the reporter element and the modules that compose the summary, the console and
+  the trace) reads the typed result records the elements publish: it imports no workload or
+  model, and it does not reach into the simulation's elements.
+- Every import of the project's packages names a module of the checkout (``sst_cdma.workloads``
+  and ``sst_cdma.components`` are gone: an old editable install still maps them elsewhere).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_MODULES = ("kernel", "element", "simulation", "config", "config_api", "graph_files",
+                  "units", "flows", "runner", "progress", "atomic_files", "library", "interfaces")
+ENGINE_PACKAGES = ("statistics",)
+#: sst_cdma modules outside the engine that the engine may import, and why
+ENGINE_EXCEPTIONS: set[str] = set()
+#: the modules of components/ that import workloads (the workload subcomponents, once they
+#: exist; for now the GPU, which renders its workload)
+WORKLOAD_IMPORTERS = {"gpu.py"}
+MODEL_PACKAGES = ("sst_cdma.model", "sst_cdma.codecs", "sst_cdma.profiles", "sst_cdma.topology",
+                  "sst_cdma.baselines", "sst_cdma.model_options")
+#: words of the cDMA model that engine code (names and strings, docstrings aside) must not use
+CDMA_WORDS = re.compile(r"gpu|cdma|baseline|oracle|vdnn|hbm|pcie|nvlink|nvswitch|dma|"
+                        r"main_?system|main_end|summary|reporter|workload|tensor|policy",
+                        re.IGNORECASE)
+#: engine code that names the element library: the built-in library table, which the lead
+#: changes when the libraries are reinstalled
+WORD_EXCEPTIONS = {("library.py", "BUILTIN_LIBRARIES")}
+
+
+def engine_files() -> list[Path]:
+    """The engine's source files."""
+    files = [ROOT / "sst_cdma" / f"{name}.py" for name in ENGINE_MODULES]
+    for package in ENGINE_PACKAGES:
+        files += sorted((ROOT / "sst_cdma" / package).glob("*.py"))
+    return files
+
+
+def engine_module_names() -> set[str]:
+    """The dotted names of the engine's modules and packages."""
+    return ({f"sst_cdma.{name}" for name in ENGINE_MODULES}
+            | {f"sst_cdma.{name}" for name in ENGINE_PACKAGES}
+            | {f"sst_cdma.{path.parent.name}.{path.stem}" for path in engine_files()
+               if path.parent.name in ENGINE_PACKAGES})
+
+
+def module_name(path: Path) -> str:
+    """The dotted module name of a source file under the repository root."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``source`` of module ``module``, at any
+    depth (imports inside functions count); ``from . import x`` gives ``package.x``."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            if node.module is None:  # from . import a, b: the submodules a and b
+                found += [(node.lineno, f"{prefix}.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, prefix))
+    return found
+
+
+def _within(name: str, packages: "tuple[str, ...] | set[str]") -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _file_imports(path: Path) -> list[tuple[int, str]]:
+    return imports(path.read_text(encoding="utf-8"), module_name(path),
+                   path.name == "__init__.py")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants in ``tree``."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def _words(node: ast.AST) -> Iterator[str]:
+    """The names and strings a node brings into the code."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, ast.Attribute):
+        yield node.attr
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, ast.arg):
+        yield node.arg
+    elif isinstance(node, ast.keyword) and node.arg:
+        yield node.arg
+    elif isinstance(node, ast.alias):
+        yield node.asname or node.name
+
+
+def _excepted_nodes(tree: ast.AST, filename: str) -> set[int]:
+    """ids of the nodes under an assignment that :data:`WORD_EXCEPTIONS` allows."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and (filename, t.id) in WORD_EXCEPTIONS
+                for t in node.targets):
+            out |= {id(n) for n in ast.walk(node)}
+    return out
+
+
+def cdma_words(source: str, filename: str = "<source>") -> list[str]:
+    """``file:line: word`` for every name or string (docstrings aside) of the code that uses
+    a word of the cDMA model; the package's own name ``sst_cdma`` does not count."""
+    tree = ast.parse(source, filename)
+    skip = _docstrings(tree) | _excepted_nodes(tree, filename)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        for word in _words(node):
+            if CDMA_WORDS.search(word.replace("sst_cdma", "")):
+                found.append((getattr(node, "lineno", 0), word))
+    return [f"{filename}:{line}: {word!r}" for line, word in sorted(found)]
+
+
+#: imports of gone modules in files that another change is rewriting right now
+KNOWN_MISSING: set[str] = set()
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def missing_modules(path: Path) -> list[str]:
+    """``file:line: module`` for every import in ``path`` of a module of the project's packages
+    that the checkout does not have (``from a import b``: ``a`` must be a module)."""
+    found = []
+    for line, name in _file_imports(path):
+        if not _within(name, ("sst_cdma", "components", "workloads")):
+            continue
+        if not (_is_module(name) or _is_module(name.rpartition(".")[0])):
+            found.append(f"{path.relative_to(ROOT)}:{line}: {name}")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            name = imports(ast.unparse(node), module_name(path), path.name == "__init__.py")[0][1]
+            if _within(name, ("sst_cdma", "components", "workloads")) and not _is_module(name):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    return sorted(set(found))
+
+
+def test_every_import_names_a_module_of_the_checkout():
+    files = [p for folder in ("sst_cdma", "components", "workloads", "topologies", "tests")
+             for p in sorted((ROOT / folder).rglob("*.py"))
+             if "broken" not in p.relative_to(ROOT).parts]  # tests/core/broken: bad on purpose
+    found = [hit for path in files for hit in missing_modules(path) if hit not in KNOWN_MISSING]
+    assert found == [], "imports of modules the checkout does not have:\n" + "\n".join(found)
+
+
+def test_the_engine_imports_only_itself():
+    allowed = engine_module_names() | ENGINE_EXCEPTIONS
+    files = engine_files()
+    assert len(files) >= len(ENGINE_MODULES) + 3  # the scan sees the statistics package
+    found = [f"{path.relative_to(ROOT)}:{line}: {name}"
+             for path in files for line, name in _file_imports(path)
+             if (_within(name, ("sst_cdma", "components", "workloads"))
+                 and not _within(name, allowed))]
+    assert found == [], "the engine imports beyond itself:\n" + "\n".join(found)
+
+
+def test_the_engine_code_names_nothing_of_the_cdma_model():
+    found = [hit for path in engine_files()
+             for hit in cdma_words(path.read_text(encoding="utf-8"), path.name)]
+    assert found == [], "engine code naming the cDMA model:\n" + "\n".join(found)
+
+
+def test_only_the_listed_components_import_workloads():
+    files = sorted((ROOT / "components").glob("*.py"))
+    importers = {path.name for path in files
+                 if any(_within(name, ("workloads",)) for _, name in _file_imports(path))}
+    assert importers <= WORKLOAD_IMPORTERS, \
+        f"components/ modules importing workloads beyond the allow-list: " \
+        f"{sorted(importers - WORKLOAD_IMPORTERS)}"
+    # a module that no longer imports workloads leaves the list
+    assert importers == WORKLOAD_IMPORTERS, \
+        f"allow-listed modules that import no workloads: {sorted(WORKLOAD_IMPORTERS - importers)}"
+
+
+REPORT_MODULES = ("reporter.py", "summary.py", "console.py", "trace.py")
+
+
+@pytest.mark.parametrize("module", REPORT_MODULES)
+def test_the_report_reads_only_result_records(module):
+    path = ROOT / "components" / module
+    source = path.read_text(encoding="utf-8")
+    bad = [f"{module}:{line}: {name}" for line, name in _file_imports(path)
+           if _within(name, ("workloads", *MODEL_PACKAGES))]
+    assert bad == [], "the report imports workloads or models:\n" + "\n".join(bad)
+    reaches = [f"{module}:{node.lineno}: {ast.unparse(node)}"
+               for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Attribute) and node.attr in ("components", "link_end")
+               and "simulation" in ast.unparse(node.value)]
+    assert reaches == [], "the report reaches into elements:\n" + "\n".join(reaches)
