@@ -2,8 +2,9 @@
 
 A library is a Python package; every module in it is imported and each concrete
 :class:`~sst_cdma.element.Element` subclass defined there becomes an element named after its
-class (or its ``element_name``). The built-in libraries are listed here; third-party libraries
-register a package under the entry-point group ``sst_cdma.elements``.
+class (or its ``element_name``). Only the engine's test libraries are built in; every other
+library, this distribution's ``cdma`` (the package ``components``) included, registers its
+package under the entry-point group ``sst_cdma.elements``.
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from importlib.metadata import entry_points
 from .element import Element
 
 ENTRY_POINT_GROUP = "sst_cdma.elements"
-BUILTIN_LIBRARIES = {"cdma": "components", "testElement": "sst_cdma.testelements",
+#: the engine's own test elements; every other library (the cdma element library included)
+#: registers under :data:`ENTRY_POINT_GROUP`
+BUILTIN_LIBRARIES = {"testElement": "sst_cdma.testelements",
                      "coreTestElement": "sst_cdma.testelements.core"}
 
 

@@ -36,9 +36,8 @@ MODEL_PACKAGES = ("sst_cdma.model", "sst_cdma.codecs", "sst_cdma.profiles", "sst
 CDMA_WORDS = re.compile(r"gpu|cdma|baseline|oracle|vdnn|hbm|pcie|nvlink|nvswitch|dma|"
                         r"main_?system|main_end|summary|reporter|workload|tensor|policy",
                         re.IGNORECASE)
-#: engine code that names the element library: the built-in library table, which the lead
-#: changes when the libraries are reinstalled
-WORD_EXCEPTIONS = {("library.py", "BUILTIN_LIBRARIES")}
+#: engine code that may name the cDMA model (none: the element library registers itself)
+WORD_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def engine_files() -> list[Path]:
