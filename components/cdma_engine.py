@@ -268,18 +268,25 @@ class CDMAEngine(Component):
         """Whether ``req`` goes through the codec (there is one, and no plain copy is asked)."""
         return self.codec is not None and req.codec != "none"
 
-    def stage_weights(self, req: TransferRequest, wire: int
+    def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True
                       ) -> tuple[dict[str, float], dict[str, float]]:
-        """:func:`transfer_weights` of ``req`` on this engine's memory, codec and path."""
-        return transfer_weights(req.direction, req.raw_bytes, wire, self.hbm_resource,
-                                self.codec.resource.name if self._coded(req) else None,
-                                self.path)
+        """:func:`transfer_weights` of a transfer on this engine's memory, codec and path
+        (``codec`` False: a plain copy that bypasses the codec)."""
+        return transfer_weights(direction, raw, wire, self.hbm_resource,
+                                self.codec.resource.name if codec and self.codec is not None
+                                else None, self.path)
+
+    def weights(self, direction: str, raw: int, wire: int, codec: bool = True
+                ) -> dict[str, float]:
+        """Both stages' weights together: what one flow carrying the whole transfer loads
+        (``codec`` False: a plain copy; the closed form prices a transfer with it)."""
+        return _together(*self.stage_weights(direction, raw, wire, codec))
 
     def _move(self, job: tuple[TransferRequest, int, int]) -> None:
         req, wire, start = job
         raw = req.raw_bytes
         if self.params["mode"] == "flow" or raw == 0:
-            self.flows.start(raw, _together(*self.stage_weights(req, wire)),
+            self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none"),
                              lambda f: self.transfer_done(req, wire, start,
                                                           f.lost_ps(self.hbm_resource)),
                              label=req.tensor)
@@ -289,7 +296,8 @@ class CDMAEngine(Component):
     def _chunked(self, req: TransferRequest, wire: int, start: int) -> None:
         """Bursts go through two stages — DRAM+codec, then the host link — with at most
         ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
-        inner, outer = self.stage_weights(req, wire)
+        inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire,
+                                          req.codec != "none")
         offload = req.direction == "offload"
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)
