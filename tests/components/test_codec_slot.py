@@ -156,10 +156,13 @@ def test_a_bad_override_of_the_codec_is_one_line(overrides, words):
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
-def test_codec_options_contradict_algorithm_none():
+def test_codec_options_and_overrides_contradict_algorithm_none():
     with pytest.raises(RunError, match="--codec-units contradicts --algorithm none"):
         sst_cdma.run(PASCAL, [*SMALL, "--algorithm", "none", "--codec-units", "4"],
                      console=io.StringIO())
+    with pytest.raises(RunError, match=r"no component matches '\*.dma:codec\*'"):
+        sst_cdma.run(PASCAL, [*SMALL, "--algorithm", "none"], console=io.StringIO(),
+                     overrides={"*.dma:codec*": {"codec_units": 4}})
 
 
 def _observable(engine) -> dict:
