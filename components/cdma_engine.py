@@ -1,24 +1,25 @@
 """The compressing DMA engine (cDMA): reads a feature map from GPU DRAM, compresses it on the fly
 and sends only the compressed bytes over the host link; on prefetch it decompresses while
-writing back. With ``algorithm=none`` it is vDNN's plain copy engine."""
+writing back. The compression units are the subcomponent in its ``codec`` slot
+(:mod:`components.codecs`); with the slot empty it is vDNN's plain copy engine."""
 from __future__ import annotations
 
 import math
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
 from sst_cdma.flows import Flow, FlowNetwork, Route
 from sst_cdma.kernel import SimulationError
-from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 from sst_cdma.model.links import MIN_DMA_BURST
 
+from .codecs import Codec
 from .interfaces import HostPath, HostStore, MemoryPool, TransferCosts
 from .messages import CopyCost, OffloadManifest, PathInfo, TransferDone, TransferRequest
+from .wire_plan import DensitySources, WirePlan, plan_wires
 
 
 @dataclass
@@ -46,14 +47,29 @@ class EngineResult:
     copies: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
 
 
+#: the engine params that moved to the codec in its ``codec`` slot
+MOVED_TO_CODEC = ("algorithm", "codec_units", "codec_unit_throughput", "bypass_incompressible")
+
+
+def transfer_weights(direction: str, raw: int, wire: int, hbm: str, codec: Optional[str],
+                     path: PathInfo) -> tuple[dict[str, float], dict[str, float]]:
+    """Bytes each resource carries per uncompressed byte of a transfer: (GPU DRAM resource
+    ``hbm`` and the ``codec`` resource, at the raw size; the host link of ``path``, at the
+    compressed size). ``codec`` None: a plain copy, which bypasses the codec."""
+    inner = {hbm: 1.0}
+    if codec is not None:
+        inner[codec] = 1.0
+    share = wire / raw if raw else 1.0
+    outer: dict[str, float] = {}
+    for res in (path.d2h if direction == "offload" else path.h2d):
+        outer[res] = outer.get(res, 0.0) + share
+    return inner, outer
+
+
 class CDMAEngine(Component):
     """Compressing DMA engine between GPU DRAM and the host link."""
 
     PARAMS = (
-        Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS),
-        Param("codec_units", "int", 8, "compression/decompression units in the engine (one per memory controller)", minimum=1),
-        Param("codec_unit_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second each "
-              "unit compresses or decompresses", minimum=0, exclusive_minimum=True),
         Param("mode", "str", "flow", "flow: transfers share bandwidth max-min fairly as flows; "
               "chunk: transfers move in bursts through a bounded buffer",
               choices=("flow", "chunk")),
@@ -66,7 +82,6 @@ class CDMAEngine(Component):
               "(default: the workload's network)"),
         Param("progress", "float", 0.5, "point of training (0..1) the densities are taken at",
               minimum=0, maximum=1),
-        Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
         Param("tensors", "str", "", "real tensors named as in the workload — an NPZ file or a "
               "folder written by 'sst-cdma capture --samples': compress their real bytes "
               "instead of estimating from density (each must be the simulated tensor: same "
@@ -74,6 +89,8 @@ class CDMAEngine(Component):
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
     )
+    SLOTS = (SubComponentSlot("codec", "the compression units, one algorithm (empty: vDNN's "
+                              "plain copy engine)", accepts=Codec),)
     PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
                   provides=(TransferCosts,)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
@@ -91,6 +108,20 @@ class CDMAEngine(Component):
                       "prefetches", "u64", 1),
     )
 
+    @classmethod
+    def validate_params(cls, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """The declared params; one that moved to the codec says where it is set now."""
+        moved = next((key for key in given if key in MOVED_TO_CODEC), None)
+        if moved == "algorithm":
+            raise ParamError(f"{where}: parameter 'algorithm' is the codec slot's now: fill it "
+                             "with setSubComponent('codec', 'cdma.ZVC') (or another codec "
+                             "element), or leave it empty for a plain copy engine (none)")
+        if moved is not None:
+            raise ParamError(f"{where}: parameter {moved!r} is the codec's now: set it on the "
+                             "subcomponent in slot 'codec' (setSubComponent('codec', "
+                             "'cdma.ZVC').addParam(...); overrides name it ENGINE:codec[0])")
+        return super().validate_params(given, where)
+
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
         p = self.params
@@ -98,9 +129,7 @@ class CDMAEngine(Component):
             raise ValueError(f"{name}: 'buffer' ({p['buffer']} bytes) must hold at least one "
                              f"'burst' ({p['burst']} bytes)")
         self.flows = self.service(FlowNetwork)
-        self.codec = None
-        if p["algorithm"] != "none":
-            self.codec = self.flows.resource(f"{name}.codec", p["codec_units"] * p["codec_unit_throughput"])
+        self.codec: Optional[Codec] = self.subcomponent("codec")  # type: ignore[assignment]
         self.gpu = self.configure_link("gpu", self._request)
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.pcie = self.configure_link("pcie", self.refuse_event)
@@ -109,15 +138,8 @@ class CDMAEngine(Component):
         self.host: Optional[HostStore] = None
         self.queue: deque[TransferRequest] = deque()
         self.busy = False
-        self.wire: dict[str, int] = {}
-        self.ratios: dict[str, dict[str, float]] = {}
-        self.raw_bytes: dict[str, int] = {}  # offloaded tensor -> uncompressed bytes
-        self.plain: set[str] = set()  # tensors the workload copies raw (codec=none)
-        self.served_gpu = ""
-        self.densities: dict[str, float] = {}
-        self.real: dict[str, np.ndarray] = {}
-        self.samples: Any = None  # the SampleSet the real tensors came from
-        self.payload_of: dict[str, bytes] = {}
+        self.plan = WirePlan()
+        self.wire: dict[str, int] = {}  # what each tensor crosses the link as in this run
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
         self.copies: list[tuple[int, int, int]] = []
         self.stat_raw = self.register_statistic("offload_raw_bytes")
@@ -131,9 +153,10 @@ class CDMAEngine(Component):
         self.functional_matches = 0  # of those, the ones that matched
         if p["functional"] and not p["tensors"]:
             raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
-        if p["tensors"]:
-            self.samples = self._load_tensors(p["tensors"])
-            self.real = self.samples.arrays
+        samples = self._load_tensors(p["tensors"]) if p["tensors"] else None
+        self.sources = DensitySources(name, p["profile"], p["progress"], p["tensors"],
+                                      p["functional"], samples,
+                                      samples.arrays if samples is not None else {})
 
     def _load_tensors(self, source: str) -> Any:
         """Real tensors from an NPZ file or a capture samples folder (a ``SampleSet``)."""
@@ -144,204 +167,74 @@ class CDMAEngine(Component):
         except ProfileError as exc:
             raise ValueError(f"{self.name}: cannot read tensors: {exc}") from None
 
-    def _check_real(self, workload: OffloadManifest) -> None:
-        """Refuse real tensors that are not the ones simulated: samples of another network,
-        element type, shape or batch (functional mode would check a different tensor)."""
-        from sst_cdma.profiles import ProfileError
-
-        shapes = workload.shapes()
-        p = self.params
-        coded = [t.name for t in workload.tensors if t.name not in self.plain]
-        if p["functional"] and p["algorithm"] != "none" and coded and \
-                not any(t in self.real for t in coded):
-            raise ConfigError(f"{self.name}: functional mode has nothing to check: none of the "
-                              f"{len(self.real)} tensors in {p['tensors']} "
-                              f"({', '.join(sorted(self.real)[:4])}"
-                              f"{', ...' if len(self.real) > 4 else ''}) is one this run "
-                              f"compresses ({', '.join(coded[:4])}"
-                              f"{', ...' if len(coded) > 4 else ''})")
-        try:
-            self.samples.check_network(workload.network)
-            for t in workload.tensors:
-                if t.name in self.real:
-                    self.samples.check(t.name, dtype=workload.dtype, shape=shapes.get(t.name),
-                                       nbytes=t.raw_bytes)
-        except ProfileError as exc:
-            raise ConfigError(f"{self.name}: {exc}") from None
+    @property
+    def algorithm(self) -> str:
+        """The codec's algorithm, ``none`` for a plain copy engine."""
+        return self.codec.algorithm if self.codec is not None else "none"
 
     # -- init: learn the workload; setup: the memory and the path ------------------------------
     def init(self, phase: int) -> None:
-        """Collect the GPU's list of offloaded tensors."""
+        """Plan the wire size of every tensor the GPU's manifest lists."""
         while (msg := self.gpu.recv_untimed()) is not None:
-            self._plan(msg)
-
-    def _plan(self, workload: OffloadManifest) -> None:
-        """Decide the wire size of every tensor the workload offloads."""
-        from sst_cdma.profiles import ProfileError, load_profile
-
-        p = self.params
-        dtype = workload.dtype
-        offloaded = [(t.name, t.raw_bytes, t.sparse) for t in workload.tensors]
-        self.served_gpu = workload.gpu
-        # plain copies (codec=none) cross the link raw and need no densities
-        self.plain.update(t.name for t in workload.tensors if t.plain)
-        for tensor, raw, _ in offloaded:
-            if tensor in self.plain:
-                self.wire[tensor] = raw
-        offloaded = [entry for entry in offloaded if entry[0] not in self.plain]
-        self.raw_bytes.update((t, raw) for t, raw, _ in offloaded)
-        if self.samples is not None:
-            self._check_real(workload)
-        need_profile = [t for t, _, sparse in offloaded if sparse and t not in self.real]
-        profile = None
-        if need_profile:
-            source = p["profile"] or workload.network
-            try:
-                profile = load_profile(source)
-                profile.require_network(workload.network)
-                profile.require_tensors(need_profile)
-            except ProfileError as exc:
-                if p["algorithm"] == "none":  # a plain copy engine needs no densities
-                    for tensor, raw, _ in offloaded:
-                        self.wire[tensor] = raw
-                    return
-                raise self._profile_fault(exc, source) from None
-        elif any(t not in self.real for t, _, _ in offloaded):
-            # also for a plain copy engine: its ratio by algorithm covers the same tensors
-            profile = self._dense_profile(workload.network)
-        known = profile.tensors if profile is not None else {}
-        for tensor, raw, sparse in offloaded:
-            if tensor in self.real:
-                self._plan_real(tensor, raw, dtype)
-                continue
-            # a dense tensor takes the profile's numbers only where it measured ratios in this
-            # run's dtype (transformers: bf16 LZ4/zstd/byte-plane); else density 1.0
-            measured_dense = not sparse and tensor in known and any(
-                profile.ratio(tensor, algo, p["progress"], dtype=dtype) for algo in ALGORITHMS[1:])
-            use_profile = sparse or measured_dense
-            density = profile.density(tensor, p["progress"]) if use_profile else 1.0
-            self.densities[tensor] = density
-            ratios = {}
-            for algo in ALGORITHMS:
-                # ratios measured in another element type are not reused: derived from the
-                # density for this run's dtype instead (docs/profiles.md)
-                measured = profile.ratio(tensor, algo, p["progress"], dtype=dtype) \
-                    if (profile is not None and use_profile and algo != "none") else None
-                ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
-            self.ratios[tensor] = ratios
-            self.wire[tensor] = wire_bytes(raw, ratios[p["algorithm"]], p["bypass_incompressible"])
+            self.plan = self.plan.merged(plan_wires(msg, self.sources, self.codec))
+            self.wire.update(self.plan.wire)
 
     def transfer_costs(self, workload: OffloadManifest) -> dict[str, CopyCost]:
         """Each tensor's offload and prefetch time alone on the path, as a plain copy and
         through the codec, with the wire size the engine would send (the same ratios and the
         same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
-        asks before the workload is scheduled). Leaves the engine's plan untouched."""
+        asks before the workload is scheduled). A fresh plan, dropped after: asking changes
+        nothing in the engine."""
         from sst_cdma.flows import isolated_duration_ps
 
-        saved = (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
-                 self.payload_of, self.served_gpu)
-        self.wire, self.ratios, self.raw_bytes, self.densities = {}, {}, {}, {}
-        self.plain, self.payload_of = set(), {}
-        try:
-            self._plan(replace(workload, tensors=tuple(replace(t, plain=False)
-                                                       for t in workload.tensors)))
-            wire = self.wire
-        finally:
-            (self.wire, self.ratios, self.raw_bytes, self.densities, self.plain,
-             self.payload_of, self.served_gpu) = saved
-        hbm_resource, path = self.hbm_resource, self.path
-        self.hbm_resource = self.peer_provider("hbm", MemoryPool).bandwidth_resource
-        self.path = self.peer_provider("pcie", HostPath).host_path()
+        wire = plan_wires(replace(workload, tensors=tuple(replace(t, plain=False)
+                                                          for t in workload.tensors)),
+                          self.sources, self.codec).wire
+        hbm = self.peer_provider("hbm", MemoryPool).bandwidth_resource
+        path = self.peer_provider("pcie", HostPath).host_path()
         capacity = {name: res.capacity for name, res in self.flows.resources.items()}
+        codec = self.codec.resource.name if self.codec is not None else None
 
-        def ps(direction: str, raw: int, size: int, codec: bool) -> int:
-            pairs = [(capacity[r], w) for r, w in self.weights(direction, raw, size,
-                                                               codec).items()]
-            return self.path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0)
+        def ps(direction: str, raw: int, size: int, coded: bool) -> int:
+            inner, outer = transfer_weights(direction, raw, size, hbm, codec if coded else None,
+                                            path)
+            pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
+            return path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0)
 
-        try:
-            out = {}
-            for t in workload.tensors:
-                tensor, raw = t.name, t.raw_bytes
-                size = wire.get(tensor, raw)
-                out[tensor] = CopyCost(ps("offload", raw, raw, False),
-                                       ps("prefetch", raw, raw, False),
-                                       ps("offload", raw, size, True),
-                                       ps("prefetch", raw, size, True), size)
-            return out
-        finally:
-            self.hbm_resource, self.path = hbm_resource, path
-
-    def _profile_fault(self, exc: Exception, source: str) -> ConfigError:
-        """A profile error at ``source`` (the file, or a shipped profile's name), which the
-        message names once, where the error says where."""
-        message = str(exc)
-        if message.startswith(f"{source}: "):
-            message = message[len(source) + 2:]
-        return ConfigError(f"{self.name}: {message}", source)
-
-    def _dense_profile(self, network: str) -> Any:
-        """The profile for a workload without sparse tensors: the ``profile`` parameter (which
-        must load and describe ``network``), else the network's shipped one if there is one."""
-        from sst_cdma.profiles import ProfileError, load_profile, shipped_profiles
-
-        source = self.params["profile"]
-        if not source and network not in shipped_profiles():
-            return None
-        try:
-            profile = load_profile(source or network)
-            profile.require_network(network)
-        except ProfileError as exc:
-            raise self._profile_fault(exc, source or network) from None
-        return profile
-
-    def _plan_real(self, tensor: str, raw: int, dtype: str) -> None:
-        """Wire size (and, in functional mode, the payload) of a tensor from its real bytes."""
-        from sst_cdma import codecs
-
-        array = self.real[tensor]
-        # raw bfloat16 words (uint16) go through the codecs tagged as what they are
-        element_type = "bfloat16" if dtype == "bfloat16" and array.dtype == np.uint16 else None
-        ratios = {"none": 1.0}
-        for algo in ALGORITHMS[1:]:
-            ratios[algo] = array.nbytes / codecs.compressed_size(array, algo,
-                                                                 element_type=element_type)
-        self.ratios[tensor] = ratios
-        self.densities[tensor] = float(np.count_nonzero(array.view(
-            np.dtype(f"u{array.dtype.itemsize}")))) / max(array.size, 1)
-        algo = self.params["algorithm"]
-        if algo == "none":
-            self.wire[tensor] = raw
-            return
-        payload = codecs.compress(array, algo, element_type=element_type)
-        if self.params["functional"]:
-            self.payload_of[tensor] = payload
-        # the sample is the simulated tensor (checked), so the stream is what crosses the link,
-        # or the raw bytes where it would not be smaller and the engine bypasses compression
-        size = len(payload)
-        bypass = self.params["bypass_incompressible"] and size >= raw
-        self.wire[tensor] = 0 if raw <= 0 else (raw if bypass else size)
+        out = {}
+        for t in workload.tensors:
+            raw = t.raw_bytes
+            size = wire.get(t.name, raw)
+            out[t.name] = CopyCost(ps("offload", raw, raw, False), ps("prefetch", raw, raw, False),
+                                   ps("offload", raw, size, True), ps("prefetch", raw, size, True),
+                                   size)
+        return out
 
     def ratio_by_algorithm(self) -> dict[str, float]:
         """The compression ratio (raw / wire bytes, bypass included) of every algorithm over the
         tensors this engine planned."""
-        raw = {t: self.raw_bytes[t] for t in self.ratios if self.raw_bytes.get(t)}
-        total = sum(raw.values())
-        if not raw:
-            return {}
-        bypass = self.params["bypass_incompressible"]
-        return {algo: total / sum(wire_bytes(raw[t], self.ratios[t][algo], bypass) for t in raw)
-                for algo in ALGORITHMS[1:]}
+        return self.plan.ratio_by_algorithm(self._bypass())
+
+    def _bypass(self) -> bool:
+        """Whether incompressible data bypasses compression: the codec's setting (a plain copy
+        engine counts its ratio by algorithm as a codec of the default would send)."""
+        if self.codec is not None:
+            return self.codec.bypass
+        return Codec.validate_params({}, self.name)["bypass_incompressible"]
 
     def finish(self) -> None:
         """Publish whom the engine served, how it was built and what compression reached."""
         p = self.params
         path = self.path
+        # a plain copy engine reports the codec a default one would have: the system's shape
+        # reads the same for vDNN and cDMA runs
+        codec = self.codec.params if self.codec is not None else \
+            Codec.validate_params({}, self.name)
         self.publish(EngineResult(
-            gpu=self.served_gpu, path=list(path.link_names) if path else [],
+            gpu=self.plan.gpu, path=list(path.link_names) if path else [],
             host=path.host.name if path is not None and path.host is not None else "",
-            algorithm=p["algorithm"], mode=p["mode"], codec_units=p["codec_units"],
-            codec_unit_throughput_Bps=p["codec_unit_throughput"], progress=p["progress"],
+            algorithm=self.algorithm, mode=p["mode"], codec_units=codec["codec_units"],
+            codec_unit_throughput_Bps=codec["codec_unit_throughput"], progress=p["progress"],
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
@@ -371,28 +264,23 @@ class CDMAEngine(Component):
         start = self.sim.now
         self.schedule_at(start + self.path.latency_ps, self._move, (req, wire, start))
 
+    def _coded(self, req: TransferRequest) -> bool:
+        """Whether ``req`` goes through the codec (there is one, and no plain copy is asked)."""
+        return self.codec is not None and req.codec != "none"
+
     def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True
                       ) -> tuple[dict[str, float], dict[str, float]]:
-        """Bytes each resource carries per uncompressed byte of a transfer: (GPU DRAM and
-        codec, at the raw size; the host link, at the compressed size). ``codec`` False: a
-        plain copy that bypasses the codec."""
-        inner = {self.hbm_resource: 1.0}
-        if self.codec is not None and codec:
-            inner[self.codec.name] = 1.0
-        share = wire / raw if raw else 1.0
-        outer: dict[str, float] = {}
-        for res in (self.path.d2h if direction == "offload" else self.path.h2d):
-            outer[res] = outer.get(res, 0.0) + share
-        return inner, outer
+        """:func:`transfer_weights` of a transfer on this engine's memory, codec and path
+        (``codec`` False: a plain copy that bypasses the codec)."""
+        return transfer_weights(direction, raw, wire, self.hbm_resource,
+                                self.codec.resource.name if codec and self.codec is not None
+                                else None, self.path)
 
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True
                 ) -> dict[str, float]:
         """Both stages' weights together: what one flow carrying the whole transfer loads
-        (``codec`` False: a plain copy)."""
-        inner, outer = self.stage_weights(direction, raw, wire, codec)
-        for res, w in outer.items():
-            inner[res] = inner.get(res, 0.0) + w
-        return inner
+        (``codec`` False: a plain copy; the closed form prices a transfer with it)."""
+        return _together(*self.stage_weights(direction, raw, wire, codec))
 
     def _move(self, job: tuple[TransferRequest, int, int]) -> None:
         req, wire, start = job
@@ -422,12 +310,14 @@ class CDMAEngine(Component):
         check a prefetch, tell the GPU and start the next transfer."""
         now = self.sim.now
         self.copies.append((start, now, int(round(hbm_lost_ps))))
+        if self._coded(req):
+            self.codec.count(req.raw_bytes, wire)
         if req.direction == "offload":
             self.stat_raw.add_data(req.raw_bytes)
             self.stat_wire.add_data(wire)
             if self.host is not None:
                 self.host.store(self.name + "/" + req.tensor, wire,
-                                self.payload_of.get(req.tensor))
+                                self.plan.payloads.get(req.tensor))
         else:
             self.stat_pwire.add_data(wire)
             self._check_prefetch(req)
@@ -438,18 +328,18 @@ class CDMAEngine(Component):
 
     def _check_prefetch(self, req: TransferRequest) -> None:
         """Functional mode: decompress what the host returns and compare bit for bit."""
-        if not self.params["functional"] or req.tensor not in self.payload_of:
+        if not self.params["functional"] or req.tensor not in self.plan.payloads:
             return
         from sst_cdma import codecs
 
         key = self.name + "/" + req.tensor
         payload = self.host.load(key)
         try:
-            restored = codecs.decompress(payload)
+            restored = self.codec.decompress(payload)
         except codecs.CodecError as exc:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r}: the host returned a "
                                   f"corrupt compressed stream ({exc})") from None
-        original = self.real[req.tensor]
+        original = self.sources.real[req.tensor]
         # raw bfloat16 words come back as bfloat16 (ml_dtypes) or uint16: same bits either way
         same_type = restored.dtype == original.dtype or (
             original.dtype == np.uint16 and restored.dtype.name in ("bfloat16", "uint16"))
@@ -463,6 +353,14 @@ class CDMAEngine(Component):
         self.functional_matches += 1
         self.stat_matches.add_data(1)
         self.host.release(key)
+
+
+def _together(inner: dict[str, float], outer: dict[str, float]) -> dict[str, float]:
+    """Both stages' weights in one: what one flow carrying the whole transfer loads."""
+    out = dict(inner)
+    for res, w in outer.items():
+        out[res] = out.get(res, 0.0) + w
+    return out
 
 
 class _BurstPipeline:

@@ -8,7 +8,7 @@ systems every summary compares it with.
   the oracle reduces its gradients as the main system does.
 - **vdnn**: the whole main system (GPUs, memories, engines, links, switches, host memories)
   with the same offload policy (``conv`` where the main system offloads nothing) and every
-  engine copying without compression (algorithm ``none``): vDNN as published.
+  engine copying without compression (its ``codec`` slot empty): vDNN as published.
 
 Copies are named ``oracle.NAME`` and ``vdnn.NAME`` and carry the originals' params, links,
 latencies and statistic enables, so a param changed in the main system is changed in both
@@ -31,6 +31,8 @@ ENGINE_TYPE = "cdma.CDMAEngine"
 MEMORY_TYPE = "cdma.HBM"
 #: the GPU port of the GPU-to-GPU fabric the oracle keeps
 FABRIC_PORT = "nvlink"
+#: the engine's slot of compression units, which vDNN's engines leave empty
+CODEC_SLOT = "codec"
 
 
 def _param(comp: ConfigComponent, name: str) -> str:
@@ -41,6 +43,13 @@ def _param(comp: ConfigComponent, name: str) -> str:
         if decl.name == name:
             return str(decl.default)
     raise KeyError(name)
+
+
+def _without_codec(engine: ConfigComponent) -> ConfigComponent:
+    """An engine's configuration with its ``codec`` slot emptied: a plain copy engine."""
+    plain = copy.copy(engine)
+    plain.subcomponents = [s for s in engine.subcomponents if s.slot != CODEC_SLOT]
+    return plain
 
 
 def _peers(graph: ConfigGraph) -> dict[tuple[str, str], tuple[str, ConfigLink]]:
@@ -107,7 +116,7 @@ def add_baselines(oracle: bool = True, vdnn: bool = True) -> None:
                 params = {"system": "vdnn", "policy": policy if policy != "none" else "conv",
                           "write_stream": "0"}
             elif comp.type == ENGINE_TYPE:
-                params = {"algorithm": "none"}
+                comp = _without_codec(comp)
             _copy_component(graph, comp, "vdnn.", params, where)
         _copy_links(graph, members, "vdnn.", where)
 

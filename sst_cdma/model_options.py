@@ -14,9 +14,10 @@ from typing import Any, Optional, Sequence
 
 from .element import Param, ParamError
 from .library import find_element
+from .model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
-           "given_options", "declared_param"]
+           "given_options", "declared_param", "option_param", "CODEC"]
 
 #: ``default`` of an option whose default is "not given" (the topology decides)
 UNSET = None
@@ -37,6 +38,10 @@ class ElementOption:
     unset_help: str = ""
     #: a flag that also has a ``--no-`` form, so a topology can turn it on by default
     negatable: bool = False
+    #: the option's own declaration, for an option that picks the element filling a slot
+    #: rather than set a param (``--algorithm``: the codec in the engine's slot); the topology
+    #: reads it, :func:`element_params` leaves it out
+    declaration: Optional[Param] = None
 
     @property
     def dest(self) -> str:
@@ -45,6 +50,11 @@ class ElementOption:
 
 
 GPU, ENGINE, LINK, FABRIC = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge", "cdma.NVSwitch"
+#: the subcomponent in the engine's ``codec`` slot (``ELEMENT:SLOT``): its params are declared
+#: by the slot's interface, which every codec element shares
+CODEC = f"{ENGINE}:codec"
+#: which codec fills the engine's slot (``none``: it stays empty, a plain copy engine)
+ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS)
 
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", GPU, "network", default="vgg16"),
@@ -54,12 +64,12 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--dtype", GPU, "dtype"),
     ElementOption("--policy", GPU, "policy"),
     ElementOption("--plan", GPU, "plan"),
-    ElementOption("--algorithm", ENGINE, "algorithm"),
+    ElementOption("--algorithm", CODEC, "algorithm", declaration=ALGORITHM),
     ElementOption("--mode", ENGINE, "mode"),
     ElementOption("--pcie-gen", LINK, "generation", default=UNSET,
                   unset_help="the --link preset's"),
-    ElementOption("--codec-units", ENGINE, "codec_units"),
-    ElementOption("--codec-unit-throughput", ENGINE, "codec_unit_throughput"),
+    ElementOption("--codec-units", CODEC, "codec_units"),
+    ElementOption("--codec-unit-throughput", CODEC, "codec_unit_throughput"),
     ElementOption("--burst", ENGINE, "burst"),
     ElementOption("--buffer", ENGINE, "buffer"),
     ElementOption("--progress", ENGINE, "progress"),
@@ -82,11 +92,21 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
 
 
 def declared_param(element: str, name: str) -> Param:
-    """The declaration of ``element``'s param ``name``."""
-    for param in find_element(element).PARAMS:
+    """The declaration of ``element``'s param ``name``; ``ELEMENT:SLOT`` is the subcomponent in
+    that slot, whose params the slot's interface declares."""
+    owner, _, slot_name = element.partition(":")
+    cls: Any = find_element(owner)
+    if slot_name:
+        cls = next(s for s in cls.SLOTS if s.name == slot_name).accepts
+    for param in cls.PARAMS:
         if param.name == name:
             return param
     raise KeyError(f"{element} declares no param {name!r}")
+
+
+def option_param(opt: ElementOption) -> Param:
+    """What ``opt`` parses its value as: its own declaration, else its element's param."""
+    return opt.declaration or declared_param(opt.element, opt.param)
 
 
 _METAVARS = {"int": "N", "float": "X", "bytes": "SIZE", "bandwidth": "RATE", "time": "TIME",
@@ -110,7 +130,7 @@ def add_element_options(parser: argparse.ArgumentParser,
                         options: Sequence[ElementOption] = ELEMENT_OPTIONS) -> None:
     """Add one argparse option per entry of ``options``, generated from its param."""
     for opt in options:
-        param = declared_param(opt.element, opt.param)
+        param = option_param(opt)
         if param.kind == "bool":
             parser.add_argument(opt.flag, dest=opt.dest, default=False,
                                 action=argparse.BooleanOptionalAction if opt.negatable
@@ -133,7 +153,7 @@ def element_params(values: argparse.Namespace, element: str,
     """The params the parsed options set on ``element`` (unset ones left out)."""
     out: dict[str, Any] = {}
     for opt in options:
-        if opt.element != element:
+        if opt.element != element or opt.declaration is not None:
             continue
         value = getattr(values, opt.dest)
         if value is UNSET:

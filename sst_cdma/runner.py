@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
-from .config import PROGRAM_OPTIONS, RUN_MODES, ConfigError, ConfigGraph, StructureError
+from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
+                     StructureError)
 from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .units import UnitAlgebra, UnitError
@@ -208,17 +209,37 @@ def _check_structure(graph: ConfigGraph) -> None:
         raise RunError(str(exc), _where_display(exc.where)) from None
 
 
+def _configured_elements(graph: ConfigGraph) -> list[ConfigComponent]:
+    """Every component of ``graph`` and, after each, the subcomponents in its slots (named
+    ``COMPONENT:SLOT[N]``), theirs included."""
+    out: list[ConfigComponent] = []
+
+    def add(element: ConfigComponent) -> None:
+        out.append(element)
+        for sub in element.subcomponents:
+            add(sub)
+
+    for comp in graph.components.values():
+        add(comp)
+    return out
+
+
 def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) -> None:
     """Set element params after the script ran: ``{"gpu*": {"peak_flops": "20e12"}}``; keys are
-    component names or fnmatch patterns, each must match at least one component."""
+    component or subcomponent names (``gpu0.dma:codec[0]``) or fnmatch patterns of them
+    (``*.dma:codec*``), each must match at least one element."""
     import fnmatch
 
     from .element import ParamError
 
+    elements = _configured_elements(graph)
     for pattern, params in overrides.items():
-        matched = [c for c in graph.components.values() if fnmatch.fnmatchcase(c.name, pattern)]
+        # a subcomponent's own name holds [0], which fnmatch would read as a character class
+        matched = [c for c in elements
+                   if c.name == pattern or fnmatch.fnmatchcase(c.name, pattern)]
         if not matched:
-            raise RunError(f"param override: no component matches {pattern!r}",
+            raise RunError(f"param override: no component matches {pattern!r} (nor a "
+                           "subcomponent, named COMPONENT:SLOT[N])",
                            _display(graph.source))
         for comp in matched:
             decl = {p.name: p for p in comp.element.PARAMS}

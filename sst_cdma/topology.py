@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 from .baselines import add_baselines
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
-from .model_options import add_element_options, element_params, explicit, given_options
+from .model_options import CODEC, add_element_options, element_params, explicit, given_options
 from .units import UnitError, parse_bytes
 
 #: model options that were renamed, and their names now
@@ -102,6 +102,11 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
     dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
     dma.addParams(element_params(o, "cdma.CDMAEngine"))
+    if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
+        from components.codecs import element_type
+
+        codec = dma.setSubComponent("codec", element_type(o.algorithm))
+        codec.addParams(element_params(o, CODEC))
     link = sst.Component(f"{name}.pcie", "cdma.PCIeBridge")
     link.addParams(spec.link)
     sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
@@ -203,6 +208,10 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     if explicit(o, "compute_efficiency") and o.kernel_model == "fitted":
         _refuse("--compute-efficiency contradicts --kernel-model fitted: the roofline's "
                 "efficiency applies to --kernel-model roofline (the fitted model has its own)")
+    for name in ("codec_units", "codec_unit_throughput"):
+        if explicit(o, name) and o.algorithm == "none":
+            _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
+                    "exist in an engine with a codec, and a plain copy engine has none")
     for name in ("burst", "buffer"):
         if explicit(o, name) and o.mode == "flow":
             _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "
@@ -231,10 +240,11 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
 def _check_kernel_times(o: argparse.Namespace) -> None:
     """The network renders, the fitted model prices this preset, and a layer-times file
     matches the network (and, measured on another preset, can be scaled)."""
-    from .model.kernel_model import ModelError
     from workloads import NETWORKS, WorkloadError, load_network
     from workloads.layer_times import kernel_times_source, load_layer_times
     from workloads.loader import CAPTURE_NETWORKS, network_path
+
+    from .model.kernel_model import ModelError
 
     try:
         network_path(o.network)

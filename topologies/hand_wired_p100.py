@@ -12,7 +12,8 @@ gpu.addParams({"network": "vgg16", "batch": 64, "policy": "conv", "gpu_preset": 
 hbm = sst.Component("P100_hbm2", "cdma.HBM")
 hbm.addParams({"bandwidth": "732GB/s", "capacity": "16GiB"})
 cdma = sst.Component("P100_cdma", "cdma.CDMAEngine")
-cdma.addParams({"algorithm": "zvc", "codec_units": 8})
+codec = cdma.setSubComponent("codec", "cdma.ZVC")   # no codec: vDNN's plain copy engine
+codec.addParams({"codec_units": 8, "codec_unit_throughput": "32GB/s"})
 link = sst.Component("x16_slot", "cdma.PCIeBridge")
 link.addParams({"protocol": "pcie", "generation": 3, "lanes": 16})
 dram = sst.Component("xeon_dram", "cdma.HostMemory")

@@ -9,6 +9,7 @@ four links' 49.8 GB/s: the worked example of docs/topologies.md.
 import sys
 
 import sst
+from components.codecs import element_type as codec_element
 from sst_cdma.baselines import add_baselines
 from sst_cdma.model.gpus import GPUS
 from sst_cdma.topology import LINKS, ModelOptionParser
@@ -43,7 +44,8 @@ for i in range(o.gpus):
     hbm = sst.Component(f"gpu{i}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": p100.dram_bandwidth, "capacity": p100.dram_capacity})
     dma = sst.Component(f"gpu{i}.dma", "cdma.CDMAEngine")
-    dma.addParam("algorithm", o.algorithm)
+    if o.algorithm != "none":  # none: no codec, a plain copy engine
+        dma.setSubComponent("codec", codec_element(o.algorithm))
     pcie = sst.Component(f"gpu{i}.pcie", "cdma.PCIeBridge")
     pcie.addParams(LINKS["pcie3x16"])
     sst.Link(f"gpu{i}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))

@@ -39,6 +39,7 @@ __all__ = [
     "get",
     "by_format_id",
     "unknown_algorithm",
+    "watch",
 ]
 
 NONE = "none"
@@ -94,6 +95,18 @@ class CodecSpec:
 
 _SPECS: dict[str, CodecSpec] = {}
 _BY_ID: dict[int, CodecSpec] = {}
+_WATCHERS: list[Callable[[], None]] = []
+
+
+def watch(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` after every later registration and unregistration (what derives
+    something from the list, such as the engine's codec elements, stays current)."""
+    _WATCHERS.append(callback)
+
+
+def _changed() -> None:
+    for callback in _WATCHERS:
+        callback()
 
 
 def register(name: str, format_id: int, implementation: Union["Codec", str], *,
@@ -120,6 +133,7 @@ def register(name: str, format_id: int, implementation: Union["Codec", str], *,
     spec = CodecSpec(name, format_id, implementation, ratio_formula, description)
     _SPECS[name] = spec
     _BY_ID[format_id] = spec
+    _changed()
     return spec
 
 
@@ -129,6 +143,7 @@ def unregister(name: str) -> CodecSpec:
     del _SPECS[name]
     del _BY_ID[spec.format_id]
     _forget_estimates(name)
+    _changed()
     return spec
 
 

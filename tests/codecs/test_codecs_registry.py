@@ -218,10 +218,11 @@ def test_the_codec_benchmark_times_a_registered_codec(toy, capsys):
 
 # -- everything else derives its list from the registry ------------------------------------------
 
-def test_options_and_engine_params_accept_exactly_the_registered_algorithms(toy):
+def test_options_and_the_engines_codec_slot_accept_exactly_the_registered_algorithms(toy):
     from components.cdma_engine import CDMAEngine
+    from components.codecs import element_type
     from sst_cdma.config import ConfigError
-    from sst_cdma.element import ParamError
+    from sst_cdma.library import find_element
     from sst_cdma.topology import option_parser
 
     parser = option_parser("test")
@@ -230,13 +231,14 @@ def test_options_and_engine_params_accept_exactly_the_registered_algorithms(toy)
         parser.parse_args(["--algorithm", "brotli"])
     assert str(info.value) == ("model option error: argument --algorithm: 'brotli' is not one of "
                                "none, zvc, rle, zlib, lz4, zstd, bplane_zstd, toy")
-    param = next(p for p in CDMAEngine.PARAMS if p.name == "algorithm")
-    assert param.parse("toy") == "toy"
-    assert tuple(param.choices) == ("none", "zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd",
-                                    "toy")
-    with pytest.raises(ParamError, match="'brotli' is not one of none, zvc, rle, zlib, lz4, "
-                                         "zstd, bplane_zstd, toy"):
-        param.parse("brotli")
+    # the engine's codec slot takes the toy codec's element, which registering made
+    slot = next(s for s in CDMAEngine.SLOTS if s.name == "codec")
+    assert slot.fillers() == ["cdma.BplaneZstd", "cdma.LZ4", "cdma.RLE", "cdma.TOY", "cdma.ZVC",
+                              "cdma.Zlib", "cdma.Zstd"]
+    assert find_element(element_type("toy")).ALGORITHM == "toy"
+    with pytest.raises(ValueError, match="unknown algorithm 'brotli' .registered: zvc, rle, "
+                                         "zlib, lz4, zstd, bplane_zstd, toy"):
+        element_type("brotli")
 
 
 def test_the_model_uses_the_codecs_formula_or_samples_the_real_codec(toy):
@@ -267,12 +269,12 @@ def test_a_simulation_runs_with_the_new_codec_and_reports_its_ratio(toy, tmp_pat
                  "1.0")
     engine = result.simulation.components["gpu0.dma"]
     profile = load_profile("alexnet")
-    sparse = [t for t, d in engine.densities.items() if d < 1.0]
+    sparse = [t for t, d in engine.plan.densities.items() if d < 1.0]
     assert sparse
     for tensor in sparse:
         # the shipped profile carries no toy ratio: it is estimated from the density
         assert profile.ratio(tensor, "toy", 1.0) is None
-        assert engine.ratios[tensor]["toy"] == toy_ratio(engine.densities[tensor], 4)
+        assert engine.plan.ratios[tensor]["toy"] == toy_ratio(engine.plan.densities[tensor], 4)
     report = result.reports["summary"]
     by_algorithm = report["compression_ratio_by_algorithm"]
     assert list(by_algorithm) == ["zvc", "rle", "zlib", "lz4", "zstd", "bplane_zstd", "toy"]

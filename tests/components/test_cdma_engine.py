@@ -101,13 +101,13 @@ def test_float32_measured_ratios_are_not_reused_for_another_dtype(repo, dtype, i
     engine = result.simulation.components["gpu0.dma"]
     for tensor in ("conv1", "conv2", "pool", "fc1"):
         density = profile.density(tensor, 1.0)
-        assert engine.densities[tensor] == density
+        assert engine.plan.densities[tensor] == density
         measured = profile.ratio(tensor, "zvc", 1.0)
         assert measured is not None
-        assert engine.ratios[tensor]["zvc"] == codecs.zvc_ratio(density, itemsize)
-        assert engine.ratios[tensor]["zvc"] < measured * 0.99  # fp16: 16/(1+16d) < 32/(1+32d)
+        assert engine.plan.ratios[tensor]["zvc"] == codecs.zvc_ratio(density, itemsize)
+        assert engine.plan.ratios[tensor]["zvc"] < measured * 0.99  # fp16: 16/(1+16d) < 32/(1+32d)
         for algo in ("rle", "zlib"):
-            assert engine.ratios[tensor][algo] == ratio_from_density(algo, density, dtype)
+            assert engine.plan.ratios[tensor][algo] == ratio_from_density(algo, density, dtype)
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def test_functional_mode_moves_and_checks_real_bytes(repo, real_tensors):
                  "--tensors", str(path), "--functional")
     engine = result.simulation.components["gpu0.dma"]
     host = result.simulation.components["host"]
-    assert set(engine.payload_of) == set(arrays)
+    assert set(engine.plan.payloads) == set(arrays)
     for name, array in arrays.items():
         assert engine.wire[name] == len(codecs.compress(array, "zvc"))
     prefetched = {t for d, t, *_ in engine.transfers if d == "prefetch"}
@@ -207,14 +207,14 @@ def test_a_mismatch_is_counted_as_checked_and_not_matched(repo, real_tensors, mo
         engines.append(self)
 
     monkeypatch.setattr(CDMAEngine, "__init__", keep)
-    load = CDMAEngine._plan_real
+    plan = CDMAEngine.init
 
-    def swap_one(self, tensor, raw, dtype):
-        load(self, tensor, raw, dtype)  # compresses the real pool2 ...
-        if tensor == "pool2":  # ... and compares what comes back with something else
-            self.real = {**self.real, tensor: self.real[tensor] + 1.0}
+    def swap_one(self, phase):
+        plan(self, phase)  # compresses the real pool2 ...
+        if phase == 0 and "pool2" in self.plan.payloads:  # ... and compares what comes back
+            self.sources.real["pool2"] = self.sources.real["pool2"] + 1.0  # with another
 
-    monkeypatch.setattr(CDMAEngine, "_plan_real", swap_one)
+    monkeypatch.setattr(CDMAEngine, "init", swap_one)
     with pytest.raises(RunError, match="prefetch of 'pool2' returned data that differs"):
         run(repo, "--network", "alexnet", "--batch", "1", "--algorithm", "zvc", "--tensors",
             str(path), "--functional")
@@ -359,14 +359,14 @@ def test_measured_ratios_of_a_dense_tensor_are_used_in_their_dtype(repo, tmp_pat
     engine = result.simulation.components["gpu0.dma"]
     from sst_cdma.model.compression import ratio_from_density
 
-    assert plain.densities["data"] == 1.0
-    assert engine.densities["data"] == 0.7
-    assert engine.ratios["data"]["zstd"] == 4.0 and engine.ratios["data"]["lz4"] == 3.0
-    assert engine.ratios["data"]["zvc"] == ratio_from_density("zvc", 0.7, "bfloat16")
-    assert engine.wire["data"] == math.ceil(engine.raw_bytes["data"] / 4.0)
+    assert plain.plan.densities["data"] == 1.0
+    assert engine.plan.densities["data"] == 0.7
+    assert engine.plan.ratios["data"]["zstd"] == 4.0 and engine.plan.ratios["data"]["lz4"] == 3.0
+    assert engine.plan.ratios["data"]["zvc"] == ratio_from_density("zvc", 0.7, "bfloat16")
+    assert engine.wire["data"] == math.ceil(engine.plan.raw_bytes["data"] / 4.0)
     assert engine.wire["data"] < plain.wire["data"]
     for tensor in ("conv1", "conv2", "pool", "fc1"):
-        assert engine.ratios[tensor] == plain.ratios[tensor]
+        assert engine.plan.ratios[tensor] == plain.plan.ratios[tensor]
         assert engine.wire[tensor] == plain.wire[tensor]
 
 
@@ -377,8 +377,8 @@ def test_dense_ratios_measured_in_another_dtype_are_not_used(repo, tmp_path):
     engine = result.simulation.components["gpu0.dma"]
     from sst_cdma.model.compression import ratio_from_density
 
-    assert engine.densities["data"] == 1.0
-    assert engine.ratios["data"]["zstd"] == ratio_from_density("zstd", 1.0, "float16")
+    assert engine.plan.densities["data"] == 1.0
+    assert engine.plan.ratios["data"]["zstd"] == ratio_from_density("zstd", 1.0, "float16")
 
 
 def test_a_gelu_transformer_takes_its_shipped_profiles_dense_bfloat16_ratios(repo):
@@ -390,11 +390,11 @@ def test_a_gelu_transformer_takes_its_shipped_profiles_dense_bfloat16_ratios(rep
     result = run(repo, "--network", "gpt2_small", "--batch", "1", "--seq-len", "128",
                  "--policy", "all", "--dtype", "bfloat16", "--algorithm", "zstd")
     engine = result.simulation.components["gpu0.dma"]
-    planned = [t for t in engine.ratios if t in profile.tensors]
+    planned = [t for t in engine.plan.ratios if t in profile.tensors]
     assert "blk0/probs" in planned and "blk11/act" in planned
     for tensor in planned:
-        assert engine.densities[tensor] == profile.density(tensor, 0.5)
-        assert engine.ratios[tensor]["zstd"] == pytest.approx(
+        assert engine.plan.densities[tensor] == profile.density(tensor, 0.5)
+        assert engine.plan.ratios[tensor]["zstd"] == pytest.approx(
             profile.ratio(tensor, "zstd", 0.5, dtype="bfloat16"))
     # the causal softmax's zero upper triangle: ZVC pays there, not on GELU's output
-    assert engine.ratios["blk0/probs"]["zvc"] > 1.5 > 1.0 > engine.ratios["blk11/act"]["zvc"]
+    assert engine.plan.ratios["blk0/probs"]["zvc"] > 1.5 > 1.0 > engine.plan.ratios["blk11/act"]["zvc"]

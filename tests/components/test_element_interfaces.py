@@ -65,7 +65,6 @@ GPU = """
     gpu.addParams({"network": "alexnet", "batch": 1, "policy": "all", "write_stream": "false"})
     hbm = sst.Component("hbm", "cdma.HBM")
     dma = sst.Component("dma", "cdma.CDMAEngine")
-    dma.addParams({"algorithm": "none"})
     sst.Link("l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
     sst.Link("l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
     sst.Link("l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))

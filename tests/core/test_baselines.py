@@ -43,7 +43,7 @@ gpu = sst.Component("a", "cdma.GPU")
 gpu.addParams({"network": "alexnet", "batch": 32, "policy": "all"})
 hbm = sst.Component("b", "cdma.HBM")
 dma = sst.Component("c", "cdma.CDMAEngine")
-dma.addParams({"algorithm": "rle"})
+dma.setSubComponent("codec", "cdma.RLE")
 pcie = sst.Component("d", "cdma.PCIeBridge")
 host = sst.Component("e", "cdma.HostMemory")
 sst.Link("l1", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
@@ -63,8 +63,9 @@ def test_add_baselines_copies_the_system_with_the_baselines_params(tmp_path):
     assert set(params) == {"a", "b", "c", "d", "e", "oracle.a", "oracle.b", "vdnn.a", "vdnn.b",
                            "vdnn.c", "vdnn.d", "vdnn.e", "r"}
     assert params["oracle.a"]["policy"] == "none" and params["oracle.b"]["unlimited"] is True
-    assert params["vdnn.a"]["policy"] == "all" and params["vdnn.c"]["algorithm"] == "none"
-    assert params["vdnn.c"]["codec_units"] == params["c"]["codec_units"]
+    assert params["vdnn.a"]["policy"] == "all" and params["vdnn.c"] == params["c"]
+    engines = result.simulation.components
+    assert engines["c"].codec.algorithm == "rle" and engines["vdnn.c"].codec is None
     s = result.reports["summary"]
     assert s["algorithm"] == "rle" and s["baselines"]["vdnn"]["policy"] == "all"
     assert s["speedup_vs_vdnn"] == pytest.approx(

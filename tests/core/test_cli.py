@@ -87,11 +87,13 @@ def test_sst_info_documents_each_element(element):
 
 
 def test_sst_info_shows_defaults_and_units():
-    out = sh("sst-info", "cdma.CDMAEngine").stdout
+    out = sh("sst-info", "cdma.ZVC").stdout
     assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
            "decompresses (B/s).  [32GB/s]" in out
-    assert "algorithm: compression algorithm. one of: none, zvc, rle, zlib, lz4, zstd, " \
-           "bplane_zstd.  [zvc]" in out
+    out = sh("sst-info", "cdma.CDMAEngine").stdout
+    assert "mode: flow: transfers share bandwidth max-min fairly as flows; chunk: transfers " \
+           "move in bursts through a bounded buffer. one of: flow, chunk.  [flow]" in out
+    assert "filled by: cdma.BplaneZstd, cdma.LZ4, cdma.RLE, cdma.ZVC, cdma.Zlib, cdma.Zstd" in out
 
 
 def test_sst_info_lists_libraries_and_rejects_unknown():

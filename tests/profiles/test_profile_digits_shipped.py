@@ -84,8 +84,8 @@ def test_the_shipped_measured_profile_drives_the_digits_network(repo):
                            "--progress", "1.0", "--no-baselines"], console=io.StringIO())
     engine = result.simulation.components["gpu0.dma"]
     profile = load_profile("digits_cnn")
-    assert set(engine.densities) >= set(DIGITS_TENSORS)
+    assert set(engine.plan.densities) >= set(DIGITS_TENSORS)
     for tensor in DIGITS_TENSORS:
-        assert engine.densities[tensor] == profile.density(tensor, 1.0)
-        assert engine.ratios[tensor]["zvc"] == profile.ratio(tensor, "zvc", 1.0)
+        assert engine.plan.densities[tensor] == profile.density(tensor, 1.0)
+        assert engine.plan.ratios[tensor]["zvc"] == profile.ratio(tensor, "zvc", 1.0)
     assert result.reports["summary"]["compression_ratio"] > 1.5

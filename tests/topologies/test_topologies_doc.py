@@ -174,7 +174,8 @@ def test_the_python_example_prints_the_oracle_with_the_override(workdir):
 # -- section 1: build() ------------------------------------------------------------------------
 def test_the_element_options_table_is_the_generated_options():
     text = DOC.read_text(encoding="utf-8")
-    for element in ("cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge", "cdma.NVSwitch"):
+    for element in ("cdma.GPU", "cdma.CDMAEngine", "cdma.CDMAEngine:codec", "cdma.PCIeBridge",
+                    "cdma.NVSwitch"):
         row = re.search(rf"^\| `{re.escape(element)}` \| (.*) \|$", text, re.M)
         assert row, element
         flags = set(re.findall(r"`(--[\w-]+)`", row.group(1)))
@@ -331,9 +332,9 @@ def test_the_sample_output_has_the_runs_lines(root_complex):
 
 
 @pytest.mark.parametrize("options, fault", [
-    (["--gpus", "0"], f"{RC}:29: model option error: --gpus must be >= 1, got 0"),
-    (["--gpu", "volta"], f"{RC}:27: model option error: unrecognized arguments: --gpu volta"),
-    (["--root-complex-bandwidth", "fast"], f"{RC}:36: rc (cdma.RootComplex): parameter "
+    (["--gpus", "0"], f"{RC}:30: model option error: --gpus must be >= 1, got 0"),
+    (["--gpu", "volta"], f"{RC}:28: model option error: unrecognized arguments: --gpu volta"),
+    (["--root-complex-bandwidth", "fast"], f"{RC}:37: rc (cdma.RootComplex): parameter "
      "'bandwidth': "),
 ])
 def test_the_root_complex_topology_refuses_bad_options_in_one_line(options, fault):

@@ -1,0 +1,227 @@
+"""What a cDMA engine sends for each tensor a GPU moves: :func:`plan_wires` turns an
+:class:`~components.messages.OffloadManifest` into a :class:`WirePlan` (bytes on the link per
+tensor, every algorithm's ratio on it, its density, the real compressed streams in functional
+mode), from the density profile or the real tensors, through the engine's codec. A pure
+function of its inputs: the engine keeps the plan of the manifest its GPU sends at init, and
+prices a cost query with a fresh plan it then drops."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+import numpy as np
+
+from sst_cdma.config import ConfigError
+from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
+
+from .messages import MovedTensor, OffloadManifest
+
+if TYPE_CHECKING:
+    from .codecs import Codec
+
+__all__ = ["DensitySources", "WirePlan", "plan_wires"]
+
+
+@dataclass(frozen=True)
+class DensitySources:
+    """Where an engine learns how compressible each tensor is: the density ``profile`` (a
+    shipped network name or a JSON path; '' = the workload's network) at ``progress``, or the
+    real tensors of ``samples`` (a ``SampleSet`` read from ``tensors``; ``real``, its arrays
+    by tensor name); ``functional`` keeps the real compressed streams. ``engine`` names the
+    engine in error messages."""
+
+    engine: str
+    profile: str = ""
+    progress: float = 0.5
+    tensors: str = ""
+    functional: bool = False
+    samples: Any = None
+    real: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WirePlan:
+    """The engine's plan for a manifest's tensors: ``wire``, the bytes each crosses the link
+    as; ``ratios``, every algorithm's ratio on each compressible tensor (what the summary's
+    ratio by algorithm adds up); ``raw_bytes``, their uncompressed sizes; ``densities``;
+    ``plain``, the tensors the workload copies raw; ``payloads``, the real compressed
+    streams (functional mode)."""
+
+    gpu: str = ""
+    wire: Mapping[str, int] = field(default_factory=dict)
+    ratios: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    raw_bytes: Mapping[str, int] = field(default_factory=dict)
+    densities: Mapping[str, float] = field(default_factory=dict)
+    plain: frozenset[str] = frozenset()
+    payloads: Mapping[str, bytes] = field(default_factory=dict)
+
+    def merged(self, later: "WirePlan") -> "WirePlan":
+        """This plan with ``later``'s tensors added (a later manifest's entries win)."""
+        return WirePlan(later.gpu, {**self.wire, **later.wire}, {**self.ratios, **later.ratios},
+                        {**self.raw_bytes, **later.raw_bytes},
+                        {**self.densities, **later.densities}, self.plain | later.plain,
+                        {**self.payloads, **later.payloads})
+
+    def ratio_by_algorithm(self, bypass: bool) -> dict[str, float]:
+        """The compression ratio (raw / wire bytes, ``bypass`` of incompressible data
+        included) every registered algorithm reaches over the planned tensors."""
+        raw = {t: self.raw_bytes[t] for t in self.ratios if self.raw_bytes.get(t)}
+        if not raw:
+            return {}
+        total = sum(raw.values())
+        return {algo: total / sum(wire_bytes(raw[t], self.ratios[t][algo], bypass) for t in raw)
+                for algo in ALGORITHMS[1:]}
+
+
+class _NoDensities(Exception):
+    """A plain copy engine found no densities: it needs none."""
+
+
+def plan_wires(workload: OffloadManifest, sources: DensitySources,
+               codec: Optional["Codec"]) -> WirePlan:
+    """The wire size of every tensor ``workload`` moves, through ``codec`` (None: a plain
+    copy engine, which still measures every algorithm's ratio for the summary)."""
+    plain = frozenset(t.name for t in workload.tensors if t.plain)
+    wire = {t.name: t.raw_bytes for t in workload.tensors if t.name in plain}
+    coded = [t for t in workload.tensors if t.name not in plain]
+    raw_bytes = {t.name: t.raw_bytes for t in coded}
+    real = sources.real
+    if sources.samples is not None:
+        _check_real(workload, sources, codec is not None, plain)
+    try:
+        profile = _profile_for(workload, coded, sources, codec is not None)
+    except _NoDensities:  # every tensor crosses raw
+        return WirePlan(workload.gpu, {**wire, **raw_bytes}, {}, raw_bytes, {}, plain, {})
+    ratios: dict[str, dict[str, float]] = {}
+    densities: dict[str, float] = {}
+    payloads: dict[str, bytes] = {}
+    for t in coded:
+        if t.name in real:
+            ratios[t.name], densities[t.name], wire[t.name], payload = _plan_real(
+                t, real[t.name], workload.dtype, codec)
+            if sources.functional and payload is not None:
+                payloads[t.name] = payload
+            continue
+        ratios[t.name], densities[t.name] = _estimate(t, profile, sources.progress,
+                                                      workload.dtype)
+        wire[t.name] = codec.wire_bytes(t.raw_bytes, ratios[t.name][codec.algorithm]) \
+            if codec is not None else wire_bytes(t.raw_bytes, 1.0)
+    return WirePlan(workload.gpu, wire, ratios, raw_bytes, densities, plain, payloads)
+
+
+def _profile_for(workload: OffloadManifest, coded: list[MovedTensor], sources: DensitySources,
+                 compresses: bool) -> Any:
+    """The density profile the tensors without real bytes need (None: none needs one).
+    ``_NoDensities`` where a plain copy engine (``compresses`` False) finds none for sparse
+    tensors."""
+    from sst_cdma.profiles import ProfileError, load_profile
+
+    real = sources.real
+    need_profile = [t.name for t in coded if t.sparse and t.name not in real]
+    if need_profile:
+        source = sources.profile or workload.network
+        try:
+            profile = load_profile(source)
+            profile.require_network(workload.network)
+            profile.require_tensors(need_profile)
+        except ProfileError as exc:
+            if not compresses:
+                raise _NoDensities() from None
+            raise _profile_fault(sources.engine, exc, source) from None
+        return profile
+    if any(t.name not in real for t in coded):
+        # also for a plain copy engine: its ratio by algorithm covers the same tensors
+        return _dense_profile(workload.network, sources)
+    return None
+
+
+def _estimate(t: MovedTensor, profile: Any, progress: float, dtype: str
+              ) -> tuple[dict[str, float], float]:
+    """Every algorithm's ratio on a tensor without real bytes, and its density."""
+    known = profile.tensors if profile is not None else {}
+    # a dense tensor takes the profile's numbers only where it measured ratios in this run's
+    # dtype (transformers: bf16 LZ4/zstd/byte-plane); else density 1.0
+    measured_dense = not t.sparse and t.name in known and any(
+        profile.ratio(t.name, algo, progress, dtype=dtype) for algo in ALGORITHMS[1:])
+    use_profile = t.sparse or measured_dense
+    density = profile.density(t.name, progress) if use_profile else 1.0
+    ratios = {}
+    for algo in ALGORITHMS:
+        # ratios measured in another element type are not reused: derived from the density
+        # for this run's dtype instead (docs/profiles.md)
+        measured = profile.ratio(t.name, algo, progress, dtype=dtype) \
+            if (profile is not None and use_profile and algo != "none") else None
+        ratios[algo] = measured if measured else ratio_from_density(algo, density, dtype)
+    return ratios, density
+
+
+def _plan_real(t: MovedTensor, array: np.ndarray, dtype: str, codec: Optional["Codec"]
+               ) -> tuple[dict[str, float], float, int, Optional[bytes]]:
+    """Every algorithm's ratio on a tensor's real bytes, its density, its wire size and the
+    stream ``codec`` compresses it to (None without a codec)."""
+    from sst_cdma import codecs
+
+    # raw bfloat16 words (uint16) go through the codecs tagged as what they are
+    element_type = "bfloat16" if dtype == "bfloat16" and array.dtype == np.uint16 else None
+    ratios = {"none": 1.0}
+    for algo in ALGORITHMS[1:]:
+        ratios[algo] = array.nbytes / codecs.compressed_size(array, algo,
+                                                             element_type=element_type)
+    density = float(np.count_nonzero(array.view(np.dtype(f"u{array.dtype.itemsize}")))) / \
+        max(array.size, 1)
+    if codec is None:
+        return ratios, density, t.raw_bytes, None
+    # the sample is the simulated tensor (checked), so the stream is what crosses the link
+    payload = codec.compress(array, element_type)
+    return ratios, density, codec.stream_wire_bytes(t.raw_bytes, len(payload)), payload
+
+
+def _check_real(workload: OffloadManifest, sources: DensitySources, compresses: bool,
+                plain: frozenset[str]) -> None:
+    """Refuse real tensors that are not the ones simulated: samples of another network,
+    element type, shape or batch (functional mode would check a different tensor)."""
+    from sst_cdma.profiles import ProfileError
+
+    real = sources.real
+    shapes = workload.shapes()
+    coded = [t.name for t in workload.tensors if t.name not in plain]
+    if sources.functional and compresses and coded and not any(t in real for t in coded):
+        raise ConfigError(f"{sources.engine}: functional mode has nothing to check: none of the "
+                          f"{len(real)} tensors in {sources.tensors} "
+                          f"({', '.join(sorted(real)[:4])}"
+                          f"{', ...' if len(real) > 4 else ''}) is one this run "
+                          f"compresses ({', '.join(coded[:4])}"
+                          f"{', ...' if len(coded) > 4 else ''})")
+    try:
+        sources.samples.check_network(workload.network)
+        for t in workload.tensors:
+            if t.name in real:
+                sources.samples.check(t.name, dtype=workload.dtype, shape=shapes.get(t.name),
+                                      nbytes=t.raw_bytes)
+    except ProfileError as exc:
+        raise ConfigError(f"{sources.engine}: {exc}") from None
+
+
+def _profile_fault(engine: str, exc: Exception, source: str) -> ConfigError:
+    """A profile error at ``source`` (the file, or a shipped profile's name), which the
+    message names once, where the error says where."""
+    message = str(exc)
+    if message.startswith(f"{source}: "):
+        message = message[len(source) + 2:]
+    return ConfigError(f"{engine}: {message}", source)
+
+
+def _dense_profile(network: str, sources: DensitySources) -> Any:
+    """The profile for a workload without sparse tensors: the ``profile`` source (which must
+    load and describe ``network``), else the network's shipped one if there is one."""
+    from sst_cdma.profiles import ProfileError, load_profile, shipped_profiles
+
+    source = sources.profile
+    if not source and network not in shipped_profiles():
+        return None
+    try:
+        profile = load_profile(source or network)
+        profile.require_network(network)
+    except ProfileError as exc:
+        raise _profile_fault(sources.engine, exc, source or network) from None
+    return profile
