@@ -106,7 +106,7 @@ class GPU(Component):
               "makes it, and the iteration (or its optimizer step) waits for the last bucket"),
     )
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
-             Port("dma", "the DMA/cDMA engine (needed unless policy is none)"),
+             Port("dma", "the DMA/cDMA engine (needed when the workload moves tensors)"),
              Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"))
     SLOTS = (
         SubComponentSlot("workload", "the iteration's workload stream: a network rendered "

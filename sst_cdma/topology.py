@@ -272,9 +272,9 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
     """The network renders, the fitted model prices this preset, and a layer-times file
     matches the network (and, measured on another preset, can be scaled)."""
     from .model.kernel_model import ModelError
-    from .workloads import NETWORKS, WorkloadError, load_network
-    from .workloads.layer_times import kernel_times_source, load_layer_times
-    from .workloads.loader import network_path
+    from workloads import NETWORKS, WorkloadError, load_network
+    from workloads.layer_times import kernel_times_source, load_layer_times
+    from workloads.loader import network_path
 
     try:
         network_path(o.network)
