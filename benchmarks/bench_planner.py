@@ -52,10 +52,10 @@ def run(topology: str, options: Sequence[str]) -> dict[str, Any]:
 def measure(topology: str, options: Sequence[str]) -> dict[str, Any]:
     """Planner wall time (inside an auto run), the simulated iteration's wall time (a run of
     the plan) and both summaries."""
-    from components.gpu import GPU
+    from components.network_workload import NetworkWorkload
 
     spent: list[float] = []
-    original = GPU._auto_plan
+    original = NetworkWorkload._auto_plan
 
     def timed(self: Any, capacity: int) -> dict[str, str]:
         start = time.perf_counter()
@@ -64,11 +64,11 @@ def measure(topology: str, options: Sequence[str]) -> dict[str, Any]:
         finally:
             spent.append(time.perf_counter() - start)
 
-    GPU._auto_plan = timed  # type: ignore[method-assign]
+    NetworkWorkload._auto_plan = timed  # type: ignore[method-assign]
     try:
         auto = run(topology, [*options, "--policy", "auto", "--no-baselines"])
     finally:
-        GPU._auto_plan = original  # type: ignore[method-assign]
+        NetworkWorkload._auto_plan = original  # type: ignore[method-assign]
     if not spent:
         raise SystemExit("the planner did not run: memory is not short (raise --batch)")
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,33 +1,44 @@
 """GPU cores executing one training iteration's workload stream with vDNN's rules: kernels on a
-compute stream, offloads and prefetches on a copy stream, synchronization at layer boundaries."""
+compute stream, offloads and prefetches on a copy stream, synchronization at layer boundaries.
+The stream comes from the subcomponent in the GPU's ``workload`` slot and the kernel times from
+the one in its ``kernels`` slot; the GPU executes a stream, it does not make one."""
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
 from sst_cdma.flows import FlowNetwork, PS_PER_S
-from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.gpus import GPUS
 
 from .interfaces import MemoryPool
+from .kernel_times import KernelTimes, gpu_spec
 from .messages import (AllReduceDone, GradientManifest, GradientReady, MovedTensor,
                        OffloadManifest, TransferDone, TransferRequest)
+from .workload_source import WorkloadSource
 
 
 #: the systems a GPU can belong to: the one studied and its two baselines
 SYSTEMS = ("main", "oracle", "vdnn")
 
-
-def _check_policy(value: str) -> None:
-    """The policy param's check: a vDNN policy, ``recompute``, ``auto``, ``plan`` or terms."""
-    from workloads.policies import check_policy
-
-    check_policy(value)
+_NETWORK = "'cdma.NetworkWorkload'"
+_KERNELS = "'cdma.FittedKernels', 'cdma.RooflineKernels' or 'cdma.MeasuredKernels'"
+#: params the GPU had before its workload and kernel times became subcomponents: param ->
+#: (the slot whose element takes it now, the element types, the param's name there)
+MOVED_PARAMS: dict[str, tuple[str, str, str]] = {
+    **{name: ("workload", _NETWORK, name)
+       for name in ("network", "batch", "seq_len", "attention", "dtype", "policy", "plan",
+                    "optimizer", "workspace", "allocation", "write_stream")},
+    "workload": ("workload", "'cdma.StreamWorkload'", "file"),
+    "layer_times": ("kernels", "'cdma.MeasuredKernels'", "layer_times"),
+    "kernel_model": ("kernels", _KERNELS, ""),
+    "workspace_limit": ("kernels", "'cdma.FittedKernels' or 'cdma.MeasuredKernels'",
+                        "workspace_limit"),
+    "compute_efficiency": ("kernels", _KERNELS, "compute_efficiency"),
+    "kernel_overhead": ("kernels", _KERNELS, "kernel_overhead"),
+}
 
 
 @dataclass
@@ -75,74 +86,36 @@ class GPUResult:
     planner: dict[str, Any] = field(default_factory=dict)
 
 
-def roofline_ps(flops: int, dram: int, peak_flops: float, efficiency: float,
-                dram_bandwidth: float, overhead_ps: int = 0) -> int:
-    """Kernel time: the slower of compute (FLOPs at peak x efficiency) and DRAM traffic at the
-    achievable bandwidth, plus a fixed launch overhead."""
-    t = max(flops / (peak_flops * efficiency), dram / dram_bandwidth if dram else 0.0)
-    return math.ceil(t * PS_PER_S) + overhead_ps
-
-
 class GPU(Component):
     """GPU cores running one training iteration of a workload stream (vDNN semantics)."""
 
     PARAMS = (
-        Param("network", "str", "", "network to render the stream for (if no 'workload')"),
-        Param("batch", "int", 64, "batch size (a transformer's micro-batch)", minimum=1),
-        Param("seq_len", "int", 0, "sequence length of a transformer network (0: its "
-              "definition's)", minimum=0),
-        Param("attention", "str", "", "attention form of a transformer network: naive "
-              "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
-              "definition's", choices=("", "naive", "fused")),
-        Param("dtype", "str", "float32", "element type", choices=tuple(DTYPES)),
-        Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
-              "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "
-              "joined by '+' (recompute-attn+offload-ffn; docs/workloads.md)",
-              check=_check_policy),
-        Param("plan", "str", "", "per-tensor plan: a JSON file mapping activation tensors to "
-              "keep, offload, compress or recompute (sets policy 'plan')"),
-        Param("workload", "str", "", "a workload stream file (overrides network/batch/...)"),
-        Param("optimizer", "str", "none", "optimizer step ending the iteration (none: "
-              "forward and backward only)", choices=("none", "sgd", "momentum", "adam")),
-        Param("workspace", "bytes", "0B", "cuDNN workspace each convolution kernel gets under "
-              "the roofline (allocated for the kernel's duration); the fitted model sizes "
-              "each kernel's own workspace instead (see workspace_limit)", minimum=0),
-        Param("allocation", "str", "liveness", "GPU memory allocation: liveness (a buffer from "
-              "its birth to its death) or network-wide (vDNN's baseline: every buffer but the "
-              "offloaded ones for the whole iteration)", choices=("liveness", "network-wide")),
-        Param("layer_times", "str", "", "measured kernel times per layer and pass (a "
-              "layer-times JSON file, e.g. from 'sst-cdma time-layers'); default: the kernel "
-              "model"),
-        Param("kernel_model", "str", "fitted", "how kernels are priced: 'fitted' (the "
-              "algorithm-aware model fitted to measured cuDNN kernels; docs/kernel_model.md) "
-              "or 'roofline' (peak_flops x compute_efficiency against DRAM bandwidth)",
-              choices=("fitted", "roofline")),
         Param("gpu_preset", "str", "pascal", "GPU preset whose SM count, DRAM bandwidth and "
               "fitted kernel parameters the kernel model uses (peak_flops is this element's)",
               choices=tuple(sorted(GPUS))),
         Param("sms", "int", 0, "streaming multiprocessors (0: the preset's)", minimum=0),
-        Param("workspace_limit", "str", "", "largest cuDNN workspace one convolution kernel may "
-              "take when the fitted model picks its algorithm, e.g. 64MiB (default: no limit)"),
         Param("peak_flops", "float", 0.0, "peak FLOP/s (fp32; 0: the GPU preset's)",
-              minimum=0),
-        Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s kernels reach",
-              minimum=0, exclusive_minimum=True, maximum=1),
-        Param("kernel_overhead", "time", "0ns", "fixed time added to every kernel (launch)",
               minimum=0),
         Param("hbm_contention", "bool", "true", "kernels' DRAM traffic competes with the DMA "
               "engine for HBM bandwidth (false: kernels are timers)"),
         Param("system", "str", "main", "the system this GPU belongs to: main (the system "
               "studied), oracle (nothing offloaded, unlimited memory) or vdnn (offload without "
               "compression); reports compare main against the others", choices=SYSTEMS),
-        Param("write_stream", "bool", "true", "write the rendered stream into the output "
-              "directory"),
         Param("data_parallel", "bool", "false", "one replica of data-parallel training: each "
               "weight gradient goes to the all-reduce on port 'nvlink' as the backward pass "
               "makes it, and the iteration (or its optimizer step) waits for the last bucket"),
     )
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
-             Port("dma", "the DMA/cDMA engine (needed unless policy is none)"),
+             Port("dma", "the DMA/cDMA engine (needed when the workload moves tensors)"),
              Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"))
+    SLOTS = (
+        SubComponentSlot("workload", "the iteration's workload stream: a network rendered "
+                         "for this GPU's memory, or a stream file", accepts=WorkloadSource,
+                         required=True),
+        SubComponentSlot("kernels", "the kernel times: the fitted model, the roofline or "
+                         "measured layer times", accepts=KernelTimes,
+                         default="cdma.FittedKernels"),
+    )
     STATISTICS = (
         StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
         StatisticSpec("kernel_time_ps", "duration of each kernel", "ps", "f64", 1),
@@ -151,24 +124,31 @@ class GPU(Component):
         StatisticSpec("layer_time_ps", "time between layer boundaries", "ps", "f64", 2),
     )
 
+    @classmethod
+    def validate_params(cls, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """The declared params' check, and for a param the GPU no longer takes the slot whose
+        element takes it now."""
+        for key in given:
+            if key in MOVED_PARAMS:
+                slot, types, param = MOVED_PARAMS[key]
+                renamed = f" (its param {param!r})" if param and param != key else ""
+                raise ParamError(f"{where}: parameter {key!r} belongs to the {slot} now: "
+                                 f"setSubComponent({slot!r}, {types}){renamed}")
+        return super().validate_params(given, where)
+
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
-        p = self.params
         #: peak FLOP/s: the param, or the preset's
-        self.peak_flops: float = p["peak_flops"] or GPUS[p["gpu_preset"]].peak_flops
-        self.kernel_model = None
-        #: the fitted launch, added to the kernels the GPU prices itself (memory-bound ones)
-        self.launch_ps = 0
-        if p["kernel_model"] == "fitted" and not p["workload"]:
-            self.kernel_model = self._fitted_model()
-            self.launch_ps = math.ceil(self.kernel_model.params.launch_s * PS_PER_S)
-        #: the iteration's workload stream and its ops, rendered at init once the GPU knows
-        #: its memory (the fitted model picks algorithms whose workspace fits)
+        self.peak_flops: float = gpu_spec(self.params).peak_flops
+        self.workload: WorkloadSource = self.subcomponent("workload")  # type: ignore[assignment]
+        self.kernels: KernelTimes = self.subcomponent("kernels")  # type: ignore[assignment]
+        #: the iteration's workload stream and its ops, from the workload at init once the
+        #: GPU knows its memory (the fitted model picks algorithms whose workspace fits)
         self.stream: Any = None
         self.ops: list[Any] = []
         self.op_layer: list[str] = []
         #: where the kernel times come from, as the reports say it
-        self.kernel_times = self._kernel_times_source()
+        self.kernel_times = self.workload.kernel_times_source()
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.dma = self.configure_link("dma", self._transfer_done)
         self.nvlink = self.configure_link("nvlink", self._reduced)
@@ -194,7 +174,6 @@ class GPU(Component):
         self.finished_at: Optional[int] = None
         self.kernel_total = 0
         self.recompute_total = 0
-        self.planner: dict[str, Any] = {}
         self.offloaded_raw = 0
         self.offloaded_wire = 0
         self.prefetched_raw = 0
@@ -210,100 +189,15 @@ class GPU(Component):
         self.stat_stall = self.register_statistic("stall_time_ps")
         self.stat_layer = self.register_statistic("layer_time_ps")
 
-    def _fitted_model(self) -> Any:
-        """The fitted kernel model of this GPU: its preset's family and SMs, this element's
-        peak FLOP/s."""
-        from dataclasses import replace
-
-        from sst_cdma.model.fitted import kernel_model_for
-        from sst_cdma.model.kernel_model import ModelError
-
-        p = self.params
-        preset = p["gpu_preset"]
-        spec = replace(GPUS[preset], peak_flops=self.peak_flops,
-                       sms=p["sms"] or GPUS[preset].sms)
-        try:
-            return kernel_model_for(preset, spec)
-        except ModelError as exc:
-            raise ValueError(f"{self.name}: {exc}") from None
-
-    def _kernel_times_source(self) -> str:
-        from sst_cdma.model.kernel_model import ModelError
-        from workloads.layer_times import kernel_times_source
-
-        p = self.params
-        if p["workload"]:
-            return f"workload stream {p['workload']} (its time= keys, else roofline)"
-        try:
-            return kernel_times_source(p["kernel_model"], p["gpu_preset"], p["layer_times"],
-                                       p["dtype"])
-        except ModelError as exc:
-            raise ValueError(f"{self.name}: {exc}") from None
-
-    def _workspace_limit(self) -> Optional[int]:
-        from sst_cdma.units import UnitError, parse_bytes
-
-        text = self.params["workspace_limit"]
-        if not text:
-            return None
-        try:
-            return parse_bytes(text)
-        except UnitError as exc:
-            raise ValueError(f"{self.name}: param 'workspace_limit': {exc}") from None
-
     # -- wiring ------------------------------------------------------------------------------
-    def _render(self, memory_capacity: Optional[int]) -> None:
-        """Read or render the iteration's workload stream (a rendered one with algorithms
-        chosen for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which
-        layer each op belongs to."""
-        from workloads import WorkloadError
-        from workloads.errors import not_utf8
-        from workloads.render import iteration_stream
-        from workloads.stream import StreamError, parse_stream
-
-        p = self.params
-        name = self.name
-        try:
-            if p["workload"]:
-                if p["layer_times"]:
-                    raise ConfigError(f"{name}: 'layer_times' applies to a rendered 'network'; "
-                                      "a 'workload' stream carries its own time= keys")
-                if p["optimizer"] != "none" or p["workspace"]:
-                    raise ConfigError(f"{name}: 'optimizer' and 'workspace' apply to a rendered "
-                                      "'network'; a 'workload' stream declares its own")
-                if p["allocation"] != "liveness":
-                    raise ConfigError(f"{name}: 'allocation' applies to a rendered 'network'; a "
-                                      "'workload' stream's alloc and free ops are its own")
-                if p["seq_len"] or p["attention"]:
-                    raise ConfigError(f"{name}: 'seq_len' and 'attention' apply to a rendered "
-                                      "transformer 'network'; a 'workload' stream has its shapes")
-                path = Path(p["workload"])
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except UnicodeDecodeError as exc:
-                    raise WorkloadError(not_utf8(exc), file=str(path)) from None
-                self.stream = parse_stream(text, str(path))
-            else:
-                if not p["network"]:
-                    raise ConfigError(f"{name}: give a 'network' or a 'workload' stream")
-                policy, choices = self._choices(memory_capacity)
-                text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
-                                                     policy, p["layer_times"],
-                                                     p["optimizer"], p["workspace"],
-                                                     p["allocation"], self.kernel_model,
-                                                     self._workspace_limit(), memory_capacity,
-                                                     choices, seq_len=p["seq_len"],
-                                                     attention=p["attention"])
-                out = self.simulation.output_directory
-                if out is not None and p["write_stream"]:
-                    (out / f"{name}.stream").write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{name}: cannot read workload: {exc}") from None
-        except (StreamError, WorkloadError, ValueError) as exc:
-            raise ConfigError(f"{name}: {exc}") from None
+    def _take_stream(self, memory_capacity: Optional[int]) -> None:
+        """Take the iteration's stream from the workload (rendered, where it renders one,
+        for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which layer
+        each op belongs to."""
+        self.stream = self.workload.stream(memory_capacity)
         self.ops = self.stream.ops
         if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
-            raise ConfigError(f"{name}: the workload moves tensors but port 'dma' is not "
+            raise ConfigError(f"{self.name}: the workload moves tensors but port 'dma' is not "
                               "connected")
         # the layer each op belongs to: the next compute/sync at or after it
         self.op_layer = [""] * len(self.ops)
@@ -313,74 +207,13 @@ class GPU(Component):
                 upcoming = self.ops[i].name
             self.op_layer[i] = upcoming
 
-    def _choices(self, memory_capacity: Optional[int]) -> tuple[str, Any]:
-        """The policy to render and its per-tensor choices (``((tensor, choice), ...)``, None
-        for the vDNN and term policies): a plan file's, or the planner's for ``auto``."""
-        from workloads import load_network
-        from workloads.policies import load_plan_file
-
-        p = self.params
-        if p["plan"]:
-            if p["policy"] not in ("conv", "plan"):
-                raise ConfigError(f"'plan' sets the policy; it contradicts policy "
-                                  f"{p['policy']!r}")
-            chosen = load_plan_file(p["plan"], load_network(p["network"], p["seq_len"], p["attention"]), p["batch"],
-                                    p["dtype"])
-            return "plan", tuple(sorted(chosen.items()))
-        if p["policy"] == "plan":
-            raise ConfigError("policy 'plan' needs a 'plan' file")
-        if p["policy"] != "auto":
-            return p["policy"], None
-        if p["allocation"] != "liveness":
-            raise ConfigError(f"policy auto plans liveness allocation, not "
-                              f"{p['allocation']!r}")
-        if memory_capacity is None:  # unlimited memory: everything stays
-            return "auto", ()
-        return "auto", tuple(sorted(self._auto_plan(memory_capacity).items()))
-
-    def _auto_plan(self, capacity: int) -> dict[str, str]:
-        """Run the planner for this GPU's memory, kernels and engine."""
-        from .interfaces import TransferCosts
-        from workloads import load_network
-        from workloads.render import plan_auto
-        from workloads.stream import parse_duration
-
-        p = self.params
-        dram_bw = self.flows.resources[self.hbm.bandwidth_resource].capacity
-
-        def kernel_ps(op: Any) -> int:
-            if op.time:
-                return parse_duration(op.time) + p["kernel_overhead"]
-            return roofline_ps(op.flops or 0, op.dram or 0, self.peak_flops,
-                               p["compute_efficiency"], dram_bw,
-                               p["kernel_overhead"] + self.launch_ps)
-
-        costs = None
-        if self.dma is not None:
-            engine = self.peer_provider("dma", TransferCosts)
-            net = load_network(p["network"], p["seq_len"], p["attention"])
-            tensors = net.tensors(p["batch"], p["dtype"])
-            costs = engine.transfer_costs(OffloadManifest(
-                gpu=self.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
-                tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
-                              for t in tensors.values())))
-        result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps, costs,
-                           p["layer_times"], p["optimizer"], p["workspace"], self.kernel_model,
-                           self._workspace_limit(), label="policy auto",
-                           seq_len=p["seq_len"], attention=p["attention"])
-        self.planner = {"predicted_time_s": result.predicted_time_ps * 1e-12,
-                        "model_peak_bytes": result.model_peak_bytes,
-                        "rendered_peak_bytes": result.rendered_peak_bytes,
-                        "rounds": result.rounds}
-        return result.choices
-
     def init(self, phase: int) -> None:
         """Find the GPU memory, render the iteration for it and tell the engine which tensors
         this iteration offloads."""
         if phase != 0:
             return
         self.hbm = self.peer_provider("hbm", MemoryPool)
-        self._render(None if self.hbm.unlimited else self.hbm.capacity)
+        self._take_stream(None if self.hbm.unlimited else self.hbm.capacity)
         self._register_gradients()
         if self.dma is not None:
             tensors = self.stream.tensors
@@ -395,12 +228,8 @@ class GPU(Component):
         reverse layer order as DDP buckets them, and its HBM bandwidth resource."""
         if not self.params["data_parallel"]:
             return
-        from workloads.vdnn import wgrad_name
-
         tensors = self.stream.tensors
-        layers = [t.layer for t in tensors.values() if t.kind == "weight" and t.layer]
-        self.wgrads = {wgrad_name(layer): layer for layer in layers
-                       if wgrad_name(layer) in tensors}
+        self.wgrads = self.workload.weight_gradients(self.stream)
         gradients = [(layer, tensors[name].bytes) for name, layer in self.wgrads.items()]
         self.nvlink.send_untimed(GradientManifest(self.name, self.params["system"],
                                                   self.hbm.bandwidth_resource,
@@ -499,15 +328,12 @@ class GPU(Component):
         op = self.compute_q.popleft()
         self.compute_busy = True
         self.kernel_op = op  # the kernel running (one at a time on the compute stream)
-        p = self.params
         start = self.sim.now
-        overhead = p["kernel_overhead"]
-        if op.time_ps is not None:
-            duration = op.time_ps + overhead
-        else:  # the roofline, or a memory-bound kernel of the fitted model (plus its launch)
-            overhead += self.launch_ps
-            duration = roofline_ps(op.flops or 0, op.dram or 0, self.peak_flops,
-                                   p["compute_efficiency"], self.dram_bandwidth, overhead)
+        # the stream's time, or the roofline (a memory-bound kernel of the fitted model: plus
+        # its launch)
+        overhead = self.kernels.overhead_ps(op.time_ps is not None)
+        duration = self.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0,
+                                          self.dram_bandwidth)
         label = f"{op.name} ({op.pass_}, {op.algorithm})" if op.algorithm else \
             f"{op.name} ({op.pass_})"
         if op.algorithm:
@@ -515,8 +341,8 @@ class GPU(Component):
         done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
         # Modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine;
         # measured ones are timers: the measurement already holds their DRAM time.
-        modelled = op.time_ps is None or self.kernel_model is not None and not p["layer_times"]
-        if p["hbm_contention"] and op.dram and modelled and duration > 0:
+        modelled = op.time_ps is None or self.workload.modelled_times
+        if self.params["hbm_contention"] and op.dram and modelled and duration > 0:
             # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
             # end is rounded up to whole ps, so aim half a picosecond early.
             cap = op.dram / ((duration - overhead - 0.5) / PS_PER_S)
@@ -587,16 +413,12 @@ class GPU(Component):
         self.stat_stall.add_data(max(0, end - self.kernel_total))
         hbm = self.hbm
         p = self.params
-        from workloads.stats import REPORTED_CHOICES, tensor_choices
-
-        choices = tensor_choices(self.stream)
-        choice_bytes = {c: sum(self.stream.tensors[t].bytes for t, v in choices.items()
-                               if v == c) for c in REPORTED_CHOICES}
+        choices, choice_bytes = self.workload.tensor_choices(self.stream)
         self.publish(GPUResult(
             system=p["system"], preset=p["gpu_preset"], gpu_name=GPUS[p["gpu_preset"]].name,
             kernel_times=self.kernel_times,
             network=self.stream.network, batch=self.stream.batch, dtype=self.stream.dtype,
-            policy=self.stream.policy, optimizer=p["optimizer"],
+            policy=self.stream.policy, optimizer=self.workload.optimizer,
             completed=self.finished_at is not None,
             iteration_time_ps=end, forward_time_ps=back, backward_time_ps=update - back,
             update_time_ps=end - update,
@@ -608,11 +430,11 @@ class GPU(Component):
             fits_in_memory=bool(hbm and hbm.peak <= hbm.capacity),
             out_of_memory=hbm.oom if hbm else None,
             # GPU memory over the iteration [0, end]: allocation mode, average, the curve
-            allocation="stream" if p["workload"] else p["allocation"],
+            allocation=self.workload.allocation,
             average_gpu_memory_bytes=hbm.average_usage(end) if hbm else 0,
             memory_curve=hbm.usage_curve() if hbm else [],
             layers=self.layers, timeline=self.timeline, choices=choices,
             choice_bytes=choice_bytes, recompute_time_ps=self.recompute_total,
-            planner=self.planner))
+            planner=self.workload.planner))
         if p["system"] == "main":
             self.declare_work_end(end)

@@ -283,7 +283,7 @@ def popNamePrefix() -> None:
 
 def current_graph() -> ConfigGraph:
     """The configuration graph the running script is building (not part of SST's API: for
-    helpers such as :func:`sst_cdma.baselines.add_baselines` that read or extend it)."""
+    helpers such as :func:`components.baselines.add_baselines` that read or extend it)."""
     return _graph
 
 

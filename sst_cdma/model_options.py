@@ -55,15 +55,18 @@ GPU, ENGINE, LINK, FABRIC = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge", "c
 CODEC = f"{ENGINE}:codec"
 #: which codec fills the engine's slot (``none``: it stays empty, a plain copy engine)
 ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS)
+#: the elements of the GPU's workload and kernels slots whose params options set
+NETWORK, STREAM = "cdma.NetworkWorkload", "cdma.StreamWorkload"
+ROOFLINE, MEASURED = "cdma.RooflineKernels", "cdma.MeasuredKernels"
 
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
-    ElementOption("--network", GPU, "network", default="vgg16"),
-    ElementOption("--batch", GPU, "batch"),
-    ElementOption("--seq-len", GPU, "seq_len"),
-    ElementOption("--attention", GPU, "attention"),
-    ElementOption("--dtype", GPU, "dtype"),
-    ElementOption("--policy", GPU, "policy"),
-    ElementOption("--plan", GPU, "plan"),
+    ElementOption("--network", NETWORK, "network", default="vgg16"),
+    ElementOption("--batch", NETWORK, "batch"),
+    ElementOption("--seq-len", NETWORK, "seq_len"),
+    ElementOption("--attention", NETWORK, "attention"),
+    ElementOption("--dtype", NETWORK, "dtype"),
+    ElementOption("--policy", NETWORK, "policy"),
+    ElementOption("--plan", NETWORK, "plan"),
     ElementOption("--algorithm", CODEC, "algorithm", declaration=ALGORITHM),
     ElementOption("--mode", ENGINE, "mode"),
     ElementOption("--pcie-gen", LINK, "generation", default=UNSET,
@@ -74,12 +77,11 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--buffer", ENGINE, "buffer"),
     ElementOption("--progress", ENGINE, "progress"),
     ElementOption("--profile", ENGINE, "profile"),
-    ElementOption("--workload", GPU, "workload"),
-    ElementOption("--kernel-model", GPU, "kernel_model"),
-    ElementOption("--compute-efficiency", GPU, "compute_efficiency"),
-    ElementOption("--optimizer", GPU, "optimizer"),
-    ElementOption("--allocation", GPU, "allocation"),
-    ElementOption("--layer-times", GPU, "layer_times"),
+    ElementOption("--workload", STREAM, "file", default=""),
+    ElementOption("--compute-efficiency", ROOFLINE, "compute_efficiency"),
+    ElementOption("--optimizer", NETWORK, "optimizer"),
+    ElementOption("--allocation", NETWORK, "allocation"),
+    ElementOption("--layer-times", MEASURED, "layer_times", default=""),
     ElementOption("--tensors", ENGINE, "tensors"),
     ElementOption("--functional", ENGINE, "functional"),
     ElementOption("--no-contention", GPU, "hbm_contention", invert=True),

@@ -19,6 +19,18 @@ from .statistics.collector import StatisticsCollector
 MAX_INIT_PHASES = 1000
 
 
+def _resolved(element: Element) -> dict[str, Any]:
+    """``element``'s entry in ``config.json``: name, type, resolved params and, as SST's
+    configuration files write them, its subcomponents by slot."""
+    out: dict[str, Any] = {"name": element.name, "type": element.type_name(),
+                           "params": dict(element.params)}
+    subs = [{"slot_name": slot, **_resolved(sub)}
+            for slot, loaded in element.subcomponents.items() for sub in loaded]
+    if subs:
+        out["subcomponents"] = subs
+    return out
+
+
 class Simulation:
     """One simulation: the kernel, the components built from the graph, their link ends and
     the statistics collector. ``reports`` is where components leave results for the caller.
@@ -212,10 +224,10 @@ class Simulation:
 
 
     def resolved_config(self) -> dict[str, Any]:
-        """Every component with every param resolved (defaults included), every link and the
-        statistics options: what ``config.json`` holds."""
-        comps = [{"name": name, "type": comp.type_name(), "params": dict(comp.params)}
-                 for name, comp in self.components.items()]
+        """Every component (and, under it, each subcomponent with its slot) with every param
+        resolved (defaults included), every link and the statistics options: what
+        ``config.json`` holds."""
+        comps = [_resolved(comp) for comp in self.components.values()]
         graph = self.graph.to_json()
         return {"components": comps, "links": graph["links"],
                 "statistics_options": graph["statistics_options"]}

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from .baselines import add_baselines
+from components.baselines import add_baselines
+
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
 from .model_options import CODEC, add_element_options, element_params, explicit, given_options
@@ -21,6 +22,10 @@ from .units import UnitError, parse_bytes
 
 #: model options that were renamed, and their names now
 RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
+
+#: ``--kernel-model`` -> the element that fills each GPU's ``kernels`` slot (with
+#: ``--layer-times``, ``cdma.MeasuredKernels`` with that model beside the measurement)
+KERNEL_ELEMENTS = {"fitted": "cdma.FittedKernels", "roofline": "cdma.RooflineKernels"}
 
 LINKS = {
     "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
@@ -53,6 +58,12 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p = ModelOptionParser(prog=prog, description="cDMA system model options",
                           allow_abbrev=False)
     add_element_options(p)
+    p.add_argument("--kernel-model", default="fitted", choices=sorted(KERNEL_ELEMENTS),
+                   help="how kernels are priced: 'fitted' (cdma.FittedKernels: the "
+                        "algorithm-aware model fitted to measured cuDNN kernels; "
+                        "docs/kernel_model.md) or 'roofline' (cdma.RooflineKernels: peak FLOP/s "
+                        "x --compute-efficiency against DRAM bandwidth); with --layer-times, "
+                        "the model beside the measurement (default: fitted)")
     p.add_argument("--gpu", default=gpu, choices=sorted(GPUS),
                    help=f"GPU preset (default: {gpu}; docs/gpus.md)")
     p.add_argument("--link", default=link, choices=sorted(LINKS),
@@ -88,15 +99,13 @@ class SystemSpec:
 
 
 def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
-    """Add one GPU with its HBM, engine and host link; returns the host link component."""
+    """Add one GPU with its workload and kernel times, HBM, engine and host link; returns the
+    host link component."""
     o = spec.options
     gpu = sst.Component(name, "cdma.GPU")
-    fitted = o.kernel_model == "fitted"
-    gpu.addParams({**element_params(o, "cdma.GPU"),
-                   "gpu_preset": o.gpu,
-                   "workspace_limit": o.workspace if fitted else "",
-                   "workspace": "0B" if fitted else (o.workspace or "0B"),
-                   "write_stream": first})
+    gpu.addParams({**element_params(o, "cdma.GPU"), "gpu_preset": o.gpu})
+    _fill_workload(gpu, o, first)
+    _fill_kernels(gpu, o)
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity})
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
@@ -113,6 +122,37 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
     sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
     return link
+
+
+def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
+    """The GPU's ``workload`` slot: the ``--workload`` stream file, or the network rendered
+    (the first GPU writes its stream into the output directory)."""
+    if o.workload:
+        gpu.setSubComponent("workload", "cdma.StreamWorkload").addParams(
+            element_params(o, "cdma.StreamWorkload"))
+        return
+    fitted = o.kernel_model == "fitted"
+    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+        {**element_params(o, "cdma.NetworkWorkload"),
+         "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first})
+
+
+def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
+    """The GPU's ``kernels`` slot: ``--layer-times`` measured (beside ``--kernel-model``), or
+    the ``--kernel-model``; a ``--workload`` stream's kernels without a time take the
+    roofline."""
+    limit = o.workspace if o.kernel_model == "fitted" else ""
+    if o.workload:
+        kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
+    elif o.layer_times:
+        kind = "cdma.MeasuredKernels"
+        params = {**element_params(o, kind), "kernel_model": o.kernel_model,
+                  "workspace_limit": limit}
+    elif o.kernel_model == "fitted":
+        kind, params = "cdma.FittedKernels", {"workspace_limit": limit}
+    else:
+        kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
+    gpu.setSubComponent("kernels", kind).addParams(params)
 
 
 def _host_memory_params(gpu: GPUSpec) -> dict[str, str]:

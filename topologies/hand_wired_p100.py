@@ -1,14 +1,19 @@
 """A Tesla P100 system wired by hand, element by element, as ``sst-info cdma`` documents them:
-the same machine as ``pascal_cdma.py`` with names of its own. ``add_baselines`` adds the oracle
-and vDNN systems the summary compares it with (see docs/topologies.md).
+the same machine as ``pascal_cdma.py`` with names of its own. The GPU's workload (VGG-16
+rendered for it) and its kernel times (the fitted model) are subcomponents in its slots.
+``add_baselines`` adds the oracle and vDNN systems the summary compares it with (see
+docs/topologies.md).
 
     sst topologies/hand_wired_p100.py
 """
 import sst
-from sst_cdma.baselines import add_baselines
+from components.baselines import add_baselines
 
 gpu = sst.Component("P100", "cdma.GPU")
-gpu.addParams({"network": "vgg16", "batch": 64, "policy": "conv", "gpu_preset": "pascal"})
+gpu.addParam("gpu_preset", "pascal")
+workload = gpu.setSubComponent("workload", "cdma.NetworkWorkload")
+workload.addParams({"network": "vgg16", "batch": 64, "policy": "conv"})
+gpu.setSubComponent("kernels", "cdma.FittedKernels")
 hbm = sst.Component("P100_hbm2", "cdma.HBM")
 hbm.addParams({"bandwidth": "732GB/s", "capacity": "16GiB"})
 cdma = sst.Component("P100_cdma", "cdma.CDMAEngine")

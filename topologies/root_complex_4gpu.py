@@ -9,8 +9,8 @@ four links' 49.8 GB/s: the worked example of docs/topologies.md.
 import sys
 
 import sst
+from components.baselines import add_baselines
 from components.codecs import element_type as codec_element
-from sst_cdma.baselines import add_baselines
 from sst_cdma.model.gpus import GPUS
 from sst_cdma.topology import LINKS, ModelOptionParser
 
@@ -39,8 +39,11 @@ if not o.no_root_complex:
 
 for i in range(o.gpus):
     gpu = sst.Component(f"gpu{i}", "cdma.GPU")
-    gpu.addParams({"network": o.network, "batch": o.batch, "policy": o.policy,
-                   "gpu_preset": "pascal", "write_stream": i == 0})
+    gpu.addParam("gpu_preset", "pascal")
+    workload = gpu.setSubComponent("workload", "cdma.NetworkWorkload")
+    workload.addParams({"network": o.network, "batch": o.batch, "policy": o.policy,
+                        "write_stream": i == 0})
+    gpu.setSubComponent("kernels", "cdma.FittedKernels")
     hbm = sst.Component(f"gpu{i}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": p100.dram_bandwidth, "capacity": p100.dram_capacity})
     dma = sst.Component(f"gpu{i}.dma", "cdma.CDMAEngine")

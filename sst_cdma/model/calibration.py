@@ -79,8 +79,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "plane_elements": (0.01, 5000.0),
 }
 
-# The simulator's roofline before the kernel model (components/gpu.py ``roofline_ps`` with the
-# GPU element's default compute_efficiency; DRAM at 85% of its peak).
+# The simulator's roofline before the kernel model (components/kernel_times.py ``roofline_ps``
+# with the kernels elements' default compute_efficiency; DRAM at 85% of its peak).
 _ROOFLINE_COMPUTE = 0.6
 _ROOFLINE_MEMORY = 0.85
 _ELEMENT = 4

@@ -61,19 +61,16 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
 
 def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
     """The closed form for GPU ``gpu_name`` of a built (or finished) simulation, taking every
-    number — roofline inputs, wire sizes, link capacities, latency — from its components."""
-    from components.gpu import roofline_ps
-
+    number — kernel times, wire sizes, link capacities, latency — from its components: the
+    GPU's kernels subcomponent prices the kernels, and the engine is the peer on its ``dma``
+    port."""
     gpu = simulation.components[gpu_name]
-    p = gpu.params
     dram_bw = gpu.flows.resources[gpu.hbm_resource].capacity
-    dma = simulation.components.get(f"{gpu_name}.dma")
+    found = simulation.peer(gpu_name, "dma")
+    dma = found[0] if found is not None else None
 
     def kernel(op: Any) -> int:
-        if op.time_ps is not None:
-            return op.time_ps + p["kernel_overhead"]
-        return roofline_ps(op.flops or 0, op.dram or 0, gpu.peak_flops,
-                           p["compute_efficiency"], dram_bw, p["kernel_overhead"] + gpu.launch_ps)
+        return gpu.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw)
 
     def transfer(op: Any) -> int:
         raw = gpu.stream.tensors[op.name].bytes

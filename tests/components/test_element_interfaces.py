@@ -62,7 +62,8 @@ def _run(tmp_path, *parts: str):
 
 GPU = """
     gpu = sst.Component("gpu", "cdma.GPU")
-    gpu.addParams({"network": "alexnet", "batch": 1, "policy": "all", "write_stream": "false"})
+    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+        {"network": "alexnet", "batch": 1, "policy": "all", "write_stream": "false"})
     hbm = sst.Component("hbm", "cdma.HBM")
     dma = sst.Component("dma", "cdma.CDMAEngine")
     sst.Link("l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))

@@ -184,7 +184,9 @@ def test_a_data_parallel_gpu_needs_the_fabric(tmp_path):
     script.write_text("""
 import sst
 gpu = sst.Component("gpu0", "cdma.GPU")
-gpu.addParams({"network": "alexnet", "batch": 8, "policy": "none", "data_parallel": True})
+gpu.addParam("data_parallel", True)
+gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {"network": "alexnet", "batch": 8, "policy": "none"})
 hbm = sst.Component("gpu0.hbm", "cdma.HBM")
 sst.Link("l", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
 """, encoding="utf-8")
@@ -230,7 +232,9 @@ def test_a_fabric_with_one_gpu_is_refused_in_one_line(tmp_path):
     script.write_text("""
 import sst
 gpu = sst.Component("gpu0", "cdma.GPU")
-gpu.addParams({"network": "alexnet", "batch": 8, "policy": "none", "data_parallel": True})
+gpu.addParam("data_parallel", True)
+gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {"network": "alexnet", "batch": 8, "policy": "none"})
 hbm = sst.Component("gpu0.hbm", "cdma.HBM")
 sst.Link("l", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
 fabric = sst.Component("fabric", "cdma.NVSwitch")

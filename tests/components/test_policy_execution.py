@@ -138,13 +138,13 @@ def test_bad_policy_option_is_one_line():
 
 
 @pytest.mark.parametrize("opts,message", [
-    (("--policy", "plan"), "gpu0: policy 'plan' needs a 'plan' file"),
+    (("--policy", "plan"), "gpu0:workload[0]: policy 'plan' needs a 'plan' file"),
     (("--policy", "recompute", "--plan", "x.json"),
-     "gpu0: 'plan' sets the policy; it contradicts policy 'recompute'"),
+     "gpu0:workload[0]: 'plan' sets the policy; it contradicts policy 'recompute'"),
     (("--policy", "auto", "--allocation", "network-wide"),
-     "gpu0: policy auto plans liveness allocation, not 'network-wide'"),
+     "gpu0:workload[0]: policy auto plans liveness allocation, not 'network-wide'"),
 ])
 def test_policy_option_contradictions_are_one_line(opts, message):
     with pytest.raises(RunError) as err:
         simulate(*ALEX, *opts)
-    assert message in str(err.value) and "gpu0: gpu0" not in str(err.value)
+    assert message in str(err.value) and "]: gpu0" not in str(err.value)

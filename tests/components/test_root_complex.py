@@ -63,7 +63,8 @@ host = sst.Component("host", "cdma.HostMemory")
 {root}
 for i in range({gpus}):
     gpu = sst.Component(f"gpu{{i}}", "cdma.GPU")
-    gpu.addParams({{"workload": {workload!r}, "write_stream": "false"}})
+    gpu.setSubComponent("workload", "cdma.StreamWorkload").addParam("file", {workload!r})
+    gpu.setSubComponent("kernels", "cdma.RooflineKernels")
     hbm = sst.Component(f"hbm{{i}}", "cdma.HBM")
     dma = sst.Component(f"dma{{i}}", "cdma.CDMAEngine")
     pcie = sst.Component(f"pcie{{i}}", "cdma.PCIeBridge")
@@ -155,7 +156,8 @@ def test_a_root_complex_as_the_gpus_own_link_is_named_by_its_kind(run_script, mo
     result, _ = run_script(f"""
 import sst
 gpu = sst.Component("gpu", "cdma.GPU")
-gpu.addParams({{"workload": {move!r}, "write_stream": "false"}})
+gpu.setSubComponent("workload", "cdma.StreamWorkload").addParam("file", {move!r})
+gpu.setSubComponent("kernels", "cdma.RooflineKernels")
 hbm = sst.Component("hbm", "cdma.HBM")
 dma = sst.Component("dma", "cdma.CDMAEngine")
 rc = sst.Component("rc", "cdma.RootComplex")

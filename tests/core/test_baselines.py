@@ -33,14 +33,15 @@ def test_the_main_job_wired_by_hand_with_other_names_gives_the_same_summary(tmp_
 
 
 def write_script(path: Path, body: str) -> Path:
-    path.write_text("import sst\nfrom sst_cdma.baselines import add_baselines\n" + body,
+    path.write_text("import sst\nfrom components.baselines import add_baselines\n" + body,
                     encoding="utf-8")
     return path
 
 
 SYSTEM = """
 gpu = sst.Component("a", "cdma.GPU")
-gpu.addParams({"network": "alexnet", "batch": 32, "policy": "all"})
+gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {"network": "alexnet", "batch": 32, "policy": "all"})
 hbm = sst.Component("b", "cdma.HBM")
 dma = sst.Component("c", "cdma.CDMAEngine")
 dma.setSubComponent("codec", "cdma.RLE")
@@ -60,10 +61,13 @@ def test_add_baselines_copies_the_system_with_the_baselines_params(tmp_path):
     result = sst_cdma.run(script, [], output_directory=tmp_path / "out", console=io.StringIO())
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     params = {c["name"]: c["params"] for c in config["components"]}
+    workload = {name: comp.subcomponent("workload").params
+                for name, comp in result.simulation.components.items()
+                if comp.subcomponent("workload") is not None}
     assert set(params) == {"a", "b", "c", "d", "e", "oracle.a", "oracle.b", "vdnn.a", "vdnn.b",
                            "vdnn.c", "vdnn.d", "vdnn.e", "r"}
-    assert params["oracle.a"]["policy"] == "none" and params["oracle.b"]["unlimited"] is True
-    assert params["vdnn.a"]["policy"] == "all" and params["vdnn.c"] == params["c"]
+    assert workload["oracle.a"]["policy"] == "none" and params["oracle.b"]["unlimited"] is True
+    assert workload["vdnn.a"]["policy"] == "all" and params["vdnn.c"] == params["c"]
     engines = result.simulation.components
     assert engines["c"].codec.algorithm == "rle" and engines["vdnn.c"].codec is None
     s = result.reports["summary"]
@@ -96,11 +100,15 @@ def test_add_baselines_refuses_what_it_cannot_copy(tmp_path, body, fault):
 def test_a_baseline_system_whose_gpus_do_not_pair_with_the_main_ones_is_an_error(tmp_path):
     script = write_script(tmp_path / "t.py", SYSTEM + """
 extra = sst.Component("x", "cdma.GPU")
-extra.addParams({"network": "alexnet", "batch": 32, "policy": "none", "system": "oracle"})
+extra.addParam("system", "oracle")
+extra.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {"network": "alexnet", "batch": 32, "policy": "none"})
 mem = sst.Component("y", "cdma.HBM")
 sst.Link("l6", "0ps").connect((extra, "hbm"), (mem, "gpu"))
 extra2 = sst.Component("x2", "cdma.GPU")
-extra2.addParams({"network": "alexnet", "batch": 32, "policy": "none", "system": "oracle"})
+extra2.addParam("system", "oracle")
+extra2.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {"network": "alexnet", "batch": 32, "policy": "none"})
 mem2 = sst.Component("y2", "cdma.HBM")
 sst.Link("l7", "0ps").connect((extra2, "hbm"), (mem2, "gpu"))
 sst.Component("r", "cdma.Reporter")

@@ -48,7 +48,9 @@ def test_topology_writes_the_summary_contract(topology, tmp_path):
     assert {"compute", "offload", "prefetch"} <= cats
     config = json.loads((tmp_path / "config.json").read_text())
     gpu = next(c for c in config["components"] if c["name"] == "gpu0")
-    assert gpu["params"]["compute_efficiency"] == 0.6  # defaults are resolved
+    kernels = next(s for s in gpu["subcomponents"] if s["slot_name"] == "kernels")
+    assert kernels["params"]["compute_efficiency"] == 0.6  # defaults are resolved
+    assert gpu["params"]["hbm_contention"] is True
     assert re.search(r"^iteration( \(slowest of \d+ GPUs\))?: ", console, re.M)
     assert re.search(r"^oracle( \(slowest of \d+ GPUs\))?: ", console, re.M)
 

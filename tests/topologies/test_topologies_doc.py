@@ -174,9 +174,11 @@ def test_the_python_example_prints_the_oracle_with_the_override(workdir):
 # -- section 1: build() ------------------------------------------------------------------------
 def test_the_element_options_table_is_the_generated_options():
     text = DOC.read_text(encoding="utf-8")
-    for element in ("cdma.GPU", "cdma.CDMAEngine", "cdma.CDMAEngine:codec", "cdma.PCIeBridge",
-                    "cdma.NVSwitch"):
-        row = re.search(rf"^\| `{re.escape(element)}` \| (.*) \|$", text, re.M)
+    elements = dict.fromkeys(o.element for o in ELEMENT_OPTIONS)
+    assert {"cdma.GPU", "cdma.CDMAEngine", "cdma.CDMAEngine:codec", "cdma.PCIeBridge",
+            "cdma.NVSwitch"} <= set(elements)
+    for element in elements:
+        row = re.search(rf"^\| `{re.escape(element)}`[^|]* \| (.*) \|$", text, re.M)
         assert row, element
         flags = set(re.findall(r"`(--[\w-]+)`", row.group(1)))
         assert flags == {o.flag for o in ELEMENT_OPTIONS if o.element == element}, element

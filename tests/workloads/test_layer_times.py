@@ -252,7 +252,7 @@ def test_the_roofline_efficiency_is_a_model_option(repo):
     slow = _simulate(repo, "--network", "vgg16", "--batch", "16", "--policy", "none",
                      "--no-baselines", "--no-contention", "--compute-efficiency", "0.3",
                      "--kernel-model", "roofline")
-    assert slow.simulation.components["gpu0"].params["compute_efficiency"] == 0.3
+    assert slow.simulation.components["gpu0"].kernels.params["compute_efficiency"] == 0.3
     ratio = slow.results["gpu0"].compute_time_ps / \
         fast.results["gpu0"].compute_time_ps
     assert 1.5 < ratio <= 2.0  # compute-bound kernels take twice as long, memory-bound ones not

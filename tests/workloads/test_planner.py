@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from components.gpu import roofline_ps
+from components.kernel_times import roofline_ps
 from components.messages import CopyCost
 from sst_cdma.runner import RunError
 from workloads import load_network

@@ -71,7 +71,7 @@ def test_recomputing_a_relu_ffn_reruns_the_in_place_relu():
 
 
 def kernel_ps(op):
-    from components.gpu import roofline_ps
+    from components.kernel_times import roofline_ps
 
     return roofline_ps(op.flops or 0, op.dram or 0, 200e12, 0.6, 2e12, 3_000_000)
 

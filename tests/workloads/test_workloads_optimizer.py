@@ -159,10 +159,11 @@ def test_the_fitted_model_runs_update_kernels_at_the_hbm_rate_plus_its_launch(re
                     "--optimizer", "adam", "--no-baselines", "--no-contention")
     gpu = run.simulation.components["gpu0"]
     launch = kernel_model_for("pascal").params.launch_s
-    assert gpu.launch_ps == math.ceil(launch * 1e12) > 0
+    assert gpu.kernels.launch_ps == math.ceil(launch * 1e12) > 0
     updates = [op for op in gpu.stream.ops if op.op == "compute" and op.pass_ == "update"]
     assert updates and all(op.time_ps is None for op in updates)
     # memory-bound: the bytes at the HBM's achievable bandwidth (732 GB/s x 0.85), plus the
     # fitted launch; each kernel rounds up to a whole ps
-    expected = sum(math.ceil(op.dram / (732e9 * 0.85) * 1e12) + gpu.launch_ps for op in updates)
+    expected = sum(math.ceil(op.dram / (732e9 * 0.85) * 1e12) + gpu.kernels.launch_ps
+                   for op in updates)
     assert abs(run.results["gpu0"].update_time_ps - expected) <= len(updates)

@@ -2,5 +2,6 @@
 import sst
 host = sst.Component("host", "cdma.HostMemory")
 gpu = sst.Component("gpu", "cdma.GPU")
-gpu.addParams({"network": "alexnet", "batch": 1, "policy": "none", "write_stream": "false"})
+gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {"network": "alexnet", "batch": 1, "policy": "none", "write_stream": "false"})
 sst.Link("l", "0ps").connect((gpu, "hbm"), (host, "pcie0"))

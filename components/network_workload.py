@@ -1,0 +1,157 @@
+"""``cdma.NetworkWorkload``: a GPU's workload rendered from a network definition for a batch,
+element type, memory policy (or per-tensor plan, or the planner's) and optimizer, its kernels
+priced through the GPU's ``kernels`` slot; the rendered stream is written into the output
+directory as ``<gpu>.stream``."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sst_cdma.config import ConfigError
+from sst_cdma.element import Param
+from sst_cdma.flows import FlowNetwork
+from sst_cdma.model.dtypes import DTYPES
+from sst_cdma.model.kernel_model import ModelError
+from workloads import WorkloadError, load_network
+from workloads.layer_times import kernel_times_source
+from workloads.policies import check_policy, load_plan_file
+from workloads.render import iteration_stream, plan_auto
+from workloads.stream import Stream, StreamError, parse_duration
+
+from .interfaces import MemoryPool, TransferCosts
+from .messages import MovedTensor, OffloadManifest
+from .workload_source import WorkloadSource
+
+__all__ = ["NetworkWorkload"]
+
+
+class NetworkWorkload(WorkloadSource):
+    """One training iteration of a network, rendered for the GPU's memory (vDNN semantics)."""
+
+    PARAMS = (
+        Param("network", "str", None, "network to render the stream for: a shipped name or a "
+              ".yaml network definition"),
+        Param("batch", "int", 64, "batch size (a transformer's micro-batch)", minimum=1),
+        Param("seq_len", "int", 0, "sequence length of a transformer network (0: its "
+              "definition's)", minimum=0),
+        Param("attention", "str", "", "attention form of a transformer network: naive "
+              "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
+              "definition's", choices=("", "naive", "fused")),
+        Param("dtype", "str", "float32", "element type", choices=tuple(DTYPES)),
+        Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
+              "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "
+              "joined by '+' (recompute-attn+offload-ffn; docs/workloads.md)",
+              check=check_policy),
+        Param("plan", "str", "", "per-tensor plan: a JSON file mapping activation tensors to "
+              "keep, offload, compress or recompute (sets policy 'plan')"),
+        Param("optimizer", "str", "none", "optimizer step ending the iteration (none: "
+              "forward and backward only)", choices=("none", "sgd", "momentum", "adam")),
+        Param("workspace", "bytes", "0B", "cuDNN workspace each convolution kernel gets under "
+              "the roofline (allocated for the kernel's duration); the fitted model sizes "
+              "each kernel's own workspace instead (its workspace_limit)", minimum=0),
+        Param("allocation", "str", "liveness", "GPU memory allocation: liveness (a buffer from "
+              "its birth to its death) or network-wide (vDNN's baseline: every buffer but the "
+              "offloaded ones for the whole iteration)", choices=("liveness", "network-wide")),
+        Param("write_stream", "bool", "true", "write the rendered stream into the output "
+              "directory as <gpu>.stream"),
+    )
+
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
+        self.optimizer = self.params["optimizer"]
+        self.allocation = self.params["allocation"]
+
+    @property
+    def modelled_times(self) -> bool:
+        """True when the kernels slot's fitted model priced the stream's kernels."""
+        return self.kernels.models_times
+
+    def kernel_times_source(self) -> str:
+        """The kernels slot's model or measurement, for this GPU's preset and element type."""
+        kernels = self.kernels
+        try:
+            return kernel_times_source(kernels.model_name, self.parent.params["gpu_preset"],
+                                       kernels.layer_times, self.params["dtype"])
+        except (ModelError, WorkloadError) as exc:
+            raise ConfigError(f"{self.name}: {exc}") from None
+
+    def stream(self, memory_capacity: Optional[int]) -> Stream:
+        """Render the iteration with algorithms chosen for ``memory_capacity`` bytes of GPU
+        memory (None: unlimited), and write it into the output directory."""
+        p = self.params
+        kernels = self.kernels
+        try:
+            policy, choices = self._choices(memory_capacity)
+            text, stream = iteration_stream(p["network"], p["batch"], p["dtype"], policy,
+                                            kernels.layer_times, p["optimizer"], p["workspace"],
+                                            p["allocation"], kernels.model,
+                                            kernels.workspace_limit, memory_capacity, choices,
+                                            seq_len=p["seq_len"], attention=p["attention"])
+        except ConfigError:
+            raise
+        except OSError as exc:
+            raise ConfigError(f"{self.name}: cannot read workload: {exc}") from None
+        except (StreamError, WorkloadError, ValueError) as exc:
+            raise ConfigError(f"{self.name}: {exc}") from None
+        out = self.simulation.output_directory
+        if out is not None and p["write_stream"]:
+            (out / f"{self.parent.name}.stream").write_text(text, encoding="utf-8")
+        return stream
+
+    def _choices(self, memory_capacity: Optional[int]) -> tuple[str, Any]:
+        """The policy to render and its per-tensor choices (``((tensor, choice), ...)``, None
+        for the vDNN and term policies): a plan file's, or the planner's for ``auto``."""
+        p = self.params
+        if p["plan"]:
+            if p["policy"] not in ("conv", "plan"):
+                raise ConfigError(f"{self.name}: 'plan' sets the policy; it contradicts policy "
+                                  f"{p['policy']!r}")
+            net = load_network(p["network"], p["seq_len"], p["attention"])
+            chosen = load_plan_file(p["plan"], net, p["batch"], p["dtype"])
+            return "plan", tuple(sorted(chosen.items()))
+        if p["policy"] == "plan":
+            raise ConfigError(f"{self.name}: policy 'plan' needs a 'plan' file")
+        if p["policy"] != "auto":
+            return p["policy"], None
+        if p["allocation"] != "liveness":
+            raise ConfigError(f"{self.name}: policy auto plans liveness allocation, not "
+                              f"{p['allocation']!r}")
+        if memory_capacity is None:  # unlimited memory: everything stays
+            return "auto", ()
+        return "auto", tuple(sorted(self._auto_plan(memory_capacity).items()))
+
+    def _auto_plan(self, capacity: int) -> dict[str, str]:
+        """Run the planner for the GPU's memory, its kernels slot and its engine."""
+        p = self.params
+        kernels = self.kernels
+        gpu = self.parent
+        memory = gpu.peer_provider("hbm", MemoryPool)
+        dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
+
+        def kernel_ps(op: Any) -> int:
+            return kernels.kernel_ps(parse_duration(op.time) if op.time else None,
+                                     op.flops or 0, op.dram or 0, dram_bw)
+
+        result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps,
+                           self._transfer_costs(), kernels.layer_times, p["optimizer"],
+                           p["workspace"], kernels.model, kernels.workspace_limit,
+                           label="policy auto", seq_len=p["seq_len"], attention=p["attention"])
+        self.planner = {"predicted_time_s": result.predicted_time_ps * 1e-12,
+                        "model_peak_bytes": result.model_peak_bytes,
+                        "rendered_peak_bytes": result.rendered_peak_bytes,
+                        "rounds": result.rounds}
+        return result.choices
+
+    def _transfer_costs(self) -> Optional[dict[str, Any]]:
+        """Each tensor's copy costs from the engine on the GPU's ``dma`` port (None without
+        one)."""
+        gpu = self.parent
+        if "dma" not in gpu.connected_ports():
+            return None
+        p = self.params
+        engine = gpu.peer_provider("dma", TransferCosts)
+        net = load_network(p["network"], p["seq_len"], p["attention"])
+        tensors = net.tensors(p["batch"], p["dtype"])
+        return engine.transfer_costs(OffloadManifest(
+            gpu=gpu.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
+            tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
+                          for t in tensors.values())))

@@ -1,0 +1,69 @@
+"""The interface of the GPU's ``workload`` slot: where the iteration's workload stream comes
+from. ``cdma.NetworkWorkload`` (components/network_workload.py) renders a network,
+``cdma.StreamWorkload`` (components/stream_workload.py) reads a stream file; the GPU executes
+what either gives it and makes no stream itself."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from sst_cdma.element import SubComponent
+from workloads.stats import REPORTED_CHOICES, tensor_choices
+from workloads.vdnn import wgrad_name
+
+if TYPE_CHECKING:
+    from workloads.stream import Stream
+
+    from .kernel_times import KernelTimes
+
+__all__ = ["WorkloadSource"]
+
+
+class WorkloadSource(SubComponent):
+    """The interface of the GPU's ``workload`` slot: gives the GPU its iteration's stream."""
+
+    ABSTRACT = True
+    #: the optimizer step ending the iteration, as the GPU reports it
+    optimizer = "none"
+    #: the GPU memory allocation mode, as the GPU reports it
+    allocation = "stream"
+
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
+        #: policy auto: the planner's predicted iteration time and peaks ({} otherwise)
+        self.planner: dict[str, Any] = {}
+
+    @property
+    def kernels(self) -> "KernelTimes":
+        """The kernel times of the parent GPU (its ``kernels`` slot)."""
+        return self.parent.subcomponent("kernels")  # type: ignore[union-attr, return-value]
+
+    @property
+    def modelled_times(self) -> bool:
+        """True when the stream's kernel times are modelled (their DRAM traffic shares HBM
+        bandwidth with the DMA engine); measured or given ones are timers."""
+        return False
+
+    def kernel_times_source(self) -> str:
+        """Where the stream's kernel times come from, as the reports say it."""
+        raise NotImplementedError
+
+    def stream(self, memory_capacity: Optional[int]) -> "Stream":
+        """The iteration's stream for a GPU with ``memory_capacity`` bytes of memory (None:
+        unlimited); called once, from the GPU's init. Raises ConfigError naming this element
+        and what is at fault."""
+        raise NotImplementedError
+
+    def weight_gradients(self, stream: "Stream") -> dict[str, str]:
+        """The weight gradients of ``stream`` (``LAYER:dw`` tensor -> layer), in layer order:
+        what a data-parallel GPU hands the all-reduce."""
+        tensors = stream.tensors
+        layers = [t.layer for t in tensors.values() if t.kind == "weight" and t.layer]
+        return {wgrad_name(layer): layer for layer in layers if wgrad_name(layer) in tensors}
+
+    def tensor_choices(self, stream: "Stream") -> tuple[dict[str, str], dict[str, int]]:
+        """What ``stream`` does with each activation tensor (keep, offload, compress,
+        recompute or free), and the bytes of the tensors of each reported choice."""
+        choices = tensor_choices(stream)
+        choice_bytes = {c: sum(stream.tensors[t].bytes for t, v in choices.items() if v == c)
+                        for c in REPORTED_CHOICES}
+        return choices, choice_bytes
