@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sst_cdma.model.policies import VDNN_POLICIES
+
 from .nvswitch import allreduce_line
 
 __all__ = ["console_summary", "plan_line", "functional_line"]
 
 MS = 1e3
-#: policies that are vDNN's own (named "vDNN policy ..." in the heading)
-VDNN_POLICIES = ("none", "all", "conv")
 
 
 def _unit(largest: float) -> tuple[float, str]:

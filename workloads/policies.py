@@ -26,6 +26,8 @@ import os
 import re
 from typing import Callable, Mapping
 
+from sst_cdma.model.policies import VDNN_POLICIES  # scheduled by vdnn.plan_iteration as vDNN does
+
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 from .transformer import split_name
@@ -35,9 +37,6 @@ __all__ = ["CHOICES", "VDNN_POLICIES", "GROUPS", "POLICY_RE", "check_policy", "i
 
 #: What can happen to one activation tensor.
 CHOICES = ("keep", "offload", "compress", "recompute")
-#: The whole-network vDNN policies (scheduled by :func:`~workloads.vdnn.plan_iteration`
-#: as vDNN does).
-VDNN_POLICIES = ("none", "all", "conv")
 #: Policies that are not terms: a per-tensor plan file and the automatic planner.
 SPECIAL = ("plan", "auto")
 #: The syntax of a policy name (the stream header's ``policy=`` too).

@@ -22,7 +22,9 @@ FILLERS = ("a Codec (cdma.BplaneZstd, cdma.LZ4, cdma.RLE, cdma.ZVC, cdma.Zlib, c
 
 SYSTEM = """import sst
 gpu = sst.Component("gpu0", "cdma.GPU")
-gpu.addParams({{"network": "alexnet", "batch": 8, "policy": "conv", "gpu_preset": "pascal"}})
+gpu.addParam("gpu_preset", "pascal")
+gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
+    {{"network": "alexnet", "batch": 8, "policy": "conv"}})
 hbm = sst.Component("gpu0.hbm", "cdma.HBM")
 hbm.addParams({{"bandwidth": "732GB/s", "capacity": "16GiB"}})
 dma = sst.Component("gpu0.dma", "cdma.CDMAEngine")
