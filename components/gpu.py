@@ -256,7 +256,7 @@ class GPU(Component):
         layer each op belongs to."""
         from workloads import WorkloadError
         from workloads.errors import not_utf8
-        from workloads.render import iteration_stream
+        from workloads.render import iteration_stream, stream_text
         from workloads.stream import StreamError, parse_stream
 
         p = self.params
@@ -285,16 +285,17 @@ class GPU(Component):
                 if not p["network"]:
                     raise ConfigError(f"{name}: give a 'network' or a 'workload' stream")
                 policy, choices = self._choices(memory_capacity)
-                text, self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
-                                                     policy, p["layer_times"],
-                                                     p["optimizer"], p["workspace"],
-                                                     p["allocation"], self.kernel_model,
-                                                     self._workspace_limit(), memory_capacity,
-                                                     choices, seq_len=p["seq_len"],
-                                                     attention=p["attention"])
+                self.stream = iteration_stream(p["network"], p["batch"], p["dtype"],
+                                               policy, p["layer_times"],
+                                               p["optimizer"], p["workspace"],
+                                               p["allocation"], self.kernel_model,
+                                               self._workspace_limit(), memory_capacity,
+                                               choices, seq_len=p["seq_len"],
+                                               attention=p["attention"])
                 out = self.simulation.output_directory
                 if out is not None and p["write_stream"]:
-                    (out / f"{name}.stream").write_text(text, encoding="utf-8")
+                    (out / f"{name}.stream").write_text(stream_text(self.stream),
+                                                        encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{name}: cannot read workload: {exc}") from None
         except (StreamError, WorkloadError, ValueError) as exc:
@@ -341,14 +342,13 @@ class GPU(Component):
         from sst_cdma.interfaces import TransferCosts
         from workloads import load_network
         from workloads.render import plan_auto
-        from workloads.stream import parse_duration
 
         p = self.params
         dram_bw = self.flows.resources[self.hbm.bandwidth_resource].capacity
 
         def kernel_ps(op: Any) -> int:
-            if op.time:
-                return parse_duration(op.time) + p["kernel_overhead"]
+            if op.time_ps is not None:
+                return op.time_ps + p["kernel_overhead"]
             return roofline_ps(op.flops or 0, op.dram or 0, self.peak_flops,
                                p["compute_efficiency"], dram_bw,
                                p["kernel_overhead"] + self.launch_ps)

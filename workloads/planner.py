@@ -609,12 +609,8 @@ def plan_peak(plan: Plan, workspace: bool = True) -> int:
     workspace buffers when ``workspace`` is False)."""
     sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
              for t in plan.tensors}
-    ops = list(plan.prologue)
-    for blocks in (plan.forward, plan.backward, plan.update):
-        for block in blocks:
-            ops.extend(block.ops)
     in_use = peak = 0
-    for op in ops:
+    for op in plan.ops():
         if op.op == "alloc":
             in_use += sizes[op.name]
             peak = max(peak, in_use)
