@@ -1,7 +1,7 @@
 """vDNN scheduling: which tensors are offloaded, prefetched, allocated and freed, and when.
 
 :func:`plan_iteration` turns a network, batch, dtype and policy into a :class:`Plan` — the ops
-of one training iteration grouped per layer — which the jinja2 templates render as a stream.
+of one training iteration grouped per layer — whose :meth:`~Plan.stream` the GPU executes.
 The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement):
 
 * Offload unit: a layer's input feature map X_l, i.e. a tensor. ``none`` offloads nothing;
