@@ -14,8 +14,8 @@ from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
 from workloads.policies import check_policy, load_plan_file
-from workloads.render import iteration_stream, plan_auto
-from workloads.stream import Stream, StreamError, parse_duration
+from workloads.render import iteration_stream, plan_auto, stream_text
+from workloads.stream import Stream, StreamError
 
 from .interfaces import MemoryPool, TransferCosts
 from .messages import MovedTensor, OffloadManifest
@@ -81,11 +81,11 @@ class NetworkWorkload(WorkloadSource):
         kernels = self.kernels
         try:
             policy, choices = self._choices(memory_capacity)
-            text, stream = iteration_stream(p["network"], p["batch"], p["dtype"], policy,
-                                            kernels.layer_times, p["optimizer"], p["workspace"],
-                                            p["allocation"], kernels.model,
-                                            kernels.workspace_limit, memory_capacity, choices,
-                                            seq_len=p["seq_len"], attention=p["attention"])
+            stream = iteration_stream(p["network"], p["batch"], p["dtype"], policy,
+                                      kernels.layer_times, p["optimizer"], p["workspace"],
+                                      p["allocation"], kernels.model, kernels.workspace_limit,
+                                      memory_capacity, choices, seq_len=p["seq_len"],
+                                      attention=p["attention"])
         except ConfigError:
             raise
         except OSError as exc:
@@ -94,7 +94,8 @@ class NetworkWorkload(WorkloadSource):
             raise ConfigError(f"{self.name}: {exc}") from None
         out = self.simulation.output_directory
         if out is not None and p["write_stream"]:
-            (out / f"{self.parent.name}.stream").write_text(text, encoding="utf-8")
+            (out / f"{self.parent.name}.stream").write_text(stream_text(stream),
+                                                             encoding="utf-8")
         return stream
 
     def _choices(self, memory_capacity: Optional[int]) -> tuple[str, Any]:
@@ -128,8 +129,7 @@ class NetworkWorkload(WorkloadSource):
         dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
 
         def kernel_ps(op: Any) -> int:
-            return kernels.kernel_ps(parse_duration(op.time) if op.time else None,
-                                     op.flops or 0, op.dram or 0, dram_bw)
+            return kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw)
 
         result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps,
                            self._transfer_costs(), kernels.layer_times, p["optimizer"],

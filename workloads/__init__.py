@@ -11,7 +11,9 @@ Public API::
 
 Modules: ``kinds`` (layer kinds and params), ``macros`` (fire/inception/bottleneck expansion),
 ``loader`` (YAML -> Network), ``network`` (tensors, ``infer``), ``shapes``, ``flops``, ``vdnn``
-(offload/prefetch schedule), ``render`` (jinja2), ``stream`` (parser), ``stats``,
+(offload/prefetch schedule), ``plan`` (the schedule's objects), ``stream_schema`` (the stream's
+objects and the one declaration of their fields), ``render`` (the iteration's stream, its text
+with jinja2), ``stream`` (parser), ``durations``, ``stats``,
 ``transformer`` (``transformer:`` definitions expanded into layers), ``torch_builder``
 (optional PyTorch model from the same definition). Docs: docs/workloads.md.
 """

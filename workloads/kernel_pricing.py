@@ -30,7 +30,7 @@ from .dtypes import itemsize
 from .errors import WorkloadError
 from .network import Layer, LayerInfo, Network
 from .shapes import head_dim
-from .vdnn import Plan
+from .plan import Plan
 
 __all__ = ["PricedKernel", "price_network", "limits_from_free_memory"]
 
@@ -160,14 +160,9 @@ def limits_from_free_memory(plan: Plan, capacity: int) -> dict[str, dict[str, in
     memory it has free. Kernels that fit are left out."""
     sizes = {t.name: t.bytes for t in plan.tensors}
     scratch = {t.name for t in plan.tensors if t.kind == "workspace"}
-    ops = list(plan.prologue)
-    for blocks in (plan.forward, plan.backward, plan.update):
-        for block in blocks:
-            ops.extend(block.ops)
-    ops.extend(plan.epilogue)
     in_use = 0
     out: dict[str, dict[str, int]] = {}
-    for op in ops:
+    for op in plan.ops():
         if op.op == "alloc":
             in_use += sizes[op.name]
         elif op.op == "free":

@@ -18,8 +18,9 @@ sequence length the times were measured at: a run at another one refuses the fil
 scales each measured kernel by the kernel model's ratio (target over source) for that layer and
 pass; without it the times are used as measured.
 ``sst-cdma time-layers`` writes such a file by timing each layer of the definition in PyTorch
-(:mod:`sst_cdma.capture.layer_timing`); hand-written files are welcome. The times become the
-``time=`` keys of the stream's compute ops (docs/workloads.md).
+(:mod:`sst_cdma.capture.layer_timing`); hand-written files are welcome. The times (integer
+picoseconds once read: :attr:`LayerTimes.times_ps`) become the compute ops' ``time_ps``, written
+as the ``time=`` keys of a rendered stream's text (docs/workloads.md).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from sst_cdma.atomic_files import write_text_whole
 
 from .errors import WorkloadError, not_utf8
 from .network import Network
-from .stream import parse_duration
+from .durations import format_ps, parse_duration
 
 __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "format_ps",
            "kernel_times_source", "TensorCoreCheck", "tensor_core_check", "sequence_length",
@@ -48,17 +49,6 @@ VERSION = 1
 PASSES = ("fwd", "bwd")
 _KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "measured_by",
          "seq_len", "layers"}
-
-
-def format_ps(ps: int) -> str:
-    """A duration in picoseconds as exact text in the largest unit it reaches (``parse_duration``
-    reads it back to the same picosecond)."""
-    for unit, digits in (("ms", 9), ("us", 6), ("ns", 3)):
-        if ps >= 10**digits:
-            whole, frac = divmod(ps, 10**digits)
-            tail = f"{frac:0{digits}d}".rstrip("0")
-            return f"{whole}.{tail}{unit}" if tail else f"{whole}{unit}"
-    return f"{ps}ps"
 
 
 @dataclass
@@ -77,9 +67,8 @@ class LayerTimes:
     #: a transformer's sequence length (0: not a transformer, or not recorded)
     seq_len: int = 0
 
-    def as_stream_times(self) -> dict[str, dict[str, str]]:
-        """The times as exact text: the ``times`` argument of
-        :func:`~workloads.render.render_stream`, and the file's ``layers``."""
+    def layers_text(self) -> dict[str, dict[str, str]]:
+        """The times as exact text: the file's ``layers``."""
         return {layer: {p: format_ps(ps) for p, ps in passes.items()}
                 for layer, passes in self.times_ps.items()}
 
@@ -126,7 +115,7 @@ class LayerTimes:
             doc["gpu"] = self.gpu
         if self.seq_len:
             doc["seq_len"] = self.seq_len
-        doc.update({"measured_by": self.measured_by, "layers": self.as_stream_times()})
+        doc.update({"measured_by": self.measured_by, "layers": self.layers_text()})
         return doc
 
     def write(self, path: str | os.PathLike[str]) -> None:

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from .errors import WorkloadError
-from .network import Network
-from .vdnn import Plan, plan_iteration
+from .network import LayerInfo, Network, TensorInfo
+from .plan import Plan
+from .vdnn import plan_iteration
 
 if TYPE_CHECKING:  # the engine's answer to the cost query
     from components.messages import CopyCost
@@ -138,12 +139,54 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
     tensors = network.tensors(batch, dtype)
     blocks, fpos, bpos = _positions(base)
     n = len(blocks)
+    fixed, compute, fwd_ps = _keep_slots(base, blocks, kernel_ps, elastic_workspace)
+    need = _needs(infos, idx, tensors)
+    for t, at in (extra_needs or {}).items():
+        if t in need:
+            need[t].extend(k for k in at if k not in need[t])
+    names: list[str] = []
+    allowed: list[tuple[str, ...]] = []
+    rows_t: list[int] = []
+    rows_c: list[str] = []
+    resident: list[np.ndarray] = []
+    slots: list[tuple[int, int, int]] = []
+    costs: list[tuple[float, float, float]] = []
+    first: list[int] = []
+    for ti in tensors.values():
+        users = [idx[u] for u in ti.consumers + ti.modifiers]
+        if need[ti.name]:
+            release = min(need[ti.name])
+        else:
+            release = min(users) if users else idx[ti.producer]
+        span = (fpos[ti.producer], bpos.get(infos[release].name, n - 1))
+        options = _options(ti, info[ti.producer], copy_costs)
+        t = len(names)
+        names.append(ti.name)
+        allowed.append(tuple(options))
+        first.append(len(rows_c))
+        for choice in options:
+            mask, slot, cost = _row(choice, ti, span, need[ti.name], infos, fpos, bpos, n,
+                                    fwd_ps, copy_costs)
+            rows_t.append(t)
+            rows_c.append(choice)
+            resident.append(mask * ti.bytes)
+            slots.append(slot)
+            costs.append(cost)
+    return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
+                     fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
+                     np.array(first))
+
+
+def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
+                elastic_workspace: bool) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """The all-keep plan replayed: per slot the bytes that do not depend on the choices (all
+    but activations, and workspace when elastic) at their peak and the kernels' time, and
+    each layer's forward kernel time."""
     sizes = {t.name: t.bytes for t in base.tensors}
     activations = {t.name for t in base.tensors if t.kind == "activation"
                    or (elastic_workspace and t.kind == "workspace")}
-    # fixed bytes per slot and kernel times per slot, replaying the all-keep plan
-    fixed = np.zeros(n)
-    compute = np.zeros(n)
+    fixed = np.zeros(len(blocks))
+    compute = np.zeros(len(blocks))
     in_use = sum(sizes[o.name] for o in base.prologue if o.op == "alloc"
                  and o.name not in activations)
     fwd_ps: dict[str, int] = {}
@@ -163,78 +206,58 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
                 if o.pass_ == "fwd":
                     fwd_ps[o.name] = ps
         fixed[k] = peak
-    need = _needs(infos, idx, tensors)
-    for t, at in (extra_needs or {}).items():
-        if t in need:
-            need[t].extend(k for k in at if k not in need[t])
-    last_layer = len(infos) - 1
-    names: list[str] = []
-    allowed: list[tuple[str, ...]] = []
-    rows_t: list[int] = []
-    rows_c: list[str] = []
-    resident: list[np.ndarray] = []
-    slots: list[tuple[int, int, int]] = []
-    costs: list[tuple[float, float, float]] = []
-    first: list[int] = []
-    for ti in tensors.values():
-        producer = info[ti.producer]
-        users = [idx[u] for u in ti.consumers + ti.modifiers]
-        if need[ti.name]:
-            release = min(need[ti.name])
-        else:
-            release = min(users) if users else idx[ti.producer]
-        end = bpos.get(infos[release].name, n - 1)
-        start = fpos[ti.producer]
-        options = ["keep"]
-        if ti.consumers:
-            if copy_costs is not None and ti.name in copy_costs:
-                options.append("offload")
-                c = copy_costs[ti.name]
-                # through a codec that gains nothing (dense data bypassed, or a codec slower
-                # than the link) a compressed copy is never the better one: leave it out
-                if c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps:
-                    options.append("compress")
-            if producer.kind != "data":
-                options.append("recompute")
-        t = len(names)
-        names.append(ti.name)
-        allowed.append(tuple(options))
-        first.append(len(rows_c))
-        last_reader = max(fpos[c] for c in ti.consumers) if ti.consumers else start
-        first_reader = min(fpos[c] for c in ti.consumers) if ti.consumers else start
-        anchor = max(need[ti.name]) if need[ti.name] else None
-        for choice in options:
-            mask = np.zeros(n)
-            slot = (0, 0, 0)
-            cost = (0.0, 0.0, 0.0)
-            if choice == "keep":
-                mask[start:end + 1] = 1
-            else:
-                mask[start:last_reader + 1] = 1
-                if anchor is not None:
-                    a_name = infos[anchor].name
-                    if choice == "recompute":
-                        mask[bpos[a_name]:end + 1] = 1
-                        rebuild = sum(fwd_ps.get(layer, 0)
-                                      for layer in (ti.producer,) + ti.modifiers)
-                        slot = (0, 0, bpos[a_name])
-                        cost = (0.0, 0.0, float(rebuild))
-                    else:
-                        above = infos[anchor + 1].name if anchor < last_layer else a_name
-                        mask[bpos[above]:end + 1] = 1
-                        c = copy_costs[ti.name]
-                        out, back = (c.plain_out_ps, c.plain_in_ps) if choice == "offload" \
-                            else (c.packed_out_ps, c.packed_in_ps)
-                        slot = (first_reader, bpos[above], 0)
-                        cost = (float(out), float(back), 0.0)
-            rows_t.append(t)
-            rows_c.append(choice)
-            resident.append(mask * ti.bytes)
-            slots.append(slot)
-            costs.append(cost)
-    return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
-                     fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
-                     np.array(first))
+    return fixed, compute, fwd_ps
+
+
+def _options(ti: TensorInfo, producer: LayerInfo,
+             copy_costs: Optional[Mapping[str, CopyCost]]) -> list[str]:
+    """The choices open to tensor ``ti``."""
+    options = ["keep"]
+    if ti.consumers:
+        if copy_costs is not None and ti.name in copy_costs:
+            options.append("offload")
+            c = copy_costs[ti.name]
+            # through a codec that gains nothing (dense data bypassed, or a codec slower
+            # than the link) a compressed copy is never the better one: leave it out
+            if c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps:
+                options.append("compress")
+        if producer.kind != "data":
+            options.append("recompute")
+    return options
+
+
+def _row(choice: str, ti: TensorInfo, span: tuple[int, int], need: Sequence[int],
+         infos: Sequence[LayerInfo], fpos: Mapping[str, int], bpos: Mapping[str, int], n: int,
+         fwd_ps: Mapping[str, int], copy_costs: Optional[Mapping[str, CopyCost]]
+         ) -> tuple[np.ndarray, tuple[int, int, int], tuple[float, float, float]]:
+    """One candidate row: the slots where tensor ``ti`` is resident under ``choice`` (its
+    ``span`` is production to release under keep), and the slots and costs of its offload,
+    prefetch and recomputation."""
+    start, end = span
+    last_reader = max(fpos[c] for c in ti.consumers) if ti.consumers else start
+    first_reader = min(fpos[c] for c in ti.consumers) if ti.consumers else start
+    anchor = max(need) if need else None
+    mask = np.zeros(n)
+    slot = (0, 0, 0)
+    cost = (0.0, 0.0, 0.0)
+    if choice == "keep":
+        mask[start:end + 1] = 1
+        return mask, slot, cost
+    mask[start:last_reader + 1] = 1
+    if anchor is None:
+        return mask, slot, cost
+    a_name = infos[anchor].name
+    if choice == "recompute":
+        mask[bpos[a_name]:end + 1] = 1
+        rebuild = sum(fwd_ps.get(layer, 0) for layer in (ti.producer,) + ti.modifiers)
+        return mask, (0, 0, bpos[a_name]), (0.0, 0.0, float(rebuild))
+    above = infos[anchor + 1].name if anchor < len(infos) - 1 else a_name
+    mask[bpos[above]:end + 1] = 1
+    assert copy_costs is not None
+    c = copy_costs[ti.name]
+    out, back = (c.plain_out_ps, c.plain_in_ps) if choice == "offload" \
+        else (c.packed_out_ps, c.packed_in_ps)
+    return mask, (first_reader, bpos[above], 0), (float(out), float(back), 0.0)
 
 
 def _needs(infos: Sequence, idx: Mapping[str, int], tensors: Mapping) -> dict[str, list[int]]:
@@ -600,12 +623,8 @@ def plan_peak(plan: Plan, workspace: bool = True) -> int:
     workspace buffers when ``workspace`` is False)."""
     sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
              for t in plan.tensors}
-    ops = list(plan.prologue)
-    for blocks in (plan.forward, plan.backward, plan.update):
-        for block in blocks:
-            ops.extend(block.ops)
     in_use = peak = 0
-    for op in ops:
+    for op in plan.ops():
         if op.op == "alloc":
             in_use += sizes[op.name]
             peak = max(peak, in_use)

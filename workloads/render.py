@@ -1,8 +1,13 @@
-"""Render the per-iteration workload stream with the jinja2 templates in ``templates/``.
+"""The per-iteration workload stream of a network: made as objects, written as text on demand.
 
-``render_stream(network, batch, dtype="float32", policy="conv") -> str``. The schedule comes
-from :func:`workloads.vdnn.plan_iteration`; the templates only lay it out, one op per
-line (``stream.j2`` for the document, ``ops.j2`` for the op and tensor line macros).
+``iteration_stream(network, batch, ...) -> Stream`` plans the iteration
+(:func:`workloads.vdnn.plan_iteration`) and returns its :class:`~workloads.stream.Stream`
+(memoized; kernel times are integer picoseconds throughout). ``stream_text(stream)`` writes its
+text with the jinja2 template ``templates/stream.j2``, which lays out the plan's blocks and
+comments and writes each statement's line with
+:func:`~workloads.stream_schema.statement_line` (from the fields' one declaration);
+:func:`~workloads.stream.parse_stream` of that text gives the stream back.
+``render_stream(network, batch, dtype="float32", policy="conv") -> str`` is both in one call.
 """
 from __future__ import annotations
 
@@ -16,20 +21,22 @@ import jinja2
 from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
-from .stream import Stream, parse_stream
-from .vdnn import Plan, plan_iteration
+from .plan import Plan
+from .stream_schema import PHASES, Stream, statement_line
+from .vdnn import Times, plan_iteration
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
 
     from .planner import PlanResult
 
-__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "iteration_stream", "plan_auto"]
+__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "stream_text", "iteration_stream",
+           "plan_auto"]
 
 #: per-tensor choices as a hashable value: ((tensor, choice), ...) sorted by tensor
 Choices = Optional[tuple[tuple[str, str], ...]]
 
-#: Folder holding ``stream.j2`` and ``ops.j2``.
+#: Folder holding ``stream.j2``.
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 
@@ -46,13 +53,29 @@ def _environment() -> jinja2.Environment:
 
 
 def render_plan(plan: Plan, template: str = "stream.j2") -> str:
-    """Render an already computed :class:`~workloads.vdnn.Plan`."""
-    return _environment().get_template(template).render(plan=plan)
+    """The text of an already computed :class:`~workloads.plan.Plan`."""
+    return _environment().get_template(template).render(plan=plan, stream=plan.stream(),
+                                                        line=statement_line)
+
+
+def stream_text(stream: Stream) -> str:
+    """The text of ``stream``; :func:`~workloads.stream.parse_stream` of it gives ``stream``
+    back. A rendered stream is laid out from its plan (per-layer blocks and their comments,
+    as the run writes ``gpu.stream``), a parsed one plainly: one statement per line."""
+    if stream.plan is not None:
+        return _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
+                                                               line=statement_line)
+    lines = [statement_line(stream)] + [statement_line(t) for t in stream.tensors.values()]
+    last = max((PHASES.index(op.phase) for op in stream.ops), default=0)
+    for phase in PHASES[:last + 1]:
+        lines.append(f"phase {phase}")
+        lines.extend(statement_line(op) for op in stream.ops if op.phase == phase)
+    return "\n".join(lines + ["end", ""])
 
 
 def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: str = "float32",
                   policy: str = "conv",
-                  times: Mapping[str, Mapping[str, str]] | None = None,
+                  times: Optional[Times] = None,
                   optimizer: str = "none", workspace: int = 0,
                   allocation: str = "liveness",
                   kernel_model: Optional["KernelModel"] = None,
@@ -62,8 +85,8 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     """Render one training iteration of ``network`` (name, YAML path or :class:`Network`).
 
     ``policy`` is a vDNN policy (``none``, ``all``, ``conv``). ``times`` optionally gives
-    measured kernel times per layer and pass (``{"conv1": {"fwd": "1.2ms"}}``) that become
-    ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
+    measured kernel times per layer and pass in picoseconds (``{"conv1": {"fwd":
+    1_200_000_000}}``) that become ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
     :data:`~workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
     cuDNN workspace in bytes each convolution kernel gets. ``allocation`` is ``liveness``
     (buffers live from birth to death) or ``network-wide`` (vDNN's baseline: every buffer but
@@ -89,7 +112,7 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
 
 
 def _render(net: Network, batch: int, dtype: str, policy: str,
-            times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
+            times: Optional[Times], optimizer: str, workspace: int,
             allocation: str, kernel_model: Optional["KernelModel"],
             kernels: Optional[Mapping], workspace_limit: Optional[int],
             memory_capacity: Optional[int], choices: Choices = None) -> str:
@@ -99,7 +122,7 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
 
 
 def _planned(net: Network, batch: int, dtype: str, policy: str,
-             times: Mapping[str, Mapping[str, str]] | None, optimizer: str, workspace: int,
+             times: Optional[Times], optimizer: str, workspace: int,
              allocation: str, kernel_model: Optional["KernelModel"],
              kernels: Optional[Mapping], workspace_limit: Optional[int],
              memory_capacity: Optional[int], choices: Choices = None
@@ -147,11 +170,11 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      workspace_limit: Optional[int] = None,
                      memory_capacity: Optional[int] = None,
                      choices: Choices = None, seq_len: int = 0,
-                     attention: str = "") -> tuple[str, Stream]:
-    """The rendered text of one training iteration of ``network`` and its parsed stream.
+                     attention: str = "") -> Stream:
+    """The stream of one training iteration of ``network`` (its text: :func:`stream_text`).
 
     ``layer_times`` optionally names a measured layer-times file
-    (:mod:`~workloads.layer_times`) whose times become the compute ops' ``time=``;
+    (:mod:`~workloads.layer_times`) whose times become the compute ops' ``time_ps``;
     it must be for this network, batch and dtype. ``optimizer`` adds its step (see
     :data:`~workloads.vdnn.OPTIMIZERS`); ``workspace`` gives each convolution kernel
     that many bytes of cuDNN workspace; ``allocation`` picks the memory allocation mode
@@ -166,8 +189,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
-    network, batch, dtype, policy and allocation render and parse it once; an edited file is
-    read afresh. The stream is shared: treat it as read-only.
+    network, batch, dtype, policy and allocation plan it once; an edited file is read afresh.
+    The stream is shared: treat it as read-only.
     """
     path = network_path(network)
     times = ""
@@ -191,27 +214,27 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
                kernel_model: Optional["KernelModel"],
                workspace_limit: Optional[int],
                memory_capacity: Optional[int], choices: Choices = None, seq_len: int = 0,
-               attention: str = "") -> tuple[str, Stream]:
+               attention: str = "") -> Stream:
     net = load_network(path, seq_len, attention)
     times = _measured_times(net, batch, dtype, layer_times, kernel_model, workspace_limit)
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
                                                         dtype, kernel_model, workspace_limit,
                                                         seq_len, attention)
-    text = _render(net, batch, dtype, policy, times, optimizer, workspace, allocation,
-                   kernel_model, kernels, workspace_limit, memory_capacity, choices)
-    return text, parse_stream(text, label)
+    plan, _ = _planned(net, batch, dtype, policy, times, optimizer, workspace, allocation,
+                       kernel_model, kernels, workspace_limit, memory_capacity, choices)
+    return plan.stream(label)
 
 
 def _measured_times(net: Network, batch: int, dtype: str, layer_times: str,
                     kernel_model: Optional["KernelModel"],
-                    workspace_limit: Optional[int]) -> Optional[Mapping]:
+                    workspace_limit: Optional[int]) -> Optional[Times]:
     if not layer_times:
         return None
     measured = load_layer_times(layer_times)
     measured.check(net, batch, dtype)
     if kernel_model is not None and measured.gpu and measured.gpu != kernel_model.preset:
         measured = scale_layer_times(measured, net, kernel_model, workspace_limit)
-    return measured.as_stream_times()
+    return measured.times_ps
 
 
 def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity: int,

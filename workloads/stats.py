@@ -1,6 +1,6 @@
 """Static statistics of a stream: peak memory, offloaded bytes, per-layer work.
 
-:func:`stream_stats` replays a parsed :class:`~workloads.stream.Stream`'s ``alloc`` and
+:func:`stream_stats` replays a :class:`~workloads.stream.Stream`'s ``alloc`` and
 ``free`` ops in issue order (exactly how the GPU's capacity tracking sees them) and sums the
 transfers and kernels per layer — the inputs of a closed-form per-layer model
 (time_l ~ max(compute_l, transfer_l)).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .stream import Stream
+from .stream import Stream, StreamOp
 
 __all__ = ["LayerStats", "StreamStats", "stream_stats", "tensor_choices", "REPORTED_CHOICES"]
 
@@ -111,100 +111,125 @@ class StreamStats:
 
 def stream_stats(stream: Stream) -> StreamStats:
     """Replay ``stream`` and return its :class:`StreamStats`."""
-    sizes = {name: t.bytes for name, t in stream.tensors.items()}
-    allocated: set[str] = set()
-    current = peak = 0
-    peak_line = 0
-    peak_phase = "forward"
-    phase_peak = {"forward": 0, "backward": 0, "update": 0}
-    after_forward = None
-    layers: dict[str, LayerStats] = {}
-    offloaded: list[str] = []
-    prefetched: list[str] = []
-    totals = {"offload": 0, "prefetch": 0, "sparse": 0}
-
-    def layer(name: str) -> LayerStats:
-        if name not in layers:
-            layers[name] = LayerStats(name)
-        return layers[name]
-
-    next_compute: list[str | None] = [None] * len(stream.ops)
-    upcoming: str | None = None
-    for k in range(len(stream.ops) - 1, -1, -1):
-        next_compute[k] = upcoming
-        if stream.ops[k].op == "compute":
-            upcoming = stream.ops[k].name
-
+    replay = _Replay(stream)
     for k, op in enumerate(stream.ops):
-        if op.phase == "backward" and after_forward is None:
-            after_forward = current
+        replay.op(k, op)
+    return replay.stats()
+
+
+def _next_computes(ops: list[StreamOp]) -> list[str | None]:
+    """For each op, the layer of the next compute after it (None after the last)."""
+    out: list[str | None] = [None] * len(ops)
+    upcoming: str | None = None
+    for k in range(len(ops) - 1, -1, -1):
+        out[k] = upcoming
+        if ops[k].op == "compute":
+            upcoming = ops[k].name
+    return out
+
+
+class _Replay:
+    """The running totals of a stream replayed op by op."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.sizes = {name: t.bytes for name, t in stream.tensors.items()}
+        self.allocated: set[str] = set()
+        self.current = self.peak = self.peak_line = 0
+        self.peak_phase = "forward"
+        self.phase_peak = {"forward": 0, "backward": 0, "update": 0}
+        self.after_forward: int | None = None
+        self.layers: dict[str, LayerStats] = {}
+        self.offloaded: list[str] = []
+        self.prefetched: list[str] = []
+        self.totals = {"offload": 0, "prefetch": 0, "sparse": 0}
+        self.next_compute = _next_computes(stream.ops)
+
+    def layer(self, name: str) -> LayerStats:
+        if name not in self.layers:
+            self.layers[name] = LayerStats(name)
+        return self.layers[name]
+
+    def op(self, k: int, op: StreamOp) -> None:
+        """Count op ``k``."""
+        if op.phase == "backward" and self.after_forward is None:
+            self.after_forward = self.current
+        size = self.sizes.get(op.name, 0)
         if op.op == "alloc":
-            allocated.add(op.name)
-            current += sizes[op.name]
-            if current > peak:
-                peak, peak_line, peak_phase = current, op.line, op.phase
-            phase_peak[op.phase] = max(phase_peak[op.phase], current)
+            self.allocated.add(op.name)
+            self.current += size
+            if self.current > self.peak:
+                self.peak, self.peak_line, self.peak_phase = self.current, op.line, op.phase
+            self.phase_peak[op.phase] = max(self.phase_peak[op.phase], self.current)
         elif op.op == "free":
-            allocated.discard(op.name)
-            current -= sizes[op.name]
+            self.allocated.discard(op.name)
+            self.current -= size
         elif op.op == "offload":
-            st = layer(op.layer or "?")
-            st.offload_bytes += sizes[op.name]
+            st = self.layer(op.layer or "?")
+            st.offload_bytes += size
             st.offloaded.append(op.name)
-            totals["offload"] += sizes[op.name]
-            if stream.tensors[op.name].sparse:
-                st.sparse_offload_bytes += sizes[op.name]
-                totals["sparse"] += sizes[op.name]
-            offloaded.append(op.name)
+            self.totals["offload"] += size
+            if self.stream.tensors[op.name].sparse:
+                st.sparse_offload_bytes += size
+                self.totals["sparse"] += size
+            self.offloaded.append(op.name)
         elif op.op == "prefetch":
-            st = layer(op.layer or "?")
-            st.prefetch_bytes += sizes[op.name]
+            st = self.layer(op.layer or "?")
+            st.prefetch_bytes += size
             st.prefetched.append(op.name)
-            totals["prefetch"] += sizes[op.name]
-            prefetched.append(op.name)
+            self.totals["prefetch"] += size
+            self.prefetched.append(op.name)
         elif op.op == "wait":
-            target = next_compute[k]
+            target = self.next_compute[k]
             if target is not None:
-                layer(target).stalls += 1
+                self.layer(target).stalls += 1
         elif op.op == "compute":
-            st = layer(op.name)
-            if op.pass_ == "fwd":
-                st.flops_fwd += op.flops or 0
-                st.dram_fwd += op.dram or 0
-                if op.time_ps is not None:
-                    st.time_fwd_ps = (st.time_fwd_ps or 0) + op.time_ps
-            elif op.pass_ == "update":
-                st.flops_update += op.flops or 0
-                st.dram_update += op.dram or 0
-            elif op.pass_ == "recompute":
-                st.flops_recompute += op.flops or 0
-                if op.time_ps is not None:
-                    st.time_recompute_ps = (st.time_recompute_ps or 0) + op.time_ps
-            else:
-                st.flops_bwd += op.flops or 0
-                st.dram_bwd += op.dram or 0
-                if op.time_ps is not None:
-                    st.time_bwd_ps = (st.time_bwd_ps or 0) + op.time_ps
-    if after_forward is None:
-        after_forward = current
-    kinds = list(stream.tensors.values())
-    return StreamStats(
-        network=stream.network, batch=stream.batch, dtype=stream.dtype, policy=stream.policy,
-        peak_bytes=peak, peak_line=peak_line, peak_phase=peak_phase,
-        forward_peak_bytes=phase_peak["forward"], backward_peak_bytes=phase_peak["backward"],
-        resident_after_forward=after_forward,
-        weight_bytes=sum(t.bytes for t in kinds if t.kind == "weight"),
-        state_bytes=sum(t.bytes for t in kinds if t.kind == "state"),
-        declared_bytes=sum(t.bytes for t in kinds),
-        activation_bytes=sum(t.bytes for t in kinds if t.kind == "activation"),
-        offloaded_bytes=totals["offload"], prefetched_bytes=totals["prefetch"],
-        sparse_offloaded_bytes=totals["sparse"],
-        flops_fwd=sum(s.flops_fwd for s in layers.values()),
-        flops_bwd=sum(s.flops_bwd for s in layers.values()),
-        dram_fwd=sum(s.dram_fwd for s in layers.values()),
-        dram_bwd=sum(s.dram_bwd for s in layers.values()),
-        flops_update=sum(s.flops_update for s in layers.values()),
-        dram_update=sum(s.dram_update for s in layers.values()),
-        offloaded=tuple(offloaded), prefetched=tuple(prefetched),
-        leaked=tuple(sorted(allocated)), layers=layers,
-    )
+            self.kernel(op)
+
+    def kernel(self, op: StreamOp) -> None:
+        """Count a compute op into its layer's work."""
+        st = self.layer(op.name)
+        if op.pass_ == "fwd":
+            st.flops_fwd += op.flops or 0
+            st.dram_fwd += op.dram or 0
+            if op.time_ps is not None:
+                st.time_fwd_ps = (st.time_fwd_ps or 0) + op.time_ps
+        elif op.pass_ == "update":
+            st.flops_update += op.flops or 0
+            st.dram_update += op.dram or 0
+        elif op.pass_ == "recompute":
+            st.flops_recompute += op.flops or 0
+            if op.time_ps is not None:
+                st.time_recompute_ps = (st.time_recompute_ps or 0) + op.time_ps
+        else:
+            st.flops_bwd += op.flops or 0
+            st.dram_bwd += op.dram or 0
+            if op.time_ps is not None:
+                st.time_bwd_ps = (st.time_bwd_ps or 0) + op.time_ps
+
+    def stats(self) -> StreamStats:
+        """The totals as :class:`StreamStats`."""
+        stream, layers, totals = self.stream, self.layers, self.totals
+        kinds = list(stream.tensors.values())
+        return StreamStats(
+            network=stream.network, batch=stream.batch, dtype=stream.dtype,
+            policy=stream.policy, peak_bytes=self.peak, peak_line=self.peak_line,
+            peak_phase=self.peak_phase, forward_peak_bytes=self.phase_peak["forward"],
+            backward_peak_bytes=self.phase_peak["backward"],
+            resident_after_forward=(self.current if self.after_forward is None
+                                    else self.after_forward),
+            weight_bytes=sum(t.bytes for t in kinds if t.kind == "weight"),
+            state_bytes=sum(t.bytes for t in kinds if t.kind == "state"),
+            declared_bytes=sum(t.bytes for t in kinds),
+            activation_bytes=sum(t.bytes for t in kinds if t.kind == "activation"),
+            offloaded_bytes=totals["offload"], prefetched_bytes=totals["prefetch"],
+            sparse_offloaded_bytes=totals["sparse"],
+            flops_fwd=sum(s.flops_fwd for s in layers.values()),
+            flops_bwd=sum(s.flops_bwd for s in layers.values()),
+            dram_fwd=sum(s.dram_fwd for s in layers.values()),
+            dram_bwd=sum(s.dram_bwd for s in layers.values()),
+            flops_update=sum(s.flops_update for s in layers.values()),
+            dram_update=sum(s.dram_update for s in layers.values()),
+            offloaded=tuple(self.offloaded), prefetched=tuple(self.prefetched),
+            leaked=tuple(sorted(self.allocated)), layers=layers,
+        )

@@ -30,125 +30,21 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Any
 
 from .dtypes import DTYPES
+from .durations import parse_duration
 from .errors import StreamError, WorkloadError
+from .stream_schema import (LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION, TENSOR_KINDS,
+                            Stream, StreamOp, StreamTensor, read_values)
 
-__all__ = ["STREAM_VERSION", "TENSOR_KINDS", "StreamTensor", "StreamOp", "Stream",
+__all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "StreamTensor", "StreamOp", "Stream",
            "parse_stream", "parse_duration"]
 
-#: The stream format version this parser reads.
-STREAM_VERSION = 1
-#: Allowed ``kind=`` values of tensor declarations.
-TENSOR_KINDS = ("activation", "gradient", "weight", "state", "workspace")
-_PHASES = ("forward", "backward", "update")
 _PASS_OF_PHASE = {"forward": "fwd", "backward": "bwd", "update": "update"}
 #: the passes a compute may have besides its phase's own: recomputation in the backward pass
 _EXTRA_PASSES = {"backward": ("recompute",)}
-_CODECS = ("none",)
 _TENSOR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+:-]*$")
-_LAYER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
-_INT_RE = re.compile(r"^[0-9]+$")
-_ALGO_RE = re.compile(r"^[A-Z][A-Z0-9_]*(\+[A-Z][A-Z0-9_]*)*$")
-_DURATION_RE = re.compile(r"^((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(ps|ns|us|ms|s)$")
-_MAX_PS = Decimal(10) ** 24  # ~30 years: anything longer is a typo
-_PS_PER = {"ps": 1, "ns": 10**3, "us": 10**6, "ms": 10**9, "s": 10**12}
-
-# statement -> (positional argument, required keys, optional keys)
-_SCHEMA: dict[str, tuple[str | None, frozenset[str], frozenset[str]]] = {
-    "stream": (None, frozenset({"version", "network", "batch", "dtype", "policy"}), frozenset()),
-    "tensor": ("tensor", frozenset({"bytes", "kind"}), frozenset({"layer", "sparse", "shape"})),
-    "phase": ("phase", frozenset(), frozenset()),
-    "end": (None, frozenset(), frozenset()),
-    "alloc": ("tensor", frozenset(), frozenset()),
-    "free": ("tensor", frozenset(), frozenset()),
-    "wait": ("tensor", frozenset(), frozenset()),
-    "offload": ("tensor", frozenset({"layer"}), frozenset({"codec"})),
-    "prefetch": ("tensor", frozenset({"layer"}), frozenset()),
-    "compute": ("layer", frozenset({"pass", "flops", "dram"}),
-                frozenset({"time", "algo", "reads", "writes"})),
-    "sync": ("layer", frozenset(), frozenset()),
-}
-#: Ops allowed inside a phase.
-OPS = ("alloc", "free", "offload", "prefetch", "wait", "compute", "sync")
-
-
-def parse_duration(text: str) -> int:
-    """Parse ``"1.25ms"`` / ``"800us"`` / ``"3e-3s"`` into integer picoseconds (ValueError if bad)."""
-    m = _DURATION_RE.match(text)
-    if not m:
-        raise ValueError(f"bad duration {text!r} (expected a number with ps, ns, us, ms or s)")
-    try:
-        value = Decimal(m.group(1)) * _PS_PER[m.group(2)]
-        if value > _MAX_PS:
-            raise ValueError(f"duration {text!r} is implausibly long")
-        return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
-    except (ArithmeticError, InvalidOperation):
-        raise ValueError(f"bad duration {text!r}") from None
-
-
-@dataclass(frozen=True)
-class StreamTensor:
-    """A declared tensor."""
-
-    name: str
-    bytes: int
-    kind: str
-    layer: str | None
-    sparse: bool
-    shape: tuple[int, ...] | None
-    line: int
-
-
-@dataclass(frozen=True)
-class StreamOp:
-    """One op of a phase; ``name`` is the tensor (alloc/free/offload/prefetch/wait) or layer
-    (compute/sync). ``time_ps`` is the optional kernel time in picoseconds (measured, or priced
-    by the kernel model), ``algorithm`` the convolution algorithm(s) the kernel model picked."""
-
-    op: str
-    name: str
-    phase: str
-    line: int
-    layer: str | None = None
-    pass_: str | None = None
-    flops: int | None = None
-    dram: int | None = None
-    time_ps: int | None = None
-    reads: tuple[str, ...] = ()
-    algorithm: str = ""
-    writes: tuple[str, ...] = ()
-    #: ``none`` on an offload (and its prefetch) the engine copies raw; '' = the engine's codec
-    codec: str = ""
-
-
-@dataclass
-class Stream:
-    """A validated workload stream: header fields, declared tensors and the ops in order."""
-
-    source: str
-    version: int
-    network: str
-    batch: int
-    dtype: str
-    policy: str
-    tensors: dict[str, StreamTensor] = field(default_factory=dict)
-    ops: list[StreamOp] = field(default_factory=list)
-
-    def phase_ops(self, phase: str) -> list[StreamOp]:
-        """The ops of ``phase`` ("forward", "backward" or "update") in issue order."""
-        return [op for op in self.ops if op.phase == phase]
-
-    def layers(self, pass_: str = "fwd") -> list[str]:
-        """Layer names in the order their ``pass_`` compute ops appear."""
-        return [op.name for op in self.ops if op.op == "compute" and op.pass_ == pass_]
-
-    def computes(self, pass_: str | None = None) -> list[StreamOp]:
-        """The compute ops (of one pass, or all)."""
-        return [op for op in self.ops
-                if op.op == "compute" and (pass_ is None or op.pass_ == pass_)]
 
 
 class _Parser:
@@ -168,17 +64,19 @@ class _Parser:
         return StreamError(message, source=self.source, line=self.lineno)
 
     # -- lexing ------------------------------------------------------------------------------
-    def split(self, tokens: list[str]) -> tuple[str, str | None, dict[str, str]]:
+    def split(self, tokens: list[str]) -> tuple[str, str | None, dict[str, Any]]:
+        """The statement, its positional argument and its typed values by field name."""
         head = tokens[0]
-        if head not in _SCHEMA:
+        if head not in STATEMENTS:
             raise self.fail(
-                f"unknown op '{head}' (expected one of: {', '.join(_SCHEMA)})")
-        positional, required, optional = _SCHEMA[head]
+                f"unknown op '{head}' (expected one of: {', '.join(STATEMENTS)})")
+        statement = STATEMENTS[head]
+        required, optional = statement.required, statement.optional
         rest = tokens[1:]
         arg = None
-        if positional is not None:
+        if statement.positional is not None:
             if not rest or "=" in rest[0]:
-                raise self.fail(f"'{head}' needs a {positional} name")
+                raise self.fail(f"'{head}' needs a {statement.positional} name")
             arg = rest[0]
             rest = rest[1:]
         keys: dict[str, str] = {}
@@ -197,15 +95,10 @@ class _Parser:
         missing = sorted(required - set(keys))
         if missing:
             raise self.fail(f"'{head}': missing key(s) {', '.join(missing)}")
-        return head, arg, keys
-
-    def int_value(self, head: str, key: str, text: str, minimum: int = 0) -> int:
-        if not _INT_RE.match(text):
-            raise self.fail(f"'{head}': {key}={text} is not a non-negative integer")
-        value = int(text)
-        if value < minimum:
-            raise self.fail(f"'{head}': {key} must be >= {minimum}, got {value}")
-        return value
+        try:
+            return head, arg, read_values(head, keys)
+        except ValueError as exc:
+            raise self.fail(f"'{head}': {exc}") from None
 
     def tensor_ref(self, head: str, name: str) -> str:
         assert self.stream is not None
@@ -214,9 +107,10 @@ class _Parser:
         return name
 
     def layer_name(self, head: str, name: str) -> str:
-        if not _LAYER_RE.match(name):
-            raise self.fail(f"'{head}': bad layer name '{name}'")
-        return name
+        try:
+            return LAYER.read("", name)
+        except ValueError as exc:
+            raise self.fail(f"'{head}': {exc}") from None
 
     # -- statements ---------------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
@@ -230,47 +124,47 @@ class _Parser:
             return
         if self.state == "end":
             raise self.fail(f"'{tokens[0]}' after 'end'")
-        head, arg, keys = self.split(tokens)
+        head, arg, values = self.split(tokens)
         if self.state == "start":
             if head != "stream":
                 raise self.fail(f"expected the 'stream version={STREAM_VERSION} ...' header first, "
                                 f"got '{head}'")
-            self.header(keys)
+            self.header(values)
             return
         if head == "stream":
             raise self.fail("duplicate 'stream' header")
         if head == "tensor":
-            self.tensor(arg, keys)
+            self.tensor(arg, values)
         elif head == "phase":
             self.phase(arg)
         elif head == "end":
-            if self.state not in _PHASES:
+            if self.state not in PHASES:
                 raise self.fail("'end' before 'phase forward'")
             self.state = "end"
         else:
-            if self.state not in _PHASES:
+            if self.state not in PHASES:
                 raise self.fail(f"'{head}' before 'phase forward'")
-            self.op(head, arg, keys)
+            self.op(head, arg, values)
 
-    def header(self, keys: dict[str, str]) -> None:
-        version = self.int_value("stream", "version", keys["version"])
+    def header(self, values: dict[str, Any]) -> None:
+        version = values["version"]
         if version != STREAM_VERSION:
             raise self.fail(f"unsupported stream version {version} (this reader: {STREAM_VERSION})")
-        batch = self.int_value("stream", "batch", keys["batch"], minimum=1)
-        if keys["dtype"] not in DTYPES:
-            raise self.fail(f"'stream': unknown dtype '{keys['dtype']}' "
+        if values["batch"] < 1:
+            raise self.fail(f"'stream': batch must be >= 1, got {values['batch']}")
+        if values["dtype"] not in DTYPES:
+            raise self.fail(f"'stream': unknown dtype '{values['dtype']}' "
                             f"(expected one of {', '.join(DTYPES)})")
         from .policies import check_policy
 
         try:
-            check_policy(keys["policy"])
+            check_policy(values["policy"])
         except WorkloadError as exc:
-            raise self.fail(f"'stream': unknown policy '{keys['policy']}': {exc}") from None
-        self.stream = Stream(self.source, version, keys["network"], batch, keys["dtype"],
-                             keys["policy"])
+            raise self.fail(f"'stream': unknown policy '{values['policy']}': {exc}") from None
+        self.stream = Stream(self.source, **values)
         self.state = "decl"
 
-    def tensor(self, name: str | None, keys: dict[str, str]) -> None:
+    def tensor(self, name: str | None, values: dict[str, Any]) -> None:
         assert self.stream is not None and name is not None
         if self.state != "decl":
             raise self.fail("tensor declarations must precede the first 'phase'")
@@ -278,31 +172,17 @@ class _Parser:
             raise self.fail(f"'tensor': bad tensor name '{name}'")
         if name in self.stream.tensors:
             raise self.fail(f"'tensor': '{name}' declared twice")
-        nbytes = self.int_value("tensor", "bytes", keys["bytes"])
-        if keys["kind"] not in TENSOR_KINDS:
-            raise self.fail(f"'tensor': unknown kind '{keys['kind']}' "
-                            f"(expected one of {', '.join(TENSOR_KINDS)})")
-        sparse = keys.get("sparse", "0")
-        if sparse not in ("0", "1"):
-            raise self.fail(f"'tensor': sparse={sparse} must be 0 or 1")
-        layer = keys.get("layer")
-        if layer is not None:
-            self.layer_name("tensor", layer)
-        shape = None
-        if "shape" in keys:
-            parts = keys["shape"].split("x")
-            if not all(_INT_RE.match(p) and int(p) > 0 for p in parts):
-                raise self.fail(f"'tensor': bad shape '{keys['shape']}' (expected e.g. 64x3x224x224)")
-            shape = tuple(int(p) for p in parts)
+        shape = values.get("shape")
+        if shape is not None:
             expect = math.prod(shape) * DTYPES[self.stream.dtype]
-            if expect != nbytes:
-                raise self.fail(f"'tensor': bytes={nbytes} disagrees with shape {keys['shape']} "
+            if expect != values["bytes"]:
+                text = "x".join(map(str, shape))
+                raise self.fail(f"'tensor': bytes={values['bytes']} disagrees with shape {text} "
                                 f"of {self.stream.dtype} ({expect} bytes)")
-        self.stream.tensors[name] = StreamTensor(name, nbytes, keys["kind"], layer,
-                                                 sparse == "1", shape, self.lineno)
+        self.stream.tensors[name] = StreamTensor(name, **values, line=self.lineno)
 
     def phase(self, name: str | None) -> None:
-        if name not in _PHASES:
+        if name not in PHASES:
             raise self.fail(f"unknown phase '{name}' (expected forward, backward or update)")
         expected = {"decl": "forward", "forward": "backward", "backward": "update"}.get(self.state)
         if name != expected:
@@ -310,21 +190,24 @@ class _Parser:
                             "then an optional update)")
         self.state = name
 
-    def op(self, head: str, arg: str | None, keys: dict[str, str]) -> None:
+    def op(self, head: str, arg: str | None, values: dict[str, Any]) -> None:
         assert self.stream is not None and arg is not None
         phase = self.state
         if head == "compute":
-            self.stream.ops.append(self.compute(arg, keys, phase))
-            return
-        if head == "sync":
+            self.compute(arg, values, phase)
+        elif head == "sync":
             layer = self.layer_name("sync", arg)
             if layer not in self.computed:
                 raise self.fail(f"'sync': layer '{layer}' has no compute before it")
             self.inflight.clear()
-            self.stream.ops.append(StreamOp("sync", layer, phase, self.lineno))
-            return
-        name = self.tensor_ref(head, arg)
-        owner = self.layer_name(head, keys["layer"]) if "layer" in keys else None
+        else:
+            self.transfer(head, self.tensor_ref(head, arg), values)
+            if head == "prefetch":
+                values["codec"] = self.codec.get(arg, "")
+        self.stream.ops.append(StreamOp(head, arg, phase, **values, line=self.lineno))
+
+    def transfer(self, head: str, name: str, values: dict[str, Any]) -> None:
+        """Check an alloc, free, offload, prefetch or wait of tensor ``name``."""
         busy = self.inflight.get(name)
         if head == "alloc":
             if name in self.allocated:
@@ -342,13 +225,9 @@ class _Parser:
                 raise self.fail(f"'offload': tensor '{name}' is not allocated")
             if busy:
                 raise self.fail(f"'offload': tensor '{name}' already has a {busy} in flight")
-            codec = keys.get("codec", "")
-            if codec and codec not in _CODECS:
-                raise self.fail(f"'offload': codec={codec} (only codec=none, a plain copy, may "
-                                "be named; without the key the engine's codec is used)")
             self.inflight[name] = "offload"
             self.host.add(name)
-            self.codec[name] = codec
+            self.codec[name] = values.get("codec", "")
         elif head == "prefetch":
             if name not in self.host:
                 raise self.fail(f"'prefetch': tensor '{name}' was never offloaded")
@@ -364,33 +243,15 @@ class _Parser:
                 raise self.fail(f"'wait': tensor '{name}' has no prefetch before it")
             if busy == "prefetch":
                 del self.inflight[name]
-        codec = self.codec.get(name, "") if head in ("offload", "prefetch") else ""
-        self.stream.ops.append(StreamOp(head, name, phase, self.lineno, layer=owner,
-                                        codec=codec))
 
-    def compute(self, arg: str, keys: dict[str, str], phase: str) -> StreamOp:
-        layer = self.layer_name("compute", arg)
-        pass_ = keys["pass"]
-        if pass_ not in _PASS_OF_PHASE.values() and pass_ != "recompute":
-            raise self.fail(f"'compute': pass={pass_} must be fwd, bwd, recompute or update")
+    def compute(self, layer: str, values: dict[str, Any], phase: str) -> None:
+        """Check a compute op of ``layer`` inside ``phase``."""
+        self.layer_name("compute", layer)
+        pass_ = values["pass_"]
         if pass_ != _PASS_OF_PHASE[phase] and pass_ not in _EXTRA_PASSES.get(phase, ()):
             raise self.fail(f"'compute': pass={pass_} inside 'phase {phase}'")
-        flops = self.int_value("compute", "flops", keys["flops"])
-        dram = self.int_value("compute", "dram", keys["dram"])
-        time_ps = None
-        if "time" in keys:
-            try:
-                time_ps = parse_duration(keys["time"])
-            except ValueError as exc:
-                raise self.fail(f"'compute': {exc}") from None
-        algorithm = keys.get("algo", "")
-        if "algo" in keys and not _ALGO_RE.match(algorithm):
-            raise self.fail(f"'compute': algo={algorithm} must be algorithm names joined by '+' "
-                            "(e.g. WINOGRAD or IMPLICIT_PRECOMP_GEMM+FFT)")
-        lists = {}
         for key in ("reads", "writes"):
-            names = tuple(keys[key].split(",")) if key in keys else ()
-            for name in names:
+            for name in values.get(key, ()):
                 self.tensor_ref("compute", name)
                 if name not in self.allocated:
                     raise self.fail(f"'compute {layer}' {key[:-1]}s tensor '{name}' which is not "
@@ -402,11 +263,7 @@ class _Parser:
                 if key == "writes" and busy == "offload":
                     raise self.fail(f"'compute {layer}' writes tensor '{name}' while its offload "
                                     "is in flight")
-            lists[key] = names
         self.computed.add(layer)
-        return StreamOp("compute", layer, phase, self.lineno, pass_=pass_, flops=flops,
-                        dram=dram, time_ps=time_ps, reads=lists["reads"],
-                        writes=lists["writes"], algorithm=algorithm)
 
     def finish(self, last_line: int) -> Stream:
         self.lineno = max(last_line, 1)

@@ -1,7 +1,7 @@
 """vDNN scheduling: which tensors are offloaded, prefetched, allocated and freed, and when.
 
 :func:`plan_iteration` turns a network, batch, dtype and policy into a :class:`Plan` — the ops
-of one training iteration grouped per layer — which the jinja2 templates render as a stream.
+of one training iteration grouped per layer — whose :meth:`~Plan.stream` the GPU executes.
 The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement):
 
 * Offload unit: a layer's input feature map X_l, i.e. a tensor. ``none`` offloads nothing;
@@ -38,17 +38,18 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
 from .dtypes import itemsize
 from .errors import WorkloadError
-from .layer_times import format_ps
 from .network import LayerInfo, Network, TensorInfo
-from .policies import VDNN_POLICIES as POLICIES  # the vDNN offload policies
+from .plan import Block, Plan
+from .policies import check_policy, is_vdnn, resolve_choices
+from .stream_schema import StreamOp, StreamTensor
 
-__all__ = ["POLICIES", "ALLOCATIONS", "OPTIMIZERS", "Optimizer", "TensorDecl", "Op", "Block",
-           "Plan", "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name",
+__all__ = ["POLICIES", "ALLOCATIONS", "OPTIMIZERS", "Optimizer", "Block", "Plan",
+           "plan_iteration", "grad_name", "weight_name", "wgrad_name", "state_name",
            "workspace_name"]
 
 #: GPU memory allocation modes: ``liveness`` allocates a buffer when it is born and frees it when
@@ -116,332 +117,278 @@ def state_name(layer: str) -> str:
     return f"{layer}:state"
 
 
-@dataclass(frozen=True)
-class TensorDecl:
-    """A ``tensor`` line of the stream."""
 
-    name: str
-    bytes: int
-    kind: str
-    layer: str | None = None
-    sparse: bool = False
-    shape: tuple[int, ...] | None = None
-
-
-@dataclass
-class Op:
-    """One stream op (``alloc``, ``free``, ``offload``, ``prefetch``, ``wait``, ``compute``, ``sync``)."""
-
-    op: str
-    name: str
-    layer: str | None = None
-    pass_: str | None = None
-    flops: int | None = None
-    dram: int | None = None
-    time: str | None = None
-    reads: tuple[str, ...] = ()
-    writes: tuple[str, ...] = ()
-    algorithm: str = ""
-    #: ``none`` on an offload the engine copies raw, bypassing its codec ('' = the engine's)
-    codec: str = ""
-
-
-@dataclass
-class Block:
-    """The ops issued for one layer in one phase, with a comment line."""
-
-    layer: str
-    kind: str
-    comment: str
-    ops: list[Op] = field(default_factory=list)
-
-
-@dataclass
-class Plan:
-    """One training iteration, ready to render."""
-
-    network: str
-    batch: int
-    dtype: str
-    policy: str
-    tensors: list[TensorDecl]
-    prologue: list[Op]
-    forward: list[Block]
-    backward: list[Block]
-    epilogue: list[Op]
-    offloaded: tuple[str, ...] = ()
-    update: list[Block] = field(default_factory=list)
-    allocation: str = "liveness"
-    #: per-tensor policies: every activation tensor -> keep, offload, compress or recompute
-    #: (empty under the vDNN policies)
-    choices: dict[str, str] = field(default_factory=dict)
-    #: recomputed tensors (their producer's forward kernels re-run in the backward pass)
-    recomputed: tuple[str, ...] = ()
-
-
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "x".join(map(str, shape))
-
-
-def _times(times: Mapping[str, Mapping[str, str]] | None, layer: str, pass_: str) -> str | None:
-    if not times or layer not in times:
-        return None
-    value = times[layer].get(pass_)
-    return None if value is None else str(value)
+#: measured kernel times in picoseconds: layer -> {"fwd": ps, "bwd": ps}
+Times = Mapping[str, Mapping[str, int]]
+#: kernels priced by the kernel model: layer -> {"fwd": PricedKernel, "bwd": PricedKernel}
+Kernels = Mapping[str, Mapping[str, Any]]
 
 
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
-                   times: Mapping[str, Mapping[str, str]] | None = None,
+                   times: Optional[Times] = None,
                    optimizer: str = "none", workspace: int = 0,
-                   kernels: Mapping[str, Mapping[str, Any]] | None = None,
+                   kernels: Optional[Kernels] = None,
                    allocation: str = "liveness",
-                   choices: Mapping[str, str] | None = None) -> Plan:
+                   choices: Optional[Mapping[str, str]] = None) -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
     step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
     ``workspace`` bytes of cuDNN workspace, allocating GPU memory as ``allocation`` says (one
     of :data:`ALLOCATIONS`).
 
-    ``times`` optionally maps layer -> {"fwd": "1.2ms", "bwd": "2.5ms"} (measured kernel times
-    for calibration); they become ``time=`` keys of the compute ops.
+    ``times`` optionally maps layer -> {"fwd": ps, "bwd": ps} (measured kernel times in
+    picoseconds, for calibration); they become the compute ops' ``time_ps``.
 
     ``kernels`` optionally maps layer -> {"fwd": k, "bwd": k} of kernels priced by the kernel
     model (:class:`~workloads.kernel_pricing.PricedKernel`: ``time_ps``,
-    ``algorithm``, ``workspace``): their times become ``time=`` keys (unless ``times`` gives
-    measured ones), their algorithms ``algo=`` keys, and each kernel gets the workspace its
+    ``algorithm``, ``workspace``): their times become ``time_ps`` (unless ``times`` gives
+    measured ones), their algorithms ``algorithm``, and each kernel gets the workspace its
     algorithm needs instead of ``workspace``.
 
     A per-tensor ``policy`` (:mod:`~workloads.policies`: ``recompute``,
     ``recompute-attn+offload-ffn``, ...) is resolved to ``choices`` (tensor -> keep, offload,
     compress, recompute) unless they are given (``plan`` and ``auto`` need them given).
     """
-    from .policies import check_policy, is_vdnn, resolve_choices
+    step, choices = _checked_request(network, batch, dtype, policy, optimizer, allocation,
+                                     workspace, choices)
+    schedule = _Schedule(network, batch, dtype, policy, times, kernels, workspace, allocation,
+                         step, choices)
+    decls = schedule.declarations()
+    schedule.place_recomputation()
+    schedule.select_offloads()
+    schedule.mark_releases()
+    prologue = schedule.prologue(decls)
+    forward = schedule.forward()
+    backward = schedule.backward()
+    epilogue = schedule.epilogue(decls)
+    update = schedule.update(optimizer)
+    return schedule.plan(batch, decls, prologue, forward, backward, epilogue, update)
 
+
+def _checked_request(network: Network, batch: int, dtype: str, policy: str, optimizer: str,
+                     allocation: str, workspace: int, choices: Optional[Mapping[str, str]]
+                     ) -> tuple[Optional[Optimizer], Optional[Mapping[str, str]]]:
+    """The optimizer's step and the per-tensor choices (resolved from a per-tensor policy);
+    a :class:`WorkloadError` for a bad policy, optimizer, allocation or workspace."""
     try:
         check_policy(policy)
     except WorkloadError as exc:
         raise WorkloadError(f"policy {policy!r}: {exc}") from None
-    per_tensor = not is_vdnn(policy)
-    if per_tensor and choices is None:
+    if not is_vdnn(policy) and choices is None:
         choices = resolve_choices(network, batch, dtype, policy)
     if optimizer not in OPTIMIZERS:
         raise WorkloadError(f"unknown optimizer {optimizer!r} (expected one of "
                             f"{', '.join(OPTIMIZERS)})")
-    step = OPTIMIZERS[optimizer]
     if allocation not in ALLOCATIONS:
         raise WorkloadError(f"unknown allocation {allocation!r} (expected one of "
                             f"{', '.join(ALLOCATIONS)})")
-    wide = allocation == "network-wide"
     if workspace < 0:
         raise WorkloadError(f"workspace must not be negative, got {workspace} bytes")
-    infos = network.infer(batch, dtype)
-    tensors = network.tensors(batch, dtype)
-    info: dict[str, LayerInfo] = {i.name: i for i in infos}
-    idx = {i.name: k for k, i in enumerate(infos)}
-    kind = {i.name: i.kind for i in infos}
-    if times:
-        unknown = sorted(set(times) - set(info))
-        if unknown:
-            raise WorkloadError(f"times given for unknown layer(s) {unknown}", file=network.file)
+    return OPTIMIZERS[optimizer], choices
 
-    def has_grad(t: TensorInfo) -> bool:
-        return t.needs_grad and bool(t.consumers)
+
+def _has_grad(t: TensorInfo) -> bool:
+    return t.needs_grad and bool(t.consumers)
+
+
+class _Schedule:
+    """One iteration's schedule in the making: the network's layers and tensors, what the
+    policy decided for each tensor, and the steps that lay the ops out phase by phase."""
+
+    def __init__(self, network: Network, batch: int, dtype: str, policy: str,
+                 times: Optional[Times], kernels: Optional[Kernels], workspace: int,
+                 allocation: str, step: Optional[Optimizer],
+                 choices: Optional[Mapping[str, str]]) -> None:
+        self.network, self.dtype, self.policy, self.step = network, dtype, policy, step
+        self.times, self.kernels, self.workspace = times, kernels, workspace
+        self.allocation = allocation
+        self.wide = allocation == "network-wide"
+        self.per_tensor = not is_vdnn(policy)
+        self.infos = network.infer(batch, dtype)
+        self.tensors = network.tensors(batch, dtype)
+        self.info: dict[str, LayerInfo] = {i.name: i for i in self.infos}
+        self.idx = {i.name: k for k, i in enumerate(self.infos)}
+        self.kind = {i.name: i.kind for i in self.infos}
+        self.choice = dict(choices or {})
+        self._check_names()
+        self.weighted = [i for i in self.infos if i.params]
+        self.stateful = [i for i in self.weighted
+                         if step is not None and step.state_bytes(i.params, dtype)]
+        #: the phase the epilogue's frees are in: the last one
+        self.last_phase = "update" if step is not None and self.weighted else "backward"
+        #: tensor -> the layer indices whose backward reads it
+        self.need: dict[str, list[int]] = {t: [] for t in self.tensors}
+        for i in self.infos:
+            for t in i.bwd_needs:
+                self.need[t].append(self.idx[i.name])
+        self.scratch: dict[str, dict[str, tuple[str, ...]]] = {}
+        self.recompute_at: dict[int, list[str]] = {}
+        self.rebuild_inputs: dict[int, list[str]] = {}
+        self.recomputed: set[str] = set()
+        self.offload_at: dict[str, list[str]] = {}
+        self.free_after_fwd: dict[str, list[str]] = {}
+        self.offloaded: list[str] = []
+        self.offloaded_set: set[str] = set()
+        self.managed: set[str] = set()
+        self.anchored: dict[int, list[str]] = {}
+        self.release_at: dict[int, list[str]] = {}
+        self.resident: set[str] = set()
+        self.prefetched: set[str] = set()
+        self.grads: set[str] = set()
+
+    def _check_names(self) -> None:
+        """Times and choices name layers and tensors of the network."""
+        if self.times:
+            unknown = sorted(set(self.times) - set(self.info))
+            if unknown:
+                raise WorkloadError(f"times given for unknown layer(s) {unknown}",
+                                    file=self.network.file)
+            for layer, passes in self.times.items():
+                for pass_, ps in passes.items():
+                    if type(ps) is not int:
+                        raise WorkloadError(f"layer {layer!r} {pass_}: a time is integer "
+                                            f"picoseconds, got {ps!r}", file=self.network.file)
+        unknown_choice = sorted(set(self.choice) - set(self.tensors))
+        if unknown_choice:
+            raise WorkloadError(f"choices given for unknown tensor(s) {unknown_choice}",
+                                file=self.network.file)
 
     # -- declarations ---------------------------------------------------------------------
-    decls: list[TensorDecl] = []
-    for ti in tensors.values():
-        # a tensor carrying statistics besides its elements declares its bytes only
-        decls.append(TensorDecl(ti.name, ti.bytes, "activation", ti.producer, ti.sparse,
-                                () if ti.stats_bytes else ti.shape))
-    for ti in tensors.values():
-        if has_grad(ti):
-            decls.append(TensorDecl(grad_name(ti.name), ti.bytes - ti.stats_bytes, "gradient",
-                                    ti.producer, False, ti.shape))
-    weighted = [i for i in infos if i.params]
-    for i in weighted:
-        decls.append(TensorDecl(weight_name(i.name), i.weight_bytes, "weight", i.name))
-    for i in weighted:
-        decls.append(TensorDecl(wgrad_name(i.name), i.weight_bytes, "gradient", i.name))
-    stateful = [i for i in weighted if step is not None and step.state_bytes(i.params, dtype)]
-    for i in stateful:
-        decls.append(TensorDecl(state_name(i.name), step.state_bytes(i.params, dtype), "state",
-                                i.name))
-    scratch: dict[str, dict[str, tuple[str, ...]]] = {i.name: {"fwd": (), "bwd": ()}
-                                                        for i in infos}
-    for i in infos:
-        for pass_ in ("fwd", "bwd"):
-            if kernels is not None:
-                size = kernels[i.name][pass_].workspace if i.name in kernels else 0
+    def declarations(self) -> list[StreamTensor]:
+        """Every tensor the iteration uses, in declaration order."""
+        decls: list[StreamTensor] = []
+        for ti in self.tensors.values():
+            # a tensor carrying statistics besides its elements declares its bytes only
+            decls.append(StreamTensor(ti.name, ti.bytes, "activation", ti.producer,
+                                      bool(ti.sparse),
+                                      None if ti.stats_bytes else ti.shape or None))
+        for ti in self.tensors.values():
+            if _has_grad(ti):
+                decls.append(StreamTensor(grad_name(ti.name), ti.bytes - ti.stats_bytes,
+                                          "gradient", ti.producer, False, ti.shape or None))
+        for i in self.weighted:
+            decls.append(StreamTensor(weight_name(i.name), i.weight_bytes, "weight", i.name))
+        for i in self.weighted:
+            decls.append(StreamTensor(wgrad_name(i.name), i.weight_bytes, "gradient", i.name))
+        for i in self.stateful:
+            assert self.step is not None
+            decls.append(StreamTensor(state_name(i.name),
+                                      self.step.state_bytes(i.params, self.dtype), "state",
+                                      i.name))
+        return decls + self._workspaces()
+
+    def _workspaces(self) -> list[StreamTensor]:
+        """The convolution kernels' workspace buffers (noted per layer and pass in
+        ``scratch``)."""
+        kernels = self.kernels
+        self.scratch = {i.name: {"fwd": (), "bwd": ()} for i in self.infos}
+        decls = []
+        for i in self.infos:
+            for pass_ in ("fwd", "bwd"):
+                if kernels is not None:
+                    size = kernels[i.name][pass_].workspace if i.name in kernels else 0
+                else:
+                    size = self.workspace if i.kind == "conv" else 0
+                if size:
+                    name = workspace_name(i.name, "fwd" if kernels is None else pass_)
+                    self.scratch[i.name][pass_] = (name,)
+                    if pass_ == "fwd" or kernels is not None:
+                        decls.append(StreamTensor(name, size, "workspace", i.name))
+        return decls
+
+    # -- what the policy does with each tensor -------------------------------------------------
+    def place_recomputation(self) -> None:
+        """A recomputed tensor is rebuilt just before its first backward use (the latest layer
+        whose backward reads it): its producer's forward kernel, then its in-place modifiers',
+        re-run there, so the producer's inputs must be resident then — that layer "needs"
+        them too."""
+        need, idx = self.need, self.idx
+        for ti in sorted(self.tensors.values(), key=lambda t: idx[t.producer], reverse=True):
+            if self.choice.get(ti.name) != "recompute" or not need[ti.name] or not ti.consumers:
+                continue
+            if self.kind[ti.producer] == "data":
+                raise WorkloadError(f"tensor {ti.name!r} is the network input: it cannot be "
+                                    "recomputed", file=self.network.file)
+            anchor = max(need[ti.name])
+            self.recompute_at.setdefault(anchor, []).insert(0, ti.name)
+            for x in dict.fromkeys(self.info[ti.producer].inputs):
+                if anchor not in need[x]:
+                    need[x].append(anchor)
+                self.rebuild_inputs.setdefault(anchor, []).append(x)
+        self.recomputed = {t for ts in self.recompute_at.values() for t in ts}
+
+    def select_offloads(self) -> None:
+        """Which tensors are offloaded (and where), and which are freed after their last
+        forward reader. A selected tensor no backward kernel reads is not copied out: it is
+        freed after its last forward reader (``dropped``), as vDNN's memory manager releases
+        it."""
+        idx = self.idx
+        self.offload_at = {i.name: [] for i in self.infos}
+        self.free_after_fwd = {i.name: [] for i in self.infos}
+        dropped: set[str] = set()
+        for ti in self.tensors.values():
+            if self.per_tensor:
+                selected = list(ti.consumers) if self.choice.get(ti.name, "keep") != "keep" else []
             else:
-                size = workspace if i.kind == "conv" else 0
-            if size:
-                name = workspace_name(i.name, "fwd" if kernels is None else pass_)
-                scratch[i.name][pass_] = (name,)
-                if pass_ == "fwd" or kernels is not None:
-                    decls.append(TensorDecl(name, size, "workspace", i.name))
+                selected = _selected_readers(self.policy, ti, self.kind)
+            if not selected:
+                continue
+            self.free_after_fwd[max(ti.consumers, key=idx.__getitem__)].append(ti.name)
+            if ti.name in self.recomputed:
+                continue
+            if self.need[ti.name] and self.choice.get(ti.name) != "recompute":
+                self.offload_at[min(selected, key=idx.__getitem__)].append(ti.name)
+                self.offloaded.append(ti.name)
+            else:
+                dropped.add(ti.name)
+        self.offloaded_set = set(self.offloaded)
+        # on vDNN's schedule, even under network-wide allocation
+        self.managed = self.offloaded_set | dropped | self.recomputed
 
-    # -- backward needs ------------------------------------------------------------------------
-    need: dict[str, list[int]] = {t: [] for t in tensors}
-    for i in infos:
-        for t in i.bwd_needs:
-            need[t].append(idx[i.name])
+    def mark_releases(self) -> None:
+        """Where each tensor is released in the backward pass, and the layer each offloaded
+        tensor is anchored at (the latest whose backward needs it)."""
+        for ti in self.tensors.values():
+            need = self.need[ti.name]
+            if need:
+                at = min(need)
+                if ti.name in self.offloaded_set:
+                    self.anchored.setdefault(max(need), []).append(ti.name)
+            else:
+                users = [self.idx[u] for u in ti.consumers + ti.modifiers]
+                at = min(users) if users else self.idx[ti.producer]
+            self.release_at.setdefault(at, []).append(ti.name)
 
-    # -- recomputation ------------------------------------------------------------------------
-    # A recomputed tensor is rebuilt just before its first backward use (the latest layer whose
-    # backward reads it): its producer's forward kernel, then its in-place modifiers', re-run
-    # there, so the producer's inputs must be resident then — that layer "needs" them too.
-    choice = dict(choices or {})
-    unknown_choice = sorted(set(choice) - set(tensors))
-    if unknown_choice:
-        raise WorkloadError(f"choices given for unknown tensor(s) {unknown_choice}",
-                            file=network.file)
-    recompute_at: dict[int, list[str]] = {}
-    rebuild_inputs: dict[int, list[str]] = {}
-    for ti in sorted(tensors.values(), key=lambda t: idx[t.producer], reverse=True):
-        if choice.get(ti.name) != "recompute" or not need[ti.name] or not ti.consumers:
-            continue
-        if kind[ti.producer] == "data":
-            raise WorkloadError(f"tensor {ti.name!r} is the network input: it cannot be "
-                                "recomputed", file=network.file)
-        anchor = max(need[ti.name])
-        recompute_at.setdefault(anchor, []).insert(0, ti.name)
-        for x in dict.fromkeys(info[ti.producer].inputs):
-            if anchor not in need[x]:
-                need[x].append(anchor)
-            rebuild_inputs.setdefault(anchor, []).append(x)
-    recomputed = {t for ts in recompute_at.values() for t in ts}
+    def _codec(self, tensor: str) -> str:
+        """``none`` for a tensor the plan offloads as a plain copy, '' for the engine's codec."""
+        return "none" if self.choice.get(tensor) == "offload" else ""
 
-    # -- offload selection --------------------------------------------------------------------
-    # A selected tensor no backward kernel reads is not copied out: it is freed after its last
-    # forward reader (``dropped``), as vDNN's memory manager releases it.
-    offload_at: dict[str, list[str]] = {i.name: [] for i in infos}
-    free_after_fwd: dict[str, list[str]] = {i.name: [] for i in infos}
-    offloaded: list[str] = []
-    dropped: set[str] = set()
-    for ti in tensors.values():
-        if per_tensor:
-            selected = list(ti.consumers) if choice.get(ti.name, "keep") != "keep" else []
-        else:
-            selected = _selected_readers(policy, ti, kind)
-        if not selected:
-            continue
-        free_after_fwd[max(ti.consumers, key=idx.__getitem__)].append(ti.name)
-        if ti.name in recomputed:
-            continue
-        if need[ti.name] and choice.get(ti.name) != "recompute":
-            offload_at[min(selected, key=idx.__getitem__)].append(ti.name)
-            offloaded.append(ti.name)
-        else:
-            dropped.add(ti.name)
-    offloaded_set = set(offloaded)
-    # on vDNN's schedule, even under network-wide allocation
-    managed = offloaded_set | dropped | recomputed
-    modifiers = {ti.name: ti.modifiers for ti in tensors.values()}
+    # -- kernels ------------------------------------------------------------------------------
+    def _time(self, layer: str, pass_: str) -> Optional[int]:
+        """The kernel's time in picoseconds: measured, else priced, else None (the GPU's)."""
+        measured = self.times[layer].get(pass_) if self.times and layer in self.times else None
+        if measured is not None or self.kernels is None or layer not in self.kernels:
+            return measured
+        return self.kernels[layer][pass_].time_ps
 
-    # -- anchors and release points -------------------------------------------------------------
-    anchored: dict[int, list[str]] = {}
-    release: dict[str, int] = {}
-    for ti in tensors.values():
-        if need[ti.name]:
-            release[ti.name] = min(need[ti.name])
-            if ti.name in offloaded_set:
-                anchored.setdefault(max(need[ti.name]), []).append(ti.name)
-        else:
-            users = [idx[u] for u in ti.consumers + ti.modifiers]
-            release[ti.name] = min(users) if users else idx[ti.producer]
+    def _algorithm(self, layer: str, pass_: str) -> str:
+        if self.kernels is None or layer not in self.kernels:
+            return ""
+        return self.kernels[layer][pass_].algorithm
 
-    release_at: dict[int, list[str]] = {}
-    for t, at in release.items():
-        release_at.setdefault(at, []).append(t)
+    def _forward_kernel(self, i: LayerInfo, pass_: str, phase: str) -> StreamOp:
+        """Layer ``i``'s forward kernel (``pass_`` fwd, or recompute when it rebuilds its
+        output in the backward pass)."""
+        return StreamOp("compute", i.name, phase, pass_=pass_, flops=i.flops_fwd,
+                        dram=i.dram_fwd, time_ps=self._time(i.name, "fwd"),
+                        algorithm=self._algorithm(i.name, "fwd"),
+                        reads=tuple(dict.fromkeys(i.inputs)) + (
+                            (weight_name(i.name),) if i.params else ()),
+                        writes=(i.output,) + self.scratch[i.name]["fwd"])
 
-    # -- forward --------------------------------------------------------------------------------
-    prologue = []
-    for i in weighted:
-        prologue.append(Op("alloc", weight_name(i.name)))
-        prologue.append(Op("alloc", wgrad_name(i.name)))
-    for i in stateful:
-        prologue.append(Op("alloc", state_name(i.name)))
-    if wide:  # every buffer but those on vDNN's schedule, once, for the whole iteration
-        prologue = [Op("alloc", d.name) for d in decls if d.name not in managed]
-    forward: list[Block] = []
-    resident: set[str] = set()
-    for i in infos:
-        block = Block(i.name, i.kind, _comment(i, "fwd"))
-        if i.kind == "data":
-            if not wide or i.output in managed:
-                block.ops.append(Op("alloc", i.output))
-            resident.add(i.output)
-            forward.append(block)
-            continue
-        if not i.in_place:
-            if not wide or i.output in managed:
-                block.ops.append(Op("alloc", i.output))
-            resident.add(i.output)
-        for t in offload_at[i.name]:
-            block.ops.append(Op("offload", t, layer=i.name,
-                                codec="none" if choice.get(t) == "offload" else ""))
-        reads = tuple(dict.fromkeys(i.inputs)) + ((weight_name(i.name),) if i.params else ())
-        ws = scratch[i.name]["fwd"]
-        block.ops.extend(Op("alloc", t) for t in ws if not wide)
-        block.ops.append(Op("compute", i.name, pass_="fwd", flops=i.flops_fwd, dram=i.dram_fwd,
-                            time=_kernel_time(times, kernels, i.name, "fwd"), reads=reads,
-                            writes=(i.output,) + ws,
-                            algorithm=_algorithm(kernels, i.name, "fwd")))
-        block.ops.append(Op("sync", i.name))
-        block.ops.extend(Op("free", t) for t in ws if not wide)
-        for t in free_after_fwd[i.name]:
-            block.ops.append(Op("free", t))
-            resident.discard(t)
-        forward.append(block)
-
-    # -- backward -------------------------------------------------------------------------------
-    backward: list[Block] = []
-    prefetched: set[str] = set()
-    grads: set[str] = set()
-    for i in reversed(infos):
-        if i.kind == "data":
-            continue
-        block = Block(i.name, i.kind, _comment(i, "bwd"))
-        ops = block.ops
-        if not i.in_place:
-            for t in i.grad_inputs:
-                g = grad_name(t)
-                if g not in grads:
-                    if not wide:
-                        ops.append(Op("alloc", g))
-                    grads.add(g)
-        here = idx[i.name]
-        demand = [t for t in dict.fromkeys(i.bwd_needs + tuple(rebuild_inputs.get(here, ())))
-                  if t in offloaded_set and t not in prefetched]
-        ahead: list[str] = []
-        for k in range(idx[i.name] - 1, -1, -1):
-            ahead = [t for t in anchored.get(k, []) if t not in prefetched]
-            # per-tensor policies prefetch one layer ahead: what the next block needs first
-            if ahead or per_tensor or infos[k].kind == "conv":
-                break
-        for t in demand + ahead:
-            ops.append(Op("alloc", t))
-            ops.append(Op("prefetch", t, layer=i.name))
-            prefetched.add(t)
-            resident.add(t)
-        for t in demand:
-            ops.append(Op("wait", t))
-        rebuilt_ws: list[str] = []
-        for t in recompute_at.get(here, ()):
-            ops.append(Op("alloc", t))
-            resident.add(t)
-            for layer in (tensors[t].producer,) + modifiers[t]:
-                li = info[layer]
-                ws = scratch[layer]["fwd"]
-                ops.extend(Op("alloc", w) for w in ws if not wide)
-                rebuilt_ws.extend(ws)
-                ops.append(Op("compute", layer, pass_="recompute", flops=li.flops_fwd,
-                              dram=li.dram_fwd, time=_kernel_time(times, kernels, layer, "fwd"),
-                              reads=tuple(dict.fromkeys(li.inputs)) + (
-                                  (weight_name(layer),) if li.params else ()),
-                              writes=(li.output,) + ws,
-                              algorithm=_algorithm(kernels, layer, "fwd")))
+    def _backward_kernel(self, i: LayerInfo) -> StreamOp:
+        """Layer ``i``'s backward kernel."""
         dy = grad_name(i.output)
-        has_dy = dy in grads
+        has_dy = dy in self.grads
         reads = tuple(dict.fromkeys(i.bwd_needs)) + ((dy,) if has_dy else ()) + (
             (weight_name(i.name),) if i.params else ())
         if i.in_place:
@@ -449,52 +396,162 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
         else:
             writes = tuple(dict.fromkeys(grad_name(t) for t in i.grad_inputs))
         writes += (wgrad_name(i.name),) if i.params else ()
-        ws = scratch[i.name]["bwd"] if i.has_backward else ()
-        ops.extend(Op("alloc", t) for t in ws if not wide)
-        if i.has_backward:
-            ops.append(Op("compute", i.name, pass_="bwd", flops=i.flops_bwd, dram=i.dram_bwd,
-                          time=_kernel_time(times, kernels, i.name, "bwd"), reads=reads,
-                          writes=writes + ws, algorithm=_algorithm(kernels, i.name, "bwd")))
-            ops.append(Op("sync", i.name))
-        ops.extend(Op("free", t) for t in ws if not wide)
-        ops.extend(Op("free", t) for t in rebuilt_ws if not wide)
-        if not i.in_place and has_dy and not wide:
-            ops.append(Op("free", dy))
-            grads.discard(dy)
-        for t in release_at.get(idx[i.name], []):
-            if t in resident and (not wide or t in offloaded_set):
-                ops.append(Op("free", t))
+        return StreamOp("compute", i.name, "backward", pass_="bwd", flops=i.flops_bwd,
+                        dram=i.dram_bwd, time_ps=self._time(i.name, "bwd"),
+                        algorithm=self._algorithm(i.name, "bwd"), reads=reads,
+                        writes=writes + self.scratch[i.name]["bwd"])
+
+    # -- the phases ---------------------------------------------------------------------------
+    def prologue(self, decls: list[StreamTensor]) -> list[StreamOp]:
+        """The allocations that live for the whole iteration."""
+        if self.wide:  # every buffer but those on vDNN's schedule, once, for the whole iteration
+            return [StreamOp("alloc", d.name, "forward") for d in decls
+                    if d.name not in self.managed]
+        ops = []
+        for i in self.weighted:
+            ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
+            ops.append(StreamOp("alloc", wgrad_name(i.name), "forward"))
+        for i in self.stateful:
+            ops.append(StreamOp("alloc", state_name(i.name), "forward"))
+        return ops
+
+    def forward(self) -> list[Block]:
+        """The forward pass, one block per layer."""
+        wide, managed, resident = self.wide, self.managed, self.resident
+        blocks: list[Block] = []
+        for i in self.infos:
+            block = Block(i.name, i.kind, _comment(i, "fwd"))
+            ops = block.ops
+            blocks.append(block)
+            if i.kind == "data" or not i.in_place:
+                if not wide or i.output in managed:
+                    ops.append(StreamOp("alloc", i.output, "forward"))
+                resident.add(i.output)
+            if i.kind == "data":
+                continue
+            for t in self.offload_at[i.name]:
+                ops.append(StreamOp("offload", t, "forward", layer=i.name, codec=self._codec(t)))
+            ws = self.scratch[i.name]["fwd"]
+            ops.extend(StreamOp("alloc", t, "forward") for t in ws if not wide)
+            ops.append(self._forward_kernel(i, "fwd", "forward"))
+            ops.append(StreamOp("sync", i.name, "forward"))
+            ops.extend(StreamOp("free", t, "forward") for t in ws if not wide)
+            for t in self.free_after_fwd[i.name]:
+                ops.append(StreamOp("free", t, "forward"))
                 resident.discard(t)
-        backward.append(block)
+        return blocks
 
-    epilogue = [Op("free", t) for t in tensors if t in resident]
-    epilogue += [Op("free", g) for g in sorted(grads)]
-    for i in weighted:
-        epilogue.append(Op("free", weight_name(i.name)))
-        epilogue.append(Op("free", wgrad_name(i.name)))
-    for i in stateful:
-        epilogue.append(Op("free", state_name(i.name)))
-    if wide:  # everything still allocated, in declaration order
-        epilogue = [Op("free", d.name) for d in decls
-                    if d.kind != "activation" or d.name in resident]
+    def backward(self) -> list[Block]:
+        """The backward pass, one block per layer with a backward, in reverse order."""
+        return [self._backward_block(i) for i in reversed(self.infos) if i.kind != "data"]
 
-    # -- optimizer step ---------------------------------------------------------------------------
-    update: list[Block] = []
-    if step is not None:
-        for i in weighted:
-            state = (state_name(i.name),) if step.state_bytes(i.params, dtype) else ()
+    def _backward_block(self, i: LayerInfo) -> Block:
+        wide = self.wide
+        block = Block(i.name, i.kind, _comment(i, "bwd"))
+        ops = block.ops
+        if not i.in_place:
+            for t in i.grad_inputs:
+                g = grad_name(t)
+                if g not in self.grads:
+                    if not wide:
+                        ops.append(StreamOp("alloc", g, "backward"))
+                    self.grads.add(g)
+        here = self.idx[i.name]
+        self._prefetch(i, here, ops)
+        rebuilt_ws = self._recompute(here, ops)
+        ws = self.scratch[i.name]["bwd"] if i.has_backward else ()
+        ops.extend(StreamOp("alloc", t, "backward") for t in ws if not wide)
+        if i.has_backward:
+            ops.append(self._backward_kernel(i))
+            ops.append(StreamOp("sync", i.name, "backward"))
+        ops.extend(StreamOp("free", t, "backward") for t in ws if not wide)
+        ops.extend(StreamOp("free", t, "backward") for t in rebuilt_ws if not wide)
+        dy = grad_name(i.output)
+        if not i.in_place and dy in self.grads and not wide:
+            ops.append(StreamOp("free", dy, "backward"))
+            self.grads.discard(dy)
+        for t in self.release_at.get(here, []):
+            if t in self.resident and (not wide or t in self.offloaded_set):
+                ops.append(StreamOp("free", t, "backward"))
+                self.resident.discard(t)
+        return block
+
+    def _prefetch(self, i: LayerInfo, here: int, ops: list[StreamOp]) -> None:
+        """Layer ``i``'s prefetches: on demand (with a ``wait``) what its backward (or a
+        rebuild at it) needs and is still on the host, then ahead: the nearest earlier layer's
+        offloaded tensors, searching back to the first CONV layer (inclusive)."""
+        demand = [t for t in dict.fromkeys(i.bwd_needs + tuple(self.rebuild_inputs.get(here, ())))
+                  if t in self.offloaded_set and t not in self.prefetched]
+        ahead: list[str] = []
+        for k in range(here - 1, -1, -1):
+            ahead = [t for t in self.anchored.get(k, []) if t not in self.prefetched]
+            # per-tensor policies prefetch one layer ahead: what the next block needs first
+            if ahead or self.per_tensor or self.infos[k].kind == "conv":
+                break
+        for t in demand + ahead:
+            ops.append(StreamOp("alloc", t, "backward"))
+            ops.append(StreamOp("prefetch", t, "backward", layer=i.name, codec=self._codec(t)))
+            self.prefetched.add(t)
+            self.resident.add(t)
+        for t in demand:
+            ops.append(StreamOp("wait", t, "backward"))
+
+    def _recompute(self, here: int, ops: list[StreamOp]) -> list[str]:
+        """The rebuilds of the tensors recomputed at layer index ``here``; returns the
+        workspace buffers their kernels hold until the layer's sync."""
+        rebuilt_ws: list[str] = []
+        for t in self.recompute_at.get(here, ()):
+            ops.append(StreamOp("alloc", t, "backward"))
+            self.resident.add(t)
+            for layer in (self.tensors[t].producer,) + self.tensors[t].modifiers:
+                ws = self.scratch[layer]["fwd"]
+                ops.extend(StreamOp("alloc", w, "backward") for w in ws if not self.wide)
+                rebuilt_ws.extend(ws)
+                ops.append(self._forward_kernel(self.info[layer], "recompute", "backward"))
+        return rebuilt_ws
+
+    def epilogue(self, decls: list[StreamTensor]) -> list[StreamOp]:
+        """The frees of what is still allocated after the last phase."""
+        phase = self.last_phase
+        if self.wide:  # everything still allocated, in declaration order
+            return [StreamOp("free", d.name, phase) for d in decls
+                    if d.kind != "activation" or d.name in self.resident]
+        ops = [StreamOp("free", t, phase) for t in self.tensors if t in self.resident]
+        ops += [StreamOp("free", g, phase) for g in sorted(self.grads)]
+        for i in self.weighted:
+            ops.append(StreamOp("free", weight_name(i.name), phase))
+            ops.append(StreamOp("free", wgrad_name(i.name), phase))
+        for i in self.stateful:
+            ops.append(StreamOp("free", state_name(i.name), phase))
+        return ops
+
+    def update(self, optimizer: str) -> list[Block]:
+        """The optimizer step: one update kernel per layer with weights."""
+        step = self.step
+        if step is None:
+            return []
+        blocks = []
+        for i in self.weighted:
+            state = (state_name(i.name),) if step.state_bytes(i.params, self.dtype) else ()
             block = Block(i.name, i.kind, f"{i.name}: {optimizer} step over {i.params} weights")
-            dram = step.dram_bytes(i.params, dtype)
-            block.ops.append(Op("compute", i.name, pass_="update", flops=step.flops * i.params,
-                                dram=dram,
-                                reads=(weight_name(i.name), wgrad_name(i.name)) + state,
-                                writes=(weight_name(i.name),) + state))
-            block.ops.append(Op("sync", i.name))
-            update.append(block)
-    return Plan(network.name, batch, dtype, policy, decls, prologue, forward, backward, epilogue,
-                tuple(offloaded), update, allocation,
-                {t: choice.get(t, "keep") for t in tensors} if per_tensor else {},
-                tuple(sorted(recomputed, key=lambda t: idx[tensors[t].producer])))
+            block.ops.append(StreamOp("compute", i.name, "update", pass_="update",
+                                      flops=step.flops * i.params,
+                                      dram=step.dram_bytes(i.params, self.dtype),
+                                      reads=(weight_name(i.name), wgrad_name(i.name)) + state,
+                                      writes=(weight_name(i.name),) + state))
+            block.ops.append(StreamOp("sync", i.name, "update"))
+            blocks.append(block)
+        return blocks
+
+    def plan(self, batch: int, decls: list[StreamTensor], prologue: list[StreamOp],
+             forward: list[Block], backward: list[Block], epilogue: list[StreamOp],
+             update: list[Block]) -> Plan:
+        """The finished :class:`Plan`."""
+        idx, tensors = self.idx, self.tensors
+        return Plan(self.network.name, batch, self.dtype, self.policy, decls, prologue, forward,
+                    backward, epilogue, tuple(self.offloaded), update, self.allocation,
+                    {t: self.choice.get(t, "keep") for t in tensors} if self.per_tensor else {},
+                    tuple(sorted(self.recomputed, key=lambda t: idx[tensors[t].producer])))
 
 
 def _selected_readers(policy: str, tensor: TensorInfo, kind: Mapping[str, str]) -> list[str]:
@@ -507,20 +564,8 @@ def _selected_readers(policy: str, tensor: TensorInfo, kind: Mapping[str, str]) 
     return []
 
 
-def _kernel_time(times: Mapping[str, Mapping[str, str]] | None,
-                 kernels: Mapping[str, Mapping[str, Any]] | None, layer: str,
-                 pass_: str) -> str | None:
-    measured = _times(times, layer, pass_)
-    if measured is not None or kernels is None or layer not in kernels:
-        return measured
-    time_ps = kernels[layer][pass_].time_ps
-    return None if time_ps is None else format_ps(time_ps)
-
-
-def _algorithm(kernels: Mapping[str, Mapping[str, Any]] | None, layer: str, pass_: str) -> str:
-    if kernels is None or layer not in kernels:
-        return ""
-    return kernels[layer][pass_].algorithm
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
 
 
 def _comment(i: LayerInfo, pass_: str) -> str:

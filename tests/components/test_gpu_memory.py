@@ -133,7 +133,7 @@ def test_network_wide_without_offload_holds_every_buffer_all_iteration():
     stream = result.simulation.components["gpu0"].stream  # workspaces of the fitted model's picks
     assert stream is iteration_stream("alexnet", 16, "float32", "none", allocation="network-wide",
                                       kernel_model=kernel_model_for("pascal"),
-                                      memory_capacity=16 << 30)[1]
+                                      memory_capacity=16 << 30)
     total = sum(t.bytes for t in stream.tensors.values())
     assert total == stream_stats(stream).declared_bytes
     assert s["peak_gpu_memory_bytes"] == s["average_gpu_memory_bytes"] == total

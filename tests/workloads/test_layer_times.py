@@ -113,12 +113,12 @@ def test_times_must_be_for_this_network_batch_and_dtype_and_cover_it(change, mes
 def test_every_kernel_of_the_stream_takes_its_measured_time(tmp_path):
     times = made_up_times("googlenet", 8)
     times.write(tmp_path / "t.json")
-    _, stream = iteration_stream("googlenet", 8, "float32", "all", tmp_path / "t.json")
+    stream = iteration_stream("googlenet", 8, "float32", "all", tmp_path / "t.json")
     computes = [op for op in stream.ops if op.op == "compute"]
     assert len(computes) == 2 * len(times.times_ps)
     for op in computes:
         assert op.time_ps == times.times_ps[op.name][op.pass_], (op.name, op.pass_)
-    roofline = iteration_stream("googlenet", 8, "float32", "all")[1]
+    roofline = iteration_stream("googlenet", 8, "float32", "all")
     assert all(op.time_ps is None for op in roofline.ops if op.op == "compute")
 
 
@@ -150,7 +150,7 @@ def test_a_backward_with_nothing_to_differentiate_does_not_run(tmp_path):
                         for k, n in enumerate(["pool0", "conv1", "relu1", "fc", "loss"])}, "test")
     times.write(tmp_path / "t.json")
     assert load_layer_times(tmp_path / "t.json").times_ps == times.times_ps
-    _, stream = iteration_stream(str(net_path), 4, "float32", "all", tmp_path / "t.json")
+    stream = iteration_stream(str(net_path), 4, "float32", "all", tmp_path / "t.json")
     computes = [(op.name, op.pass_) for op in stream.ops if op.op == "compute"]
     assert ("pool0", "fwd") in computes and ("pool0", "bwd") not in computes
     assert ("conv1", "bwd") in computes
@@ -160,13 +160,13 @@ def test_an_edited_times_file_is_read_afresh(tmp_path):
     path = tmp_path / "t.json"
     times = made_up_times("alexnet", 8)
     times.write(path)
-    first = iteration_stream("alexnet", 8, "float32", "conv", path)[1]
-    assert iteration_stream("alexnet", 8, "float32", "conv", path)[1] is first
+    first = iteration_stream("alexnet", 8, "float32", "conv", path)
+    assert iteration_stream("alexnet", 8, "float32", "conv", path) is first
     times.times_ps["conv1"]["fwd"] += 1
     times.write(path)
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    second = iteration_stream("alexnet", 8, "float32", "conv", path)[1]
+    second = iteration_stream("alexnet", 8, "float32", "conv", path)
     conv1 = next(op for op in second.ops if op.op == "compute" and op.name == "conv1")
     assert conv1.time_ps == times.times_ps["conv1"]["fwd"]
 

@@ -17,7 +17,7 @@ from sst_cdma.runner import RunError
 from workloads import (TRANSFORMERS, WorkloadError, load_network, parse_stream,
                                 render_stream, stream_stats)
 from workloads.kernel_pricing import price_network
-from workloads.render import iteration_stream
+from workloads.render import iteration_stream, stream_text
 from workloads.transformer import role_of, split_name
 
 #: Published parameter counts (HF configs; GPT-2 and OPT with the LM head tied to the embedding).
@@ -150,10 +150,10 @@ def test_linear_flops_are_a_gemm_per_token():
 
 def test_seq_len_and_attention_options():
     assert load_network("gpt2_small", seq_len=256).sample_shape("blk0/probs") == (12, 256, 256)
-    short, _ = iteration_stream("gpt2_small", 2, "bfloat16", "all", seq_len=64)
-    fused, _ = iteration_stream("gpt2_small", 2, "bfloat16", "all", seq_len=64,
-                                attention="fused")
-    plain, _ = iteration_stream("gpt2_small", 2, "bfloat16", "all")
+    short = stream_text(iteration_stream("gpt2_small", 2, "bfloat16", "all", seq_len=64))
+    fused = stream_text(iteration_stream("gpt2_small", 2, "bfloat16", "all", seq_len=64,
+                                         attention="fused"))
+    plain = stream_text(iteration_stream("gpt2_small", 2, "bfloat16", "all"))
     assert "layer=tokens shape=2x64\n" in short and "layer=tokens shape=2x1024\n" in plain
     assert "tensor blk0/attn " in fused and "tensor blk0/attn " not in short
     with pytest.raises(WorkloadError, match="alexnet.yaml: option seq_len applies to "
