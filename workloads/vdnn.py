@@ -45,6 +45,7 @@ from .dtypes import itemsize
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Block, Plan
+from .policies import VDNN_POLICIES as POLICIES  # the vDNN offload policies
 from .policies import check_policy, is_vdnn, resolve_choices
 from .stream_schema import StreamOp, StreamTensor
 
