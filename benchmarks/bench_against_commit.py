@@ -1,12 +1,16 @@
 """This checkout against another commit, measured in the same run: the main job's wall time
 (a fresh ``sst topologies/pascal_cdma.py`` process, imports included) and the event kernel's
-PHOLD rate (10x10 torus, events per second of the run loop). Both trees run alternately, so
-the machine's noise falls on both alike; the figures are medians and the ratios this / other.
+PHOLD rate (10x10 torus, events per second of the run loop).
+
+Each tree is installed (not editable, without dependencies) into a fresh environment that sees
+this one's dependencies, so both run the same way whatever their layout; the two then run
+alternately, so the machine's noise falls on both alike. The figures are medians and the
+ratios this / other.
 
     python benchmarks/bench_against_commit.py [--against REV] [--repeats 7]
 
 ``REV`` (default ``HEAD~1``) is checked out into a temporary git worktree, removed after.
-A ratio above 1 for wall time, or below 1 for the PHOLD rate, means this checkout is slower.
+A wall-time ratio above 1, or a PHOLD ratio below 1, means this checkout is slower.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import venv
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,40 +29,51 @@ REPO = Path(__file__).resolve().parents[1]
 PHOLD = """
 import io, sys
 from sst_cdma.runner import run
-r = run("topologies/phold_torus.py", ["--size", "10", "--events", "4", "--time-limit", "{limit}"],
+r = run(sys.argv[1], ["--size", "10", "--events", "4", "--time-limit", sys.argv[2]],
         console=io.StringIO())
 print(r.events / r.timing["run_s"])
 """
 
 
-def _env(tree: Path) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(tree))
+class Tree:
+    """One source tree installed into its own environment, run from a folder outside it."""
+
+    def __init__(self, source: Path, home: Path) -> None:
+        self.source = source
+        self.home = home
+        venv.create(home / "env", system_site_packages=True, with_pip=False)
+        self.python = str(home / "env" / "bin" / "python")
+        self.env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        subprocess.run([sys.executable, "-m", "pip", "--python", self.python, "install", "-q",
+                        "--no-deps", "--no-build-isolation", "--no-index", str(source)],
+                       check=True, capture_output=True, env=self.env)
+
+    def main_job_s(self) -> float:
+        """Wall seconds of one main-job process."""
+        t0 = time.perf_counter()
+        subprocess.run([self.python, "-m", "sst_cdma.cli.sst_main",
+                        str(self.source / "topologies" / "pascal_cdma.py")], cwd=self.home,
+                       env=self.env, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    def phold_rate(self, limit: str) -> float:
+        """PHOLD events per second of the run loop."""
+        out = subprocess.run([self.python, "-c", PHOLD,
+                              str(self.source / "topologies" / "phold_torus.py"), limit],
+                             cwd=self.home, env=self.env, check=True, capture_output=True,
+                             text=True)
+        return float(out.stdout.strip().splitlines()[-1])
 
 
-def main_job_s(tree: Path) -> float:
-    """Wall seconds of one main-job process in ``tree``."""
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_main", "topologies/pascal_cdma.py"],
-                   cwd=tree, env=_env(tree), check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
-def phold_rate(tree: Path, limit: str) -> float:
-    """PHOLD events per second of the run loop in ``tree``."""
-    out = subprocess.run([sys.executable, "-c", PHOLD.format(limit=limit)], cwd=tree,
-                         env=_env(tree), check=True, capture_output=True, text=True)
-    return float(out.stdout.strip().splitlines()[-1])
-
-
-def measure(this: Path, other: Path, repeats: int, limit: str) -> dict[str, list[float]]:
+def measure(this: Tree, other: Tree, repeats: int, limit: str) -> dict[str, list[float]]:
     """Alternate the two trees ``repeats`` times on each figure."""
     got: dict[str, list[float]] = {k: [] for k in ("job_this", "job_other", "phold_this",
                                                    "phold_other")}
     for _ in range(repeats):
-        got["job_other"].append(main_job_s(other))
-        got["job_this"].append(main_job_s(this))
-        got["phold_other"].append(phold_rate(other, limit))
-        got["phold_this"].append(phold_rate(this, limit))
+        got["job_other"].append(other.main_job_s())
+        got["job_this"].append(this.main_job_s())
+        got["phold_other"].append(other.phold_rate(limit))
+        got["phold_this"].append(this.phold_rate(limit))
     return got
 
 
@@ -69,14 +85,17 @@ def main() -> int:
     ap.add_argument("--time-limit", default="20us", help="PHOLD simulated time")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        other = Path(tmp) / "other"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), args.against],
-                       cwd=REPO, check=True)
+        root = Path(tmp)
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(root / "other"),
+                        args.against], cwd=REPO, check=True)
         try:
-            got = measure(REPO, other, args.repeats, args.time_limit)
+            (root / "a").mkdir()
+            (root / "b").mkdir()
+            this, other = Tree(REPO, root / "a"), Tree(root / "other", root / "b")
+            got = measure(this, other, args.repeats, args.time_limit)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=REPO,
-                           check=False)
+            subprocess.run(["git", "worktree", "remove", "--force", str(root / "other")],
+                           cwd=REPO, check=False)
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"against {args.against}, {args.repeats} alternating runs each (medians)")
     print(f"main job wall:  this {med['job_this']:.3f} s, other {med['job_other']:.3f} s, "
