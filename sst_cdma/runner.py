@@ -363,12 +363,22 @@ def _check_output_directory(out_dir: Path) -> None:
                        f"--output-directory {out_dir}") from None
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _staging_folder(out_dir: Path) -> Path:
     """A new empty folder beside ``out_dir`` (same file system, so moving out of it is a
-    rename) named ``DIR.partial-<pid>-<random>``."""
+    rename) named ``DIR.partial-<pid>-<random>``, with the mode ``mkdir`` would give it under
+    the umask (``mkdtemp`` makes it private, and the rename would keep that)."""
     try:
-        return Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.partial-{os.getpid()}-",
-                                     dir=out_dir.parent))
+        staging = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.partial-{os.getpid()}-",
+                                        dir=out_dir.parent))
+        staging.chmod(0o777 & ~_umask())
+        return staging
     except OSError as exc:
         raise RunError(f"cannot write beside it: {exc.strerror or exc}",
                        f"--output-directory {out_dir}") from None

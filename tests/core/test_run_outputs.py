@@ -55,6 +55,16 @@ def test_outputs_land_together_and_no_staging_folder_is_left(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_a_new_output_directory_has_the_mode_mkdir_gives_under_the_umask(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        run(tmp_path / "out")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o777 & ~umask
+
+
 def test_an_interrupted_run_leaves_the_previous_outputs_intact(tmp_path, monkeypatch):
     out = tmp_path / "out"
     run(out, "--batch", "32")
