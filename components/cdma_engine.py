@@ -17,8 +17,9 @@ from sst_cdma.kernel import SimulationError
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
-from .interfaces import HostPath, HostStore, MemoryPool, TransferCosts
-from .messages import CopyCost, OffloadManifest, PathInfo, TransferDone, TransferRequest
+from .interfaces import CodecKernels, HostPath, HostStore, MemoryPool, TransferCosts
+from .messages import (CodecKernel, CopyCost, OffloadManifest, PathInfo, TransferDone,
+                       TransferRequest)
 from .wire_plan import DensitySources, WirePlan, plan_wires
 
 
@@ -37,6 +38,9 @@ class EngineResult:
     codec_units: int
     codec_unit_throughput_Bps: float
     progress: float
+    #: where the codec runs: ``cdma`` (the copy engine compresses and decompresses) or
+    #: ``blackwell-de`` (the copy engine decompresses, SM kernels compress)
+    engine: str = "cdma"
     ratio_by_algorithm: dict[str, float] = field(default_factory=dict)
     #: functional mode only: prefetches whose real bytes were checked bit for bit against
     #: what was offloaded, and those that matched (None outside functional mode)
@@ -52,14 +56,17 @@ MOVED_TO_CODEC = ("algorithm", "codec_units", "codec_unit_throughput", "bypass_i
 
 
 def transfer_weights(direction: str, raw: int, wire: int, hbm: str, codec: Optional[str],
-                     path: PathInfo) -> tuple[dict[str, float], dict[str, float]]:
+                     path: PathInfo, packed_in_dram: bool = False
+                     ) -> tuple[dict[str, float], dict[str, float]]:
     """Bytes each resource carries per uncompressed byte of a transfer: (GPU DRAM resource
     ``hbm`` and the ``codec`` resource, at the raw size; the host link of ``path``, at the
-    compressed size). ``codec`` None: a plain copy, which bypasses the codec."""
-    inner = {hbm: 1.0}
+    compressed size). ``codec`` None: a plain copy, which bypasses the codec.
+    ``packed_in_dram``: the copy engine moves the compressed bytes to or from GPU DRAM, as
+    SM kernels (de)compress them there (Blackwell's Decompression Engine)."""
+    share = wire / raw if raw else 1.0
+    inner = {hbm: share if packed_in_dram else 1.0}
     if codec is not None:
         inner[codec] = 1.0
-    share = wire / raw if raw else 1.0
     outer: dict[str, float] = {}
     for res in (path.d2h if direction == "offload" else path.h2d):
         outer[res] = outer.get(res, 0.0) + share
@@ -92,7 +99,7 @@ class CDMAEngine(Component):
     SLOTS = (SubComponentSlot("codec", "the compression units, one algorithm (empty: vDNN's "
                               "plain copy engine)", accepts=Codec),)
     PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
-                  provides=(TransferCosts,)),
+                  provides=(TransferCosts, CodecKernels)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True))
     STATISTICS = (
@@ -193,13 +200,16 @@ class CDMAEngine(Component):
         hbm = self.peer_provider("hbm", MemoryPool).bandwidth_resource
         path = self.peer_provider("pcie", HostPath).host_path()
         capacity = {name: res.capacity for name, res in self.flows.resources.items()}
-        codec = self.codec.resource.name if self.codec is not None else None
 
         def ps(direction: str, raw: int, size: int, coded: bool) -> int:
-            inner, outer = transfer_weights(direction, raw, size, hbm, codec if coded else None,
-                                            path)
+            codec, packed = self._codec_stage(direction, coded)
+            inner, outer = transfer_weights(direction, raw, size, hbm, codec, path, packed)
             pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
-            return path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0)
+            kernel = self.codec.sm_kernel(direction, "", raw, size) \
+                if coded and self.codec is not None else None
+            # an SM (de)compression runs before (offload) or after (prefetch) its copy
+            return path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0) + \
+                (kernel.time_ps if kernel is not None else 0)
 
         out = {}
         for t in workload.tensors:
@@ -209,6 +219,28 @@ class CDMAEngine(Component):
                                    ps("offload", raw, size, True), ps("prefetch", raw, size, True),
                                    size)
         return out
+
+    def codec_kernel(self, direction: str, tensor: str, raw_bytes: int
+                     ) -> Optional[CodecKernel]:
+        """The SM kernel a transfer of ``tensor`` through the codec needs beside its copy (the
+        ``CodecKernels`` interface): on Blackwell's Decompression Engine an offload's
+        compression, and a decompression of buffers the engine does not take."""
+        if self.codec is None:
+            return None
+        return self.codec.sm_kernel(direction, tensor, raw_bytes,
+                                    self.wire.get(tensor, raw_bytes))
+
+    def _codec_stage(self, direction: str, coded: bool) -> tuple[Optional[str], bool]:
+        """What a transfer through the codec (``coded``) loads in the copy engine: the codec
+        resource (None: the units do no work on it) and whether the copy engine moves the
+        compressed bytes to or from GPU DRAM (SM kernels (de)compress them there)."""
+        codec = self.codec
+        if not coded or codec is None:
+            return None, False
+        if codec.decompression_engine and (direction == "offload" or
+                                           not codec.decompresses_in_engine):
+            return None, True
+        return codec.resource.name, False
 
     def ratio_by_algorithm(self) -> dict[str, float]:
         """The compression ratio (raw / wire bytes, bypass included) of every algorithm over the
@@ -235,6 +267,7 @@ class CDMAEngine(Component):
             host=path.host.name if path is not None and path.host is not None else "",
             algorithm=self.algorithm, mode=p["mode"], codec_units=codec["codec_units"],
             codec_unit_throughput_Bps=codec["codec_unit_throughput"], progress=p["progress"],
+            engine=codec["engine"],
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
@@ -272,9 +305,9 @@ class CDMAEngine(Component):
                       ) -> tuple[dict[str, float], dict[str, float]]:
         """:func:`transfer_weights` of a transfer on this engine's memory, codec and path
         (``codec`` False: a plain copy that bypasses the codec)."""
-        return transfer_weights(direction, raw, wire, self.hbm_resource,
-                                self.codec.resource.name if codec and self.codec is not None
-                                else None, self.path)
+        resource, packed = self._codec_stage(direction, codec)
+        return transfer_weights(direction, raw, wire, self.hbm_resource, resource, self.path,
+                                packed)
 
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True
                 ) -> dict[str, float]:

@@ -12,6 +12,7 @@ raw (flagged uncompressed) is a property of the unit's output, which the engine 
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
@@ -21,10 +22,18 @@ from sst_cdma.element import Param, StatisticSpec, SubComponent
 from sst_cdma.flows import FlowNetwork
 from sst_cdma.model.compression import wire_bytes
 
-__all__ = ["Codec", "codec_elements", "element_name", "element_type"]
+from .messages import CodecKernel
+
+__all__ = ["Codec", "DE_CODECS", "ENGINES", "codec_elements", "element_name", "element_type"]
 
 #: the element library the codec elements belong to
 LIBRARY = "cdma"
+#: where a codec runs (param ``engine``): the paper's compressing copy engine, or Blackwell's
+#: Decompression Engine
+ENGINES = ("cdma", "blackwell-de")
+#: the registered codecs Blackwell's Decompression Engine decompresses (it takes Snappy, LZ4,
+#: Deflate and GZip; zlib is Deflate in a zlib wrapper)
+DE_CODECS = ("lz4", "zlib")
 
 
 class Codec(SubComponent):
@@ -44,6 +53,20 @@ class Codec(SubComponent):
         Param("codec_unit_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second "
               "each unit compresses or decompresses", minimum=0, exclusive_minimum=True),
         Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
+        Param("engine", "str", "cdma", "where the codec runs: cdma (compression and "
+              "decompression units in the copy engine, the paper's design) or blackwell-de "
+              "(Blackwell's Decompression Engine: the units decompress prefetches, SM kernels "
+              "compress offloads; docs/model.md)", choices=ENGINES),
+        Param("sm_compress_throughput", "bandwidth", "100GB/s", "blackwell-de: uncompressed "
+              "bytes per second the GPU's SM kernels compress (an assumption, docs/model.md)",
+              minimum=0, exclusive_minimum=True),
+        Param("sm_decompress_throughput", "bandwidth", "300GB/s", "blackwell-de: uncompressed "
+              "bytes per second SM kernels decompress buffers the engine does not take (an "
+              "assumption, docs/model.md)", minimum=0, exclusive_minimum=True),
+        Param("de_chunk", "bytes", "64KiB", "blackwell-de: the buffers a tensor is compressed "
+              "in (nvCOMP's batched chunks)", minimum=4096),
+        Param("de_max_buffer", "bytes", "4MiB", "blackwell-de: the largest buffer the engine "
+              "decompresses; bigger ones fall back to SM kernels (B200)", minimum=4096),
     )
     STATISTICS = (
         StatisticSpec("raw_bytes", "uncompressed bytes of each transfer through the units", "B",
@@ -60,6 +83,35 @@ class Codec(SubComponent):
             f"{owner}.codec", p["codec_units"] * p["codec_unit_throughput"])
         self.stat_raw = self.register_statistic("raw_bytes")
         self.stat_coded = self.register_statistic("coded_bytes")
+        if p["engine"] == "blackwell-de" and self.ALGORITHM not in DE_CODECS:
+            raise ValueError(f"{name}: engine 'blackwell-de' decompresses Snappy, LZ4, Deflate "
+                             f"and GZip only, not {self.ALGORITHM} (use cdma.LZ4 or cdma.Zlib)")
+
+    @property
+    def decompression_engine(self) -> bool:
+        """Whether this is Blackwell's Decompression Engine: the units only decompress."""
+        return self.params["engine"] == "blackwell-de"
+
+    @property
+    def decompresses_in_engine(self) -> bool:
+        """Whether prefetches decompress in the units (the DE takes the buffers), not on SMs."""
+        p = self.params
+        return not self.decompression_engine or p["de_chunk"] <= p["de_max_buffer"]
+
+    def sm_kernel(self, direction: str, tensor: str, raw: int, wire: int
+                  ) -> Optional[CodecKernel]:
+        """The SM kernel a ``direction`` transfer of ``raw`` bytes (``wire`` on the link)
+        needs: on the DE, an offload's compression and a decompression the engine does not
+        take; None where the units do the work."""
+        p = self.params
+        if direction == "offload" and self.decompression_engine:
+            rate = p["sm_compress_throughput"]
+        elif direction == "prefetch" and not self.decompresses_in_engine:
+            rate = p["sm_decompress_throughput"]
+        else:
+            return None
+        kind = "compress" if direction == "offload" else "decompress"
+        return CodecKernel(kind, tensor, int(math.ceil(raw / rate * 1e12)), raw + wire)
 
     @property
     def algorithm(self) -> str:

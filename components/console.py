@@ -13,6 +13,8 @@ from .nvswitch import allreduce_line
 __all__ = ["console_summary", "plan_line", "functional_line"]
 
 MS = 1e3
+#: how the heading names an engine other than the paper's cDMA
+ENGINE_NAMES = {"blackwell-de": "Blackwell DE"}
 
 
 def _unit(largest: float) -> tuple[float, str]:
@@ -100,7 +102,8 @@ def _heading_lines(s: dict[str, Any]) -> list[str]:
         f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, "
         f"{'vDNN ' if s['policy'] in VDNN_POLICIES else ''}policy {s['policy']}, "
         + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
-        + f"cDMA {s['algorithm']} ({s.get('mode', 'flow')} model) ==",
+        + f"{ENGINE_NAMES.get(s.get('engine', ''), 'cDMA')} {s['algorithm']} "
+        f"({s.get('mode', 'flow')} model) ==",
     ]
     if s.get("system"):
         lines.append(f"system:          {s['system']}")
@@ -109,6 +112,9 @@ def _heading_lines(s: dict[str, Any]) -> list[str]:
                      "against DRAM bandwidth)")
     elif s.get("kernel_times"):
         lines.append(f"kernel times:    {s['kernel_times']}")
+    if "sm_codec_time_s" in s:
+        lines.append(f"SM codec:        {s['sm_codec_time_s'] * MS:.3f} ms of SM (de)compression "
+                     "kernels on the compute stream")
     return lines
 
 

@@ -13,10 +13,10 @@ from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, 
 from sst_cdma.flows import FlowNetwork, PS_PER_S
 from sst_cdma.model.gpus import GPUS
 
-from .interfaces import MemoryPool
+from .interfaces import CodecKernels, MemoryPool
 from .kernel_times import KernelTimes, gpu_spec
-from .messages import (AllReduceDone, GradientManifest, GradientReady, MovedTensor,
-                       OffloadManifest, TransferDone, TransferRequest)
+from .messages import (AllReduceDone, CodecKernel, GradientManifest, GradientReady,
+                       MovedTensor, OffloadManifest, TransferDone, TransferRequest)
 from .workload_source import WorkloadSource
 
 
@@ -84,6 +84,9 @@ class GPUResult:
     recompute_time_ps: int = 0
     #: policy auto: the planner's predicted iteration time, modelled and rendered peaks
     planner: dict[str, Any] = field(default_factory=dict)
+    #: time the compute stream spent in SM (de)compression kernels of the engine's codec
+    #: (Blackwell's Decompression Engine; part of ``compute_time_ps``)
+    codec_kernel_time_ps: int = 0
 
 
 class GPU(Component):
@@ -174,6 +177,11 @@ class GPU(Component):
         self.finished_at: Optional[int] = None
         self.kernel_total = 0
         self.recompute_total = 0
+        self.codec_kernel_total = 0
+        #: the engine, asked which transfers need SM kernels (set up when 'dma' is wired)
+        self.codec_kernels: Optional[CodecKernels] = None
+        #: offloads whose SM compression has not ended: their copies wait
+        self.compressing: set[str] = set()
         self.offloaded_raw = 0
         self.offloaded_wire = 0
         self.prefetched_raw = 0
@@ -246,6 +254,8 @@ class GPU(Component):
                         f"at batch {self.stream.batch}, more than the GPU memory "
                         f"({self.hbm.capacity} bytes)")
         self.dram_bandwidth = self.flows.resources[self.hbm_resource].capacity
+        if self.dma is not None:
+            self.codec_kernels = self.peer_provider("dma", CodecKernels)
         self.kernel_route = self.flows.route({self.hbm_resource: 1.0})
         self.schedule_at(0, lambda _: self._issue())
 
@@ -262,6 +272,8 @@ class GPU(Component):
                 self.compute_q.append(op)
                 self._kick_compute()
             elif kind == "offload" or kind == "prefetch":
+                if kind == "offload":
+                    self._compress_first(op)
                 self.copy_q.append(op)
                 self._kick_copy()
             elif kind == "alloc":
@@ -327,6 +339,9 @@ class GPU(Component):
             return
         op = self.compute_q.popleft()
         self.compute_busy = True
+        if isinstance(op, CodecKernel):
+            self._run_codec_kernel(op)
+            return
         self.kernel_op = op  # the kernel running (one at a time on the compute stream)
         start = self.sim.now
         # the stream's time, or the roofline (a memory-bound kernel of the fitted model: plus
@@ -375,9 +390,57 @@ class GPU(Component):
         self._kick_compute()
         self._unblock()
 
+    # -- SM kernels of the engine's codec -------------------------------------------------------
+    def _codec_kernel(self, direction: str, tensor: str, codec: str) -> Optional[CodecKernel]:
+        """The SM kernel the engine says moving ``tensor`` needs (None: none; ``codec``
+        ``none``, a plain copy, needs none)."""
+        if self.codec_kernels is None or codec == "none":
+            return None
+        return self.codec_kernels.codec_kernel(direction, tensor,
+                                                self.stream.tensors[tensor].bytes)
+
+    def _compress_first(self, op: Any) -> None:
+        """An offload the SMs compress: its kernel joins the compute stream ahead of the
+        kernels issued after it, and the copy waits for it."""
+        kernel = self._codec_kernel("offload", op.name, op.codec)
+        if kernel is not None:
+            self.compressing.add(op.name)
+            self.compute_q.append(kernel)
+            self._kick_compute()
+
+    def _run_codec_kernel(self, kernel: CodecKernel) -> None:
+        """Run an SM (de)compression kernel on the compute stream: its DRAM traffic a flow on
+        HBM, capped so that alone it ends at its time."""
+        start = self.sim.now
+        label = f"{kernel.tensor} (sm {kernel.kind})"
+
+        def done(_event: Any = None) -> None:
+            self._codec_kernel_done(kernel, label, start)
+        if self.params["hbm_contention"] and kernel.dram_bytes and kernel.time_ps > 0:
+            cap = kernel.dram_bytes / ((kernel.time_ps - 0.5) / PS_PER_S)
+            self.flows.launch(float(kernel.dram_bytes), self.kernel_route, done, cap, label)
+        else:
+            self.schedule_at(start + kernel.time_ps, done)
+
+    def _codec_kernel_done(self, kernel: CodecKernel, label: str, start: int) -> None:
+        now = self.sim.now
+        self.codec_kernel_total += now - start
+        self.kernel_total += now - start
+        self._layer_kernel += now - start
+        self.stat_kernel.add_data(now - start)
+        self.timeline.append(("compute", label, start, now))
+        self.compute_busy = False
+        if kernel.kind == "compress":
+            self.compressing.discard(kernel.tensor)
+            self._kick_copy()
+        else:
+            self.prefetched.add(kernel.tensor)
+        self._kick_compute()
+        self._unblock()
+
     # -- copy stream ---------------------------------------------------------------------------
     def _kick_copy(self) -> None:
-        if self.copy_busy or not self.copy_q:
+        if self.copy_busy or not self.copy_q or self.copy_q[0].name in self.compressing:
             return
         op = self.copy_q.popleft()
         self.copy_busy = True
@@ -393,7 +456,12 @@ class GPU(Component):
         else:
             self.prefetched_raw += req.raw_bytes
             self.prefetched_wire += done.wire_bytes
-            self.prefetched.add(req.tensor)
+            kernel = self._codec_kernel("prefetch", req.tensor, req.codec)
+            if kernel is None:
+                self.prefetched.add(req.tensor)
+            else:  # the tensor is there once the SMs have decompressed it
+                self.compute_q.appendleft(kernel)
+                self._kick_compute()
         self.timeline.append((req.direction, req.tensor, done.started_ps, done.finished_ps))
         self.copy_busy = False
         self._kick_copy()
@@ -435,6 +503,6 @@ class GPU(Component):
             memory_curve=hbm.usage_curve() if hbm else [],
             layers=self.layers, timeline=self.timeline, choices=choices,
             choice_bytes=choice_bytes, recompute_time_ps=self.recompute_total,
-            planner=self.workload.planner))
+            planner=self.workload.planner, codec_kernel_time_ps=self.codec_kernel_total))
         if p["system"] == "main":
             self.declare_work_end(end)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from .messages import CopyCost, OffloadManifest, PathInfo
+from .messages import CodecKernel, CopyCost, OffloadManifest, PathInfo
 
-__all__ = ["HostPath", "HostStore", "MemoryPool", "TransferCosts"]
+__all__ = ["CodecKernels", "HostPath", "HostStore", "MemoryPool", "TransferCosts"]
 
 
 @runtime_checkable
@@ -103,4 +103,21 @@ class TransferCosts(Protocol):
         """Per tensor of ``workload``: its :class:`CopyCost` (plain and compressed offload and
         prefetch times in ps, wire bytes), each transfer alone on the path. A pure function of
         the manifest and the configured machine: asking changes nothing in the engine."""
+        ...
+
+
+@runtime_checkable
+class CodecKernels(Protocol):
+    """Which transfers need SM kernels beside their copy (``cdma.CDMAEngine``): none on a
+    compressing cDMA engine; on Blackwell's Decompression Engine, every offload's compression
+    and the decompression of buffers too big for the engine. The GPU asks as it issues each
+    transfer, so the kernel takes its place on the compute stream."""
+
+    name: str
+
+    def codec_kernel(self, direction: str, tensor: str, raw_bytes: int
+                     ) -> Optional[CodecKernel]:
+        """The SM kernel moving ``tensor`` (``raw_bytes`` uncompressed) ``direction``
+        (``offload`` or ``prefetch``) through the codec needs; None: the copy engine does it
+        all."""
         ...

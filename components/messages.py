@@ -70,6 +70,20 @@ class CopyCost:
     wire_bytes: int
 
 
+@dataclass(frozen=True)
+class CodecKernel:
+    """An SM kernel a transfer needs beside its copy (the engine says so when the GPU issues
+    the transfer): Blackwell's Decompression Engine leaves an offload's compression
+    (``compress``, before the copy engine moves the compressed bytes) and the decompression of
+    buffers it does not take (``decompress``, after the copy) to the SMs. The kernel runs on the
+    compute stream, lasting ``time_ps`` alone and moving ``dram_bytes`` of GPU memory."""
+
+    kind: str
+    tensor: str
+    time_ps: int
+    dram_bytes: int
+
+
 @dataclass
 class PathInfo:
     """The way from a GPU-side DMA engine to its host store: the flow resources a transfer

@@ -23,8 +23,9 @@ def link_params(default_gen: int = 3) -> tuple[Param, ...]:
         Param("generation", "int", default_gen, "PCIe generation (1-6)",
               choices=tuple(PCIE_GENERATIONS)),
         Param("lanes", "int", 16, "PCIe lanes", choices=(1, 2, 4, 8, 16, 32)),
-        Param("max_payload", "bytes", "128B", "PCIe max payload size (MPS) of a TLP",
-              choices=(128, 256, 512, 1024, 2048, 4096)),
+        Param("max_payload", "bytes", "0B", "PCIe max payload size (MPS) of a TLP (0: what "
+              "the platforms of the generation negotiate, 128 B to gen3, 256 B from gen4; "
+              "docs/model.md)", choices=(0, 128, 256, 512, 1024, 2048, 4096)),
         Param("tlp_overhead", "bytes", "26B", "bytes of framing, sequence, header and CRC per TLP",
               minimum=0),
         Param("dllp_overhead", "float", 0.05, "share of link time taken by DLLPs (ACK, flow "

@@ -159,6 +159,9 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
     if engine is not None:
         out["codec_units"] = engine.codec_units
         out["codec_unit_throughput_Bps"] = engine.codec_unit_throughput_Bps
+    if engine is not None and engine.engine != "cdma":
+        out["engine"] = engine.engine
+        out["sm_codec_time_s"] = r.codec_kernel_time_ps * PS
     if link is not None:
         out["host_link"] = host_link_fields(link)
         out["pcie_bandwidth_Bps"] = link.bandwidth_Bps
@@ -250,7 +253,7 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
     summary["compression_ratio"] = summary["offloaded_bytes"] / summary["wire_bytes"] \
         if summary["wire_bytes"] else 1.0
     for key in ("pcie_bandwidth_Bps", "compression_ratio_by_algorithm", "host_link", "codec_units",
-                "codec_unit_throughput_Bps"):
+                "codec_unit_throughput_Bps", "engine"):
         if key in first:
             summary[key] = first[key]  # the same link, engine and network on every GPU
     _merge_baselines(summary, entries)
@@ -258,6 +261,8 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
                                     None)
     if "density_profile_progress" in first:
         summary["density_profile_progress"] = first["density_profile_progress"]
+    if "sm_codec_time_s" in first:  # the largest GPU's, as the iteration time
+        summary["sm_codec_time_s"] = max(e["sm_codec_time_s"] for e in entries)
     for key in ("functional_checks", "functional_matches"):  # --functional: every GPU's checks
         if key in first:
             summary[key] = sum(e[key] for e in entries)

@@ -57,6 +57,10 @@ SUMMARY: tuple[Key, ...] = (
     _k("host_link", "object", "the GPUs' own host link: see `host_link` below", LINK),
     _k("codec_units", "integer", "compression/decompression units per cDMA engine", ENGINE),
     _k("codec_unit_throughput_Bps", "number", "uncompressed bytes/s each codec unit handles", ENGINE),
+    _k("engine", "string", "`blackwell-de`: Blackwell's Decompression Engine decompressed "
+       "prefetches, SM kernels compressed offloads (docs/model.md)", "with --engine blackwell-de"),
+    _k("sm_codec_time_s", "number", "compute-stream time of the SM (de)compression kernels "
+       "(part of `compute_time_s`)", "with --engine blackwell-de"),
     _k("kernel_times", "string", "where kernel times come from: `model fitted on ...`, "
        "`roofline`, `measured on DEVICE (FILE)` followed by how the times reach this GPU "
        "(scaled from the preset the file names, or used unscaled), or a `workload stream`"),

@@ -23,6 +23,12 @@ from .units import UnitError, parse_bytes
 #: model options that were renamed, and their names now
 RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
 
+#: Blackwell's Decompression Engine as ``--engine blackwell-de`` builds it: one block of 600 GB/s
+#: (nvCOMP documentation, "Decompression Engine"; docs/model.md) and LZ4 unless asked otherwise
+DECOMPRESSION_ENGINE = {"codec_units": 1, "codec_unit_throughput": "600GB/s", "algorithm": "lz4"}
+#: the options that describe Blackwell's Decompression Engine
+DE_OPTIONS = ("sm_compress_throughput", "sm_decompress_throughput", "de_chunk", "de_max_buffer")
+
 #: ``--kernel-model`` -> the element that fills each GPU's ``kernels`` slot (with
 #: ``--layer-times``, ``cdma.MeasuredKernels`` with that model beside the measurement)
 KERNEL_ELEMENTS = {"fitted": "cdma.FittedKernels", "roofline": "cdma.RooflineKernels"}
@@ -252,6 +258,7 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
         if explicit(o, name) and o.algorithm == "none":
             _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
                     "exist in an engine with a codec, and a plain copy engine has none")
+    _check_engine(o)
     for name in ("burst", "buffer"):
         if explicit(o, name) and o.mode == "flow":
             _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "
@@ -275,6 +282,27 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
             _refuse("--workload needs --no-baselines: the oracle (the same stream with nothing "
                     "offloaded) cannot be derived from an arbitrary stream, and baselines "
                     "rendered from --network would compare another workload")
+
+
+def _check_engine(o: argparse.Namespace) -> None:
+    """``--engine blackwell-de``: a codec the Decompression Engine takes (LZ4 unless given),
+    one 600 GB/s block unless ``--codec-units``/``--codec-unit-throughput`` say otherwise;
+    the DE's own options need it."""
+    from components.codecs import DE_CODECS
+
+    if o.engine != "blackwell-de":
+        for name in DE_OPTIONS:
+            if explicit(o, name):
+                _refuse(f"--{name.replace('_', '-')} needs --engine blackwell-de: it describes "
+                        "Blackwell's Decompression Engine, and this engine is cdma")
+        return
+    if explicit(o, "algorithm") and o.algorithm not in DE_CODECS:
+        _refuse(f"--engine blackwell-de contradicts --algorithm {o.algorithm}: the "
+                "Decompression Engine decompresses Snappy, LZ4, Deflate and GZip (--algorithm "
+                f"{' or '.join(DE_CODECS)})")
+    for name, value in DECOMPRESSION_ENGINE.items():
+        if not explicit(o, name):
+            setattr(o, name, value)
 
 
 def _check_kernel_times(o: argparse.Namespace) -> None:

@@ -6,7 +6,8 @@ docs/gpus.md).
 Four presets were measured (``calibration`` names their set in the DeepBench kernel
 measurements). The others take the nearest measured family's fitted parameters, scaled by their
 own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth. A preset of a superchip (GH200)
-also names its host memory (Grace's LPDDR5X)."""
+also names its host memory (Grace's LPDDR5X); ``topologies/gb200_cdma.py`` gives the B200 its
+Grace instead."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -80,4 +81,10 @@ GPUS = {
     "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
                      "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
                      tensor_flops=989.4e12),
+    "a100_80gb": GPUSpec("A100 SXM4 80GB", 108, 19.5e12, "2039GB/s", "80GiB", "pcie4x16",
+                         "P100", tensor_flops=312e12, sm_fp32_lanes=64),
+    "a100_pcie": GPUSpec("A100 PCIe 80GB", 108, 19.5e12, "1935GB/s", "80GiB", "pcie4x16",
+                         "P100", tensor_flops=312e12, sm_fp32_lanes=64),
+    "b200": GPUSpec("B200 (HGX B200)", 148, 75e12, "8TB/s", "192GB", "pcie5x16", "P100",
+                    tensor_flops=2.25e15),
 }

@@ -1,6 +1,8 @@
 """Link bandwidth from first principles: PCIe generations with their line encoding, TLP and
-DLLP overheads; NVLink as bricks of fixed signalling rate; NVLink-C2C (Grace Hopper's chip-to-chip
-link) as one link of fixed per-direction rate."""
+DLLP overheads and the max payload size the platforms of each generation negotiate; NVLink as
+bricks of fixed signalling rate; NVLink-C2C (the Grace superchips' chip-to-chip link) as one
+link of fixed per-direction rate. Sources and the measurements they are checked against:
+docs/model.md, "Host links from first principles"."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,6 +17,13 @@ PCIE_GENERATIONS = {
     6: (64.0, 242 / 256),  # FLIT mode: 236 B payload of 256 B FLIT incl. FEC/CRC (approx.)
 }
 
+#: The max payload size (bytes) a GPU and the root complexes of its PCIe generation negotiate:
+#: the link runs at the smaller of the two ends' supported sizes. NVIDIA GPUs support 256 B;
+#: the gen3 servers of the P100 era ran at 128 B (256 B would put gen3 x16 at 13.6 GB/s, above
+#: every pinned-copy measurement of it), today's gen4/gen5 root complexes support 512 B, so the
+#: GPU's 256 B binds.
+PLATFORM_MAX_PAYLOAD = {1: 128, 2: 128, 3: 128, 4: 256, 5: 256, 6: 256}
+
 #: The smallest chunk-mode burst (bytes): one 4 KiB page, the unit GPU copy engines and the
 #: driver's pinned host buffers map and move. A smaller "burst" is no real DMA burst: the wire
 #: efficiency of small packets is already priced in the link bandwidth (``max_payload``), and
@@ -27,16 +36,23 @@ class PCIeLink:
     """A PCIe link's per-direction bandwidth.
 
     ``raw`` is the signalling rate after line coding; ``effective`` removes the per-TLP
-    overhead (framing 2 B + sequence 2 B + 4DW header 16 B + LCRC 4 B + ECRC/STP 2 B = 26 B by
-    default) for payloads of ``max_payload`` bytes and the DLLP traffic (ACK/NAK and flow-control
-    updates, a fraction of link time).
+    overhead (``tlp_overhead``, 26 B: the 4 B STP token with the sequence number, a 4-DW header
+    of 16 B for 64-bit host addresses, the 4 B LCRC, and 2 B of allowance for ordered sets and
+    idle tokens) for payloads of ``max_payload`` bytes (0: the generation's platform figure,
+    :data:`PLATFORM_MAX_PAYLOAD`) and the DLLP traffic (Ack/Nak and UpdateFC, a share of link
+    time: about one 8 B DLLP per 128 B TLP).
     """
 
     generation: int
     lanes: int
-    max_payload: int = 128  # many x86 root complexes negotiate 128 B
+    max_payload: int = 0
     tlp_overhead: int = 26
     dllp_overhead: float = 0.05
+
+    @property
+    def payload(self) -> int:
+        """The max payload size the link runs at (bytes)."""
+        return self.max_payload or PLATFORM_MAX_PAYLOAD[self.generation]
 
     @property
     def raw(self) -> float:
@@ -47,7 +63,7 @@ class PCIeLink:
     @property
     def tlp_efficiency(self) -> float:
         """Payload share of every TLP."""
-        return self.max_payload / (self.max_payload + self.tlp_overhead)
+        return self.payload / (self.payload + self.tlp_overhead)
 
     @property
     def effective(self) -> float:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from components.interfaces import HostPath, HostStore, MemoryPool, TransferCosts
+from components.interfaces import CodecKernels, HostPath, HostStore, MemoryPool, TransferCosts
 from sst_cdma.interfaces import interface_members
 from sst_cdma.runner import RunError
 
@@ -47,10 +47,11 @@ def test_every_provider_implements_what_it_declares(dgx1):
             assert all(hasattr(element, m) for m in interface_members(interface))
             checked.add((element.type_name(), interface.__name__))
     assert checked == {("cdma.HBM", "MemoryPool"), ("cdma.HostMemory", "HostStore"),
-                       ("cdma.CDMAEngine", "TransferCosts"),
+                       ("cdma.CDMAEngine", "TransferCosts"), ("cdma.CDMAEngine", "CodecKernels"),
                        ("cdma.HostMemory", "HostPath"), ("cdma.PCIeBridge", "HostPath"),
                        ("cdma.PCIeSwitch", "HostPath")}
-    assert {MemoryPool, HostStore, HostPath, TransferCosts} == {i for el in dgx1.elements()
+    assert {MemoryPool, HostStore, HostPath, TransferCosts,
+            CodecKernels} == {i for el in dgx1.elements()
                                                  for i in el.provided_interfaces()}
 
 

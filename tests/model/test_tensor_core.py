@@ -172,10 +172,12 @@ def test_bad_requests_are_one_clear_error(call, message):
 
 def test_every_tensor_core_preset_has_a_dense_peak_above_its_fp32_peak():
     with_tc = {name for name, spec in GPUS.items() if spec.tensor_flops}
-    assert with_tc == {"volta", "ampere", "hopper", "h100_pcie", "h200", "gh200"}
+    assert with_tc == {"volta", "ampere", "hopper", "h100_pcie", "h200", "gh200", "a100_80gb",
+                       "a100_pcie", "b200"}
     for name in with_tc:
         spec = GPUS[name]
-        assert 5 * spec.peak_flops < spec.tensor_flops < 20 * spec.peak_flops
+        # 8x (V100) to 30x (B200: 2.25 PFLOP/s dense against 75 TFLOP/s fp32)
+        assert 5 * spec.peak_flops < spec.tensor_flops < 40 * spec.peak_flops
         assert kernel_model_for(name).hardware.tensor_flops == spec.tensor_flops
     assert GPUS["pascal"].fp16_flops == 2 * GPUS["pascal"].peak_flops
 
