@@ -145,3 +145,22 @@ def test_the_render_command_takes_the_allocation(tmp_path, capsys):
                            "--allocation", "network-wide", "-o", str(out)]) == 0
     stats = stream_stats(parse_stream(out.read_text(), str(out)))
     assert stats.peak_bytes == stats.declared_bytes
+
+
+def test_the_mean_over_kernels_weighs_every_kernel_the_same(tmp_path, capsys):
+    wide = _stream("alexnet", 4, "none", "network-wide")
+    assert stream_stats(wide).kernel_mean_bytes == stream_stats(wide).declared_bytes
+    live = _stream("alexnet", 4, "all", "liveness")
+    sizes = {name: t.bytes for name, t in live.tensors.items()}
+    held, seen = 0, []
+    for op in live.ops:
+        held += sizes[op.name] if op.op == "alloc" else -sizes[op.name] if op.op == "free" else 0
+        if op.op == "compute":
+            seen.append(held)
+    stats = stream_stats(live)
+    assert stats.kernel_mean_bytes == round(sum(seen) / len(seen))
+    assert stats.weight_bytes < stats.kernel_mean_bytes < stats.peak_bytes
+    out = tmp_path / "all.stream"
+    out.write_text(stream_text(live))
+    assert workloads_main(["stats", str(out)]) == 0
+    assert f"mean over kernels {stats.kernel_mean_bytes / 1e9:.3f} GB" in capsys.readouterr().out
