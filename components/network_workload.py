@@ -49,8 +49,9 @@ class NetworkWorkload(WorkloadSource):
               "the roofline (allocated for the kernel's duration); the fitted model sizes "
               "each kernel's own workspace instead (its workspace_limit)", minimum=0),
         Param("allocation", "str", "liveness", "GPU memory allocation: liveness (a buffer from "
-              "its birth to its death) or network-wide (vDNN's baseline: every buffer but the "
-              "offloaded ones for the whole iteration)", choices=("liveness", "network-wide")),
+              "its birth to its death: vDNN's layer-wise memory manager) or network-wide "
+              "(vDNN's baseline: every buffer for the whole iteration where the policy moves no "
+              "tensor; liveness where it does)", choices=("liveness", "network-wide")),
         Param("write_stream", "bool", "true", "write the rendered stream into the output "
               "directory as <gpu>.stream"),
     )

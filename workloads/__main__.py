@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 st = stream_stats(parse_stream(text, source=str(path)))
                 print(f"{path}: {st.network} batch {st.batch} {st.dtype} policy {st.policy}: "
                       f"peak {st.peak_bytes / 1e9:.3f} GB ({st.peak_phase}, line {st.peak_line}), "
+                      f"mean over kernels {st.kernel_mean_bytes / 1e9:.3f} GB, "
                       f"offloaded {st.offloaded_bytes / 1e9:.3f} GB, "
                       f"prefetched {st.prefetched_bytes / 1e9:.3f} GB, "
                       f"{(st.flops_fwd + st.flops_bwd) / 1e12:.3f} TFLOP")

@@ -89,8 +89,8 @@ def render_stream(network: str | os.PathLike[str] | Network, batch: int, dtype: 
     1_200_000_000}}``) that become ``time=`` keys of the compute ops. ``optimizer`` ends the iteration with its step (one of
     :data:`~workloads.vdnn.OPTIMIZERS`; ``none`` leaves it out). ``workspace`` is the
     cuDNN workspace in bytes each convolution kernel gets. ``allocation`` is ``liveness``
-    (buffers live from birth to death) or ``network-wide`` (vDNN's baseline: every buffer but
-    the offloaded ones for the whole iteration; see
+    (buffers live from birth to death) or ``network-wide`` (vDNN's baseline: every buffer for
+    the whole iteration where the policy moves no tensor, liveness where it does; see
     :data:`~workloads.vdnn.ALLOCATIONS`). With a ``kernel_model`` (the fitted
     model of the GPU, :mod:`sst_cdma.model.fitted`) every kernel is priced by it: its time,
     algorithm and workspace (at most ``workspace_limit`` bytes) go into the stream, and

@@ -103,6 +103,7 @@ class StreamStats:
     prefetched: tuple[str, ...]
     leaked: tuple[str, ...]
     layers: dict[str, LayerStats]
+    kernel_mean_bytes: int = 0
 
     def as_dict(self) -> dict[str, object]:
         """Scalar figures as a plain dict (layers omitted)."""
@@ -144,6 +145,8 @@ class _Replay:
         self.prefetched: list[str] = []
         self.totals = {"offload": 0, "prefetch": 0, "sparse": 0}
         self.next_compute = _next_computes(stream.ops)
+        #: the allocation summed over the kernels issued, and their count
+        self.kernel_bytes = self.kernels = 0
 
     def layer(self, name: str) -> LayerStats:
         if name not in self.layers:
@@ -187,7 +190,9 @@ class _Replay:
             self.kernel(op)
 
     def kernel(self, op: StreamOp) -> None:
-        """Count a compute op into its layer's work."""
+        """Count a compute op into its layer's work and the allocation it runs beside."""
+        self.kernel_bytes += self.current
+        self.kernels += 1
         st = self.layer(op.name)
         if op.pass_ == "fwd":
             st.flops_fwd += op.flops or 0
@@ -232,4 +237,6 @@ class _Replay:
             dram_update=sum(s.dram_update for s in layers.values()),
             offloaded=tuple(self.offloaded), prefetched=tuple(self.prefetched),
             leaked=tuple(sorted(self.allocated)), layers=layers,
+            kernel_mean_bytes=(2 * self.kernel_bytes + self.kernels) // (2 * self.kernels)
+            if self.kernels else 0,
         )

@@ -29,12 +29,15 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
   production to their last backward use (or, offloaded, to their last forward reader and again
   from prefetch to last backward use); activation gradients from the backward of the tensor's
   last reader to the backward of its producer.
-* Allocation (``allocation``): ``liveness`` is the memory rule above. ``network-wide`` is the
-  vDNN paper's baseline: every buffer (feature maps, gradient maps, weights, weight gradients,
-  workspace, optimizer state) is allocated once before the forward pass and freed after the
-  last phase; only the tensors the policy offloads (or frees early) keep vDNN's memory
-  manager's schedule (allocated when produced, released after their offload, re-allocated at
-  their prefetch, released after their last backward use: their ``liveness`` schedule).
+* Allocation (``allocation``): ``liveness`` is the memory rule above: vDNN's layer-wise
+  memory manager (Rhu et al. 2016, section III), the allocation of every vDNN policy.
+  ``network-wide`` is the vDNN paper's baseline: a schedule that moves no tensor (policy
+  ``none``, or a policy that selects nothing) allocates every buffer (feature maps, gradient
+  maps, weights, weight gradients, workspace, optimizer state) once before the forward pass
+  and frees it after the last phase; a schedule that offloads, frees early or recomputes is a
+  memory manager, which vDNN defines as layer-wise, so it keeps the ``liveness`` schedule. One
+  ``network-wide`` run thus holds vDNN's comparison: the run on vDNN's memory manager, its
+  oracle baseline (policy ``none``) on the network-wide baseline.
 """
 from __future__ import annotations
 
@@ -54,8 +57,9 @@ __all__ = ["POLICIES", "ALLOCATIONS", "OPTIMIZERS", "Optimizer", "Block", "Plan"
            "workspace_name"]
 
 #: GPU memory allocation modes: ``liveness`` allocates a buffer when it is born and frees it when
-#: it dies; ``network-wide`` (vDNN's baseline) holds every buffer for the whole iteration, except
-#: what the policy offloads.
+#: it dies (vDNN's layer-wise memory manager); ``network-wide`` (vDNN's baseline) holds every
+#: buffer for the whole iteration where the schedule moves no tensor, and is ``liveness`` where
+#: it does.
 ALLOCATIONS = ("liveness", "network-wide")
 
 
@@ -202,7 +206,8 @@ class _Schedule:
         self.network, self.dtype, self.policy, self.step = network, dtype, policy, step
         self.times, self.kernels, self.workspace = times, kernels, workspace
         self.allocation = allocation
-        self.wide = allocation == "network-wide"
+        #: every buffer allocated once for the iteration (decided once the offloads are known)
+        self.wide = False
         self.per_tensor = not is_vdnn(policy)
         self.infos = network.infer(batch, dtype)
         self.tensors = network.tensors(batch, dtype)
@@ -229,7 +234,6 @@ class _Schedule:
         self.free_after_fwd: dict[str, list[str]] = {}
         self.offloaded: list[str] = []
         self.offloaded_set: set[str] = set()
-        self.managed: set[str] = set()
         self.anchored: dict[int, list[str]] = {}
         self.release_at: dict[int, list[str]] = {}
         self.resident: set[str] = set()
@@ -342,8 +346,10 @@ class _Schedule:
             else:
                 dropped.add(ti.name)
         self.offloaded_set = set(self.offloaded)
-        # on vDNN's schedule, even under network-wide allocation
-        self.managed = self.offloaded_set | dropped | self.recomputed
+        # vDNN's baseline holds everything; a schedule that moves a tensor is vDNN's
+        # layer-wise memory manager (section III of the paper)
+        moved = self.offloaded_set | dropped | self.recomputed
+        self.wide = self.allocation == "network-wide" and not moved
 
     def mark_releases(self) -> None:
         """Where each tensor is released in the backward pass, and the layer each offloaded
@@ -405,9 +411,8 @@ class _Schedule:
     # -- the phases ---------------------------------------------------------------------------
     def prologue(self, decls: list[StreamTensor]) -> list[StreamOp]:
         """The allocations that live for the whole iteration."""
-        if self.wide:  # every buffer but those on vDNN's schedule, once, for the whole iteration
-            return [StreamOp("alloc", d.name, "forward") for d in decls
-                    if d.name not in self.managed]
+        if self.wide:  # every buffer, once, for the whole iteration
+            return [StreamOp("alloc", d.name, "forward") for d in decls]
         ops = []
         for i in self.weighted:
             ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
@@ -418,14 +423,14 @@ class _Schedule:
 
     def forward(self) -> list[Block]:
         """The forward pass, one block per layer."""
-        wide, managed, resident = self.wide, self.managed, self.resident
+        wide, resident = self.wide, self.resident
         blocks: list[Block] = []
         for i in self.infos:
             block = Block(i.name, i.kind, _comment(i, "fwd"))
             ops = block.ops
             blocks.append(block)
             if i.kind == "data" or not i.in_place:
-                if not wide or i.output in managed:
+                if not wide:
                     ops.append(StreamOp("alloc", i.output, "forward"))
                 resident.add(i.output)
             if i.kind == "data":
@@ -466,13 +471,13 @@ class _Schedule:
             ops.append(self._backward_kernel(i))
             ops.append(StreamOp("sync", i.name, "backward"))
         ops.extend(StreamOp("free", t, "backward") for t in ws if not wide)
-        ops.extend(StreamOp("free", t, "backward") for t in rebuilt_ws if not wide)
+        ops.extend(StreamOp("free", t, "backward") for t in rebuilt_ws)
         dy = grad_name(i.output)
         if not i.in_place and dy in self.grads and not wide:
             ops.append(StreamOp("free", dy, "backward"))
             self.grads.discard(dy)
         for t in self.release_at.get(here, []):
-            if t in self.resident and (not wide or t in self.offloaded_set):
+            if t in self.resident and not wide:
                 ops.append(StreamOp("free", t, "backward"))
                 self.resident.discard(t)
         return block
@@ -506,7 +511,7 @@ class _Schedule:
             self.resident.add(t)
             for layer in (self.tensors[t].producer,) + self.tensors[t].modifiers:
                 ws = self.scratch[layer]["fwd"]
-                ops.extend(StreamOp("alloc", w, "backward") for w in ws if not self.wide)
+                ops.extend(StreamOp("alloc", w, "backward") for w in ws)
                 rebuilt_ws.extend(ws)
                 ops.append(self._forward_kernel(self.info[layer], "recompute", "backward"))
         return rebuilt_ws
@@ -514,9 +519,8 @@ class _Schedule:
     def epilogue(self, decls: list[StreamTensor]) -> list[StreamOp]:
         """The frees of what is still allocated after the last phase."""
         phase = self.last_phase
-        if self.wide:  # everything still allocated, in declaration order
-            return [StreamOp("free", d.name, phase) for d in decls
-                    if d.kind != "activation" or d.name in self.resident]
+        if self.wide:  # everything, in declaration order
+            return [StreamOp("free", d.name, phase) for d in decls]
         ops = [StreamOp("free", t, phase) for t in self.tensors if t in self.resident]
         ops += [StreamOp("free", g, phase) for g in sorted(self.grads)]
         for i in self.weighted:
@@ -550,7 +554,8 @@ class _Schedule:
         """The finished :class:`Plan`."""
         idx, tensors = self.idx, self.tensors
         return Plan(self.network.name, batch, self.dtype, self.policy, decls, prologue, forward,
-                    backward, epilogue, tuple(self.offloaded), update, self.allocation,
+                    backward, epilogue, tuple(self.offloaded), update,
+                    "network-wide" if self.wide else "liveness",
                     {t: self.choice.get(t, "keep") for t in tensors} if self.per_tensor else {},
                     tuple(sorted(self.recomputed, key=lambda t: idx[tensors[t].producer])))
 
