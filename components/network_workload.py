@@ -93,6 +93,9 @@ class NetworkWorkload(WorkloadSource):
             raise ConfigError(f"{self.name}: cannot read workload: {exc}") from None
         except (StreamError, WorkloadError, ValueError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
+        if stream.plan is not None:
+            # what the schedule did: network-wide holds buffers only where nothing moves
+            self.allocation = stream.plan.allocation
         out = self.simulation.output_directory
         if out is not None and p["write_stream"]:
             (out / f"{self.parent.name}.stream").write_text(stream_text(stream),

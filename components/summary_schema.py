@@ -45,7 +45,10 @@ SUMMARY: tuple[Key, ...] = (
     _k("algorithm", "string", "cDMA compression algorithm (`none` without an engine)"),
     _k("mode", "string", "bandwidth model: `flow` or `chunk`"),
     _k("optimizer", "string", "optimizer step ending the iteration (`none`, `sgd`, ...)"),
-    _k("allocation", "string", "`liveness`, `network-wide`, or `stream` for a --workload"),
+    _k("allocation", "string", "what the main run's schedule did: `liveness`, `network-wide` "
+       "(every buffer for the whole iteration: only where the schedule moves no tensor; a "
+       "`--allocation network-wide` run that offloads is allocated layer-wise, as vDNN's memory "
+       "manager, and says `liveness`), or `stream` for a --workload"),
     _k("complete", "boolean", "true when every main GPU ended its iteration; false for a run "
        "--stop-at or --exit-after cut off (its times are then of the cut-off iteration)"),
     _k("stopped_at_s", "number", "when the run was stopped", "when not complete"),

@@ -118,7 +118,9 @@ def test_the_average_is_at_most_the_peak_for_the_run_and_its_baselines(policy, a
     result, _ = run("--network", "googlenet", "--batch", "8", "--policy", policy,
                     "--allocation", allocation)
     s = result.reports["summary"]
-    assert s["allocation"] == allocation
+    # network-wide holds buffers only where the schedule moves nothing (policy none); a run
+    # that offloads is allocated layer-wise, and its summary says so
+    assert s["allocation"] == (allocation if policy == "none" else "liveness")
     for entry in (s, s["baselines"]["oracle"], s["baselines"]["vdnn"]):
         assert 0 < entry["average_gpu_memory_bytes"] <= entry["peak_gpu_memory_bytes"]
     # with liveness allocation memory comes and goes: the average is well below the peak
@@ -152,7 +154,7 @@ def test_the_allocation_mode_changes_memory_but_not_time():
     assert {k: v for k, v in a.items() if k not in memory} == \
         {k: v for k, v in b.items() if k not in memory}
     assert a["allocation"] == "liveness" and "liveness allocation" in live_console
-    assert b["allocation"] == "network-wide"
+    assert b["allocation"] == "liveness"  # it offloads: layer-wise, as vDNN's memory manager
     for label in ("oracle", "vdnn"):
         assert a["baselines"][label]["iteration_time_s"] == \
             b["baselines"][label]["iteration_time_s"]
