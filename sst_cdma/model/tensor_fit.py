@@ -308,7 +308,7 @@ def tensor_params_document() -> dict[str, Any]:
         r["device"]: round(_gemm_busy_s(r, turing, "") / r["seconds"], 4) for r in peaks}
     params = {"Turing": turing}
     att: dict[str, dict[str, Any]] = {}
-    sheet_text = ("the T4's DeepBench tensor-core sheet (94 convolutions x 3 passes, 160 "
+    sheet_text = ("fitted on the T4's DeepBench tensor-core sheet (94 convolutions x 3 passes, 160 "
                   "GEMMs)")
     fitted_on = {"Turing": sheet_text, "Volta": f"carried from Turing ({sheet_text}): no "
                  "measurement of Volta tensor cores"}
