@@ -42,7 +42,7 @@ __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "for
            "implied_compute_efficiency"]
 
 #: The kernel model's algorithms that run on tensor cores.
-TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "FLASH_ATTENTION")
+TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "TF32_GEMM", "FLASH_ATTENTION_2", "FLASH_ATTENTION_3")
 
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
@@ -233,7 +233,7 @@ class TensorCoreCheck:
 
 
 def tensor_core_check(times: LayerTimes, network: Network, preset: str) -> TensorCoreCheck:
-    """How far the tensor-core path's assumed efficiencies are from ``times``, measured on GPU
+    """How far the tensor-core path's fitted constants are from ``times``, measured on GPU
     preset ``preset``: the kernels the fitted model prices on tensor cores (a GEMM or fused
     attention in a 16-bit type on a GPU with tensor cores for it), their measured and
     modelled total. ``kernels`` is 0 when the model prices none of them there."""
