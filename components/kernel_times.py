@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from sst_cdma.element import Param, SubComponent
 from sst_cdma.flows import PS_PER_S
+from sst_cdma.model.dtypes import TF32_MODES
 from sst_cdma.model.gpus import GPUS, GPUSpec
 from sst_cdma.units import UnitError, parse_bytes
 
@@ -50,7 +51,7 @@ _OVERHEAD = Param("kernel_overhead", "time", "0ns", "fixed time added to every k
 _TF32 = Param("tf32", "str", "", "float32 kernels on TF32 tensor cores (Ampere and later): "
               "none, conv (convolutions only) or all (convolutions and matmuls); '': PyTorch's "
               "default (conv where the GPU has TF32, none before Ampere)",
-              choices=("", "none", "conv", "all"))
+              choices=("", *TF32_MODES))
 _WORKSPACE_LIMIT = Param("workspace_limit", "str", "", "largest cuDNN workspace one "
                          "convolution kernel may take when the fitted model picks its "
                          "algorithm, e.g. 64MiB (default: no limit)")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .dtypes import NO_TF32, TF32_MODES
 from .gpus import GPUS, GPUSpec
 from .kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
                            KernelParams, ModelError, TensorCores)
@@ -31,8 +32,6 @@ PARAMS_PATH = Path(__file__).with_name("kernel_params.json")
 #: Where the committed tensor-core fit lives (``python -m sst_cdma.model.tensor_fit``).
 TENSOR_PARAMS_PATH = Path(__file__).with_name("tensor_core_params.json")
 TENSOR_FORMAT = "sst-cdma-tensor-core-params"
-#: ``--tf32``: none, convolutions only (PyTorch's default on Ampere and later), or all.
-TF32_MODES = ("none", "conv", "all")
 FORMAT = "sst-cdma-kernel-params"
 VERSION = 1
 
@@ -77,10 +76,10 @@ class KernelModel:
         GPU without it is a :class:`ModelError`."""
         has = self.hardware.tf32_flops > 0
         if not asked:
-            return "conv" if has else "none"
+            return "conv" if has else NO_TF32
         if asked not in TF32_MODES:
             raise ModelError(f"--tf32 {asked}: unknown mode (one of {', '.join(TF32_MODES)})")
-        if asked != "none" and not has:
+        if asked != NO_TF32 and not has:
             raise ModelError(f"--tf32 {asked}: GPU preset {self.preset!r} has no TF32 (tensor "
                              "cores with TF32 came with Ampere)")
         return asked
@@ -106,10 +105,11 @@ class KernelModel:
         tc, hw = self.tensor, self.hardware
         if hw.tf32_flops > 0 and dtype == "float32":
             mode = self.tf32_mode(self.tf32)
-            what = {"none": "no TF32", "conv": "TF32 convolutions (PyTorch's default: "
-                    "cudnn.allow_tf32), fp32 matmuls", "all": "TF32 convolutions and matmuls"}
-            parts.append(f"--tf32 {mode}: {what[mode]}" + (
-                "" if mode == "none" or tc is None else
+            what = ("no TF32" if mode == NO_TF32 else "TF32 convolutions (PyTorch's default: "
+                    "cudnn.allow_tf32), fp32 matmuls" if mode == "conv" else
+                    "TF32 convolutions and matmuls")
+            parts.append(f"--tf32 {mode}: {what}" + (
+                "" if mode == NO_TF32 or tc is None else
                 f" at {hw.tf32_flops / 1e12:g} TFLOP/s dense (no TF32 measurement: the "
                 f"{tc.family} tensor-core constants at the TF32 peak)"))
         if dtype in HALF_DTYPES:

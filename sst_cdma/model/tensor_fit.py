@@ -355,8 +355,13 @@ def tensor_params_document() -> dict[str, Any]:
             "families": families, "fit_error": errors}
 
 
-def main() -> None:
-    """Refit the tensor-core path and rewrite ``tensor_core_params.json``."""
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Refit the tensor-core path, rewrite ``tensor_core_params.json`` and print the fit
+    errors."""
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m sst_cdma.model.tensor_fit",
+                            description=main.__doc__).parse_args(argv)
     doc = tensor_params_document()
     write_text_whole(TENSOR_PARAMS_PATH, json.dumps(doc, indent=1) + "\n")
     print(json.dumps(doc["fit_error"], indent=1))
