@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from sst_cdma.element import Param, SubComponent
 from sst_cdma.flows import PS_PER_S
+from sst_cdma.model.dtypes import TF32_MODES
 from sst_cdma.model.gpus import GPUS, GPUSpec
 from sst_cdma.units import UnitError, parse_bytes
 
@@ -47,6 +48,10 @@ _EFFICIENCY = Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s
                     maximum=1)
 _OVERHEAD = Param("kernel_overhead", "time", "0ns", "fixed time added to every kernel "
                   "(launch)", minimum=0)
+_TF32 = Param("tf32", "str", "", "float32 kernels on TF32 tensor cores (Ampere and later): "
+              "none, conv (convolutions only) or all (convolutions and matmuls); '': PyTorch's "
+              "default (conv where the GPU has TF32, none before Ampere)",
+              choices=("", *TF32_MODES))
 _WORKSPACE_LIMIT = Param("workspace_limit", "str", "", "largest cuDNN workspace one "
                          "convolution kernel may take when the fitted model picks its "
                          "algorithm, e.g. 64MiB (default: no limit)")
@@ -107,7 +112,9 @@ class KernelTimes(SubComponent):
         from sst_cdma.model.kernel_model import ModelError
 
         try:
-            self.model = kernel_model_for(self.parent.params["gpu_preset"], self.spec)
+            self.model = replace(kernel_model_for(self.parent.params["gpu_preset"], self.spec),
+                                 tf32=self.params["tf32"])
+            self.model.tf32_mode(self.model.tf32)
         except ModelError as exc:
             raise ValueError(f"{self.name}: {exc}") from None
         self.model_name = "fitted"
@@ -122,7 +129,7 @@ class KernelTimes(SubComponent):
 class FittedKernels(KernelTimes):
     """Kernel times of the model fitted to measured cuDNN kernels (docs/kernel_model.md)."""
 
-    PARAMS = (_WORKSPACE_LIMIT, _EFFICIENCY, _OVERHEAD)
+    PARAMS = (_WORKSPACE_LIMIT, _TF32, _EFFICIENCY, _OVERHEAD)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
@@ -145,7 +152,7 @@ class MeasuredKernels(KernelTimes):
               "picks algorithms and workspaces, scales times measured on another GPU preset "
               "by its per-layer ratio and adds its launch to the kernels the file does not "
               "time; 'roofline' takes the times as measured", choices=("fitted", "roofline")),
-        _WORKSPACE_LIMIT, _EFFICIENCY, _OVERHEAD)
+        _WORKSPACE_LIMIT, _TF32, _EFFICIENCY, _OVERHEAD)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)

@@ -34,8 +34,8 @@ class NetworkWorkload(WorkloadSource):
         Param("seq_len", "int", 0, "sequence length of a transformer network (0: its "
               "definition's)", minimum=0),
         Param("attention", "str", "", "attention form of a transformer network: naive "
-              "(scores, softmax and context layers) or fused (FlashAttention style); '': its "
-              "definition's", choices=("", "naive", "fused")),
+              "(scores, softmax and context layers), flash2 or flash3 (FlashAttention-2/-3) or "
+              "fused (the best the GPU runs); '': its definition's", choices=("", "naive", "flash2", "flash3", "fused")),
         Param("dtype", "str", "float32", "element type", choices=tuple(DTYPES)),
         Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
               "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "
@@ -70,10 +70,20 @@ class NetworkWorkload(WorkloadSource):
         """The kernels slot's model or measurement, for this GPU's preset and element type."""
         kernels = self.kernels
         try:
+            tf32 = kernels.model.tf32 if kernels.model is not None else ""
             return kernel_times_source(kernels.model_name, self.parent.params["gpu_preset"],
-                                       kernels.layer_times, self.params["dtype"])
+                                       kernels.layer_times, self.params["dtype"], tf32,
+                                       self._fused_attention())
         except (ModelError, WorkloadError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
+
+    def _fused_attention(self) -> str:
+        """The fused attention kernel the network asks for ('': none, a CNN or naive)."""
+        p = self.params
+        net = load_network(p["network"], p["seq_len"], p["attention"])
+        kinds = [dict(layer.params).get("kernel", "fused") for layer in net.layers
+                 if layer.kind == "flash_attention"]
+        return kinds[0] if kinds else ""
 
     def stream(self, memory_capacity: Optional[int]) -> Stream:
         """Render the iteration with algorithms chosen for ``memory_capacity`` bytes of GPU

@@ -58,6 +58,7 @@ ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm", choices=AL
 #: the elements of the GPU's workload and kernels slots whose params options set
 NETWORK, STREAM = "cdma.NetworkWorkload", "cdma.StreamWorkload"
 ROOFLINE, MEASURED = "cdma.RooflineKernels", "cdma.MeasuredKernels"
+FITTED = "cdma.FittedKernels"
 
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", NETWORK, "network", default="vgg16"),
@@ -87,6 +88,7 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--optimizer", NETWORK, "optimizer"),
     ElementOption("--allocation", NETWORK, "allocation"),
     ElementOption("--layer-times", MEASURED, "layer_times", default=""),
+    ElementOption("--tf32", FITTED, "tf32"),
     ElementOption("--tensors", ENGINE, "tensors"),
     ElementOption("--functional", ENGINE, "functional"),
     ElementOption("--no-contention", GPU, "hbm_contention", invert=True),

@@ -153,9 +153,9 @@ def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
     elif o.layer_times:
         kind = "cdma.MeasuredKernels"
         params = {**element_params(o, kind), "kernel_model": o.kernel_model,
-                  "workspace_limit": limit}
+                  "workspace_limit": limit, "tf32": o.tf32}
     elif o.kernel_model == "fitted":
-        kind, params = "cdma.FittedKernels", {"workspace_limit": limit}
+        kind, params = "cdma.FittedKernels", {"workspace_limit": limit, "tf32": o.tf32}
     else:
         kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
     gpu.setSubComponent("kernels", kind).addParams(params)
@@ -334,6 +334,16 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
         kernel_times_source(o.kernel_model, o.gpu)
     except ModelError as exc:
         _refuse(f"--gpu {o.gpu}: {exc}")
+    if o.kernel_model == "fitted":
+        from .model.fitted import kernel_model_for
+
+        model = kernel_model_for(o.gpu)
+        try:
+            model.tf32_mode(o.tf32)
+            if getattr(o, "attention", ""):
+                model.attention_kernel(o.attention)
+        except ModelError as exc:
+            _refuse(str(exc))
 
 
 def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",

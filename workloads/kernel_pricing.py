@@ -7,10 +7,11 @@ needs a gradient), and a fully connected layer's are GEMMs (forward ``N x F_out 
 backward the data-gradient and weight-gradient GEMMs), and so is a transformer's per-token
 ``linear`` with ``N`` = batch x sequence length. Naive attention's scores (Q K^T) and context
 (P V) are batched GEMMs, one per sample and head (backward: the two operands' gradients), and
-fused attention is one FlashAttention-style kernel per pass
-(:func:`~sst_cdma.model.kernel_model.price_attention`), causal. GEMMs and attention run in the
-network's dtype: float16 and bfloat16 on tensor cores where the GPU has them (convolutions at
-the fp32 rate). Every other kind (the attention softmax and the element-wise transformer kinds
+fused attention is one FlashAttention kernel per pass
+(:func:`~sst_cdma.model.kernel_model.price_attention`: ``flash2``, ``flash3``, or ``fused``, the
+best the GPU runs), causal. Convolutions, GEMMs and attention run in the network's dtype:
+float16 and bfloat16 on tensor cores where the GPU has them, float32 convolutions (``tf32``
+conv or all) and GEMMs (all) as TF32 where it has TF32. Every other kind (the attention softmax and the element-wise transformer kinds
 included), and the optimizer's update kernels, are left to the GPU: they move their DRAM bytes at the HBM's achievable
 bandwidth (the same resource the DMA engine shares, so an overridden HBM counts) plus the
 fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm picked
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from sst_cdma.model.fitted import KernelModel
-from sst_cdma.model.kernel_model import (ConvProblem, Hardware, KernelParams, KernelPrice,
-                                         ModelError, price_attention, price_convs, price_gemm)
+from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError,
+                                         price_attention, price_convs, price_gemm)
 
 from .dtypes import itemsize
 from .errors import WorkloadError
@@ -58,34 +59,41 @@ def _conv_problem(layer_params: dict, info: LayerInfo) -> ConvProblem:
     return ConvProblem(n, c, h, w, k, kh, kw, ph, pw, sh, sw, dh, dw, layer_params["group"])
 
 
-def _gemm_kernels(info: LayerInfo, batch: int, hw: Hardware, kp: KernelParams,
-                  dtype: str) -> tuple[list[KernelPrice], list[KernelPrice]]:
+def _gemm_kernels(info: LayerInfo, batch: int, model: KernelModel, dtype: str,
+                  tf32: bool) -> tuple[list[KernelPrice], list[KernelPrice]]:
     """A fully connected or per-token linear layer's GEMMs: forward, and backward's
     data-gradient (where its input needs one) and weight-gradient GEMMs."""
     if info.kind == "fc":
         n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
     else:  # a GEMM over every token: M = batch x sequence length
         n, f_in, f_out = math.prod(info.shape[:-1]), info.input_shapes[0][-1], info.shape[-1]
-    fwd = [price_gemm(n, f_out, f_in, hw, kp, dtype=dtype)]
-    bwd = [price_gemm(n, f_in, f_out, hw, kp, dtype=dtype)] if info.grad_inputs else []
-    bwd.append(price_gemm(f_out, f_in, n, hw, kp, dtype=dtype))
+    def gemm(m: int, cols: int, k: int) -> KernelPrice:
+        return price_gemm(m, cols, k, model.hardware, model.params, dtype=dtype,
+                          tc=model.tensor, tf32=tf32)
+
+    fwd = [gemm(n, f_out, f_in)]
+    bwd = [gemm(n, f_in, f_out)] if info.grad_inputs else []
+    bwd.append(gemm(f_out, f_in, n))
     return fwd, bwd
 
 
-def _attention_kernels(info: LayerInfo, layer: Layer, hw: Hardware, kp: KernelParams,
-                       dtype: str) -> tuple[list[KernelPrice], list[KernelPrice]]:
-    """An attention layer's kernels. Fused: one kernel per pass. Naive scores S = Q K^T and
+def _attention_kernels(info: LayerInfo, layer: Layer, model: KernelModel, dtype: str,
+                       tf32: bool) -> tuple[list[KernelPrice], list[KernelPrice]]:
+    """An attention layer's kernels. Fused: one kernel per pass (the layer's ``kernel``
+    param, ``fused`` where it has none, resolved for the GPU). Naive scores S = Q K^T and
     context O = P V: a batched GEMM over samples x heads; backward dQ = dS K and dK = dS^T Q
     (scores), dP = dO V^T and dV = P^T dO (context), each where its input needs a gradient."""
     params = dict(layer.params)
     n, s, width = info.input_shapes[-1]  # the fused QKV (the context's second input)
     heads, d = params["heads"], head_dim(params, width)
+    hw, kp, tc = model.hardware, model.params, model.tensor
     if info.kind == "flash_attention":
-        return ([price_attention(n, heads, s, s, d, "fwd", hw, kp, dtype=dtype)],
-                [price_attention(n, heads, s, s, d, "bwd", hw, kp, dtype=dtype)])
+        kernel = model.attention_kernel(params.get("kernel", "fused"))
+        return tuple([price_attention(n, heads, s, s, d, p, hw, kp, dtype=dtype, tc=tc,
+                                      kernel=kernel)] for p in ("fwd", "bwd"))
 
     def gemm(m: int, cols: int, k: int) -> KernelPrice:
-        return price_gemm(m, cols, k, hw, kp, batch=n * heads, dtype=dtype)
+        return price_gemm(m, cols, k, hw, kp, batch=n * heads, dtype=dtype, tc=tc, tf32=tf32)
 
     grads = set(info.grad_inputs)
     if info.kind == "attn_scores":
@@ -118,13 +126,15 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
     the fastest algorithm that fits is picked; ``limits`` ({layer: {"fwd"|"bwd": bytes}})
     lower it for single kernels (the memory free beside them). A shape the model cannot price
     is a :class:`WorkloadError` naming the layer. The convolutions of each pass are priced in
-    one vectorized call."""
+    one vectorized call. TF32 as the model's ``tf32`` says (none, conv or all; '':
+    PyTorch's default for the GPU)."""
     hw, kp = model.hardware, model.params
     size = itemsize(dtype)
     layers = {layer.name: layer for layer in network.layers}
     infos = [i for i in network.infer(batch, dtype) if i.kind != "data"]
     convs = [i for i in infos if i.kind == "conv"]
     try:
+        mode = model.tf32_mode(model.tf32)
         problems = [_conv_problem(dict(layers[i.name].params), i) for i in convs]
         names = [i.name for i in convs]
         conv = {}
@@ -132,9 +142,24 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             kernel = "fwd" if p == "fwd" else "bwd"
             each = [_tighter(workspace_limit, (limits or {}).get(name, {}).get(kernel))
                     for name in names]
-            conv[p] = dict(zip(names, price_convs(problems, p, hw, kp, size, each, names)))
+            conv[p] = dict(zip(names, price_convs(problems, p, hw, kp, size, each, names,
+                                                  dtype=dtype, tc=model.tensor,
+                                                  tf32=mode != "none")))
     except ModelError as exc:
         raise WorkloadError(str(exc), file=network.file) from None
+    try:
+        return _price_layers(infos, layers, conv, batch, model, dtype, mode)
+    except ModelError as exc:
+        raise WorkloadError(str(exc), file=network.file) from None
+
+
+def _price_layers(infos: list[LayerInfo], layers: Mapping[str, Layer],
+                  conv: Mapping[str, Mapping[str, KernelPrice]], batch: int,
+                  model: KernelModel, dtype: str, tf32: str
+                  ) -> dict[str, dict[str, PricedKernel]]:
+    """:func:`price_network`'s result from the convolutions priced (``conv`` per pass and
+    layer): each layer's kernels combined, GEMMs and attention priced here."""
+    mode = tf32
     out: dict[str, dict[str, PricedKernel]] = {}
     for info in infos:
         if info.kind == "conv":
@@ -142,9 +167,9 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
             bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []
             bwd.append(conv["bwd_filter"][info.name])
         elif info.kind in ("fc", "linear"):
-            fwd, bwd = _gemm_kernels(info, batch, hw, kp, dtype)
+            fwd, bwd = _gemm_kernels(info, batch, model, dtype, mode == "all")
         elif info.kind in _ATTENTION_KINDS:
-            fwd, bwd = _attention_kernels(info, layers[info.name], hw, kp, dtype)
+            fwd, bwd = _attention_kernels(info, layers[info.name], model, dtype, mode == "all")
         else:
             out[info.name] = {p: PricedKernel(None, "", 0) for p in ("fwd", "bwd")}
             continue

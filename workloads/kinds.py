@@ -330,6 +330,9 @@ KINDS: dict[str, KindSpec] = {
             (
                 ParamSpec("heads", _int(1), doc="query heads"),
                 ParamSpec("kv_heads", _int(1), doc="key/value heads"),
+                ParamSpec("kernel", _choice("fused", "flash2", "flash3"), "fused",
+                          "the kernel: FlashAttention-2 or -3, or fused (the best the GPU "
+                          "runs)"),
             ),
             bwd_needs_inputs=True,
             bwd_needs_output=True,

@@ -42,7 +42,7 @@ __all__ = ["FORMAT", "VERSION", "PASSES", "LayerTimes", "load_layer_times", "for
            "implied_compute_efficiency"]
 
 #: The kernel model's algorithms that run on tensor cores.
-TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "FLASH_ATTENTION")
+TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "TF32_GEMM", "FLASH_ATTENTION_2", "FLASH_ATTENTION_3")
 
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
@@ -233,7 +233,7 @@ class TensorCoreCheck:
 
 
 def tensor_core_check(times: LayerTimes, network: Network, preset: str) -> TensorCoreCheck:
-    """How far the tensor-core path's assumed efficiencies are from ``times``, measured on GPU
+    """How far the tensor-core path's fitted constants are from ``times``, measured on GPU
     preset ``preset``: the kernels the fitted model prices on tensor cores (a GEMM or fused
     attention in a 16-bit type on a GPU with tensor cores for it), their measured and
     modelled total. ``kernels`` is 0 when the model prices none of them there."""
@@ -254,10 +254,11 @@ def tensor_core_check(times: LayerTimes, network: Network, preset: str) -> Tenso
 
 
 def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
-                        dtype: str = "float32") -> str:
+                        dtype: str = "float32", tf32: str = "", attention: str = "") -> str:
     """Where a GPU's kernel times come from, as ``summary.json``'s ``kernel_times`` says it:
-    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model; for a 16-bit
-    ``dtype`` also how its GEMMs and attention are priced) or ``measured on DEVICE (FILE)``,
+    ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model; the ``tf32`` mode
+    on a GPU with TF32; for a 16-bit ``dtype`` how its convolutions and GEMMs are priced; the
+    fused ``attention`` kernel, if any) or ``measured on DEVICE (FILE)``,
     with how times measured on another preset are carried over. Raises
     :class:`~sst_cdma.model.kernel_model.ModelError` for a preset the model cannot price and
     :class:`WorkloadError` for a layer-times file that does not load."""
@@ -275,4 +276,6 @@ def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
         return "roofline"
     from sst_cdma.model.fitted import kernel_model_for
 
-    return kernel_model_for(preset).describe(dtype)
+    from dataclasses import replace
+
+    return replace(kernel_model_for(preset), tf32=tf32).describe(dtype, attention)

@@ -26,7 +26,7 @@ __all__ = ["STYLES", "ACTIVATIONS", "NORMS", "ATTENTIONS", "FIELDS", "split_name
 STYLES = ("gpt2", "opt", "llama")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
-ATTENTIONS = ("naive", "fused")
+ATTENTIONS = ("naive", "flash2", "flash3", "fused")
 #: Required fields of a ``transformer:`` mapping and their types.
 FIELDS: dict[str, type] = {
     "style": str, "layers": int, "hidden": int, "heads": int, "kv_heads": int, "ffn": int,
@@ -169,7 +169,8 @@ def expand_transformer(cfg: TransformerConfig) -> list[dict]:
                        _layer(b + "context", "attn_context", [b + "probs", q], dict(heads))]
             ctx = b + "context"
         else:
-            layers.append(_layer(b + "attn", "flash_attention", q, dict(heads)))
+            kernel = {} if cfg.attention == "fused" else {"kernel": cfg.attention}
+            layers.append(_layer(b + "attn", "flash_attention", q, {**heads, **kernel}))
             ctx = b + "attn"
         layers += [_layer(b + "proj", "linear", ctx, {"num_output": h, "bias": bias}),
                    _layer(b + "res1", "add", [x, b + "proj"])]

@@ -25,7 +25,7 @@ from workloads.network import Network
 
 from ..model.dtypes import DTYPES
 from ..model.gpus import GPUS
-from ..model.kernel_model import TENSOR_CORE
+from ..model.fitted import kernel_model_for
 from .cli import ToolParser
 from .errors import CaptureError
 from .layer_timing import time_layers
@@ -122,9 +122,9 @@ def _print_calibration(times: LayerTimes, network: Network, preset: str) -> None
               f"({times.dtype})")
         return
     print(f"tensor-core kernels ({check.kernels}): measured {check.measured_s * 1e3:.3f} ms, "
-          f"modelled {check.modelled_s * 1e3:.3f} ms at the assumed efficiencies (large GEMMs "
-          f"{TENSOR_CORE.gemm_efficiency:g} of the {spec.tensor_flops / 1e12:g} TFLOP/s dense "
-          f"peak): measured/modelled {check.ratio:.3f}")
+          f"modelled {check.modelled_s * 1e3:.3f} ms by the {spec.tensor_flops / 1e12:g} TFLOP/s "
+          f"dense peak at the constants of {kernel_model_for(preset).tensor.family} tensor "
+          f"cores: measured/modelled {check.ratio:.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,8 @@ sampling, the density profiles, the workloads, the GPU element and the command l
 their lists from this table. It imports nothing, so any module may use it."""
 from __future__ import annotations
 
-__all__ = ["DTYPES", "HALF_DTYPES", "PROFILE_DTYPES", "PROFILE_ITEMSIZES"]
+__all__ = ["DTYPES", "HALF_DTYPES", "PROFILE_DTYPES", "PROFILE_ITEMSIZES", "NO_TF32",
+           "TF32_SCOPES", "TF32_MODES"]
 
 DTYPES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 """Element types a simulated tensor may have, and their size in bytes."""
@@ -17,3 +18,13 @@ and float64 (tensors captured in double precision)."""
 
 PROFILE_DTYPES: tuple[str, ...] = tuple(PROFILE_ITEMSIZES)
 """The names of :data:`PROFILE_ITEMSIZES`."""
+
+NO_TF32 = "none"
+"""``--tf32``: float32 kernels in float32."""
+
+TF32_SCOPES: tuple[str, ...] = ("conv", "all")
+"""``--tf32``: which float32 kernels run as TF32: convolutions only (PyTorch's default on Ampere
+and later), or convolutions and matmuls."""
+
+TF32_MODES: tuple[str, ...] = (NO_TF32, *TF32_SCOPES)
+"""Every ``--tf32`` mode."""

@@ -19,14 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .dtypes import NO_TF32, TF32_MODES
 from .gpus import GPUS, GPUSpec
-from .kernel_model import HALF_DTYPES, TENSOR_CORE, Hardware, KernelParams, ModelError
+from .kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
+                           KernelParams, ModelError, TensorCores)
 
-__all__ = ["PARAMS_PATH", "FORMAT", "VERSION", "Family", "KernelModel", "load_families",
-           "kernel_model_for"]
+__all__ = ["PARAMS_PATH", "TENSOR_PARAMS_PATH", "FORMAT", "VERSION", "TF32_MODES", "Family",
+           "KernelModel", "load_families", "load_tensor_families", "kernel_model_for"]
 
 #: Where the committed fit lives.
 PARAMS_PATH = Path(__file__).with_name("kernel_params.json")
+#: Where the committed tensor-core fit lives (``python -m sst_cdma.model.tensor_fit``).
+TENSOR_PARAMS_PATH = Path(__file__).with_name("tensor_core_params.json")
+TENSOR_FORMAT = "sst-cdma-tensor-core-params"
 FORMAT = "sst-cdma-kernel-params"
 VERSION = 1
 
@@ -43,14 +48,18 @@ class Family:
 
 @dataclass(frozen=True)
 class KernelModel:
-    """The kernel model of one GPU: its hardware, the fitted parameters it uses, and a line
-    saying where they came from (``kernel_times`` in summary.json)."""
+    """The kernel model of one GPU: its hardware, the fitted parameters it uses, its
+    tensor-core path (None: no tensor cores), the TF32 mode asked, and a line saying where
+    they came from (``kernel_times`` in summary.json)."""
 
     hardware: Hardware
     params: KernelParams
     family: str
     preset: str
     measured: bool
+    tensor: Optional[TensorCores] = None
+    #: ``--tf32`` as asked (:data:`TF32_MODES`; '': PyTorch's default, :meth:`tf32_mode`)
+    tf32: str = ""
 
     @property
     def description(self) -> str:
@@ -61,25 +70,67 @@ class KernelModel:
                 f"SM width ({self.hardware.sm_fp32_lanes} fp32 lanes), peak FLOP/s and DRAM "
                 f"bandwidth (no measurements of this GPU)")
 
-    def describe(self, dtype: str = "float32") -> str:
-        """Where this GPU's kernel times in ``dtype`` come from, for the summary's
-        ``kernel_times``: :attr:`description`, and for a 16-bit type how its GEMMs and fused
-        attention are priced (on tensor cores from the dense peak at assumed efficiencies, not
-        fitted to measurements; or at the fp32 model's rate)."""
-        if dtype not in HALF_DTYPES:
-            return self.description
-        hw = self.hardware
-        if hw.on_tensor_cores(dtype):
-            how = (f"{dtype} GEMMs and attention on tensor cores: dense peak "
-                   f"{hw.tensor_flops / 1e12:g} TFLOP/s at an assumed "
-                   f"{TENSOR_CORE.gemm_efficiency:g} for large GEMMs (published figures, "
-                   f"docs/kernel_model.md), not fitted to measurements of tensor-core kernels")
-        elif dtype == "float16" and hw.fp16_flops > 0:
-            how = (f"no tensor cores: float16 GEMMs and attention at the fp32 model's "
-                   f"efficiencies on the {hw.fp16_flops / 1e12:g} TFLOP/s half2 rate")
-        else:
-            how = f"no {dtype} tensor cores: {dtype} GEMMs and attention at the fp32 rate"
-        return f"{self.description}; {how}; convolutions at the fp32 rate"
+    def tf32_mode(self, asked: str = "") -> str:
+        """The TF32 mode a run uses: ``asked`` (one of :data:`TF32_MODES`), or with none asked
+        PyTorch's default (``conv`` where the GPU has TF32, else ``none``). TF32 asked of a
+        GPU without it is a :class:`ModelError`."""
+        has = self.hardware.tf32_flops > 0
+        if not asked:
+            return "conv" if has else NO_TF32
+        if asked not in TF32_MODES:
+            raise ModelError(f"--tf32 {asked}: unknown mode (one of {', '.join(TF32_MODES)})")
+        if asked != NO_TF32 and not has:
+            raise ModelError(f"--tf32 {asked}: GPU preset {self.preset!r} has no TF32 (tensor "
+                             "cores with TF32 came with Ampere)")
+        return asked
+
+    def attention_kernel(self, asked: str = "fused") -> str:
+        """The fused attention kernel ``asked`` (``flash2``, ``flash3``, or ``fused``: the
+        best this GPU runs) resolves to here; one it cannot run is a :class:`ModelError`."""
+        runs = tuple(k for k in ATTENTION_KERNELS if self.tensor and k in self.tensor.attention)
+        if asked == "fused":
+            return runs[-1] if runs else "flash2"
+        if asked == "flash3" and asked not in runs:
+            raise ModelError(f"--attention flash3: GPU preset {self.preset!r} does not run "
+                             "FlashAttention-3 (a Hopper kernel)")
+        return asked
+
+    def describe(self, dtype: str = "float32", attention: str = "") -> str:
+        """Where this GPU's kernel times come from, for the summary's ``kernel_times``:
+        :attr:`description`; the TF32 mode (GPUs with TF32); for a 16-bit type how its
+        convolutions and GEMMs are priced (on tensor cores, with what the constants were
+        fitted on, or at the fp32 model's rate); and, given ``attention`` (a fused kind), the
+        attention kernel and what it was fitted on."""
+        parts = [self.description]
+        tc, hw = self.tensor, self.hardware
+        if hw.tf32_flops > 0 and dtype == "float32":
+            mode = self.tf32_mode(self.tf32)
+            what = ("no TF32" if mode == NO_TF32 else "TF32 convolutions (PyTorch's default: "
+                    "cudnn.allow_tf32), fp32 matmuls" if mode == "conv" else
+                    "TF32 convolutions and matmuls")
+            parts.append(f"--tf32 {mode}: {what}" + (
+                "" if mode == NO_TF32 or tc is None else
+                f" at {hw.tf32_flops / 1e12:g} TFLOP/s dense (no TF32 measurement: the "
+                f"{tc.family} tensor-core constants at the TF32 peak)"))
+        if dtype in HALF_DTYPES:
+            if hw.on_tensor_cores(dtype) and tc is not None:
+                parts.append(f"{dtype} convolutions and GEMMs on {tc.family} tensor cores "
+                             f"({hw.tensor_flops / 1e12:g} TFLOP/s dense), constants: "
+                             f"{tc.fitted_on}")
+            elif dtype == "float16" and hw.fp16_flops > 0:
+                parts.append(f"no tensor cores: float16 GEMMs and attention at the fp32 "
+                             f"model's efficiencies on the {hw.fp16_flops / 1e12:g} TFLOP/s "
+                             "half2 rate; convolutions at the fp32 rate")
+            else:
+                parts.append(f"no {dtype} tensor cores: {dtype} GEMMs, attention and "
+                             "convolutions at the fp32 rate")
+        if attention and attention != "naive":
+            kernel = self.attention_kernel(attention)
+            a = tc.attention.get(kernel) if tc else None
+            parts.append(f"attention {kernel}: " + (a.fitted_on if a else
+                                                    "no tensor cores: the fp32 GEMM rate, "
+                                                    "no measurement"))
+        return "; ".join(parts)
 
 
 def _parse(doc: Any, where: str) -> dict[str, Family]:
@@ -121,6 +172,70 @@ def load_families(path: Optional[os.PathLike[str] | str] = None) -> dict[str, Fa
     return _load(p, mtime)
 
 
+def _tensor_family(name: str, entry: Any, where: str) -> TensorCores:
+    if not isinstance(entry, dict) or not isinstance(entry.get("params"), dict) \
+            or not isinstance(entry.get("attention"), dict):
+        raise ModelError(f"{where}: family {name!r} needs 'params' and 'attention' mappings")
+    attention = {}
+    for kernel, a in entry["attention"].items():
+        if kernel not in ATTENTION_KERNELS or not isinstance(a, dict):
+            raise ModelError(f"{where}: family {name!r}: unknown attention kernel {kernel!r}")
+        try:
+            attention[kernel] = AttentionParams(float(a["efficiency"]),
+                                                float(a["head_dim_half"]),
+                                                str(a.get("fitted_on", "")))
+        except (KeyError, TypeError, ValueError):
+            raise ModelError(f"{where}: family {name!r}: attention {kernel!r} needs numbers "
+                             "'efficiency' and 'head_dim_half'") from None
+    return TensorCores(name, KernelParams.from_mapping(entry["params"], f"{where}: {name}"),
+                       attention, str(entry.get("fitted_on", "")))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tensor(path: str, mtime_ns: int) -> dict[str, TensorCores]:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{path}: cannot read tensor-core parameters: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("format") != TENSOR_FORMAT:
+        raise ModelError(f"{path}: not a tensor-core parameters file (format must be "
+                         f"{TENSOR_FORMAT!r})")
+    families = doc.get("families")
+    if not isinstance(families, dict) or not families:
+        raise ModelError(f"{path}: 'families' must map family names to fitted parameters")
+    return {name: _tensor_family(name, entry, path) for name, entry in families.items()}
+
+
+def load_tensor_families(path: Optional[os.PathLike[str] | str] = None
+                         ) -> dict[str, TensorCores]:
+    """The tensor-core families of ``path`` (default: the committed
+    ``tensor_core_params.json``)."""
+    p = os.fspath(path or TENSOR_PARAMS_PATH)
+    try:
+        mtime = os.stat(p).st_mtime_ns
+    except OSError as exc:
+        raise ModelError(f"{p}: cannot read tensor-core parameters: {exc.strerror}") from None
+    return _load_tensor(p, mtime)
+
+
+def _tensor_cores(preset: str, spec: GPUSpec) -> Optional[TensorCores]:
+    """The tensor-core path of ``spec``: its family's, None without tensor cores; a family
+    without a tensor peak, or a peak without a family, is a :class:`ModelError`."""
+    if not spec.tensor_family and not spec.tensor_flops:
+        return None
+    if not spec.tensor_flops:
+        raise ModelError(f"GPU preset {preset!r}: tensor family {spec.tensor_family!r} but no "
+                         "tensor peak (tensor_flops) to price 16-bit kernels with")
+    families = load_tensor_families()
+    if spec.tensor_family not in families:
+        raise ModelError(f"GPU preset {preset!r}: no tensor-core family "
+                         f"{spec.tensor_family!r} in {TENSOR_PARAMS_PATH} (one of "
+                         f"{', '.join(families)})")
+    return families[spec.tensor_family]
+
+
 def kernel_model_for(preset: str, spec: Optional[GPUSpec] = None) -> KernelModel:
     """The kernel model of GPU preset ``preset`` (or of ``spec``, named ``preset``)."""
     spec = spec or GPUS[preset]
@@ -130,6 +245,6 @@ def kernel_model_for(preset: str, spec: Optional[GPUSpec] = None) -> KernelModel
                          f"{spec.kernel_family!r} in {PARAMS_PATH}")
     return KernelModel(Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps,
                                 spec.tensor_flops, spec.tensor_dtypes, spec.fp16_flops,
-                                spec.sm_fp32_lanes),
+                                spec.sm_fp32_lanes, spec.tf32_flops),
                        families[spec.kernel_family].params, spec.kernel_family, preset,
-                       spec.measured)
+                       spec.measured, _tensor_cores(preset, spec))

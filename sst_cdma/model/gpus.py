@@ -47,6 +47,11 @@ class GPUSpec:
     #: A100 (NVIDIA's architecture whitepapers); with the SM count and peak they give the clock
     #: and how much shared-memory bandwidth each FLOP has
     sm_fp32_lanes: int = 128
+    #: the tensor-core family whose fitted constants price its tensor-core kernels (Volta,
+    #: Turing, Ampere, Hopper, Blackwell: ``tensor_core_params.json``); empty: no tensor cores
+    tensor_family: str = ""
+    #: dense TF32 tensor-core FLOP/s (Ampere and later); 0: no TF32
+    tf32_flops: float = 0.0
 
     @property
     def dram_bandwidth_Bps(self) -> float:
@@ -69,22 +74,26 @@ GPUS = {
     "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
                        "TitanXp", "TitanXp"),
     "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100",
-                     tensor_flops=125e12, tensor_dtypes=("float16",), sm_fp32_lanes=64),
+                     tensor_flops=125e12, tensor_dtypes=("float16",), sm_fp32_lanes=64,
+                     tensor_family="Volta"),
     "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100",
-                      tensor_flops=312e12, sm_fp32_lanes=64),
+                      tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
+                      tf32_flops=156e12),
     "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100",
-                      tensor_flops=989.4e12),
+                      tensor_flops=989.4e12, tensor_family="Hopper", tf32_flops=494.5e12),
     "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100",
-                         tensor_flops=756.5e12),
+                         tensor_flops=756.5e12, tensor_family="Hopper", tf32_flops=378e12),
     "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100",
-                    tensor_flops=989.4e12),
+                    tensor_flops=989.4e12, tensor_family="Hopper", tf32_flops=494.5e12),
     "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
                      "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
-                     tensor_flops=989.4e12),
+                     tensor_flops=989.4e12, tensor_family="Hopper", tf32_flops=494.5e12),
     "a100_80gb": GPUSpec("A100 SXM4 80GB", 108, 19.5e12, "2039GB/s", "80GiB", "pcie4x16",
-                         "P100", tensor_flops=312e12, sm_fp32_lanes=64),
+                         "P100", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
+                         tf32_flops=156e12),
     "a100_pcie": GPUSpec("A100 PCIe 80GB", 108, 19.5e12, "1935GB/s", "80GiB", "pcie4x16",
-                         "P100", tensor_flops=312e12, sm_fp32_lanes=64),
+                         "P100", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
+                         tf32_flops=156e12),
     "b200": GPUSpec("B200 (HGX B200)", 148, 75e12, "8TB/s", "192GB", "pcie5x16", "P100",
-                    tensor_flops=2.25e15),
+                    tensor_flops=2.25e15, tensor_family="Blackwell", tf32_flops=1.1e15),
 }

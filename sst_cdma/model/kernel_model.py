@@ -39,15 +39,19 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
   whose reduction runs over N x P x Q (split-K). Each backward pass has its own efficiency
   factor.
 
-**Tensor cores.** GEMMs and fused attention in float16/bfloat16 run on tensor cores where the
-GPU has them for that type (``Hardware.tensor_flops``, ``tensor_dtypes``): the same tiles and
-waves, with tensor-core tiles (128x256 down to 64x64), priced from the dense tensor peak at the
-efficiencies of :class:`TensorCoreParams`, assumptions from published achieved throughput, not
-fitted to measurements (none are shipped). Elsewhere 16-bit GEMMs run at the fp32 rate, or at
-``Hardware.fp16_flops`` (the P100's paired half arithmetic). Fused attention
-(:func:`price_attention`, FlashAttention-style) is priced block by block: CTAs of 128 queries
-(forward) or 128 keys (backward) over 128x128 blocks of the score matrix, a causal mask skipping
-the blocks above the diagonal, the CTAs scheduled longest first on the SMs.
+**Tensor cores.** 16-bit convolutions and GEMMs run on tensor cores where the GPU has them
+for that type (``Hardware.tensor_flops``, ``tensor_dtypes``), and fp32 ones as TF32 where asked
+(``Hardware.tf32_flops``): the same tiles and waves with tensor-core tiles (256x128 down to
+64x64), channels padded to 16 bytes, and their own algorithm families (the implicit GEMMs and
+the one-pixel GEMM; Winograd and FFT run on tensor cores in no cuDNN here) and their own
+constants (:class:`TensorCores`: a :class:`KernelParams` fitted to the T4's tensor-core sheet,
+its cuBLAS factor refitted to the best bf16 GEMM of A100s and H100s). Elsewhere 16-bit GEMMs run
+at the fp32 rate, or at ``Hardware.fp16_flops`` (the P100's paired half arithmetic). Fused
+attention (:func:`price_attention`: FlashAttention-2 or -3) is priced block by block: CTAs of
+128 queries (forward) or 128 keys (backward) over 128x128 blocks of the score matrix, a causal
+mask skipping the blocks above the diagonal, the CTAs scheduled longest first on the SMs, at
+the kernel's fitted share of the tensor peak, which grows with the head dimension
+(:class:`AttentionParams`).
 
 Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer step) are not
 priced here: the GPU runs them at its HBM's achievable bandwidth plus ``launch_s``
@@ -70,8 +74,8 @@ import numpy as np
 from .dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
 
 __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
-           "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "TensorCoreParams",
-           "TENSOR_CORE", "conv_times", "gemm_times", "price_attention", "price_conv",
+           "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "AttentionParams",
+           "TensorCores", "ATTENTION_KERNELS", "conv_times", "gemm_times", "price_attention", "price_conv",
            "price_convs", "price_gemm"]
 
 #: Convolution algorithm families, as cuDNN names them (forward).
@@ -81,6 +85,8 @@ ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NO
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 #: The passes of fused attention.
 ATTENTION_PASSES = ("fwd", "bwd")
+#: The fused attention kernels priced: FlashAttention-2 and FlashAttention-3 (Hopper only).
+ATTENTION_KERNELS = ("flash2", "flash3")
 
 # Output tiles (rows x columns) of the GEMM kernels and how many of them one SM holds at once;
 # the skinny ones serve problems with a narrow side (few channels, few filters, small batch).
@@ -105,6 +111,7 @@ _THREAD_GRID = 16
 _TC_TILES = ((128, 256, 1), (256, 128, 1), (128, 128, 2), (128, 64, 2), (64, 128, 2),
              (64, 64, 4))
 _ATTENTION_TILE = 128       # queries (forward) or keys (backward) per fused-attention CTA
+_TC_CHANNEL_BYTES = 16      # tensor-core convolutions pad channels to 16 bytes (8 fp16, 4 tf32)
 
 
 class ModelError(ValueError):
@@ -118,7 +125,7 @@ class Hardware:
     cores), the types its tensor cores take, and the float16 rate without tensor cores where it
     beats fp32 (0: none); and the fp32 lanes of one SM (128 on Maxwell, GP102, GeForce Ampere
     and Ada, and Hopper; 64 on P100, V100, Turing and A100), which set how much shared-memory
-    bandwidth each FLOP has."""
+    bandwidth each FLOP has; and the dense TF32 tensor-core peak (0: no TF32, before Ampere)."""
 
     sms: int
     peak_flops: float
@@ -127,6 +134,7 @@ class Hardware:
     tensor_dtypes: tuple[str, ...] = HALF_DTYPES
     fp16_flops: float = 0.0
     sm_fp32_lanes: int = 128
+    tf32_flops: float = 0.0
 
     def on_tensor_cores(self, dtype: str) -> bool:
         """True when GEMMs and attention in ``dtype`` run on this GPU's tensor cores."""
@@ -136,31 +144,6 @@ class Hardware:
         """Peak FLOP/s of ``dtype`` arithmetic without tensor cores: the fp32 rate, or
         ``fp16_flops`` for float16 where the GPU has it."""
         return self.fp16_flops if dtype == "float16" and self.fp16_flops > 0 else self.peak_flops
-
-
-@dataclass(frozen=True)
-class TensorCoreParams:
-    """The tensor-core path's constants. None is fitted (no tensor-core measurements are
-    shipped): each is an assumption from published achieved throughput, with its source in
-    docs/kernel_model.md ("The tensor-core path"); ``sst-cdma time-layers --dtype bfloat16`` on
-    a real GPU measures them.
-
-    ``gemm_efficiency``: share of the dense tensor peak a large GEMM reaches on the biggest tile
-    (128x256), whole waves; ``tile_reuse``: how fast that share falls for smaller tiles
-    (I / (I + ``tile_reuse``), relative to the biggest tile's); ``tile_fill_k``: a tile's
-    prologue and epilogue in reduction steps (the pipeline fill and the output write);
-    ``attention_fwd``/``attention_bwd``: fused attention's share relative to a large GEMM's,
-    forward and backward."""
-
-    gemm_efficiency: float = 0.8
-    tile_reuse: float = 16.0
-    tile_fill_k: float = 64.0
-    attention_fwd: float = 0.9
-    attention_bwd: float = 0.75
-
-
-#: The tensor-core path's assumed constants.
-TENSOR_CORE = TensorCoreParams()
 
 
 @dataclass(frozen=True)
@@ -218,6 +201,37 @@ class KernelParams:
                                  f"got {v!r}")
             out[n] = float(v)
         return cls(**out)
+
+
+@dataclass(frozen=True)
+class AttentionParams:
+    """A fused attention kernel's constants on one GPU family: its share of the dense tensor
+    peak is ``efficiency`` x d / (d + ``head_dim_half``) for head dimension d (per score
+    element the softmax costs the same at any d, the two matrix products 4 d FLOPs), forward
+    and backward alike (the measurements time the two together). ``fitted_on`` says which
+    measurements gave them, or that none did."""
+
+    efficiency: float
+    head_dim_half: float
+    fitted_on: str = ""
+
+    def share(self, head_dim: int) -> float:
+        """Share of the tensor peak at ``head_dim``."""
+        return self.efficiency * head_dim / (head_dim + self.head_dim_half)
+
+
+@dataclass(frozen=True, eq=False)
+class TensorCores:
+    """The tensor-core path of one GPU family: ``params`` price its convolutions and GEMMs (the
+    same fields as the fp32 path's, fitted to tensor-core kernels), ``attention`` its fused
+    attention kernels by name (:data:`ATTENTION_KERNELS`; a kernel the family cannot run is
+    absent), ``family`` names it and ``fitted_on`` says what the GEMM and convolution
+    constants were fitted on. Compared and hashed by identity (one per loaded family)."""
+
+    family: str
+    params: KernelParams
+    attention: Mapping[str, AttentionParams]
+    fitted_on: str = ""
 
 
 @dataclass(frozen=True)
@@ -321,14 +335,12 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
 
 def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
                dram: Any, peak: Optional[float] = None,
-               tc: Optional[TensorCoreParams] = None, smem_bound: bool = False) -> np.ndarray:
+               smem_bound: bool = False) -> np.ndarray:
     """Seconds of the fastest candidate of :func:`_gemm_candidates` at ``efficiency`` x the
     tile's share of ``peak`` (default the fp32 peak), moving ``dram`` bytes of operands: the
-    slower of compute and memory. ``tc`` takes the tile constants from the tensor-core path
-    instead of the fitted ``kp``. ``smem_bound``: the tile's share is further capped by the
+    slower of compute and memory. ``smem_bound``: the tile's share is further capped by the
     shared-memory bandwidth its operand reads need (:func:`_smem_share`)."""
-    tile_reuse, fill_k = (kp.tile_reuse, kp.tile_fill_k) if tc is None else (tc.tile_reuse,
-                                                                             tc.tile_fill_k)
+    tile_reuse, fill_k = kp.tile_reuse, kp.tile_fill_k
     share = np.asarray(efficiency, dtype=float)
     eff = (share[..., None] if share.ndim else share) * c["reuse"] / (c["reuse"] + tile_reuse)
     if smem_bound:
@@ -355,10 +367,12 @@ def _memory_s(nbytes: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
 class _Conv:
     """The arrays of a batch of convolution problems (keys n c h w k r s pad_h pad_w stride_h
     stride_w, optional dilation_h, dilation_w, groups) and what follows from them: the padded
-    and output planes, channels per group, the tensors' bytes, and which layers Winograd and
-    FFT may serve."""
+    and output planes, channels per group, the tensors' bytes at ``element`` bytes each, and
+    which layers Winograd and FFT may serve. ``tensor``: on tensor cores, whose GEMMs take the
+    channels padded to 16 bytes (``gcg``/``gkg``, the GEMM's channels per group)."""
 
-    def __init__(self, prob: Mapping[str, Any]) -> None:
+    def __init__(self, prob: Mapping[str, Any], element: int = _ELEMENT,
+                 tensor: bool = False) -> None:
         f = {key: np.asarray(v, dtype=float) for key, v in prob.items()}
         self.one = one = np.ones_like(f["n"])
         self.dh, self.dw, self.g = (f.get(key, one) for key in ("dilation_h", "dilation_w",
@@ -371,10 +385,13 @@ class _Conv:
         self.p = np.floor((self.hp - self.dh * (self.r - 1) - 1) / self.sh) + 1
         self.q = np.floor((self.wp - self.dw * (self.s - 1) - 1) / self.sw) + 1
         self.cg, self.kg = self.c / self.g, self.k / self.g
+        self.element, self.tensor = element, tensor
+        align = _TC_CHANNEL_BYTES // element if tensor else 1
+        self.gcg, self.gkg = (np.ceil(x / align) * align for x in (self.cg, self.kg))
         self.x_bytes, self.y_bytes, self.w_bytes = (
-            self.n * self.c * self.h * self.w * _ELEMENT,
-            self.n * self.k * self.p * self.q * _ELEMENT,
-            self.k * self.cg * self.r * self.s * _ELEMENT)
+            self.n * self.c * self.h * self.w * element,
+            self.n * self.k * self.p * self.q * element,
+            self.k * self.cg * self.r * self.s * element)
         self.dense = (self.sh == 1) & (self.sw == 1) & (self.dh == 1) & (self.dw == 1) & \
             (self.g == 1)
         self.wino_ok = self.dense & (self.r == 3) & (self.s == 3)
@@ -398,7 +415,7 @@ class _PassShape:
 
 def _pass_shape(cv: _Conv, pass_: str, kp: KernelParams) -> _PassShape:
     """The GEMM shape of ``pass_`` over the convolutions ``cv``."""
-    n, h, w, p, q, cg, kg = cv.n, cv.h, cv.w, cv.p, cv.q, cv.cg, cv.kg
+    n, h, w, p, q, cg, kg = cv.n, cv.h, cv.w, cv.p, cv.q, cv.gcg, cv.gkg
     r, s, sh, sw = cv.r, cv.s, cv.sh, cv.sw
     if pass_ == "fwd":
         gm, gn, gk, eff = n * p * q, kg, cg * r * s, 1.0
@@ -423,39 +440,47 @@ def _pass_shape(cv: _Conv, pass_: str, kp: KernelParams) -> _PassShape:
 
 
 def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelParams,
-               workspace_limit: Any = math.inf) -> dict[str, np.ndarray]:
+               workspace_limit: Any = math.inf, *, tensor_peak: float = 0.0,
+               element: int = _ELEMENT) -> dict[str, np.ndarray]:
     """Modelled time of ``pass_`` (``fwd``, ``bwd_data``, ``bwd_filter``) for arrays of
     convolutions (keys n c h w k r s pad_h pad_w stride_h stride_w, optional dilation_h,
     dilation_w, groups). Returns ``seconds`` (fastest algorithm within ``workspace_limit``
     bytes, launches included), ``algorithm`` (index into :data:`ALGORITHMS`), ``workspace``
     (bytes at 4 per element) and ``by_algorithm`` (problems x algorithms, inf where the
-    algorithm does not apply)."""
+    algorithm does not apply). ``tensor_peak`` > 0: on tensor cores at that dense peak (``kp``
+    the tensor-core path's constants), operands of ``element`` bytes; the implicit GEMMs and
+    the one-pixel GEMM run there, Winograd and FFT not at all, depthwise at the fp32 rate."""
     if pass_ not in PASSES:
         raise ModelError(f"unknown pass {pass_!r} (one of {', '.join(PASSES)})")
-    cv = _Conv(prob)
+    cv = _Conv(prob, element, tensor_peak > 0)
     ps = _pass_shape(cv, pass_, kp)
     inf = np.full(cv.n.shape, np.inf)
     zeros = np.zeros(cv.n.shape)
     times = dict.fromkeys(ALGORITHMS, inf)
     space = dict.fromkeys(ALGORITHMS, zeros)
-    _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space)
-    _price_winograd(cv, ps, pass_, hw, kp, times, space)
-    _price_fft(cv, ps, hw, kp, times, space)
+    _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space, tensor_peak)
+    if not cv.tensor:
+        _price_winograd(cv, ps, pass_, hw, kp, times, space)
+        _price_fft(cv, ps, hw, kp, times, space)
     return _fastest_within(cv, times, space, kp, workspace_limit)
 
 
 def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
                            kp: KernelParams, times: dict[str, Any],
-                           space: dict[str, Any]) -> None:
+                           space: dict[str, Any], tensor_peak: float = 0.0) -> None:
     """Price, into ``times`` and ``space``, the GEMM-like algorithms: the implicit GEMMs, the
-    explicit GEMM of a one-pixel plane and the direct depthwise kernel."""
-    n, h, w, r, s, cg, kg, g = cv.n, cv.h, cv.w, cv.r, cv.s, cv.cg, cv.kg, cv.g
+    explicit GEMM of a one-pixel plane and the direct depthwise kernel (on tensor cores at
+    ``tensor_peak`` where it is > 0, the depthwise kernel excepted)."""
+    n, h, w, r, s, cg, kg, g = cv.n, cv.h, cv.w, cv.r, cv.s, cv.gcg, cv.gkg, cv.g
     # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace).
     # Backward-filter reduces along both operands' contiguous axis (dY and X over N x plane),
-    # so its tiles are fed from shared memory at the rate the SM's banks allow
-    gemm = _gemm_time(_gemm_candidates(ps.gm, ps.gn, ps.gk, hw.sms, g,
+    # so its SIMT tiles are fed from shared memory at the rate the SM's banks allow (tensor
+    # cores load their fragments from shared memory in whole matrices)
+    tiles = _TC_TILES if cv.tensor else _TILES
+    gemm = _gemm_time(_gemm_candidates(ps.gm, ps.gn, ps.gk, hw.sms, g, tiles,
                                        fill_skinny=pass_ == "bwd_filter"), hw, kp,
-                      kp.gemm_efficiency * ps.eff, ps.dram, smem_bound=pass_ == "bwd_filter")
+                      kp.gemm_efficiency * ps.eff, ps.dram, tensor_peak or None,
+                      smem_bound=pass_ == "bwd_filter" and not cv.tensor)
     times["IMPLICIT_PRECOMP_GEMM"] = gemm
     # without workspace for its offsets: the model cannot tell it apart, so it is only picked
     # where a zero workspace limit rules the precomputed variant out
@@ -468,13 +493,15 @@ def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
     # is one cuBLAS GEMM per group, with no plane to load in short runs
     one_pixel = (h == 1) & (w == 1) & (r == 1) & (s == 1) & (cv.pad_h == 0) & (cv.pad_w == 0)
     gemm_shape = {"fwd": (n, kg, cg), "bwd_data": (n, cg, kg), "bwd_filter": (kg, cg, n)}[pass_]
-    times["GEMM"] = np.where(one_pixel, gemm_times(*gemm_shape, hw, kp, batch=g) - kp.launch_s,
-                             np.inf)
+    gemm_kind = _GemmKind(tensor_peak, kp, cv.element) if cv.tensor else None
+    times["GEMM"] = np.where(one_pixel, _gemm_busy(*gemm_shape, hw, kp, g,
+                                                   "float16" if cv.element == 2 else "float32",
+                                                   gemm_kind), np.inf)
 
     # depthwise (one input channel per group): a direct kernel, all groups in one launch, each
     # output element running its R x S taps; no GEMM tile to pad to 16 or more channels. At
     # 2 R S FLOPs per element in and out it is memory-bound on every GPU here
-    depthwise = (cg == 1) & (g > 1)
+    depthwise = (cv.cg == 1) & (g > 1)
     direct_flops = 2.0 * n * cv.k * r * s * cv.p * cv.q
     times["DEPTHWISE"] = np.where(depthwise, np.maximum(
         direct_flops / (hw.peak_flops * kp.gemm_efficiency * ps.eff),
@@ -570,41 +597,74 @@ def _biggest_tile_reuse(tile_set: Sequence[tuple[int, int, int]]) -> float:
     return max(tm * tn / (tm + tn) for tm, tn, _ in tile_set)
 
 
-def _tensor_share(tc: TensorCoreParams) -> float:
-    """The factor on the tile's reuse term that makes the biggest tensor-core tile reach
-    ``tc.gemm_efficiency`` of the tensor peak."""
-    top = _biggest_tile_reuse(_TC_TILES)
-    return tc.gemm_efficiency * (top + tc.tile_reuse) / top
+@dataclass(frozen=True)
+class _GemmKind:
+    """How a GEMM runs on tensor cores: the dense ``peak``, the constants ``kp`` of the
+    tensor-core path and the operands' bytes per element (2 for 16-bit, 4 for TF32)."""
+
+    peak: float
+    kp: KernelParams
+    element: int
+
+
+def _tensor_kind(hw: Hardware, dtype: str, tc: Optional[TensorCores],
+                 tf32: bool) -> Optional[_GemmKind]:
+    """The tensor-core GEMM of ``dtype`` on ``hw`` (``tf32``: fp32 as TF32), or None where it
+    runs without tensor cores. A tensor-core GPU priced without its constants is a
+    :class:`ModelError`."""
+    if hw.on_tensor_cores(dtype):
+        peak, element = hw.tensor_flops, DTYPES[dtype]
+    elif dtype == "float32" and tf32 and hw.tf32_flops > 0:
+        peak, element = hw.tf32_flops, DTYPES[dtype]
+    else:
+        return None
+    if tc is None:
+        raise ModelError("a tensor-core kernel needs the tensor-core path's fitted constants "
+                         "(tc), and none were given")
+    return _GemmKind(peak, tc.params, element)
+
+
+def _gemm_busy(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams, batch: Any,
+               dtype: str, kind: Optional[_GemmKind]) -> np.ndarray:
+    """GEMMs' seconds without their launch: on tensor cores (``kind``) or at the fp32 model's
+    rate (``hw.simt_flops``) on ``dtype`` operands."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    dram = (m * k + k * n + m * n) * DTYPES[dtype]
+    if not (np.ndim(batch) == 0 and batch == 1):
+        dram = dram * np.asarray(batch, dtype=float)
+    if kind is not None:
+        tk = kind.kp
+        return _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch, _TC_TILES), hw, tk,
+                          tk.gemm_efficiency * tk.blas_efficiency, dram, kind.peak)
+    return _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch), hw, kp,
+                      kp.gemm_efficiency * kp.blas_efficiency, dram, hw.simt_flops(dtype))
 
 
 def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams, *, batch: Any = 1,
-               dtype: str = "float32") -> np.ndarray:
+               dtype: str = "float32", tc: Optional[TensorCores] = None,
+               tf32: bool = False) -> np.ndarray:
     """Modelled seconds of cuBLAS GEMMs C[m x n] = A[m x k] B[k x n] (arrays), ``batch`` of
     them in one (strided-batched) call, in ``dtype``: on tensor cores where ``hw`` has them
-    for ``dtype``, else at the fp32 model's rate (``hw.simt_flops``)."""
-    size = _itemsize(dtype)
-    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-    dram = (m * k + k * n + m * n) * size
-    if not (np.ndim(batch) == 0 and batch == 1):
-        dram = dram * np.asarray(batch, dtype=float)
-    if hw.on_tensor_cores(dtype):
-        t = _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch, _TC_TILES), hw, kp,
-                       _tensor_share(TENSOR_CORE), dram, hw.tensor_flops, TENSOR_CORE)
-    else:
-        t = _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch), hw, kp,
-                       kp.gemm_efficiency * kp.blas_efficiency, dram, hw.simt_flops(dtype))
-    return t + kp.launch_s
+    for ``dtype`` (or, ``tf32``, TF32 for float32), at the constants of ``tc``, else at the fp32
+    model's rate (``hw.simt_flops``)."""
+    _itemsize(dtype)
+    kind = _tensor_kind(hw, dtype, tc, tf32)
+    launch = kp.launch_s if kind is None else kind.kp.launch_s
+    return _gemm_busy(m, n, k, hw, kp, batch, dtype, kind) + launch
 
 
 # -- one layer at a time (the simulator) -----------------------------------------------------
 
 def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: KernelParams,
                 itemsize: int = 4, workspace_limit: Any = None,
-                layers: Optional[Sequence[str]] = None) -> list[KernelPrice]:
+                layers: Optional[Sequence[str]] = None, *, dtype: str = "",
+                tc: Optional[TensorCores] = None, tf32: bool = False) -> list[KernelPrice]:
     """Many convolutions' ``pass_`` at once (one vectorized evaluation): time, algorithm and
-    workspace of each. Times are priced at fp32 rate (no tensor-core path); the workspace
-    scales with ``itemsize``. ``workspace_limit`` (bytes; None: no limit) is one limit for all
-    or one per problem. ``layers`` name the problems in errors."""
+    workspace of each. ``dtype`` 16-bit on a GPU with tensor cores for it (or float32 with
+    ``tf32`` on one with TF32): on tensor cores at the constants of ``tc``; otherwise at the
+    fp32 rate on fp32 operands, as before; the workspace scales with ``itemsize``.
+    ``workspace_limit`` (bytes; None: no limit) is one limit for all or one per problem.
+    ``layers`` name the problems in errors."""
     names = list(layers) if layers is not None else [""] * len(problems)
     for problem, name in zip(problems, names):
         problem.check(name)
@@ -618,7 +678,12 @@ def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: K
         limit = np.array([math.inf if x is None else float(x) for x in workspace_limit])
     else:
         limit = float(workspace_limit)
-    res = conv_times(arrays, pass_, hw, kp, np.asarray(limit) * _ELEMENT / itemsize)
+    kind = _tensor_kind(hw, dtype, tc, tf32) if dtype else None
+    if kind is None:
+        res = conv_times(arrays, pass_, hw, kp, np.asarray(limit) * _ELEMENT / itemsize)
+    else:
+        res = conv_times(arrays, pass_, hw, kind.kp, np.asarray(limit) * _ELEMENT / itemsize,
+                         tensor_peak=kind.peak, element=kind.element)
     out = []
     for i, name in enumerate(names):
         seconds = float(res["seconds"][i])
@@ -633,9 +698,11 @@ def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: K
 
 def price_conv(problem: ConvProblem, pass_: str, hw: Hardware, kp: KernelParams,
                itemsize: int = 4, workspace_limit: Optional[int] = None,
-               layer: str = "") -> KernelPrice:
+               layer: str = "", *, dtype: str = "", tc: Optional[TensorCores] = None,
+               tf32: bool = False) -> KernelPrice:
     """One convolution pass: its time, algorithm and workspace (see :func:`price_convs`)."""
-    return price_convs([problem], pass_, hw, kp, itemsize, workspace_limit, [layer])[0]
+    return price_convs([problem], pass_, hw, kp, itemsize, workspace_limit, [layer],
+                       dtype=dtype, tc=tc, tf32=tf32)[0]
 
 
 def _check_positive(what: str, **values: int) -> None:
@@ -645,13 +712,18 @@ def _check_positive(what: str, **values: int) -> None:
 
 
 def price_gemm(m: int, n: int, k: int, hw: Hardware, kp: KernelParams, *, batch: int = 1,
-               dtype: str = "float32") -> KernelPrice:
+               dtype: str = "float32", tc: Optional[TensorCores] = None,
+               tf32: bool = False) -> KernelPrice:
     """One GEMM of m x n x k (a fully connected or linear layer's), or ``batch`` of them in one
-    batched call (attention's per-head products), in ``dtype``. The algorithm is
-    ``TENSOR_GEMM`` on tensor cores, else ``GEMM``."""
+    batched call (attention's per-head products), in ``dtype`` (float32 as TF32 where
+    ``tf32``). The algorithm is ``TENSOR_GEMM`` on tensor cores (``TF32_GEMM`` as TF32), else
+    ``GEMM``."""
     _check_positive("GEMM", m=m, n=n, k=k, batch=batch)
-    seconds = float(gemm_times([m], [n], [k], hw, kp, batch=batch, dtype=dtype)[0])
-    return KernelPrice(seconds, "TENSOR_GEMM" if hw.on_tensor_cores(dtype) else "GEMM", 0)
+    seconds = float(gemm_times([m], [n], [k], hw, kp, batch=batch, dtype=dtype, tc=tc,
+                               tf32=tf32)[0])
+    kind = _tensor_kind(hw, dtype, tc, tf32)
+    name = "GEMM" if kind is None else "TF32_GEMM" if dtype == "float32" else "TENSOR_GEMM"
+    return KernelPrice(seconds, name, 0)
 
 
 def _attention_blocks(seq_q: int, seq_k: int, causal: bool) -> np.ndarray:
@@ -684,9 +756,11 @@ def _makespan(work: tuple[int, ...], copies: int, slots: int) -> int:
 
 def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, pass_: str,
                     hw: Hardware, kp: KernelParams, *, causal: bool = True,
-                    dtype: str = "bfloat16") -> KernelPrice:
-    """A fused (FlashAttention-style) attention kernel's ``pass_`` (``fwd`` or ``bwd``) over
-    ``batch`` x ``heads`` heads of ``seq_q`` queries and ``seq_k`` keys of ``head_dim``.
+                    dtype: str = "bfloat16", tc: Optional[TensorCores] = None,
+                    kernel: str = "flash2") -> KernelPrice:
+    """A fused attention kernel's ``pass_`` (``fwd`` or ``bwd``) over ``batch`` x ``heads``
+    heads of ``seq_q`` queries and ``seq_k`` keys of ``head_dim``: ``kernel`` FlashAttention-2
+    or -3 (:data:`ATTENTION_KERNELS`), at its constants in ``tc``.
 
     Forward: a CTA per 128 queries runs over the 128-key blocks it needs (4 x 128 x 128 x d
     FLOPs each: Q K^T and P V) and writes the output and the row statistics (fp32). Backward: a
@@ -694,28 +768,36 @@ def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: in
     block (Q K^T recomputed, dV, dP, dQ, dK), accumulating dQ in fp32 (its workspace); the
     small kernels before and after (dO . O, dQ's conversion) queue behind the one launch. A
     causal mask skips the blocks above the diagonal (about half). CTAs run one per SM, longest
-    first, at the GEMM path's large-tile share x ``TENSOR_CORE.attention_fwd``/``_bwd``. DRAM
-    moves each tensor of a head once per pass (L2 serves the re-reads of the head's CTAs, which
-    run side by side). The slower of compute and memory, plus one launch. Algorithm
-    ``FLASH_ATTENTION``."""
+    first, at the kernel's share of the tensor peak (:meth:`AttentionParams.share`); without
+    tensor cores for ``dtype`` at the fp32 model's 128x128-tile share of ``hw.simt_flops``.
+    DRAM moves each tensor of a head once per pass (L2 serves the re-reads of the head's CTAs,
+    which run side by side). The slower of compute and memory, plus one launch. Algorithm
+    ``FLASH_ATTENTION_2`` or ``FLASH_ATTENTION_3``."""
     _check_positive("attention", batch=batch, heads=heads, seq_q=seq_q, seq_k=seq_k,
                     head_dim=head_dim)
     if pass_ not in ATTENTION_PASSES:
         raise ModelError(f"attention: unknown pass {pass_!r} (one of "
                          f"{', '.join(ATTENTION_PASSES)})")
+    if kernel not in ATTENTION_KERNELS:
+        raise ModelError(f"attention: unknown kernel {kernel!r} (one of "
+                         f"{', '.join(ATTENTION_KERNELS)})")
     size = _itemsize(dtype)
     t, d, heads_total = _ATTENTION_TILE, head_dim, batch * heads
     blocks = _attention_blocks(seq_q, seq_k, causal)
     per_cta = blocks.sum(axis=1 if pass_ == "fwd" else 0)
     steps = _makespan(tuple(int(x) for x in per_cta), heads_total, hw.sms)
     block_flops = 4.0 * t * t * d * (1.0 if pass_ == "fwd" else 2.5)
-    if hw.on_tensor_cores(dtype):
-        peak, share = hw.tensor_flops, TENSOR_CORE.gemm_efficiency
+    kind = _tensor_kind(hw, dtype, tc, False)
+    if kind is not None:
+        if tc is None or kernel not in tc.attention:
+            raise ModelError(f"attention: {kernel} does not run on the "
+                             f"{tc.family if tc else 'given'} tensor cores")
+        peak, share, launch = kind.peak, tc.attention[kernel].share(d), kind.kp.launch_s
+        mem_kp = kind.kp
     else:
         reuse = t * t / (t + t)
-        peak = hw.simt_flops(dtype)
+        peak, launch, mem_kp = hw.simt_flops(dtype), kp.launch_s, kp
         share = kp.gemm_efficiency * kp.blas_efficiency * reuse / (reuse + kp.tile_reuse)
-    share *= TENSOR_CORE.attention_fwd if pass_ == "fwd" else TENSOR_CORE.attention_bwd
     compute = steps * block_flops * hw.sms / (peak * share)
     # the CTAs of one head run side by side, so L2 serves their re-reads of the head's tensors
     # and DRAM moves each once per pass
@@ -726,5 +808,5 @@ def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: in
         q_side = seq_q * (3 * d * size + 2 * _ELEMENT + 2 * d * _ELEMENT)
         nbytes = heads_total * (q_side + 4 * seq_k * d * size)
         workspace = heads_total * math.ceil(seq_q / t) * t * (d + 1) * _ELEMENT
-    seconds = max(compute, float(_memory_s(nbytes, hw, kp))) + kp.launch_s
-    return KernelPrice(seconds, "FLASH_ATTENTION", workspace)
+    seconds = max(compute, float(_memory_s(nbytes, hw, mem_kp))) + launch
+    return KernelPrice(seconds, "FLASH_ATTENTION_" + kernel[-1], workspace)

@@ -115,8 +115,8 @@ def test_bfloat16_times_are_checked_against_the_tensor_core_path(tmp_path, capsy
     check = tensor_core_check(times, load_network("digits_cnn"), "h100_pcie")
     assert check.kernels == 4  # fc1 and fc2, forward and backward
     assert printed[-1] == (f"tensor-core kernels (4): measured {check.measured_s * 1e3:.3f} ms, "
-                           f"modelled {check.modelled_s * 1e3:.3f} ms at the assumed "
-                           "efficiencies (large GEMMs 0.8 of the 756.5 TFLOP/s dense peak): "
+                           f"modelled {check.modelled_s * 1e3:.3f} ms by the 756.5 TFLOP/s "
+                           "dense peak at the constants of Hopper tensor cores: "
                            f"measured/modelled {check.ratio:.3f}")
     # a GPU without bfloat16 tensor cores has nothing to check
     assert main(["--network", "digits_cnn", "--batch", "8", "--dtype", "bfloat16", "--repeat",

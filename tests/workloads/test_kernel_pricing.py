@@ -114,17 +114,30 @@ def test_an_unmeasured_gpu_says_whose_parameters_it_borrows(repo):
     assert "tensor cores" not in text  # fp32: no tensor-core kernels
 
 
-def test_a_bfloat16_run_says_its_tensor_core_kernels_are_not_fitted(repo):
+def test_a_bfloat16_run_says_what_its_tensor_core_kernels_were_fitted_on(repo):
     run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "hopper",
                     "--dtype", "bfloat16", "--no-baselines")
     text = run.reports["summary"]["kernel_times"]
     assert text == kernel_model_for("hopper").describe("bfloat16")
-    assert "bfloat16 GEMMs and attention on tensor cores" in text
-    assert "not fitted to measurements of tensor-core kernels" in text
+    assert "bfloat16 convolutions and GEMMs on Hopper tensor cores" in text
+    assert "fitted on the T4's DeepBench tensor-core sheet" in text
     stream = run.simulation.components["gpu0"].stream
     fc = [op for op in stream.ops if op.op == "compute" and op.name.startswith("fc")]
     assert fc and all(op.algorithm.split("+") == ["TENSOR_GEMM"] * len(op.algorithm.split("+"))
                       for op in fc)
+
+
+def test_tf32_is_pytorchs_default_on_ampere_and_an_option(repo):
+    conv = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "ampere",
+                     "--no-baselines")
+    none = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "ampere",
+                     "--tf32", "none", "--no-baselines")
+    assert "--tf32 conv: TF32 convolutions" in conv.reports["summary"]["kernel_times"]
+    assert "--tf32 none: no TF32" in none.reports["summary"]["kernel_times"]
+    assert conv.results["gpu0"].iteration_time_ps < none.results["gpu0"].iteration_time_ps
+    with pytest.raises(RunError, match=r"--tf32 all: GPU preset 'pascal' has no TF32"):
+        _simulate(repo, "--network", "alexnet", "--batch", "16", "--tf32", "all",
+                  "--no-baselines")
 
 
 def test_measured_times_of_another_preset_are_scaled_by_the_models_ratio(repo, tmp_path):
@@ -212,7 +225,7 @@ def test_transformer_gemms_and_attention_are_priced_on_tensor_cores():
         return max(1, math.ceil(sum(k.seconds for k in kernels) * 1e12))
 
     def gemm(m, n, k, batch=1):
-        return price_gemm(m, n, k, hw, kp, batch=batch, dtype="bfloat16")
+        return price_gemm(m, n, k, hw, kp, batch=batch, dtype="bfloat16", tc=model.tensor)
 
     tokens = b * s
     qkv = naive["blk0/qkv"]
@@ -228,8 +241,10 @@ def test_transformer_gemms_and_attention_are_priced_on_tensor_cores():
     assert naive["blk0/probs"]["fwd"].time_ps is None  # the softmax is memory-bound
     # fused: one causal FlashAttention kernel per pass, its fp32 dQ accumulator a workspace
     for p in ("fwd", "bwd"):
-        k = price_attention(b, h, s, s, d, p, hw, kp, causal=True, dtype="bfloat16")
-        assert fused["blk0/attn"][p] == PricedKernel(ps(k), "FLASH_ATTENTION", k.workspace_bytes)
+        k = price_attention(b, h, s, s, d, p, hw, kp, causal=True, dtype="bfloat16",
+                            tc=model.tensor, kernel="flash3")
+        assert fused["blk0/attn"][p] == PricedKernel(ps(k), "FLASH_ATTENTION_3",
+                                                     k.workspace_bytes)
     assert fused["blk0/attn"]["bwd"].workspace > 0
     # and cheaper than the naive form's three kernels
     for p in ("fwd", "bwd"):

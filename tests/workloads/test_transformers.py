@@ -197,7 +197,7 @@ def test_linear_is_priced_as_a_gemm_over_every_token_and_the_softmax_left_memory
     net = load_network("gpt2_small", seq_len=128)
     prices = price_network(net, 4, "bfloat16", model)
     hw, kp = model.hardware, model.params
-    fwd = price_gemm(4 * 128, 3072, 768, hw, kp, dtype="bfloat16").seconds
+    fwd = price_gemm(4 * 128, 3072, 768, hw, kp, dtype="bfloat16", tc=model.tensor).seconds
     assert prices["blk0/fc1"]["fwd"].time_ps == math.ceil(fwd * 1e12)
     assert prices["blk0/fc1"]["bwd"].algorithm == "TENSOR_GEMM+TENSOR_GEMM"
     for layer in ("blk0/scores", "blk0/context"):  # batched GEMMs (test_kernel_pricing.py)
