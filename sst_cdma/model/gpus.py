@@ -95,5 +95,5 @@ GPUS = {
                          "P100", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
                          tf32_flops=156e12),
     "b200": GPUSpec("B200 (HGX B200)", 148, 75e12, "8TB/s", "192GB", "pcie5x16", "P100",
-                    tensor_flops=2.25e15, tensor_family="Blackwell", tf32_flops=1.1e15),
+                    tensor_flops=2.25e15, tensor_family="Blackwell", tf32_flops=1.125e15),
 }
