@@ -3,7 +3,7 @@ bandwidth and capacity, the host link the topologies give each GPU, and the cali
 fitted kernel-model parameters price its kernels (docs/kernel_model.md; sources of the figures in
 docs/gpus.md).
 
-Four presets were measured (``calibration`` names their set in the DeepBench kernel
+Seven presets were measured (``calibration`` names their set in the DeepBench kernel
 measurements). The others take the nearest measured family's fitted parameters, scaled by their
 own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth. A preset of a superchip (GH200)
 also names its host memory (Grace's LPDDR5X)."""
@@ -46,6 +46,9 @@ class GPUSpec:
     #: A100 (NVIDIA's architecture whitepapers); with the SM count and peak they give the clock
     #: and how much shared-memory bandwidth each FLOP has
     sm_fp32_lanes: int = 128
+    #: the architecture of a measured GPU (Maxwell, Pascal, Turing): the calibration's leave-
+    #: one-architecture-out figures hold out every GPU of one
+    architecture: str = ""
 
     @property
     def dram_bandwidth_Bps(self) -> float:
@@ -60,13 +63,15 @@ class GPUSpec:
 
 GPUS = {
     "maxwell": GPUSpec("Titan X (Maxwell GM200)", 24, 6.6e12, "336.5GB/s", "12GiB", "pcie3x16",
-                       "TitanX", "TitanX"),
+                       "TitanX", "TitanX", architecture="Maxwell"),
     "pascal": GPUSpec("Tesla P100 SXM2", 56, 10.6e12, "732GB/s", "16GiB", "pcie3x16",
-                      "P100", "P100", fp16_flops=21.2e12, sm_fp32_lanes=64),
+                      "P100", "P100", fp16_flops=21.2e12, sm_fp32_lanes=64,
+                      architecture="Pascal"),
     "titanx_pascal": GPUSpec("Titan X (Pascal GP102)", 28, 11.0e12, "480GB/s", "12GiB",
-                             "pcie3x16", "TitanX_Pascal", "TitanX_Pascal"),
+                             "pcie3x16", "TitanX_Pascal", "TitanX_Pascal",
+                             architecture="Pascal"),
     "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
-                       "TitanXp", "TitanXp"),
+                       "TitanXp", "TitanXp", architecture="Pascal"),
     "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100",
                      tensor_flops=125e12, tensor_dtypes=("float16",), sm_fp32_lanes=64),
     "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100",
@@ -80,4 +85,12 @@ GPUS = {
     "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
                      "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
                      tensor_flops=989.4e12),
+    "m40": GPUSpec("Tesla M40 (Maxwell GM200)", 24, 6.84e12, "288GB/s", "12GiB", "pcie3x16",
+                   "M40", "M40", architecture="Maxwell"),
+    "gtx1080ti": GPUSpec("GeForce GTX 1080 Ti (Pascal GP102)", 28, 11.34e12, "484GB/s",
+                         "11GiB", "pcie3x16", "GTX1080Ti", "GTX1080Ti",
+                         architecture="Pascal"),
+    "t4": GPUSpec("T4 (Turing TU104)", 40, 8.14e12, "320GB/s", "16GiB", "pcie3x16", "T4",
+                  "T4", tensor_flops=65e12, tensor_dtypes=("float16",), sm_fp32_lanes=64,
+                  architecture="Turing"),
 }
