@@ -166,6 +166,9 @@ class GPU(Component):
         self.compute_q: deque = deque()
         self.copy_q: deque = deque()
         self.compute_busy = False
+        #: True while the compute stream has run dry: the next kernel was not enqueued ahead
+        #: of the GPU and pays the launch latency (the kernels slot's ``after_sync_ps``)
+        self.compute_idle = True
         self.copy_busy = False
         self.blocked: Optional[str] = None
         self.prefetched: set[str] = set()
@@ -323,17 +326,25 @@ class GPU(Component):
 
     # -- compute stream ------------------------------------------------------------------------
     def _kick_compute(self) -> None:
-        if self.compute_busy or not self.compute_q:
+        if self.compute_busy:
+            return
+        if not self.compute_q:
+            self.compute_idle = True
             return
         op = self.compute_q.popleft()
         self.compute_busy = True
         self.kernel_op = op  # the kernel running (one at a time on the compute stream)
         start = self.sim.now
-        # the stream's time, or the roofline (a memory-bound kernel of the fitted model: plus
-        # its launch)
-        overhead = self.kernels.overhead_ps(op.time_ps is not None)
+        # The host enqueues kernels ahead of the GPU, so a kernel's launch is hidden behind the
+        # one before it; a kernel issued to an idle stream (after a synchronization) waits its
+        # launch latency first. Its time: the stream's, or the roofline (a memory-bound kernel
+        # of the fitted model: at least one launch interval).
+        timed = op.time_ps is not None
+        latency = self.kernels.after_sync_ps(timed) if self.compute_idle else 0
+        self.compute_idle = False
+        overhead = self.kernels.overhead_ps(timed) + latency
         duration = self.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0,
-                                          self.dram_bandwidth)
+                                          self.dram_bandwidth) + latency
         label = f"{op.name} ({op.pass_}, {op.algorithm})" if op.algorithm else \
             f"{op.name} ({op.pass_})"
         if op.algorithm:

@@ -83,16 +83,21 @@ def _edit(folder: Path, name: str, line: int, column: str, value: str) -> None:
 # -- loading ---------------------------------------------------------------------------------
 
 def test_the_shipped_measurements_load(sets):
-    assert list(sets) == ["P100", "TitanX", "TitanX_Pascal", "TitanXp"]
+    assert list(sets) == ["P100", "TitanX", "TitanX_Pascal", "TitanXp", "M40", "GTX1080Ti",
+                          "T4"]
+    assert [sets[g].gpu.architecture for g in sets] == ["Pascal", "Maxwell", "Pascal", "Pascal",
+                                                         "Maxwell", "Pascal", "Turing"]
     for name, cset in sets.items():
         assert cset.rows("fwd") == cset.rows("bwd_filter") == 94
-        assert cset.rows("gemm") == 44
+        assert cset.rows("gemm") == 160
         spec = GPUS[cset.gpu.preset]
         assert spec.calibration == name
         assert cset.gpu.hardware.sms == spec.sms
         assert cset.gpu.hardware.dram_bandwidth == spec.dram_bandwidth_Bps
     # an empty bwd_data_ms is no measurement (first layers of the cuDNN 5 sets)
-    assert [sets[g].rows("bwd_data") for g in sets] == [94, 84, 85, 94]
+    assert [sets[g].rows("bwd_data") for g in sets] == [94, 84, 85, 94, 84, 94, 84]
+    # the T4 sheet's two truncated algorithm cells read as the algorithm they name
+    assert sets["T4"].fwd_algorithm[58] == "IMPLICIT_PRECOMP_GEMM"
     assert sets["P100"].seconds["fwd"][0] == pytest.approx(0.142e-3)
     assert sets["P100"].fwd_algorithm[0] == "IMPLICIT_PRECOMP_GEMM"
 
@@ -100,9 +105,13 @@ def test_the_shipped_measurements_load(sets):
 def test_the_shipped_copy_is_the_one_converted_from_deepbench():
     # SHA-256 of the CSVs as converted from DeepBench's sheets (copied unchanged)
     expected = {
-        "conv_train_fp32.csv": "882c20ccaceefef7135c03124afd6092eefa245034c08a8de996cc6e746331a1",
-        "gemm_train_fp32.csv": "8108f6978464e127a963048c186d45340a6367f2c33b38af95fdd841950354a1",
-        "gpus.csv": "e43fb74513b3231a374b39fe1422040273ce8a238fa108f92a1901af22700c3a",
+        "conv_train_fp32.csv": "4cd4ca17cbd6074b5036d120894f84709fa289a57305e3e0934daa3db74ce6b3",
+        "gemm_train_fp32.csv": "ec86cd2bb47031e7a991124320b72a157a163bfabd0aaad229e1d58fed76539e",
+        "gpus.csv": "beb22a8ccf34056a0a5aff58771399f8a839f954d06bc73c9b14c184ac929e32",
+        "conv_train_fp16_tensor_op.csv":
+            "5da0ead24da48243744d7a95e46cf0bcdae94183f891c898bb30bf4549712ee7",
+        "gemm_train_fp16_tensor_op.csv":
+            "4c420fe58f5bcfae59061d9dc64f769dd8bca16217a4d84edcb23168816373b0",
     }
     for name, digest in expected.items():
         assert hashlib.sha256((cal.DATA_DIR / name).read_bytes()).hexdigest() == digest, name
