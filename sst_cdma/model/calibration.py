@@ -39,13 +39,15 @@ from ..atomic_files import write_text_whole
 from .kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
                            conv_times, gemm_times)
 
-__all__ = ["DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
+__all__ = ["POOLED", "DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
            "ERROR_FLOOR", "MAX_TIME_MS", "CalibrationError", "CalibrationGPU",
            "CalibrationSet", "FitError", "Evaluation", "RatioTable", "load", "predict",
            "roofline", "fit", "fit_error", "ratios", "pooled", "architectures", "evaluate",
            "params_document",
            "params_text", "write_params", "check_params", "format_fit_errors", "significant"]
 
+#: The family of kernel_params.json fitted on every measured GPU pooled.
+POOLED = "Pooled"
 #: The shipped measurements.
 DATA_DIR = Path(__file__).with_name("calibration_data") / "deepbench"
 CONV_FILE = "conv_train_fp32.csv"
@@ -590,8 +592,30 @@ def params_document(sets: Mapping[str, CalibrationSet],
                 "fit_error": errors,
             },
         }
+    if len(sets) > 1:
+        families[POOLED] = _pooled_family(sets, (fits or {}).get(POOLED))
     return {"format": FORMAT, "version": VERSION, "calibrated_by": "sst-cdma calibrate",
             "families": families}
+
+
+def _pooled_family(sets: Mapping[str, CalibrationSet],
+                   kp: Optional[KernelParams] = None) -> dict[str, Any]:
+    """The ``Pooled`` family: one fit on every set pooled (each on its own hardware), the
+    parameters GPUs without measurements borrow; its fit error is over all the sets."""
+    kp = _rounded(kp or fit(list(sets.values())))
+    table = {name: ratios(predict(cset, kp), cset) for name, cset in sets.items()}
+    first = next(iter(sets.values()))
+    return {
+        "device": "every measured GPU pooled (" + ", ".join(sets) + ")",
+        "preset": "",
+        "params": kp.as_dict(),
+        "provenance": {
+            "source": ["DeepBench results/train (Baidu, github.com/baidu-research/DeepBench, "
+                       "Apache-2.0), every sheet listed in gpus.csv"] + list(first.files),
+            "rows": {kind: sum(c.rows(kind) for c in sets.values()) for kind in KINDS},
+            "fit_error": {kind: fit_error(pooled(table, (kind,))).as_dict() for kind in KINDS},
+        },
+    }
 
 
 def write_params(path: Union[str, os.PathLike[str]],

@@ -4,9 +4,9 @@ fitted kernel-model parameters price its kernels (docs/kernel_model.md; sources 
 docs/gpus.md).
 
 Seven presets were measured (``calibration`` names their set in the DeepBench kernel
-measurements). The others take the nearest measured family's fitted parameters, scaled by their
-own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth. A preset of a superchip (GH200)
-also names its host memory (Grace's LPDDR5X)."""
+measurements). The others take the parameters fitted on all seven pooled (family ``Pooled``),
+scaled by their own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth. A preset of a
+superchip (GH200) also names its host memory (Grace's LPDDR5X)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +26,10 @@ class GPUSpec:
     dram_bandwidth: str   # text with units
     dram_capacity: str
     host_link: str        # e.g. "pcie3x16", "pcie4x16", "pcie5x16", "nvlink2x3", "nvlink_c2c"
-    #: the calibration set whose fitted kernel parameters this GPU uses
-    kernel_family: str = "P100"
+    #: the calibration set whose fitted kernel parameters this GPU uses; ``Pooled``: the fit on
+    #: every measured GPU pooled, for GPUs without measurements (docs/kernel_model.md, "GPUs
+    #: without measurements": it predicts a held-out architecture better than the P100's)
+    kernel_family: str = "Pooled"
     #: the calibration set this GPU was itself measured in, if any
     calibration: Optional[str] = None
     #: the host memory of the system this GPU comes in (``cdma.HostMemory``'s ``bandwidth``
@@ -72,18 +74,18 @@ GPUS = {
                              architecture="Pascal"),
     "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
                        "TitanXp", "TitanXp", architecture="Pascal"),
-    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100",
+    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "Pooled",
                      tensor_flops=125e12, tensor_dtypes=("float16",), sm_fp32_lanes=64),
-    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100",
+    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "Pooled",
                       tensor_flops=312e12, sm_fp32_lanes=64),
-    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100",
+    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "Pooled",
                       tensor_flops=989.4e12),
-    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100",
+    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "Pooled",
                          tensor_flops=756.5e12),
-    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100",
+    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "Pooled",
                     tensor_flops=989.4e12),
     "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
-                     "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
+                     "Pooled", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
                      tensor_flops=989.4e12),
     "m40": GPUSpec("Tesla M40 (Maxwell GM200)", 24, 6.84e12, "288GB/s", "12GiB", "pcie3x16",
                    "M40", "M40", architecture="Maxwell"),

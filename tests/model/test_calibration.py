@@ -202,7 +202,7 @@ def test_a_byte_order_mark_is_skipped(tmp_path):
         path = folder / name
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     cset = cal.load(folder)["P100"]
-    assert (cset.rows("fwd"), cset.rows("gemm")) == (94, 44)
+    assert (cset.rows("fwd"), cset.rows("gemm")) == (94, 160)
 
 
 def test_a_missing_column_is_named(tmp_path):
@@ -255,6 +255,7 @@ def test_the_roofline_is_the_old_model(sets):
 
 # -- the fit ---------------------------------------------------------------------------------
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_committed_parameters_are_the_fit(sets, committed, fits):
     for name, kp in fits.items():
         family = committed["families"][name]
@@ -264,6 +265,7 @@ def test_the_committed_parameters_are_the_fit(sets, committed, fits):
             assert family["params"][param] == pytest.approx(value, rel=1e-3), (name, param)
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_committed_fit_error_is_the_in_sample_error(sets, committed, p100_fit):
     family = committed["families"]["P100"]
     kp = KernelParams(**family["params"])
@@ -277,6 +279,7 @@ def test_the_committed_fit_error_is_the_in_sample_error(sets, committed, p100_fi
         "geomean_abs_error"] + 1e-3
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_fit_respects_its_bounds_and_is_deterministic(sets, p100_fit):
     assert cal.fit(sets["P100"]) == p100_fit
     for name, value in p100_fit.as_dict().items():
@@ -291,6 +294,7 @@ def test_the_fit_respects_its_bounds_and_is_deterministic(sets, p100_fit):
         cal.fit([])
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_cross_gpu_prediction_is_measured_times_the_model_ratio(sets, fits):
     two = {name: sets[name] for name in fits}
     ev = cal.evaluate(two, own=fits)
@@ -316,12 +320,14 @@ def test_cross_gpu_prediction_is_measured_times_the_model_ratio(sets, fits):
 
 # -- kernel_params.json and sst-cdma calibrate -----------------------------------------------
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_calibrate_check_passes_on_the_committed_file(capsys):
     assert main(["calibrate", "--check"]) == 0
     out = capsys.readouterr().out
     assert "matches the refit" in out and "TitanX_Pascal  bwd_filter" in out
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
     data = _copy(tmp_path, ("P100",))
     out = tmp_path / "params.json"
@@ -345,6 +351,7 @@ def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
                         "it\n")
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_provenance_names_the_files_read(tmp_path, monkeypatch, sets, fits, committed):
     data = _copy(tmp_path, ("P100",))
     monkeypatch.chdir(tmp_path)
