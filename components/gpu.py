@@ -340,7 +340,10 @@ class GPU(Component):
         # launch latency first. Its time: the stream's, or the roofline (a memory-bound kernel
         # of the fitted model: at least one launch interval).
         timed = op.time_ps is not None
-        latency = self.kernels.after_sync_ps(timed) if self.compute_idle else 0
+        # modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine and
+        # pay the launch; measured or given ones are timers that already hold both
+        modelled = not timed or self.workload.modelled_times
+        latency = self.kernels.after_sync_ps(modelled) if self.compute_idle else 0
         self.compute_idle = False
         overhead = self.kernels.overhead_ps(timed) + latency
         duration = self.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0,
@@ -350,9 +353,6 @@ class GPU(Component):
         if op.algorithm:
             self._layer_algorithms.append(f"{op.pass_} {op.algorithm}")
         done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
-        # Modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine;
-        # measured ones are timers: the measurement already holds their DRAM time.
-        modelled = op.time_ps is None or self.workload.modelled_times
         if self.params["hbm_contention"] and op.dram and modelled and duration > 0:
             # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
             # end is rounded up to whole ps, so aim half a picosecond early.

@@ -95,11 +95,11 @@ class KernelTimes(SubComponent):
         callers that tell timed kernels apart."""
         return self.params["kernel_overhead"]
 
-    def after_sync_ps(self, timed: bool) -> int:
+    def after_sync_ps(self, modelled: bool) -> int:
         """The latency of a kernel the host issues after a synchronization (the compute stream
-        idle, nothing enqueued ahead): the model's launch, for a kernel whose time is modelled
-        (a measured time already holds its launch)."""
-        return self.launch_ps if (self.models_times or not timed) else 0
+        idle, nothing enqueued ahead): the model's launch, for a kernel whose time is
+        ``modelled`` (a measured or given time already holds its launch)."""
+        return self.launch_ps if modelled else 0
 
     def kernel_ps(self, time_ps: Optional[int], flops: int, dram: int,
                   dram_bandwidth: float) -> int:

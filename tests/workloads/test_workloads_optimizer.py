@@ -163,8 +163,8 @@ def test_the_fitted_model_runs_update_kernels_at_the_hbm_rate_or_its_launch(repo
     updates = [op for op in gpu.stream.ops if op.op == "compute" and op.pass_ == "update"]
     assert updates and all(op.time_ps is None for op in updates)
     # memory-bound: the bytes at the HBM's achievable bandwidth (732 GB/s x 0.85), at least
-    # the fitted launch interval, each rounded up to a whole ps; the first after a
-    # synchronization also waits the launch latency
+    # the fitted launch interval, each rounded up to a whole ps; the stream synchronizes after
+    # each layer's update, so each kernel also waits the launch latency
     expected = sum(max(math.ceil(op.dram / (732e9 * 0.85) * 1e12), gpu.kernels.launch_ps)
-                   for op in updates) + gpu.kernels.launch_ps
+                   + gpu.kernels.launch_ps for op in updates)
     assert abs(run.results["gpu0"].update_time_ps - expected) <= len(updates)
