@@ -169,6 +169,9 @@ class GPU(Component):
         self.compute_q: deque = deque()
         self.copy_q: deque = deque()
         self.compute_busy = False
+        #: True while the compute stream has run dry: the next kernel was not enqueued ahead
+        #: of the GPU and pays the launch latency (the kernels slot's ``after_sync_ps``)
+        self.compute_idle = True
         self.copy_busy = False
         self.blocked: Optional[str] = None
         self.prefetched: set[str] = set()
@@ -335,7 +338,10 @@ class GPU(Component):
 
     # -- compute stream ------------------------------------------------------------------------
     def _kick_compute(self) -> None:
-        if self.compute_busy or not self.compute_q:
+        if self.compute_busy:
+            return
+        if not self.compute_q:
+            self.compute_idle = True
             return
         op = self.compute_q.popleft()
         self.compute_busy = True
@@ -344,19 +350,24 @@ class GPU(Component):
             return
         self.kernel_op = op  # the kernel running (one at a time on the compute stream)
         start = self.sim.now
-        # the stream's time, or the roofline (a memory-bound kernel of the fitted model: plus
-        # its launch)
-        overhead = self.kernels.overhead_ps(op.time_ps is not None)
+        # The host enqueues kernels ahead of the GPU, so a kernel's launch is hidden behind the
+        # one before it; a kernel issued to an idle stream (after a synchronization) waits its
+        # launch latency first. Its time: the stream's, or the roofline (a memory-bound kernel
+        # of the fitted model: at least one launch interval).
+        timed = op.time_ps is not None
+        # modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine and
+        # pay the launch; measured or given ones are timers that already hold both
+        modelled = not timed or self.workload.modelled_times
+        latency = self.kernels.after_sync_ps(modelled) if self.compute_idle else 0
+        self.compute_idle = False
+        overhead = self.kernels.overhead_ps(timed) + latency
         duration = self.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0,
-                                          self.dram_bandwidth)
+                                          self.dram_bandwidth) + latency
         label = f"{op.name} ({op.pass_}, {op.algorithm})" if op.algorithm else \
             f"{op.name} ({op.pass_})"
         if op.algorithm:
             self._layer_algorithms.append(f"{op.pass_} {op.algorithm}")
         done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
-        # Modelled kernels (roofline or fitted) share DRAM bandwidth with the DMA engine;
-        # measured ones are timers: the measurement already holds their DRAM time.
-        modelled = op.time_ps is None or self.workload.modelled_times
         if self.params["hbm_contention"] and op.dram and modelled and duration > 0:
             # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
             # end is rounded up to whole ps, so aim half a picosecond early.

@@ -4,7 +4,8 @@ Three elements fill it: ``cdma.FittedKernels`` (the algorithm-aware model fitted
 cuDNN kernels, docs/kernel_model.md), ``cdma.RooflineKernels`` (peak FLOP/s x efficiency
 against DRAM bandwidth) and ``cdma.MeasuredKernels`` (a layer-times JSON file). The workload
 subcomponent prices its layers through the one in the slot; the GPU prices through it at run
-time the kernels its stream gives no time for (memory-bound ones: the roofline plus launch).
+time the kernels its stream gives no time for (memory-bound ones: the roofline, at least one
+launch interval), and asks it what a kernel after a synchronization pays (``after_sync_ps``).
 The GPU's hardware (preset, peak FLOP/s, SMs) stays on the GPU: the elements read it from
 their parent.
 """
@@ -73,7 +74,9 @@ class KernelTimes(SubComponent):
         self.spec = gpu_spec(self.parent.params)
         #: the fitted model the workload prices kernels with (None: the roofline)
         self.model: Optional["KernelModel"] = None
-        #: the model's launch, added to the kernels priced here (memory-bound ones)
+        #: the fitted model's launch: the host's issue interval, the least time a kernel priced
+        #: here (a memory-bound one) takes, and the latency a kernel after a synchronization
+        #: pays (``after_sync_ps``); 0 for the roofline
         self.launch_ps = 0
         #: a measured layer-times file whose times the workload's kernels take ('': none)
         self.layer_times = ""
@@ -92,18 +95,26 @@ class KernelTimes(SubComponent):
         return self.model is not None and not self.layer_times
 
     def overhead_ps(self, timed: bool) -> int:
-        """The fixed time a kernel takes before its work: ``kernel_overhead``, plus the
-        model's launch for a kernel the stream gives no time (``timed`` false)."""
-        return self.params["kernel_overhead"] + (0 if timed else self.launch_ps)
+        """The fixed time a kernel takes before its work: ``kernel_overhead`` (the launch is
+        no fixed time: :meth:`kernel_ps` and :meth:`after_sync_ps`). ``timed`` is kept for
+        callers that tell timed kernels apart."""
+        return self.params["kernel_overhead"]
+
+    def after_sync_ps(self, modelled: bool) -> int:
+        """The latency of a kernel the host issues after a synchronization (the compute stream
+        idle, nothing enqueued ahead): the model's launch, for a kernel whose time is
+        ``modelled`` (a measured or given time already holds its launch)."""
+        return self.launch_ps if modelled else 0
 
     def kernel_ps(self, time_ps: Optional[int], flops: int, dram: int,
                   dram_bandwidth: float) -> int:
         """A kernel's duration: the stream's ``time_ps`` plus the overhead, or, with no time
-        given, the roofline at ``dram_bandwidth`` B/s plus the overhead and launch."""
+        given, the roofline at ``dram_bandwidth`` B/s but at least the model's launch (the
+        host issues one kernel per launch interval), plus the overhead."""
         if time_ps is not None:
             return time_ps + self.overhead_ps(True)
-        return roofline_ps(flops, dram, self.peak_flops, self.params["compute_efficiency"],
-                           dram_bandwidth, self.overhead_ps(False))
+        return max(roofline_ps(flops, dram, self.peak_flops, self.params["compute_efficiency"],
+                               dram_bandwidth), self.launch_ps) + self.overhead_ps(False)
 
     def _use_fitted_model(self) -> None:
         """Price with the fitted model of the GPU's preset (its family and this GPU's SMs and
@@ -150,8 +161,8 @@ class MeasuredKernels(KernelTimes):
         Param("layer_times", "str", None, "the layer-times JSON file"),
         Param("kernel_model", "str", "fitted", "the model beside the measurement: 'fitted' "
               "picks algorithms and workspaces, scales times measured on another GPU preset "
-              "by its per-layer ratio and adds its launch to the kernels the file does not "
-              "time; 'roofline' takes the times as measured", choices=("fitted", "roofline")),
+              "by its per-layer ratio and prices the kernels the file does not time with its "
+              "launch; 'roofline' takes the times as measured", choices=("fitted", "roofline")),
         _WORKSPACE_LIMIT, _TF32, _EFFICIENCY, _OVERHEAD)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:

@@ -143,7 +143,11 @@ class NetworkWorkload(WorkloadSource):
         dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
 
         def kernel_ps(op: Any) -> int:
-            return kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw)
+            # the stream synchronizes after every layer, so a layer's first kernel also waits
+            # the launch latency (components/gpu.py, an idle compute stream)
+            modelled = op.time_ps is None or self.modelled_times
+            return kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw) + \
+                kernels.after_sync_ps(modelled)
 
         result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps,
                            self._transfer_costs(), kernels.layer_times, p["optimizer"],

@@ -28,7 +28,7 @@ import csv
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
@@ -39,12 +39,15 @@ from ..atomic_files import write_text_whole
 from .kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
                            conv_times, gemm_times)
 
-__all__ = ["DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
+__all__ = ["POOLED", "DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
            "ERROR_FLOOR", "MAX_TIME_MS", "CalibrationError", "CalibrationGPU",
            "CalibrationSet", "FitError", "Evaluation", "RatioTable", "load", "predict",
-           "roofline", "fit", "fit_error", "ratios", "pooled", "evaluate", "params_document",
+           "roofline", "fit", "fit_error", "ratios", "pooled", "architectures", "evaluate",
+           "params_document",
            "params_text", "write_params", "check_params", "format_fit_errors", "significant"]
 
+#: The family of kernel_params.json fitted on every measured GPU pooled.
+POOLED = "Pooled"
 #: The shipped measurements.
 DATA_DIR = Path(__file__).with_name("calibration_data") / "deepbench"
 CONV_FILE = "conv_train_fp32.csv"
@@ -90,6 +93,9 @@ _CONV_TIMES = {"fwd": "fwd_ms", "bwd_data": "bwd_data_ms", "bwd_filter": "bwd_fi
 _CONV_COLUMNS = ("gpu",) + _CONV_SHAPE + tuple(_CONV_TIMES.values()) + ("fwd_algorithm",)
 _GEMM_COLUMNS = ("gpu", "M", "N", "K", "a_transpose", "b_transpose", "time_ms")
 _GPUS_COLUMNS = ("gpu", "model", "cudnn", "cuda", "source_file")
+#: Algorithm names as the source sheets misspell them: the T4 sheet truncates two cells of
+#: IMPLICIT_PRECOMP_GEMM (the CSV keeps the cells as published).
+_ALGORITHM_SPELLINGS = {"LICIT_PRECOMP_GEMM": "IMPLICIT_PRECOMP_GEMM"}
 
 
 class CalibrationError(ValueError):
@@ -109,6 +115,7 @@ class CalibrationGPU:
     source_sheet: str
     preset: str
     hardware: Hardware
+    architecture: str = ""
 
 
 @dataclass(frozen=True)
@@ -223,10 +230,14 @@ def _gpus(path: str) -> dict[str, CalibrationGPU]:
             if not row[col]:
                 raise CalibrationError(f"{where}: {col}: missing value")
         spec = GPUS[presets[name]]
+        if not spec.architecture:
+            raise CalibrationError(f"{where}: gpu: GPU preset {presets[name]!r} of {name!r} "
+                                   f"names no architecture (sst_cdma/model/gpus.py)")
         out[name] = CalibrationGPU(name, row["model"], row["cudnn"], row["cuda"],
                                    row["source_file"], presets[name],
                                    Hardware(spec.sms, spec.peak_flops, spec.dram_bandwidth_Bps,
-                                            sm_fp32_lanes=spec.sm_fp32_lanes))
+                                            sm_fp32_lanes=spec.sm_fp32_lanes),
+                                   spec.architecture)
     if not out:
         raise CalibrationError(f"{path}: no GPUs listed")
     return out
@@ -275,7 +286,7 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
             raise CalibrationError(f"{where}: R, S: {exc}") from None
         times = tuple(_time(row[col], where, col, optional=(p == "bwd_data"))
                       for p, col in _CONV_TIMES.items())
-        algo = row["fwd_algorithm"]
+        algo = _ALGORITHM_SPELLINGS.get(row["fwd_algorithm"], row["fwd_algorithm"])
         if algo not in ALGORITHMS:
             raise CalibrationError(f"{where}: fwd_algorithm: unknown algorithm {algo!r} (one of "
                                    f"{', '.join(ALGORITHMS)})")
@@ -449,12 +460,14 @@ RatioTable = dict[str, dict[str, np.ndarray]]
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The model's errors four ways, and the roofline's: ``own``/``logo`` hold each GPU's own fit
+    """The model's errors five ways, and the roofline's: ``own``/``logo`` hold each GPU's own fit
     and its leave-it-out fit (the other GPUs pooled); ``in_sample``, ``leave_one_out`` and
     ``roofline`` are predicted / measured per GPU and kind; ``cross`` and ``cross_roofline``
     map (source, target) to the ratios of the target's measured times predicted from the
     source's (measured on A x model_B / model_A, model_A = A's own fit, model_B = the fit that
-    left B out)."""
+    left B out). ``loao`` holds, per architecture, the fit on the GPUs of every other
+    architecture, and ``leave_one_architecture_out`` each GPU predicted with the fit that left
+    its architecture out (empty with one architecture): how a user meets an unmeasured GPU."""
 
     gpus: tuple[str, ...]
     own: dict[str, KernelParams]
@@ -464,6 +477,14 @@ class Evaluation:
     roofline: RatioTable
     cross: dict[tuple[str, str], dict[str, np.ndarray]]
     cross_roofline: dict[tuple[str, str], dict[str, np.ndarray]]
+    loao: dict[str, KernelParams] = field(default_factory=dict)
+    leave_one_architecture_out: RatioTable = field(default_factory=dict)
+    #: each GPU's architecture
+    architecture: dict[str, str] = field(default_factory=dict)
+
+    def of_architecture(self, arch: str) -> list[str]:
+        """The GPUs of ``arch``."""
+        return [g for g in self.gpus if self.architecture.get(g) == arch]
 
     def cross_by_target(self, roofline: bool = False) -> RatioTable:
         """The cross-GPU ratios per target GPU and kind, pooled over the source GPUs."""
@@ -492,11 +513,20 @@ def _cross(a: CalibrationSet, b: CalibrationSet, model_a: Mapping[str, np.ndarra
     return out
 
 
+def architectures(sets: Mapping[str, CalibrationSet]) -> dict[str, tuple[str, ...]]:
+    """The GPUs of ``sets`` per architecture, in the order the sets list them."""
+    out: dict[str, list[str]] = {}
+    for name, cset in sets.items():
+        out.setdefault(cset.gpu.architecture, []).append(name)
+    return {arch: tuple(names) for arch, names in out.items()}
+
+
 def evaluate(sets: Mapping[str, CalibrationSet],
              own: Optional[Mapping[str, KernelParams]] = None) -> Evaluation:
-    """Fit every set on its own and every leave-one-out pool (``own`` may give the own fits),
-    and measure in-sample, leave-one-GPU-out and cross-GPU errors, with the roofline's beside
-    them. Needs at least two sets."""
+    """Fit every set on its own, every leave-one-out pool (``own`` may give the own fits) and,
+    with two architectures or more, every leave-one-architecture-out pool; measure in-sample,
+    leave-one-GPU-out, leave-one-architecture-out and cross-GPU errors, with the roofline's
+    beside them. Needs at least two sets."""
     names = tuple(sets)
     if len(names) < 2:
         raise CalibrationError("evaluate: leave-one-GPU-out needs at least two GPUs")
@@ -511,10 +541,16 @@ def evaluate(sets: Mapping[str, CalibrationSet],
             if a != b:
                 cross[(a, b)] = _cross(sets[a], sets[b], own_pred[a], logo_pred[b])
                 cross_roof[(a, b)] = _cross(sets[a], sets[b], roof[a], roof[b])
+    groups = architectures(sets)
+    loao = {arch: fit([sets[g] for g in names if g not in held]) for arch, held in
+            groups.items()} if len(groups) > 1 else {}
+    loao_table = {g: ratios(predict(sets[g], loao[arch]), sets[g])
+                  for arch, held in groups.items() if arch in loao for g in held}
     return Evaluation(names, own, logo,
                       {g: ratios(own_pred[g], sets[g]) for g in names},
                       {g: ratios(logo_pred[g], sets[g]) for g in names},
-                      {g: ratios(roof[g], sets[g]) for g in names}, cross, cross_roof)
+                      {g: ratios(roof[g], sets[g]) for g in names}, cross, cross_roof,
+                      loao, loao_table, {g: sets[g].gpu.architecture for g in names})
 
 
 # -- kernel_params.json ----------------------------------------------------------------------
@@ -556,8 +592,30 @@ def params_document(sets: Mapping[str, CalibrationSet],
                 "fit_error": errors,
             },
         }
+    if len(sets) > 1:
+        families[POOLED] = _pooled_family(sets, (fits or {}).get(POOLED))
     return {"format": FORMAT, "version": VERSION, "calibrated_by": "sst-cdma calibrate",
             "families": families}
+
+
+def _pooled_family(sets: Mapping[str, CalibrationSet],
+                   kp: Optional[KernelParams] = None) -> dict[str, Any]:
+    """The ``Pooled`` family: one fit on every set pooled (each on its own hardware), the
+    parameters GPUs without measurements borrow; its fit error is over all the sets."""
+    kp = _rounded(kp or fit(list(sets.values())))
+    table = {name: ratios(predict(cset, kp), cset) for name, cset in sets.items()}
+    first = next(iter(sets.values()))
+    return {
+        "device": "every measured GPU pooled (" + ", ".join(sets) + ")",
+        "preset": "",
+        "params": kp.as_dict(),
+        "provenance": {
+            "source": ["DeepBench results/train (Baidu, github.com/baidu-research/DeepBench, "
+                       "Apache-2.0), every sheet listed in gpus.csv"] + list(first.files),
+            "rows": {kind: sum(c.rows(kind) for c in sets.values()) for kind in KINDS},
+            "fit_error": {kind: fit_error(pooled(table, (kind,))).as_dict() for kind in KINDS},
+        },
+    }
 
 
 def write_params(path: Union[str, os.PathLike[str]],

@@ -31,8 +31,10 @@ class ClosedFormResult:
 
 
 def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
-            transfer_ps: Callable[[Any], int]) -> ClosedFormResult:
-    """Walk the stream's ops with the kernel and transfer durations given."""
+            transfer_ps: Callable[[Any], int],
+            after_sync_ps: Callable[[Any], int] = lambda op: 0) -> ClosedFormResult:
+    """Walk the stream's ops with the kernel and transfer durations given; a kernel issued
+    to an idle compute stream (after a synchronization) first waits ``after_sync_ps``."""
     res = ClosedFormResult()
     issue = compute_free = copy_free = 0
     done: dict[str, int] = {}
@@ -42,7 +44,7 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
             forward_end = issue
         if op.op == "compute":
             start = max(issue, compute_free)
-            duration = kernel_ps(op)
+            duration = kernel_ps(op) + (after_sync_ps(op) if compute_free <= issue else 0)
             compute_free = start + duration
             res.compute_ps += duration
         elif op.op in ("offload", "prefetch"):
@@ -72,6 +74,9 @@ def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
     def kernel(op: Any) -> int:
         return gpu.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw)
 
+    def latency(op: Any) -> int:
+        return gpu.kernels.after_sync_ps(op.time_ps is None or gpu.workload.modelled_times)
+
     def transfer(op: Any) -> int:
         raw = gpu.stream.tensors[op.name].bytes
         wire = dma.wire.get(op.name, raw)
@@ -79,4 +84,4 @@ def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
         pairs = [(gpu.flows.resources[name].capacity, w) for name, w in weights.items()]
         return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
 
-    return iterate(gpu.ops, kernel, transfer)
+    return iterate(gpu.ops, kernel, transfer, latency)

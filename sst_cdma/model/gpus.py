@@ -3,11 +3,12 @@ bandwidth and capacity, the host link the topologies give each GPU, and the cali
 fitted kernel-model parameters price its kernels (docs/kernel_model.md; sources of the figures in
 docs/gpus.md).
 
-Four presets were measured (``calibration`` names their set in the DeepBench kernel
-measurements). The others take the nearest measured family's fitted parameters, scaled by their
-own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth. A preset of a superchip (GH200)
-also names its host memory (Grace's LPDDR5X); ``topologies/gb200_cdma.py`` gives the B200 its
-Grace instead."""
+Seven presets were measured (``calibration`` names their set in the DeepBench kernel
+measurements). The others take the parameters fitted on all seven pooled (family ``Pooled``),
+scaled by their own SMs, peak FLOP/s (SMs x cores x clock) and DRAM bandwidth; their tensor-core
+kernels take their ``tensor_family``'s fitted constants. A preset of a superchip (GH200) also
+names its host memory (Grace's LPDDR5X); ``topologies/gb200_cdma.py`` gives the B200 its Grace
+instead."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,8 +28,10 @@ class GPUSpec:
     dram_bandwidth: str   # text with units
     dram_capacity: str
     host_link: str        # e.g. "pcie3x16", "pcie4x16", "pcie5x16", "nvlink2x3", "nvlink_c2c"
-    #: the calibration set whose fitted kernel parameters this GPU uses
-    kernel_family: str = "P100"
+    #: the calibration set whose fitted kernel parameters this GPU uses; ``Pooled``: the fit on
+    #: every measured GPU pooled, for GPUs without measurements (docs/kernel_model.md, "GPUs
+    #: without measurements": it predicts a held-out architecture better than the P100's)
+    kernel_family: str = "Pooled"
     #: the calibration set this GPU was itself measured in, if any
     calibration: Optional[str] = None
     #: the host memory of the system this GPU comes in (``cdma.HostMemory``'s ``bandwidth``
@@ -52,6 +55,9 @@ class GPUSpec:
     tensor_family: str = ""
     #: dense TF32 tensor-core FLOP/s (Ampere and later); 0: no TF32
     tf32_flops: float = 0.0
+    #: the architecture of a measured GPU (Maxwell, Pascal, Turing): the calibration's leave-
+    #: one-architecture-out figures hold out every GPU of one
+    architecture: str = ""
 
     @property
     def dram_bandwidth_Bps(self) -> float:
@@ -66,34 +72,44 @@ class GPUSpec:
 
 GPUS = {
     "maxwell": GPUSpec("Titan X (Maxwell GM200)", 24, 6.6e12, "336.5GB/s", "12GiB", "pcie3x16",
-                       "TitanX", "TitanX"),
+                       "TitanX", "TitanX", architecture="Maxwell"),
     "pascal": GPUSpec("Tesla P100 SXM2", 56, 10.6e12, "732GB/s", "16GiB", "pcie3x16",
-                      "P100", "P100", fp16_flops=21.2e12, sm_fp32_lanes=64),
+                      "P100", "P100", fp16_flops=21.2e12, sm_fp32_lanes=64,
+                      architecture="Pascal"),
     "titanx_pascal": GPUSpec("Titan X (Pascal GP102)", 28, 11.0e12, "480GB/s", "12GiB",
-                             "pcie3x16", "TitanX_Pascal", "TitanX_Pascal"),
+                             "pcie3x16", "TitanX_Pascal", "TitanX_Pascal",
+                             architecture="Pascal"),
     "titanxp": GPUSpec("Titan Xp", 30, 12.1e12, "547.7GB/s", "12GiB", "pcie3x16",
-                       "TitanXp", "TitanXp"),
-    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "P100",
+                       "TitanXp", "TitanXp", architecture="Pascal"),
+    "volta": GPUSpec("Tesla V100 SXM2", 80, 15.7e12, "900GB/s", "16GiB", "nvlink2x3", "Pooled",
                      tensor_flops=125e12, tensor_dtypes=("float16",), sm_fp32_lanes=64,
                      tensor_family="Volta"),
-    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "P100",
+    "ampere": GPUSpec("A100 SXM4 40GB", 108, 19.5e12, "1555GB/s", "40GiB", "pcie4x16", "Pooled",
                       tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
                       tf32_flops=156e12),
-    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "P100",
+    "hopper": GPUSpec("H100 SXM5", 132, 67e12, "3.35TB/s", "80GiB", "pcie5x16", "Pooled",
                       tensor_flops=989.4e12, tensor_family="Hopper", tf32_flops=494.5e12),
-    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "P100",
+    "h100_pcie": GPUSpec("H100 PCIe", 114, 51e12, "2TB/s", "80GiB", "pcie5x16", "Pooled",
                          tensor_flops=756.5e12, tensor_family="Hopper", tf32_flops=378e12),
-    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "P100",
+    "h200": GPUSpec("H200 SXM", 132, 67e12, "4.8TB/s", "141GB", "pcie5x16", "Pooled",
                     tensor_flops=989.4e12, tensor_family="Hopper", tf32_flops=494.5e12),
     "gh200": GPUSpec("GH200 (H100 96GB HBM3)", 132, 67e12, "4TB/s", "96GiB", "nvlink_c2c",
-                     "P100", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
+                     "Pooled", host_memory_bandwidth="500GB/s", host_memory_capacity="480GB",
                      tensor_flops=989.4e12, tensor_family="Hopper", tf32_flops=494.5e12),
     "a100_80gb": GPUSpec("A100 SXM4 80GB", 108, 19.5e12, "2039GB/s", "80GiB", "pcie4x16",
-                         "P100", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
+                         "Pooled", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
                          tf32_flops=156e12),
     "a100_pcie": GPUSpec("A100 PCIe 80GB", 108, 19.5e12, "1935GB/s", "80GiB", "pcie4x16",
-                         "P100", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
+                         "Pooled", tensor_flops=312e12, sm_fp32_lanes=64, tensor_family="Ampere",
                          tf32_flops=156e12),
-    "b200": GPUSpec("B200 (HGX B200)", 148, 75e12, "8TB/s", "192GB", "pcie5x16", "P100",
+    "b200": GPUSpec("B200 (HGX B200)", 148, 75e12, "8TB/s", "192GB", "pcie5x16", "Pooled",
                     tensor_flops=2.25e15, tensor_family="Blackwell", tf32_flops=1.125e15),
+    "m40": GPUSpec("Tesla M40 (Maxwell GM200)", 24, 6.84e12, "288GB/s", "12GiB", "pcie3x16",
+                   "M40", "M40", architecture="Maxwell"),
+    "gtx1080ti": GPUSpec("GeForce GTX 1080 Ti (Pascal GP102)", 28, 11.34e12, "484GB/s",
+                         "11GiB", "pcie3x16", "GTX1080Ti", "GTX1080Ti",
+                         architecture="Pascal"),
+    "t4": GPUSpec("T4 (Turing TU104)", 40, 8.14e12, "320GB/s", "16GiB", "pcie3x16", "T4",
+                  "T4", tensor_flops=65e12, tensor_dtypes=("float16",), sm_fp32_lanes=64,
+                  architecture="Turing", tensor_family="Turing"),
 }

@@ -32,8 +32,12 @@ What decides a kernel's time, and how the model prices it (docs/kernel_model.md 
 * **Planes.** Tensors are NCHW, so a GEMM running over N x plane loads one plane at a time: a
   small plane (7x7, 14x14) loads in short, poorly coalesced runs. The share of peak falls as
   plane / (plane + ``plane_elements``).
-* **Launch.** A fixed ``launch_s`` per cuDNN call (the kernels of a multi-kernel algorithm
-  queue back to back behind it).
+* **Launch.** The host enqueues kernels ahead of the GPU, one cuDNN call or GEMM every
+  ``launch_s`` (its issue interval): a call costs ``max(work, launch_s)`` (a grouped
+  convolution issues one call per group, ``max(work, groups x launch_s)``), so the launch
+  costs time only for kernels shorter than the host's issue rate. The first kernel after a
+  synchronization waits for the host to issue it: the GPU element adds ``launch_s`` to it
+  (components/kernel_times.py ``after_sync_ps``).
 * **Backward passes.** Backward-data is a convolution of dY with the flipped filters; a strided
   layer's runs at its own efficiency (``strided_dgrad_efficiency``). Backward-filter is a GEMM
   whose reduction runs over N x P x Q (split-K). Each backward pass has its own efficiency
@@ -54,7 +58,7 @@ the kernel's fitted share of the tensor peak, which grows with the head dimensio
 (:class:`AttentionParams`).
 
 Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer step) are not
-priced here: the GPU runs them at its HBM's achievable bandwidth plus ``launch_s``
+priced here: the GPU runs them at its HBM's achievable bandwidth, at least ``launch_s``
 (``workloads/kernel_pricing.py``).
 
 Everything is vectorized over problems with numpy so one call prices a whole calibration set;
@@ -75,7 +79,8 @@ from .dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
 
 __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
            "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "AttentionParams",
-           "TensorCores", "ATTENTION_KERNELS", "conv_times", "gemm_times", "price_attention", "price_conv",
+           "TensorCores", "ATTENTION_KERNELS", "conv_times", "gemm_times", "issued",
+           "price_attention", "price_conv",
            "price_convs", "price_gemm"]
 
 #: Convolution algorithm families, as cuDNN names them (forward).
@@ -158,7 +163,9 @@ class KernelParams:
     kernels, ``strided_dgrad_efficiency`` a further one for strided layers' backward-data;
     ``blas_efficiency``: factor for cuBLAS GEMMs (fully connected layers);
     ``memory_efficiency``: share of peak DRAM bandwidth a convolution's operand traffic reaches
-    (its re-reads included); ``launch_s``: fixed time per cuDNN call or GEMM;
+    (its re-reads included); ``launch_s``: the host's issue interval, one cuDNN call or GEMM
+    each (a call takes at least this long, :func:`issued`; the first after a synchronization
+    waits this long for the host);
     ``plane_elements``: how fast the share falls for small NCHW planes."""
 
     gemm_efficiency: float = 0.75
@@ -358,6 +365,13 @@ def _smem_share(words_per_fma: np.ndarray, hw: Hardware) -> np.ndarray:
     clock. A wide SM (128 lanes) feeds a 64x64 tile (0.5 words per multiply-add) at half its
     peak; a P100 or V100 SM (64 lanes) feeds it in full."""
     return np.minimum(1.0, _SMEM_WORDS_PER_CLOCK / (hw.sm_fp32_lanes * words_per_fma))
+
+
+def issued(seconds: Any, kp: KernelParams, launches: Any = 1) -> np.ndarray:
+    """The time ``launches`` back-to-back calls of ``seconds`` of work take when the host
+    enqueues them ahead of the GPU, one every ``kp.launch_s``: the slower of the work and the
+    host's issue rate (the launch is hidden behind any longer kernel)."""
+    return np.maximum(seconds, kp.launch_s * np.asarray(launches, dtype=float))
 
 
 def _memory_s(nbytes: Any, hw: Hardware, kp: KernelParams) -> np.ndarray:
@@ -569,13 +583,14 @@ def _price_fft(cv: _Conv, ps: _PassShape, hw: Hardware, kp: KernelParams,
 
 def _fastest_within(cv: _Conv, times: dict[str, Any], space: dict[str, Any], kp: KernelParams,
                     workspace_limit: Any) -> dict[str, np.ndarray]:
-    """:func:`conv_times`' result: every algorithm's time with its launches, and the fastest
-    whose workspace fits ``workspace_limit``."""
+    """:func:`conv_times`' result: every algorithm's time as the host issues it, and the
+    fastest whose workspace fits ``workspace_limit``."""
     by_algo = np.stack([times[a] for a in ALGORITHMS], axis=-1)
-    # one launch per cuDNN call and group (the depthwise kernel: one for all groups): a
-    # multi-kernel algorithm's kernels (transforms, GEMMs, inverse) queue back to back behind it
+    # one cuDNN call per group (the depthwise kernel: one for all groups), each issued by the
+    # host one launch interval after the last: a multi-kernel algorithm's kernels (transforms,
+    # GEMMs, inverse) queue back to back behind its call
     launches = np.stack([cv.one if a == "DEPTHWISE" else cv.g for a in ALGORITHMS], axis=-1)
-    with_launch = by_algo + kp.launch_s * launches
+    with_launch = issued(by_algo, kp, launches)
     ws = np.stack([np.broadcast_to(space[a], cv.n.shape) for a in ALGORITHMS], axis=-1)
     limit = np.asarray(workspace_limit, dtype=float)
     allowed = np.where(ws <= (limit[..., None] if limit.ndim else limit), with_launch, np.inf)
@@ -646,11 +661,12 @@ def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams, *, batch:
     """Modelled seconds of cuBLAS GEMMs C[m x n] = A[m x k] B[k x n] (arrays), ``batch`` of
     them in one (strided-batched) call, in ``dtype``: on tensor cores where ``hw`` has them
     for ``dtype`` (or, ``tf32``, TF32 for float32), at the constants of ``tc``, else at the fp32
-    model's rate (``hw.simt_flops``)."""
+    model's rate (``hw.simt_flops``); each call at least the host's issue interval
+    (:func:`issued`)."""
     _itemsize(dtype)
     kind = _tensor_kind(hw, dtype, tc, tf32)
-    launch = kp.launch_s if kind is None else kind.kp.launch_s
-    return _gemm_busy(m, n, k, hw, kp, batch, dtype, kind) + launch
+    return issued(_gemm_busy(m, n, k, hw, kp, batch, dtype, kind),
+                  kp if kind is None else kind.kp)
 
 
 # -- one layer at a time (the simulator) -----------------------------------------------------
@@ -771,8 +787,8 @@ def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: in
     first, at the kernel's share of the tensor peak (:meth:`AttentionParams.share`); without
     tensor cores for ``dtype`` at the fp32 model's 128x128-tile share of ``hw.simt_flops``.
     DRAM moves each tensor of a head once per pass (L2 serves the re-reads of the head's CTAs,
-    which run side by side). The slower of compute and memory, plus one launch. Algorithm
-    ``FLASH_ATTENTION_2`` or ``FLASH_ATTENTION_3``."""
+    which run side by side). The slower of compute and memory, at least one launch interval
+    (:func:`issued`). Algorithm ``FLASH_ATTENTION_2`` or ``FLASH_ATTENTION_3``."""
     _check_positive("attention", batch=batch, heads=heads, seq_q=seq_q, seq_k=seq_k,
                     head_dim=head_dim)
     if pass_ not in ATTENTION_PASSES:
@@ -792,11 +808,10 @@ def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: in
         if tc is None or kernel not in tc.attention:
             raise ModelError(f"attention: {kernel} does not run on the "
                              f"{tc.family if tc else 'given'} tensor cores")
-        peak, share, launch = kind.peak, tc.attention[kernel].share(d), kind.kp.launch_s
-        mem_kp = kind.kp
+        peak, share, mem_kp = kind.peak, tc.attention[kernel].share(d), kind.kp
     else:
         reuse = t * t / (t + t)
-        peak, launch, mem_kp = hw.simt_flops(dtype), kp.launch_s, kp
+        peak, mem_kp = hw.simt_flops(dtype), kp
         share = kp.gemm_efficiency * kp.blas_efficiency * reuse / (reuse + kp.tile_reuse)
     compute = steps * block_flops * hw.sms / (peak * share)
     # the CTAs of one head run side by side, so L2 serves their re-reads of the head's tensors
@@ -808,5 +823,5 @@ def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: in
         q_side = seq_q * (3 * d * size + 2 * _ELEMENT + 2 * d * _ELEMENT)
         nbytes = heads_total * (q_side + 4 * seq_k * d * size)
         workspace = heads_total * math.ceil(seq_q / t) * t * (d + 1) * _ELEMENT
-    seconds = max(compute, float(_memory_s(nbytes, hw, mem_kp))) + launch
+    seconds = float(issued(max(compute, float(_memory_s(nbytes, hw, mem_kp))), mem_kp))
     return KernelPrice(seconds, "FLASH_ATTENTION_" + kernel[-1], workspace)

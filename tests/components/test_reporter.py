@@ -14,7 +14,7 @@ import sst_cdma
 from components.console import console_summary
 
 REPO = Path(__file__).resolve().parents[2]
-DIGITS = ["--network", "digits_cnn", "--policy", "all"]  # 0.686 ms; oracle 0.686, vDNN 0.717
+DIGITS = ["--network", "digits_cnn", "--policy", "all"]  # 0.265 ms; oracle 0.244, vDNN 0.315
 
 
 def run(*opts: str, stop_at=None, out=None):
@@ -45,8 +45,8 @@ def test_a_run_stopped_mid_iteration_says_so_and_compares_nothing(tmp_path):
 
 
 def test_a_baseline_cut_off_is_not_compared():
-    # the run and the oracle end by 0.69 ms, the vDNN baseline does not
-    result, console = run(*DIGITS, stop_at="0.70ms")
+    # the run and the oracle end by 0.29 ms, the vDNN baseline does not
+    result, console = run(*DIGITS, stop_at="0.29ms")
     summary = result.reports["summary"]
     assert summary["complete"] is True
     assert summary["baselines"]["oracle"]["complete"] is True

@@ -83,16 +83,21 @@ def _edit(folder: Path, name: str, line: int, column: str, value: str) -> None:
 # -- loading ---------------------------------------------------------------------------------
 
 def test_the_shipped_measurements_load(sets):
-    assert list(sets) == ["P100", "TitanX", "TitanX_Pascal", "TitanXp"]
+    assert list(sets) == ["P100", "TitanX", "TitanX_Pascal", "TitanXp", "M40", "GTX1080Ti",
+                          "T4"]
+    assert [sets[g].gpu.architecture for g in sets] == ["Pascal", "Maxwell", "Pascal", "Pascal",
+                                                         "Maxwell", "Pascal", "Turing"]
     for name, cset in sets.items():
         assert cset.rows("fwd") == cset.rows("bwd_filter") == 94
-        assert cset.rows("gemm") == 44
+        assert cset.rows("gemm") == 160
         spec = GPUS[cset.gpu.preset]
         assert spec.calibration == name
         assert cset.gpu.hardware.sms == spec.sms
         assert cset.gpu.hardware.dram_bandwidth == spec.dram_bandwidth_Bps
     # an empty bwd_data_ms is no measurement (first layers of the cuDNN 5 sets)
-    assert [sets[g].rows("bwd_data") for g in sets] == [94, 84, 85, 94]
+    assert [sets[g].rows("bwd_data") for g in sets] == [94, 84, 85, 94, 84, 94, 84]
+    # the T4 sheet's two truncated algorithm cells read as the algorithm they name
+    assert sets["T4"].fwd_algorithm[58] == "IMPLICIT_PRECOMP_GEMM"
     assert sets["P100"].seconds["fwd"][0] == pytest.approx(0.142e-3)
     assert sets["P100"].fwd_algorithm[0] == "IMPLICIT_PRECOMP_GEMM"
 
@@ -100,9 +105,13 @@ def test_the_shipped_measurements_load(sets):
 def test_the_shipped_copy_is_the_one_converted_from_deepbench():
     # SHA-256 of the CSVs as converted from DeepBench's sheets (copied unchanged)
     expected = {
-        "conv_train_fp32.csv": "882c20ccaceefef7135c03124afd6092eefa245034c08a8de996cc6e746331a1",
-        "gemm_train_fp32.csv": "8108f6978464e127a963048c186d45340a6367f2c33b38af95fdd841950354a1",
-        "gpus.csv": "e43fb74513b3231a374b39fe1422040273ce8a238fa108f92a1901af22700c3a",
+        "conv_train_fp32.csv": "4cd4ca17cbd6074b5036d120894f84709fa289a57305e3e0934daa3db74ce6b3",
+        "gemm_train_fp32.csv": "ec86cd2bb47031e7a991124320b72a157a163bfabd0aaad229e1d58fed76539e",
+        "gpus.csv": "beb22a8ccf34056a0a5aff58771399f8a839f954d06bc73c9b14c184ac929e32",
+        "conv_train_fp16_tensor_op.csv":
+            "5da0ead24da48243744d7a95e46cf0bcdae94183f891c898bb30bf4549712ee7",
+        "gemm_train_fp16_tensor_op.csv":
+            "4c420fe58f5bcfae59061d9dc64f769dd8bca16217a4d84edcb23168816373b0",
     }
     for name, digest in expected.items():
         assert hashlib.sha256((cal.DATA_DIR / name).read_bytes()).hexdigest() == digest, name
@@ -193,7 +202,7 @@ def test_a_byte_order_mark_is_skipped(tmp_path):
         path = folder / name
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     cset = cal.load(folder)["P100"]
-    assert (cset.rows("fwd"), cset.rows("gemm")) == (94, 44)
+    assert (cset.rows("fwd"), cset.rows("gemm")) == (94, 160)
 
 
 def test_a_missing_column_is_named(tmp_path):
@@ -246,6 +255,7 @@ def test_the_roofline_is_the_old_model(sets):
 
 # -- the fit ---------------------------------------------------------------------------------
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_committed_parameters_are_the_fit(sets, committed, fits):
     for name, kp in fits.items():
         family = committed["families"][name]
@@ -255,6 +265,7 @@ def test_the_committed_parameters_are_the_fit(sets, committed, fits):
             assert family["params"][param] == pytest.approx(value, rel=1e-3), (name, param)
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_committed_fit_error_is_the_in_sample_error(sets, committed, p100_fit):
     family = committed["families"]["P100"]
     kp = KernelParams(**family["params"])
@@ -268,6 +279,7 @@ def test_the_committed_fit_error_is_the_in_sample_error(sets, committed, p100_fi
         "geomean_abs_error"] + 1e-3
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_fit_respects_its_bounds_and_is_deterministic(sets, p100_fit):
     assert cal.fit(sets["P100"]) == p100_fit
     for name, value in p100_fit.as_dict().items():
@@ -282,6 +294,7 @@ def test_the_fit_respects_its_bounds_and_is_deterministic(sets, p100_fit):
         cal.fit([])
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_cross_gpu_prediction_is_measured_times_the_model_ratio(sets, fits):
     two = {name: sets[name] for name in fits}
     ev = cal.evaluate(two, own=fits)
@@ -307,12 +320,14 @@ def test_cross_gpu_prediction_is_measured_times_the_model_ratio(sets, fits):
 
 # -- kernel_params.json and sst-cdma calibrate -----------------------------------------------
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_calibrate_check_passes_on_the_committed_file(capsys):
     assert main(["calibrate", "--check"]) == 0
     out = capsys.readouterr().out
     assert "matches the refit" in out and "TitanX_Pascal  bwd_filter" in out
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
     data = _copy(tmp_path, ("P100",))
     out = tmp_path / "params.json"
@@ -336,6 +351,7 @@ def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
                         "it\n")
 
 
+@pytest.mark.slow  # refits on 160 GEMMs per GPU: seconds to minutes
 def test_the_provenance_names_the_files_read(tmp_path, monkeypatch, sets, fits, committed):
     data = _copy(tmp_path, ("P100",))
     monkeypatch.chdir(tmp_path)

@@ -9,7 +9,8 @@ from sst_cdma.model.gpus import GPUS
 #: boost clocks of the parts (GHz), from NVIDIA's datasheets and whitepapers
 BOOST_GHZ = {"maxwell": 1.075, "pascal": 1.48, "titanx_pascal": 1.531, "titanxp": 1.582,
              "volta": 1.53, "ampere": 1.41, "hopper": 1.98, "h100_pcie": 1.755, "h200": 1.98,
-             "gh200": 1.98, "a100_80gb": 1.41, "a100_pcie": 1.41, "b200": 1.98}
+             "gh200": 1.98, "a100_80gb": 1.41, "a100_pcie": 1.41, "b200": 1.98, "m40": 1.114,
+             "gtx1080ti": 1.582, "t4": 1.59}
 
 
 @pytest.mark.parametrize("preset", sorted(GPUS))

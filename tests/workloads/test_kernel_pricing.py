@@ -109,7 +109,7 @@ def test_an_unmeasured_gpu_says_whose_parameters_it_borrows(repo):
     run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--gpu", "hopper",
                     "--no-baselines")
     text = run.reports["summary"]["kernel_times"]
-    assert text.startswith("model fitted on P100") and "scaled to hopper" in text
+    assert text.startswith("model fitted on Pooled") and "scaled to hopper" in text
     assert "SM width (128 fp32 lanes)" in text  # the P100's SMs have 64
     assert "tensor cores" not in text  # fp32: no tensor-core kernels
 
