@@ -26,14 +26,14 @@ def test_the_committed_constants_are_the_fit_of_the_shipped_measurements(doc):
 
 def test_the_fit_errors_are_those_the_docs_report(doc):
     err = doc["fit_error"]
-    assert err["t4_sheet"]["gemm"]["geomean_abs_error"] <= 0.06
-    assert err["t4_sheet"]["fwd"]["geomean_abs_error"] <= 0.13
+    assert err["t4_sheet"]["gemm"]["geomean_abs_error"] <= 0.05
+    assert err["t4_sheet"]["fwd"]["geomean_abs_error"] <= 0.15
     assert err["t4_sheet"]["bwd_filter"]["geomean_abs_error"] <= 0.24
     for family in ("Ampere", "Hopper"):
         assert err[f"flash2_{family}"]["geomean_abs_error"] <= 0.075
         assert all(0.9 < r < 1.1 for r in err[f"best_gemm_{family}"].values())
-    # the T4 constants alone carry to the A100/H100 best GEMMs 20-40% slow
-    assert all(1.2 < r < 1.45 for r in err["best_gemm_carried_from_t4"].values())
+    # the T4 constants alone carry to the A100/H100 best GEMMs 18-37% slow
+    assert all(1.15 < r < 1.4 for r in err["best_gemm_carried_from_t4"].values())
 
 
 def test_every_family_says_what_it_was_fitted_on_or_carried_from():
