@@ -129,6 +129,10 @@ class Flow:
         return self.route.pairs
 
 
+def _fid(flow: Flow) -> int:
+    return flow.fid
+
+
 def _duration_ps(amount: float, rate: float) -> int:
     """Whole picoseconds to move ``amount`` at ``rate`` (rounded up; a hair of slack so that
     an exact multiple does not round up because of floating point)."""
@@ -240,15 +244,19 @@ class FlowNetwork(Service):
         """Every flow that shares a resource, directly or through others, with ``seeds``."""
         seen = {f.fid: f for f in seeds}
         todo = list(seeds)
+        walked: set[Resource] = set()  # each resource's flows are looked at once
         while todo:
             for res, _ in todo.pop().route.pairs:
+                if res in walked:
+                    continue
+                walked.add(res)
                 for other in res.flows:
                     if other.fid not in seen:
                         seen[other.fid] = other
                         todo.append(other)
         if len(seen) == 1:
             return seeds
-        return sorted(seen.values(), key=lambda f: f.fid)
+        return sorted(seen.values(), key=_fid)
 
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
