@@ -4,7 +4,6 @@ declaration. ``sst-info`` prints the same declarations.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -254,7 +253,9 @@ class Element:
         declared = {p.name: p for p in cls.PARAMS}
         for key in given:
             if key not in declared:
-                close = difflib.get_close_matches(key, declared, n=3, cutoff=0.6)
+                from difflib import get_close_matches  # only when a name is wrong
+
+                close = get_close_matches(key, declared, n=3, cutoff=0.6)
                 hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else \
                     f" (known: {', '.join(sorted(declared)) or 'none'})"
                 raise ParamError(f"{where}: unknown parameter {key!r}{hint}")

@@ -26,6 +26,7 @@ from .kernel import EVENT_PRIORITY, PRIORITY_BITS, Service, SimulationError, Sim
 PS_PER_S = 1e12
 _EPS = 1e-9
 _FULL = 1 + 1e-9  # a resource loaded to within this factor of capacity counts as full
+_FILL_MEMO_SIZE = 1 << 16  # solved layouts kept (a run of symmetric GPUs needs a few hundred)
 
 
 class Resource:
@@ -63,11 +64,13 @@ class Route:
     """The resources a kind of transfer crosses and the units of each it uses per unit moved,
     resolved once (see :meth:`FlowNetwork.route`) and shared by every flow taking it."""
 
-    __slots__ = ("pairs", "weight_of", "alone", "done", "_durations")
+    __slots__ = ("pairs", "weight_of", "alone", "done", "shape", "_durations")
 
     def __init__(self, pairs: list[tuple[Resource, float]]) -> None:
         self.pairs = pairs
         self.weight_of = {res.name: w for res, w in pairs}
+        #: (capacity, weight) of each resource on the way: what the max-min solver reads
+        self.shape = tuple((res.capacity, w) for res, w in pairs)
         # the rate a flow gets on this route when nothing else shares it
         self.alone = min([math.inf] + [res.capacity / w for res, w in pairs])
         self.done = 0.0  # units moved by finished flows, for the resources' busy time
@@ -126,6 +129,10 @@ class Flow:
         return self.route.pairs
 
 
+def _fid(flow: Flow) -> int:
+    return flow.fid
+
+
 def _duration_ps(amount: float, rate: float) -> int:
     """Whole picoseconds to move ``amount`` at ``rate`` (rounded up; a hair of slack so that
     an exact multiple does not round up because of floating point)."""
@@ -159,6 +166,8 @@ class FlowNetwork(Service):
         self.resources: dict[str, Resource] = {}
         self._routes: dict[tuple[tuple[str, float], ...], Route] = {}
         self._next_id = 0
+        #: layout of a group (see :meth:`_fill`) -> its rates and bottlenecks
+        self._fills: dict[tuple, tuple[tuple[float, int], ...]] = {}
 
     def resource(self, name: str, capacity: float) -> Resource:
         """Register a resource; names are unique."""
@@ -235,15 +244,19 @@ class FlowNetwork(Service):
         """Every flow that shares a resource, directly or through others, with ``seeds``."""
         seen = {f.fid: f for f in seeds}
         todo = list(seeds)
+        walked: set[Resource] = set()  # each resource's flows are looked at once
         while todo:
             for res, _ in todo.pop().route.pairs:
+                if res in walked:
+                    continue
+                walked.add(res)
                 for other in res.flows:
                     if other.fid not in seen:
                         seen[other.fid] = other
                         todo.append(other)
         if len(seen) == 1:
             return seeds
-        return sorted(seen.values(), key=lambda f: f.fid)
+        return sorted(seen.values(), key=_fid)
 
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
@@ -277,8 +290,52 @@ class FlowNetwork(Service):
                     t = _duration_ps(f.remaining, f.rate) if f.remaining > 0 else 0
                     schedule(now + max(t, 0), self._on_timer, (f, f.version), EVENT_PRIORITY)
 
+    def _fill(self, group: list[Flow]) -> None:
+        """Max-min fair rates and bottlenecks for ``group``, solved once per layout.
+
+        Progressive filling reads nothing but the group's layout: in flow order, each flow's
+        rate cap and route shape (capacity and weight of each resource) and which resources
+        the flows share. Symmetric GPUs in lockstep and repeated iterations meet the same
+        layouts over and over, in every node, so the solution of a layout is kept and
+        reused: the same arithmetic on the same numbers, hence the very same rates.
+
+        A group of one flow listed several times (the one neighbour left on several of a
+        finished flow's resources) is filled as it is: each copy adds its share to the one
+        flow, which no layout of distinct flows says."""
+        if group[0] is group[1]:
+            self._progressive_fill(group)
+            return
+        slot: dict[Resource, int] = {}
+        key: list = []
+        for f in group:
+            route = f.route
+            key.append(f.cap)
+            key.append(route.shape)
+            for res, _ in route.pairs:
+                at = slot.get(res)
+                if at is None:
+                    at = slot[res] = len(slot)
+                key.append(at)
+        layout = tuple(key)
+        solved = self._fills.get(layout)
+        if solved is None:
+            self._progressive_fill(group)
+            where = {res: i for i, res in enumerate(slot)}
+            solved = tuple((f.rate, -1 if f.bottleneck is None else where[f.bottleneck])
+                           for f in group)
+            if len(self._fills) >= _FILL_MEMO_SIZE:
+                self._fills.clear()
+            self._fills[layout] = solved
+            return
+        resources = list(slot)
+        for f, (rate, at) in zip(group, solved):
+            f.rate = rate
+            f.bottleneck = None if at < 0 else resources[at]
+
     @staticmethod
-    def _fill(group: list[Flow]) -> None:
+    def _progressive_fill(group: list[Flow]) -> None:
+        """Max-min fair rates for ``group`` from scratch: raise every unfrozen flow's rate
+        alike until a resource fills or a flow reaches its cap, freeze those, repeat."""
         for f in group:
             f.rate = 0.0
             f.bottleneck = None

@@ -8,7 +8,6 @@ package under the entry-point group ``sst_cdma.elements``.
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 import pkgutil
 from functools import lru_cache
@@ -44,7 +43,9 @@ def load_library(name: str) -> dict[str, type[Element]]:
     """Element name -> class for library ``name`` (imports every module of the package)."""
     modules = library_modules()
     if name not in modules:
-        close = difflib.get_close_matches(name, modules, n=3)
+        from difflib import get_close_matches  # only when a name is wrong
+
+        close = get_close_matches(name, modules, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else \
             f" (available: {', '.join(sorted(modules))})"
         raise ElementNotFound(f"unknown element library {name!r}{hint}")
@@ -71,7 +72,9 @@ def find_element(type_name: str) -> type[Element]:
     lib, elem = type_name.split(".", 1)
     elements = load_library(lib)
     if elem not in elements:
-        close = difflib.get_close_matches(elem, elements, n=3)
+        from difflib import get_close_matches  # only when a name is wrong
+
+        close = get_close_matches(elem, elements, n=3)
         hint = f" (did you mean {', '.join(f'{lib}.{c}' for c in close)}?)" if close else \
             f" (library {lib} has: {', '.join(elements)})"
         raise ElementNotFound(f"unknown element {type_name!r}{hint}")

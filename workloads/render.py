@@ -16,8 +16,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
-import jinja2
-
 from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
@@ -26,6 +24,8 @@ from .stream_schema import PHASES, Stream, statement_line
 from .vdnn import Times, plan_iteration
 
 if TYPE_CHECKING:
+    import jinja2
+
     from sst_cdma.model.fitted import KernelModel
 
     from .planner import PlanResult
@@ -41,7 +41,11 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 
 @functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+def _environment() -> "jinja2.Environment":
+    """The template environment, made (and jinja2 imported) the first time a stream's text
+    is asked for: a run that never writes a stream does not pay for jinja2."""
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         trim_blocks=True,

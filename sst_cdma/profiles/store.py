@@ -11,6 +11,9 @@ from .profile import DensityProfile
 __all__ = ["load_profile", "shipped_profiles", "shipped_profile_path"]
 
 _PACKAGE = "workloads.profiles"
+_CACHE_SIZE = 64  # parsed profiles kept (a run reads one or two, however many engines it has)
+#: (path as given, file identity and version, registered codecs) -> the profile read from it
+_parsed: dict[tuple, DensityProfile] = {}
 
 
 def _shipped_dir() -> Path:
@@ -32,6 +35,27 @@ def shipped_profile_path(network: str) -> Path:
     return path
 
 
+def _read(path: str | os.PathLike[str]) -> DensityProfile:
+    """:meth:`DensityProfile.load`, parsed once per file version: every cDMA engine of a run
+    reads the same profile. The key holds the file's inode, size and modification time, so
+    an edited or replaced file is read again, and the registered codecs, which decide what a
+    file's ``ratios`` may name. Profiles are immutable, so engines can share one."""
+    from ..codecs.registry import algorithm_names
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return DensityProfile.load(path)  # the loader names the fault
+    key = (os.fspath(path), st.st_ino, st.st_size, st.st_mtime_ns, tuple(algorithm_names()))
+    profile = _parsed.get(key)
+    if profile is None:
+        profile = DensityProfile.load(path)
+        if len(_parsed) >= _CACHE_SIZE:
+            _parsed.clear()
+        _parsed[key] = profile
+    return profile
+
+
 def load_profile(name_or_path: str | os.PathLike[str]) -> DensityProfile:
     """Load a profile by file path, or a shipped one by network name.
 
@@ -43,8 +67,8 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> DensityProfile:
     text = os.fspath(name_or_path)
     if (isinstance(name_or_path, os.PathLike) or text.endswith(".json")
             or os.sep in text or "/" in text):
-        return DensityProfile.load(text)
-    profile = DensityProfile.load(shipped_profile_path(text))
+        return _read(text)
+    profile = _read(shipped_profile_path(text))
     if profile.network != text:
         raise ProfileError(f"{profile.source}: network: {profile.network!r} does not match the "
                            f"file name {text!r}")

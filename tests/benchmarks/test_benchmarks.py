@@ -107,6 +107,8 @@ def test_the_scale_benchmark_fits_the_growth_exponent():
     assert bench.growth_exponent([64, 256, 1024], [1.0, 16.0, 256.0]) == pytest.approx(2.0)
     wall, timing = bench.one_run(8, ["--network", "alexnet", "--batch", "4", "--no-baselines"])
     assert wall > timing["run_s"] > 0
+    fresh = bench.measured(8, ["--network", "alexnet", "--batch", "4", "--no-baselines"])
+    assert fresh["wall_s"] > fresh["run_s"] > 0 and fresh["peak_mib"] > 0
 
 
 def test_the_transformer_benchmark_counts_kernels_and_prints_the_ratio(capsys):

@@ -195,3 +195,40 @@ def test_lost_time_is_charged_to_the_bottleneck_and_adds_up_to_the_stretch():
     # the other flow, held to half of hbm, lost as much time as it took beyond alone
     assert other.lost_ps("hbm") == pytest.approx(
         done["other"] - isolated_duration_ps(0.3e9, [(12e9, 1.0)]), abs=2)
+
+
+def _finish_times(caps, specs, timing, memo: bool):
+    """Completion (flow id, ps) of every flow, and every rate each solve gave, with the
+    solver's layout memo on or off (off: each solve a full progressive fill)."""
+    sim, net = _net(**{f"r{i}": c for i, c in enumerate(caps)})
+    if not memo:
+        net._fill = lambda group: FlowNetwork._progressive_fill(group)
+    done, rates = [], []
+    live = []
+
+    def finished(flow):
+        done.append((flow.fid, sim.now))
+        rates.append([(f.fid, f.rate, f.bottleneck and f.bottleneck.name) for f in live
+                      if f.version != -1])
+
+    def begin(i):
+        (weights, cap), (_, amount) = specs[i % len(specs)], timing[i]
+        live.append(net.start(amount, weights, finished, cap=cap))
+        rates.append([(f.fid, f.rate, f.bottleneck and f.bottleneck.name) for f in live
+                      if f.version != -1])
+
+    for i, (at, _) in enumerate(timing):
+        sim.schedule(at * 10**11, begin, i)
+    sim.run()
+    return done, rates
+
+
+@settings(max_examples=150, deadline=None)
+@given(flow_sets(), st.lists(st.tuples(st.integers(0, 8), st.floats(1.0, 200.0)),
+                             min_size=4, max_size=16))
+def test_the_memoized_solver_gives_exactly_the_full_solves_rates_and_times(data, timing):
+    """Reusing a layout's solution must change nothing: the very same rates and bottlenecks
+    after every start and end, and the same integer-picosecond completion of every flow."""
+    caps, specs = data
+    assert _finish_times(caps, specs, timing, memo=True) == \
+        _finish_times(caps, specs, timing, memo=False)
