@@ -326,7 +326,7 @@ class GPU(Component):
         entry = {"layer": op.name, "phase": op.phase, "start_ps": self.layer_start,
                  "end_ps": now, "kernel_ps": self._layer_kernel}
         if self._layer_algorithms:
-            entry["algorithm"] = ", ".join(self._layer_algorithms)
+            entry["kernel_algorithm"] = ", ".join(self._layer_algorithms)
             self._layer_algorithms = []
         self.layers.append(entry)
         self.stat_layer.add_data(now - self.layer_start)

@@ -172,8 +172,9 @@ LAYER: tuple[Key, ...] = (
     _k("start_s", "number", "start in seconds"),
     _k("end_s", "number", "end in seconds"),
     _k("kernel_ps", "integer", "kernel time within it"),
-    _k("algorithm", "string", "the convolution algorithm(s) picked, by pass",
-       "for priced convolutions"),
+    _k("kernel_algorithm", "string", "the kernel algorithm(s) the kernel model picked, by pass "
+       "(cuDNN's convolution algorithms, `TF32_GEMM`, `FLASH_ATTENTION_2`, ...; the top-level "
+       "`algorithm` is the codec's)", "for priced kernels"),
 )
 
 PLAN: tuple[Key, ...] = (
