@@ -335,7 +335,7 @@ def test_calibrate_writes_and_checks_a_file(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert list(doc["families"]) == ["P100"]
     assert doc["families"]["P100"]["provenance"]["rows"] == {
-        "fwd": 94, "bwd_data": 94, "bwd_filter": 94, "gemm": 44}
+        "fwd": 94, "bwd_data": 94, "bwd_filter": 94, "gemm": 160}
     assert doc["families"]["P100"]["provenance"]["cudnn"] == "6.0.21"
     assert all(v == cal.significant(v) for v in doc["families"]["P100"]["params"].values())
     assert main(["calibrate", "--data", str(data), "--output", str(out), "--check"]) == 0
