@@ -151,15 +151,20 @@ def _parse(doc: Any, where: str) -> dict[str, Family]:
     return out
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str, mtime_ns: int) -> dict[str, Family]:
+def _read_json(path: str, what: str) -> Any:
+    """The JSON document at ``path``; a file that cannot be read or parsed is one ModelError
+    naming the file and ``what`` it should hold."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: cannot read kernel parameters: {exc}") from None
+        raise ModelError(f"{path}: cannot read {what}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ModelError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    return _parse(doc, path)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, mtime_ns: int) -> dict[str, Family]:
+    return _parse(_read_json(path, "kernel parameters"), path)
 
 
 def load_families(path: Optional[os.PathLike[str] | str] = None) -> dict[str, Family]:
@@ -193,12 +198,7 @@ def _tensor_family(name: str, entry: Any, where: str) -> TensorCores:
 
 @functools.lru_cache(maxsize=4)
 def _load_tensor(path: str, mtime_ns: int) -> dict[str, TensorCores]:
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: cannot read tensor-core parameters: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ModelError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    doc = _read_json(path, "tensor-core parameters")
     if not isinstance(doc, dict) or doc.get("format") != TENSOR_FORMAT:
         raise ModelError(f"{path}: not a tensor-core parameters file (format must be "
                          f"{TENSOR_FORMAT!r})")
