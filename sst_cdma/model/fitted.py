@@ -151,6 +151,15 @@ def _parse(doc: Any, where: str) -> dict[str, Family]:
     return out
 
 
+def _mtime_ns(path: str, what: str) -> int:
+    """The modification time of ``path`` (what a loaded file is cached by); a missing file is
+    one ModelError naming it and ``what`` it should hold."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read {what}: {exc.strerror}") from None
+
+
 def _read_json(path: str, what: str) -> Any:
     """The JSON document at ``path``; a file that cannot be read or parsed is one ModelError
     naming the file and ``what`` it should hold."""
@@ -170,11 +179,7 @@ def _load(path: str, mtime_ns: int) -> dict[str, Family]:
 def load_families(path: Optional[os.PathLike[str] | str] = None) -> dict[str, Family]:
     """The fitted families of ``path`` (default: the committed ``kernel_params.json``)."""
     p = os.fspath(path or PARAMS_PATH)
-    try:
-        mtime = os.stat(p).st_mtime_ns
-    except OSError as exc:
-        raise ModelError(f"{p}: cannot read kernel parameters: {exc.strerror}") from None
-    return _load(p, mtime)
+    return _load(p, _mtime_ns(p, "kernel parameters"))
 
 
 def _tensor_family(name: str, entry: Any, where: str) -> TensorCores:
@@ -213,11 +218,7 @@ def load_tensor_families(path: Optional[os.PathLike[str] | str] = None
     """The tensor-core families of ``path`` (default: the committed
     ``tensor_core_params.json``)."""
     p = os.fspath(path or TENSOR_PARAMS_PATH)
-    try:
-        mtime = os.stat(p).st_mtime_ns
-    except OSError as exc:
-        raise ModelError(f"{p}: cannot read tensor-core parameters: {exc.strerror}") from None
-    return _load_tensor(p, mtime)
+    return _load_tensor(p, _mtime_ns(p, "tensor-core parameters"))
 
 
 def _tensor_cores(preset: str, spec: GPUSpec) -> Optional[TensorCores]:
