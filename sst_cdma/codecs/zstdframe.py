@@ -43,18 +43,37 @@ def zstd_compress(raw: np.ndarray) -> bytes:
     return cctx.compress(raw)
 
 
+#: payload bytes fed to the decoder per step: the output grows with what the frame really
+#: holds, never to the size its header claims before the data is there
+_INPUT_STEP = 1 << 20
+
+
 def zstd_decompress(payload: np.ndarray, expected: int, what: str) -> np.ndarray:
     """The ``expected`` bytes of the single frame that is ``payload``, as ``uint8``;
-    :class:`CodecError` (naming ``what``) for anything else."""
+    :class:`CodecError` (naming ``what``) for anything else. The frame is decoded in steps,
+    so a header that claims more than its blocks hold allocates only what they do hold."""
     zstd = _zstd()
     try:
         size = zstd.frame_content_size(payload)
         if size != expected:
             raise CodecError(f"{what} frame holds {size} bytes, expected {expected}")
-        raw = zstd.ZstdDecompressor().decompress(payload, max_output_size=expected,
-                                                 allow_extra_data=False)
+        decoder = zstd.ZstdDecompressor().decompressobj()
+        view = memoryview(payload).cast("B")
+        raw = bytearray()
+        for start in range(0, len(view), _INPUT_STEP):
+            raw += decoder.decompress(view[start:start + _INPUT_STEP])
+            if len(raw) > expected:
+                break
+        if not decoder.eof:
+            raise CodecError(f"corrupt {what} payload: truncated frame")
+        if decoder.unused_data:
+            raise CodecError(f"corrupt {what} payload: {len(decoder.unused_data)} bytes of "
+                             "unused data after its frame")
     except zstd.ZstdError as exc:
         raise CodecError(f"corrupt {what} payload: {exc}") from None
+    except MemoryError:
+        raise CodecError(f"{what} payload of {len(payload)} bytes claims {expected} raw "
+                         "bytes, more than this process can hold") from None
     if len(raw) != expected:
         raise CodecError(f"{what} payload decodes to {len(raw)} bytes, expected {expected}")
     return np.frombuffer(raw, np.uint8)

@@ -294,3 +294,38 @@ def test_chunk_decoder_survives_payload_changed_after_scan(simd_flag: bool) -> N
     q[last_mask] |= np.uint32(1 << 31)
     assert zvc._decode_chunks(q, out, offs, simd_flag, chunks - 1, chunks) == 0
     assert np.array_equal(out[-5:], x.view(np.uint32)[-5:])
+
+
+BOMB_SCRIPT = r"""
+import resource, struct, sys, zlib
+sys.path.insert(0, sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+from sst_cdma import codecs
+from sst_cdma.codecs import CodecError
+claimed = 3 << 30
+# a frame header claiming 3 GiB (single segment, 8-byte content size) and blocks of junk
+frame = b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + struct.pack("<Q", claimed) + bytes(200_000)
+head = struct.pack("<4sBBBBQQII", b"SCDC", 1, int(sys.argv[2]), 3, 1, claimed, len(frame), 0,
+                   0) + struct.pack("<Q", claimed)
+body = head + frame
+blob = body[:24] + struct.pack("<I", zlib.crc32(body[28:], zlib.crc32(body[:24]))) + body[28:]
+try:
+    codecs.decompress(blob)
+except CodecError as exc:
+    print("CodecError:", exc)
+"""
+
+
+@pytest.mark.parametrize("alg_id", [ALG_ID["zstd"], ALG_ID["bplane_zstd"]])
+def test_a_frame_claiming_gigabytes_raises_codec_error_under_a_memory_limit(alg_id: int) -> None:
+    """A decompression bomb: the header claims 3 GiB that its blocks do not hold; decoding
+    must not allocate the claim first (MemoryError under a 1.5 GiB address-space limit)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    run = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, root, str(alg_id)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith("CodecError:"), run.stdout
