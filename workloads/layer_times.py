@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sst_cdma.atomic_files import write_text_whole
+from sst_cdma.strict_parsing import StrictParseError, json_loads
 
 from .errors import WorkloadError, not_utf8
 from .network import Network
@@ -189,9 +190,9 @@ def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
     except UnicodeDecodeError as exc:
         raise WorkloadError(not_utf8(exc), file=where) from None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WorkloadError(f"invalid JSON at line {exc.lineno}: {exc.msg}", file=where) from None
+        doc = json_loads(text)
+    except StrictParseError as exc:
+        raise WorkloadError(str(exc), file=where) from None
     return _parse(doc, where)
 
 

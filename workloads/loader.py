@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import yaml
+from sst_cdma.strict_parsing import StrictParseError, yaml_loads
 
 from .errors import WorkloadError, not_utf8
 from .kinds import KINDS, normalize_params
@@ -73,25 +73,17 @@ def network_path(name_or_path: str | os.PathLike[str]) -> Path:
     )
 
 
-def _one_line(exc: yaml.YAMLError) -> str:
-    """A YAML error as one line: where it is and what is wrong."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    if mark is None:
-        return " ".join(str(problem).split())
-    return f"line {mark.line + 1}, column {mark.column + 1}: {' '.join(str(problem).split())}"
-
-
 def _read_yaml(path: Path, label: str) -> Any:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
-    except yaml.YAMLError as exc:
-        raise WorkloadError(f"invalid YAML: {_one_line(exc)}", file=label) from None
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise WorkloadError(not_utf8(exc), file=label) from None
     except OSError as exc:
         raise WorkloadError(f"cannot read: {exc}", file=label) from None
+    try:
+        return yaml_loads(text)
+    except StrictParseError as exc:
+        raise WorkloadError(str(exc), file=label) from None
 
 
 @functools.lru_cache(maxsize=4)

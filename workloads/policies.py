@@ -21,11 +21,11 @@ a plan file that recomputes it is refused.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Callable, Mapping
 
+from sst_cdma.strict_parsing import StrictParseError, json_loads
 from sst_cdma.model.policies import VDNN_POLICIES  # scheduled by vdnn.plan_iteration as vDNN does
 
 from .errors import WorkloadError
@@ -171,10 +171,10 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
     file = os.fspath(path)
     try:
         with open(file, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = json_loads(fh.read())
     except OSError as exc:
         raise WorkloadError(f"cannot read plan file: {exc.strerror or exc}", file=file) from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (StrictParseError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"not a JSON plan file ({exc})", file=file) from None
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
         if data.get("network", network.name) != network.name:

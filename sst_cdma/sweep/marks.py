@@ -101,7 +101,9 @@ def _convert(node: yaml.Node, path: str, constructor: _Constructor) -> Located:
     try:
         value = constructor.construct_object(node, deep=True)
     except yaml.YAMLError as exc:
-        raise SpecError(f"bad value: {exc}", path, line) from None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"bad value: {' '.join(str(problem).split())} (plain values only)",
+                        path, line) from None
     return Located(value, line)
 
 
