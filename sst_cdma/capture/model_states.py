@@ -135,7 +135,8 @@ def train_and_measure_states(activation: str = "relu", steps: int = 200,
     """Train the ``activation`` text model with ``text_train``'s AdamW recipe for ``steps``
     steps and measure its states at each checkpoint: after ``round(p * steps)`` updates, the
     weights and moments as they stand and the gradients of the next batch (computed, and
-    applied unless it is the last step). Seeded as ``text_train`` is."""
+    applied unless it is the last checkpoint: training stops there). Seeded as ``text_train``
+    is, so the first checkpoints of a long run are those of a short one."""
     at = _checkpoint_steps(steps, checkpoints)
     options = replace(options, config=replace(options.config, activation=activation))
     corpus = corpus or load_corpus()
@@ -157,7 +158,7 @@ def train_and_measure_states(activation: str = "relu", steps: int = 200,
                     captures.append(capture)
                     if show is not None:
                         show(capture)
-                if step == steps:
+                if step == max(at):  # nothing left to measure
                     break
                 for group in optimizer.param_groups:
                     group["lr"] = _lr(step, options)

@@ -107,3 +107,23 @@ def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
     path.write_bytes(b"not a checkpoint")
     assert main(["--checkpoint", f"0={path}", "--quiet"]) == 2
     assert "junk.pt: not a readable torch checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_shipped_profile_is_what_the_command_measures():
+    """The shipped run's first two checkpoints (steps 0 and 10 of 200), measured again (about
+    a minute on 2 cores)."""
+    from sst_cdma.capture.model_states import train_and_measure_states
+
+    shipped = load_model_states()
+    captures = train_and_measure_states("relu", 200, (0.0, 0.05), 0,
+                                        algorithms=("zvc", "bplane_zstd"))
+    for capture in captures:
+        for role, by_dtype in capture.roles.items():
+            for dtype, measure in by_dtype.items():
+                point = next(p for p in shipped.points[role][dtype]
+                             if p.progress == capture.progress)
+                assert round(measure.nonzeros / measure.elements, 6) == point.density
+                for codec in ("zvc", "bplane_zstd"):
+                    assert round(measure.ratio(codec), 4) == point.ratios[codec], \
+                        (role, dtype, codec, capture.progress)
