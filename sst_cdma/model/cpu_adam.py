@@ -16,17 +16,17 @@ File format (version 1)::
      "measurements": [{"implementation": "foreach", "params": 16777216, "tensors": 16,
                        "threads": 1, "seconds": [0.21, ...], "median_s": 0.22,
                        "min_s": 0.21, "params_per_s": 79891296.0}, ...],
-     "unavailable": {"fused": "reason"},
-     "best_implementation": "fused", "best_implementation_all_cores": "for-loop",
+     "unavailable": {"fused": "why this PyTorch cannot run it"},
+     "best_implementation": "foreach", "best_implementation_all_cores": "for-loop",
      "size_params": 16777216,
      "params_per_s_per_core": 79891296.0, "params_per_s": 121000000.0,
      "cores_measured": 2}
 
 A measurement's ``params_per_s`` is ``params / min_s``, the fastest timed step: on a shared
 machine others' work only ever slows a step down. The headline figures are at the largest size
-measured: ``params_per_s_per_core`` is the
-fastest implementation's on one thread (``best_implementation``), ``params_per_s`` the fastest
-on ``cores_measured`` threads (``best_implementation_all_cores``).
+measured: ``params_per_s_per_core`` is the fastest implementation's on one thread
+(``best_implementation``), ``params_per_s`` the fastest on ``cores_measured`` threads
+(``best_implementation_all_cores``).
 """
 from __future__ import annotations
 
