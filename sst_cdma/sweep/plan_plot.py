@@ -96,8 +96,12 @@ def draw_plan(summary: Mapping[str, Any], path: Path, title: str,
     labels, heights = plan_bars(tensors, sizes or {})
     top = max(sum(values) for values in zip(*heights.values()))
     unit, scale = ("tensors", 1.0) if not sizes else ("GB", 1e9) if top >= 1e8 else ("MB", 1e6)
-    fig = Figure(figsize=(max(8.0, min(24.0, 0.12 * len(labels) + 4)), 4.5),
-                 layout="constrained")
+    width = max(8.0, min(24.0, 0.12 * len(labels) + 4))
+    longest = max(len(label) for label in labels) if len(labels) <= 60 else 0
+    height = 4.5 + 0.045 * longest  # the tensors' names stand under the bars
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(left=0.8 / width, right=1 - 1.5 / width,
+                        bottom=(0.5 + 0.045 * longest) / height, top=0.92)
     ax = fig.subplots()
     bottom = [0.0] * len(labels)
     xs = list(range(len(labels)))

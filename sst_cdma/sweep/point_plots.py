@@ -43,11 +43,11 @@ def summary_layers(summary: dict[str, Any], path: Path) -> list[dict[str, Any]]:
     where = display_path(path)
     if not isinstance(layers, list):
         raise PointPlotError(f"{where}: 'layers' holds {type(layers).__name__} "
-                             f"({str(layers)[:40]!r}), not a list of layers")
+                             f"({repr(layers)[:40]}), not a list of layers")
     for n, layer in enumerate(layers):
         if not isinstance(layer, dict):
             raise PointPlotError(f"{where}: layers[{n}] is {type(layer).__name__} "
-                                 f"({str(layer)[:40]!r}), not a layer (an object)")
+                                 f"({repr(layer)[:40]}), not a layer (an object)")
         for name, types in _LAYER_FIELDS.items():
             value = layer.get(name)
             if not isinstance(value, types) or isinstance(value, bool) or \
@@ -65,16 +65,18 @@ def draw_timeline(summary_path: Path, path: Path, title: str) -> bool:
     layers = summary_layers(read_summary(summary_path), summary_path)
     if not layers:
         return False
-    fig = Figure(figsize=(10, 4.5), layout="constrained")
+    fig = Figure(figsize=(10, 4.5))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92)
     ax = fig.subplots()
-    for i, layer in enumerate(layers):
-        start, end = layer["start_s"] * 1e3, layer["end_s"] * 1e3
-        kernel = layer["kernel_ps"] * 1e-9
-        colour = PHASE_COLOURS.get(layer["phase"], "#55a868")
-        ax.broken_barh([(start, kernel)], (i - 0.4, 0.8), color=colour)
-        if end - start > kernel:
-            ax.broken_barh([(start + kernel, end - start - kernel)], (i - 0.4, 0.8),
-                           color="#dd8452")
+    rows = list(range(len(layers)))
+    starts = [layer["start_s"] * 1e3 for layer in layers]
+    kernels = [layer["kernel_ps"] * 1e-9 for layer in layers]
+    stalls = [max(0.0, layer["end_s"] * 1e3 - start - kernel)
+              for layer, start, kernel in zip(layers, starts, kernels)]
+    ax.barh(rows, kernels, left=starts, height=0.8, linewidth=0,
+            color=[PHASE_COLOURS.get(layer["phase"], "#55a868") for layer in layers])
+    ax.barh(rows, stalls, left=[s + k for s, k in zip(starts, kernels)], height=0.8,
+            linewidth=0, color="#dd8452")
     ax.set_xlabel("time in the iteration (ms)")
     ax.set_ylabel("layer boundary (forward, backward, update)")
     ax.set_title(f"{title} — blue/green/purple kernels (forward/backward/optimizer update), "
@@ -127,7 +129,8 @@ def draw_memory(point: Path, path: Path, title: str) -> Optional[str]:
         return f"its trace.json cannot be read: {exc}"
     if not tracks:
         return "its trace.json has no GPU memory counters"
-    fig = Figure(figsize=(10, 4.5), layout="constrained")
+    fig = Figure(figsize=(10, 4.5))
+    fig.subplots_adjust(left=0.07, right=0.7, bottom=0.12, top=0.92)
     ax = fig.subplots()
     for name, points in tracks.items():
         main = "." not in name
