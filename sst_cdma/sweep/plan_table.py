@@ -10,7 +10,9 @@ from typing import Optional
 
 from workloads.transformer import split_name
 
+from .marks import display_path
 from .pivot import PivotError, select_points
+from .plan_plot import PlanError, plan_tensors
 from .report import _point_label, swept_columns
 
 __all__ = ["CHOICES", "plan_rows", "plan_markdown"]
@@ -40,7 +42,8 @@ def _cell(counts: Optional[dict[str, int]]) -> str:
 
 def plan_markdown(results: str | Path, where: Optional[list[str]] = None) -> str:
     """The plan table of the successful points of a sweep (``where``: ``KEY=VALUE`` filters, as
-    ``sst-cdma table`` takes them). PivotError when no selected point has a plan."""
+    ``sst-cdma table`` takes them). PivotError when no selected point has a plan, or when a
+    point's summary.json or its plan is malformed (naming the file and the entry)."""
     path, frame = select_points(results, where)
     swept = swept_columns(frame)
     columns: list[tuple[str, dict[str, dict[str, int]]]] = []
@@ -48,9 +51,16 @@ def plan_markdown(results: str | Path, where: Optional[list[str]] = None) -> str
         summary = path.parent / "points" / str(row["key"]) / "summary.json"
         if not summary.is_file():
             continue
-        plan = json.loads(summary.read_text(encoding="utf-8")).get("plan") or {}
-        if plan.get("tensors"):
-            columns.append((_point_label(row, swept), plan_rows(plan["tensors"])))
+        try:
+            doc = json.loads(summary.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict):
+                raise PlanError(f"{display_path(summary)}: not a summary (a JSON object)")
+            tensors = plan_tensors(doc, display_path(summary))
+        except ValueError as exc:  # PlanError, or JSON that does not parse
+            raise PivotError(str(exc) if isinstance(exc, PlanError) else
+                             f"{display_path(summary)}: cannot be read: {exc}") from None
+        if tensors:
+            columns.append((_point_label(row, swept), plan_rows(tensors)))
     if not columns:
         raise PivotError(f"{path}: no selected point has a per-tensor plan (policy auto, a "
                          "per-tensor policy or --plan)")

@@ -1,8 +1,14 @@
-"""``sst-cdma report``: a markdown report and PNG plots from a sweep's ``results.csv`` — every
-numeric figure against the swept parameter (one line or bar group per combination of the other
-swept parameters), and, when the summary has them, the speed-up over vDNN and the performance
-relative to the oracle per network and configuration; one point's per-layer timeline (from its
-summary.json) and GPU memory over time (from its trace.json).
+"""``sst-cdma report``: a markdown report and the few plots a person looks at, from a sweep's
+``results.csv`` — the speed-up over vDNN and the performance relative to the oracle (when the
+summary has them), compute against stall time, one point's per-layer timeline, GPU memory and
+plan, and each figure that varies against the swept parameter. However many parameters were
+swept, a plot has the x parameter on its axis, one more as colours (legend beside the plot)
+and the rest as panels (small multiples, each titled with its values); axes carry units (ms,
+GB, x) and ratios a line at 1.0. Constant figures, bookkeeping and figures that only repeat
+another are listed, not drawn (:mod:`.figure_choice`).
+
+The report is written into a folder beside the output and moved in once whole: a report that
+fails halfway (a full disk) leaves the previous one as it was.
 
 The report knows no element library's summary: which summary keys describe the simulated system
 rather than measure it (and so are not plotted as figures) each library declares on its package
@@ -11,20 +17,29 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..library import library_modules
+from .facets import Layout, Style, draw, layout_for
+from .figure_choice import choose_figures
+from .figure_units import Axis, axis_for
 from .marks import display_path
+from .point_plots import PointPlotError, draw_memory, draw_timeline, memory_tracks
 
 PARAM_PREFIXES = ("opt.", "param.")
 NOT_FIGURES = {"point", "key", "topology", "status", "error", "end_reason"}
-MAX_PLOTS = 100
+MAX_PLOTS = 40
 BASELINES = (("speedup_vs_vdnn", "baselines.vdnn.iteration_time_s",
-              "speed-up over vDNN (vDNN time / time)"),
+              "speed-up over vDNN (vDNN time / time)", "speed-up over vDNN (x)"),
              ("perf_vs_oracle", "baselines.oracle.iteration_time_s",
-              "performance relative to the oracle (oracle time / time)"))
+              "performance relative to the oracle (oracle time / time)",
+              "performance relative to the oracle (x)"))
+#: the breakdown of an iteration drawn as stacked bars: (column, what it is)
+BREAKDOWN = (("compute_time_s", "compute"), ("stall_time_s", "stall"))
 
 
 #: the attribute of an element library's package naming the summary keys that describe the
@@ -33,7 +48,7 @@ SYSTEM_KEYS_HOOK = "SUMMARY_SYSTEM_KEYS"
 
 
 class ReportError(Exception):
-    """The results cannot be reported (missing file, not a sweep table)."""
+    """The results cannot be reported (missing file, not a sweep table, a full disk)."""
 
 
 def system_keys() -> frozenset[str]:
@@ -59,10 +74,6 @@ class Report:
 
     markdown: Path
     plots: list[Path] = field(default_factory=list)
-
-
-#: Timeline colours of the kernels of each phase (stalls are orange).
-_PHASE_COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "update": "#8172b2"}
 
 
 def _is_param(column: str) -> bool:
@@ -95,6 +106,9 @@ def _value(column: str, value: Any) -> str:
     return _fmt(value)
 
 
+STYLE = Style(name=_label, value=_value)
+
+
 def _md_table(frame: Any) -> str:
     cols = list(frame.columns)
     lines = ["| " + " | ".join(str(c) for c in cols) + " |",
@@ -120,83 +134,161 @@ def swept_columns(frame: Any) -> list[str]:
     return [c for c in frame.columns if _is_param(c) and frame[c].nunique(dropna=True) > 1]
 
 
-def _series(frame: Any, others: list[str]) -> list[tuple[str, Any]]:
-    if not others:
-        return [("", frame)]
-    out = []
-    for values, group in frame.groupby(others, sort=False, dropna=False):
-        values = values if isinstance(values, tuple) else (values,)
-        out.append((", ".join(_fmt(v) if c == "configuration" else
-                              f"{_label(c)}={_value(c, v)}" for c, v in zip(others, values)),
-                    group))
-    return out
+def _point_label(row: Any, swept: list[str]) -> str:
+    return ", ".join(f"{_label(c)}={_value(c, row[c])}" for c in swept) or f"point {row['point']}"
 
 
-def _plot(frame: Any, x: str, y: str, others: list[str], path: Path, title: str) -> None:
-    from matplotlib.figure import Figure
+@dataclass
+class _Draft:
+    """A report being written: the table, where the plots go and what was written so far."""
 
-    import pandas as pd
+    folder: Path            # the sweep's output folder (its points/)
+    staging: Path           # where the files are written before they are moved in
+    ok: Any
+    swept: list[str]
+    x: str
+    lines: list[str] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
 
-    fig = Figure(figsize=(7, 4.2))
-    ax = fig.subplots()
-    series = _series(frame, others)
-    numeric_x = pd.api.types.is_numeric_dtype(frame[x])
-    if numeric_x:
-        for name, group in series:
-            group = group.sort_values(x)
-            ax.plot(group[x], group[y], marker="o", label=name or None)
-    else:
-        cats = list(dict.fromkeys(frame[x].astype(str)))
-        width = 0.8 / max(1, len(series))
-        for n, (name, group) in enumerate(series):
-            pos = [cats.index(v) + (n - (len(series) - 1) / 2) * width
-                   for v in group[x].astype(str)]
-            ax.bar(pos, group[y], width=width, label=name or None)
-        ax.set_xticks(range(len(cats)), [_value(x, c) for c in cats],
-                      rotation=30 if len(cats) > 4 else 0)
-    ax.set_xlabel(_label(x))
-    ax.set_ylabel(y)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if len(series) > 1:
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    @property
+    def others(self) -> list[str]:
+        """The swept parameters other than the x axis."""
+        return [c for c in self.swept if c != self.x]
+
+    def plot(self, name: str, heading: str, text: str = "", alt: str = "") -> None:
+        """Record the plot ``name`` (written into the staging folder) under ``heading``,
+        ``alt`` its alternative text (default: the heading)."""
+        self.plots.append(name)
+        self.lines += [heading, ""] + ([text, ""] if text else []) + \
+            [f"![{alt or heading.lstrip('# ')}]({name})", ""]
 
 
-def write_report(results: Union[str, Path], output: Union[str, Path, None] = None,
-                 x: Optional[str] = None, timeline: Optional[int] = None) -> Report:
-    """Write ``report.md`` and its plots into ``output`` (default ``<results folder>/report``);
-    ReportError when the table cannot be read or ``x`` is not a column. ``timeline`` picks the
-    point whose per-layer timeline and GPU memory (``memory.png``, from the point's trace.json)
-    are drawn (default: the one that stalls most)."""
-    import pandas as pd
+def _resolve_x(frame: Any, x: Optional[str], swept: list[str]) -> str:
+    """The x parameter's column: a swept parameter by its name (``network`` is
+    ``opt.network``, not the summary's own ``network`` column), else any column; ReportError
+    when there is none."""
+    if x is None:
+        return swept[0] if swept else "point"
+    candidates = [c for c in (f"opt.{x}", f"param.{x}", x) if c in frame.columns]
+    found = next((c for c in candidates if c in swept), None) or \
+        next((c for c in candidates if _is_param(c)), None) or \
+        next(iter(candidates), None)
+    if found is None:
+        raise ReportError(f"--x {x}: no such column (swept: "
+                          f"{', '.join(_label(c) for c in swept) or 'none'})")
+    if swept and found not in swept and frame[found].nunique(dropna=True) <= 1:
+        raise ReportError(f"--x {x}: {found} holds one value over the sweep "
+                          f"({_fmt(frame[found].dropna().iloc[0]) if frame[found].notna().any() else 'none'}); "
+                          f"swept: {', '.join(_label(c) for c in swept)}")
+    return found
 
-    csv, frame = load_results(results)
-    out = Path(output) if output is not None else csv.parent / "report"
+
+def _ratio_section(draft: _Draft) -> dict[str, Any]:
+    """The speed-up over vDNN and the performance relative to the oracle, when the table
+    has them: markdown tables and one plot each. Returns the ratios drawn (label -> values)."""
+    speed = _speedups(draft.ok, draft.swept)
+    if speed is None:
+        return {}
+    table, specs = speed
+    draft.lines += ["## Speed-up per network and configuration", ""]
+    network_swept = "opt.network" in draft.swept
+    x = "opt.network" if network_swept else draft.x
+    others = [c for c in draft.swept if c != x]
+    drawn: dict[str, Any] = {}
+    for name, _, title, label in specs:
+        if table[name].round(12).nunique(dropna=True) <= 1:
+            draft.lines += [f"The {title} is {_fmt(table[name].iloc[0])} at every point: not "
+                            "drawn.", ""]
+            continue
+        wide = table["configuration"].nunique() > table["network"].nunique()
+        pivot = table.pivot_table(index="configuration" if wide else "network",
+                                  columns="network" if wide else "configuration",
+                                  values=name, sort=False)
+        frame = draft.ok.assign(**{name: table[name].to_numpy()})
+        draw(frame, layout_for(frame, x, others, [name]), name, Axis(label, ratio=True),
+             draft.staging / f"by_network_{name}.png", title, STYLE)
+        draft.plot(f"by_network_{name}.png", f"### {title}", _md_table(pivot.reset_index()))
+        drawn[f"the {title.split(' (')[0]}"] = frame[name]
+    return drawn
+
+
+def _breakdown_section(draft: _Draft, timeline: Optional[int]) -> dict[str, Any]:
+    """Compute against stall time of every point, and one point's timeline, GPU memory and
+    plan. Returns the series drawn (label -> values)."""
+    columns = [c for c, _ in BREAKDOWN]
+    if not set(columns) <= set(draft.ok.columns) or not len(draft.ok):
+        return {}
+    ok = draft.ok
+    axis = axis_for("iteration_time_s", (ok[columns[0]] + ok[columns[1]]).tolist())
+    axis = Axis(axis.label.replace("iteration time", "time per iteration"), axis.scale)
+    draw(ok, layout_for(ok, draft.x, draft.others, columns), columns, axis,
+         draft.staging / "stall_breakdown.png", "compute and stall time per iteration", STYLE,
+         stack_labels=[label for _, label in BREAKDOWN])
+    draft.plot("stall_breakdown.png", "## Stall breakdown", "Compute time (solid) and the time "
+               "the GPU waited for copies (hatched) of every point's iteration.",
+               "stall breakdown")
+    row = _pick_point(ok, timeline)
+    point = draft.folder / "points" / str(row["key"])
+    label = f"point {row['point']}: {_point_label(row, draft.swept)}"
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        in_the_way = next(p for p in (out, *out.parents) if p.exists() and not p.is_dir())
-        raise ReportError(f"--output {out}: {in_the_way} is a file, not a folder") from None
-    except OSError as exc:
-        raise ReportError(f"--output {out}: cannot create the folder: "
-                          f"{exc.strerror or exc}") from None
-    ok = frame[frame["status"] == "ok"].copy()
-    swept = swept_columns(frame)
-    if x is not None:
-        candidates = [x, f"opt.{x}", f"param.{x}"]
-        found = next((c for c in candidates if c in frame.columns), None)
-        if found is None:
-            raise ReportError(f"--x {x}: no such column (swept: "
-                              f"{', '.join(_label(c) for c in swept) or 'none'})")
-        x = found
+        drew = (point / "summary.json").is_file() and draw_timeline(
+            point / "summary.json", draft.staging / "timeline.png", label)
+    except PointPlotError as exc:
+        raise ReportError(str(exc)) from None
+    if drew:
+        draft.plot("timeline.png", "## Per-layer timeline", f"Point {row['point']}: each "
+                   "layer's kernel time and the time the GPU then waited for copies, in "
+                   "iteration order.", "per-layer timeline")
+    note = draw_memory(point, draft.staging / "memory.png", label)
+    if note is None:
+        draft.plot("memory.png", "## GPU memory over time", f"Point {int(row['point'])}: bytes "
+                   "allocated on each GPU over the iteration (the GPU memory counters of its "
+                   "trace.json); dashed: the baselines.")
     else:
-        x = swept[0] if swept else "point"
-    others = [c for c in swept if c != x]
-    system = system_keys()
-    figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
-               and c.split(".")[0] not in system and pd.api.types.is_numeric_dtype(frame[c])]
+        draft.lines += ["## GPU memory over time", "",
+                        f"Point {int(row['point'])}: no memory plot ({note}).", ""]
+    if _plan_plot(point, label, draft.staging / "plan.png"):
+        draft.plot("plan.png", "## Per-tensor plan", f"Point {int(row['point'])}: what the "
+                   "iteration did with each activation tensor (keep, offload, compress, "
+                   "recompute, free), bytes per tensor or per transformer block.",
+                   "per-tensor plan")
+    return {f"the stall breakdown's {label}": ok[c] for c, label in BREAKDOWN}
+
+
+def _figures_section(draft: _Draft, figures: list[str], drawn: dict[str, Any]) -> None:
+    """One plot per figure that varies (a family depending on x alone: one plot), the
+    constant ones and those left out listed."""
+    import pandas as pd
+
+    choice = choose_figures(draft.ok, figures, [draft.x, *draft.others], drawn)
+    draft.lines += [f"## Figures against `{_label(draft.x)}`", ""]
+    for columns in choice.plots[:MAX_PLOTS]:
+        ok = draft.ok.dropna(subset=columns)
+        if len(columns) == 1:
+            column = columns[0]
+            frame, layout, name = ok, layout_for(ok, draft.x, draft.others, columns), column
+        else:  # a family: its members are the colours
+            column = columns[0].rsplit(".", 1)[0]
+            member = column.rsplit("_by_", 1)[1] if "_by_" in column else "member"
+            frame = pd.concat([ok[[draft.x]].assign(**{member: c.rsplit(".", 1)[1],
+                                                        column: ok[c]}) for c in columns],
+                              ignore_index=True)
+            layout, name = Layout(draft.x, member), column
+        axis = axis_for(name, [float(v) for c in columns for v in ok[c]])
+        draw(frame, layout, name, axis, draft.staging / _file_name(name),
+             axis.label.rsplit(" (", 1)[0], STYLE)
+        draft.plot(_file_name(name), f"### {axis.label}", f"`{name}`" + (
+            f" ({', '.join(c.rsplit('.', 1)[1] for c in columns)})" if len(columns) > 1 else ""))
+    if len(choice.plots) > MAX_PLOTS:
+        draft.lines += [f"({len(choice.plots) - MAX_PLOTS} more figures not drawn: see "
+                        "`sst-cdma table`.)", ""]
+    if choice.constant:
+        draft.lines += ["Constant over the sweep: " + "; ".join(choice.constant), ""]
+    for why, columns in choice.left_out.items():
+        draft.lines += [f"Not drawn, {why}: " + ", ".join(f"`{c}`" for c in columns) + ".", ""]
+
+
+def _header(csv: Path, frame: Any, ok: Any, swept: list[str]) -> list[str]:
     lines = [f"# Sweep report: {display_path(csv)}", "",
              f"{len(frame)} points: {len(ok)} ok, {len(frame) - len(ok)} failed.", ""]
     if swept:
@@ -205,105 +297,92 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
             values = ", ".join(_value(col, v) for v in dict.fromkeys(frame[col].dropna()))
             lines.append(f"- `{_label(col)}`: {values}")
         lines.append("")
-    report = Report(markdown=out / "report.md")
+    return lines
 
-    speed = _speedups(ok, swept)
-    if speed is not None:
-        table, plots_spec = speed
-        lines += ["## Speed-up per network and configuration", ""]
-        for name, column, title in plots_spec:
-            wide = table["configuration"].nunique() > table["network"].nunique()
-            pivot = table.pivot_table(index="configuration" if wide else "network",
-                                      columns="network" if wide else "configuration",
-                                      values=name, sort=False)
-            lines += [f"### {title}", "", _md_table(pivot.reset_index()), ""]
-            path = out / f"by_network_{name}.png"
-            sub = table.rename(columns={"network": "opt.network"})
-            _plot(sub, "opt.network", name, ["configuration"] if
-                  sub["configuration"].nunique() > 1 else [], path, title)
-            report.plots.append(path)
-            lines += [f"![{title}]({path.name})", ""]
 
-    if {"compute_time_s", "stall_time_s"} <= set(ok.columns) and len(ok):
-        path = out / "stall_breakdown.png"
-        _stall_breakdown(ok, swept, path)
-        report.plots.append(path)
-        lines += ["## Stall breakdown", "", "Compute and stall time of every point's iteration.",
-                  "", f"![stall breakdown]({path.name})", ""]
-        row = _pick_point(ok, timeline)
-        chosen = _timeline(csv.parent, row, swept, out / "timeline.png")
-        if chosen is not None:
-            report.plots.append(out / "timeline.png")
-            lines += ["## Per-layer timeline", "", f"Point {chosen}: each layer's kernel time "
-                      "and the time the GPU then waited for copies, in iteration order.", "",
-                      "![per-layer timeline](timeline.png)", ""]
-        lines += ["## GPU memory over time", ""]
-        note = _memory_plot(csv.parent, row, swept, out / "memory.png")
-        if note is None:
-            report.plots.append(out / "memory.png")
-            lines += [f"Point {int(row['point'])}: bytes allocated on each GPU over the "
-                      "iteration (the GPU memory counters of its trace.json); dashed: the "
-                      "baselines.", "", "![GPU memory over time](memory.png)", ""]
-        else:
-            lines += [f"Point {int(row['point'])}: no memory plot ({note}).", ""]
-        if _plan_plot(csv.parent, row, swept, out / "plan.png"):
-            report.plots.append(out / "plan.png")
-            lines += ["## Per-tensor plan", "", f"Point {int(row['point'])}: what the iteration "
-                      "did with each activation tensor (keep, offload, compress, recompute, "
-                      "free), bytes per tensor or per transformer block.", "",
-                      "![per-tensor plan](plan.png)", ""]
+def _compose(csv: Path, frame: Any, x: Optional[str], timeline: Optional[int],
+             staging: Path) -> list[str]:
+    """Write the report's markdown and plots into ``staging``; returns the plots' names."""
+    import pandas as pd
 
-    lines += [f"## Figures against `{_label(x)}`", ""]
-    skipped_constant, plotted = [], 0
-    for col in figures:
-        values = ok[col].dropna()
-        if values.empty:
-            continue
-        if values.nunique() <= 1:
-            skipped_constant.append(f"`{col}` = {_fmt(values.iloc[0])}")
-            continue
-        if plotted >= MAX_PLOTS or col == x:
-            continue
-        path = out / _file_name(col)
-        _plot(ok.dropna(subset=[col]), x, col, others, path, col)
-        report.plots.append(path)
-        plotted += 1
-        lines += [f"### {col}", "", f"![{col}]({path.name})", ""]
-    if skipped_constant:
-        lines += ["Constant over the sweep: " + "; ".join(skipped_constant), ""]
+    ok = frame[frame["status"] == "ok"].reset_index(drop=True)
+    swept = swept_columns(frame)
+    draft = _Draft(csv.parent, staging, ok, swept, _resolve_x(frame, x, swept),
+                   _header(csv, frame, ok, swept))
+    system = system_keys()
+    figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
+               and c.split(".")[0] not in system and pd.api.types.is_numeric_dtype(frame[c])
+               and not pd.api.types.is_bool_dtype(frame[c])]
+    drawn = _ratio_section(draft)
+    drawn.update(_breakdown_section(draft, timeline))
+    _figures_section(draft, figures, drawn)
     failed = frame[frame["status"] != "ok"]
     if len(failed):
-        lines += ["## Failed points", ""]
         cols = ["point"] + swept + ["error"]
-        lines += [_md_table(failed[[c for c in cols if c in failed.columns]]), ""]
-    report.markdown.write_text("\n".join(lines), encoding="utf-8")
-    return report
+        draft.lines += ["## Failed points", "",
+                        _md_table(failed[[c for c in cols if c in failed.columns]]), ""]
+    (staging / "report.md").write_text("\n".join(draft.lines), encoding="utf-8")
+    return draft.plots
 
 
-def _point_label(row: Any, swept: list[str]) -> str:
-    return ", ".join(f"{_label(c)}={_value(c, row[c])}" for c in swept) or f"point {row['point']}"
+def _make_output(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        in_the_way = next(p for p in (out, *out.parents) if p.exists() and not p.is_dir())
+        raise ReportError(f"--output {out}: {in_the_way} is a file, not a folder") from None
+    except OSError as exc:
+        raise ReportError(f"--output {out}: cannot create the folder: "
+                          f"{exc.strerror or exc}") from None
 
 
-def _stall_breakdown(ok: Any, swept: list[str], path: Path) -> None:
-    """Stacked bars: compute and stall seconds per point."""
-    import matplotlib
+def _earlier_plots(markdown: Path) -> set[str]:
+    """The plots an earlier report in the folder drew (the images its report.md shows)."""
+    try:
+        text = markdown.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {name for name in re.findall(r"!\[[^\]]*\]\(([^)/\\]+\.png)\)", text)}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    labels = [_point_label(row, swept) for _, row in ok.iterrows()]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 2), 4.5))
-    pos = range(len(labels))
-    ax.bar(pos, ok["compute_time_s"], label="compute", color="#4c72b0")
-    ax.bar(pos, ok["stall_time_s"], bottom=ok["compute_time_s"], label="stall",
-           color="#dd8452")
-    ax.set_xticks(list(pos), labels, rotation=75, ha="right", fontsize=7)
-    ax.set_ylabel("seconds per iteration")
-    ax.set_title("compute vs stall")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def _publish(staging: Path, out: Path, plots: list[str]) -> None:
+    """Move the report from ``staging`` into ``out`` (each file replaced in one step, the
+    markdown last) and remove the plots of an earlier report this one no longer draws."""
+    import os
+
+    stale = _earlier_plots(out / "report.md") - set(plots)
+    for name in [*plots, "report.md"]:
+        os.replace(staging / name, out / name)
+    for name in stale:
+        (out / name).unlink(missing_ok=True)
+
+
+def write_report(results: Union[str, Path], output: Union[str, Path, None] = None,
+                 x: Optional[str] = None, timeline: Optional[int] = None) -> Report:
+    """Write ``report.md`` and its plots into ``output`` (default ``<results folder>/report``);
+    ReportError when the table cannot be read, ``x`` is not a column, a point's summary
+    cannot be drawn or the report cannot be written (a full disk: the previous report is then
+    left as it was). ``timeline`` picks the point whose per-layer timeline, GPU memory
+    (``memory.png``, from the point's trace.json) and plan are drawn (default: the one that
+    stalls most)."""
+    csv, frame = load_results(results)
+    out = Path(output) if output is not None else csv.parent / "report"
+    _make_output(out)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=out))
+    except OSError as exc:
+        raise ReportError(f"{display_path(out)}: cannot write the report: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        plots = _compose(csv, frame, x, timeline, staging)
+        _publish(staging, out, plots)
+    except OSError as exc:
+        raise ReportError(f"{display_path(out)}: cannot write the report: "
+                          f"{exc.strerror or exc} (the previous report, if any, is left as "
+                          "it was)") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return Report(markdown=out / "report.md", plots=[out / name for name in plots])
 
 
 def _pick_point(ok: Any, point: Optional[int]) -> Any:
@@ -318,134 +397,36 @@ def _pick_point(ok: Any, point: Optional[int]) -> Any:
     return match.iloc[0]
 
 
-def _plan_plot(folder: Path, row: Any, swept: list[str], path: Path) -> bool:
-    """Draw one point's per-tensor plan (summary.json's ``plan``, sized by the tensors of the
-    stream it wrote); False when the summary has no plan."""
-    import json
-
-    from .plan_plot import draw_plan
-
-    point = folder / "points" / str(row["key"])
-    summary = point / "summary.json"
-    if not summary.is_file():
-        return False
+def _stream_sizes(point: Path) -> dict[str, int]:
+    """The bytes of each activation tensor of the stream a point wrote, in stream order."""
     sizes: dict[str, int] = {}
     for stream in sorted(point.glob("*.stream"))[:1]:
         for line in stream.read_text(encoding="utf-8").splitlines():
             if line.startswith("tensor ") and "kind=activation" in line:
                 parts = line.split()
-                size = next(p for p in parts if p.startswith("bytes="))
-                sizes[parts[1]] = int(size[len("bytes="):])
-    title = f"point {row['point']}: {_point_label(row, swept)} — per-tensor plan"
-    return draw_plan(json.loads(summary.read_text(encoding="utf-8")), path, title,
-                     sizes or None)
+                size = next((p for p in parts if p.startswith("bytes=")), None)
+                if size is not None and size[len("bytes="):].isdigit():
+                    sizes[parts[1]] = int(size[len("bytes="):])
+    return sizes
 
 
-def _timeline(folder: Path, row: Any, swept: list[str], path: Path) -> Optional[int]:
-    """Draw one point's per-layer timeline (kernel and stall per layer boundary) from its
-    summary.json; returns the point drawn, or None when its summary has no layers."""
-    import json
+def _plan_plot(point: Path, label: str, path: Path) -> bool:
+    """Draw one point's per-tensor plan (summary.json's ``plan``, sized by the tensors of the
+    stream it wrote); False when the summary has no plan, ReportError when it is malformed."""
+    from .plan_plot import PlanError, draw_plan
+    from .point_plots import read_summary
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summary = folder / "points" / str(row["key"]) / "summary.json"
-    if not summary.is_file():
-        return None
-    layers = json.loads(summary.read_text(encoding="utf-8")).get("layers") or []
-    if not layers:
-        return None
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for i, layer in enumerate(layers):
-        start, end = layer["start_s"] * 1e3, layer["end_s"] * 1e3
-        kernel = layer["kernel_ps"] * 1e-9
-        colour = _PHASE_COLOURS.get(layer["phase"], "#55a868")
-        ax.broken_barh([(start, kernel)], (i - 0.4, 0.8), color=colour)
-        if end - start > kernel:
-            ax.broken_barh([(start + kernel, end - start - kernel)], (i - 0.4, 0.8),
-                           color="#dd8452")
-    ax.set_xlabel("time in the iteration (ms)")
-    ax.set_ylabel("layer boundary (forward, backward, update)")
-    ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — blue/green/purple kernels "
-                 "(forward/backward/optimizer update), orange stalls", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return int(row["point"])
-
-
-def memory_tracks(trace: dict[str, Any]) -> dict[str, list[tuple[float, int]]]:
-    """The "GPU memory" counter tracks of a Chrome trace (what the Reporter writes into
-    trace.json): process name -> [(time in us, bytes)], in time order, processes in name
-    order."""
-    names: dict[Any, str] = {}
-    tracks: dict[Any, list[tuple[float, int]]] = {}
-    for event in trace.get("traceEvents", []):
-        if event.get("ph") == "M" and event.get("name") == "process_name":
-            names[event.get("pid")] = str(event.get("args", {}).get("name", event.get("pid")))
-        elif event.get("ph") == "C" and event.get("name") == "GPU memory":
-            tracks.setdefault(event.get("pid"), []).append(
-                (float(event["ts"]), int(event["args"]["bytes"])))
-    out = {names.get(pid, str(pid)): sorted(points, key=lambda p: p[0])
-           for pid, points in tracks.items()}
-    return dict(sorted(out.items()))
-
-
-def _memory_plot(folder: Path, row: Any, swept: list[str], path: Path) -> Optional[str]:
-    """Draw one point's GPU memory over time (a step line per GPU: the main system's solid,
-    the baselines' dashed) from the counter tracks of its trace.json; returns None when drawn,
-    else why not."""
-    import json
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    point = folder / "points" / str(row["key"])
-    trace = point / "trace.json"
-    if not trace.is_file():
-        return "the point has no trace.json"
-    try:
-        tracks = memory_tracks(json.loads(trace.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"its trace.json cannot be read: {exc}"
-    if not tracks:
-        return "its trace.json has no GPU memory counters"
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for name, points in tracks.items():
-        main = "." not in name
-        ax.step([t * 1e-3 for t, _ in points], [b / 1e9 for _, b in points], where="post",
-                label=name, linewidth=1.6 if main else 1.0, linestyle="-" if main else "--")
     summary = point / "summary.json"
-    if summary.is_file():
-        try:
-            capacity = json.loads(summary.read_text(encoding="utf-8")).get(
-                "gpu_memory_capacity_bytes")
-        except (OSError, ValueError):
-            capacity = None
-        peak = max(b for points in tracks.values() for _, b in points)
-        if capacity and capacity <= 2 * peak:
-            ax.axhline(capacity / 1e9, color="#c44e52", linestyle=":", linewidth=1.0,
-                       label="capacity")
-        elif capacity:  # drawn to scale it would flatten the curves at the bottom
-            ax.plot([], [], color="#c44e52", linestyle=":", linewidth=1.0,
-                    label=f"capacity {capacity / 1e9:.3g} GB (above the plot)")
-    ax.set_xlabel("time in the iteration (ms)")
-    ax.set_ylabel("GPU memory allocated (GB)")
-    ax.set_title(f"point {row['point']}: {_point_label(row, swept)} — GPU memory over the "
-                 "iteration", fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return None
+    if not summary.is_file():
+        return False
+    try:
+        return draw_plan(read_summary(summary), path, f"{label} — per-tensor plan",
+                         _stream_sizes(point) or None, display_path(summary))
+    except (PlanError, PointPlotError) as exc:
+        raise ReportError(str(exc)) from None
 
 
-def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, str, str]]]]:
+def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, ...]]]]:
     """Speed-ups per network and configuration, when the table has the columns."""
     if "opt.network" not in ok.columns or "iteration_time_s" not in ok.columns:
         return None
@@ -460,9 +441,9 @@ def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, 
             config_cols, values)) for values in ok[config_cols].itertuples(index=False)]
     else:
         table["configuration"] = "all"
-    for name, column, _ in present:
+    for name, column, _, _ in present:
         table[name] = ok[column] / ok["iteration_time_s"]
-    return table, [(name, column, title) for name, column, title in present]
+    return table, present
 
 
 __all__ = ["write_report", "load_results", "swept_columns", "memory_tracks", "system_keys",

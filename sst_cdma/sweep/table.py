@@ -17,6 +17,8 @@ from .spec import Point
 from .stats import parse_selector, select
 
 RUN_COLUMNS = ("status", "error", "sim_time_ps", "events", "end_reason")
+#: the statuses a sweep writes for a point
+STATUSES = ("ok", "failed")
 MAX_LIST_ITEMS = 64  # longer lists in a summary are detail, not figures: left out
 LEAD_COLUMNS = ("point", "key", "topology")
 
@@ -142,7 +144,8 @@ def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Pa
     """The results table at ``path`` (a sweep's output folder or its ``results.csv``) and its
     path. ResultsError when it is missing or unreadable, when its last line is incomplete (the
     file was cut short: a table is always written whole, ending with a newline), when it has
-    no rows, and, with ``sweep_columns``, when it lacks the ``point`` and ``status``
+    no rows, when a row has fewer fields than the header or a status other than
+    :data:`STATUSES`, and, with ``sweep_columns``, when it lacks the ``point`` and ``status``
     columns."""
     import pandas as pd
 
@@ -180,8 +183,30 @@ def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Pa
     if frame.empty:
         raise ResultsError(f"{where}: the results table has a header but no points "
                            "(truncated? run the sweep again to rewrite it)")
+    _check_rows(data, where)
     return csv, frame
 
 
+def _check_rows(data: bytes, where: str) -> None:
+    """ResultsError naming the line when a row has fewer fields than the header (pandas fills
+    them in as empty) or a status that no sweep writes."""
+    import csv as csv_module
+
+    reader = csv_module.reader(io.StringIO(data.decode("utf-8", errors="replace")))
+    header = next(reader)
+    status = header.index("status") if "status" in header else None
+    for row in reader:
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ResultsError(f"{where}: line {reader.line_num}: {len(row)} fields where the "
+                               f"header has {len(header)} (a short row: the table was edited "
+                               "or mixed; run the sweep again to rewrite it)")
+        if status is not None and row[status] not in STATUSES:
+            raise ResultsError(f"{where}: line {reader.line_num}: unknown status "
+                               f"{row[status]!r} (a sweep writes {' or '.join(STATUSES)})")
+
+
 __all__ = ["flatten", "build_table", "write_tables", "point_row", "run_values",
-           "read_statistics", "read_results", "ResultsError", "RUN_COLUMNS", "LEAD_COLUMNS"]
+           "read_statistics", "read_results", "ResultsError", "RUN_COLUMNS", "LEAD_COLUMNS",
+           "STATUSES"]

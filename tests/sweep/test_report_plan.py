@@ -40,3 +40,18 @@ def test_plan_bars_are_per_tensor_or_per_block():
     labels, heights = plan_bars(big, {name: 2 for name in big})
     assert labels[:3] == ["embed", "blk0", "blk1"]
     assert heights["recompute"][1] == 2 and heights["keep"][1] == 18
+
+
+def test_plan_bars_follow_the_stream_or_natural_order_not_the_summarys_sorted_names():
+    """summary.json lists tensors sorted by name (blk0, blk1, blk10, blk11, ..., blk2): the bars
+    follow the stream's forward order when the sizes come from it, else natural order."""
+    names = sorted(f"blk{i}/{role}" for i in range(MAX_BARS // 2) for role in ("qkv", "fc1"))
+    tensors = {"embed": "keep", **{n: "keep" for n in names}, "lm_head": "keep"}
+    labels, _ = plan_bars(dict(sorted(tensors.items())), {})
+    assert labels[:4] == ["blk0", "blk1", "blk2", "blk3"] and labels[-2:] == ["embed", "lm_head"]
+    forward = ["embed", *(f"blk{i}/{role}" for i in range(MAX_BARS // 2)
+                          for role in ("qkv", "fc1")), "lm_head"]
+    labels, heights = plan_bars(dict(sorted(tensors.items())), {n: 2 for n in forward})
+    assert labels[:3] == ["embed", "blk0", "blk1"] and labels[10] == "blk9"
+    assert labels[11] == "blk10" and labels[-1] == "lm_head"
+    assert heights["keep"][1] == 4

@@ -87,12 +87,14 @@ def test_the_memory_plot_keeps_the_curves_readable_beside_a_far_larger_capacity(
     import matplotlib.figure
 
     drawn = {}
+    savefig = matplotlib.figure.Figure.savefig
 
     def record(fig, path, *args, **kwargs):
         if str(path).endswith("memory.png"):
             ax = fig.axes[0]
             drawn["top"] = ax.get_ylim()[1]
             drawn["labels"] = [t.get_text() for t in ax.get_legend().get_texts()]
+        savefig(fig, path, *args, **kwargs)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
     summary_path = results / "points" / "k1" / "summary.json"
