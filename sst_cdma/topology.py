@@ -283,8 +283,8 @@ def _check_storage(o: argparse.Namespace) -> None:
     if o.nvme < 0:
         _refuse(f"--nvme must be >= 0 (0: no SSD), got {o.nvme}")
     if o.nvme_preset not in SSDS:
-        close = get_close_matches(o.nvme_preset, SSDS, n=2, cutoff=0.5)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        close = get_close_matches(o.nvme_preset, SSDS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
         _refuse(f"--nvme-preset {o.nvme_preset!r} is not a known SSD ({hint}one of "
                 f"{', '.join(sorted(SSDS))}; docs/storage.md)")
     if o.offload_to == "nvme" and not o.nvme:
