@@ -51,6 +51,10 @@ class EngineResult:
     #: every transfer's (start, end, time it lost at the GPU's HBM) in ps: how much sharing
     #: the memory stretched it (flow mode; the all-reduce's summary reads it)
     copies: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    #: the SSDs on its ``nvme%d`` ports, in port order, and how it reaches them (``nvme_path``;
+    #: '' without drives)
+    drives: list[str] = field(default_factory=list)
+    nvme_path: str = ""
 
 
 #: the engine params that moved to the codec in its ``codec`` slot
@@ -98,7 +102,7 @@ class CDMAEngine(Component):
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
         Param("nvme_path", "str", "bounce", "how transfers to the nvme tier reach the SSDs on "
-              "the nvme%d ports: bounce (through a pinned host buffer: host DRAM crossed twice) "
+              "the engine's nvme ports: bounce (through a pinned host buffer: host DRAM crossed twice) "
               "or gds (GPUDirect Storage: peer to peer through the switch or root complex; "
               "docs/storage.md)", choices=NVME_PATHS),
     )
@@ -285,7 +289,8 @@ class CDMAEngine(Component):
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
-            copies=self.copies))
+            copies=self.copies, drives=[d.name for d in self.drives],
+            nvme_path=p["nvme_path"] if self.drives else ""))
 
     def setup(self) -> None:
         """Find the GPU memory's bandwidth resource and the path to the host store."""

@@ -45,6 +45,20 @@ class NVMeResult:
     peak_stored_bytes: int
 
 
+def nvme_fields(drives: list[NVMeResult], path: str) -> dict[str, Any]:
+    """``summary.json``'s ``nvme``: the drives a system's engines stripe across (their model,
+    link and rates: the first drive's, as topologies build them alike), how the engines reach
+    them, and what they read, wrote and held together."""
+    first = drives[0]
+    return {"drives": len(drives), "model": first.model, "preset": first.preset, "path": path,
+            "link": first.link, "queue_depth": first.queue_depth,
+            "read_rate_Bps": first.read_rate_Bps, "write_rate_Bps": first.write_rate_Bps,
+            "capacity_bytes": sum(d.capacity_bytes for d in drives),
+            "bytes_written": sum(d.bytes_written for d in drives),
+            "bytes_read": sum(d.bytes_read for d in drives),
+            "peak_stored_bytes": sum(d.peak_stored_bytes for d in drives)}
+
+
 class NVMe(Component):
     """A data-center NVMe SSD on its own PCIe link; provides ``StorageDrive`` to DMA engines."""
 

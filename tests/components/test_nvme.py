@@ -156,3 +156,21 @@ def test_an_engine_without_a_drive_refuses_a_transfer_to_the_nvme_tier(run_scrip
     with pytest.raises(RunError, match="dma: offload of '.*' goes to the nvme tier, and no "
                                        "SSD is wired to this engine's nvme0 port"):
         run_script(HAND_WIRED.replace("DRIVE", "False").replace("PATH", "gds"))
+
+
+def test_the_summary_reports_the_drives_and_matches_the_schema(repo):
+    from components.summary_schema import check_summary
+
+    result = run(repo, "--nvme", "2", "--offload-to", "nvme", "--nvme-path", "gds",
+                 "--gpus", "2", baselines=True)
+    summary = result.reports["summary"]
+    assert check_summary(summary) == []
+    nvme = summary["nvme"]
+    sim = result.simulation.components
+    assert nvme["drives"] == 2 and nvme["path"] == "gds" and nvme["link"] == "pcie4x4"
+    assert nvme["bytes_written"] == pytest.approx(summary["wire_bytes"])
+    assert nvme["peak_stored_bytes"] == sim["nvme0"].peak + sim["nvme1"].peak
+    assert nvme["capacity_bytes"] == 2 * SSDS["micron7450"].figures()["capacity"]
+    # the baseline's drives are its own, not the main system's
+    assert sim["vdnn.nvme0"].write.busy_units > 0
+    assert "nvme" not in run(repo).reports["summary"]
