@@ -218,15 +218,20 @@ class CDMAEngine(Component):
         hbm = self.peer_provider("hbm", MemoryPool).bandwidth_resource
         path = self.peer_provider("pcie", HostPath).host_path()
         capacity = {name: res.capacity for name, res in self.flows.resources.items()}
+        storage = self._storage_for(workload.tier, path)
 
         def ps(direction: str, raw: int, size: int, coded: bool) -> int:
             codec, packed = self._codec_stage(direction, coded)
             inner, outer = transfer_weights(direction, raw, size, hbm, codec, path, packed)
+            latency = path.latency_ps
+            if storage is not None:
+                outer = _storage_weights(storage, direction, raw, size)
+                latency = storage.latency_ps[direction]
             pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
             kernel = self.codec.sm_kernel(direction, "", raw, size) \
                 if coded and self.codec is not None else None
             # an SM (de)compression runs before (offload) or after (prefetch) its copy
-            return path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0) + \
+            return latency + (isolated_duration_ps(raw, pairs) if raw else 0) + \
                 (kernel.time_ps if kernel is not None else 0)
 
         out = {}
@@ -237,6 +242,15 @@ class CDMAEngine(Component):
                                    ps("offload", raw, size, True), ps("prefetch", raw, size, True),
                                    size)
         return out
+
+    def _storage_for(self, tier: str, path: PathInfo) -> Optional[StorageRoute]:
+        """The route to the SSDs for a cost query of ``tier`` (None: the host tier), asked of
+        the drives afresh (the planner asks before setup)."""
+        if tier != "nvme":
+            return None
+        drives = [self.peer_provider(port, StorageDrive).drive_path()
+                  for port in self.nvme_ports]
+        return storage_route(self.name, path, drives, self.params["nvme_path"])
 
     def codec_kernel(self, direction: str, tensor: str, raw_bytes: int
                      ) -> Optional[CodecKernel]:
@@ -347,8 +361,7 @@ class CDMAEngine(Component):
         inner, outer = transfer_weights(direction, raw, wire, self.hbm_resource, resource,
                                         self.path, packed)
         if tier == "nvme":
-            share = wire / raw if raw else 1.0
-            outer = {res: w * share for res, w in self.storage.weights[direction].items()}
+            outer = _storage_weights(self.storage, direction, raw, wire)
         return inner, outer
 
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True,
@@ -449,6 +462,14 @@ class CDMAEngine(Component):
                 drive.drive.release(key)
         else:
             store.release(key)
+
+
+def _storage_weights(storage: StorageRoute, direction: str, raw: int, wire: int
+                     ) -> dict[str, float]:
+    """The resources on the way to the SSDs, loaded per uncompressed byte at the compressed
+    size (the outer stage of an ``nvme``-tier transfer)."""
+    share = wire / raw if raw else 1.0
+    return {res: w * share for res, w in storage.weights[direction].items()}
 
 
 def _together(inner: dict[str, float], outer: dict[str, float]) -> dict[str, float]:

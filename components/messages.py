@@ -42,6 +42,8 @@ class OffloadManifest:
     dtype: str
     batch: int
     tensors: tuple[MovedTensor, ...] = ()
+    #: where the offloads go (:data:`TIERS`): a cost query prices the path to that tier
+    tier: str = "host"
 
     def shapes(self) -> dict[str, Optional[tuple[int, ...]]]:
         """Tensor name -> shape (None: not known)."""

@@ -107,3 +107,23 @@ def test_gpudirect_skips_host_dram_and_bounce_crosses_it_twice(repo):
     assert gds.simulation.components["host"].resource.busy_units == 0
     assert gds.reports["summary"]["iteration_time_s"] < \
         bounce.reports["summary"]["iteration_time_s"]
+
+
+@pytest.mark.parametrize("path", ["bounce", "gds"])
+def test_the_planners_copy_costs_to_nvme_are_the_simulated_times(repo, path):
+    from components.messages import MovedTensor, OffloadManifest
+
+    result = run(repo, "--nvme", "2", "--nvme-path", path)
+    engine = result.simulation.components["gpu0.dma"]
+    moved = {t[1]: t for t in engine.transfers}
+    manifest = OffloadManifest("gpu0", "alexnet", "float32", 16,
+                               tuple(MovedTensor(name, t[2], False) for name, t in
+                                     moved.items()), tier="nvme")
+    costs = engine.transfer_costs(manifest)
+    host = engine.transfer_costs(OffloadManifest("gpu0", "alexnet", "float32", 16,
+                                                 manifest.tensors))
+    for direction, tensor, _, _, start, end in engine.transfers:
+        cost = costs[tensor]
+        priced = cost.plain_out_ps if direction == "offload" else cost.plain_in_ps
+        assert priced == end - start, tensor
+        assert host[tensor].plain_out_ps < cost.plain_out_ps  # the SSDs are slower
