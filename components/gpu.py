@@ -460,7 +460,7 @@ class GPU(Component):
         self.copy_busy = True
         t = self.stream.tensors[op.name]
         self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
-                                      op.codec, self.params["offload_to"]))
+                                      op.codec, op.tier or self.params["offload_to"]))
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request

@@ -174,3 +174,36 @@ def test_the_summary_reports_the_drives_and_matches_the_schema(repo):
     # the baseline's drives are its own, not the main system's
     assert sim["vdnn.nvme0"].write.busy_units > 0
     assert "nvme" not in run(repo).reports["summary"]
+
+
+def test_a_stream_places_each_offload_on_its_own_tier(repo, tmp_path):
+    from workloads import parse_stream, render_stream
+
+    text = render_stream("alexnet", 16, "float32", "conv")
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("offload "))
+    lines[first] += " tier=nvme"
+    tensor = lines[first].split()[1]
+    stream = parse_stream("\n".join(lines) + "\n", "s")
+    assert [op.tier for op in stream.ops if op.name == tensor and
+            op.op in ("offload", "prefetch")] == ["nvme", "nvme"]
+    path = tmp_path / "mixed.stream"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = sst_cdma.run(repo / "topologies" / "pascal_cdma.py",
+                          ["--no-baselines", "--workload", str(path), "--nvme", "1",
+                           "--algorithm", "none"], console=io.StringIO())
+    sim = result.simulation.components
+    nbytes = stream.tensors[tensor].bytes
+    assert sim["nvme0"].write.busy_units == nbytes and sim["nvme0"].read.busy_units == nbytes
+    assert sim["host"].peak == sum(t.bytes for t in (stream.tensors[op.name] for op in
+                                                      stream.ops if op.op == "offload")) - nbytes
+
+
+def test_a_stream_naming_another_tier_is_refused_at_its_line():
+    from workloads import StreamError, parse_stream, render_stream
+
+    lines = render_stream("alexnet", 16, "float32", "conv").splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("offload "))
+    lines[first] += " tier=disk"
+    with pytest.raises(StreamError, match=rf"s:{first + 1}: .*tier=disk must be host or nvme"):
+        parse_stream("\n".join(lines) + "\n", "s")
