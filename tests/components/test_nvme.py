@@ -247,3 +247,21 @@ def test_chunk_mode_moves_the_same_bytes_to_the_drives_no_faster_than_flows(repo
         assert 0 <= (b[5] - b[4]) - (a[5] - a[4]) <= 0.02 * (a[5] - a[4])
     assert chunk.simulation.components["nvme0"].write.busy_units == pytest.approx(
         flow.simulation.components["nvme0"].write.busy_units)
+
+
+def test_each_host_has_its_own_drives_and_its_gpus_reach_only_those(repo):
+    result = sst_cdma.run(repo / "topologies" / "pascal_cdma.py",
+                          ["--no-baselines", *SMALL, "--gpus", "4", "--gpus-per-host", "2",
+                           "--nvme", "1", "--offload-to", "nvme"], console=io.StringIO(),
+                          run_mode="init")
+    ends = {(e.component, e.port): link.name for link in result.graph.links.values()
+            for e in link.ends}
+    assert ("host0.nvme0", "dma1") in ends and ("host1.nvme0", "dma1") in ends
+    peers = {}
+    for link in result.graph.links.values():
+        a, b = link.ends
+        peers[(a.component, a.port)] = b.component
+        peers[(b.component, b.port)] = a.component
+    assert [peers[(f"gpu{i}.dma", "nvme0")] for i in range(4)] == \
+        ["host0.nvme0", "host0.nvme0", "host1.nvme0", "host1.nvme0"]
+    assert peers[("host1.nvme0", "host")] == "host1"
