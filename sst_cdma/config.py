@@ -200,7 +200,13 @@ class ConfigGraph:
 
     # -- building ------------------------------------------------------------------------------
     def add_component(self, comp: ConfigComponent) -> None:
-        """Add a node; duplicate names are an error."""
+        """Add a node; duplicate names are an error, and so is a name that would lead a file
+        named after it out of the output folder (a ``/``, a ``\\`` or a NUL in it)."""
+        bad = next((c for c in ("/", "\\", "\0") if c in comp.name), None)
+        if bad is not None:
+            raise ConfigError(f"component name {comp.name!r}: {bad!r} is not allowed in a name "
+                              "(outputs are named after components, and must stay inside the "
+                              "output folder)", comp.where)
         if comp.name in self.graph:
             first = self.graph.nodes[comp.name]["config"].where
             raise ConfigError(f"duplicate component name {comp.name!r} (first defined at {first})",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from difflib import get_close_matches
+from pathlib import PurePath
 from typing import Any, Optional
 
 from .config import (ENABLE_ALL, PROGRAM_OPTION_ALIASES, PROGRAM_OPTIONS, ConfigComponent,
@@ -239,6 +240,23 @@ def _program_options(given: Any) -> dict[str, str]:
     return out
 
 
+def _confine_filepath(graph: ConfigGraph) -> None:
+    """A graph file replayed from elsewhere writes its statistics file inside the output
+    folder (the current folder without one): an absolute ``filepath``, or one that climbs out
+    with ``..``, keeps only its file name, and the run says so."""
+    params = graph.stat_output[1]
+    given = params.get("filepath")
+    if not given:
+        return
+    path = PurePath(given)
+    if not path.is_absolute() and ".." not in path.parts:
+        return
+    params["filepath"] = path.name or "StatisticOutput"
+    graph.notices.append(f"{graph.source}: statistics_options.params.filepath {given!r} points "
+                         f"outside the output folder; a graph file writes only inside it, so "
+                         f"the statistics go to {params['filepath']} there")
+
+
 def from_json(data: Any, source: str) -> ConfigGraph:
     """Rebuild a graph from SST's JSON model (as SST-core 16 or ``--output-json`` wrote it);
     ConfigError names what is wrong."""
@@ -254,6 +272,7 @@ def from_json(data: Any, source: str) -> ConfigGraph:
         g.stat_output = (str(so.get("statisticOutput", "sst.statOutputConsole")),
                          {str(k): str(v) for k, v in
                           _mapping(so.get("params"), "statistics_options.params").items()})
+        _confine_filepath(g)
         for i, d in enumerate(_sequence(data.get("components"), "components")):
             g.add_component(_component_from_json(d, f"components[{i}]", source, None))
         for d in _sequence(data.get("links"), "links"):

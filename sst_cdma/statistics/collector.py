@@ -87,6 +87,9 @@ class StatisticsCollector:
             period = UnitAlgebra(rate).to_picoseconds() if rate not in ("0", "0ns") else 0
         except UnitError as exc:
             raise StatisticError(f"{element.name}.{decl.name}: rate {rate!r}: {exc}") from None
+        if period < 0:
+            raise StatisticError(f"{element.name}.{decl.name}: rate {rate!r} is negative (a "
+                                 "dump period, or 0 for one dump at the end)")
         if period > 0:
             self._periodic.setdefault(period, []).append(stat)
             if str(lower.get("resetonoutput", "0")).lower() in ("1", "true", "yes", "on"):
