@@ -145,7 +145,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
     loaded = {name.partition(".")[0] for name in sys.modules}
     config_api._reset(graph, path)
-    sys.argv = [path, *model_options]
+    sys.argv = ["sstsim.x", *model_options]  # what SST-core gives a script as argv[0]
     sys.modules["sst"] = config_api  # type: ignore[assignment]
     sys.path.insert(0, os.path.dirname(path))
     importlib.invalidate_caches()  # a helper module written since the last run is seen
