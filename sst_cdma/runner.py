@@ -24,7 +24,7 @@ from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, C
                      StructureError, beyond_sim_range)
 from .simulation import Simulation, warn
 from .kernel import SimulationError
-from .units import UnitAlgebra, UnitError
+from .units import UnitAlgebra, UnitError, abbreviate
 
 
 class RunError(Exception):
@@ -501,7 +501,7 @@ def _watch_progress(simulation: Simulation, options: dict[str, str], console: Op
         try:
             period_ps = UnitAlgebra(period).to_picoseconds()
         except UnitError as exc:
-            raise RunError(f"--{key} {period}: {exc}", _display(source)) from None
+            raise RunError(f"--{key} {abbreviate(period)}: {exc}", _display(source)) from None
         if period_ps <= 0:
             raise RunError(f"--{key} {period}: must be a positive time", _display(source))
         if beyond_sim_range(period_ps):
@@ -546,7 +546,8 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
         try:
             stop_ps = UnitAlgebra(options["stop-at"]).to_picoseconds()
         except UnitError as exc:
-            raise RunError(f"--stop-at: {exc}", _display(graph.source)) from None
+            raise RunError(f"--stop-at {abbreviate(options['stop-at'])}: {exc}",
+                           _display(graph.source)) from None
         if stop_ps <= 0:
             raise RunError(f"--stop-at {options['stop-at']}: must be a positive time (the run "
                            "would end before its first event)", _display(graph.source))

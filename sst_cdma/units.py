@@ -274,7 +274,7 @@ MAX_NUMBER_CHARS = 100
 MAX_EXPONENT = 400
 
 
-def _shown(text: str) -> str:
+def abbreviate(text: str) -> str:
     """``text`` for a message: long text cut to its start and its length."""
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
@@ -283,11 +283,11 @@ def _check_number(num: str, text: str) -> None:
     """Refuse a number too long to be meant, or a power of ten beyond any range."""
     mantissa, _, exponent = num.lower().partition("e")
     if len(mantissa) > MAX_NUMBER_CHARS:
-        raise UnitError(f"'{_shown(text)}': the number has {len(mantissa)} characters (at most "
+        raise UnitError(f"'{abbreviate(text)}': the number has {len(mantissa)} characters (at most "
                         f"{MAX_NUMBER_CHARS})")
     if exponent and len(exponent.lstrip("+-0")) > 5 or exponent and \
             abs(int(exponent)) > MAX_EXPONENT:
-        raise UnitError(f"'{_shown(text)}': exponent {exponent} is out of range (at most "
+        raise UnitError(f"'{abbreviate(text)}': exponent {exponent} is out of range (at most "
                         f"{MAX_EXPONENT} either way)")
 
 
@@ -295,7 +295,7 @@ def _check_number(num: str, text: str) -> None:
 def _parse_value(text: str) -> tuple[Fraction, Dims]:
     m = _NUMBER_RE.match(text)
     if m is None or not _UNIT_CHARS_RE.match(m.group("unit")):
-        raise UnitError(f"'{_shown(text)}' is not a number with a unit")
+        raise UnitError(f"'{abbreviate(text)}' is not a number with a unit")
     _check_number(m.group("num"), text)
     parsed = _parse_units(m.group("unit"))
     if isinstance(parsed, str):
