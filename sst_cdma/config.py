@@ -26,7 +26,7 @@ PROGRAM_OPTIONS = {
     "heartbeat-period": "", "heartbeat-sim-period": "", "heartbeat-wall-period": "0",
     "exit-after": "", "partitioner": "", "timeVortex": "sst.timevortex.priority_queue",
     "interthread-links": "false", "output-prefix-core": "#@x SST Core: ",
-    "checkpoint-sim-period": "", "checkpoint-wall-period": "0",
+    "checkpoint-sim-period": "", "checkpoint-wall-period": "0", "dot-verbosity": "0",
 }
 #: the values of the ``run-mode`` program option
 RUN_MODES = ("init", "run", "both")
@@ -57,7 +57,7 @@ def program_option_fault(name: str, value: str) -> str:
         except UnitError as exc:
             return f"timebase {value!r}: {exc}"
         if base.units != "s" or base.value * 10**12 != 1:
-            return (f"timebase {value!r}: sst-cdma's kernel counts time in picoseconds only "
+            return (f"timebase {value!r}: this kernel counts time in picoseconds only "
                     "(timebase 1ps, SST's default); leave it out")
     if name == "partitioner" and value and value not in PARTITIONERS:
         return (f"partitioner {value!r} is not one of SST-core's ({', '.join(PARTITIONERS)})")

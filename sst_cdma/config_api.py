@@ -176,7 +176,7 @@ class _Configurable:
         if statistic.owner is not self._config or statistic.name != str(stat):
             raise ConfigError(f"{self._config.name}: setStatistic({stat!r}): statistic "
                               f"{statistic.name!r} of {statistic.owner.name} cannot be shared "
-                              "here (sst-cdma keeps one statistic per element and name)", where)
+                              "here (each element keeps its own statistic of a name)", where)
 
     def addSharedParamSet(self, set_name: str) -> None:
         """Take the params of shared set ``set_name`` (``sst.addSharedParam(s)``), as they are
@@ -190,7 +190,7 @@ class _Configurable:
                       ) -> None:
         """Refused: no element library here provides port modules."""
         raise ConfigError(f"{self._config.name}: addPortModule({port!r}, {type!r}): port "
-                          "modules are not supported by sst-cdma (no library provides one)",
+                          "modules are not supported (no element library here provides one)",
                           _where())
 
     def enableAllStatistics(self, params: Optional[Mapping[str, Any]] = None) -> None:
@@ -596,8 +596,8 @@ class StatisticGroup:
         current = _graph.stat_output
         if (output.type, output.params) != (current[0], current[1]):
             raise ConfigError(f"statistic group {self.name!r}: an output of its own "
-                              f"({output.type}) is not supported; sst-cdma writes every "
-                              f"statistic to the one set with sst.setStatisticOutput "
+                              f"({output.type}) is not supported; every statistic "
+                              f"goes to the one output set with sst.setStatisticOutput "
                               f"({current[0]})", _where())
 
     def _apply(self) -> None:

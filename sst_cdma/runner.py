@@ -200,7 +200,7 @@ def _say_notices(graph: ConfigGraph, options: dict[str, str]) -> None:
                      "placed on it (as any partitioner places them on one rank)")
     threads = options.get("num-threads") or "1"
     if threads.isdigit() and int(threads) > 1:
-        notes.append(f"num-threads {threads}: sst-cdma's kernel runs one thread; the results "
+        notes.append(f"num-threads {threads}: this kernel runs one thread; the results "
                      "are those of a one-thread run")
     for note in notes:
         warn(note)
@@ -546,8 +546,7 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
         try:
             stop_ps = UnitAlgebra(options["stop-at"]).to_picoseconds()
         except UnitError as exc:
-            raise RunError(f"--stop-at {abbreviate(options['stop-at'])}: {exc}",
-                           _display(graph.source)) from None
+            raise RunError(f"--stop-at: {exc}", _display(graph.source)) from None
         if stop_ps <= 0:
             raise RunError(f"--stop-at {options['stop-at']}: must be a positive time (the run "
                            "would end before its first event)", _display(graph.source))

@@ -85,7 +85,7 @@ sst.setThreadCount(4)
 assert sst.getElapsedExecutionTime().hasUnits("s")
 assert sst.getLocalMemoryUsage().getRoundedValue() > 1_000_000
 """)
-    assert "num-threads 4: sst-cdma's kernel runs one thread" in capsys.readouterr().err
+    assert "num-threads 4: this kernel runs one thread" in capsys.readouterr().err
 
 
 def test_exit_fails_the_run(run_script):
