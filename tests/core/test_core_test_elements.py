@@ -85,3 +85,16 @@ def test_generators_follow_sst():
     z = 36969 * (362436069 & 65535) + (362436069 >> 16)
     w = 18000 * (521288629 & 65535) + (521288629 >> 16)
     assert r.generateNextUInt32() == ((z << 16) + w) & 0xFFFFFFFF
+
+
+def test_a_dynamic_statistic_the_csv_header_lacks_is_said(run_script, tmp_path, capsys):
+    run_script("""
+import sst
+c = sst.Component("c", "coreTestElement.StatisticsComponent.int")
+c.addParams({"count": 5, "dynamic_reg": 2})
+sst.setStatisticLoadLevel(1)
+sst.setStatisticOutput("sst.statOutputCSV")
+c.enableStatistics(["stat5_dyn"])
+""", output_directory=tmp_path / "o")
+    assert "stat5_dyn.5 was registered during the run" in capsys.readouterr().err
+    assert (tmp_path / "o" / "StatisticOutput.csv").read_text().count("stat5_dyn") == 1

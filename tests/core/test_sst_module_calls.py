@@ -160,3 +160,24 @@ def test_partitioner_unknown_refused_known_said(run_script, capsys):
         run_script(PROBE + 'sst.setProgramOption("partitioner", "lib.mine")\n')
     run_script(PROBE + 'sst.setProgramOption("partitioner", "sst.linear")\n')
     assert "partitioner sst.linear: this run has one rank" in capsys.readouterr().err
+
+
+def test_a_subcomponent_link_survives_graph_files(write_script, tmp_path):
+    from sst_cdma.runner import run
+
+    script = write_script("""
+import sst
+e = sst.Component("e", "testElement.Echo")
+e.addParam("pings", 2)
+m = sst.Component("m", "testElement.Meter")
+tap = m.setSubComponent("tally", "testElement.TapTally")
+sst.Link("l", "1ns").connect((e, "port"), (tap, "tap"))
+""")
+    run(script, run_mode="init", output_json=str(tmp_path / "g.json"),
+        output_config=str(tmp_path / "c.py"))
+    saved = (tmp_path / "g.json").read_text()
+    assert '"component": "m:tally[0]"' in saved
+    assert '(subcomp_m_tally_0_, "tap", "1 ns")' in (tmp_path / "c.py").read_text()
+    for replay in ("g.json", "c.py"):
+        graph = run(tmp_path / replay, run_mode="init").graph
+        assert [e.component for e in graph.links["l"].ends] == ["e", "m:tally[0]"]
