@@ -67,7 +67,7 @@ def test_error_traceback_only_with_verbose(repo, tmp_path):
     assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr
     assert quiet.stderr.strip().endswith("unknown element 'testElement.Nope' (library testElement "
                                          "has: Counter, DownTally, Echo, Meter, PHOLD, StatProbe, "
-                                         "UpTally)")
+                                         "TapTally, UpTally)")
 
 
 def test_missing_script_is_an_error():
