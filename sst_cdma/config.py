@@ -26,10 +26,42 @@ PROGRAM_OPTIONS = {
     "heartbeat-period": "", "heartbeat-sim-period": "", "heartbeat-wall-period": "0",
     "exit-after": "", "partitioner": "", "timeVortex": "sst.timevortex.priority_queue",
     "interthread-links": "false", "output-prefix-core": "#@x SST Core: ",
-    "checkpoint-sim-period": "", "checkpoint-wall-period": "0",
+    "checkpoint-sim-period": "", "checkpoint-wall-period": "0", "dot-verbosity": "0",
 }
 #: the values of the ``run-mode`` program option
 RUN_MODES = ("init", "run", "both")
+#: older names SST-core still takes for a program option
+PROGRAM_OPTION_ALIASES = {"stopAtCycle": "stop-at"}
+#: SST-core 16's own partitioners; on one rank each puts every component on rank 0
+PARTITIONERS = ("sst.single", "sst.linear", "sst.roundrobin", "sst.simple", "sst.self")
+#: the longest simulated time: SST counts it in a 64-bit integer of core ticks (1 ps)
+SIM_TIME_LIMIT_PS = 2**64 - 1
+
+
+def beyond_sim_range(ps: int) -> str:
+    """Why ``ps`` cannot be a simulated time or latency ("" when it can)."""
+    if ps <= SIM_TIME_LIMIT_PS:
+        return ""
+    return (f"beyond the simulation's range (simulated time is a 64-bit count of ps: at most "
+            f"{SIM_TIME_LIMIT_PS} ps, about 213 days)")
+
+
+def program_option_fault(name: str, value: str) -> str:
+    """Why ``value`` cannot be program option ``name`` ("" when it can): ``timebase`` other
+    than 1 ps (sst-cdma counts time in ps only) or a partitioner SST-core does not have."""
+    from .units import UnitAlgebra, UnitError
+
+    if name == "timebase":
+        try:
+            base = UnitAlgebra(value or "1ps")
+        except UnitError as exc:
+            return f"timebase {value!r}: {exc}"
+        if base.units != "s" or base.value * 10**12 != 1:
+            return (f"timebase {value!r}: this kernel counts time in picoseconds only "
+                    "(timebase 1ps, SST's default); leave it out")
+    if name == "partitioner" and value and value not in PARTITIONERS:
+        return (f"partitioner {value!r} is not one of SST-core's ({', '.join(PARTITIONERS)})")
+    return ""
 
 
 class ConfigError(ValueError):
@@ -64,6 +96,10 @@ class ConfigComponent:
     statistics: dict[str, StatisticEnable] = field(default_factory=dict)
     stat_load_level: Optional[int] = None
     subcomponents: list["ConfigSubComponent"] = field(default_factory=list)
+    #: SST's setCoordinates (written back by --output-config; nothing else reads them)
+    coordinates: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: the shared parameter sets this element takes its params from (addSharedParamSet)
+    shared_sets: list[str] = field(default_factory=list)
 
     @property
     def element(self) -> type[Element]:
@@ -119,6 +155,10 @@ class ConfigGraph:
         #: faults the script made that SST reports after its structural check (an unknown
         #: element type): raised by :meth:`check_structure` when the structure is sound
         self.deferred_errors: list[ConfigError] = []
+        #: shared parameter sets (sst.addSharedParam): set name -> key -> value text
+        self.shared_params: dict[str, dict[str, str]] = {}
+        #: one-line notes the run prints as warnings (a call accepted where sst-cdma differs)
+        self.notices: list[str] = []
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -131,6 +171,25 @@ class ConfigGraph:
         data = self.graph.nodes.get(name)
         return data["config"] if data else None
 
+    def element_config(self, name: str) -> Optional[ConfigComponent]:
+        """The component, or the subcomponent (``COMPONENT:SLOT[N]``, at any depth), called
+        ``name``; None when there is none."""
+        comp = self.component(name)
+        if comp is not None or ":" not in name:
+            return comp
+        todo = list(self.components.values())
+        while todo:
+            element = todo.pop()
+            for sub in element.subcomponents:
+                if sub.name == name:
+                    return sub
+                todo.append(sub)
+        return None
+
+    def owner(self, name: str) -> str:
+        """The component an element name belongs to (a subcomponent's is its top parent)."""
+        return name.partition(":")[0]
+
     def port_links(self) -> dict[tuple[str, str], list[str]]:
         """(component, port) -> names of links attached there."""
         out: dict[tuple[str, str], list[str]] = {}
@@ -141,7 +200,13 @@ class ConfigGraph:
 
     # -- building ------------------------------------------------------------------------------
     def add_component(self, comp: ConfigComponent) -> None:
-        """Add a node; duplicate names are an error."""
+        """Add a node; duplicate names are an error, and so is a name that would lead a file
+        named after it out of the output folder (a ``/``, a ``\\`` or a NUL in it)."""
+        bad = next((c for c in ("/", "\\", "\0") if c in comp.name), None)
+        if bad is not None:
+            raise ConfigError(f"component name {comp.name!r}: {bad!r} is not allowed in a name "
+                              "(outputs are named after components, and must stay inside the "
+                              "output folder)", comp.where)
         if comp.name in self.graph:
             first = self.graph.nodes[comp.name]["config"].where
             raise ConfigError(f"duplicate component name {comp.name!r} (first defined at {first})",
@@ -153,18 +218,49 @@ class ConfigGraph:
         if len(link.ends) >= 2:
             raise ConfigError(f"link {link.name!r} already has two ends; "
                               f"cannot also connect {end.component}.{end.port}", where)
-        if end.component not in self.graph:
+        if self.element_config(end.component) is None:
             raise ConfigError(f"link {link.name!r} names unknown component {end.component!r}",
                               where)
         link.ends.append(end)
         self.links.setdefault(link.name, link)
         if len(link.ends) == 2:
             a, b = link.ends
-            self.graph.add_edge(a.component, b.component, key=link.name, link=link)
+            self.graph.add_edge(self.owner(a.component), self.owner(b.component),
+                                key=link.name, link=link)
 
     def declare_link(self, link: ConfigLink) -> None:
-        """Record a link the script created (``sst.Link(name)``), connected or not."""
+        """Record a link the script created (``sst.Link(name)``), connected or not; a second
+        link of one name is an error naming it and where the first was made."""
+        first = self.declared_links.get(link.name)
+        if first is not None and first is not link:
+            raise ConfigError(f"duplicate link name {link.name!r} (a link of that name was "
+                              f"already created{' at ' + first.where if first.where else ''})",
+                              link.where)
         self.declared_links.setdefault(link.name, link)
+
+    def resolve_shared_params(self) -> None:
+        """Give every element the params of the shared sets it named (its own params win);
+        keys its element does not declare are left out (a set serves several types)."""
+        from .element import ParamError
+
+        todo = list(self.components.values())
+        while todo:
+            element = todo.pop()
+            todo.extend(element.subcomponents)
+            for set_name in element.shared_sets:
+                if set_name not in self.shared_params:
+                    raise ConfigError(f"{element.name}: no shared parameter set {set_name!r} "
+                                      "(sst.addSharedParam(s) makes one)", element.where)
+                decl = {p.name: p for p in element.element.PARAMS}
+                for key, text in self.shared_params[set_name].items():
+                    if key in decl and key not in element.params:
+                        try:
+                            decl[key].parse(text)
+                        except ParamError as exc:
+                            raise ConfigError(f"{element.name} ({element.type}): parameter "
+                                              f"{key!r} of shared set {set_name!r}: {exc}",
+                                              element.where) from None
+                        element.params[key] = text
 
     # -- checks --------------------------------------------------------------------------------
     def structure_warnings(self) -> list[str]:
@@ -198,7 +294,7 @@ class ConfigGraph:
                 raise ConfigError(f"link {link.name!r} is dangling: only {end.component}."
                                   f"{end.port} is connected", link.where)
             for i, end in enumerate(link.ends):
-                if end.component not in self.graph:
+                if self.element_config(end.component) is None:
                     raise ConfigError(f"link {link.name!r} names unknown component "
                                       f"{end.component!r}", link.where)
                 if self.end_latency_ps(link, i) is None:
@@ -215,23 +311,27 @@ class ConfigGraph:
         for (comp_name, port), names in used.items():
             ports_of.setdefault(comp_name, []).append((port, names))
         for comp in self.components.values():
-            cls = comp.element
-            for port, names in ports_of.get(comp.name, ()):
+            self._check_ports(comp, ports_of, used)
+
+    def _check_ports(self, comp: ConfigComponent, ports_of: dict[str, list[tuple[str, list[str]]]],
+                     used: dict[tuple[str, str], list[str]]) -> None:
+        """One component's ports (its subcomponents' too) and its statistics."""
+        for element in [comp, *comp.subcomponents]:
+            cls = element.element
+            for port, names in ports_of.get(element.name, ()):
                 if cls.find_port(port) is None:
                     known = ", ".join(p.name for p in cls.PORTS) or "none"
-                    raise ConfigError(f"{comp.name} ({comp.type}) has no port {port!r} "
+                    raise ConfigError(f"{element.name} ({element.type}) has no port {port!r} "
                                       f"(ports: {known})", self.links[names[0]].where)
-            for decl in cls.PORTS:
-                if decl.required and "%d" not in decl.name and (comp.name, decl.name) not in used:
-                    raise ConfigError(f"{comp.name} ({comp.type}): required port "
-                                      f"{decl.name!r} is not connected", comp.where)
-            for sub in [comp, *comp.subcomponents]:
-                sub_cls = sub.element
-                for stat in sub.statistics:
-                    if stat != ENABLE_ALL and sub_cls.find_statistic(stat) is None:
-                        known = ", ".join(s.name for s in sub_cls.STATISTICS) or "none"
-                        raise ConfigError(f"{sub.name} ({sub.type}) has no statistic {stat!r} "
-                                          f"(statistics: {known})", sub.where)
+            for stat in element.statistics:
+                if stat != ENABLE_ALL and cls.find_statistic(stat) is None:
+                    known = ", ".join(s.name for s in cls.STATISTICS) or "none"
+                    raise ConfigError(f"{element.name} ({element.type}) has no statistic "
+                                      f"{stat!r} (statistics: {known})", element.where)
+        for decl in comp.element.PORTS:
+            if decl.required and "%d" not in decl.name and (comp.name, decl.name) not in used:
+                raise ConfigError(f"{comp.name} ({comp.type}): required port "
+                                  f"{decl.name!r} is not connected", comp.where)
 
     def end_latency_ps(self, link: ConfigLink, i: int) -> Optional[int]:
         """Latency of end ``i`` in ps, or None when neither the end nor the link has one."""
@@ -246,6 +346,9 @@ class ConfigGraph:
             raise ConfigError(f"link {link.name!r}: latency {text!r}: {exc}", link.where) from None
         if value < 0:
             raise ConfigError(f"link {link.name!r}: negative latency {text!r}", link.where)
+        if beyond_sim_range(value):
+            raise ConfigError(f"link {link.name!r}: latency {text!r} is "
+                              f"{beyond_sim_range(value)}", link.where)
         return value
 
     # -- JSON, Python and DOT ------------------------------------------------------------------

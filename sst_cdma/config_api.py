@@ -7,10 +7,12 @@ run a fresh one, so two runs in one process never share state. Faults raise
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
-from .config import (ENABLE_ALL, PROGRAM_OPTIONS, ConfigComponent, ConfigError, ConfigGraph,
-                     ConfigLink, ConfigSubComponent, LinkEndConfig)
+from .config import (ENABLE_ALL, PROGRAM_OPTION_ALIASES, PROGRAM_OPTIONS, ConfigComponent,
+                     ConfigError, ConfigGraph, ConfigLink, ConfigSubComponent, LinkEndConfig,
+                     program_option_fault)
 from .element import ParamError, StatisticEnable
 from .library import ElementNotFound, find_element
 from .statistics import OUTPUT_TYPES
@@ -24,20 +26,31 @@ __all__ = [
     "enableAllStatisticsForComponentType", "enableStatisticForComponentName",
     "enableStatisticForComponentType", "enableStatisticsForComponentName",
     "enableStatisticsForComponentType", "findComponentByName", "getMPIRankCount",
-    "getMyMPIRank", "getThreadCount",
+    "getMyMPIRank", "getThreadCount", "setThreadCount", "addGlobalParam", "addGlobalParams",
+    "addSharedParam", "addSharedParams", "setStatisticLoadLevelForComponentName",
+    "setStatisticLoadLevelForComponentType", "StatisticGroup", "StatisticOutput", "Statistic",
+    "exit", "getElapsedExecutionTime", "getLocalMemoryUsage",
 ]
 
 _graph = ConfigGraph()
 _prefixes: list[str] = []
 _script = ""
+_started = time.perf_counter()
 
 
 def _reset(graph: ConfigGraph, script: str = "") -> None:
     """Start recording into ``graph`` for ``script`` (called by the runner before each run)."""
-    global _graph, _script
+    global _graph, _script, _started
     _graph = graph
     _script = script
+    _started = time.perf_counter()
     _prefixes.clear()
+
+
+def _notice(message: str) -> None:
+    """A warning the run prints once (sst-cdma accepted a call but acts differently)."""
+    if message not in _graph.notices:
+        _graph.notices.append(message)
 
 
 def _where(depth: int = 2) -> str:
@@ -141,6 +154,45 @@ class _Configurable:
                                   f"{stat!r} (statistics: {known})", where)
             self._config.statistics[stat] = _stat_params(params)
 
+    def enableStatistic(self, stat: str, params: Optional[Mapping[str, Any]] = None
+                        ) -> "Statistic":
+        """Enable one statistic; returns it as an :class:`Statistic` (its params can be added
+        to later)."""
+        self.enableStatistics([str(stat)], params)
+        return Statistic(self, str(stat))
+
+    def createStatistic(self, stat: str, params: Optional[Mapping[str, Any]] = None
+                        ) -> "Statistic":
+        """SST's explicit statistic of this element (enabled, as SST's is once created)."""
+        return self.enableStatistic(stat, params)
+
+    def setStatistic(self, stat: str, statistic: "Statistic", subid: str = "") -> None:
+        """Bind ``statistic`` (from :meth:`createStatistic`) to this element's ``stat``. One
+        statistic shared by several elements is refused: each element keeps its own."""
+        where = _where()
+        if not isinstance(statistic, Statistic):
+            raise ConfigError(f"{self._config.name}: setStatistic({stat!r}, ...) takes an "
+                              "sst.Statistic (from createStatistic)", where)
+        if statistic.owner is not self._config or statistic.name != str(stat):
+            raise ConfigError(f"{self._config.name}: setStatistic({stat!r}): statistic "
+                              f"{statistic.name!r} of {statistic.owner.name} cannot be shared "
+                              "here (each element keeps its own statistic of a name)", where)
+
+    def addSharedParamSet(self, set_name: str) -> None:
+        """Take the params of shared set ``set_name`` (``sst.addSharedParam(s)``), as they are
+        when the script ends; the element's own params win."""
+        if str(set_name) not in self._config.shared_sets:
+            self._config.shared_sets.append(str(set_name))
+
+    addGlobalParamSet = addSharedParamSet
+
+    def addPortModule(self, port: str, type: str, params: Optional[Mapping[str, Any]] = None
+                      ) -> None:
+        """Refused: no element library here provides port modules."""
+        raise ConfigError(f"{self._config.name}: addPortModule({port!r}, {type!r}): port "
+                          "modules are not supported (no element library here provides one)",
+                          _where())
+
     def enableAllStatistics(self, params: Optional[Mapping[str, Any]] = None) -> None:
         """Enable every statistic of this element (subject to the load level)."""
         self._config.statistics[ENABLE_ALL] = _stat_params(params)
@@ -163,13 +215,22 @@ class _Configurable:
         return self._config.type
 
     def setRank(self, rank: int, thread: int = 0) -> None:
-        """Accepted for compatibility; this simulator runs on one rank."""
+        """As SST's single-rank run: every component runs on rank 0, thread 0 (another rank
+        or thread is said once at run time)."""
+        if int(rank) != 0 or int(thread) != 0:
+            _notice(f"setRank({int(rank)}, {int(thread)}) ({self._config.name} and any other): "
+                    "this run has one rank and one thread; every component runs on rank 0, "
+                    "thread 0, as SST's single-rank partitioner places them")
 
     def setCoordinates(self, x: float, y: float = 0.0, z: float = 0.0) -> None:
-        """Accepted for compatibility (SST's graph scripts set them; nothing uses them)."""
+        """Record the element's coordinates (``--output-config`` writes them; as in SST's
+        single-rank run nothing else reads them)."""
+        self._config.coordinates = (float(x), float(y), float(z))
 
     def setWeight(self, weight: float) -> None:
-        """Accepted for compatibility (partitioning weight)."""
+        """Partitioning weight: as in SST's single-rank run, where no partitioner reads it,
+        it changes nothing (it must be a number)."""
+        float(weight)
 
     def __repr__(self) -> str:
         return f"<sst.{type(self).__name__} {self._config.name} ({self._config.type})>"
@@ -221,9 +282,6 @@ class Link:
     def _attach(self, comp: _Configurable, port: str, latency: Any, where: str) -> None:
         end = LinkEndConfig(comp._config.name, str(port), None if latency is None
                             else _text(latency))
-        if isinstance(comp, SubComponent):
-            raise ConfigError("links to subcomponent ports are not supported; connect the "
-                              "parent component", where)
         if not self._config.where:
             self._config.where = where
         _graph.add_link_end(self._config, end, where)
@@ -244,6 +302,11 @@ class Link:
         """Mark the link as not to be cut by a partitioner (kept for compatibility)."""
         self._config.no_cut = True
 
+    def setNonLocal(self, *args: Any) -> None:
+        """Refused: a non-local link reaches another rank, and this run has one."""
+        raise ConfigError(f"link {self.name!r}: setNonLocal: this run has one rank, so no link "
+                          "can reach another", _where())
+
     def __repr__(self) -> str:
         return f"<sst.Link {self.name}>"
 
@@ -252,8 +315,12 @@ class Link:
 def setProgramOption(option: str, value: Any) -> None:
     """Set an ``sst`` command-line option from the script (the command line wins)."""
     option = str(option).lstrip("-")
+    option = PROGRAM_OPTION_ALIASES.get(option, option)
     if option not in PROGRAM_OPTIONS:
         raise ConfigError(f"unknown program option {option!r}", _where())
+    fault = program_option_fault(option, _text(value))
+    if fault:
+        raise ConfigError(f"setProgramOption: {fault}", _where())
     _graph.program_options[option] = _text(value)
 
 
@@ -391,3 +458,150 @@ def getMyMPIRank() -> int:
 def getThreadCount() -> int:
     """Always 1."""
     return 1
+
+
+def setThreadCount(count: int) -> None:
+    """SST's thread count (as ``-n``); the kernel runs one thread, which the run says."""
+    setProgramOption("num-threads", int(count))
+
+
+def exit() -> None:
+    """End the script and ``sst`` with a failure status, as SST's ``sst.exit()`` does."""
+    raise SystemExit(255)
+
+
+def getElapsedExecutionTime() -> UnitAlgebra:
+    """Wall time since the script started, in seconds."""
+    return UnitAlgebra(f"{time.perf_counter() - _started:.6f} s")
+
+
+def getLocalMemoryUsage() -> UnitAlgebra:
+    """This process's peak resident memory, in bytes."""
+    import resource
+
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return UnitAlgebra(f"{kib * 1024} B")
+
+
+def addSharedParam(set_name: str, key: str, value: Any) -> None:
+    """Add ``key = value`` to shared parameter set ``set_name``; elements take it with
+    ``addSharedParamSet``."""
+    _graph.shared_params.setdefault(str(set_name), {})[str(key)] = _text(value)
+
+
+def addSharedParams(set_name: str, params: Mapping[str, Any]) -> None:
+    """Add several params to shared set ``set_name``."""
+    for key, value in params.items():
+        addSharedParam(set_name, key, value)
+
+
+addGlobalParam = addSharedParam
+addGlobalParams = addSharedParams
+
+
+def _set_level(comps: list[Component], level: int, apply_to_children: bool) -> None:
+    for comp in comps:
+        comp.setStatisticLoadLevel(level, apply_to_children)
+
+
+def setStatisticLoadLevelForComponentName(name: str, level: int,
+                                          apply_to_children: bool = False) -> None:
+    """Load level of the component called ``name`` (and its subcomponents, if asked)."""
+    comps = list(_components_matching(name=name))
+    if not comps:
+        raise ConfigError(f"no component named {name!r}", _where())
+    _set_level(comps, level, apply_to_children)
+
+
+def setStatisticLoadLevelForComponentType(type: str, level: int,
+                                          apply_to_children: bool = False) -> None:
+    """Load level of every existing component of ``type``."""
+    _set_level(list(_components_matching(type=type)), level, apply_to_children)
+
+
+class Statistic:
+    """An enabled statistic of an element (``enableStatistic``/``createStatistic``); its
+    params can be added to."""
+
+    def __init__(self, element: _Configurable, name: str) -> None:
+        self.owner = element._config
+        self.name = name
+
+    def addParam(self, key: str, value: Any) -> None:
+        """Add one param (``rate``, ``type``, bins...)."""
+        enable = self.owner.statistics[self.name]
+        if str(key) == "type":
+            enable.type_name = _text(value)
+        else:
+            enable.params[str(key)] = _text(value)
+
+    def addParams(self, params: Mapping[str, Any]) -> None:
+        """Add several params."""
+        for key, value in params.items():
+            self.addParam(key, value)
+
+    def __repr__(self) -> str:
+        return f"<sst.Statistic {self.owner.name}.{self.name}>"
+
+
+class StatisticOutput:
+    """``sst.StatisticOutput(type, params)``: an output for a :class:`StatisticGroup`."""
+
+    def __init__(self, type: str, params: Optional[Mapping[str, Any]] = None) -> None:
+        if type not in OUTPUT_TYPES:
+            raise ConfigError(f"unknown statistic output {type!r} (one of "
+                              f"{', '.join(OUTPUT_TYPES)})", _where())
+        self.type = type
+        self.params = {str(k): _text(v) for k, v in (params or {}).items()}
+
+    def addParam(self, key: str, value: Any) -> None:
+        """Add one param."""
+        self.params[str(key)] = _text(value)
+
+    def addParams(self, params: Mapping[str, Any]) -> None:
+        """Add several params."""
+        for key, value in params.items():
+            self.addParam(key, value)
+
+
+class StatisticGroup:
+    """``sst.StatisticGroup(name)``: statistics of several components dumped together every
+    ``setFrequency`` period. sst-cdma enables each statistic on each component with that rate
+    and writes the group to the simulation's one output (a group output that differs from it
+    is refused)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = str(name)
+        self.components: list[_Configurable] = []
+        self.statistics: dict[str, dict[str, str]] = {}
+        self.frequency: Optional[str] = None
+
+    def addComponent(self, comp: _Configurable) -> None:
+        """Add a component (its statistics of this group are enabled)."""
+        self.components.append(comp)
+        self._apply()
+
+    def addStatistic(self, stat: str, params: Optional[Mapping[str, Any]] = None) -> None:
+        """Add a statistic by name, with its params."""
+        self.statistics[str(stat)] = {str(k): _text(v) for k, v in (params or {}).items()}
+        self._apply()
+
+    def setFrequency(self, frequency: Any) -> None:
+        """Dump the group every ``frequency`` (a time, or a rate)."""
+        self.frequency = _text(frequency)
+        self._apply()
+
+    def setOutput(self, output: StatisticOutput) -> None:
+        """The group's output: it must be the simulation's (sst.setStatisticOutput)."""
+        current = _graph.stat_output
+        if (output.type, output.params) != (current[0], current[1]):
+            raise ConfigError(f"statistic group {self.name!r}: an output of its own "
+                              f"({output.type}) is not supported; every statistic "
+                              f"goes to the one output set with sst.setStatisticOutput "
+                              f"({current[0]})", _where())
+
+    def _apply(self) -> None:
+        for comp in self.components:
+            for stat, params in self.statistics.items():
+                given = dict(params, **({"rate": self.frequency} if self.frequency else {}))
+                comp.enableStatistics([stat], given)

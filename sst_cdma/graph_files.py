@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import re
+from difflib import get_close_matches
+from pathlib import PurePath
 from typing import Any, Optional
 
-from .config import (ENABLE_ALL, PROGRAM_OPTIONS, ConfigComponent, ConfigError, ConfigGraph,
-                     ConfigLink, ConfigSubComponent, LinkEndConfig)
+from .config import (ENABLE_ALL, PROGRAM_OPTION_ALIASES, PROGRAM_OPTIONS, ConfigComponent,
+                     ConfigError, ConfigGraph, ConfigLink, ConfigSubComponent, LinkEndConfig,
+                     program_option_fault)
 from .element import StatisticEnable
 from .units import UnitAlgebra
 
@@ -218,6 +221,42 @@ def _link_ends(d: dict[str, Any]) -> list[dict[str, Any]]:
             for side in ("left", "right") if d.get(side) is not None]
 
 
+def _program_options(given: Any) -> dict[str, str]:
+    """A graph file's program options; an option SST-core does not have, or a value sst-cdma
+    cannot act on (a timebase other than 1 ps), is refused."""
+    out = {}
+    for key, value in _mapping(given, "program_options").items():
+        if value is None:
+            continue
+        name = PROGRAM_OPTION_ALIASES.get(str(key), str(key))
+        if name not in PROGRAM_OPTIONS:
+            close = get_close_matches(name, PROGRAM_OPTIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"program_options: unknown program option {key!r}{hint}")
+        fault = program_option_fault(name, str(value))
+        if fault:
+            raise ConfigError(f"program_options: {fault}")
+        out[name] = str(value)
+    return out
+
+
+def _confine_filepath(graph: ConfigGraph) -> None:
+    """A graph file replayed from elsewhere writes its statistics file inside the output
+    folder (the current folder without one): an absolute ``filepath``, or one that climbs out
+    with ``..``, keeps only its file name, and the run says so."""
+    params = graph.stat_output[1]
+    given = params.get("filepath")
+    if not given:
+        return
+    path = PurePath(given)
+    if not path.is_absolute() and ".." not in path.parts:
+        return
+    params["filepath"] = path.name or "StatisticOutput"
+    graph.notices.append(f"{graph.source}: statistics_options.params.filepath {given!r} points "
+                         f"outside the output folder; a graph file writes only inside it, so "
+                         f"the statistics go to {params['filepath']} there")
+
+
 def from_json(data: Any, source: str) -> ConfigGraph:
     """Rebuild a graph from SST's JSON model (as SST-core 16 or ``--output-json`` wrote it);
     ConfigError names what is wrong."""
@@ -227,14 +266,13 @@ def from_json(data: Any, source: str) -> ConfigGraph:
     g = ConfigGraph()
     g.source = source
     try:
-        g.program_options = {str(k): str(v) for k, v in
-                             _mapping(data.get("program_options"), "program_options").items()
-                             if v is not None}
+        g.program_options = _program_options(data.get("program_options"))
         so = _mapping(data.get("statistics_options"), "statistics_options")
         g.stat_load_level = int(so.get("statisticLoadLevel", 0))
         g.stat_output = (str(so.get("statisticOutput", "sst.statOutputConsole")),
                          {str(k): str(v) for k, v in
                           _mapping(so.get("params"), "statistics_options.params").items()})
+        _confine_filepath(g)
         for i, d in enumerate(_sequence(data.get("components"), "components")):
             g.add_component(_component_from_json(d, f"components[{i}]", source, None))
         for d in _sequence(data.get("links"), "links"):
@@ -290,11 +328,14 @@ class _Names:
         return var
 
 
-def _component_py(c: ConfigComponent, var: str, lines: list[str], names: _Names) -> None:
+def _component_py(c: ConfigComponent, var: str, lines: list[str], names: _Names,
+                  variables: dict[str, str]) -> None:
+    variables[c.name] = var
     if c.params:
         lines.append(f"{var}.addParams({_dict_lines(c.params)})")
     if not isinstance(c, ConfigSubComponent):
-        lines.append(f"{var}.setCoordinates(0, 0, 0)")
+        x, y, z = c.coordinates  # as C++'s ostream writes a double (%g)
+        lines.append(f"{var}.setCoordinates({x:g}, {y:g}, {z:g})")
     if c.stat_load_level is not None or ENABLE_ALL in c.statistics:
         level = LEVEL_NOT_SET if c.stat_load_level is None else c.stat_load_level
         lines.append(f"{var}.setStatisticLoadLevel({level})")
@@ -311,7 +352,7 @@ def _component_py(c: ConfigComponent, var: str, lines: list[str], names: _Names)
         sub_var = names("subcomp", sub.name)
         lines.append(f"{sub_var} = {var}.setSubComponent({_py(sub.slot)}, {_py(sub.type)}, "
                      f"{sub.index})")
-        _component_py(sub, sub_var, lines, names)
+        _component_py(sub, sub_var, lines, names, variables)
 
 
 def to_python(graph: ConfigGraph) -> str:
@@ -327,13 +368,14 @@ def to_python(graph: ConfigGraph) -> str:
     lines += ["# Define the shared parameter sets:", "", "# Define the SST Components:"]
     comp_vars = {}
     for c in graph.components.values():
-        var = comp_vars[c.name] = names("comp", c.name)
+        var = names("comp", c.name)
         lines.append(f"{var} = sst.Component({_py(c.name)}, {_py(c.type)})")
-        _component_py(c, var, lines, names)
+        _component_py(c, var, lines, names, comp_vars)
         lines.append("")
     lines.append("# Define the SST Links:")
-    order = {name: i for i, name in enumerate(comp_vars)}
-    for link in sorted(graph.links.values(), key=lambda l: order[l.ends[0].component]):
+    order = {name: i for i, name in enumerate(graph.components)}
+    for link in sorted(graph.links.values(),
+                       key=lambda l: order[graph.owner(l.ends[0].component)]):
         var = names("link", link.name)
         lines.append(f"{var} = sst.Link({_py(link.name)})")
         if link.no_cut:

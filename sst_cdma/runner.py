@@ -21,10 +21,10 @@ from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
 from . import config_api
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
-                     StructureError)
+                     StructureError, beyond_sim_range)
 from .simulation import Simulation, warn
 from .kernel import SimulationError
-from .units import UnitAlgebra, UnitError
+from .units import UnitAlgebra, UnitError, abbreviate
 
 
 class RunError(Exception):
@@ -126,6 +126,10 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         except UnicodeDecodeError as exc:
             raise RunError(f"cannot read configuration graph: {_not_utf8(exc)}",
                            _display(path)) from None
+        except RecursionError:
+            raise RunError("cannot read configuration graph: its JSON is nested too deeply "
+                           f"(Python's limit is about {sys.getrecursionlimit()} levels)",
+                           _display(path)) from None
         except (OSError, ValueError) as exc:
             raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
         try:
@@ -141,7 +145,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
     loaded = {name.partition(".")[0] for name in sys.modules}
     config_api._reset(graph, path)
-    sys.argv = [path, *model_options]
+    sys.argv = ["sstsim.x", *model_options]  # what SST-core gives a script as argv[0]
     sys.modules["sst"] = config_api  # type: ignore[assignment]
     sys.path.insert(0, os.path.dirname(path))
     importlib.invalidate_caches()  # a helper module written since the last run is seen
@@ -180,7 +184,26 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
             sys.modules["sst"] = saved_sst
     graph.program_options.update(cli_options)
     _check_structure(graph)
+    try:
+        graph.resolve_shared_params()
+    except ConfigError as exc:
+        raise RunError(str(exc), _where_display(exc.where)) from None
     return graph
+
+
+def _say_notices(graph: ConfigGraph, options: dict[str, str]) -> None:
+    """Warn, once each, where the run accepted what sst-cdma does not act on as asked."""
+    notes = list(graph.notices)
+    partitioner = options.get("partitioner") or ""
+    if partitioner and partitioner != "sst.single":
+        notes.append(f"partitioner {partitioner}: this run has one rank, so every component is "
+                     "placed on it (as any partitioner places them on one rank)")
+    threads = options.get("num-threads") or "1"
+    if threads.isdigit() and int(threads) > 1:
+        notes.append(f"num-threads {threads}: this kernel runs one thread; the results "
+                     "are those of a one-thread run")
+    for note in notes:
+        warn(note)
 
 
 def _forget_script_modules(folder: str, loaded: set[str]) -> None:
@@ -321,6 +344,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     if overrides:
         apply_overrides(graph, overrides)
     options = resolve_options(graph, cli)
+    _say_notices(graph, options)
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
     if out_dir is not None:
         _check_output_directory(out_dir)
@@ -477,9 +501,11 @@ def _watch_progress(simulation: Simulation, options: dict[str, str], console: Op
         try:
             period_ps = UnitAlgebra(period).to_picoseconds()
         except UnitError as exc:
-            raise RunError(f"--{key} {period}: {exc}", _display(source)) from None
+            raise RunError(f"--{key} {abbreviate(period)}: {exc}", _display(source)) from None
         if period_ps <= 0:
             raise RunError(f"--{key} {period}: must be a positive time", _display(source))
+        if beyond_sim_range(period_ps):
+            raise RunError(f"--{key} {period}: {beyond_sim_range(period_ps)}", _display(source))
         stream().write(f"# Creating simulation heartbeat at simulated time period of "
                        f"{period}.\n")
         SimHeartbeat(simulation.sim, period_ps, stream).start()
@@ -524,6 +550,9 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
         if stop_ps <= 0:
             raise RunError(f"--stop-at {options['stop-at']}: must be a positive time (the run "
                            "would end before its first event)", _display(graph.source))
+        if beyond_sim_range(stop_ps):
+            raise RunError(f"--stop-at {options['stop-at']}: {beyond_sim_range(stop_ps)}",
+                           _display(graph.source))
     mode = options["run-mode"]
     if mode not in RUN_MODES:
         raise RunError(f"--run-mode {mode!r} is not one of {', '.join(RUN_MODES)}")

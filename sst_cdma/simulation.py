@@ -113,12 +113,13 @@ class Simulation:
         self._by_name = {el.name: el for el in self.elements()}
         for (comp, port), end in self._ends.items():
             if end.handler is None and end.peer is not None and not self._is_polled(comp, port):
+                cfg = self.graph.element_config(comp)
                 raise ConfigError(f"{comp}: port {port!r} is connected but the element never "
-                                  "configures it", self.graph.components[comp].where)
+                                  "configures it", cfg.where if cfg else self.graph.source)
         self.timing["build_s"] = time.perf_counter() - t0
 
     def _is_polled(self, comp: str, port: str) -> bool:
-        return (comp, port) in getattr(self.components.get(comp), "_polled_ports", ())
+        return (comp, port) in getattr(self._by_name.get(comp), "_polled_ports", ())
 
     def _construct(self, cfg: ConfigComponent, parent: Optional[Element] = None) -> Element:
         cls = cfg.element

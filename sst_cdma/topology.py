@@ -437,7 +437,10 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         reporter.addParam("system", system if o.gpus == gpus else
                           f"{system}, run with {o.gpus} of its {gpus} GPUs")
     options = sst.getProgramOptions()
-    fmt = o.stats or ("csv" if options.get("output-directory") else "")
+    # statistics are written where there is a folder for them; a saved graph carries them
+    # so that replaying it into a folder writes them too
+    fmt = o.stats or ("csv" if any(options.get(k) for k in ("output-directory", "output-json",
+                                                             "output-config")) else "")
     if fmt:
         sst.setStatisticLoadLevel(2)
         sst.enableAllStatisticsForAllComponents()

@@ -267,11 +267,36 @@ def _parse_units(unit: str) -> tuple[Fraction, Dims] | str:
     return mult, dims
 
 
+#: the longest number text a value may have, and the largest power of ten it may name: far
+#: beyond SST's fixed point (24 whole and 24 decimal digits), and small enough that a value is
+#: parsed, printed and compared at once (``1e99999999`` would build a 100-million-digit integer)
+MAX_NUMBER_CHARS = 100
+MAX_EXPONENT = 400
+
+
+def abbreviate(text: str) -> str:
+    """``text`` for a message: long text cut to its start and its length."""
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _check_number(num: str, text: str) -> None:
+    """Refuse a number too long to be meant, or a power of ten beyond any range."""
+    mantissa, _, exponent = num.lower().partition("e")
+    if len(mantissa) > MAX_NUMBER_CHARS:
+        raise UnitError(f"'{abbreviate(text)}': the number has {len(mantissa)} characters (at most "
+                        f"{MAX_NUMBER_CHARS})")
+    if exponent and len(exponent.lstrip("+-0")) > 5 or exponent and \
+            abs(int(exponent)) > MAX_EXPONENT:
+        raise UnitError(f"'{abbreviate(text)}': exponent {exponent} is out of range (at most "
+                        f"{MAX_EXPONENT} either way)")
+
+
 @lru_cache(maxsize=4096)
 def _parse_value(text: str) -> tuple[Fraction, Dims]:
     m = _NUMBER_RE.match(text)
     if m is None or not _UNIT_CHARS_RE.match(m.group("unit")):
-        raise UnitError(f"'{text}' is not a number with a unit")
+        raise UnitError(f"'{abbreviate(text)}' is not a number with a unit")
+    _check_number(m.group("num"), text)
     parsed = _parse_units(m.group("unit"))
     if isinstance(parsed, str):
         raise UnitError(f"cannot parse '{text}': {parsed}")

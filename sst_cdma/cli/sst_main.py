@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import traceback
 from typing import Callable, NoReturn, Optional, Sequence
 
 from .. import __version__
-from ..config import PROGRAM_OPTIONS, RUN_MODES
+from ..config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
 from ..runner import RunError, StructureRunError, run
 from ..units import UnitAlgebra
 
@@ -27,11 +26,15 @@ class OneLineParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="sst", usage="sst [options] config-file [-- model options]", allow_abbrev=False,
+        add_help=False,
         description="Run an SST-style Python topology (or a configuration graph written with "
                     "--output-json) on the sst-cdma event kernel.",
         epilog="Model options after '--' (or in --model-options) reach the script as "
                "sys.argv[1:]. Example: sst topologies/pascal_cdma.py -- --network vgg16")
     p.add_argument("config_file", nargs="?", help="topology script (.py) or graph (.json)")
+    p.add_argument("-h", "--usage", action="store_true", help="print this help and exit")
+    p.add_argument("--help", dest="usage", action="store_true",
+                   help="the same; --help=OPTION prints the help of one option")
     p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="more output; errors show a traceback")
@@ -67,7 +70,90 @@ def _parser() -> argparse.ArgumentParser:
                    help="init: build and check only; run/both: build and run (default both)")
     p.add_argument("-n", "--num-threads", type=int, default=1, metavar="NUM",
                    help="accepted for compatibility; the kernel runs one thread")
+    _add_compatibility_options(p)
     return p
+
+
+def _add_compatibility_options(p: argparse.ArgumentParser) -> None:
+    """SST-core options that job files carry: taken with SST's meaning, or with a warning
+    where sst-cdma cannot act on them (docs/sst_compatibility.md)."""
+    p.add_argument("--timebase", default=None, metavar="TIMEBASE",
+                   help="the simulation's time step; only SST's default 1ps (the kernel counts "
+                        "picoseconds), anything else is refused")
+    p.add_argument("--partitioner", default=None, metavar="PARTITIONER",
+                   help="one of SST-core's partitioners (sst.single, sst.linear, ...); one rank "
+                        "runs everything, whichever is named")
+    p.add_argument("--lib-path", default=None, metavar="LIBPATH",
+                   help="accepted with a warning: element libraries are Python packages "
+                        "(entry points), not files on a path")
+    p.add_argument("--add-lib-path", default=None, metavar="LIBPATH",
+                   help="accepted with a warning, as --lib-path")
+    p.add_argument("--output-prefix-core", default=None, metavar="STR",
+                   help="accepted with a warning: sst-cdma's core messages have no prefix")
+    p.add_argument("--dot-verbosity", type=int, default=None, metavar="INT",
+                   help="accepted: --output-dot writes one level of detail (names, types, "
+                        "ports, latencies)")
+    p.add_argument("--print-env", action="store_true",
+                   help="print the environment variables the run sees, then run")
+    p.add_argument("--no-env-config", action="store_true",
+                   help="accepted: sst-cdma reads no SST environment configuration")
+
+
+#: warnings for options sst-cdma takes but cannot act on
+_CANNOT_ACT = {
+    "lib_path": "--lib-path: sst-cdma's element libraries are Python packages found through "
+                "entry points; the path is not searched",
+    "add_lib_path": "--add-lib-path: sst-cdma's element libraries are Python packages found "
+                    "through entry points; the path is not searched",
+    "output_prefix_core": "--output-prefix-core: sst-cdma's core messages carry no prefix; "
+                          "the option is kept in graph files only",
+}
+
+
+def split_model_options(text: str) -> list[str]:
+    """``--model-options`` as SST-core splits it: on whitespace, where double quotes keep a
+    part whole (and are removed); single quotes and backslashes are ordinary characters.
+    ValueError for an unterminated double quote."""
+    out: list[str] = []
+    current: list[str] = []
+    started = quoted = False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+            started = True
+        elif ch.isspace() and not quoted:
+            if started:
+                out.append("".join(current))
+            current, started = [], False
+        else:
+            current.append(ch)
+            started = True
+    if quoted:
+        raise ValueError("no closing double quote")
+    if started:
+        out.append("".join(current))
+    return out
+
+
+def _option_help(parser: argparse.ArgumentParser, name: str) -> Optional[str]:
+    """The help of one option (``--help=stop-at``), or None when there is no such option."""
+    wanted = "--" + name.lstrip("-")
+    for action in parser._actions:
+        if wanted in action.option_strings or ("-" + name.lstrip("-")) in action.option_strings:
+            metavar = f"={action.metavar}" if action.metavar else ""
+            return f"{', '.join(action.option_strings)}{metavar}\n    {action.help}"
+    return None
+
+
+def _compatibility_fault(args: argparse.Namespace) -> str:
+    """Why a compatibility option's value is refused ("" when none is)."""
+    for name in ("timebase", "partitioner"):
+        value = getattr(args, name)
+        if value is not None:
+            fault = program_option_fault(name, value)
+            if fault:
+                return f"argument --{name}: {fault}"
+    return ""
 
 
 def _split_model_options(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -102,6 +188,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     level_given, verbose_given = None, None
     for arg in list(own):  # SST's optional-argument forms --timing-info=LEVEL, --verbose=LEVEL
         name, eq, value = arg.partition("=")
+        if eq and name == "--help":
+            text = _option_help(parser, value)
+            if text is None:
+                parser.error(f"--help={value}: no such option")
+            print(text)
+            return 0
         if eq and name in ("--timing-info", "--print-timing-info", "--verbose"):
             if not value.isdigit():
                 parser.error(f"argument {name}: invalid level {value!r}")
@@ -122,6 +214,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.timing_info = level_given
     if verbose_given is not None:
         args.verbose += verbose_given
+    if args.usage:
+        parser.print_help()
+        return 0
+    fault = _compatibility_fault(args)
+    if fault:
+        parser.error(fault)
     if args.version:
         print(f"SST-Core-compatible sst-cdma Version ({__version__})")
         return 0
@@ -130,10 +228,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("sst: error: no configuration file given", file=sys.stderr)
         return 1
     try:
-        model_opts = shlex.split(args.model_options) if args.model_options else []
-    except ValueError as exc:  # an unterminated quote or a trailing backslash
-        parser.error(f"argument --model-options: {str(exc).lower()} in "
-                     f"{args.model_options!r}")
+        model_opts = split_model_options(args.model_options) if args.model_options else []
+    except ValueError as exc:  # an unterminated double quote
+        parser.error(f"argument --model-options: {exc} in {args.model_options!r}")
+    for key, message in _CANNOT_ACT.items():
+        if getattr(args, key) is not None:
+            print(f"sst: warning: {message}", file=sys.stderr)
+    if args.print_env:
+        for key in sorted(os.environ):
+            print(f"{key}={os.environ[key]}")
     model_opts += after
     try:
         result = run(args.config_file, model_opts, output_directory=args.output_directory,
@@ -142,7 +245,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      progress=sys.stderr, record_statistics=False, program_options={
                          "exit-after": args.exit_after,
                          "heartbeat-sim-period": args.heartbeat_sim_period,
-                         "heartbeat-wall-period": args.heartbeat_wall_period})
+                         "heartbeat-wall-period": args.heartbeat_wall_period,
+                         "timebase": args.timebase, "partitioner": args.partitioner,
+                         "output-prefix-core": args.output_prefix_core,
+                         "num-threads": str(args.num_threads) if args.num_threads != 1
+                         else None})
     except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
         for line in exc.warnings:
             print(f"WARNING:  {line}", flush=True)

@@ -47,6 +47,7 @@ class StatisticsCollector:
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
         self._wrapped: set[tuple[str, str]] = set()
+        self._started = False
 
     def register(self, element: "Element", decl: "StatisticSpec", subid: str = "") -> Statistic:
         """The statistic ``element`` asked for: live when enabled at a sufficient load level."""
@@ -81,21 +82,38 @@ class StatisticsCollector:
             return stat
         self._keys.add(key)
         self.stats.append(stat)
+        if self._started:  # registered during the run (SST's dynamic statistics)
+            self._late(stat)
         lower = {k.lower(): v for k, v in enable.params.items()}
         rate = lower.get("rate", "0ns")
         try:
             period = UnitAlgebra(rate).to_picoseconds() if rate not in ("0", "0ns") else 0
         except UnitError as exc:
             raise StatisticError(f"{element.name}.{decl.name}: rate {rate!r}: {exc}") from None
+        if period < 0:
+            raise StatisticError(f"{element.name}.{decl.name}: rate {rate!r} is negative (a "
+                                 "dump period, or 0 for one dump at the end)")
         if period > 0:
             self._periodic.setdefault(period, []).append(stat)
             if str(lower.get("resetonoutput", "0")).lower() in ("1", "true", "yes", "on"):
                 self._reset_on_output.add(id(stat))
         return stat
 
+    def _late(self, stat: Statistic) -> None:
+        """A statistic registered after the output's header was written: its fields join the
+        in-memory table; a field the header lacks is left out of the file, which is said."""
+        missing = [f"{n}.{t}" for n, t, _ in stat.fields() if f"{n}.{t}" not in self.columns]
+        if missing:
+            self.columns += missing
+            print(f"sst: warning: statistic {stat.full_name} was registered during the run; "
+                  f"its fields {', '.join(missing)} are not in the output's header, so the file "
+                  "leaves them out (enable a statistic of the same type from the start)",
+                  file=sys.stderr)
+
     def start(self) -> None:
         """Open the output (its header lists every registered statistic) and schedule the
         periodic dumps."""
+        self._started = True
         self.output.start(self.stats)
         seen: set[str] = set()
         for stat in self.stats:

@@ -80,6 +80,11 @@ class StatisticOutput(ABC):
             self._fh = None
 
 
+def _flag(params: Mapping[str, Any], name: str) -> bool:
+    """An output's boolean param (true unless given as 0/false/no/off)."""
+    return str(params.get(name, "1")).strip().lower() not in ("0", "false", "no", "off")
+
+
 def _key(name: str, ftype: str) -> str:
     return f"{name}.{ftype}"
 
@@ -103,9 +108,12 @@ class CSVOutput(StatisticOutput):
                 if key not in seen:
                     seen.add(key)
                     self.columns.append(key)
-        head = ["ComponentName", "StatisticName", "StatisticSubId", "StatisticType", "SimTime",
-                "Rank"] + self.columns
-        if str(self.params.get("outputtopheader", "1")).lower() not in ("0", "false", "no"):
+        # SST's outputsimtime=0 and outputrank=0 leave those columns out
+        self.with_time = _flag(self.params, "outputsimtime")
+        self.with_rank = _flag(self.params, "outputrank")
+        head = ["ComponentName", "StatisticName", "StatisticSubId", "StatisticType"]
+        head += ["SimTime"] * self.with_time + ["Rank"] * self.with_rank + self.columns
+        if _flag(self.params, "outputtopheader"):
             fh.write(self.sep.join(head) + "\n")
 
     def output(self, stats: Iterable[Statistic], sim_time: int) -> None:
@@ -114,7 +122,8 @@ class CSVOutput(StatisticOutput):
         assert fh is not None
         for stat in stats:
             values = {_key(n, t): format_value(v, t) for n, t, v in stat.fields()}
-            row = [stat.component, stat.name, stat.subid, stat.kind, str(sim_time), "0"]
+            row = [stat.component, stat.name, stat.subid, stat.kind]
+            row += [str(sim_time)] * self.with_time + ["0"] * self.with_rank
             row += [values.get(c, "0") for c in self.columns]
             fh.write(self.sep.join(row) + "\n")
 
@@ -135,8 +144,10 @@ class TXTOutput(StatisticOutput):
 
     def _line(self, stat: Statistic, sim_time: int) -> str:
         parts = [f"{self.prefix}{stat.full_name} : {stat.kind} : "]
-        if self.with_time:
-            parts.append(f"SimTime = {sim_time}; Rank = 0; ")
+        if self.with_time and _flag(self.params, "outputsimtime"):
+            parts.append(f"SimTime = {sim_time}; ")
+        if self.with_time and _flag(self.params, "outputrank"):
+            parts.append("Rank = 0; ")
         parts += [f"{_key(n, t)} = {format_value(v, t)}; " for n, t, v in stat.fields()]
         return "".join(parts) + "\n"
 

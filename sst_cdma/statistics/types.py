@@ -4,6 +4,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Mapping, Union
 
+import numpy as np
+
 FIELD_TYPES = ("u32", "u64", "i32", "i64", "f32", "f64")
 
 Number = Union[int, float]
@@ -84,8 +86,13 @@ class AccumulatorStatistic(Statistic):
     def add_data(self, value: Number, count: int = 1) -> None:
         """Record ``value`` ``count`` times."""
         v = _cast(value, self.dtype)
-        self.sum += v * count
-        self.sum_sq += v * v * count
+        if self.dtype == "f32":  # SST sums in the statistic's type: a C float rounds each step
+            f, n = np.float32(v), np.float32(count)
+            self.sum = float(np.float32(self.sum) + f * n)
+            self.sum_sq = float(np.float32(self.sum_sq) + f * f * n)
+        else:
+            self.sum += v * count
+            self.sum_sq += v * v * count
         self.count += count
         if self.min is None or v < self.min:
             self.min = v

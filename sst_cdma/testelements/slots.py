@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..element import Component, Param, StatisticSpec, SubComponent, SubComponentSlot
+from ..element import Component, Param, Port, StatisticSpec, SubComponent, SubComponentSlot
 
 
 class Tally(SubComponent):
@@ -35,6 +35,17 @@ class DownTally(Tally):
         """Count ``-n`` (its statistic records ``n``)."""
         super().count(n)
         self.total -= 2 * n
+
+
+class TapTally(Tally):
+    """Counts up, and counts each event arriving on its own port ``tap`` (a link to a
+    subcomponent's port, as merlin and memHierarchy wire them)."""
+
+    PORTS = (Port("tap", "each event arriving here counts one"),)
+
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
+        self.configure_link("tap", lambda event: self.count(1))
 
 
 class Meter(Component):

@@ -8,9 +8,8 @@ from sst_cdma.cli.sst_main import main
 from sst_cdma.runner import RunError
 
 
-@pytest.mark.parametrize("options, fault", [("'abc", "no closing quotation"),
-                                            ('--size "3', "no closing quotation"),
-                                            ("--size 3 \\", "no escaped character")])
+@pytest.mark.parametrize("options, fault", [('--size "3', "no closing double quote"),
+                                            ('"abc', "no closing double quote")])
 def test_a_model_options_string_that_cannot_be_split_is_one_line(repo, capsys, options,
                                                                   fault):
     with pytest.raises(SystemExit) as info:
@@ -20,6 +19,22 @@ def test_a_model_options_string_that_cannot_be_split_is_one_line(repo, capsys, o
     assert out == "" and len(err.splitlines()) == 1, err
     assert err.startswith("sst: error: argument --model-options: ") and fault in err
     assert repr(options) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("--x 1 'y z'", ["--x", "1", "'y", "z'"]),  # single quotes are ordinary characters
+    ('--x "y z" a\\b', ["--x", "y z", "a\\b"]),  # double quotes group; backslash is kept
+    ('--name=a" "b  c', ["--name=a b", "c"]),
+    ("", [])])
+def test_model_options_split_as_sst_core_splits_them(text, parts):
+    from sst_cdma.cli.sst_main import split_model_options
+
+    assert split_model_options(text) == parts
+
+
+def test_script_sees_sstsim_x_as_argv0(run_script):
+    run_script('import sys\nassert sys.argv[0] == "sstsim.x", sys.argv\nimport sst\n'
+               'sst.Component("c", "testElement.StatProbe")\n')
 
 
 def test_run_refuses_an_unsplittable_model_options_string(repo):

@@ -67,7 +67,7 @@ def test_error_traceback_only_with_verbose(repo, tmp_path):
     assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr
     assert quiet.stderr.strip().endswith("unknown element 'testElement.Nope' (library testElement "
                                          "has: Counter, DownTally, Echo, Meter, PHOLD, StatProbe, "
-                                         "UpTally)")
+                                         "TapTally, UpTally)")
 
 
 def test_missing_script_is_an_error():
@@ -89,11 +89,28 @@ def test_sst_info_documents_each_element(element):
 def test_sst_info_shows_defaults_and_units():
     out = sh("sst-info", "cdma.ZVC").stdout
     assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
-           "decompresses (B/s).  [32GB/s]" in out
+           "decompresses (B/s)  [32GB/s]" in out
     out = sh("sst-info", "cdma.CDMAEngine").stdout
     assert "mode: flow: transfers share bandwidth max-min fairly as flows; chunk: transfers " \
-           "move in bursts through a bounded buffer. one of: flow, chunk.  [flow]" in out
+           "move in bursts through a bounded buffer (one of: flow, chunk)  [flow]" in out
     assert "filled by: cdma.BplaneZstd, cdma.LZ4, cdma.RLE, cdma.ZVC, cdma.Zlib, cdma.Zstd" in out
+
+
+def test_sst_info_prints_sst_core_16s_lines_and_numbering(repo):
+    """Against SST-core 16's own listing (tests/data/sst-core-16/sst_info_example.txt): the
+    element numbered 0 among those shown, no added period, no reStructuredText, SST's lines."""
+    out = sh("sst-info", "coreTestElement.StatisticsComponent.int").stdout.rstrip().splitlines()
+    ref = (repo / "tests/data/sst-core-16/sst_info_example.txt").read_text().splitlines()
+    differ = ("ELEMENT LIBRARY", "Components (", "      ELI version", "      Compiled using",
+              "      Checkpointable", "Modules (", "PortModules (", "SubComponents (")
+    assert [line for line in out if not line.startswith(differ)] == \
+        [line for line in ref if not line.startswith(differ)]
+    assert [line.split(":")[0].split(" (")[0] for line in out if line.startswith(differ[3:])] == \
+        [line.split(":")[0].split(" (")[0] for line in ref if line.startswith(differ[3:])]
+    assert out[2].startswith("ELEMENT LIBRARY 0 = coreTestElement (")
+    every = sh("sst-info").stdout
+    assert "``" not in every and ":class:" not in every
+    assert ".  [" not in sh("sst-info", "testElement.PHOLD").stdout
 
 
 def test_sst_info_lists_libraries_and_rejects_unknown():

@@ -266,3 +266,15 @@ def test_a_saved_graph_replays_the_topology_identically(repo, tmp_path):
     assert direct.getvalue() == replay.getvalue()
     for name in ("StatisticOutput.csv", "summary.json", "config.json"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+
+
+def test_a_graph_saved_without_an_output_directory_replays_with_its_statistics(
+        repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    topo = repo / "topologies/pascal_cdma.py"
+    opts = ["--network", "alexnet", "--batch", "16"]
+    run(topo, opts, run_mode="init", output_json="g.json", console=io.StringIO())
+    run(topo, opts, output_directory=tmp_path / "one", console=io.StringIO())
+    run(tmp_path / "g.json", output_directory=tmp_path / "two", console=io.StringIO())
+    for name in ("StatisticOutput.csv", "summary.json"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()

@@ -11,7 +11,7 @@ from sst_cdma.cli.sst_info import main as sst_info
 from sst_cdma.runner import RunError
 
 METER = 'import sst\nm = sst.Component("m", "testElement.Meter")\nm.addParam("ticks", 3)\n'
-ACCEPTS = "a Tally (testElement.DownTally, testElement.UpTally)"
+ACCEPTS = "a Tally (testElement.DownTally, testElement.TapTally, testElement.UpTally)"
 
 
 def test_filled_slots_count_and_the_empty_default_slot_loads_its_element(run_script):
@@ -73,6 +73,7 @@ def test_sst_info_lists_each_slot_its_interface_and_what_fills_it(capsys):
     assert "tally: the tally setup counts into [Tally; required]" in out
     assert "backup: a second tally [Tally; default testElement.UpTally]" in out
     assert "extras: more tallies [Tally; optional; several]" in out
-    assert out.count("filled by: testElement.DownTally, testElement.UpTally") == 3
+    assert out.count("filled by: testElement.DownTally, testElement.TapTally, "
+                     "testElement.UpTally") == 3
     assert sst_info(["testElement.UpTally"]) == 0
     assert "Interface: Tally" in capsys.readouterr().out
