@@ -20,6 +20,7 @@ from .cdma_engine import EngineResult
 from .gpu import GPUResult
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
+from .summary_schema import SCHEMA_VERSION
 
 __all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
            "multi_gpu_summary", "host_link_fields", "shared_link_utilization", "system_shape",
@@ -102,6 +103,7 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
         summary["stopped_at_s"] = now_ps * PS
+    summary["schema_version"] = SCHEMA_VERSION
     return summary
 
 
