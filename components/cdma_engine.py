@@ -306,7 +306,7 @@ class CDMAEngine(Component):
         """:func:`transfer_weights` of a transfer on this engine's memory, codec and path
         (``codec`` False: a plain copy that bypasses the codec)."""
         resource, packed = self._codec_stage(direction, codec)
-        return transfer_weights(direction, raw, wire, self.hbm_resource, resource, self.path,
+        return transfer_weights(direction, raw, wire, self.hbm_resource, resource, self.path,  # type: ignore[arg-type]
                                 packed)
 
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True
@@ -368,7 +368,7 @@ class CDMAEngine(Component):
         key = self.name + "/" + req.tensor
         payload = self.host.load(key)
         try:
-            restored = self.codec.decompress(payload)
+            restored = self.codec.decompress(payload)  # type: ignore[arg-type]
         except codecs.CodecError as exc:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r}: the host returned a "
                                   f"corrupt compressed stream ({exc})") from None

@@ -214,7 +214,7 @@ def _check(obj: dict[str, Any], keys: tuple[Key, ...], where: str,
         key = known.get(name)
         if key is None:
             continue
-        ok = any(isinstance(value, _JSON[t]) and not (t in ("integer", "number") and
+        ok = any(isinstance(value, _JSON[t]) and not (t in ("integer", "number") and  # type: ignore[arg-type]
                                                      isinstance(value, bool))
                  for t in key.types)
         if not ok:

@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action="version", version=f"sst-cdma {__version__}")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="errors show a traceback")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="errors show a traceback")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

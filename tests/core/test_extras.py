@@ -69,3 +69,14 @@ def test_regress_in_this_process_needs_no_extra(monkeypatch):
     extras.require("sweep", "x", ())  # nothing asked, nothing missing
     with pytest.raises(extras.MissingExtra, match=r"\[sweep\]"):
         extras.require("sweep", "regress --workers", ("dask",))
+
+
+def test_ci_runs_the_readmes_command_with_the_linter_and_the_type_checker():
+    readme = (REPO / "README.md").read_text("utf-8")
+    command = readme.split("what `.ci/run` does", 1)[1].split("```\n", 1)[1].split("\n", 1)[0]
+    assert command.endswith("pytest -q && ruff check sst_cdma components && mypy")
+    assert command in (REPO / ".ci" / "run").read_text("utf-8")
+    tools = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]
+    assert tools["mypy"]["files"] == ["sst_cdma", "components"]
+    assert "select" in tools["ruff"]["lint"]
+    assert {"mypy", "ruff"} <= _names(PROJECT["optional-dependencies"]["test"])
