@@ -17,11 +17,11 @@ from .stats import SelectorError, parse_selector
 
 TOP_KEYS = ("name", "description", "topology", "options", "grid", "points", "params",
             "statistics", "exclude", "full_trace")
-#: Summary keys left out of the table unless a spec says otherwise: per-layer timelines and
+#: Summary keys left out of the table unless a spec says otherwise: per-layer timelines,
 #: per-tensor plan choices (they stay in each point's summary.json; ``sst-cdma plans`` reads
-#: the choices there).
+#: the choices there) and the file format's version (the same in every point, no figure).
 DEFAULT_EXCLUDE = ("layers", "layers.*", "*.layers", "*.layers.*", "plan.tensors",
-                   "plan.tensors.*")
+                   "plan.tensors.*", "schema_version")
 POINT_RESERVED = ("topology", "params")
 OPTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -71,3 +71,12 @@ def test_the_schema_refuses_what_check_summary_refuses(validator, summary, break
     messages = [e.message for e in validator.iter_errors(broken)]
     assert any(where in m for m in messages), messages
     assert check_summary(broken) != []
+
+
+def test_sweep_tables_and_regress_globs_leave_the_version_out(summary):
+    """The version describes the file, not the run: no constant column, no figure to compare."""
+    from sst_cdma.sweep.spec import DEFAULT_EXCLUDE
+    from sst_cdma.sweep.table import flatten
+
+    row = flatten(summary, exclude=DEFAULT_EXCLUDE)
+    assert "schema_version" not in row and "iteration_time_s" in row
