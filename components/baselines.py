@@ -176,11 +176,11 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
         memory = graph.component(peer[0])
         _copy_component(graph, gpu, "oracle.", {"system": "oracle"}, where,
                         {"policy": "none", "plan": "", "write_stream": "0"})
-        _copy_component(graph, memory, "oracle.",
+        _copy_component(graph, memory, "oracle.",  # type: ignore[arg-type]
                         {"unlimited": "1"} if memory.type == MEMORY_TYPE else {}, where)
         _copy_link(graph, peer[1], "oracle.", where)
     fabric = [peers[(gpu.name, FABRIC_PORT)] for gpu in gpus if (gpu.name, FABRIC_PORT) in peers]
     for name in dict.fromkeys(name for name, _ in fabric):
-        _copy_component(graph, graph.component(name), "oracle.", {}, where)
+        _copy_component(graph, graph.component(name), "oracle.", {}, where)  # type: ignore[arg-type]
     for _, link in fabric:
         _copy_link(graph, link, "oracle.", where)

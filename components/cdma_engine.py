@@ -359,7 +359,8 @@ class CDMAEngine(Component):
         stage is the route to the SSDs, at the compressed size."""
         resource, packed = self._codec_stage(direction, codec)
         inner, outer = transfer_weights(direction, raw, wire, self.hbm_resource, resource,
-                                        self.path, packed)
+                                        self.path,  # type: ignore[arg-type]
+                                        packed)
         if tier == "nvme":
             outer = _storage_weights(self.storage, direction, raw, wire)
         return inner, outer
@@ -440,7 +441,7 @@ class CDMAEngine(Component):
         store = self._store_of(req.tier)
         payload = store.load(key)
         try:
-            restored = self.codec.decompress(payload)
+            restored = self.codec.decompress(payload)  # type: ignore[arg-type]
         except codecs.CodecError as exc:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r}: the host returned a "
                                   f"corrupt compressed stream ({exc})") from None

@@ -22,7 +22,7 @@ from sst_cdma.model.gpus import GPUS, GPUSpec
 from sst_cdma.units import UnitError, parse_bytes
 
 if TYPE_CHECKING:
-    from sst_cdma.model.kernel_model import KernelModel
+    from sst_cdma.model.fitted import KernelModel
 
 __all__ = ["roofline_ps", "gpu_spec", "KernelTimes", "FittedKernels", "RooflineKernels",
            "MeasuredKernels"]

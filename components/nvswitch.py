@@ -209,7 +209,7 @@ class NVSwitch(Component):
             for res, w in route.pairs:
                 load.setdefault(res.name, [res.capacity, 0.0])[1] += w
         return 2 * (n - 1) * self.params["step_latency"] + \
-            isolated_duration_ps(self.ring_bytes(nbytes), [tuple(v) for v in load.values()])
+            isolated_duration_ps(self.ring_bytes(nbytes), [tuple(v) for v in load.values()])  # type: ignore[misc]
 
     def _gpu_done(self, b: int, start: int) -> None:
         self.flows_left -= 1

@@ -3,7 +3,7 @@ which declares its own shapes, policy, allocations and optimizer step."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Param

@@ -12,7 +12,7 @@ listed in :mod:`components.summary_schema`.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from sst_cdma.config import ConfigError
 
@@ -21,6 +21,7 @@ from .gpu import GPUResult
 from .nvme import NVMeResult, nvme_fields
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
+from .summary_schema import SCHEMA_VERSION
 
 __all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
            "multi_gpu_summary", "host_link_fields", "shared_link_utilization", "system_shape",
@@ -39,8 +40,8 @@ AGGREGATION = {
 }
 
 #: the functions that combine a figure over the GPUs, by the names AGGREGATION gives them
-_COMBINE = {"max": max, "min": min, "sum": sum, "all": all,
-            "mean": lambda xs: sum(xs) / len(xs)}
+_COMBINE: dict[str, Callable[[list[Any]], Any]] = {
+    "max": max, "min": min, "sum": sum, "all": all, "mean": lambda xs: sum(xs) / len(xs)}
 
 
 class SystemResults:
@@ -109,6 +110,7 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
         summary["stopped_at_s"] = now_ps * PS
+    summary["schema_version"] = SCHEMA_VERSION
     return summary
 
 
@@ -180,8 +182,8 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         out["compression_ratio_by_algorithm"] = engine.ratio_by_algorithm
         out["density_profile_progress"] = engine.progress
     _add_baselines(out, runs.baseline_of[name])
-    out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
-                     for l in r.layers]
+    out["layers"] = [{**lay, "start_s": lay["start_ps"] * PS, "end_s": lay["end_ps"] * PS}
+                     for lay in r.layers]
     out["plan"] = plan_fields(r, engine.algorithm if engine else "none")
     return out
 
@@ -205,7 +207,7 @@ def _add_baselines(out: dict[str, Any], baseline_of: dict[str, GPUResult]) -> No
 
 
 def shared_link_utilization(runs: SystemResults, gpus: list[str],
-                            end_ps: int) -> dict[str, dict[str, float]]:
+                            end_ps: int) -> dict[str, dict[str, Any]]:
     """Busy fraction of each link the GPUs' transfers cross beyond their own host link
     (the upstream ports of PCIe switches, root complexes), with its kind, per direction,
     over ``end_ps``."""
@@ -307,7 +309,7 @@ def system_shape(runs: SystemResults) -> dict[str, Any]:
     """What shapes the main system, from its records: how many GPUs and hosts, and how many
     GPUs share a switch uplink (0: none)."""
     hosts = {runs.engine_of[g].host for g in runs.main if g in runs.engine_of}
-    sharing = {}
+    sharing: dict[str, int] = {}
     for g in runs.main:
         engine = runs.engine_of.get(g)
         for name in engine.path[1:] if engine is not None else ():

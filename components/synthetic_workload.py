@@ -4,7 +4,7 @@ workload with no network definition, for probing the copy path (docs/topologies.
 workload source")."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from sst_cdma.element import Param
 from workloads.stream import Stream, parse_stream

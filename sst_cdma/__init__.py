@@ -10,14 +10,21 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run", "RunResult", "RunError"]
+from typing import Any
+
+__all__ = ["__version__", "run", "RunResult", "RunError", "read_statistics",
+           "StatisticsFileError"]
 
 
-def __getattr__(name: str):
-    """Import the runner lazily so ``import sst_cdma`` stays light (codecs users need no
-    simulator)."""
+def __getattr__(name: str) -> Any:
+    """Import the runner and the statistics reader lazily so ``import sst_cdma`` stays light
+    (codecs users need no simulator)."""
     if name in ("run", "RunResult", "RunError"):
         from . import runner
 
         return getattr(runner, name)
+    if name in ("read_statistics", "StatisticsFileError"):
+        from .statistics import reader
+
+        return getattr(reader, name)
     raise AttributeError(f"module 'sst_cdma' has no attribute {name!r}")

@@ -11,7 +11,7 @@ __all__ = ["replace_whole", "write_text_whole"]
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def replace_whole(path: PathLike, write: Callable[[Path], None]) -> None:
+def replace_whole(path: PathLike, write: Callable[[Path], object]) -> None:
     """Let ``write`` write a temporary file beside ``path`` (a link's target: the link is kept),
     then rename it over ``path`` in one step, keeping an existing file's permissions. If
     ``write`` or the rename fails, ``path`` is left as it was and the temporary file removed;

@@ -5,6 +5,7 @@ as JSON (which ``sst`` runs again) or as Graphviz DOT.
 """
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -102,7 +103,7 @@ class ConfigComponent:
     shared_sets: list[str] = field(default_factory=list)
 
     @property
-    def element(self) -> type[Element]:
+    def element(self) -> builtins.type[Element]:  # the field `type` shadows the builtin
         """The element class (resolved through the library registry)."""
         return find_element(self.type)
 

@@ -61,7 +61,7 @@ class Param:
     kind: str
     default: Any
     doc: str
-    choices: Optional[Sequence[str]] = None
+    choices: Optional[Sequence[Any]] = None
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     exclusive_minimum: bool = False
@@ -197,7 +197,8 @@ class SubComponentSlot:
         can)."""
         where = f"{owner}: slot {self.name!r}"
         if not issubclass(element, SubComponent):
-            return f"{where} takes {self.describe_accepts()}; {element.type_name()} is a " \
+            name = element.type_name()  # type: ignore[attr-defined]  # not a SubComponent
+            return f"{where} takes {self.describe_accepts()}; {name} is a " \
                    "component, not a subcomponent"
         if self.accepts is not None and not issubclass(element, self.accepts):
             kinds = [base.__name__ for base in element.__mro__[1:]

@@ -200,7 +200,7 @@ class FlowNetwork(Service):
         ``on_done(flow)`` is called when the last unit arrives."""
         if amount < 0:
             raise SimulationError(f"flow {label}: negative amount {amount}")
-        route = weights if type(weights) is Route else self.route(weights, label)
+        route = weights if type(weights) is Route else self.route(weights, label)  # type: ignore[arg-type]
         if not route.pairs and cap == math.inf:
             raise SimulationError(f"flow {label}: needs a rate cap or a resource")
         return self.launch(float(amount), route, on_done, cap, label)

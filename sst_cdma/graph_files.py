@@ -208,7 +208,7 @@ def _component_from_json(d: Any, path: str, source: str,
     if level is not None and int(level) != LEVEL_NOT_SET:
         c.stat_load_level = int(level)
     c.subcomponents = [  # type: ignore[misc]
-        _component_from_json(s, f"{label}: subcomponents[{k}]", source, c.name)
+        _component_from_json(s, f"{label}: subcomponents[{k}]", source, c.name)  # type: ignore[misc]
         for k, s in enumerate(_sequence(d.get("subcomponents"), f"{label}: subcomponents"))]
     return c
 
@@ -375,7 +375,7 @@ def to_python(graph: ConfigGraph) -> str:
     lines.append("# Define the SST Links:")
     order = {name: i for i, name in enumerate(graph.components)}
     for link in sorted(graph.links.values(),
-                       key=lambda l: order[graph.owner(l.ends[0].component)]):
+                       key=lambda lk: order[graph.owner(lk.ends[0].component)]):
         var = names("link", link.name)
         lines.append(f"{var} = sst.Link({_py(link.name)})")
         if link.no_cut:

@@ -287,7 +287,7 @@ class Simulator:
                 del buckets[key]
                 if delivered >= check_at >= 0:
                     check_at = delivered + PROGRESS_EVERY
-                    progress(self.now, self.events_delivered + delivered)
+                    progress(self.now, self.events_delivered + delivered)  # type: ignore[misc]
             self.end_reason = "no events left"
         except _Stop:
             pass  # the stop/exit action's bucket is not counted as delivered events

@@ -5,17 +5,26 @@ A library is a Python package; every module in it is imported and each concrete
 class (or its ``element_name``). Only the engine's test libraries are built in; every other
 library, this distribution's ``cdma`` (the package ``components``) included, registers its
 package under the entry-point group ``sst_cdma.elements``.
+
+Topology scripts ship the same way: a package registered under ``sst_cdma.topologies`` holds
+scripts (``*.py`` beside its ``__init__.py``) that ``sst NAME.py`` finds by name when no such
+file is in the working folder (:func:`shipped_topologies`, :func:`find_topology`).
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from functools import lru_cache
 from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Optional
 
 from .element import Element
 
 ENTRY_POINT_GROUP = "sst_cdma.elements"
+#: packages of topology scripts, found by name (``sst NAME.py``)
+TOPOLOGY_ENTRY_POINT_GROUP = "sst_cdma.topologies"
 #: the engine's own test elements; every other library (the cdma element library included)
 #: registers under :data:`ENTRY_POINT_GROUP`
 BUILTIN_LIBRARIES = {"testElement": "sst_cdma.testelements",
@@ -93,3 +102,35 @@ def elements_deriving_from(base: type) -> list[str]:
             continue
         out += [f"{lib}.{name}" for name, cls in elements.items() if issubclass(cls, base)]
     return sorted(out)
+
+
+def _package_folders(package: str) -> list[Path]:
+    """The folders of ``package``, found without importing it (none when it is missing)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return []
+    return [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+
+
+@lru_cache(maxsize=1)
+def shipped_topologies() -> dict[str, Path]:
+    """Script file name (``pascal_cdma.py``) -> path, for every script of the packages
+    registered under :data:`TOPOLOGY_ENTRY_POINT_GROUP`; the first package to ship a name
+    keeps it."""
+    found: dict[str, Path] = {}
+    for ep in entry_points(group=TOPOLOGY_ENTRY_POINT_GROUP):
+        for folder in _package_folders(ep.value):
+            for path in sorted(folder.glob("*.py")):
+                if not path.name.startswith("_"):
+                    found.setdefault(path.name, path)
+    return found
+
+
+def find_topology(name: str) -> Optional[Path]:
+    """The shipped script ``name`` (``pascal_cdma.py`` or ``pascal_cdma``) names, or None. Only
+    a bare file name is looked up: a path with a folder in it names that file alone."""
+    if not name or Path(name).name != name:
+        return None
+    shipped = shipped_topologies()
+    return shipped.get(name) or shipped.get(f"{name}.py")

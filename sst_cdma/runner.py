@@ -24,6 +24,7 @@ from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, C
                      StructureError, beyond_sim_range)
 from .simulation import Simulation, warn
 from .kernel import SimulationError
+from .library import find_topology
 from .units import UnitAlgebra, UnitError, abbreviate
 
 
@@ -111,15 +112,29 @@ def _not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte 0x{bad.hex() or '??'} at offset {exc.start})"
 
 
+def _script_path(script: Union[str, Path]) -> str:
+    """The absolute path of ``script``: the file it names, else, for a bare file name, the
+    shipped topology of that name (:func:`~sst_cdma.library.find_topology`); RunError when
+    neither exists."""
+    path = str(Path(script).resolve())
+    if os.path.isfile(path):
+        return path
+    shipped = find_topology(str(script))
+    if shipped is not None:
+        return str(shipped)
+    known = find_topology(Path(script).name) if str(script).endswith(".py") else None
+    hint = f" (the shipped {known.name} is found by its bare name: {known.name})" if known \
+        else ""
+    raise RunError(f"no such topology file{hint}", str(script))
+
+
 def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
                    program_options: Optional[dict[str, str]] = None) -> ConfigGraph:
     """Run a topology script with ``import sst`` available and ``sys.argv`` = [script, *options];
     return the graph it built. ``program_options`` (the command line's) are visible to the
     script through ``sst.getProgramOptions()`` and win over what it sets. Faults become
     RunError naming the script line."""
-    path = str(Path(script).resolve())
-    if not os.path.isfile(path):
-        raise RunError("no such topology file", str(script))
+    path = _script_path(script)
     if path.endswith(".json"):
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -95,8 +95,8 @@ class Simulation:
         self.graph.check()
         for link in self.graph.links.values():
             a, b = link.ends
-            end_a, end_b = self.sim.make_link(link.name, a.port, self.graph.end_latency_ps(link, 0),
-                                              b.port, self.graph.end_latency_ps(link, 1))
+            end_a, end_b = self.sim.make_link(link.name, a.port, self.graph.end_latency_ps(link, 0),  # type: ignore[arg-type]
+                                              b.port, self.graph.end_latency_ps(link, 1))  # type: ignore[arg-type]
             self._ends[(a.component, a.port)] = end_a
             self._ends[(b.component, b.port)] = end_b
             self._ports.setdefault(a.component, []).append(a.port)

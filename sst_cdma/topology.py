@@ -298,7 +298,7 @@ def _check_storage(o: argparse.Namespace) -> None:
 
 def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     """Options that contradict each other: an error naming both."""
-    nvlink = LINKS[link_name]["protocol"] != "pcie"
+    nvlink = LINKS[link_name]["protocol"] != "pcie"  # type: ignore[index]
     if o.pcie_gen is not None and nvlink:
         _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name}: the generation "
                 "applies to a PCIe host link, and this one is NVLink; pick a PCIe --link")
@@ -425,7 +425,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     _check_contradictions(o, link_name)
     if not o.workload:
         _check_kernel_times(o)
-    link_params = dict(LINKS[link_name])
+    link_params = dict(LINKS[link_name])  # type: ignore[call-overload]
     if o.pcie_gen is not None:
         link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
     spec = SystemSpec(spec_gpu, link_params, o, host_memory)

@@ -309,7 +309,7 @@ def _to_fraction(x: object) -> Fraction:
     if isinstance(x, numbers.Integral):
         return Fraction(int(x))
     if isinstance(x, numbers.Rational):
-        return Fraction(x.numerator, x.denominator)
+        return Fraction(x.numerator, x.denominator)  # type: ignore[call-overload]
     if isinstance(x, Decimal):
         if not x.is_finite():
             raise UnitError(f"'{x}' is not a finite number")

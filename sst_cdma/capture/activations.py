@@ -247,7 +247,7 @@ def capture_activations(model: nn.Module, inputs: Any, *,
             raise CaptureError(f"also_dtypes: cannot measure in {other!r} (expected one of "
                                f"{', '.join(CONVERSIONS)})")
     if names is None and callable(getattr(model, "capture_names", None)):
-        names = model.capture_names()
+        names = model.capture_names()  # type: ignore[operator]
     selected = _select(model, names, module_types)
     modules = dict(model.named_modules())
     recorder = _Recorder(selected, algorithms, keep_samples=sample_dir is not None,

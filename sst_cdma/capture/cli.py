@@ -182,7 +182,7 @@ def _run(argv: list[str]) -> int:
     else:
         inputs = list(npz_batches(args.inputs, args.input_key, args.batch_size))
         data = f"{args.inputs} ({sum(len(b) for b in inputs)} samples, {len(inputs)} batch(es))"
-    checkpoints = _checkpoints(args.checkpoint) or [(args.progress, None)]
+    checkpoints = _checkpoints(args.checkpoint) or [(args.progress, None)]  # type: ignore[list-item]
     captures = []
     for k, (progress, weights) in enumerate(checkpoints):
         last = k == len(checkpoints) - 1  # --samples keeps the last checkpoint's tensors

@@ -45,7 +45,7 @@ def role_table(profile: DensityProfile, dtype: str, progress: float = 1.0) -> li
         for algorithm in algorithm_names():
             values = [profile.ratio(n, algorithm, progress, dtype=dtype) for n in names]
             if all(v is not None for v in values):
-                ratios[algorithm] = len(values) / sum(1.0 / v for v in values)
+                ratios[algorithm] = len(values) / sum(1.0 / v for v in values)  # type: ignore[misc, operator]
         rows.append({"role": role, "blocks": len(names),
                      "density0": sum(profile.density(n, 0.0) for n in names) / len(names),
                      "density": sum(profile.density(n, progress) for n in names) / len(names),

@@ -79,7 +79,7 @@ def _run(argv: list[str]) -> int:
     if not out.parent.is_dir():
         raise CaptureError(f"--output: folder {str(out.parent)!r} does not exist")
 
-    shown = []
+    shown: list[str] = []
 
     def show(layer: str, fwd_ps: int, bwd_ps: int) -> None:
         if not shown:  # the header waits until the request has been checked

@@ -8,12 +8,14 @@ activation capture and kernel timing.
     sst-cdma table RESULTS --rows P --value V [--cols Q] [--divide-by C] [--invert]
     sst-cdma plans RESULTS [--where KEY=VALUE]
     sst-cdma calibrate [--data DIR] [--output FILE] [--check]
+    sst-cdma topologies [--path NAME]
     sst-cdma capture ...                     (see sst-cdma capture --help)
     sst-cdma time-layers ...                 (see sst-cdma time-layers --help)
     sst-cdma time-cpu-adam ...               (see sst-cdma time-cpu-adam --help)
     sst-cdma capture-states ...              (see sst-cdma capture-states --help)
 
-Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1.
+Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1; so is a command whose
+extra is not installed (``sst_cdma.extras``). ``python -m sst_cdma`` runs the same command.
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action="version", version=f"sst-cdma {__version__}")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="errors show a traceback")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="errors show a traceback")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -151,6 +153,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="parameters file (default: sst_cdma/model/kernel_params.json)")
     c.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 unless FILE holds what the fit gives")
+    tp = sub.add_parser("topologies", parents=[common],
+                        help="list the shipped topology scripts (sst NAME.py runs one)",
+                        description="List the topology scripts installed with the package; "
+                                    "'sst NAME.py' runs one when the working folder has no "
+                                    "file of that name.")
+    tp.add_argument("--path", metavar="NAME", default=None,
+                    help="print only the path of this shipped script (to copy and edit it)")
     sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
                                    "(sst-cdma capture --help)", add_help=False)
     sub.add_parser("time-layers", help="measure per-layer kernel times in PyTorch for "
@@ -170,6 +179,12 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     ``capture-states``) with its own argument parser."""
     import importlib
 
+    from ..extras import MissingExtra, require
+
+    try:
+        require("capture", command)
+    except MissingExtra as exc:
+        return _fail(str(exc))
     try:
         tool = importlib.import_module(f"..capture.{module}", __package__)
     except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
@@ -317,6 +332,37 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topologies(args: argparse.Namespace) -> int:
+    from .topology_list import listing, path_of
+
+    if args.path is None:
+        print(listing(), end="")
+        return 0
+    try:
+        print(path_of(args.path))
+    except LookupError as exc:
+        return _fail(str(exc.args[0]))
+    return 0
+
+
+#: command -> the extra it needs (regress needs the sweep extra for --workers N only)
+_COMMAND_EXTRAS = {"sweep": "sweep", "report": "report", "calibrate": "calibrate"}
+
+
+def _missing_extra(args: argparse.Namespace) -> Optional[str]:
+    """The one-line error for a command whose extra is not installed, or None."""
+    from ..extras import MissingExtra, require
+
+    try:
+        if args.command in _COMMAND_EXTRAS:
+            require(_COMMAND_EXTRAS[args.command], args.command)
+        elif args.command == "regress" and args.workers > 1:
+            require("sweep", "regress --workers", ("dask", "distributed"))
+    except MissingExtra as exc:
+        return str(exc)
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst-cdma`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -329,10 +375,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         return _fail("error: no command given (sweep, regress, report, table, plans, "
-                     "calibrate, capture, time-layers, time-cpu-adam or capture-states; see "
-                     "sst-cdma --help)")
+                     "calibrate, topologies, capture, time-layers, time-cpu-adam or "
+                     "capture-states; see sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
-               "table": _table, "plans": _plans, "calibrate": _calibrate}[args.command]
+               "table": _table, "plans": _plans, "calibrate": _calibrate,
+               "topologies": _topologies}[args.command]
+    missing = _missing_extra(args)
+    if missing is not None:
+        return _fail(missing)
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:

@@ -37,7 +37,7 @@ def _bytes_address(obj: bytes) -> int:
 def _writable_view(obj: bytes) -> np.ndarray:
     raw = (ctypes.c_char * len(obj)).from_address(_bytes_address(obj))
     raw._owner = obj  # type: ignore[attr-defined]  # the view keeps the bytes object alive
-    return np.frombuffer(raw, dtype=np.uint8)
+    return np.frombuffer(raw, dtype=np.uint8)  # type: ignore[call-overload]
 
 
 def _load_madvise():  # type: ignore[no-untyped-def]

@@ -75,7 +75,7 @@ def crc32_start(buf: Any, start: int = 0) -> Callable[[], int]:
         return lambda: zlib.crc32(mv, start)
     ranges = split_ranges(n, threads * PIECES_PER_THREAD)
     # threads - 1 helpers: the caller takes the last share when it asks for the result.
-    job = Job([lambda lo=lo, hi=hi: zlib.crc32(mv[lo:hi]) for lo, hi in ranges])
+    job = Job([lambda lo=lo, hi=hi: zlib.crc32(mv[lo:hi]) for lo, hi in ranges])  # type: ignore[misc]
     job.start(threads - 1)
 
     def result() -> int:

@@ -32,11 +32,11 @@ class _Zlib:
 
     def payload_size(self, bits: np.ndarray) -> int:
         """Compressed length; DEFLATE output size is only known by compressing."""
-        return len(zlib.compress(bits, LEVEL))
+        return len(zlib.compress(bits, LEVEL))  # type: ignore[arg-type]
 
     def prepare(self, bits: np.ndarray) -> Payload:
         """Compress now; ``write`` copies the result into the stream."""
-        data = zlib.compress(bits, LEVEL)
+        data = zlib.compress(bits, LEVEL)  # type: ignore[arg-type]
 
         def write(out: np.ndarray) -> None:
             out[:] = np.frombuffer(data, np.uint8)
@@ -59,7 +59,7 @@ class _Zlib:
         try:
             # Cap one byte above the expected size: enough to let zlib reach the stream end
             # and to notice a stream that would produce too much, never more.
-            raw = d.decompress(payload, expected + 1)
+            raw = d.decompress(payload, expected + 1)  # type: ignore[arg-type]
         except zlib.error as exc:
             raise CodecError(f"corrupt zlib payload: {exc}") from None
         if len(raw) != expected or not d.eof or d.unconsumed_tail or d.unused_data:

@@ -147,4 +147,4 @@ def run_ranges(
     if total <= 1 or threads == 1 or work_items < PARALLEL_MIN_ITEMS:
         return [fn(*args, 0, total)]
     ranges = split_ranges(total, threads * PIECES_PER_THREAD)
-    return run_tasks([lambda lo=lo, hi=hi: fn(*args, lo, hi) for lo, hi in ranges])
+    return run_tasks([lambda lo=lo, hi=hi: fn(*args, lo, hi) for lo, hi in ranges])  # type: ignore[misc]

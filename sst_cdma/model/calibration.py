@@ -318,7 +318,7 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
                                    f"(every row empty)")
     files = _source_names(folder, (conv_path, gemm_path, gpus_path))
     sets = {}
-    for name, gpu in gpus.items():
+    for name, gpu in gpus.items():  # type: ignore[assignment]
         cols = list(zip(*conv[name]))
         problems = {key: np.array(cols[i], dtype=float) for i, key in enumerate(
             ("w", "h", "c", "n", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w"))}
@@ -326,7 +326,7 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
         seconds = {p: np.array(cols[11 + i], dtype=float) for i, p in enumerate(PASSES)}
         seconds["gemm"] = np.array(gcols[5], dtype=float)
         sets[name] = CalibrationSet(
-            gpu, problems, {x: np.array(gcols[i], dtype=float) for i, x in enumerate("mnk")},
+            gpu, problems, {x: np.array(gcols[i], dtype=float) for i, x in enumerate("mnk")},  # type: ignore[arg-type]
             seconds, tuple(cols[14]), tuple(row[:11] + row[15:] for row in conv[name]),
             tuple(row[:5] + row[6:] for row in gemm[name]), files)
     return sets
@@ -693,7 +693,7 @@ def check_params(path: Union[str, os.PathLike[str]], doc: Mapping[str, Any]) -> 
             was = params.get(p)
             if not isinstance(was, (int, float)) or significant(float(was)) != value:
                 out.append(f"{name}: {fam}: {p}: committed {was!r}, refit {value!r}")
-        for p in sorted(set(params) - set(entry["params"])):
+        for p in sorted(set(params) - set(entry["params"])):  # type: ignore[arg-type]
             out.append(f"{name}: {fam}: {p}: committed, but not a kernel parameter")
     return out
 

@@ -439,7 +439,7 @@ def _pass_shape(cv: _Conv, pass_: str, kp: KernelParams) -> _PassShape:
     elif pass_ == "bwd_data":
         strided = (sh > 1) | (sw > 1)
         gm, gn, gk = n * h * w, cg, kg * r * s / (sh * sw)
-        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)
+        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)  # type: ignore[assignment]
         dram = cv.y_bytes + cv.w_bytes + cv.x_bytes
         wm, wn, wk = n, cg, kg
     else:

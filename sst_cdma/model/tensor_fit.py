@@ -276,7 +276,7 @@ def fit_attention(tc: TensorCores, rows: Sequence[Mapping[str, Any]]) -> Attenti
         return np.array([math.log(predict_attention(r, trial) / r["seconds"]) for r in rows])
 
     x = _least_squares(residuals, np.log([0.5, 32.0]), lo, hi)
-    return AttentionParams(*(float(v) for v in np.exp(x)))
+    return AttentionParams(*(float(v) for v in np.exp(x)))  # type: ignore[arg-type]
 
 
 def _error(ratios: Sequence[float]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from .errors import ProfileError
 __all__ = [
     "FORMAT",
     "VERSION",
-    "KNOWN_ALGORITHMS",
+    "KNOWN_ALGORITHMS",  # noqa: F822  (the module's __getattr__ gives it)
     "KNOWN_DTYPES",
     "parse_profile",
     "tensor_path",

@@ -1,10 +1,13 @@
 """SST statistics: the Accumulator and Histogram statistic types, the enable rules, and the four
-statistic outputs (console, CSV, JSON, TXT) in SST-core 16's formats."""
+statistic outputs (console, CSV, JSON, TXT) in SST-core 16's formats, and
+:func:`read_statistics`, which reads those files back into a typed table."""
 from .types import (FIELD_TYPES, AccumulatorStatistic, HistogramStatistic, NullStatistic,
                     Statistic, StatisticError, make_statistic)
 from .outputs import OUTPUT_TYPES, StatisticOutput, make_output
+from .reader import StatisticsFileError, read_statistics
 
 __all__ = [
     "FIELD_TYPES", "AccumulatorStatistic", "HistogramStatistic", "NullStatistic", "Statistic",
     "StatisticError", "make_statistic", "OUTPUT_TYPES", "StatisticOutput", "make_output",
+    "StatisticsFileError", "read_statistics",
 ]

@@ -11,6 +11,7 @@ from ..kernel import STATISTIC_PRIORITY, Simulator
 from ..units import UnitAlgebra, UnitError
 from ..element import StatisticEnable
 from .outputs import MemoryOnlyOutput, StatisticOutput, fit_value, format_value, make_output
+from .reader import typed_table
 from .types import NullStatistic, Statistic, StatisticError, make_statistic
 
 if TYPE_CHECKING:
@@ -165,15 +166,10 @@ class StatisticsCollector:
         self.output.stop()
 
     def table(self) -> "Any":
-        """All dumps as a pandas DataFrame with the CSV's columns (0 where a statistic has no
-        such field)."""
-        import pandas as pd
-
-        cols = CSV_HEAD + self.columns
-        frame = pd.DataFrame(self.rows, columns=cols)
-        if self.columns:
-            frame[self.columns] = frame[self.columns].fillna(0)
-        return frame
+        """All dumps as a pandas DataFrame with the CSV's columns, each of its declared type
+        (``Sum.u64`` unsigned 64-bit integers...; 0 where a statistic has no such field), as
+        :func:`~sst_cdma.statistics.reader.read_statistics` reads the CSV back."""
+        return typed_table(self.rows, CSV_HEAD + self.columns)
 
 
 __all__ = ["StatisticsCollector", "format_value"]

@@ -138,11 +138,11 @@ class HistogramStatistic(Statistic):
     @property
     def max_value(self) -> int:
         """Upper edge (inclusive) of the last bin."""
-        return self.min_value + self.num_bins * self.bin_width - 1
+        return self.min_value + self.num_bins * self.bin_width - 1  # type: ignore[return-value]
 
     def reset(self) -> None:
         """Clear all bins and counters."""
-        self.bins = [0] * self.num_bins
+        self.bins = [0] * self.num_bins  # type: ignore[operator]
         self.sum: Number = 0
         self.sum_sq: Number = 0
         self.collected = 0
@@ -199,4 +199,4 @@ def make_statistic(type_name: str, component: str, name: str, subid: str, dtype:
     if cls is None:
         raise StatisticError(f"statistic {component}.{name}: unknown statistic type {type_name!r} "
                              f"(one of {', '.join(STATISTIC_TYPES)})")
-    return cls(component, name, subid, dtype, params)
+    return cls(component, name, subid, dtype, params)  # type: ignore[abstract]

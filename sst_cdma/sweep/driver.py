@@ -166,7 +166,7 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
                                    finished, len(tasks)) from None
         # stopped while shutting down, every point done: the table can still be written
         for _, task in todo:
-            records[task.key] = load_result(points_dir, task.key) or records.get(task.key)
+            records[task.key] = load_result(points_dir, task.key) or records.get(task.key)  # type: ignore[assignment]
     except DispatchError as exc:
         finished = _finished(tasks, points_dir)
         raise SweepInterrupted(f"{exc}: {finished} of {len(tasks)} points done (kept "

@@ -17,11 +17,11 @@ from .stats import SelectorError, parse_selector
 
 TOP_KEYS = ("name", "description", "topology", "options", "grid", "points", "params",
             "statistics", "exclude", "full_trace")
-#: Summary keys left out of the table unless a spec says otherwise: per-layer timelines and
+#: Summary keys left out of the table unless a spec says otherwise: per-layer timelines,
 #: per-tensor plan choices (they stay in each point's summary.json; ``sst-cdma plans`` reads
-#: the choices there).
+#: the choices there) and the file format's version (the same in every point, no figure).
 DEFAULT_EXCLUDE = ("layers", "layers.*", "*.layers", "*.layers.*", "plan.tensors",
-                   "plan.tensors.*")
+                   "plan.tensors.*", "schema_version")
 POINT_RESERVED = ("topology", "params")
 OPTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -51,8 +51,8 @@ def same_value(value: Any) -> str:
     sign, digits, exponent = number.as_tuple()
     if not any(digits):
         return "0"
-    digits = "".join(map(str, digits))
-    stripped = digits.rstrip("0")
+    digits = "".join(map(str, digits))  # type: ignore[assignment]
+    stripped = digits.rstrip("0")  # type: ignore[attr-defined]
     return f"{'-' if sign else ''}{stripped}e{int(exponent) + len(digits) - len(stripped)}"
 
 
@@ -402,7 +402,7 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
                     values.append(_topology(v, "grid: topology", spec_dir, path, check_files)
                                   + (v.line,))
                 else:
-                    values.append((_scalar(v, f"grid: {key}", path), v.line))
+                    values.append((_scalar(v, f"grid: {key}", path), v.line))  # type: ignore[arg-type]
             grid_axes.append((key, values))
 
     explicit: list[_Assign] = []
@@ -465,7 +465,7 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
         if node.kind != "sequence":
             raise SpecError(f"exclude must be a list of key patterns, not {kind_name(node)}",
                             path, node.line)
-        exclude = tuple(str(_scalar(item, "exclude", path, allow_null=False))
+        exclude = tuple(str(_scalar(item, "exclude", path, allow_null=False))  # type: ignore[assignment]
                         for item in node.value)
 
     # -- expansion ---------------------------------------------------------------------------

@@ -38,7 +38,7 @@ class Echo(Component):
         self.arrivals.append(self.sim.now)
         self.stat.add_data(self.sim.now)
         if self.counter is not None:
-            self.counter.count(event)
+            self.counter.count(event)  # type: ignore[attr-defined]
         if len(self.arrivals) <= self.params["rounds"]:
             self.link.send(event)
         else:

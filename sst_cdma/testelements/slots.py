@@ -62,6 +62,6 @@ class Meter(Component):
         """Count into every tally."""
         for subs in self.subcomponents.values():
             for sub in subs:
-                sub.count(self.params["ticks"])
+                sub.count(self.params["ticks"])  # type: ignore[attr-defined]
         self.simulation.reports[self.name] = {
-            slot: [sub.total for sub in subs] for slot, subs in sorted(self.subcomponents.items())}
+            slot: [sub.total for sub in subs] for slot, subs in sorted(self.subcomponents.items())}  # type: ignore[attr-defined]

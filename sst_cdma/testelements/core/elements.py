@@ -33,7 +33,7 @@ class CoreTestComponent(Component):
         self.links = []
         for port in LINKS:
             stat = self.register_statistic(port[0])
-            link = self.configure_link(port, lambda event, stat=stat: stat.add_data(1))
+            link = self.configure_link(port, lambda event, stat=stat: stat.add_data(1))  # type: ignore[misc]
             if link is not None:
                 self.links.append(link)
         self.every = self.params["commFreq"]
