@@ -145,6 +145,10 @@ class CDMAEngine(Component):
         self.host: Optional[HostStore] = None
         self.queue: deque[TransferRequest] = deque()
         self.busy = False
+        #: the GPU's model-state streams (``TransferRequest.stream``), each a queue of its own
+        #: served beside the copy stream's, as a GPU's further copy engines are
+        self.lanes: dict[str, deque[TransferRequest]] = {}
+        self.lanes_busy: set[str] = set()
         self.plan = WirePlan()
         self.wire: dict[str, int] = {}  # what each tensor crosses the link as in this run
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
@@ -281,16 +285,28 @@ class CDMAEngine(Component):
 
     # -- transfers -----------------------------------------------------------------------------
     def _request(self, req: TransferRequest) -> None:
+        if req.stream:
+            self.lanes.setdefault(req.stream, deque()).append(req)
+            if req.stream not in self.lanes_busy:
+                self._next(req.stream)
+            return
         self.queue.append(req)
         if not self.busy:
             self._next()
 
-    def _next(self) -> None:
-        if not self.queue:
-            self.busy = False
+    def _next(self, stream: str = "") -> None:
+        queue = self.lanes[stream] if stream else self.queue
+        if not queue:
+            if stream:
+                self.lanes_busy.discard(stream)
+            else:
+                self.busy = False
             return
-        self.busy = True
-        req = self.queue.popleft()
+        if stream:
+            self.lanes_busy.add(stream)
+        else:
+            self.busy = True
+        req = queue.popleft()
         if req.tensor not in self.wire or req.codec == "none":
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
@@ -348,7 +364,7 @@ class CDMAEngine(Component):
         if req.direction == "offload":
             self.stat_raw.add_data(req.raw_bytes)
             self.stat_wire.add_data(wire)
-            if self.host is not None:
+            if self.host is not None and not req.stream:  # model states: the host CPU's buffers
                 self.host.store(self.name + "/" + req.tensor, wire,
                                 self.plan.payloads.get(req.tensor))
         else:
@@ -357,7 +373,7 @@ class CDMAEngine(Component):
         self.stat_time.add_data(now - start)
         self.transfers.append((req.direction, req.tensor, req.raw_bytes, wire, start, now))
         self.gpu.send(TransferDone(req, wire, start, now))
-        self._next()
+        self._next(req.stream)
 
     def _check_prefetch(self, req: TransferRequest) -> None:
         """Functional mode: decompress what the host returns and compare bit for bit."""

@@ -138,9 +138,24 @@ def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
             element_params(o, "cdma.StreamWorkload"))
         return
     fitted = o.kernel_model == "fitted"
-    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
-        {**element_params(o, "cdma.NetworkWorkload"),
-         "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first})
+    params = {**element_params(o, "cdma.NetworkWorkload"),
+              "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first}
+    if _host_step(o) and explicit(o, "bucket_size"):
+        params["gradient_bucket"] = o.bucket_size  # the buckets copied to the host CPU
+    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(params)
+
+
+def _host_step(o: argparse.Namespace) -> bool:
+    """True when the optimizer states live off the GPU: the host CPU steps them."""
+    return getattr(o, "optimizer_states", "gpu") != "gpu" and not o.workload
+
+
+def _host_cpu(sst: Any, o: argparse.Namespace, host: Any, name: str) -> Any:
+    """The host's CPU (``cdma.HostCPU``) on the host memory's ``cpu`` port."""
+    cpu = sst.Component(name, "cdma.HostCPU")
+    cpu.addParams(element_params(o, "cdma.HostCPU"))
+    sst.Link(f"{name}.l_memory", "0ps").connect((cpu, "memory"), (host, "cpu"))
+    return cpu
 
 
 def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
@@ -188,13 +203,19 @@ def _system(sst: Any, spec: SystemSpec) -> None:
     host = None
     port = 0
     switch = None
+    cpu = None
     for i in range(o.gpus):
         if i % per_host == 0:
             h = i // per_host
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
             host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
             port = 0
+            if _host_step(o):
+                cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
+        if cpu is not None:
+            sst.Link(f"gpu{i}.l_cpu", "0ps").connect(
+                (sst.findComponentByName(f"gpu{i}"), "cpu"), (cpu, f"gpu{i % per_host}"))
         if o.gpus_per_switch:
             k, j = divmod(i, o.gpus_per_switch)
             if j == 0:
@@ -226,6 +247,8 @@ def _check_topology(o: argparse.Namespace) -> None:
         _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
                 f"{o.gpus} (give --gpus N or --no-data-parallel)")
     for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
+        if name == "bucket_size" and _host_step(o):
+            continue  # it sizes the gradient buckets copied to the host CPU too
         if explicit(o, name) and not o.data_parallel:
             _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
                     "all-reduce, and this run is not data parallel")
