@@ -166,6 +166,8 @@ class GPU(Component):
         #: the model states moved besides the stream (optimizer states on the host), and the
         #: micro-batches of one step; set at init
         self.states: Optional[ModelStateDriver] = None
+        #: the op the model states' traffic must end before (the epilogue's first; -1: none)
+        self.states_at = -1
         self.micro_starts: dict[int, int] = {}
         self.micro_times: list[int] = []
         if self.params["data_parallel"] and self.nvlink is None:
@@ -255,6 +257,7 @@ class GPU(Component):
             raise ConfigError(f"{where}: the optimizer step runs on the host CPU, and port "
                               "'cpu' is not connected to a cdma.HostCPU")
         self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1)
+        self.states_at = len(self.ops) - len(self.stream.plan.epilogue)
         self.cpu.send_untimed(self.states.manifest())
 
     def init(self, phase: int) -> None:
@@ -312,6 +315,9 @@ class GPU(Component):
             kind = op.op
             if self.pc in self.micro_starts:
                 self._micro_batch_starts()
+            if self.pc == self.states_at and not self.states.done:
+                self._await_states()
+                return
             if op.phase == "update" and not self.reduced:
                 self.blocked = "allreduce"
                 return
@@ -348,11 +354,8 @@ class GPU(Component):
         if not self.reduced:
             self.blocked = "allreduce"
             return
-        if self.states is not None and not self.states.done:
-            if self.update_at is None:
-                self.update_at = self.sim.now
-            self.blocked = "states"
-            self.states.stream_ended()
+        if self.pc == self.states_at and not self.states.done:  # an empty epilogue
+            self._await_states()
             return
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
@@ -373,6 +376,14 @@ class GPU(Component):
             return
         self.blocked = None
         self._issue()
+
+    def _await_states(self) -> None:
+        """The passes are over: the epilogue (which frees the weights and gradients) waits
+        for the model states' copies and the host CPU's steps."""
+        if self.update_at is None:
+            self.update_at = self.sim.now
+        self.blocked = "states"
+        self.states.stream_ended()
 
     def _micro_batch_starts(self) -> None:
         """A micro-batch begins: the previous one's prefetches are spent."""

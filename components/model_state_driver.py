@@ -13,7 +13,9 @@ With the one-step delayed update the CPU steps the previous iteration's gradient
 the host) from time 0, beside this iteration's forward and backward passes; their weights
 are copied back once the backward pass has ended (the GPU's weights are read until then), and
 the iteration ends when they and this iteration's gradient copies are done: one iteration of
-the steady state."""
+the steady state. With the weights on the host too (``--weights host``) the stream prefetches
+each layer's weights for its use and the CPU's step updates them where they are: nothing is
+copied back, and the iteration ends when the steps are done."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -38,7 +40,10 @@ class ModelStateDriver:
         self.bucket_of = {w: b.name for b in plan.buckets for w in b.wgrads}
         self.left = {b.name: len(b.wgrads) for b in plan.buckets}
         self.gradients_left = len(plan.buckets)
-        self.weights_left = len(plan.buckets)
+        self.steps_left = len(plan.buckets)
+        #: weights on the host: the CPU's step updates them there, nothing comes back
+        self.weights_back = plan.placement.weights == "gpu"
+        self.weights_left = len(plan.buckets) if self.weights_back else 0
         self.stream_over = False
         #: delayed update: buckets stepped before the backward pass ended
         self.ready: list[str] = []
@@ -48,8 +53,9 @@ class ModelStateDriver:
 
     @property
     def done(self) -> bool:
-        """True when every bucket's gradients went out and its weights came back."""
-        return self.weights_left == 0 and self.gradients_left == 0
+        """True when every bucket's gradients went out, was stepped and its weights came
+        back."""
+        return self.weights_left == 0 and self.gradients_left == 0 and self.steps_left == 0
 
     def manifest(self) -> ModelStatesManifest:
         """The host buffers the states take for the whole run."""
@@ -103,6 +109,9 @@ class ModelStateDriver:
         """The CPU stepped a bucket: its weights come back (delayed: once the backward pass
         has ended)."""
         self.cpu_steps.append((started_ps, finished_ps))
+        self.steps_left -= 1
+        if not self.weights_back:
+            return
         if self.delayed and not self.stream_over:
             self.ready.append(req.bucket)
         else:

@@ -83,10 +83,6 @@ class NetworkWorkload(WorkloadSource):
             if value == "nvme":
                 raise ConfigError(f"{name}: --{option} nvme: this system has no NVMe element "
                                   "(cdma.NVMe) to hold it; place it on gpu or host")
-        if p["weights"] == "host":
-            raise ConfigError(f"{name}: --weights host: weights streamed from the host per "
-                              "layer are not modelled yet; keep them on the gpu (ZeRO-Offload "
-                              "keeps the 16-bit weights there)")
 
     @property
     def modelled_times(self) -> bool:

@@ -71,6 +71,10 @@ class Placement:
         if self.delayed_update and not self.offloaded:
             raise WorkloadError("--delayed-update overlaps the host CPU's optimizer step with "
                                 "the next iteration: it needs --optimizer-states host")
+        if self.weights == "host" and not self.offloaded:
+            raise WorkloadError("--weights host: the update kernels on the GPU read and write "
+                                "the weights; with the weights on the host the host CPU steps "
+                                "them, which needs --optimizer-states host")
         if self.gradients == "host" and not self.offloaded:
             raise WorkloadError("--gradients host: the gradients go to the host for the CPU's "
                                 "optimizer step, which needs --optimizer-states host")
@@ -114,8 +118,11 @@ class ModelStatePlan:
     def host_bytes(self) -> dict[str, int]:
         """Bytes the host's pinned memory holds for the whole iteration, by role: the optimizer
         state (master weights and moments) and the gradients' landing buffer."""
-        return {"optimizer_states": sum(b.state_bytes for b in self.buckets),
-                "gradients": sum(b.grad_bytes for b in self.buckets)}
+        out = {"optimizer_states": sum(b.state_bytes for b in self.buckets),
+               "gradients": sum(b.grad_bytes for b in self.buckets)}
+        if self.placement.weights == "host":
+            out["weights"] = sum(b.weight_bytes for b in self.buckets)
+        return out
 
 
 def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: "Optimizer",

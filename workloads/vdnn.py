@@ -237,6 +237,13 @@ class _Schedule:
         #: weight gradients the GPU frees once their bucket is on the host (not the plan)
         self.host_grads = {wgrad_name(i.name) for i in self.weighted} \
             if placement.gradients == "host" else set()
+        #: weights kept on the host, prefetched for each use (the layer's own on demand, the
+        #: next weighted layer's ahead) and freed after it
+        self.host_weights = {weight_name(i.name) for i in self.weighted} \
+            if placement.weights == "host" else set()
+        #: what the prologue and epilogue leave to the passes or the GPU
+        self.off_gpu = self.host_grads | self.host_weights
+        self.weights_coming: set[str] = set()
         #: the phase the epilogue's frees are in: the last one
         self.last_phase = "update" if step is not None and self.weighted and \
             not self.host_step else "backward"
@@ -339,6 +346,10 @@ class _Schedule:
                     need[x].append(anchor)
                 self.rebuild_inputs.setdefault(anchor, []).append(x)
         self.recomputed = {t for ts in self.recompute_at.values() for t in ts}
+        if self.recomputed and self.host_weights:
+            raise WorkloadError("--weights host with a policy that recomputes: a rebuild re-runs "
+                                "forward kernels whose weights are on the host; give a vDNN "
+                                "policy (none, all, conv)", file=self.network.file)
 
     def select_offloads(self) -> None:
         """Which tensors are offloaded (and where), and which are freed after their last
@@ -432,10 +443,11 @@ class _Schedule:
         """The allocations that live for the whole iteration."""
         if self.wide:  # every buffer, once, for the whole iteration
             return [StreamOp("alloc", d.name, "forward") for d in decls
-                    if d.name not in self.host_grads]
+                    if d.name not in self.off_gpu]
         ops = []
         for i in self.weighted:
-            ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
+            if weight_name(i.name) not in self.host_weights:
+                ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
             if wgrad_name(i.name) not in self.host_grads:
                 ops.append(StreamOp("alloc", wgrad_name(i.name), "forward"))
         for i in self.stateful:
@@ -460,9 +472,11 @@ class _Schedule:
                 ops.append(StreamOp("offload", t, "forward", layer=i.name, codec=self._codec(t)))
             ws = self.scratch[i.name]["fwd"]
             ops.extend(StreamOp("alloc", t, "forward") for t in ws if not wide)
+            self._weights_in(i, self.weighted, "forward", ops)
             ops.append(self._forward_kernel(i, "fwd", "forward"))
             ops.append(StreamOp("sync", i.name, "forward"))
             ops.extend(StreamOp("free", t, "forward") for t in ws if not wide)
+            self._weights_out(i, "forward", ops)
             for t in self.free_after_fwd[i.name]:
                 ops.append(StreamOp("free", t, "forward"))
                 resident.discard(t)
@@ -490,10 +504,12 @@ class _Schedule:
         ops.extend(StreamOp("alloc", t, "backward") for t in ws if not wide)
         if i.params and wgrad_name(i.name) in self.host_grads:
             ops.append(StreamOp("alloc", wgrad_name(i.name), "backward"))
+        self._weights_in(i, self.weighted[::-1], "backward", ops)
         if i.has_backward:
             ops.append(self._backward_kernel(i))
             ops.append(StreamOp("sync", i.name, "backward"))
         ops.extend(StreamOp("free", t, "backward") for t in ws if not wide)
+        self._weights_out(i, "backward", ops)
         ops.extend(StreamOp("free", t, "backward") for t in rebuilt_ws)
         dy = grad_name(i.output)
         if not i.in_place and dy in self.grads and not wide:
@@ -504,6 +520,31 @@ class _Schedule:
                 ops.append(StreamOp("free", t, "backward"))
                 self.resident.discard(t)
         return block
+
+    def _weights_in(self, i: LayerInfo, order: list[LayerInfo], phase: str,
+                    ops: list[StreamOp]) -> None:
+        """Weights on the host: layer ``i``'s weights copied in (unless the layer before
+        prefetched them) and waited for, then the next weighted layer's of ``order``
+        prefetched ahead, overlapping this layer's kernel."""
+        w = weight_name(i.name)
+        if w not in self.host_weights:
+            return
+        if w not in self.weights_coming:
+            ops.append(StreamOp("alloc", w, phase))
+            ops.append(StreamOp("prefetch", w, phase, layer=i.name, codec="none"))
+        self.weights_coming.discard(w)
+        ops.append(StreamOp("wait", w, phase))
+        at = next(k for k, info in enumerate(order) if info.name == i.name)
+        if at + 1 < len(order):
+            ahead = weight_name(order[at + 1].name)
+            ops.append(StreamOp("alloc", ahead, phase))
+            ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none"))
+            self.weights_coming.add(ahead)
+
+    def _weights_out(self, i: LayerInfo, phase: str, ops: list[StreamOp]) -> None:
+        """Weights on the host: layer ``i``'s copy on the GPU is freed after its kernel."""
+        if weight_name(i.name) in self.host_weights:
+            ops.append(StreamOp("free", weight_name(i.name), phase))
 
     def _prefetch(self, i: LayerInfo, here: int, ops: list[StreamOp]) -> None:
         """Layer ``i``'s prefetches: on demand (with a ``wait``) what its backward (or a
@@ -544,11 +585,12 @@ class _Schedule:
         phase = self.last_phase
         if self.wide:  # everything, in declaration order
             return [StreamOp("free", d.name, phase) for d in decls
-                    if d.name not in self.host_grads]
+                    if d.name not in self.off_gpu]
         # several micro-batches: each one's backward ends with these frees (the plan's tail)
         ops = self.activation_frees(phase) if self.placement.grad_accum == 1 else []
         for i in self.weighted:
-            ops.append(StreamOp("free", weight_name(i.name), phase))
+            if weight_name(i.name) not in self.host_weights:
+                ops.append(StreamOp("free", weight_name(i.name), phase))
             if wgrad_name(i.name) not in self.host_grads:
                 ops.append(StreamOp("free", wgrad_name(i.name), phase))
         for i in self.stateful:

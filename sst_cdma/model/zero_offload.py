@@ -11,7 +11,10 @@ number:
     weights b:    start = max(b stepped, weights_free)                   (delayed: and the
                   stream's end)
                   weights_free = start + latency + weight_bytes / rate
-    step:         max(stream end, gradients_free, weights_free)
+    step:         max(stream end, gradients_free, cpu_free, weights_free)
+
+With the weights on the host (``--weights host``) the stream itself prefetches each layer's
+weights (its closed form prices them as any prefetch) and nothing is copied back.
 
 exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
 the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
@@ -43,11 +46,13 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                       transfer_ps: Callable[[Any], int], after_sync_ps: Callable[[Any], int],
                       buckets: Any, copy_ps: Callable[[str, int], int],
                       step_ps: Callable[[Any], int], delayed: bool,
-                      last_micro_batch: int = 0) -> ZeroOffloadResult:
+                      last_micro_batch: int = 0, weights_back: bool = True
+                      ) -> ZeroOffloadResult:
     """The step of ``buckets`` (``StateBucket`` records, in backward order) after the
     stream's ``ops``; ``copy_ps(direction, bytes)`` prices a plain copy, ``step_ps(bucket)``
     the CPU's step of a bucket alone; ``last_micro_batch`` is the index of the op the step's
-    last micro-batch starts at."""
+    last micro-batch starts at; ``weights_back`` False: the weights live on the host (the
+    stream prefetches them per layer), nothing comes back after the step."""
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
 
@@ -66,10 +71,12 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
         grads_free = max(ready[k], grads_free) + copy_ps("offload", bucket.grad_bytes)
         cpu_start = cpu_free if delayed else max(grads_free, cpu_free)
         cpu_free = cpu_start + step_ps(bucket)
-        back = max(cpu_free, weights_free, stream.iteration_ps if delayed else 0)
-        weights_free = back + copy_ps("prefetch", bucket.weight_bytes)
+        if weights_back:
+            back = max(cpu_free, weights_free, stream.iteration_ps if delayed else 0)
+            weights_free = back + copy_ps("prefetch", bucket.weight_bytes)
         out.append((grads_free, cpu_free, weights_free))
-    return ZeroOffloadResult(max(stream.iteration_ps, grads_free, weights_free), stream, out)
+    return ZeroOffloadResult(max(stream.iteration_ps, grads_free, cpu_free, weights_free),
+                             stream, out)
 
 
 def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
@@ -112,4 +119,4 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     states = gpu.states
     last = max(gpu.micro_starts) if gpu.micro_starts else 0
     return zero_offload_step(gpu.ops, kernel, transfer, latency, states.plan.buckets, copy,
-                             step, states.delayed, last)
+                             step, states.delayed, last, states.weights_back)

@@ -25,6 +25,8 @@ def simulate(repo, *extra):
     (), ("--gradients", "host"), ("--delayed-update",), ("--gradients", "host", "--delayed-update"),
     ("--bucket-size", "8MiB"), ("--bucket-size", "8MiB", "--delayed-update"),
     ("--grad-accum", "3", "--bucket-size", "8MiB"),
+    ("--weights", "host", "--gradients", "host", "--bucket-size", "8MiB"),
+    ("--weights", "host", "--bucket-size", "8MiB", "--delayed-update"),
 ], ids=lambda e: " ".join(e) or "default")
 def test_step_equals_closed_form(repo, extra):
     result = simulate(repo, *extra)
