@@ -222,6 +222,11 @@ class GPU(Component):
         each op belongs to."""
         self.stream = self.workload.stream(memory_capacity)
         self.ops = self._micro_batched(self.stream.ops)
+        states = self.workload.model_states(self.stream)
+        if self.dma is None and states is not None and states.placement.weights == "host":
+            raise ConfigError(f"{self.name}: --weights host: each layer's weights are copied "
+                              "from the host for its use, and port 'dma' is not connected to "
+                              "an engine with a host link")
         if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
             raise ConfigError(f"{self.name}: the workload moves tensors but port 'dma' is not "
                               "connected")

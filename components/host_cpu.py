@@ -34,7 +34,7 @@ ADAM_FORMAT = "sst-cdma cpu-adam standin 1"
 def read_adam_file(path: str | Path) -> dict[str, Any]:
     """The measurement in CPU Adam file ``path``: its ``params_per_s_per_core`` (> 0) with
     the machine and date; a ConfigError naming the file and what is wrong otherwise."""
-    where = f"adam_file {str(path)!r}"
+    where = f"adam_file (--cpu-adam-file) {str(path)!r}"
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -99,7 +99,10 @@ class HostCPU(Component):
             self.rate, self.source = p["adam_throughput"], "adam_throughput param"
         else:
             path = p["adam_file"] or STANDIN_ADAM_FILE
-            data = read_adam_file(path)
+            try:
+                data = read_adam_file(path)
+            except ConfigError as exc:
+                raise ConfigError(f"{name} (cdma.HostCPU): {exc}") from None
             self.rate = float(data["params_per_s_per_core"])
             self.source = f"{Path(path).name} ({data.get('machine', '?')}, " \
                           f"{data.get('date', '?')})"
