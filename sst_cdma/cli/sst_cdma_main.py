@@ -10,6 +10,8 @@ activation capture and kernel timing.
     sst-cdma calibrate [--data DIR] [--output FILE] [--check]
     sst-cdma capture ...                     (see sst-cdma capture --help)
     sst-cdma time-layers ...                 (see sst-cdma time-layers --help)
+    sst-cdma time-cpu-adam ...               (see sst-cdma time-cpu-adam --help)
+    sst-cdma capture-states ...              (see sst-cdma capture-states --help)
 
 Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1.
 """
@@ -154,11 +156,18 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("time-layers", help="measure per-layer kernel times in PyTorch for "
                                        "--layer-times (sst-cdma time-layers --help)",
                    add_help=False)
+    sub.add_parser("time-cpu-adam", help="measure the host CPU's Adam throughput for the "
+                                         "host-CPU model (sst-cdma time-cpu-adam --help)",
+                   add_help=False)
+    sub.add_parser("capture-states", help="measure what each codec does to weights, gradients "
+                                          "and Adam moments (sst-cdma capture-states --help)",
+                   add_help=False)
     return p
 
 
 def _torch_tool(command: str, module: str, argv: list[str]) -> int:
-    """Run a PyTorch-based tool (``capture``, ``time-layers``) with its own argument parser."""
+    """Run a PyTorch-based tool (``capture``, ``time-layers``, ``time-cpu-adam``,
+    ``capture-states``) with its own argument parser."""
     import importlib
 
     try:
@@ -312,14 +321,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst-cdma`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rest = [a for a in argv if a not in ("-v", "--verbose")]
-    tools = {"capture": "cli", "time-layers": "timing_cli"}
+    tools = {"capture": "cli", "time-layers": "timing_cli", "time-cpu-adam": "cpu_adam_cli",
+             "capture-states": "states_cli"}
     if rest and rest[0] in tools:
         return _torch_tool(rest[0], tools[rest[0]], rest[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         return _fail("error: no command given (sweep, regress, report, table, plans, "
-                     "calibrate, capture or time-layers; see sst-cdma --help)")
+                     "calibrate, capture, time-layers, time-cpu-adam or capture-states; see "
+                     "sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
                "table": _table, "plans": _plans, "calibrate": _calibrate}[args.command]
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks

@@ -251,7 +251,9 @@ def test_report_of_a_truncated_results_csv_names_the_file(tmp_path, capsys, keep
 
 
 @pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
-                                            ("time-layers", "sst_cdma.capture.timing_cli")])
+                                            ("time-layers", "sst_cdma.capture.timing_cli"),
+                                            ("time-cpu-adam", "sst_cdma.capture.cpu_adam_cli"),
+                                            ("capture-states", "sst_cdma.capture.states_cli")])
 def test_torch_tools_get_their_arguments(monkeypatch, command, module):
     seen = []
     fake = types.ModuleType(module)     # the real one imports torch (slow)
@@ -262,7 +264,9 @@ def test_torch_tools_get_their_arguments(monkeypatch, command, module):
 
 
 @pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
-                                            ("time-layers", "sst_cdma.capture.timing_cli")])
+                                            ("time-layers", "sst_cdma.capture.timing_cli"),
+                                            ("time-cpu-adam", "sst_cdma.capture.cpu_adam_cli"),
+                                            ("capture-states", "sst_cdma.capture.states_cli")])
 def test_an_unavailable_torch_tool_is_one_line(monkeypatch, capsys, command, module):
     monkeypatch.setitem(sys.modules, module, None)   # import fails
     assert main([command, "--help"]) == 1

@@ -1,0 +1,153 @@
+"""``sst-cdma time-cpu-adam``: measure the host CPU's Adam throughput for a host-CPU model.
+
+Example (on the machine whose CPU you want to model)::
+
+    sst-cdma time-cpu-adam --output host_adam.json
+    sst-cdma time-cpu-adam --sizes 1Mi,16Mi --threads 1,all --output host_adam.json
+
+``main(argv)`` returns the exit status: 0 on success, 2 on bad arguments (with a one-line
+``sst-cdma time-cpu-adam: error: ...`` on stderr). The file format is
+:mod:`sst_cdma.model.cpu_adam`'s (``docs/host_cpu.md``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..atomic_files import write_text_whole
+from ..model.cpu_adam import DEFAULT_CPU_ADAM, IMPLEMENTATIONS, CpuAdamError
+from ..units import UnitAlgebra, UnitError
+from .cli import ToolParser
+from .cpu_adam_timing import (AdamTiming, available_cores, cpu_adam_document,
+                              machine_description, time_cpu_adam)
+from .errors import CaptureError
+
+__all__ = ["main", "build_parser", "DEFAULT_SIZES"]
+
+PROG = "sst-cdma time-cpu-adam"
+DEFAULT_SIZES = "256Ki,4Mi,16Mi"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``sst-cdma time-cpu-adam``."""
+    p = ToolParser(prog=PROG, description="Time PyTorch's CPU AdamW step (fp32 master weights "
+                   "and moments, fp32 gradient, a bfloat16 weight copy written back, as "
+                   "ZeRO-Offload runs it on the host) for each implementation, size and thread "
+                   "count, and write the parameters updated per second to a CPU Adam file.")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--output", "-o", metavar="FILE.json", help="CPU Adam file to write")
+    out.add_argument("--write-default", action="store_true",
+                     help=f"replace the shipped default measurement ({DEFAULT_CPU_ADAM.name} "
+                          "in the installed package) with this one")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="N,...",
+                   help=f"total parameters per step, e.g. 4Mi or 4194304 (default "
+                        f"{DEFAULT_SIZES}); the largest gives the headline figures")
+    p.add_argument("--tensors", type=int, default=16, metavar="N",
+                   help="split each size into this many equal tensors (default 16)")
+    p.add_argument("--threads", default="1,all", metavar="N,...",
+                   help="thread counts (torch.set_num_threads), 'all' for every core this "
+                        "process may use (default 1,all)")
+    p.add_argument("--implementations", default=",".join(IMPLEMENTATIONS), metavar="NAME,...",
+                   help=f"of {', '.join(IMPLEMENTATIONS)} (default all; those this PyTorch "
+                        "cannot run on the CPU are recorded as unavailable)")
+    p.add_argument("--repeat", type=int, default=7, help="timed steps per measurement; the "
+                   "fastest counts, the median is recorded too (default 7)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--quiet", "-q", action="store_true", help="print no table")
+    return p
+
+
+def _list(option: str, text: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise CaptureError(f"{option}: empty list")
+    return items
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = []
+    for item in _list("--sizes", text):
+        try:  # a count with the units' prefixes: 4Mi = 4 MiB's worth, 4M = 4e6
+            exact = UnitAlgebra(item + "B").value
+        except (UnitError, ValueError):
+            exact = 0
+        value = int(exact)
+        if value != exact or value < 1:
+            raise CaptureError(f"--sizes: {item!r} is not a positive whole number of "
+                               f"parameters")
+        sizes.append(int(value))
+    return sorted(set(sizes))
+
+
+def _threads(text: str) -> list[int]:
+    cores = available_cores()
+    out = []
+    for item in _list("--threads", text):
+        value = cores if item == "all" else int(item) if item.isdigit() else 0
+        if value < 1:
+            raise CaptureError(f"--threads: {item!r} is not a positive whole number or 'all'")
+        out.append(value)
+    return sorted(set(out))
+
+
+def _check(args: argparse.Namespace) -> Path:
+    for name, least in (("repeat", 1), ("warmup", 0), ("tensors", 1)):
+        if getattr(args, name) < least:
+            raise CaptureError(f"--{name}: must be at least {least}, got {getattr(args, name)}")
+    for name in _list("--implementations", args.implementations):
+        if name not in IMPLEMENTATIONS:
+            raise CaptureError(f"--implementations: {name!r} is not one of "
+                               f"{', '.join(IMPLEMENTATIONS)}")
+    out = DEFAULT_CPU_ADAM if args.write_default else Path(args.output)
+    if not out.parent.is_dir():
+        raise CaptureError(f"--output: folder {str(out.parent)!r} does not exist")
+    return out
+
+
+def _show(timing: AdamTiming) -> None:
+    print(f"{timing.implementation:<10}{timing.params:>12}{timing.threads:>9}"
+          f"{timing.min_s * 1e3:>12.3f}{timing.params_per_s / 1e6:>14.1f}", flush=True)
+
+
+def _run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    out = _check(args)
+    sizes, threads = _sizes(args.sizes), _threads(args.threads)
+    machine = machine_description()
+    if not args.quiet:
+        print(f"{'impl':<10}{'params':>12}{'threads':>9}{'fastest ms':>12}{'Mparams/s':>14}")
+    timings, unavailable = time_cpu_adam(
+        sizes, threads, _list("--implementations", args.implementations),
+        tensors=args.tensors, repeat=args.repeat, warmup=args.warmup,
+        show=None if args.quiet else _show)
+    doc = cpu_adam_document(timings, unavailable, machine,
+                            shlex.join(["sst-cdma", "time-cpu-adam", *argv]))
+    write_text_whole(out, json.dumps(doc, indent=1) + "\n")
+    for name, why in unavailable.items():
+        print(f"{name}: unavailable ({why})")
+    print(f"at {doc['size_params']} parameters: {doc['params_per_s_per_core'] / 1e6:.1f} M "
+          f"parameters/s on 1 core ({doc['best_implementation']}), "
+          f"{doc['params_per_s'] / 1e6:.1f} M on {doc['cores_measured']} "
+          f"({doc['best_implementation_all_cores']}); wrote {out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sst-cdma time-cpu-adam`` with ``argv`` (default ``sys.argv[1:]``); returns the
+    status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (CaptureError, CpuAdamError, OSError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

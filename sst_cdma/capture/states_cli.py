@@ -1,0 +1,192 @@
+"""``sst-cdma capture-states``: measure what each codec does to a model's weights, gradients,
+fp32 master weights and Adam moments, and write a model-state profile.
+
+Examples::
+
+    sst-cdma capture-states --output states.json          # train the small text model here
+    sst-cdma capture-states --checkpoint 0=ckpt0.pt --checkpoint 1=ckpt9.pt \\
+        --model-name mymodel --output mymodel_states.json  # your own checkpoints
+
+``main(argv)`` returns the exit status: 0 on success, 2 on bad arguments or inputs (with a
+one-line ``sst-cdma capture-states: error: ...`` on stderr). The format is
+:mod:`sst_cdma.profiles.model_states`' (``docs/profiles.md``, "Model-state profiles").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..atomic_files import write_text_whole
+from ..codecs.registry import algorithm_names, unknown_algorithm
+from ..profiles import ProfileError
+from ..profiles.model_states import MODEL_STATE_ROLES
+from .cli import ToolParser, _checkpoints
+from .errors import CaptureError
+from .model_states import (SMALL_OPTIONS, StateCapture, measure_states, model_state_document,
+                           states_from_checkpoint, train_and_measure_states)
+from .text_data import load_corpus
+from .text_model import ACTIVATIONS, TextConfig
+from .text_train import MODEL_NAME
+
+__all__ = ["main", "build_parser", "DEFAULT_CHECKPOINTS", "DEFAULT_STEPS"]
+
+PROG = "sst-cdma capture-states"
+DEFAULT_STEPS = 200
+DEFAULT_CHECKPOINTS = "0,0.05,0.25,1"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``sst-cdma capture-states``."""
+    small = SMALL_OPTIONS.config
+    p = ToolParser(prog=PROG, description="Measure the compression ratio of every codec on a "
+                   "model's weights and gradients (float32, bfloat16, float16), fp32 master "
+                   "weights and Adam moments (exp_avg, exp_avg_sq) at points of training, "
+                   "each tensor one stream, and write a model-state profile. Without "
+                   "--checkpoint it trains the small byte-level text transformer here (AdamW, "
+                   "text_train's recipe) and measures it as it trains.")
+    p.add_argument("--output", "-o", metavar="FILE.json", help="profile file to write")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="P=FILE.pt",
+                   help="measure the states saved in FILE.pt (torch.save of {'model': "
+                        "state_dict, 'optimizer': optimizer.state_dict(), 'gradients': "
+                        "{name: grad}}; the last two optional) at progress P; repeatable")
+    p.add_argument("--model-name", default="", help="the profile's model name (default: "
+                   "text_ACTIVATION_small, or the first checkpoint's file name)")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help=f"AdamW steps of the training run (default {DEFAULT_STEPS}); with "
+                        "--checkpoint, the steps the progress axis spans, if known")
+    p.add_argument("--checkpoints", default=DEFAULT_CHECKPOINTS, metavar="P,...",
+                   help=f"progress points of the training run to measure at (default "
+                        f"{DEFAULT_CHECKPOINTS})")
+    p.add_argument("--activation", choices=ACTIVATIONS, default="relu",
+                   help="FFN activation of the trained model (default relu)")
+    for name in ("blocks", "hidden", "heads", "ffn", "seq"):
+        p.add_argument(f"--{name}", type=int, default=getattr(small, name),
+                       help=f"model size (default {getattr(small, name)})")
+    p.add_argument("--batch", type=int, default=SMALL_OPTIONS.batch,
+                   help=f"windows per batch (default {SMALL_OPTIONS.batch})")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
+    p.add_argument("--algorithms", default=",".join(algorithm_names()),
+                   help=f"codecs to measure (default every registered one, "
+                        f"{','.join(algorithm_names())})")
+    p.add_argument("--quiet", "-q", action="store_true", help="print no table")
+    return p
+
+
+def _algorithms(args: argparse.Namespace) -> tuple[str, ...]:
+    names = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    if not names:
+        raise CaptureError("--algorithms: empty list")
+    for name in names:
+        if name not in algorithm_names():
+            raise CaptureError(unknown_algorithm(name, "--algorithms"))
+    return names
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.output and not Path(args.output).parent.is_dir():
+        raise CaptureError(f"--output: folder {str(Path(args.output).parent)!r} does not exist")
+    for name in ("steps", "blocks", "hidden", "heads", "ffn", "seq", "batch"):
+        if getattr(args, name) < 1:
+            raise CaptureError(f"--{name}: must be at least 1, got {getattr(args, name)}")
+    if args.hidden % args.heads:
+        raise CaptureError(f"--heads: {args.heads} does not divide --hidden {args.hidden}")
+
+
+def _show(capture: StateCapture) -> None:
+    for role in MODEL_STATE_ROLES:
+        for dtype, measure in capture.roles.get(role, {}).items():
+            ratios = " ".join(f"{c} {measure.ratio(c):.3f}" for c in measure.compressed_bytes)
+            print(f"progress {capture.progress:<5g} {role:<15}{dtype:<9} density "
+                  f"{measure.nonzeros / measure.elements:.4f}  {ratios}", flush=True)
+
+
+def _trained(args: argparse.Namespace, algorithms: tuple[str, ...]
+             ) -> tuple[str, list[StateCapture], dict[str, Any]]:
+    try:
+        checkpoints = [float(x) for x in args.checkpoints.split(",") if x.strip()]
+    except ValueError:
+        raise CaptureError(f"--checkpoints: {args.checkpoints!r} is not a list of numbers "
+                           f"in [0, 1]") from None
+    config = TextConfig(args.activation, args.blocks, args.hidden, args.heads, args.ffn,
+                        args.seq)
+    options = replace(SMALL_OPTIONS, config=config, batch=args.batch)
+    corpus = load_corpus()
+    try:
+        captures = train_and_measure_states(args.activation, args.steps, checkpoints,
+                                            args.seed, options=options, corpus=corpus,
+                                            algorithms=algorithms,
+                                            show=None if args.quiet else _show)
+    except ValueError as exc:  # the checkpoints
+        raise CaptureError(f"--checkpoints: {exc}") from None
+    provenance = {
+        "model": f"{MODEL_NAME} ({config.describe()}), {options.describe()}",
+        "data": f"{corpus.description}; gradients of the training batch at each checkpoint",
+        "steps": args.steps, "seed": args.seed,
+        "notes": "Trained in float32; bfloat16/float16 weights and gradients are the float32 "
+                 "tensors rounded to nearest even, as a mixed-precision copy holds them. "
+                 "master_weights are the float32 weights. At step 0 the optimizer has not "
+                 "stepped: no moments."}
+    return args.model_name or f"text_{args.activation}_small", captures, provenance
+
+
+def _from_checkpoints(args: argparse.Namespace, algorithms: tuple[str, ...]
+                      ) -> tuple[str, list[StateCapture], dict[str, Any]]:
+    captures = []
+    for progress, path in _checkpoints(args.checkpoint):
+        if not Path(path).is_file():
+            raise CaptureError(f"--checkpoint: {path}: no such file")
+        states = states_from_checkpoint(path)
+        captures.append(StateCapture(progress, round(progress * args.steps),
+                                     measure_states(states, algorithms)))
+        if not args.quiet:
+            _show(captures[-1])
+    provenance = {"model": args.model_name or Path(args.checkpoint[0].partition("=")[2]).stem,
+                  "data": "the states saved in " + ", ".join(args.checkpoint),
+                  "steps": args.steps, "notes": "step = round(progress * steps)"}
+    return provenance["model"], captures, provenance
+
+
+def _run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    _check(args)
+    algorithms = _algorithms(args)
+    measure = _from_checkpoints if args.checkpoint else _trained
+    model, captures, provenance = measure(args, algorithms)
+    parameters = captures[0].roles["weights"]["float32"].elements
+    provenance = {"kind": "measured", **provenance,
+                  "command": shlex.join(["sst-cdma", "capture-states", *argv]),
+                  "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                  "software": {"sst-cdma": __version__, "torch": torch.__version__,
+                               "numpy": np.__version__, "python": sys.version.split()[0]}}
+    doc = model_state_document(model, parameters, captures, provenance)
+    if args.output:
+        write_text_whole(args.output, json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.output}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sst-cdma capture-states`` with ``argv`` (default ``sys.argv[1:]``); returns the
+    status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (CaptureError, ProfileError, OSError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""The host CPU's Adam throughput, as ``sst-cdma time-cpu-adam`` measured it: the file format,
+its checks and the typed profile a host-CPU model reads (``docs/host_cpu.md``).
+
+File format (version 1)::
+
+    {"format": "sst-cdma-cpu-adam", "version": 1,
+     "machine": {"cpu": "AMD EPYC", "cores": 2, "architecture": "x86_64",
+                 "memory_bytes": 25217208320, "os": "Linux-6.1...", "load_average": 0.4},
+     "date": "2026-12-02T13:10:00Z",
+     "software": {"torch": "2.13.0+cpu", "python": "3.11.7", "sst-cdma": "0.1.0"},
+     "command": "sst-cdma time-cpu-adam --output host.json",
+     "step": {"optimizer": "torch.optim.AdamW", "master_dtype": "float32",
+              "moments_dtype": "float32", "gradient_dtype": "float32",
+              "weight_copy_dtype": "bfloat16",
+              "bytes_per_param_read": 16, "bytes_per_param_written": 14},
+     "measurements": [{"implementation": "foreach", "params": 16777216, "tensors": 16,
+                       "threads": 1, "seconds": [0.21, ...], "median_s": 0.22,
+                       "min_s": 0.21, "params_per_s": 79891296.0}, ...],
+     "unavailable": {"fused": "reason"},
+     "best_implementation": "fused", "best_implementation_all_cores": "for-loop",
+     "size_params": 16777216,
+     "params_per_s_per_core": 79891296.0, "params_per_s": 121000000.0,
+     "cores_measured": 2}
+
+A measurement's ``params_per_s`` is ``params / min_s``, the fastest timed step: on a shared
+machine others' work only ever slows a step down. The headline figures are at the largest size
+measured: ``params_per_s_per_core`` is the
+fastest implementation's on one thread (``best_implementation``), ``params_per_s`` the fastest
+on ``cores_measured`` threads (``best_implementation_all_cores``).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Union
+
+__all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "CpuAdamError",
+           "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline"]
+
+FORMAT = "sst-cdma-cpu-adam"
+VERSION = 1
+#: the shipped measurement (made on the machine and date ``docs/host_cpu.md`` names)
+DEFAULT_CPU_ADAM = Path(__file__).with_name("cpu_adam_default.json")
+#: PyTorch's CPU Adam implementations, fastest expected first: ``fused`` (one kernel over each
+#: tensor), ``foreach`` (multi-tensor ops), ``for-loop`` (one tensor at a time)
+IMPLEMENTATIONS: tuple[str, ...] = ("fused", "foreach", "for-loop")
+
+_TOP = ("format", "version", "machine", "date", "software", "command", "step", "measurements",
+        "best_implementation", "best_implementation_all_cores", "size_params", "params_per_s_per_core", "params_per_s",
+        "cores_measured")
+_OPTIONAL_TOP = ("unavailable",)
+_MACHINE = ("cpu", "cores", "architecture", "memory_bytes", "os", "load_average")
+_STEP = ("optimizer", "master_dtype", "moments_dtype", "gradient_dtype", "weight_copy_dtype",
+         "bytes_per_param_read", "bytes_per_param_written")
+_MEASUREMENT = ("implementation", "params", "tensors", "threads", "seconds", "median_s",
+                "min_s", "params_per_s")
+
+
+class CpuAdamError(ValueError):
+    """A CPU Adam file that cannot be used; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class CpuAdamProfile:
+    """What a host-CPU model needs of one CPU Adam measurement.
+
+    ``params_per_s_per_core`` parameters updated per second on one thread (``implementation``
+    fastest there) and ``params_per_s_all_cores`` on ``cores_measured`` threads
+    (``implementation_all_cores`` fastest there), at ``size_params`` parameters; per parameter updated the step reads
+    ``bytes_per_param_read`` and writes ``bytes_per_param_written`` bytes of host memory (fp32
+    master, moments and gradient read, fp32 master and moments and the 16-bit weight copy
+    written). ``machine`` describes the CPU in one line, ``date`` is when it was measured and
+    ``source`` the file.
+    """
+
+    params_per_s_per_core: float
+    params_per_s_all_cores: float
+    cores_measured: int
+    implementation: str
+    implementation_all_cores: str
+    size_params: int
+    bytes_per_param_read: float
+    bytes_per_param_written: float
+    machine: str
+    date: str
+    torch: str
+    source: str
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Host memory bytes the step moves per parameter, read and written together."""
+        return self.bytes_per_param_read + self.bytes_per_param_written
+
+    def step_seconds(self, params: int, cores: int = 1) -> float:
+        """Seconds an Adam step over ``params`` parameters takes on ``cores`` cores as measured:
+        the one-thread rate at 1, the all-core rate at ``cores_measured`` or more, linear in
+        between (a model that shares memory bandwidth should do its own sum)."""
+        if params < 0 or cores < 1:
+            raise ValueError(f"params {params} and cores {cores}: need params >= 0, cores >= 1")
+        if cores >= self.cores_measured or self.cores_measured == 1:
+            rate = self.params_per_s_all_cores
+        else:
+            share = (cores - 1) / (self.cores_measured - 1)
+            rate = self.params_per_s_per_core + share * (self.params_per_s_all_cores
+                                                         - self.params_per_s_per_core)
+        return params / rate
+
+
+def _number(where: str, value: Any, *, integer: bool = False) -> float:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
+        kind = "positive whole number" if integer else "positive finite number"
+        raise CpuAdamError(f"{where}: {value!r} is not a {kind}")
+    return value
+
+
+def _fields(where: str, value: Any, required: tuple[str, ...],
+            optional: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise CpuAdamError(f"{where}: expected an object, got {type(value).__name__}")
+    for key in required:
+        if key not in value:
+            raise CpuAdamError(f"{where}: missing field {key!r}")
+    extra = sorted(set(value) - set(required) - set(optional))
+    if extra:
+        raise CpuAdamError(f"{where}: unknown field {extra[0]!r}")
+    return value
+
+
+def _text(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise CpuAdamError(f"{where}: {value!r} is not a non-empty string")
+    return value
+
+
+def _check_measurement(where: str, item: Any) -> None:
+    _fields(where, item, _MEASUREMENT)
+    if item["implementation"] not in IMPLEMENTATIONS:
+        raise CpuAdamError(f"{where}.implementation: {item['implementation']!r} is not one of "
+                           f"{', '.join(IMPLEMENTATIONS)}")
+    for key in ("params", "tensors", "threads"):
+        _number(f"{where}.{key}", item[key], integer=True)
+    if not isinstance(item["seconds"], list) or not item["seconds"]:
+        raise CpuAdamError(f"{where}.seconds: expected a non-empty list of times")
+    for i, seconds in enumerate(item["seconds"]):
+        _number(f"{where}.seconds[{i}]", seconds)
+    _number(f"{where}.median_s", item["median_s"])
+    fastest = _number(f"{where}.min_s", item["min_s"])
+    if not math.isclose(fastest, min(item["seconds"]), rel_tol=1e-6):
+        raise CpuAdamError(f"{where}.min_s: {fastest!r} is not the fastest of seconds "
+                           f"({min(item['seconds'])!r})")
+    rate = _number(f"{where}.params_per_s", item["params_per_s"])
+    if not math.isclose(rate, item["params"] / fastest, rel_tol=1e-6):
+        raise CpuAdamError(f"{where}.params_per_s: {rate!r} is not params / min_s "
+                           f"({item['params'] / fastest!r})")
+
+
+def headline(measurements: list[Mapping[str, Any]], cores: int) -> dict[str, Any]:
+    """The headline figures of a list of measurements, at the largest size measured: the
+    implementation fastest on one thread and its rate, and the implementation fastest on
+    ``cores`` threads and its rate (a host runs whichever is fastest for its thread count)."""
+    size = max(m["params"] for m in measurements)
+
+    def fastest(threads: int, what: str) -> Mapping[str, Any]:
+        found = [m for m in measurements if m["params"] == size and m["threads"] == threads]
+        if not found:
+            raise CpuAdamError(f"measurements: none on {threads} threads ({what}) at the "
+                               f"largest size, {size}")
+        return max(found, key=lambda m: m["params_per_s"])
+
+    single, every = fastest(1, "one core"), fastest(cores, "cores_measured")
+    return {"best_implementation": single["implementation"],
+            "best_implementation_all_cores": every["implementation"], "size_params": size,
+            "params_per_s_per_core": single["params_per_s"],
+            "params_per_s": every["params_per_s"], "cores_measured": cores}
+
+
+def check_cpu_adam(doc: Any) -> None:
+    """Raise :class:`CpuAdamError` (message without the file name) unless ``doc`` is a valid
+    version-1 CPU Adam document whose headline figures are those of its measurements."""
+    if not isinstance(doc, dict):
+        raise CpuAdamError(f"expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise CpuAdamError(f"format: {doc.get('format')!r} is not {FORMAT!r} (not a CPU Adam "
+                           f"file)")
+    if doc.get("version") != VERSION:
+        raise CpuAdamError(f"version: {doc.get('version')!r} is not {VERSION} (a file of "
+                           f"another version of sst-cdma)")
+    _fields("", doc, _TOP, _OPTIONAL_TOP)
+    machine = _fields("machine", doc["machine"], _MACHINE)
+    _text("machine.cpu", machine["cpu"])
+    _number("machine.cores", machine["cores"], integer=True)
+    step = _fields("step", doc["step"], _STEP)
+    for key in ("bytes_per_param_read", "bytes_per_param_written"):
+        _number(f"step.{key}", step[key])
+    _text("date", doc["date"])
+    if not isinstance(doc["software"], dict):
+        raise CpuAdamError(f"software: expected an object of version strings, got "
+                           f"{type(doc['software']).__name__}")
+    if not isinstance(doc["measurements"], list) or not doc["measurements"]:
+        raise CpuAdamError("measurements: expected a non-empty list")
+    for i, item in enumerate(doc["measurements"]):
+        _check_measurement(f"measurements[{i}]", item)
+    cores = int(_number("cores_measured", doc["cores_measured"], integer=True))
+    for key, value in headline(doc["measurements"], cores).items():
+        if doc[key] != value:
+            raise CpuAdamError(f"{key}: {doc[key]!r} is not what the measurements give "
+                               f"({value!r})")
+
+
+def _describe(machine: Mapping[str, Any]) -> str:
+    return f"{machine['cpu']}, {machine['cores']} cores, {machine.get('architecture', '?')}"
+
+
+def load_cpu_adam(path: Union[str, Path] = DEFAULT_CPU_ADAM) -> CpuAdamProfile:
+    """Read and check a CPU Adam file (default: the shipped measurement); a file that cannot
+    be read, of another format or version, with a missing field or a bad number is a
+    :class:`CpuAdamError` whose one line starts with the file's name."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CpuAdamError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CpuAdamError(f"{path}: not a JSON file: {exc}") from None
+    try:
+        check_cpu_adam(doc)
+    except CpuAdamError as exc:
+        raise CpuAdamError(f"{path}: {str(exc).lstrip(': ')}") from None
+    step = doc["step"]
+    return CpuAdamProfile(
+        params_per_s_per_core=float(doc["params_per_s_per_core"]),
+        params_per_s_all_cores=float(doc["params_per_s"]),
+        cores_measured=int(doc["cores_measured"]), implementation=doc["best_implementation"],
+        implementation_all_cores=doc["best_implementation_all_cores"],
+        size_params=int(doc["size_params"]),
+        bytes_per_param_read=float(step["bytes_per_param_read"]),
+        bytes_per_param_written=float(step["bytes_per_param_written"]),
+        machine=_describe(doc["machine"]), date=doc["date"],
+        torch=str(doc["software"].get("torch", "")), source=str(path))
