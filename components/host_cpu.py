@@ -7,50 +7,20 @@ the GPUs ask (every core on one bucket, as DeepSpeed's CPU Adam spreads a parame
 over its threads)."""
 from __future__ import annotations
 
-import json
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import PS_PER_S, FlowNetwork
+from sst_cdma.flows import PS_PER_S, FlowNetwork, isolated_duration_ps
+from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, CpuAdamError, load_cpu_adam
 
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
 
-__all__ = ["HostCPU", "HostCPUResult", "STANDIN_ADAM_FILE", "ADAM_FORMAT", "read_adam_file"]
-
-#: the CPU Adam measurement the element reads when its ``adam_file`` is '' (a stand-in until
-#: ``sst-cdma time-cpu-adam`` ships its default; docs/model.md)
-STANDIN_ADAM_FILE = Path(__file__).resolve().parents[1] / "sst_cdma" / "model" / \
-    "cpu_adam_standin.json"
-#: the ``format`` a CPU Adam file must declare
-ADAM_FORMAT = "sst-cdma cpu-adam standin 1"
-
-
-def read_adam_file(path: str | Path) -> dict[str, Any]:
-    """The measurement in CPU Adam file ``path``: its ``params_per_s_per_core`` (> 0) with
-    the machine and date; a ConfigError naming the file and what is wrong otherwise."""
-    where = f"adam_file (--cpu-adam-file) {str(path)!r}"
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{where}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != ADAM_FORMAT:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise ConfigError(f"{where}: a CPU Adam measurement declares format {ADAM_FORMAT!r}, "
-                          f"this file {found!r}")
-    rate = data.get("params_per_s_per_core")
-    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
-        raise ConfigError(f"{where}: 'params_per_s_per_core' must be a positive number, got "
-                          f"{rate!r}")
-    return data
-
+__all__ = ["HostCPU", "HostCPUResult"]
 
 @dataclass
 class HostCPUResult:
@@ -77,8 +47,8 @@ class HostCPU(Component):
         Param("cores", "int", 32, "cores the optimizer step runs on", minimum=1),
         Param("adam_throughput", "float", 0.0, "CPU Adam throughput per core in parameters "
               "per second (0: the adam_file's measurement)", minimum=0),
-        Param("adam_file", "str", "", "CPU Adam measurement (JSON; '': the shipped one, "
-              "docs/model.md)"),
+        Param("adam_file", "str", "", "CPU Adam measurement written by 'sst-cdma "
+              "time-cpu-adam' ('': the shipped one; docs/model.md)"),
         Param("memory_bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth the CPU's cores "
               "can draw (its step's traffic also loads the host memory's DRAM resource)",
               minimum=0, exclusive_minimum=True),
@@ -98,14 +68,14 @@ class HostCPU(Component):
         if p["adam_throughput"] > 0:
             self.rate, self.source = p["adam_throughput"], "adam_throughput param"
         else:
-            path = p["adam_file"] or STANDIN_ADAM_FILE
             try:
-                data = read_adam_file(path)
-            except ConfigError as exc:
-                raise ConfigError(f"{name} (cdma.HostCPU): {exc}") from None
-            self.rate = float(data["params_per_s_per_core"])
-            self.source = f"{Path(path).name} ({data.get('machine', '?')}, " \
-                          f"{data.get('date', '?')})"
+                profile = load_cpu_adam(p["adam_file"] or DEFAULT_CPU_ADAM)
+            except CpuAdamError as exc:
+                raise ConfigError(f"{name} (cdma.HostCPU): adam_file (--cpu-adam-file): "
+                                  f"{exc}") from None
+            # one thread's rate: the step spreads over this element's cores from it
+            self.rate = profile.params_per_s_per_core
+            self.source = f"{profile.implementation} Adam on {profile.machine}, {profile.date}"
         self.flows = self.service(FlowNetwork)
         self.own = self.flows.resource(f"{name}.membw", p["memory_bandwidth"])
         self.memory_link = self.configure_link("memory", self.refuse_event)
@@ -139,6 +109,22 @@ class HostCPU(Component):
         """Picoseconds a step of ``params`` parameters takes on every core, alone."""
         return math.ceil(params / (self.rate * self.params["cores"]) * PS_PER_S)
 
+    def step_alone_ps(self, params: int, dram_bytes: int) -> int:
+        """Picoseconds a step of ``params`` parameters moving ``dram_bytes`` of host DRAM takes
+        alone: its compute time, or longer where the DRAM cannot feed it (the flow's own
+        arithmetic, so the closed form and the simulation agree)."""
+        alone = self.step_ps(params)
+        if not dram_bytes or alone <= 0:
+            return alone
+        pairs = [(res.capacity, w) for res, w in self.route.pairs]
+        return isolated_duration_ps(dram_bytes, pairs, self._cap(dram_bytes, alone))
+
+    @staticmethod
+    def _cap(dram_bytes: int, duration: int) -> float:
+        """The DRAM rate cap that makes a step alone end at its compute time (half a ps early:
+        the flow's end rounds up to whole ps)."""
+        return dram_bytes / ((duration - 0.5) / PS_PER_S)
+
     def tier_usage(self, end_ps: int) -> dict[str, Any]:
         """The host memory's pinned-pool figures (see :class:`HostTier`)."""
         if self.memory is None:
@@ -162,9 +148,7 @@ class HostCPU(Component):
         def done(_: Any = None) -> None:
             self._step_done(port, req, start)
         if req.dram_bytes and duration > 0:
-            # capped so that alone it ends at its compute time (half a ps early: the flow's
-            # end rounds up to whole ps)
-            cap = req.dram_bytes / ((duration - 0.5) / PS_PER_S)
+            cap = self._cap(req.dram_bytes, duration)
             self.flows.launch(float(req.dram_bytes), self.route, lambda f: done(), cap,
                               f"{self.name} step {req.bucket}")
         else:

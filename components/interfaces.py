@@ -155,6 +155,11 @@ class HostStep(Protocol):
         """Picoseconds the step of ``params`` parameters takes at the CPU's Adam throughput."""
         ...
 
+    def step_alone_ps(self, params: int, dram_bytes: int) -> int:
+        """The step alone on the host DRAM: its compute time, or longer where the DRAM
+        cannot feed its ``dram_bytes``."""
+        ...
+
     def tier_usage(self, end_ps: int) -> dict[str, Any]:
         """The host memory's :meth:`HostTier.tier_usage`."""
         ...

@@ -131,7 +131,8 @@ class ModelStateDriver:
         and the host tier's memory."""
         p = self.placement
         steps = self.cpu_steps
-        alone = sum(self.cpu.step_ps(b.params) for b in self.plan.buckets) if self.cpu else 0
+        alone = sum(self.cpu.step_alone_ps(b.params, b.step_dram_bytes)
+                    for b in self.plan.buckets) if self.cpu else 0
         return {
             "placement": {"optimizer_states": p.optimizer_states, "weights": p.weights,
                           "gradients": p.gradients, "delayed_update": p.delayed_update},

@@ -215,8 +215,9 @@ MODEL_STATES: tuple[Key, ...] = (
        "with the host CPU's step"),
     _k("cpu_step_time_s", "number", "time the host CPU spent stepping this GPU's buckets",
        "with the host CPU's step"),
-    _k("cpu_step_alone_s", "number", "the same steps at the CPU's Adam throughput alone (the "
-       "difference: host DRAM shared with the copies)", "with the host CPU's step"),
+    _k("cpu_step_alone_s", "number", "the same steps each alone: at the CPU's Adam throughput, or "
+       "at the host DRAM's rate where that is slower (the difference: DRAM shared with the "
+       "copies)", "with the host CPU's step"),
     _k("cpu_step_span_s", "array", "[first step's start, last step's end]",
        "with the host CPU's step"),
 )

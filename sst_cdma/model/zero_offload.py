@@ -109,12 +109,7 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
         return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
 
     def step(bucket: Any) -> int:
-        alone = cpu.step_ps(bucket.params)
-        if not bucket.step_dram_bytes or alone <= 0:
-            return alone
-        cap = bucket.step_dram_bytes / ((alone - 0.5) / 1e12)
-        pairs = [(res.capacity, w) for res, w in cpu.route.pairs]
-        return isolated_duration_ps(bucket.step_dram_bytes, pairs, cap)
+        return cpu.step_alone_ps(bucket.params, bucket.step_dram_bytes)
 
     states = gpu.states
     last = max(gpu.micro_starts) if gpu.micro_starts else 0

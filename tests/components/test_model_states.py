@@ -137,10 +137,10 @@ def test_a_cpu_adam_file_of_another_format_is_refused(tmp_path):
     other.write_text(json.dumps({"format": "something else 2", "params_per_s_per_core": 1e9}))
     message = one_line_error([*HOST, "--cpu-adam-file", str(other)])
     assert "cpu (cdma.HostCPU): adam_file (--cpu-adam-file)" in message
-    assert "format 'sst-cdma cpu-adam standin 1', this file 'something else 2'" in message
+    assert "format: 'something else 2' is not 'sst-cdma-cpu-adam'" in message
     not_json = tmp_path / "adam.txt"
     not_json.write_text("fast")
-    assert "not JSON" in one_line_error([*HOST, "--cpu-adam-file", str(not_json)])
+    assert "not a JSON file" in one_line_error([*HOST, "--cpu-adam-file", str(not_json)])
 
 
 def test_the_cpu_adam_throughput_sets_the_step():

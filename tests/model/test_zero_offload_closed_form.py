@@ -14,8 +14,13 @@ from sst_cdma.model.zero_offload import from_simulation
 TOPOLOGY = "topologies/pascal_cdma.py"
 
 
-def simulate(repo, *extra):
-    opts = ["--network", "alexnet", "--batch", "16", "--dtype", "float16", "--policy", "none",
+#: a CPU Adam rate (per core, 32 cores) whose DRAM traffic (28 bytes a parameter, 9 GB/s)
+#: leaves the host DRAM unsaturated beside both copy directions: nothing interferes
+UNSATURATED = ("--cpu-adam-throughput", "1e7")
+
+
+def simulate(repo, *extra, cpu=UNSATURATED):
+    opts = [*cpu, "--network", "alexnet", "--batch", "16", "--dtype", "float16", "--policy", "none",
             "--algorithm", "none", "--optimizer", "adam", "--optimizer-states", "host",
             "--no-baselines", "--no-contention", *extra]
     return sst_cdma.run(repo / TOPOLOGY, opts, console=io.StringIO())
@@ -35,6 +40,20 @@ def test_step_equals_closed_form(repo, extra):
     assert gpu.completed
     assert gpu.iteration_time_ps == closed.step_ps
     assert gpu.model_states["buckets"] == len(closed.buckets)
+
+
+@pytest.mark.parametrize("extra", [("--bucket-size", "8MiB"),
+                                   ("--bucket-size", "8MiB", "--delayed-update")],
+                         ids=lambda e: " ".join(e))
+def test_with_the_measured_cpu_sharing_host_dram_only_delays(repo, extra):
+    # the shipped measurement's rate on 32 cores wants more host DRAM bandwidth than there
+    # is: the step is DRAM-bound alone, and slower still beside the copies
+    result = simulate(repo, *extra, cpu=())
+    gpu = result.results["gpu0"]
+    closed = from_simulation(result.simulation, "gpu0")
+    assert closed.step_ps <= gpu.iteration_time_ps <= closed.step_ps * 1.5
+    states = gpu.model_states
+    assert states["cpu_step_time_ps"] > states["cpu_step_alone_ps"]
 
 
 def test_bucket_size_sets_the_buckets_and_the_overlap(repo):
