@@ -282,6 +282,10 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
             _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
                     "exist in an engine with a codec, and a plain copy engine has none")
     _check_engine(o)
+    if o.policy == "auto" and _host_step(o):
+        _refuse(f"--policy auto contradicts --optimizer-states {o.optimizer_states}: the "
+                "planner places activations with every model state on the GPU; give a vDNN or "
+                "per-tensor policy")
     for name in ("burst", "buffer"):
         if explicit(o, name) and o.mode == "flow":
             _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "
@@ -294,7 +298,8 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
                 "bytes")
     if o.workload:
         for name in ("network", "batch", "dtype", "policy", "plan", "optimizer", "allocation",
-                     "layer_times"):
+                     "layer_times", "optimizer_states", "weights", "gradients", "delayed_update",
+                     "grad_accum"):
             if explicit(o, name):
                 _refuse(f"--{name.replace('_', '-')} contradicts --workload: it applies to a "
                         "rendered --network, and a --workload stream declares its own")

@@ -127,9 +127,28 @@ def test_defaults_leave_the_result_as_it_was():
     (["--optimizer-states", "host", "--gradients", "host", "--grad-accum", "2"],
      "--gradients host with --grad-accum 2"),
     (["--bucket-size", "8MiB"], "--bucket-size needs --data-parallel"),
+    (["--optimizer-states", "host", "--policy", "auto"],
+     "--policy auto contradicts --optimizer-states host"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_a_bad_option_is_one_line_naming_it(options, words):
     assert words in one_line_error([*ALEX, *options])
+
+
+def test_a_stream_file_takes_no_placement():
+    stream = REPO / "tests" / "data" / "golden" / "pascal-vdnn" / "gpu0.stream"
+    assert "--optimizer-states contradicts --workload" in one_line_error(
+        ["--workload", str(stream), "--optimizer-states", "host"])
+
+
+def test_two_gpus_share_their_hosts_cpu():
+    result = run([*HOST, "--gpus", "2"])
+    cpu = result.results["cpu"]
+    assert cpu.gpus == ["gpu0", "gpu1"]
+    assert len(cpu.steps) == 2  # one bucket each, one after the other
+    (_, a0, a1), (_, b0, b1) = cpu.steps
+    assert a1 <= b0
+    host = result.results["gpu0"].model_states["tiers"]["host"]
+    assert host["peak_bytes"] == 2 * 14 * ALEX_PARAMS
 
 
 def test_a_cpu_adam_file_of_another_format_is_refused(tmp_path):
