@@ -17,9 +17,11 @@ from sst_cdma.kernel import SimulationError
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
-from .interfaces import CodecKernels, HostPath, HostStore, MemoryPool, TransferCosts
-from .messages import (CodecKernel, CopyCost, OffloadManifest, PathInfo, TransferDone,
-                       TransferRequest)
+from .interfaces import (CodecKernels, HostPath, HostStore, MemoryPool, StorageDrive,
+                         TransferCosts)
+from .messages import (TIERS, CodecKernel, CopyCost, DrivePath, OffloadManifest, PathInfo,
+                       TransferDone, TransferRequest)
+from .storage_path import NVME_PATHS, StorageRoute, storage_route
 from .wire_plan import DensitySources, WirePlan, plan_wires
 
 
@@ -49,6 +51,10 @@ class EngineResult:
     #: every transfer's (start, end, time it lost at the GPU's HBM) in ps: how much sharing
     #: the memory stretched it (flow mode; the all-reduce's summary reads it)
     copies: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    #: the SSDs on its ``nvme%d`` ports, in port order, and how it reaches them (``nvme_path``;
+    #: '' without drives)
+    drives: list[str] = field(default_factory=list)
+    nvme_path: str = ""
 
 
 #: the engine params that moved to the codec in its ``codec`` slot
@@ -95,13 +101,19 @@ class CDMAEngine(Component):
               "network where recorded, dtype and shape, batch included)"),
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
               "and check every prefetch bit for bit against what was offloaded"),
+        Param("nvme_path", "str", "bounce", "how transfers to the nvme tier reach the SSDs on "
+              "the engine's nvme ports: bounce (through a pinned host buffer: host DRAM crossed twice) "
+              "or gds (GPUDirect Storage: peer to peer through the switch or root complex; "
+              "docs/storage.md)", choices=NVME_PATHS),
     )
     SLOTS = (SubComponentSlot("codec", "the compression units, one algorithm (empty: vDNN's "
                               "plain copy engine)", accepts=Codec),)
     PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
                   provides=(TransferCosts, CodecKernels)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
-             Port("pcie", "the host link", required=True))
+             Port("pcie", "the host link", required=True),
+             Port("nvme%d", "the SSDs (cdma.NVMe, port dma%d) the nvme-tier transfers stripe "
+                  "across, in port order"))
     STATISTICS = (
         StatisticSpec("offload_raw_bytes", "uncompressed bytes offloaded per transfer", "B", "f64",
                       1),
@@ -140,6 +152,12 @@ class CDMAEngine(Component):
         self.gpu = self.configure_link("gpu", self._request)
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.pcie = self.configure_link("pcie", self.refuse_event)
+        self.nvme_ports = sorted((port for port in self.connected_ports()
+                                  if port.startswith("nvme")), key=lambda port: int(port[4:]))
+        for port in self.nvme_ports:
+            self.configure_link(port, self.refuse_event)
+        self.drives: list[DrivePath] = []
+        self.storage: Optional[StorageRoute] = None
         self.hbm_resource = ""
         self.path: Optional[PathInfo] = None
         self.host: Optional[HostStore] = None
@@ -204,15 +222,20 @@ class CDMAEngine(Component):
         hbm = self.peer_provider("hbm", MemoryPool).bandwidth_resource
         path = self.peer_provider("pcie", HostPath).host_path()
         capacity = {name: res.capacity for name, res in self.flows.resources.items()}
+        storage = self._storage_for(workload.tier, path)
 
         def ps(direction: str, raw: int, size: int, coded: bool) -> int:
             codec, packed = self._codec_stage(direction, coded)
             inner, outer = transfer_weights(direction, raw, size, hbm, codec, path, packed)
+            latency = path.latency_ps
+            if storage is not None:
+                outer = _storage_weights(storage, direction, raw, size)
+                latency = storage.latency_ps[direction]
             pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
             kernel = self.codec.sm_kernel(direction, "", raw, size) \
                 if coded and self.codec is not None else None
             # an SM (de)compression runs before (offload) or after (prefetch) its copy
-            return path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0) + \
+            return latency + (isolated_duration_ps(raw, pairs) if raw else 0) + \
                 (kernel.time_ps if kernel is not None else 0)
 
         out = {}
@@ -223,6 +246,15 @@ class CDMAEngine(Component):
                                    ps("offload", raw, size, True), ps("prefetch", raw, size, True),
                                    size)
         return out
+
+    def _storage_for(self, tier: str, path: PathInfo) -> Optional[StorageRoute]:
+        """The route to the SSDs for a cost query of ``tier`` (None: the host tier), asked of
+        the drives afresh (the planner asks before setup)."""
+        if tier != "nvme":
+            return None
+        drives = [self.peer_provider(port, StorageDrive).drive_path()
+                  for port in self.nvme_ports]
+        return storage_route(self.name, path, drives, self.params["nvme_path"])
 
     def codec_kernel(self, direction: str, tensor: str, raw_bytes: int
                      ) -> Optional[CodecKernel]:
@@ -275,16 +307,24 @@ class CDMAEngine(Component):
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
-            copies=self.copies))
+            copies=self.copies, drives=[d.name for d in self.drives],
+            nvme_path=p["nvme_path"] if self.drives else ""))
 
     def setup(self) -> None:
         """Find the GPU memory's bandwidth resource and the path to the host store."""
         self.hbm_resource = self.peer_provider("hbm", MemoryPool).bandwidth_resource
         self.path = self.peer_provider("pcie", HostPath).host_path()
         self.host = self.path.host
+        self.drives = [self.peer_provider(port, StorageDrive).drive_path()
+                       for port in self.nvme_ports]
+        if self.drives:
+            self.storage = storage_route(self.name, self.path, self.drives,
+                                         self.params["nvme_path"])
 
     # -- transfers -----------------------------------------------------------------------------
     def _request(self, req: TransferRequest) -> None:
+        if req.tier != "host":
+            self._check_tier(req)
         if req.stream:
             self.lanes.setdefault(req.stream, deque()).append(req)
             if req.stream not in self.lanes_busy:
@@ -311,31 +351,47 @@ class CDMAEngine(Component):
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
         start = self.sim.now
-        self.schedule_at(start + self.path.latency_ps, self._move, (req, wire, start))
+        latency = self.path.latency_ps if req.tier == "host" else \
+            self.storage.latency_ps[req.direction]
+        self.schedule_at(start + latency, self._move, (req, wire, start))
+
+    def _check_tier(self, req: TransferRequest) -> None:
+        """A request for a tier this engine cannot reach stops the run naming it."""
+        if req.tier not in TIERS:
+            raise SimulationError(f"{self.name}: {req.direction} of {req.tensor!r} names tier "
+                                  f"{req.tier!r} (one of {', '.join(TIERS)})")
+        if req.tier == "nvme" and self.storage is None:
+            raise SimulationError(f"{self.name}: {req.direction} of {req.tensor!r} goes to the "
+                                  "nvme tier, and no SSD is wired to this engine's nvme0 port")
 
     def _coded(self, req: TransferRequest) -> bool:
         """Whether ``req`` goes through the codec (there is one, and no plain copy is asked)."""
         return self.codec is not None and req.codec != "none"
 
-    def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True
-                      ) -> tuple[dict[str, float], dict[str, float]]:
+    def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True,
+                      tier: str = "host") -> tuple[dict[str, float], dict[str, float]]:
         """:func:`transfer_weights` of a transfer on this engine's memory, codec and path
-        (``codec`` False: a plain copy that bypasses the codec)."""
+        (``codec`` False: a plain copy that bypasses the codec); ``tier`` ``nvme``: the outer
+        stage is the route to the SSDs, at the compressed size."""
         resource, packed = self._codec_stage(direction, codec)
-        return transfer_weights(direction, raw, wire, self.hbm_resource, resource, self.path,
-                                packed)
+        inner, outer = transfer_weights(direction, raw, wire, self.hbm_resource, resource,
+                                        self.path, packed)
+        if tier == "nvme":
+            outer = _storage_weights(self.storage, direction, raw, wire)
+        return inner, outer
 
-    def weights(self, direction: str, raw: int, wire: int, codec: bool = True
-                ) -> dict[str, float]:
+    def weights(self, direction: str, raw: int, wire: int, codec: bool = True,
+                tier: str = "host") -> dict[str, float]:
         """Both stages' weights together: what one flow carrying the whole transfer loads
         (``codec`` False: a plain copy; the closed form prices a transfer with it)."""
-        return _together(*self.stage_weights(direction, raw, wire, codec))
+        return _together(*self.stage_weights(direction, raw, wire, codec, tier))
 
     def _move(self, job: tuple[TransferRequest, int, int]) -> None:
         req, wire, start = job
         raw = req.raw_bytes
         if self.params["mode"] == "flow" or raw == 0:
-            self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none"),
+            self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none",
+                                               req.tier),
                              lambda f: self.transfer_done(req, wire, start,
                                                           f.lost_ps(self.hbm_resource)),
                              label=req.tensor)
@@ -346,7 +402,7 @@ class CDMAEngine(Component):
         """Bursts go through two stages — DRAM+codec, then the host link — with at most
         ``buffer`` bytes staged between them (backpressure stalls the first stage)."""
         inner, outer = self.stage_weights(req.direction, req.raw_bytes, wire,
-                                          req.codec != "none")
+                                          req.codec != "none", req.tier)
         offload = req.direction == "offload"
         # offload: DRAM/codec first, link second; prefetch: link first, codec/DRAM second
         first, second = (inner, outer) if offload else (outer, inner)
@@ -364,7 +420,10 @@ class CDMAEngine(Component):
         if req.direction == "offload":
             self.stat_raw.add_data(req.raw_bytes)
             self.stat_wire.add_data(wire)
-            if self.host is not None and not req.stream:  # model states: the host CPU's buffers
+            if req.tier == "nvme":
+                self._store_striped(self.name + "/" + req.tensor, wire,
+                                    self.plan.payloads.get(req.tensor))
+            elif self.host is not None and not req.stream:  # model states: the host CPU's buffers
                 self.host.store(self.name + "/" + req.tensor, wire,
                                 self.plan.payloads.get(req.tensor))
         else:
@@ -375,6 +434,18 @@ class CDMAEngine(Component):
         self.gpu.send(TransferDone(req, wire, start, now))
         self._next(req.stream)
 
+    def _store_striped(self, key: str, nbytes: int, payload: Optional[bytes]) -> None:
+        """Leave ``nbytes`` on the SSDs in equal stripes (the first drives take the remainder;
+        a functional-mode payload is kept whole on the first drive)."""
+        count = len(self.drives)
+        part, extra = divmod(nbytes, count)
+        for i, drive in enumerate(self.drives):
+            drive.drive.store(key, part + (1 if i < extra else 0), payload if i == 0 else None)
+
+    def _store_of(self, tier: str) -> Any:
+        """Where a tier's payloads are kept: the host store, or the first SSD."""
+        return self.drives[0].drive if tier == "nvme" else self.host
+
     def _check_prefetch(self, req: TransferRequest) -> None:
         """Functional mode: decompress what the host returns and compare bit for bit."""
         if not self.params["functional"] or req.tensor not in self.plan.payloads:
@@ -382,7 +453,8 @@ class CDMAEngine(Component):
         from sst_cdma import codecs
 
         key = self.name + "/" + req.tensor
-        payload = self.host.load(key)
+        store = self._store_of(req.tier)
+        payload = store.load(key)
         try:
             restored = self.codec.decompress(payload)
         except codecs.CodecError as exc:
@@ -401,7 +473,19 @@ class CDMAEngine(Component):
                                   "differs from what was offloaded")
         self.functional_matches += 1
         self.stat_matches.add_data(1)
-        self.host.release(key)
+        if req.tier == "nvme":
+            for drive in self.drives:
+                drive.drive.release(key)
+        else:
+            store.release(key)
+
+
+def _storage_weights(storage: StorageRoute, direction: str, raw: int, wire: int
+                     ) -> dict[str, float]:
+    """The resources on the way to the SSDs, loaded per uncompressed byte at the compressed
+    size (the outer stage of an ``nvme``-tier transfer)."""
+    share = wire / raw if raw else 1.0
+    return {res: w * share for res, w in storage.weights[direction].items()}
 
 
 def _together(inner: dict[str, float], outer: dict[str, float]) -> dict[str, float]:

@@ -186,7 +186,19 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
                                             " (gpu0; the GPUs' plans differ)"))
     if "allreduce" in s:
         lines.append(allreduce_line(s["allreduce"]))
+    if "nvme" in s:
+        lines.append(nvme_line(s["nvme"]))
     return lines
+
+
+def nvme_line(nvme: dict[str, Any]) -> str:
+    """The console line of the NVMe SSDs: how many of which drive, on what link and path,
+    what they wrote, read and held against their capacity."""
+    written, read, peak = _sizes(nvme["bytes_written"], nvme["bytes_read"],
+                                 nvme["peak_stored_bytes"])
+    return _row("nvme", f"{nvme['drives']} x {nvme['model']}, {nvme['link']}, {nvme['path']}: "
+                f"{written} written, {read} read, peak {peak} of "
+                f"{nvme['capacity_bytes'] / 1e12:.2f} TB")
 
 
 def _memory_lines(s: dict[str, Any], scope: _Scope) -> list[str]:

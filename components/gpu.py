@@ -15,9 +15,9 @@ from sst_cdma.model.gpus import GPUS
 
 from .interfaces import CodecKernels, HostStep, MemoryPool
 from .kernel_times import KernelTimes, gpu_spec
-from .messages import (AllReduceDone, CodecKernel, CpuStepDone, GradientManifest,
-                       GradientReady, MovedTensor, OffloadManifest, TransferDone,
-                       TransferRequest)
+from .messages import (TIERS, AllReduceDone, CodecKernel, CpuStepDone,
+                       GradientManifest, GradientReady, MovedTensor, OffloadManifest,
+                       TransferDone, TransferRequest)
 from .model_state_driver import ModelStateDriver
 from .workload_source import WorkloadSource
 
@@ -112,6 +112,9 @@ class GPU(Component):
         Param("data_parallel", "bool", "false", "one replica of data-parallel training: each "
               "weight gradient goes to the all-reduce on port 'nvlink' as the backward pass "
               "makes it, and the iteration (or its optimizer step) waits for the last bucket"),
+        Param("offload_to", "str", "host", "where the workload's offloads go and its prefetches "
+              "come from: host (the pinned host pool) or nvme (the SSDs on the DMA engine's "
+              "nvme ports, FlashNeuron/G10 style; docs/storage.md)", choices=TIERS),
     )
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
              Port("dma", "the DMA/cDMA engine (needed when the workload moves tensors)"),
@@ -535,7 +538,7 @@ class GPU(Component):
         self.copy_busy = True
         t = self.stream.tensors[op.name]
         self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
-                                      op.codec))
+                                      op.codec, op.tier or self.params["offload_to"]))
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request

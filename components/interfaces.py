@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from .messages import CodecKernel, CopyCost, OffloadManifest, PathInfo
+from .messages import CodecKernel, CopyCost, DrivePath, OffloadManifest, PathInfo
 
-__all__ = ["CodecKernels", "HostPath", "HostStore", "MemoryPool", "TransferCosts", "HostTier",
-           "HostStep"]
+__all__ = ["CodecKernels", "HostPath", "HostStore", "MemoryPool", "StorageDrive",
+           "TransferCosts", "HostTier", "HostStep"]
 
 
 @runtime_checkable
@@ -89,6 +89,33 @@ class HostPath(Protocol):
 
     def host_path(self) -> PathInfo:
         """The path from this element to the host store (a fresh object on every call)."""
+        ...
+
+
+@runtime_checkable
+class StorageDrive(Protocol):
+    """An SSD a DMA engine stripes its ``nvme``-tier transfers across (``cdma.NVMe``): where it
+    sits (its :class:`DrivePath`: its flow resources, latencies and the way from its PCIe link to
+    the host), and a store like the host's for what the engine leaves on it, with the drive's
+    capacity enforced."""
+
+    name: str
+
+    def drive_path(self) -> DrivePath:
+        """The drive as the engine reaches it (a fresh object on every call)."""
+        ...
+
+    def store(self, key: str, nbytes: int, payload: Optional[bytes] = None) -> None:
+        """Keep ``nbytes`` (and the bytes themselves when given) under ``key``; more than the
+        capacity is a SimulationError naming the drive and the bytes short."""
+        ...
+
+    def load(self, key: str) -> Optional[bytes]:
+        """The payload stored under ``key`` (None when only sizes are modelled)."""
+        ...
+
+    def release(self, key: str) -> None:
+        """Drop ``key``."""
         ...
 
 

@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .interfaces import HostStore
+    from .interfaces import HostStore, StorageDrive
+
+#: where a transfer's far end is: ``host`` (the pinned host pool on the engine's ``pcie`` path)
+#: or ``nvme`` (the SSDs on the engine's ``nvme%d`` ports, striped)
+TIERS = ("host", "nvme")
 
 
 # -- init phase ---------------------------------------------------------------------------------
@@ -38,6 +42,8 @@ class OffloadManifest:
     dtype: str
     batch: int
     tensors: tuple[MovedTensor, ...] = ()
+    #: where the offloads go (:data:`TIERS`): a cost query prices the path to that tier
+    tier: str = "host"
 
     def shapes(self) -> dict[str, Optional[tuple[int, ...]]]:
         """Tensor name -> shape (None: not known)."""
@@ -107,14 +113,34 @@ class PathInfo:
     link_names: list[str] = field(default_factory=list)
 
 
+@dataclass
+class DrivePath:
+    """An SSD as a DMA engine reaches it (``StorageDrive.drive_path()``): the flow resources of
+    its media read and write bandwidth (each limited by the queue depth the host keeps), the
+    latency of one command each way, the start-up latency of its own PCIe link, and
+    ``to_host``, the path from the drive's own link to the host store (``d2h`` towards the host:
+    what the drive's reads cross; ``h2d`` towards the drive: its writes; the drive's link
+    first, then the switches and root complex above it, host DRAM last)."""
+
+    name: str
+    read: str
+    write: str
+    read_latency_ps: int
+    write_latency_ps: int
+    link_latency_ps: int
+    to_host: PathInfo
+    drive: Optional["StorageDrive"] = None
+
+
 # -- timed events -------------------------------------------------------------------------------
 
 
 @dataclass
 class TransferRequest:
-    """GPU -> cDMA engine: move a tensor. ``direction`` is ``offload`` (GPU to host) or
-    ``prefetch`` (host to GPU); ``codec`` ``none`` asks for a plain copy that bypasses the
-    engine's codec ('' = the engine's codec)."""
+    """GPU -> cDMA engine: move a tensor. ``direction`` is ``offload`` (GPU to the tier) or
+    ``prefetch`` (the tier to GPU); ``codec`` ``none`` asks for a plain copy that bypasses the
+    engine's codec ('' = the engine's codec); ``tier`` is where the far end is (:data:`TIERS`:
+    ``host``, the pinned host pool, or ``nvme``, the engine's SSDs over its ``nvme_path``)."""
 
     direction: str
     tensor: str
@@ -122,6 +148,7 @@ class TransferRequest:
     layer: str
     sparse: bool = False
     codec: str = ""
+    tier: str = "host"
     #: the GPU stream issuing it: '' the copy stream; ``gradients`` (GPU to host) or
     #: ``weights`` (host to GPU), the model-state streams, each its own copy engine queue
     stream: str = ""
@@ -129,7 +156,8 @@ class TransferRequest:
 
 @dataclass
 class TransferDone:
-    """cDMA engine -> GPU: the transfer finished; ``wire_bytes`` crossed the host link."""
+    """cDMA engine -> GPU: the transfer finished; ``wire_bytes`` crossed the host link (or, on
+    the ``nvme`` tier, reached the SSDs)."""
 
     request: TransferRequest
     wire_bytes: int

@@ -86,7 +86,7 @@ class ModelStateDriver:
         self.gpu.dma.send(TransferRequest(
             "offload" if gradients else "prefetch", name if gradients else f"{name}:w",
             bucket.grad_bytes if gradients else bucket.weight_bytes, bucket.layers[-1],
-            False, "none", stream))
+            codec="none", stream=stream))
 
     def _step(self, name: str) -> None:
         bucket = self.buckets[name]

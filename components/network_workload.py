@@ -197,4 +197,4 @@ class NetworkWorkload(WorkloadSource):
         return engine.transfer_costs(OffloadManifest(
             gpu=gpu.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
             tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
-                          for t in tensors.values())))
+                          for t in tensors.values()), tier=gpu.params["offload_to"]))

@@ -18,6 +18,7 @@ from sst_cdma.config import ConfigError
 
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
+from .nvme import NVMeResult, nvme_fields
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
 
@@ -53,6 +54,7 @@ class SystemResults:
         self.engine_of = {r.gpu: r for r in results.values() if isinstance(r, EngineResult)}
         self.links = {n: r for n, r in results.items() if isinstance(r, LinkResult)}
         self.fabrics = {r.system: r for r in results.values() if isinstance(r, AllReduceResult)}
+        self.drives = {n: r for n, r in results.items() if isinstance(r, NVMeResult)}
         self.baseline_of: dict[str, dict[str, GPUResult]] = {n: {} for n in self.main}
         for label in ("oracle", "vdnn"):
             others = [n for n, r in gpus.items() if r.system == label]
@@ -99,6 +101,11 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
         summary["allreduce"] = allreduce_fields(
             runs.fabrics["main"], runs.fabrics.get("oracle"),
             [runs.engine_of[g].copies for g in main if g in runs.engine_of])
+    engines = [runs.engine_of[g] for g in main if g in runs.engine_of]
+    drives = list(dict.fromkeys(d for e in engines for d in e.drives if d in runs.drives))
+    if drives:
+        summary["nvme"] = nvme_fields([runs.drives[d] for d in drives],
+                                      next(e.nvme_path for e in engines if e.drives))
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
         summary["stopped_at_s"] = now_ps * PS

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from sst_cdma.model.dtypes import DTYPES
 
-__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN",
+__all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN", "NVME",
            "MODEL_STATES", "TIER", "SYSTEM_SHAPE", "check_summary", "markdown"]
 
 ALWAYS = "always"
@@ -89,6 +89,8 @@ SUMMARY: tuple[Key, ...] = (
        "busy `d2h`, `h2d` fractions", "where GPUs share a link"),
     _k("allreduce", "object", "the data-parallel gradient all-reduce over NVLink: see "
        "`allreduce` below", "with --data-parallel"),
+    _k("nvme", "object", "the NVMe SSDs the main GPUs' engines stripe across: see `nvme` "
+       "below", "with --nvme"),
     _k("peak_gpu_memory_bytes", "integer", "peak allocated GPU memory"),
     _k("average_gpu_memory_bytes", "integer", "allocated memory averaged over the iteration, "
        "as vDNN reports it"),
@@ -232,6 +234,22 @@ TIER: tuple[Key, ...] = (
        "`tensor`, `bytes_short`, `time_ps`"),
 )
 
+NVME: tuple[Key, ...] = (
+    _k("drives", "integer", "SSDs the main engines stripe across"),
+    _k("model", "string", "the drive, as its datasheet names it (docs/storage.md)"),
+    _k("preset", "string", "`--nvme-preset`"),
+    _k("path", "string", "`bounce` (through a pinned host buffer) or `gds` (GPUDirect Storage)"),
+    _k("link", "string", "each drive's own PCIe link: `pcie4x4`, `pcie5x4`, ..."),
+    _k("queue_depth", "integer", "commands kept outstanding to each drive"),
+    _k("read_rate_Bps", "number", "each drive's read rate at that queue depth"),
+    _k("write_rate_Bps", "number", "each drive's write rate at that queue depth"),
+    _k("capacity_bytes", "integer", "the drives' capacity together"),
+    _k("bytes_written", "number", "bytes written to the drives (compressed where the codec "
+       "compresses)"),
+    _k("bytes_read", "number", "bytes read from them"),
+    _k("peak_stored_bytes", "integer", "the drives' peaks added up"),
+)
+
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
          "object": dict, "array": list, "null": type(None)}
 
@@ -268,6 +286,8 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
     if "allreduce" in summary:
         faults += _check(summary["allreduce"], ALLREDUCE, "allreduce",
                          {k.name for k in ALLREDUCE if k.when == ALWAYS})
+    if "nvme" in summary:
+        faults += _check(summary["nvme"], NVME, "nvme", {k.name for k in NVME})
     for layer in summary.get("layers", ()):
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
     if "plan" in summary:
@@ -294,6 +314,7 @@ def markdown() -> str:
     for title, keys in (("`summary.json`", SUMMARY), ("`baselines.oracle`, `baselines.vdnn`",
                                                       BASELINE),
                         ("`host_link`", HOST_LINK), ("`allreduce`", ALLREDUCE),
+                        ("`nvme`", NVME),
                         ("`layers[]`", LAYER), ("`plan`", PLAN),
                         ("`model_states`", MODEL_STATES), ("`model_states.tiers.TIER`", TIER)):
         out += [f"| {title} | type | present | meaning |", "|---|---|---|---|"]

@@ -50,6 +50,8 @@ class ElementOption:
 
 
 GPU, ENGINE, LINK, FABRIC = "cdma.GPU", "cdma.CDMAEngine", "cdma.PCIeBridge", "cdma.NVSwitch"
+#: the SSDs of ``--nvme N``
+NVME = "cdma.NVMe"
 #: the subcomponent in the engine's ``codec`` slot (``ELEMENT:SLOT``): its params are declared
 #: by the slot's interface, which every codec element shares
 CODEC = f"{ENGINE}:codec"
@@ -108,6 +110,11 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--nvlink-links", FABRIC, "nvlink_links"),
     ElementOption("--nvlink-rate", FABRIC, "nvlink_rate"),
     ElementOption("--allreduce-step-latency", FABRIC, "step_latency"),
+    ElementOption("--offload-to", GPU, "offload_to"),
+    ElementOption("--nvme-path", ENGINE, "nvme_path"),
+    ElementOption("--nvme-capacity", NVME, "capacity", default=UNSET,
+                  unset_help="the --nvme-preset's"),
+    ElementOption("--nvme-queue-depth", NVME, "queue_depth"),
 )
 
 

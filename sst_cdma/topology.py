@@ -17,7 +17,9 @@ from components.baselines import add_baselines
 
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec
-from .model_options import CODEC, add_element_options, element_params, explicit, given_options
+from .model.ssds import DEFAULT_SSD, SSDS
+from .model_options import (CODEC, NVME, add_element_options, element_params, explicit,
+                            given_options)
 from .units import UnitError, parse_bytes
 
 #: model options that were renamed, and their names now
@@ -85,6 +87,14 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                         "convolution's fastest algorithm whose workspace fits; under "
                         "--kernel-model roofline every convolution kernel gets SIZE (default: "
                         "no limit; 0B under roofline)")
+    p.add_argument("--nvme", type=int, default=0, metavar="N",
+                   help="NVMe SSDs per host, each on a PCIe link of its own behind the host's "
+                        "PCIe switches (round robin) or its root complex; every GPU of the "
+                        "host stripes its nvme-tier transfers across them (default: 0, none; "
+                        "docs/storage.md)")
+    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
+                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
+                        f"{DEFAULT_SSD}; docs/storage.md)")
     p.add_argument("--no-baselines", action="store_true",
                    help="skip the oracle and vDNN baselines")
     p.add_argument("--stats", default="", choices=("", "csv", "json", "txt", "console"),
@@ -128,6 +138,26 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
     sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
     return link
+
+
+def _drives(sst: Any, o: argparse.Namespace, host: Any, port: int, switches: list[Any],
+            engines: list[Any], prefix: str) -> None:
+    """``--nvme`` SSDs for one host: each on its own link to the host's switches in turn
+    (after their GPUs' ports) or, with none, to the host's root ports from ``port`` on; every
+    engine of the host on every drive."""
+    params = {"preset": o.nvme_preset, **element_params(o, NVME)}
+    for d in range(o.nvme):
+        drive = sst.Component(f"{prefix}nvme{d}", NVME)
+        drive.addParams(params)
+        if switches:
+            switch = switches[d % len(switches)]
+            up = (switch, f"down{o.gpus_per_switch + d // len(switches)}")
+        else:
+            up = (host, f"pcie{port + d}")
+        sst.Link(f"{prefix}nvme{d}.l_host", "0ps").connect((drive, "host"), up)
+        for g, engine in enumerate(engines):
+            sst.Link(f"{engine.getFullName()}.l_nvme{d}", "0ps").connect((engine, f"nvme{d}"),
+                                                               (drive, f"dma{g}"))
 
 
 def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
@@ -204,6 +234,8 @@ def _system(sst: Any, spec: SystemSpec) -> None:
     port = 0
     switch = None
     cpu = None
+    switches: list[Any] = []
+    engines: list[Any] = []
     for i in range(o.gpus):
         if i % per_host == 0:
             h = i // per_host
@@ -212,7 +244,9 @@ def _system(sst: Any, spec: SystemSpec) -> None:
             port = 0
             if _host_step(o):
                 cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
+            switches, engines = [], []
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
+        engines.append(sst.findComponentByName(f"gpu{i}.dma"))
         if cpu is not None:
             sst.Link(f"gpu{i}.l_cpu", "0ps").connect(
                 (sst.findComponentByName(f"gpu{i}"), "cpu"), (cpu, f"gpu{i % per_host}"))
@@ -223,10 +257,13 @@ def _system(sst: Any, spec: SystemSpec) -> None:
                 switch.addParams({**{k2: v for k2, v in spec.link.items()}, "latency": "0ns"})
                 sst.Link(f"switch{k}.l_up", "0ps").connect((switch, "up"), (host, f"pcie{port}"))
                 port += 1
+                switches.append(switch)
             sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (switch, f"down{j}"))
         else:
             sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (host, f"pcie{port}"))
             port += 1
+        if o.nvme and (i % per_host == per_host - 1 or i == o.gpus - 1):
+            _drives(sst, o, host, port, switches, engines, "" if hosts == 1 else f"host{h}.")
     if o.data_parallel:
         _fabric(sst, o)
 
@@ -256,6 +293,30 @@ def _check_topology(o: argparse.Namespace) -> None:
         o.workspace_bytes = parse_bytes(o.workspace) if o.workspace else 0
     except UnitError as exc:
         _refuse(f"--workspace: {exc}")
+
+
+#: the options that describe the ``--nvme`` SSDs
+NVME_OPTIONS = ("nvme_preset", "nvme_path", "nvme_capacity", "nvme_queue_depth")
+
+
+def _check_storage(o: argparse.Namespace) -> None:
+    """``--nvme N`` SSDs: a count, a known preset, and the options that need them."""
+    from difflib import get_close_matches
+
+    if o.nvme < 0:
+        _refuse(f"--nvme must be >= 0 (0: no SSD), got {o.nvme}")
+    if o.nvme_preset not in SSDS:
+        close = get_close_matches(o.nvme_preset, SSDS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        _refuse(f"--nvme-preset {o.nvme_preset!r} is not a known SSD ({hint}one of "
+                f"{', '.join(sorted(SSDS))}; docs/storage.md)")
+    if o.offload_to == "nvme" and not o.nvme:
+        _refuse("--offload-to nvme needs an NVMe SSD to offload to: give --nvme N (N >= 1)")
+    if not o.nvme:
+        for name in NVME_OPTIONS:
+            if explicit(o, name):
+                _refuse(f"{explicit(o, name)} needs --nvme N: it describes the SSDs, and this "
+                        "run has none")
 
 
 def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
@@ -388,6 +449,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     _check_topology(o)
+    _check_storage(o)
     _check_contradictions(o, link_name)
     if not o.workload:
         _check_kernel_times(o)

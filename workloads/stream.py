@@ -6,7 +6,7 @@ Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored
     tensor NAME bytes=INT kind=activation|gradient|weight|state|workspace [layer=L] [sparse=0|1] [shape=AxBx..]
     phase forward
     alloc NAME | free NAME | wait NAME
-    offload NAME layer=L [codec=none] | prefetch NAME layer=L
+    offload NAME layer=L [codec=none] [tier=host|nvme] | prefetch NAME layer=L
     compute L pass=fwd|bwd|recompute|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
     sync L
     phase backward
@@ -58,6 +58,7 @@ class _Parser:
         self.inflight: dict[str, str] = {}
         self.prefetch_issued: set[str] = set()
         self.codec: dict[str, str] = {}
+        self.tier: dict[str, str] = {}  # where each offloaded tensor went ('' = the GPU's)
         self.computed: set[str] = set()
         self.lineno = 0
 
@@ -206,6 +207,7 @@ class _Parser:
             if head == "prefetch":
                 # weights kept on the host were never offloaded: a plain copy brings them in
                 values["codec"] = self.codec.get(arg, "none" if self.host_weight(arg) else "")
+                values["tier"] = self.tier.get(arg, "")
         self.stream.ops.append(StreamOp(head, arg, phase, **values, line=self.lineno))
 
     def host_weight(self, name: str) -> bool:
@@ -236,6 +238,7 @@ class _Parser:
             self.inflight[name] = "offload"
             self.host.add(name)
             self.codec[name] = values.get("codec", "")
+            self.tier[name] = values.get("tier", "")
         elif head == "prefetch":
             if name not in self.host and not self.host_weight(name):
                 raise self.fail(f"'prefetch': tensor '{name}' was never offloaded")

@@ -105,6 +105,9 @@ TENSOR_KIND = _choice(TENSOR_KINDS, "unknown kind '{text}' (expected one of "
                       + ", ".join(TENSOR_KINDS) + ")")
 CODEC = _choice(("none",), "{key}={text} (only codec=none, a plain copy, may be named; without "
                            "the key the engine's codec is used)")
+#: where an offload goes: the pinned host pool or the DMA engine's SSDs (docs/storage.md)
+TIER = _choice(("host", "nvme"), "{key}={text} must be host or nvme (without the key the GPU's "
+                                 "offload_to decides)")
 
 
 class Key(NamedTuple):
@@ -163,6 +166,9 @@ class StreamOp:
     writes: tuple[str, ...] = _key("writes", NAMES, ("compute",), default=())
     #: ``none`` on an offload (and its prefetch) the engine copies raw; '' = the engine's codec
     codec: str = _key("codec", CODEC, ("offload",), default="")
+    #: ``host`` or ``nvme`` on an offload (and its prefetch): where the tensor goes; '' = the
+    #: GPU's ``offload_to``
+    tier: str = _key("tier", TIER, ("offload",), default="")
     line: int = field(default=0, compare=False)
 
 

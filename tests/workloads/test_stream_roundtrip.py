@@ -72,6 +72,9 @@ def test_every_declared_key_is_written_and_read():
     keys = {key.key for _, key, _ in STATEMENTS["compute"].keys}
     assert keys == {"pass", "flops", "dram", "time", "algo", "reads", "writes"}
     assert STATEMENTS["compute"].required == {"pass", "flops", "dram"}
-    assert STATEMENTS["offload"].required == {"layer"} and STATEMENTS["offload"].optional == {"codec"}
+    assert STATEMENTS["offload"].required == {"layer"}
+    assert STATEMENTS["offload"].optional == {"codec", "tier"}
+    assert statement_line(StreamOp("offload", "x", "forward", layer="l", codec="none",
+                                   tier="nvme")) == "offload x layer=l codec=none tier=nvme"
     assert STATEMENTS["prefetch"].optional == frozenset()
     assert STATEMENTS["sync"].required == STATEMENTS["sync"].optional == frozenset()

@@ -1,0 +1,105 @@
+"""How a DMA engine's transfer reaches its SSDs: the flow resources an ``nvme``-tier offload or
+prefetch crosses, with the bytes each carries per byte on the wire, and the start-up latency,
+for the two paths servers use (docs/storage.md):
+
+- ``bounce``: through a pinned host buffer. The bytes cross the GPU's path to the host, host
+  DRAM twice (in from one side, out to the other) and the drive's path from the host; the two
+  copies pipeline through the buffer, so the slowest leg sets the rate.
+- ``gds``: GPUDirect Storage. The bytes go peer to peer from the GPU up to the lowest switch
+  (or root port) the GPU and the drive share and down to the drive: no host DRAM, and none of
+  the links above that branching point.
+
+Transfers stripe across the drives in equal shares (RAID-0 with a stripe per drive): each
+drive's resources carry 1/N of the bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sst_cdma.interfaces import InterfaceError
+
+from .messages import DrivePath, PathInfo
+
+#: the two ways to an SSD (``cdma.CDMAEngine``'s ``nvme_path``)
+NVME_PATHS = ("bounce", "gds")
+
+
+@dataclass
+class StorageRoute:
+    """The ``nvme`` tier as one engine reaches it: per direction (``offload``: GPU to the
+    drives, ``prefetch``: back), the bytes each flow resource carries per byte on the wire and
+    the start-up latency; the names of the drives and links on the way."""
+
+    weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    latency_ps: dict[str, int] = field(default_factory=dict)
+    link_names: list[str] = field(default_factory=list)
+
+
+def _hops(path: PathInfo, who: str) -> list[tuple[str, str, str]]:
+    """(link name, its resource towards the host, its resource away from it) of each link on
+    ``path``, nearest the start first (the host DRAM that ends it is left out)."""
+    if len(path.d2h) != len(path.link_names) + 1 or len(path.h2d) != len(path.d2h):
+        raise InterfaceError(f"{who}: its path to the host does not list one resource per "
+                             "link each way and the host memory last")
+    return list(zip(path.link_names, path.d2h, path.h2d))
+
+
+def _branch(gpu: list[tuple[str, str, str]], drive: list[tuple[str, str, str]]
+            ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """The links of each side below the lowest element both share (peer-to-peer traffic turns
+    there, crossing nothing above it)."""
+    g, d = list(gpu), list(drive)
+    while g and d and g[-1][0] == d[-1][0]:
+        g.pop()
+        d.pop()
+    return g, d
+
+
+def _add(weights: dict[str, float], resource: str, w: float) -> None:
+    weights[resource] = weights.get(resource, 0.0) + w
+
+
+def storage_route(engine: str, gpu: PathInfo, drives: list[DrivePath], via: str
+                  ) -> StorageRoute:
+    """The ``nvme`` tier of the engine named ``engine`` whose host path is ``gpu``, striped over
+    ``drives``, by ``via`` (:data:`NVME_PATHS`)."""
+    if not drives:
+        raise InterfaceError(f"{engine}: a transfer to the nvme tier needs an SSD on a port "
+                             "nvme0, nvme1, ... (a cdma.NVMe's dma port)")
+    gpu_hops = _hops(gpu, engine)
+    share = 1.0 / len(drives)
+    offload: dict[str, float] = {}
+    prefetch: dict[str, float] = {}
+    if via == "bounce":  # the GPU's whole way to the host memory, host DRAM included
+        for res in gpu.d2h:
+            _add(offload, res, 1.0)
+        for res in gpu.h2d:
+            _add(prefetch, res, 1.0)
+    out_ps = in_ps = 0
+    for drive in drives:
+        if drive.to_host.host is not gpu.host:
+            raise InterfaceError(f"{engine}: SSD {drive.name} sits on another host than the "
+                                 "engine's GPU: wire each engine to the drives of its own host")
+        down = drive.to_host
+        if via == "bounce":  # from the host memory (DRAM again) down to the drive
+            for res in down.h2d:
+                _add(offload, res, share)
+            for res in down.d2h:
+                _add(prefetch, res, share)
+            latency = gpu.latency_ps + down.latency_ps
+        else:
+            ours, theirs = _branch(gpu_hops, _hops(down, drive.name))
+            for _, up, back in ours:
+                _add(offload, up, share)
+                _add(prefetch, back, share)
+            for _, up, back in theirs:
+                _add(offload, back, share)
+                _add(prefetch, up, share)
+            latency = gpu.latency_ps + drive.link_latency_ps
+        _add(offload, drive.write, share)
+        _add(prefetch, drive.read, share)
+        out_ps = max(out_ps, latency + drive.write_latency_ps)
+        in_ps = max(in_ps, latency + drive.read_latency_ps)
+    names = list(dict.fromkeys([*gpu.link_names, *(d.name for d in drives)]))
+    return StorageRoute({"offload": offload, "prefetch": prefetch},
+                        {"offload": out_ps, "prefetch": in_ps}, names)

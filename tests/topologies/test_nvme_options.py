@@ -1,0 +1,74 @@
+"""The NVMe tier's model options refuse what they cannot build in one line naming the option:
+offloading to NVMe with no drive, an unknown preset (with the closest names), a drive option
+without drives, a drive that fills up; ``sst`` prints the line and exits non-zero."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from sst_cdma.runner import RunError
+
+REPO = Path(__file__).resolve().parents[2]
+PASCAL = REPO / "topologies" / "pascal_cdma.py"
+SMALL = ["--no-baselines", "--network", "alexnet", "--batch", "16"]
+
+
+def refused(*opts: str) -> str:
+    with pytest.raises(RunError) as err:
+        sst_cdma.run(PASCAL, [*SMALL, *opts], console=io.StringIO())
+    text = str(err.value)
+    assert "\n" not in text, text
+    return text
+
+
+@pytest.mark.parametrize("opts,message", [
+    (["--offload-to", "nvme"], "--offload-to nvme needs an NVMe SSD to offload to: give "
+                               "--nvme N (N >= 1)"),
+    (["--nvme", "1", "--nvme-preset", "micron745"],
+     "--nvme-preset 'micron745' is not a known SSD (did you mean micron7450? one of "
+     "micron7450, micron9550; docs/storage.md)"),
+    (["--nvme", "1", "--nvme-preset", "pm9a3"],
+     "--nvme-preset 'pm9a3' is not a known SSD (one of micron7450, micron9550"),
+    (["--nvme-path", "gds"], "--nvme-path needs --nvme N: it describes the SSDs, and this "
+                             "run has none"),
+    (["--nvme-capacity", "1TB"], "--nvme-capacity needs --nvme N"),
+    (["--nvme", "-1"], "--nvme must be >= 0 (0: no SSD), got -1"),
+    (["--nvme", "1", "--offload-to", "disk"], "argument --offload-to: 'disk' is not one of "
+                                             "host, nvme"),
+    (["--nvme", "1", "--nvme-path", "direct"], "argument --nvme-path: 'direct' is not one of "
+                                              "bounce, gds"),
+])
+def test_nvme_options_that_cannot_be_built_are_refused(opts, message):
+    assert message in refused(*opts)
+
+
+def test_a_full_drive_stops_the_run_naming_the_drive_the_tensor_and_the_option():
+    text = refused("--nvme", "1", "--offload-to", "nvme", "--nvme-capacity", "10MB")
+    assert "nvme0 (cdma.NVMe): NVMe capacity exhausted storing 'gpu0.dma/" in text
+    assert "bytes short" in text and "--nvme-capacity" in text
+
+
+def test_striping_and_compression_each_make_the_tier_hold_more():
+    # alexnet batch 16 offloads 25.4 MB raw, 18.7 MB through zvc: two 10 MB drives hold the
+    # compressed bytes and not the plain copies, which three drives hold
+    two = ["--nvme", "2", "--offload-to", "nvme", "--nvme-capacity", "10MB"]
+    assert "bytes short" in refused(*two, "--algorithm", "none")
+    for opts in ([*two, "--algorithm", "zvc"],
+                 ["--nvme", "3", "--offload-to", "nvme", "--nvme-capacity", "10MB",
+                  "--algorithm", "none"]):
+        result = sst_cdma.run(PASCAL, [*SMALL, *opts], console=io.StringIO())
+        assert result.reports["summary"]["iteration_time_s"] > 0
+
+
+def test_sst_prints_the_overshoot_in_one_line_and_exits_non_zero():
+    done = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_main", str(PASCAL), "--",
+                           *SMALL, "--nvme", "1", "--offload-to", "nvme", "--nvme-capacity",
+                           "10MB"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "NVMe capacity exhausted" in lines[0], done.stderr
