@@ -81,8 +81,9 @@ class NetworkWorkload(WorkloadSource):
         for option, value in (("optimizer-states", p["optimizer_states"]),
                               ("weights", p["weights"])):
             if value == "nvme":
-                raise ConfigError(f"{name}: --{option} nvme: this system has no NVMe element "
-                                  "(cdma.NVMe) to hold it; place it on gpu or host")
+                raise ConfigError(f"{name}: --{option} nvme: model states on the SSDs "
+                                  "(ZeRO-Infinity) are not modelled yet; place it on gpu or "
+                                  "host")
 
     @property
     def modelled_times(self) -> bool:

@@ -312,6 +312,15 @@ def _check_storage(o: argparse.Namespace) -> None:
                 f"{', '.join(sorted(SSDS))}; docs/storage.md)")
     if o.offload_to == "nvme" and not o.nvme:
         _refuse("--offload-to nvme needs an NVMe SSD to offload to: give --nvme N (N >= 1)")
+    for name in ("optimizer_states", "weights"):
+        if getattr(o, name, "gpu") != "nvme":
+            continue
+        flag = f"--{name.replace('_', '-')} nvme"
+        if not o.nvme:
+            _refuse(f"{flag} needs an NVMe SSD to hold it: this system has no NVMe element "
+                    "(give --nvme N, N >= 1)")
+        _refuse(f"{flag}: model states on the SSDs (ZeRO-Infinity) are not modelled yet; the "
+                "SSDs take activations (--offload-to nvme); place it on gpu or host")
     if not o.nvme:
         for name in NVME_OPTIONS:
             if explicit(o, name):

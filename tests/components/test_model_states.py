@@ -114,9 +114,11 @@ def test_defaults_leave_the_result_as_it_was():
 
 
 @pytest.mark.parametrize("options, words", [
-    (["--optimizer-states", "nvme"], "--optimizer-states nvme: this system has no NVMe element "
-                                     "(cdma.NVMe)"),
-    (["--weights", "nvme"], "--weights nvme: this system has no NVMe element"),
+    (["--optimizer-states", "nvme"], "--optimizer-states nvme needs an NVMe SSD to hold it: "
+                                     "this system has no NVMe element (give --nvme N"),
+    (["--weights", "nvme"], "--weights nvme needs an NVMe SSD to hold it"),
+    (["--optimizer-states", "nvme", "--nvme", "1"],
+     "--optimizer-states nvme: model states on the SSDs (ZeRO-Infinity) are not modelled yet"),
     (["--grad-accum", "0"], "--grad-accum: '0' must be >= 1"),
     (["--optimizer-states", "host", "--bucket-size", "1GB"],
      f"--bucket-size 1000000000 bytes is larger than the gradients ({2 * ALEX_PARAMS} bytes)"),
