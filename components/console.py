@@ -133,6 +133,12 @@ def _stopped_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     ]
 
 
+def _update_word(s: dict[str, Any]) -> str:
+    """What the time after the backward pass is: the GPU's update kernels, or the host CPU's
+    step and the model-state copies it waits for."""
+    return "step on the host" if "cpu_step_time_s" in s.get("model_states", {}) else "update"
+
+
 def _time_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     """The iteration and its passes, compute against stall, and the bytes offloaded."""
     it = s["iteration_time_s"]
@@ -140,7 +146,7 @@ def _time_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     return [
         _row(f"iteration{scope.slowest}", f"{it * MS:.3f} ms  (forward "
              f"{s['forward_time_s'] * MS:.3f} ms, backward {s['backward_time_s'] * MS:.3f} ms"
-             + (f", {s['optimizer']} update {s['update_time_s'] * MS:.3f} ms"
+             + (f", {s['optimizer']} {_update_word(s)} {s['update_time_s'] * MS:.3f} ms"
                 if s.get("update_time_s") else "") + ")"),
         _row(f"compute / stall{scope.slowest}", f"{s['compute_time_s'] * MS:.3f} ms / "
              f"{s['stall_time_s'] * MS:.3f} ms ({100 * s['stall_time_s'] / it if it else 0:.1f}% "
