@@ -41,7 +41,8 @@ class HostMemory(Component):
         self.payloads: dict[str, bytes] = {}
         self.in_pool = 0
         self.peak = 0
-        #: model states allocated in the pinned pool (ZeRO-Offload), tracked over time
+        #: the pinned pool over time: model states allocated in it (ZeRO-Offload) and the
+        #: offloads stored in it
         self.ledger = MemoryLedger("host", self.params["pinned_capacity"])
         self.stat_stored = self.register_statistic("stored_bytes")
         self.stat_peak = self.register_statistic("peak_stored_bytes")
@@ -54,6 +55,8 @@ class HostMemory(Component):
         """Keep ``nbytes`` (and, in functional mode, the bytes themselves) under ``key``."""
         if key in self.stored:
             self.in_pool -= self.stored[key]
+            self.ledger.free(self.sim.now, key)
+        self.ledger.allocate(self.sim.now, key, nbytes, "offload")
         self.stored[key] = nbytes
         if payload is not None:
             self.payloads[key] = payload
@@ -70,8 +73,8 @@ class HostMemory(Component):
         self.ledger.allocate(self.sim.now, tensor, nbytes, layer)
 
     def tier_usage(self, end_ps: int) -> dict[str, Any]:
-        """Peak, average over [0, ``end_ps``], capacity and out-of-memory point of the model
-        states allocated in the pinned pool."""
+        """Peak, average over [0, ``end_ps``], capacity and out-of-memory point of the pinned
+        pool: the model states allocated in it and the offloads stored in it."""
         return self.ledger.usage(end_ps)
 
     def load(self, key: str) -> bytes | None:
@@ -84,6 +87,8 @@ class HostMemory(Component):
         """Drop ``key`` from the pool."""
         self.in_pool -= self.stored.pop(key, 0)
         self.payloads.pop(key, None)
+        if key in self.ledger.live:
+            self.ledger.free(self.sim.now, key)
 
     def finish(self) -> None:
         """Record pool use."""

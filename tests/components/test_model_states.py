@@ -43,6 +43,14 @@ def test_the_host_holds_master_weights_moments_and_gradients():
     assert states["gradients_to_host_bytes"] == states["weights_to_gpu_bytes"] == 2 * ALEX_PARAMS
 
 
+def test_the_host_tier_counts_the_offloaded_activations_too():
+    result = run([*ALEX, "--policy", "conv", "--algorithm", "none", "--optimizer-states", "host"])
+    gpu = result.results["gpu0"]
+    host = gpu.model_states["tiers"]["host"]
+    assert gpu.offloaded_bytes > 0
+    assert host["peak_bytes"] == 14 * ALEX_PARAMS + gpu.offloaded_bytes
+
+
 def test_the_gpu_no_longer_holds_the_optimizer_state_and_with_gradients_host_fewer_gradients():
     on_gpu = run(ALEX).results["gpu0"]
     host = run(HOST).results["gpu0"]
