@@ -228,7 +228,8 @@ MODEL_STATES: tuple[Key, ...] = (
 TIER: tuple[Key, ...] = (
     _k("peak_bytes", "integer", "peak bytes allocated"),
     _k("average_bytes", "integer", "time-weighted average over the step"),
-    _k("capacity_bytes", "integer", "the tier's capacity (host: the pinned pool)"),
+    _k("capacity_bytes", "integer", "the tier's capacity (host: the pinned pool, holding the "
+       "model states and the offloaded activations)"),
     _k("fits", "boolean", "peak <= capacity"),
     _k("out_of_memory", "object|null", "the first allocation past capacity: `tier`, `layer`, "
        "`tensor`, `bytes_short`, `time_ps`"),
