@@ -43,6 +43,9 @@ MEMORY_TYPE = "cdma.HBM"
 FABRIC_PORT = "nvlink"
 #: the engine's slot of compression units, which vDNN's engines leave empty
 CODEC_SLOT = "codec"
+#: the workload params placing model states, as the oracle has them: on its GPU
+ORACLE_STATES = {"optimizer_states": "gpu", "weights": "gpu", "gradients": "gpu",
+                 "delayed_update": "0"}
 
 
 def _param(comp: ConfigComponent, name: str) -> str:
@@ -174,8 +177,10 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
             raise ConfigError(f"add_baselines: GPU {gpu.name!r} has no memory on its 'hbm' "
                               "port", where)
         memory = graph.component(peer[0])
+        # the oracle keeps every model state on its GPU (only where the main run moved one)
+        placed = {k: v for k, v in ORACLE_STATES.items() if k in _workload(gpu, where).params}
         _copy_component(graph, gpu, "oracle.", {"system": "oracle"}, where,
-                        {"policy": "none", "plan": "", "write_stream": "0"})
+                        {"policy": "none", "plan": "", "write_stream": "0", **placed})
         _copy_component(graph, memory, "oracle.",  # type: ignore[arg-type]
                         {"unlimited": "1"} if memory.type == MEMORY_TYPE else {}, where)
         _copy_link(graph, peer[1], "oracle.", where)

@@ -163,6 +163,10 @@ class CDMAEngine(Component):
         self.host: Optional[HostStore] = None
         self.queue: deque[TransferRequest] = deque()
         self.busy = False
+        #: the GPU's model-state streams (``TransferRequest.stream``), each a queue of its own
+        #: served beside the copy stream's, as a GPU's further copy engines are
+        self.lanes: dict[str, deque[TransferRequest]] = {}
+        self.lanes_busy: set[str] = set()
         self.plan = WirePlan()
         self.wire: dict[str, int] = {}  # what each tensor crosses the link as in this run
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
@@ -321,16 +325,28 @@ class CDMAEngine(Component):
     def _request(self, req: TransferRequest) -> None:
         if req.tier != "host":
             self._check_tier(req)
+        if req.stream:
+            self.lanes.setdefault(req.stream, deque()).append(req)
+            if req.stream not in self.lanes_busy:
+                self._next(req.stream)
+            return
         self.queue.append(req)
         if not self.busy:
             self._next()
 
-    def _next(self) -> None:
-        if not self.queue:
-            self.busy = False
+    def _next(self, stream: str = "") -> None:
+        queue = self.lanes[stream] if stream else self.queue
+        if not queue:
+            if stream:
+                self.lanes_busy.discard(stream)
+            else:
+                self.busy = False
             return
-        self.busy = True
-        req = self.queue.popleft()
+        if stream:
+            self.lanes_busy.add(stream)
+        else:
+            self.busy = True
+        req = queue.popleft()
         if req.tensor not in self.wire or req.codec == "none":
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
@@ -408,7 +424,7 @@ class CDMAEngine(Component):
             if req.tier == "nvme":
                 self._store_striped(self.name + "/" + req.tensor, wire,
                                     self.plan.payloads.get(req.tensor))
-            elif self.host is not None:
+            elif self.host is not None and not req.stream:  # model states: the host CPU's buffers
                 self.host.store(self.name + "/" + req.tensor, wire,
                                 self.plan.payloads.get(req.tensor))
         else:
@@ -417,7 +433,7 @@ class CDMAEngine(Component):
         self.stat_time.add_data(now - start)
         self.transfers.append((req.direction, req.tensor, req.raw_bytes, wire, start, now))
         self.gpu.send(TransferDone(req, wire, start, now))
-        self._next()
+        self._next(req.stream)
 
     def _store_striped(self, key: str, nbytes: int, payload: Optional[bytes]) -> None:
         """Leave ``nbytes`` on the SSDs in equal stripes (the first drives take the remainder;

@@ -89,6 +89,8 @@ def console_summary(s: dict[str, Any]) -> str:
     lines += _link_lines(s, scope)
     lines += _plan_lines(s)
     lines += _memory_lines(s, scope)
+    if "model_states" in s:
+        lines += model_state_lines(s["model_states"])
     lines += _baseline_lines(s, scope)
     for g in s.get("gpus", []):
         lines.append(f"  {g['gpu']}: {g['iteration_time_s'] * MS:.3f} ms, stall "
@@ -131,6 +133,12 @@ def _stopped_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     ]
 
 
+def _update_word(s: dict[str, Any]) -> str:
+    """What the time after the backward pass is: the GPU's update kernels, or the host CPU's
+    step and the model-state copies it waits for."""
+    return "step on the host" if "cpu_step_time_s" in s.get("model_states", {}) else "update"
+
+
 def _time_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     """The iteration and its passes, compute against stall, and the bytes offloaded."""
     it = s["iteration_time_s"]
@@ -138,7 +146,7 @@ def _time_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     return [
         _row(f"iteration{scope.slowest}", f"{it * MS:.3f} ms  (forward "
              f"{s['forward_time_s'] * MS:.3f} ms, backward {s['backward_time_s'] * MS:.3f} ms"
-             + (f", {s['optimizer']} update {s['update_time_s'] * MS:.3f} ms"
+             + (f", {s['optimizer']} {_update_word(s)} {s['update_time_s'] * MS:.3f} ms"
                 if s.get("update_time_s") else "") + ")"),
         _row(f"compute / stall{scope.slowest}", f"{s['compute_time_s'] * MS:.3f} ms / "
              f"{s['stall_time_s'] * MS:.3f} ms ({100 * s['stall_time_s'] / it if it else 0:.1f}% "
@@ -221,6 +229,34 @@ def _memory_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
         lines.append(f"out of memory:   first at layer {oom['layer']} ({oom['tensor']}), "
                      f"{_sizes(oom['bytes_short'])[0]} short"
                      + (f"; the peak needs {_sizes(over)[0]} more" if over > 0 else ""))
+    return lines
+
+
+def model_state_lines(m: dict[str, Any]) -> list[str]:
+    """Where the model states are, the host CPU's step, the micro-batches and the memory of
+    each tier."""
+    p = m["placement"]
+    lines = [_row("model states", f"optimizer states {p['optimizer_states']}, gradients "
+                  f"{p['gradients']}, weights {p['weights']}"
+                  + (", delayed update" if p["delayed_update"] else "")
+                  + (f"; {m['buckets']} gradient bucket(s)" if "buckets" in m else ""))]
+    if "cpu_step_time_s" in m:
+        lines.append(_row("host CPU step", f"{m['cpu_step_time_s'] * MS:.3f} ms ("
+                          f"{m['cpu_step_alone_s'] * MS:.3f} ms alone); "
+                          f"{_sizes(m['gradients_to_host_bytes'])[0]} of gradients to host, "
+                          f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"))
+    if m["micro_batches"] > 1:
+        times = m["micro_batch_time_s"]
+        lines.append(_row("optimizer step", f"{m['step_time_s'] * MS:.3f} ms over "
+                          f"{m['micro_batches']} micro-batches of "
+                          f"{sum(times) / len(times) * MS:.3f} ms each (mean)"))
+    for tier, t in m["tiers"].items():
+        peak, cap, avg = _sizes(t["peak_bytes"], t["capacity_bytes"], t["average_bytes"])
+        oom = t["out_of_memory"]
+        lines.append(_row(f"{tier} tier", f"peak {peak} of {cap}, average {avg}"
+                          + ("" if oom is None else
+                             f"; DOES NOT FIT: {_sizes(oom['bytes_short'])[0]} short at "
+                             f"{oom['tensor']}")))
     return lines
 
 

@@ -13,10 +13,12 @@ from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, 
 from sst_cdma.flows import FlowNetwork, PS_PER_S
 from sst_cdma.model.gpus import GPUS
 
-from .interfaces import CodecKernels, MemoryPool
+from .interfaces import CodecKernels, HostStep, MemoryPool
 from .kernel_times import KernelTimes, gpu_spec
-from .messages import (TIERS, AllReduceDone, CodecKernel, GradientManifest, GradientReady,
-                       MovedTensor, OffloadManifest, TransferDone, TransferRequest)
+from .messages import (TIERS, AllReduceDone, CodecKernel, CpuStepDone,
+                       GradientManifest, GradientReady, MovedTensor, OffloadManifest,
+                       TransferDone, TransferRequest)
+from .model_state_driver import ModelStateDriver
 from .workload_source import WorkloadSource
 
 
@@ -87,6 +89,9 @@ class GPUResult:
     #: time the compute stream spent in SM (de)compression kernels of the engine's codec
     #: (Blackwell's Decompression Engine; part of ``compute_time_ps``)
     codec_kernel_time_ps: int = 0
+    #: model states placed off the GPU or several micro-batches: placements, per-tier memory,
+    #: the host CPU's step and the micro-batch times ({} for today's iteration)
+    model_states: dict[str, Any] = field(default_factory=dict)
 
 
 class GPU(Component):
@@ -113,7 +118,9 @@ class GPU(Component):
     )
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
              Port("dma", "the DMA/cDMA engine (needed when the workload moves tensors)"),
-             Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"))
+             Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"),
+             Port("cpu", "the host CPU (cdma.HostCPU) running the optimizer step of model "
+                  "states kept on the host (needed with optimizer_states host)"))
     SLOTS = (
         SubComponentSlot("workload", "the iteration's workload stream: a network rendered "
                          "for this GPU's memory, or a stream file", accepts=WorkloadSource,
@@ -158,6 +165,14 @@ class GPU(Component):
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.dma = self.configure_link("dma", self._transfer_done)
         self.nvlink = self.configure_link("nvlink", self._reduced)
+        self.cpu = self.configure_link("cpu", self._cpu_step_done)
+        #: the model states moved besides the stream (optimizer states on the host), and the
+        #: micro-batches of one step; set at init
+        self.states: Optional[ModelStateDriver] = None
+        #: the op the model states' traffic must end before (the epilogue's first; -1: none)
+        self.states_at = -1
+        self.micro_starts: dict[int, int] = {}
+        self.micro_times: list[int] = []
         if self.params["data_parallel"] and self.nvlink is None:
             raise ConfigError(f"{name}: 'data_parallel' needs port 'nvlink' wired to an NVLink "
                               "fabric (cdma.NVSwitch)")
@@ -209,7 +224,12 @@ class GPU(Component):
         for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which layer
         each op belongs to."""
         self.stream = self.workload.stream(memory_capacity)
-        self.ops = self.stream.ops
+        self.ops = self._micro_batched(self.stream.ops)
+        states = self.workload.model_states(self.stream)
+        if self.dma is None and states is not None and states.placement.weights == "host":
+            raise ConfigError(f"{self.name}: --weights host: each layer's weights are copied "
+                              "from the host for its use, and port 'dma' is not connected to "
+                              "an engine with a host link")
         if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
             raise ConfigError(f"{self.name}: the workload moves tensors but port 'dma' is not "
                               "connected")
@@ -221,6 +241,33 @@ class GPU(Component):
                 upcoming = self.ops[i].name
             self.op_layer[i] = upcoming
 
+    def _micro_batched(self, ops: list[Any]) -> list[Any]:
+        """The stream's ops with one micro-batch's ops repeated for each micro-batch of the
+        step (``--grad-accum``); notes where each micro-batch starts."""
+        count, start, end = self.workload.micro_batches(self.stream)
+        if count == 1:
+            return ops
+        span = end - start
+        self.micro_starts = {start + k * span: k for k in range(count)}
+        return ops[:start] + ops[start:end] * count + ops[end:]
+
+    def _take_model_states(self) -> None:
+        """The model states the host CPU steps: they need the CPU on port 'cpu' and a host
+        link through the engine on port 'dma'; the CPU learns the host buffers they take."""
+        plan = self.workload.model_states(self.stream)
+        if plan is None or not plan.buckets:
+            return
+        where = f"{self.name}: --optimizer-states {plan.placement.optimizer_states}"
+        if self.dma is None:
+            raise ConfigError(f"{where}: the gradients and weights cross a host link, and port "
+                              "'dma' is not connected to an engine with one")
+        if self.cpu is None:
+            raise ConfigError(f"{where}: the optimizer step runs on the host CPU, and port "
+                              "'cpu' is not connected to a cdma.HostCPU")
+        self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1)
+        self.states_at = len(self.ops) - len(self.stream.plan.epilogue)
+        self.cpu.send_untimed(self.states.manifest())
+
     def init(self, phase: int) -> None:
         """Find the GPU memory, render the iteration for it and tell the engine which tensors
         this iteration offloads."""
@@ -228,6 +275,7 @@ class GPU(Component):
             return
         self.hbm = self.peer_provider("hbm", MemoryPool)
         self._take_stream(None if self.hbm.unlimited else self.hbm.capacity)
+        self._take_model_states()
         self._register_gradients()
         if self.dma is not None:
             tensors = self.stream.tensors
@@ -263,6 +311,8 @@ class GPU(Component):
         if self.dma is not None:
             self.codec_kernels = self.peer_provider("dma", CodecKernels)
         self.kernel_route = self.flows.route({self.hbm_resource: 1.0})
+        if self.states is not None:
+            self.states.start(self.peer_provider("cpu", HostStep))
         self.schedule_at(0, lambda _: self._issue())
 
     # -- issuing -----------------------------------------------------------------------------
@@ -271,6 +321,11 @@ class GPU(Component):
         while self.pc < len(ops):
             op = ops[self.pc]
             kind = op.op
+            if self.pc in self.micro_starts:
+                self._micro_batch_starts()
+            if self.pc == self.states_at and not self.states.done:
+                self._await_states()
+                return
             if op.phase == "update" and not self.reduced:
                 self.blocked = "allreduce"
                 return
@@ -307,6 +362,9 @@ class GPU(Component):
         if not self.reduced:
             self.blocked = "allreduce"
             return
+        if self.pc == self.states_at and not self.states.done:  # an empty epilogue
+            self._await_states()
+            return
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
 
@@ -319,10 +377,27 @@ class GPU(Component):
         elif self.blocked == "allreduce":
             if not self.reduced:
                 return
+        elif self.blocked == "states":
+            if not self.states.done:
+                return
         elif self.blocked not in self.prefetched:
             return
         self.blocked = None
         self._issue()
+
+    def _await_states(self) -> None:
+        """The passes are over: the epilogue (which frees the weights and gradients) waits
+        for the model states' copies and the host CPU's steps."""
+        if self.update_at is None:
+            self.update_at = self.sim.now
+        self.blocked = "states"
+        self.states.stream_ended()
+
+    def _micro_batch_starts(self) -> None:
+        """A micro-batch begins: the previous one's prefetches are spent."""
+        if self.micro_times or self.pc != min(self.micro_starts):
+            self.micro_times.append(self.sim.now)
+        self.prefetched.clear()
 
     def _layer_boundary(self, op: Any) -> None:
         now = self.sim.now
@@ -396,6 +471,9 @@ class GPU(Component):
             for tensor in self.kernel_op.writes:
                 if tensor in self.wgrads:
                     self.nvlink.send(GradientReady(self.wgrads[tensor]))
+        if self.states is not None and \
+                len(self.micro_times) + 1 >= self.states.micro_batches:
+            self.states.written(self.kernel_op.writes)
         self.kernel_total += now - start
         self._layer_kernel += now - start
         self.stat_kernel.add_data(now - start)
@@ -464,6 +542,11 @@ class GPU(Component):
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request
+        if req.stream:
+            self.timeline.append((req.stream, req.tensor, done.started_ps, done.finished_ps))
+            self.states.copied(req)
+            self._unblock()
+            return
         if req.direction == "offload":
             self.offloaded_raw += req.raw_bytes
             self.offloaded_wire += done.wire_bytes
@@ -481,11 +564,41 @@ class GPU(Component):
         self._kick_copy()
         self._unblock()
 
+    def _cpu_step_done(self, done: CpuStepDone) -> None:
+        self.timeline.append(("cpu", done.request.bucket, done.started_ps, done.finished_ps))
+        self.states.stepped(done.request, done.started_ps, done.finished_ps)
+        self._unblock()
+
     def _reduced(self, _done: AllReduceDone) -> None:
         self.reduced = True
         self._unblock()
 
     # -- results -------------------------------------------------------------------------------
+    def _model_state_fields(self, end: int) -> dict[str, Any]:
+        """The result's ``model_states``: {} for today's iteration; else the placements, the
+        micro-batches and their times, per-tier memory and the host CPU's steps."""
+        count = len(self.micro_starts) or 1
+        if self.states is None and count == 1:
+            return {}
+        ends = self.micro_times + [self.update_at if self.update_at is not None else end]
+        starts = [0] + self.micro_times
+        out: dict[str, Any] = {
+            "micro_batches": count, "step_time_ps": end,
+            "micro_batch_time_ps": [b - a for a, b in zip(starts, ends)],
+            "tiers": {"gpu": {"peak_bytes": self.hbm.peak,
+                              "average_bytes": self.hbm.average_usage(end),
+                              "capacity_bytes": self.hbm.capacity,
+                              "fits": self.hbm.peak <= self.hbm.capacity,
+                              "out_of_memory": self.hbm.oom}}}
+        if self.states is not None:
+            fields = self.states.fields(end)
+            out["tiers"]["host"] = fields.pop("host")
+            out.update(fields)
+        else:
+            out["placement"] = {"optimizer_states": "gpu", "weights": "gpu", "gradients": "gpu",
+                                "delayed_update": False}
+        return out
+
     def finish(self) -> None:
         """Record statistics and leave this GPU's results in the engine's reports."""
         end = self.finished_at if self.finished_at is not None else self.sim.now
@@ -517,6 +630,7 @@ class GPU(Component):
             memory_curve=hbm.usage_curve() if hbm else [],
             layers=self.layers, timeline=self.timeline, choices=choices,
             choice_bytes=choice_bytes, recompute_time_ps=self.recompute_total,
-            planner=self.workload.planner, codec_kernel_time_ps=self.codec_kernel_total))
+            planner=self.workload.planner, codec_kernel_time_ps=self.codec_kernel_total,
+            model_states=self._model_state_fields(end)))
         if p["system"] == "main":
             self.declare_work_end(end)

@@ -7,7 +7,8 @@ from typing import Any
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
 
-from .interfaces import HostPath, HostStore
+from .interfaces import HostPath, HostStore, HostTier
+from .memory_ledger import MemoryLedger
 from .messages import PathInfo
 
 
@@ -22,7 +23,9 @@ class HostMemory(Component):
               exclusive_minimum=True),
     )
     PORTS = (Port("pcie%d", "links to PCIe bridges or switches",
-                  provides=(HostStore, HostPath)),)
+                  provides=(HostStore, HostPath)),
+             Port("cpu", "the host CPU (cdma.HostCPU) whose optimizer step reads and writes "
+                  "model states held in the pinned pool", provides=(HostTier,)))
     STATISTICS = (
         StatisticSpec("stored_bytes", "bytes held in the pinned pool at the end", "B", "f64", 1),
         StatisticSpec("peak_stored_bytes", "peak bytes held in the pinned pool", "B", "f64", 1),
@@ -38,6 +41,9 @@ class HostMemory(Component):
         self.payloads: dict[str, bytes] = {}
         self.in_pool = 0
         self.peak = 0
+        #: the pinned pool over time: model states allocated in it (ZeRO-Offload) and the
+        #: offloads stored in it
+        self.ledger = MemoryLedger("host", self.params["pinned_capacity"])
         self.stat_stored = self.register_statistic("stored_bytes")
         self.stat_peak = self.register_statistic("peak_stored_bytes")
 
@@ -49,6 +55,8 @@ class HostMemory(Component):
         """Keep ``nbytes`` (and, in functional mode, the bytes themselves) under ``key``."""
         if key in self.stored:
             self.in_pool -= self.stored[key]
+            self.ledger.free(self.sim.now, key)
+        self.ledger.allocate(self.sim.now, key, nbytes, "offload")
         self.stored[key] = nbytes
         if payload is not None:
             self.payloads[key] = payload
@@ -57,6 +65,17 @@ class HostMemory(Component):
         if self.in_pool > self.params["pinned_capacity"]:
             raise ValueError(f"{self.name}: pinned pool exhausted storing {key!r} "
                              f"({self.in_pool - self.params['pinned_capacity']} bytes short)")
+
+    def allocate(self, tensor: str, nbytes: int, layer: str) -> None:
+        """Allocate ``nbytes`` of the pinned pool for model state ``tensor`` now; past the
+        pool's capacity the first out-of-memory point is kept (the run goes on, as the GPU
+        memory's)."""
+        self.ledger.allocate(self.sim.now, tensor, nbytes, layer)
+
+    def tier_usage(self, end_ps: int) -> dict[str, Any]:
+        """Peak, average over [0, ``end_ps``], capacity and out-of-memory point of the pinned
+        pool: the model states allocated in it and the offloads stored in it."""
+        return self.ledger.usage(end_ps)
 
     def load(self, key: str) -> bytes | None:
         """The stored payload of ``key`` (None when only sizes are modelled)."""
@@ -68,6 +87,8 @@ class HostMemory(Component):
         """Drop ``key`` from the pool."""
         self.in_pool -= self.stored.pop(key, 0)
         self.payloads.pop(key, None)
+        if key in self.ledger.live:
+            self.ledger.free(self.sim.now, key)
 
     def finish(self) -> None:
         """Record pool use."""

@@ -10,7 +10,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 from .messages import CodecKernel, CopyCost, DrivePath, OffloadManifest, PathInfo
 
 __all__ = ["CodecKernels", "HostPath", "HostStore", "MemoryPool", "StorageDrive",
-           "TransferCosts"]
+           "TransferCosts", "HostTier", "HostStep"]
 
 
 @runtime_checkable
@@ -148,4 +148,45 @@ class CodecKernels(Protocol):
         """The SM kernel moving ``tensor`` (``raw_bytes`` uncompressed) ``direction``
         (``offload`` or ``prefetch``) through the codec needs; None: the copy engine does it
         all."""
+        ...
+
+
+@runtime_checkable
+class HostTier(Protocol):
+    """Pinned host memory holding model states (``cdma.HostMemory``): allocations tracked as
+    the GPU memory's are, against the pinned pool's capacity."""
+
+    name: str
+    #: the flow resource of the host DRAM's bandwidth
+    resource: Any
+
+    def allocate(self, tensor: str, nbytes: int, layer: str) -> None:
+        """Allocate ``nbytes`` of pinned memory for ``tensor``; past capacity, note the first
+        out-of-memory point."""
+        ...
+
+    def tier_usage(self, end_ps: int) -> dict[str, Any]:
+        """Peak, time-weighted average over [0, ``end_ps``], capacity and out-of-memory point
+        of the pinned pool's allocations."""
+        ...
+
+
+@runtime_checkable
+class HostStep(Protocol):
+    """The host CPU's optimizer step (``cdma.HostCPU``): what one step takes alone, and the
+    pinned memory it holds the model states in."""
+
+    name: str
+
+    def step_ps(self, params: int) -> int:
+        """Picoseconds the step of ``params`` parameters takes at the CPU's Adam throughput."""
+        ...
+
+    def step_alone_ps(self, params: int, dram_bytes: int) -> int:
+        """The step alone on the host DRAM: its compute time, or longer where the DRAM
+        cannot feed its ``dram_bytes``."""
+        ...
+
+    def tier_usage(self, end_ps: int) -> dict[str, Any]:
+        """The host memory's :meth:`HostTier.tier_usage`."""
         ...

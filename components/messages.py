@@ -62,6 +62,15 @@ class GradientManifest:
     gradients: tuple[tuple[str, int], ...]
 
 
+@dataclass(frozen=True)
+class ModelStatesManifest:
+    """GPU -> host CPU, at init (optimizer states on the host): the GPU and the pinned host
+    buffers its model states take for the whole run, ``(role, bytes)``."""
+
+    gpu: str
+    buffers: tuple[tuple[str, int], ...]
+
+
 # -- query results --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CopyCost:
@@ -140,6 +149,9 @@ class TransferRequest:
     sparse: bool = False
     codec: str = ""
     tier: str = "host"
+    #: the GPU stream issuing it: '' the copy stream; ``gradients`` (GPU to host) or
+    #: ``weights`` (host to GPU), the model-state streams, each its own copy engine queue
+    stream: str = ""
 
 
 @dataclass
@@ -163,3 +175,23 @@ class GradientReady:
 @dataclass
 class AllReduceDone:
     """NVSwitch fabric -> GPU: every gradient bucket is reduced; the iteration may end."""
+
+
+@dataclass
+class CpuStepRequest:
+    """GPU -> host CPU: run the optimizer step of gradient bucket ``bucket`` (``params``
+    parameters, ``dram_bytes`` of host DRAM read and written)."""
+
+    bucket: str
+    params: int
+    dram_bytes: int
+
+
+@dataclass
+class CpuStepDone:
+    """Host CPU -> GPU: the step of ``request``'s bucket ran from ``started_ps`` to
+    ``finished_ps``."""
+
+    request: CpuStepRequest
+    started_ps: int
+    finished_ps: int

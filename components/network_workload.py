@@ -13,6 +13,7 @@ from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
+from workloads.model_states import GRADIENT_PLACES, PLACES, Placement
 from workloads.policies import check_policy, load_plan_file
 from workloads.render import iteration_stream, plan_auto, stream_text
 from workloads.stream import Stream, StreamError
@@ -54,12 +55,35 @@ class NetworkWorkload(WorkloadSource):
               "tensor; liveness where it does)", choices=("liveness", "network-wide")),
         Param("write_stream", "bool", "true", "write the rendered stream into the output "
               "directory as <gpu>.stream"),
+        Param("optimizer_states", "str", "gpu", "where the optimizer state (with mixed "
+              "precision its fp32 master weights) lives: gpu, host (pinned host memory, the "
+              "step on the host CPU on port 'cpu': ZeRO-Offload) or nvme", choices=PLACES),
+        Param("weights", "str", "gpu", "where the 16-bit weights live between their uses: "
+              "gpu, host or nvme", choices=PLACES),
+        Param("gradients", "str", "gpu", "where the weight gradients live: gpu (the whole "
+              "iteration) or host (on the GPU only until their bucket is copied)",
+              choices=GRADIENT_PLACES),
+        Param("delayed_update", "bool", "false", "ZeRO-Offload's one-step delayed parameter "
+              "update: the host CPU's step of the previous iteration overlaps this one"),
+        Param("grad_accum", "int", 1, "micro-batches per optimizer step, their gradients "
+              "accumulated in place", minimum=1),
+        Param("gradient_bucket", "bytes", "0B", "gradient bucket copied to the host CPU (0: "
+              "DeepSpeed's reduce_bucket_size, 5e8 elements)", minimum=0),
     )
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
         self.optimizer = self.params["optimizer"]
         self.allocation = self.params["allocation"]
+        p = self.params
+        self.placement = Placement(p["optimizer_states"], p["weights"], p["gradients"],
+                                   p["delayed_update"], p["grad_accum"], p["gradient_bucket"])
+        for option, value in (("optimizer-states", p["optimizer_states"]),
+                              ("weights", p["weights"])):
+            if value == "nvme":
+                raise ConfigError(f"{name}: --{option} nvme: model states on the SSDs "
+                                  "(ZeRO-Infinity) are not modelled yet; place it on gpu or "
+                                  "host")
 
     @property
     def modelled_times(self) -> bool:
@@ -96,7 +120,9 @@ class NetworkWorkload(WorkloadSource):
                                       kernels.layer_times, p["optimizer"], p["workspace"],
                                       p["allocation"], kernels.model, kernels.workspace_limit,
                                       memory_capacity, choices, seq_len=p["seq_len"],
-                                      attention=p["attention"])
+                                      attention=p["attention"],
+                                      placement=None if self.placement.default
+                                      else self.placement)
         except ConfigError:
             raise
         except OSError as exc:

@@ -25,7 +25,7 @@ from .summary_schema import SCHEMA_VERSION
 
 __all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
            "multi_gpu_summary", "host_link_fields", "shared_link_utilization", "system_shape",
-           "describe_system", "no_speedup_reason", "plan_fields"]
+           "describe_system", "no_speedup_reason", "plan_fields", "model_state_fields"]
 
 PS = 1e-12
 
@@ -185,6 +185,21 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
     out["layers"] = [{**lay, "start_s": lay["start_ps"] * PS, "end_s": lay["end_ps"] * PS}
                      for lay in r.layers]
     out["plan"] = plan_fields(r, engine.algorithm if engine else "none")
+    if r.model_states:
+        out["model_states"] = model_state_fields(r.model_states)
+    return out
+
+
+def model_state_fields(states: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json``'s ``model_states``: the GPU's record with its times in seconds."""
+    out: dict[str, Any] = {}
+    for key, value in states.items():
+        if key.endswith("_ps") and isinstance(value, list):
+            out[key[:-3] + "_s"] = [v * PS for v in value]
+        elif key.endswith("_ps"):
+            out[key[:-3] + "_s"] = value * PS
+        else:
+            out[key] = value
     return out
 
 

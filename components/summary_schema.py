@@ -15,8 +15,8 @@ from typing import Any, Optional
 from sst_cdma.model.dtypes import DTYPES
 
 __all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN", "NVME",
-           "SYSTEM_SHAPE", "SCHEMA_VERSION", "JSON_SCHEMA_PATH", "check_summary", "markdown",
-           "json_schema"]
+           "MODEL_STATES", "TIER", "SYSTEM_SHAPE", "SCHEMA_VERSION", "JSON_SCHEMA_PATH",
+           "check_summary", "markdown", "json_schema"]
 
 ALWAYS = "always"
 
@@ -125,6 +125,9 @@ SUMMARY: tuple[Key, ...] = (
     _k("layers", "array", "per layer boundary: see `layers[]` below", "with one GPU"),
     _k("plan", "object", "what the iteration does with each activation tensor: see `plan` "
        "below", "with one GPU"),
+    _k("model_states", "object", "where the model states live, the memory of each tier, the "
+       "host CPU's optimizer step and the micro-batches: see `model_states` below",
+       "with `--optimizer-states` off the GPU or `--grad-accum` above 1, one GPU"),
     _k("gpus", "array", "one entry per main GPU, with the one-GPU keys", SEVERAL),
     _k("aggregation", "object", "how each top-level figure combines the GPUs' (`max`, `sum`, "
        "`min`, `mean`, `all`)", SEVERAL),
@@ -204,6 +207,47 @@ PLAN: tuple[Key, ...] = (
        "`rounds`", "under policy auto when memory is short"),
 )
 
+MODEL_STATES: tuple[Key, ...] = (
+    _k("placement", "object", "`optimizer_states`, `weights`, `gradients` (`gpu`, `host`) and "
+       "`delayed_update` (boolean)"),
+    _k("micro_batches", "integer", "micro-batches per optimizer step (`--grad-accum`)"),
+    _k("step_time_s", "number", "one optimizer step: every micro-batch, the update and the "
+       "model-state traffic (the same as `iteration_time_s`)"),
+    _k("micro_batch_time_s", "array", "each micro-batch's forward and backward passes, from its "
+       "first op to the next one's (the last: to the end of its backward pass)"),
+    _k("tiers", "object", "per tier (`gpu`, `host`): `peak_bytes`, `average_bytes` (over the "
+       "step), `capacity_bytes`, `fits`, `out_of_memory` (null, or `tier`, `layer`, `tensor`, "
+       "`bytes_short`, `time_ps` of the first allocation past capacity)"),
+    _k("buckets", "integer", "gradient buckets copied to the host", "with the host CPU's step"),
+    _k("bucket_bytes", "array", "each bucket's gradient bytes, in backward order",
+       "with the host CPU's step"),
+    _k("gradients_to_host_bytes", "integer", "gradient bytes copied GPU to host",
+       "with the host CPU's step"),
+    _k("weights_to_gpu_bytes", "integer", "updated weight bytes copied host to GPU",
+       "with the host CPU's step"),
+    _k("host_state_bytes", "object", "pinned host bytes by role (`optimizer_states`: fp32 "
+       "master weights and moments; `gradients`; `weights` with `--weights host`)",
+       "with the host CPU's step"),
+    _k("cpu_step_time_s", "number", "time the host CPU spent stepping this GPU's buckets",
+       "with the host CPU's step"),
+    _k("cpu_step_alone_s", "number", "the same steps each alone: at the CPU's Adam throughput, or "
+       "at the host DRAM's rate where that is slower (the difference: DRAM shared with the "
+       "copies)", "with the host CPU's step"),
+    _k("cpu_step_span_s", "array", "[first step's start, last step's end]",
+       "with the host CPU's step"),
+)
+
+#: the keys of one tier's entry in ``model_states.tiers``
+TIER: tuple[Key, ...] = (
+    _k("peak_bytes", "integer", "peak bytes allocated"),
+    _k("average_bytes", "integer", "time-weighted average over the step"),
+    _k("capacity_bytes", "integer", "the tier's capacity (host: the pinned pool, holding the "
+       "model states and the offloaded activations)"),
+    _k("fits", "boolean", "peak <= capacity"),
+    _k("out_of_memory", "object|null", "the first allocation past capacity: `tier`, `layer`, "
+       "`tensor`, `bytes_short`, `time_ps`"),
+)
+
 NVME: tuple[Key, ...] = (
     _k("drives", "integer", "SSDs the main engines stripe across"),
     _k("model", "string", "the drive, as its datasheet names it (docs/storage.md)"),
@@ -266,6 +310,12 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
     if "plan" in summary:
         faults += _check(summary["plan"], PLAN, "plan", {k.name for k in PLAN if k.when == ALWAYS})
+    if "model_states" in summary:
+        states = summary["model_states"]
+        faults += _check(states, MODEL_STATES, "model_states",
+                         {k.name for k in MODEL_STATES if k.when == ALWAYS})
+        for tier, entry in states.get("tiers", {}).items():
+            faults += _check(entry, TIER, f"model_states.tiers.{tier}", {k.name for k in TIER})
     one_gpu = {k.name for k in SUMMARY if k.when not in (SEVERAL,)}
     for i, entry in enumerate(summary.get("gpus", ())):
         faults += _check(entry, tuple(k for k in SUMMARY if k.name in one_gpu),
@@ -282,7 +332,8 @@ def markdown() -> str:
                                                       BASELINE),
                         ("`host_link`", HOST_LINK), ("`allreduce`", ALLREDUCE),
                         ("`nvme`", NVME),
-                        ("`layers[]`", LAYER), ("`plan`", PLAN)):
+                        ("`layers[]`", LAYER), ("`plan`", PLAN),
+                        ("`model_states`", MODEL_STATES), ("`model_states.tiers.TIER`", TIER)):
         out += [f"| {title} | type | present | meaning |", "|---|---|---|---|"]
         out += [f"| `{k.name}` | {' or '.join(k.types)} | {k.when} | {k.doc} |" for k in keys]
         out.append("")

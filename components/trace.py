@@ -17,7 +17,8 @@ def chrome_trace(gpus: dict[str, GPUResult], full: bool = True) -> dict[str, Any
     leaves out the kernels, copies and stalls (the bulk of the file) and keeps the memory
     counters: what a sweep point keeps unless its spec asks for full traces."""
     events: list[dict[str, Any]] = []
-    tids = {"compute": 1, "offload": 2, "prefetch": 2, "stall": 3}
+    tids = {"compute": 1, "offload": 2, "prefetch": 2, "stall": 3, "gradients": 4, "weights": 5,
+            "cpu": 6}
     for pid, (name, rep) in enumerate(sorted(gpus.items()), start=1):
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
         for tname, tid in (("compute stream", 1), ("copy stream", 2), ("stalls", 3)):

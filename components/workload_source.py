@@ -60,6 +60,22 @@ class WorkloadSource(SubComponent):
         layers = [t.layer for t in tensors.values() if t.kind == "weight" and t.layer]
         return {wgrad_name(layer): layer for layer in layers if wgrad_name(layer) in tensors}
 
+    def model_states(self, stream: "Stream") -> Any:
+        """The model states the GPU moves besides its stream (a
+        ``workloads.model_states.ModelStatePlan``: the placement and the gradient buckets the
+        host CPU steps), or None when every state is on the GPU."""
+        plan = stream.plan
+        return plan.model_states if plan is not None else None
+
+    def micro_batches(self, stream: "Stream") -> tuple[int, int, int]:
+        """How many micro-batches one optimizer step runs, and the [start, end) of one
+        micro-batch's ops in ``stream.ops`` (1 and the whole stream for a parsed one)."""
+        plan = stream.plan
+        if plan is None or plan.micro_batches == 1:
+            return 1, 0, len(stream.ops)
+        start, end = plan.micro_batch_span()
+        return plan.micro_batches, start, end
+
     def tensor_choices(self, stream: "Stream") -> tuple[dict[str, str], dict[str, int]]:
         """What ``stream`` does with each activation tensor (keep, offload, compress,
         recompute or free), and the bytes of the tensors of each reported choice."""

@@ -61,6 +61,8 @@ ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm", choices=AL
 NETWORK, STREAM = "cdma.NetworkWorkload", "cdma.StreamWorkload"
 ROOFLINE, MEASURED = "cdma.RooflineKernels", "cdma.MeasuredKernels"
 FITTED = "cdma.FittedKernels"
+#: the host CPU stepping model states kept in host memory (ZeRO-Offload)
+HOST_CPU = "cdma.HostCPU"
 
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", NETWORK, "network", default="vgg16"),
@@ -89,6 +91,15 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--compute-efficiency", ROOFLINE, "compute_efficiency"),
     ElementOption("--optimizer", NETWORK, "optimizer"),
     ElementOption("--allocation", NETWORK, "allocation"),
+    ElementOption("--optimizer-states", NETWORK, "optimizer_states"),
+    ElementOption("--weights", NETWORK, "weights"),
+    ElementOption("--gradients", NETWORK, "gradients"),
+    ElementOption("--delayed-update", NETWORK, "delayed_update"),
+    ElementOption("--grad-accum", NETWORK, "grad_accum"),
+    ElementOption("--cpu-cores", HOST_CPU, "cores"),
+    ElementOption("--cpu-adam-throughput", HOST_CPU, "adam_throughput"),
+    ElementOption("--cpu-adam-file", HOST_CPU, "adam_file"),
+    ElementOption("--cpu-memory-bandwidth", HOST_CPU, "memory_bandwidth"),
     ElementOption("--layer-times", MEASURED, "layer_times", default=""),
     ElementOption("--tf32", FITTED, "tf32"),
     ElementOption("--tensors", ENGINE, "tensors"),

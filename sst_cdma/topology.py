@@ -168,9 +168,24 @@ def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
             element_params(o, "cdma.StreamWorkload"))
         return
     fitted = o.kernel_model == "fitted"
-    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(
-        {**element_params(o, "cdma.NetworkWorkload"),
-         "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first})
+    params = {**element_params(o, "cdma.NetworkWorkload"),
+              "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first}
+    if _host_step(o) and explicit(o, "bucket_size"):
+        params["gradient_bucket"] = o.bucket_size  # the buckets copied to the host CPU
+    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(params)
+
+
+def _host_step(o: argparse.Namespace) -> bool:
+    """True when the optimizer states live off the GPU: the host CPU steps them."""
+    return getattr(o, "optimizer_states", "gpu") != "gpu" and not o.workload
+
+
+def _host_cpu(sst: Any, o: argparse.Namespace, host: Any, name: str) -> Any:
+    """The host's CPU (``cdma.HostCPU``) on the host memory's ``cpu`` port."""
+    cpu = sst.Component(name, "cdma.HostCPU")
+    cpu.addParams(element_params(o, "cdma.HostCPU"))
+    sst.Link(f"{name}.l_memory", "0ps").connect((cpu, "memory"), (host, "cpu"))
+    return cpu
 
 
 def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
@@ -218,6 +233,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
     host = None
     port = 0
     switch = None
+    cpu = None
     switches: list[Any] = []
     engines: list[Any] = []
     for i in range(o.gpus):
@@ -226,9 +242,14 @@ def _system(sst: Any, spec: SystemSpec) -> None:
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
             host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
             port = 0
+            if _host_step(o):
+                cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
             switches, engines = [], []
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
         engines.append(sst.findComponentByName(f"gpu{i}.dma"))
+        if cpu is not None:
+            sst.Link(f"gpu{i}.l_cpu", "0ps").connect(
+                (sst.findComponentByName(f"gpu{i}"), "cpu"), (cpu, f"gpu{i % per_host}"))
         if o.gpus_per_switch:
             k, j = divmod(i, o.gpus_per_switch)
             if j == 0:
@@ -263,6 +284,8 @@ def _check_topology(o: argparse.Namespace) -> None:
         _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
                 f"{o.gpus} (give --gpus N or --no-data-parallel)")
     for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
+        if name == "bucket_size" and _host_step(o):
+            continue  # it sizes the gradient buckets copied to the host CPU too
         if explicit(o, name) and not o.data_parallel:
             _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
                     "all-reduce, and this run is not data parallel")
@@ -289,6 +312,15 @@ def _check_storage(o: argparse.Namespace) -> None:
                 f"{', '.join(sorted(SSDS))}; docs/storage.md)")
     if o.offload_to == "nvme" and not o.nvme:
         _refuse("--offload-to nvme needs an NVMe SSD to offload to: give --nvme N (N >= 1)")
+    for name in ("optimizer_states", "weights"):
+        if getattr(o, name, "gpu") != "nvme":
+            continue
+        flag = f"--{name.replace('_', '-')} nvme"
+        if not o.nvme:
+            _refuse(f"{flag} needs an NVMe SSD to hold it: this system has no NVMe element "
+                    "(give --nvme N, N >= 1)")
+        _refuse(f"{flag}: model states on the SSDs (ZeRO-Infinity) are not modelled yet; the "
+                "SSDs take activations (--offload-to nvme); place it on gpu or host")
     if not o.nvme:
         for name in NVME_OPTIONS:
             if explicit(o, name):
@@ -320,6 +352,10 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
             _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
                     "exist in an engine with a codec, and a plain copy engine has none")
     _check_engine(o)
+    if o.policy == "auto" and _host_step(o):
+        _refuse(f"--policy auto contradicts --optimizer-states {o.optimizer_states}: the "
+                "planner places activations with every model state on the GPU; give a vDNN or "
+                "per-tensor policy")
     for name in ("burst", "buffer"):
         if explicit(o, name) and o.mode == "flow":
             _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "
@@ -332,7 +368,8 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
                 "bytes")
     if o.workload:
         for name in ("network", "batch", "dtype", "policy", "plan", "optimizer", "allocation",
-                     "layer_times"):
+                     "layer_times", "optimizer_states", "weights", "gradients", "delayed_update",
+                     "grad_accum"):
             if explicit(o, name):
                 _refuse(f"--{name.replace('_', '-')} contradicts --workload: it applies to a "
                         "rendered --network, and a --workload stream declares its own")

@@ -4,6 +4,7 @@ grouped per phase and layer (the grouping and comments its text shows), and the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from .stream_schema import STREAM_VERSION, Stream, StreamOp, StreamTensor
 
@@ -42,15 +43,33 @@ class Plan:
     choices: dict[str, str] = field(default_factory=dict)
     #: recomputed tensors (their producer's forward kernels re-run in the backward pass)
     recomputed: tuple[str, ...] = ()
+    #: micro-batches per optimizer step (``--grad-accum``): the GPU runs the ops of
+    #: :meth:`micro_batch_span` this many times, then the update and the epilogue once
+    micro_batches: int = 1
+    #: the frees each micro-batch's backward pass ends with (several micro-batches)
+    tail: list[StreamOp] = field(default_factory=list)
+    #: the model states the host CPU steps (a ``workloads.model_states.ModelStatePlan``;
+    #: None: every state on the GPU, as the plan's ops say)
+    model_states: Optional[Any] = None
 
     def ops(self) -> list[StreamOp]:
-        """Every op in issue order."""
+        """Every op in issue order (one micro-batch)."""
         ops = list(self.prologue)
-        for blocks in (self.forward, self.backward, self.update):
+        for blocks in (self.forward, self.backward):
             for block in blocks:
                 ops.extend(block.ops)
+        ops.extend(self.tail)
+        for block in self.update:
+            ops.extend(block.ops)
         ops.extend(self.epilogue)
         return ops
+
+    def micro_batch_span(self) -> tuple[int, int]:
+        """The indices [start, end) in :meth:`ops` of one micro-batch's ops: its forward and
+        backward passes and their tail."""
+        start = len(self.prologue)
+        count = sum(len(b.ops) for blocks in (self.forward, self.backward) for b in blocks)
+        return start, start + count + len(self.tail)
 
     def stream(self, source: str = "<stream>") -> Stream:
         """The plan as a stream named ``source``; it keeps the plan (its text's layout)."""

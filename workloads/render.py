@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
 
     from .planner import PlanResult
+    from .model_states import Placement
 
 __all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "stream_text", "iteration_stream",
            "plan_auto"]
@@ -129,15 +130,15 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
              times: Optional[Times], optimizer: str, workspace: int,
              allocation: str, kernel_model: Optional["KernelModel"],
              kernels: Optional[Mapping], workspace_limit: Optional[int],
-             memory_capacity: Optional[int], choices: Choices = None
-             ) -> tuple[Plan, Optional[Mapping]]:
+             memory_capacity: Optional[int], choices: Choices = None,
+             placement: Optional["Placement"] = None) -> tuple[Plan, Optional[Mapping]]:
     """The plan of one iteration and the kernels it was priced with (algorithms chosen to fit
     ``memory_capacity`` when given)."""
     from .kernel_pricing import limits_from_free_memory, price_network
 
     chosen = dict(choices) if choices is not None else None
     plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace, kernels,
-                          allocation, chosen)
+                          allocation, chosen, placement)
     if kernel_model is not None and memory_capacity:
         limits: dict[str, dict[str, int]] = {}
         for _ in range(4):  # a smaller workspace frees memory for others: settle in a few
@@ -150,7 +151,7 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
                     mine[p] = min(size, mine.get(p, size))
             kernels = price_network(net, batch, dtype, kernel_model, workspace_limit, limits)
             plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
-                                  kernels, allocation, chosen)
+                                  kernels, allocation, chosen, placement)
     return plan, kernels
 
 
@@ -174,7 +175,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
                      workspace_limit: Optional[int] = None,
                      memory_capacity: Optional[int] = None,
                      choices: Choices = None, seq_len: int = 0,
-                     attention: str = "") -> Stream:
+                     attention: str = "", placement: Optional["Placement"] = None) -> Stream:
     """The stream of one training iteration of ``network`` (its text: :func:`stream_text`).
 
     ``layer_times`` optionally names a measured layer-times file
@@ -189,7 +190,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     :func:`render_stream`); ``choices`` (``((tensor, choice), ...)``, sorted) are the
     per-tensor plan of policies ``plan`` and ``auto``. ``seq_len`` and ``attention`` override
     a transformer definition's (0 / '': the definition's; a CNN refuses them, see
-    :func:`~workloads.loader.load_network`).
+    :func:`~workloads.loader.load_network`). ``placement`` puts the model states elsewhere
+    and sets the micro-batches per step (:class:`~workloads.model_states.Placement`).
 
     Memoized by the definition file and its modification time (and the macro library's, and
     the layer-times file's), so a run's baselines and the points of a sweep that share a
@@ -208,7 +210,8 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
     return _iteration(str(path), path.stat().st_mtime_ns, MACRO_LIBRARY.stat().st_mtime_ns,
                       batch, dtype, policy, f"{os.fspath(network)}-b{batch}-{policy}",
                       times, times_mtime, optimizer, workspace, allocation, kernel_model,
-                      workspace_limit, memory_capacity, choices, seq_len, attention)
+                      workspace_limit, memory_capacity, choices, seq_len, attention,
+                      placement)
 
 
 @functools.lru_cache(maxsize=32)
@@ -218,14 +221,15 @@ def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtyp
                kernel_model: Optional["KernelModel"],
                workspace_limit: Optional[int],
                memory_capacity: Optional[int], choices: Choices = None, seq_len: int = 0,
-               attention: str = "") -> Stream:
+               attention: str = "", placement: Optional["Placement"] = None) -> Stream:
     net = load_network(path, seq_len, attention)
     times = _measured_times(net, batch, dtype, layer_times, kernel_model, workspace_limit)
     kernels = None if kernel_model is None else _priced(path, mtime_ns, library_mtime_ns, batch,
                                                         dtype, kernel_model, workspace_limit,
                                                         seq_len, attention)
     plan, _ = _planned(net, batch, dtype, policy, times, optimizer, workspace, allocation,
-                       kernel_model, kernels, workspace_limit, memory_capacity, choices)
+                       kernel_model, kernels, workspace_limit, memory_capacity, choices,
+                       placement)
     return plan.stream(label)
 
 

@@ -17,7 +17,8 @@ Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored
 
 Validation follows the execution semantics (docs/workloads.md): tensors are declared before
 the first ``phase``; ``alloc``/``free`` must balance; ``offload`` needs an allocated tensor;
-``prefetch`` needs a tensor offloaded earlier and allocated again; ``wait`` names a prefetched
+``prefetch`` needs a tensor offloaded earlier and allocated again (a weight tensor may be
+prefetched without: weights kept on the host, a plain copy); ``wait`` names a prefetched
 tensor; nothing is freed or overwritten while a transfer of it may be in flight (a ``sync``
 drains both streams, a ``wait`` completes one prefetch); a compute's ``reads``/``writes`` must be
 resident and not awaiting a prefetch; ``pass=recompute`` (a forward kernel re-run to rebuild a
@@ -204,9 +205,16 @@ class _Parser:
         else:
             self.transfer(head, self.tensor_ref(head, arg), values)
             if head == "prefetch":
-                values["codec"] = self.codec.get(arg, "")
+                # weights kept on the host were never offloaded: a plain copy brings them in
+                values["codec"] = self.codec.get(arg, "none" if self.host_weight(arg) else "")
                 values["tier"] = self.tier.get(arg, "")
         self.stream.ops.append(StreamOp(head, arg, phase, **values, line=self.lineno))
+
+    def host_weight(self, name: str) -> bool:
+        """True for a weight tensor never offloaded: weights kept on the host (``--weights
+        host``), which a prefetch brings in as a plain copy."""
+        tensor = self.stream.tensors.get(name) if self.stream is not None else None
+        return tensor is not None and tensor.kind == "weight" and name not in self.host
 
     def transfer(self, head: str, name: str, values: dict[str, Any]) -> None:
         """Check an alloc, free, offload, prefetch or wait of tensor ``name``."""
@@ -232,7 +240,7 @@ class _Parser:
             self.codec[name] = values.get("codec", "")
             self.tier[name] = values.get("tier", "")
         elif head == "prefetch":
-            if name not in self.host:
+            if name not in self.host and not self.host_weight(name):
                 raise self.fail(f"'prefetch': tensor '{name}' was never offloaded")
             if name not in self.allocated:
                 raise self.fail(f"'prefetch': tensor '{name}' is not allocated (alloc must precede "

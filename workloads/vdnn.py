@@ -46,6 +46,7 @@ from typing import Any, Mapping, Optional
 
 from .dtypes import itemsize
 from .errors import WorkloadError
+from .model_states import ModelStatePlan, Placement, checked_placement, state_buckets
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Block, Plan
 from .policies import VDNN_POLICIES as POLICIES  # the vDNN offload policies
@@ -134,7 +135,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
                    optimizer: str = "none", workspace: int = 0,
                    kernels: Optional[Kernels] = None,
                    allocation: str = "liveness",
-                   choices: Optional[Mapping[str, str]] = None) -> Plan:
+                   choices: Optional[Mapping[str, str]] = None,
+                   placement: Optional[Placement] = None) -> Plan:
     """Schedule one training iteration of ``network`` under vDNN ``policy``, ending with the
     step of ``optimizer`` (one of :data:`OPTIMIZERS`), giving each convolution kernel
     ``workspace`` bytes of cuDNN workspace, allocating GPU memory as ``allocation`` says (one
@@ -152,11 +154,18 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     A per-tensor ``policy`` (:mod:`~workloads.policies`: ``recompute``,
     ``recompute-attn+offload-ffn``, ...) is resolved to ``choices`` (tensor -> keep, offload,
     compress, recompute) unless they are given (``plan`` and ``auto`` need them given).
+
+    ``placement`` (:class:`~workloads.model_states.Placement`) puts the model states
+    elsewhere than the GPU and sets the micro-batches per step; its default is today's
+    iteration. With the optimizer states on the host the GPU holds neither them nor (with
+    ``gradients`` host) the weight gradients beyond their bucket's copy, and runs no update
+    kernel: the plan's ``model_states`` lists the buckets the GPU copies to the host CPU.
     """
     step, choices = _checked_request(network, batch, dtype, policy, optimizer, allocation,
                                      workspace, choices)
+    placement = checked_placement(placement, optimizer)
     schedule = _Schedule(network, batch, dtype, policy, times, kernels, workspace, allocation,
-                         step, choices)
+                         step, choices, placement)
     decls = schedule.declarations()
     schedule.place_recomputation()
     schedule.select_offloads()
@@ -166,7 +175,8 @@ def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy:
     backward = schedule.backward()
     epilogue = schedule.epilogue(decls)
     update = schedule.update(optimizer)
-    return schedule.plan(batch, decls, prologue, forward, backward, epilogue, update)
+    plan = schedule.plan(batch, decls, prologue, forward, backward, epilogue, update)
+    return schedule.with_model_states(plan)
 
 
 def _checked_request(network: Network, batch: int, dtype: str, policy: str, optimizer: str,
@@ -202,8 +212,12 @@ class _Schedule:
     def __init__(self, network: Network, batch: int, dtype: str, policy: str,
                  times: Optional[Times], kernels: Optional[Kernels], workspace: int,
                  allocation: str, step: Optional[Optimizer],
-                 choices: Optional[Mapping[str, str]]) -> None:
+                 choices: Optional[Mapping[str, str]],
+                 placement: Placement = Placement()) -> None:
         self.network, self.dtype, self.policy, self.step = network, dtype, policy, step
+        self.placement = placement
+        #: the optimizer step runs on the host CPU (ZeRO-Offload): no state, no update kernel
+        self.host_step = placement.offloaded
         self.times, self.kernels, self.workspace = times, kernels, workspace
         self.allocation = allocation
         #: every buffer allocated once for the iteration (decided once the offloads are known)
@@ -218,9 +232,21 @@ class _Schedule:
         self._check_names()
         self.weighted = [i for i in self.infos if i.params]
         self.stateful = [i for i in self.weighted
-                         if step is not None and step.state_bytes(i.params, dtype)]
+                         if step is not None and step.state_bytes(i.params, dtype)
+                         and not self.host_step]
+        #: weight gradients the GPU frees once their bucket is on the host (not the plan)
+        self.host_grads = {wgrad_name(i.name) for i in self.weighted} \
+            if placement.gradients == "host" else set()
+        #: weights kept on the host, prefetched for each use (the layer's own on demand, the
+        #: next weighted layer's ahead) and freed after it
+        self.host_weights = {weight_name(i.name) for i in self.weighted} \
+            if placement.weights == "host" else set()
+        #: what the prologue and epilogue leave to the passes or the GPU
+        self.off_gpu = self.host_grads | self.host_weights
+        self.weights_coming: set[str] = set()
         #: the phase the epilogue's frees are in: the last one
-        self.last_phase = "update" if step is not None and self.weighted else "backward"
+        self.last_phase = "update" if step is not None and self.weighted and \
+            not self.host_step else "backward"
         #: tensor -> the layer indices whose backward reads it
         self.need: dict[str, list[int]] = {t: [] for t in self.tensors}
         for i in self.infos:
@@ -320,6 +346,10 @@ class _Schedule:
                     need[x].append(anchor)
                 self.rebuild_inputs.setdefault(anchor, []).append(x)
         self.recomputed = {t for ts in self.recompute_at.values() for t in ts}
+        if self.recomputed and self.host_weights:
+            raise WorkloadError("--weights host with a policy that recomputes: a rebuild re-runs "
+                                "forward kernels whose weights are on the host; give a vDNN "
+                                "policy (none, all, conv)", file=self.network.file)
 
     def select_offloads(self) -> None:
         """Which tensors are offloaded (and where), and which are freed after their last
@@ -412,11 +442,14 @@ class _Schedule:
     def prologue(self, decls: list[StreamTensor]) -> list[StreamOp]:
         """The allocations that live for the whole iteration."""
         if self.wide:  # every buffer, once, for the whole iteration
-            return [StreamOp("alloc", d.name, "forward") for d in decls]
+            return [StreamOp("alloc", d.name, "forward") for d in decls
+                    if d.name not in self.off_gpu]
         ops = []
         for i in self.weighted:
-            ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
-            ops.append(StreamOp("alloc", wgrad_name(i.name), "forward"))
+            if weight_name(i.name) not in self.host_weights:
+                ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
+            if wgrad_name(i.name) not in self.host_grads:
+                ops.append(StreamOp("alloc", wgrad_name(i.name), "forward"))
         for i in self.stateful:
             ops.append(StreamOp("alloc", state_name(i.name), "forward"))
         return ops
@@ -439,9 +472,11 @@ class _Schedule:
                 ops.append(StreamOp("offload", t, "forward", layer=i.name, codec=self._codec(t)))
             ws = self.scratch[i.name]["fwd"]
             ops.extend(StreamOp("alloc", t, "forward") for t in ws if not wide)
+            self._weights_in(i, self.weighted, "forward", ops)
             ops.append(self._forward_kernel(i, "fwd", "forward"))
             ops.append(StreamOp("sync", i.name, "forward"))
             ops.extend(StreamOp("free", t, "forward") for t in ws if not wide)
+            self._weights_out(i, "forward", ops)
             for t in self.free_after_fwd[i.name]:
                 ops.append(StreamOp("free", t, "forward"))
                 resident.discard(t)
@@ -467,10 +502,14 @@ class _Schedule:
         rebuilt_ws = self._recompute(here, ops)
         ws = self.scratch[i.name]["bwd"] if i.has_backward else ()
         ops.extend(StreamOp("alloc", t, "backward") for t in ws if not wide)
+        if i.params and wgrad_name(i.name) in self.host_grads:
+            ops.append(StreamOp("alloc", wgrad_name(i.name), "backward"))
+        self._weights_in(i, self.weighted[::-1], "backward", ops)
         if i.has_backward:
             ops.append(self._backward_kernel(i))
             ops.append(StreamOp("sync", i.name, "backward"))
         ops.extend(StreamOp("free", t, "backward") for t in ws if not wide)
+        self._weights_out(i, "backward", ops)
         ops.extend(StreamOp("free", t, "backward") for t in rebuilt_ws)
         dy = grad_name(i.output)
         if not i.in_place and dy in self.grads and not wide:
@@ -481,6 +520,31 @@ class _Schedule:
                 ops.append(StreamOp("free", t, "backward"))
                 self.resident.discard(t)
         return block
+
+    def _weights_in(self, i: LayerInfo, order: list[LayerInfo], phase: str,
+                    ops: list[StreamOp]) -> None:
+        """Weights on the host: layer ``i``'s weights copied in (unless the layer before
+        prefetched them) and waited for, then the next weighted layer's of ``order``
+        prefetched ahead, overlapping this layer's kernel."""
+        w = weight_name(i.name)
+        if w not in self.host_weights:
+            return
+        if w not in self.weights_coming:
+            ops.append(StreamOp("alloc", w, phase))
+            ops.append(StreamOp("prefetch", w, phase, layer=i.name, codec="none"))
+        self.weights_coming.discard(w)
+        ops.append(StreamOp("wait", w, phase))
+        at = next(k for k, info in enumerate(order) if info.name == i.name)
+        if at + 1 < len(order):
+            ahead = weight_name(order[at + 1].name)
+            ops.append(StreamOp("alloc", ahead, phase))
+            ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none"))
+            self.weights_coming.add(ahead)
+
+    def _weights_out(self, i: LayerInfo, phase: str, ops: list[StreamOp]) -> None:
+        """Weights on the host: layer ``i``'s copy on the GPU is freed after its kernel."""
+        if weight_name(i.name) in self.host_weights:
+            ops.append(StreamOp("free", weight_name(i.name), phase))
 
     def _prefetch(self, i: LayerInfo, here: int, ops: list[StreamOp]) -> None:
         """Layer ``i``'s prefetches: on demand (with a ``wait``) what its backward (or a
@@ -520,20 +584,31 @@ class _Schedule:
         """The frees of what is still allocated after the last phase."""
         phase = self.last_phase
         if self.wide:  # everything, in declaration order
-            return [StreamOp("free", d.name, phase) for d in decls]
-        ops = [StreamOp("free", t, phase) for t in self.tensors if t in self.resident]
-        ops += [StreamOp("free", g, phase) for g in sorted(self.grads)]
+            return [StreamOp("free", d.name, phase) for d in decls
+                    if d.name not in self.off_gpu]
+        # several micro-batches: each one's backward ends with these frees (the plan's tail)
+        ops = self.activation_frees(phase) if self.placement.grad_accum == 1 else []
         for i in self.weighted:
-            ops.append(StreamOp("free", weight_name(i.name), phase))
-            ops.append(StreamOp("free", wgrad_name(i.name), phase))
+            if weight_name(i.name) not in self.host_weights:
+                ops.append(StreamOp("free", weight_name(i.name), phase))
+            if wgrad_name(i.name) not in self.host_grads:
+                ops.append(StreamOp("free", wgrad_name(i.name), phase))
         for i in self.stateful:
             ops.append(StreamOp("free", state_name(i.name), phase))
         return ops
 
+    def activation_frees(self, phase: str) -> list[StreamOp]:
+        """The frees of the activations and activation gradients still allocated after the
+        backward pass (with several micro-batches per step, issued after each one's backward:
+        the plan's ``tail``)."""
+        ops = [StreamOp("free", t, phase) for t in self.tensors if t in self.resident]
+        return ops + [StreamOp("free", g, phase) for g in sorted(self.grads)]
+
     def update(self, optimizer: str) -> list[Block]:
-        """The optimizer step: one update kernel per layer with weights."""
+        """The optimizer step: one update kernel per layer with weights (none when the host
+        CPU steps)."""
         step = self.step
-        if step is None:
+        if step is None or self.host_step:
             return []
         blocks = []
         for i in self.weighted:
@@ -558,6 +633,23 @@ class _Schedule:
                     "network-wide" if self.wide else "liveness",
                     {t: self.choice.get(t, "keep") for t in tensors} if self.per_tensor else {},
                     tuple(sorted(self.recomputed, key=lambda t: idx[tensors[t].producer])))
+
+    def with_model_states(self, plan: Plan) -> Plan:
+        """``plan`` with its micro-batches, the activation frees each one ends with (several
+        micro-batches) and the buckets of the host CPU's step (optimizer states on the
+        host)."""
+        placement = self.placement
+        if placement.default:
+            return plan
+        plan.micro_batches = placement.grad_accum
+        if placement.grad_accum > 1 and not self.wide:
+            plan.tail = self.activation_frees("backward")
+        buckets = ()
+        if self.host_step:
+            assert self.step is not None
+            buckets = state_buckets(self.weighted, self.dtype, self.step, placement, wgrad_name)
+        plan.model_states = ModelStatePlan(placement, buckets)
+        return plan
 
 
 def _selected_readers(policy: str, tensor: TensorInfo, kind: Mapping[str, str]) -> list[str]:

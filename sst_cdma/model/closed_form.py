@@ -15,7 +15,7 @@ slower; the tests measure by how much.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..flows import isolated_duration_ps
 
@@ -32,14 +32,16 @@ class ClosedFormResult:
 
 def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
             transfer_ps: Callable[[Any], int],
-            after_sync_ps: Callable[[Any], int] = lambda op: 0) -> ClosedFormResult:
+            after_sync_ps: Callable[[Any], int] = lambda op: 0,
+            on_kernel: Optional[Callable[[int, Any, int], None]] = None) -> ClosedFormResult:
     """Walk the stream's ops with the kernel and transfer durations given; a kernel issued
-    to an idle compute stream (after a synchronization) first waits ``after_sync_ps``."""
+    to an idle compute stream (after a synchronization) first waits ``after_sync_ps``.
+    ``on_kernel(index, op, end_ps)`` hears when each kernel ends."""
     res = ClosedFormResult()
     issue = compute_free = copy_free = 0
     done: dict[str, int] = {}
     forward_end = None
-    for op in ops:
+    for index, op in enumerate(ops):
         if forward_end is None and op.phase == "backward":
             forward_end = issue
         if op.op == "compute":
@@ -47,6 +49,8 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
             duration = kernel_ps(op) + (after_sync_ps(op) if compute_free <= issue else 0)
             compute_free = start + duration
             res.compute_ps += duration
+            if on_kernel is not None:
+                on_kernel(index, op, compute_free)
         elif op.op in ("offload", "prefetch"):
             start = max(issue, copy_free)
             copy_free = start + transfer_ps(op)

@@ -182,3 +182,12 @@ def test_the_kernel_model_benchmark_prices_the_layer_steps_the_simulator_runs():
     # in sample, the whole layer: (1.1 + 2.0) / 2, (0.9 + 0.9 + 0.5) / 3 = 0.77 (within),
     # (2.4 + 1.2 + 3.0) / 5 = 1.32
     assert "| **both** | whole layer | 6 | 33% | 100% | 1.10 | 12.6% |" in text
+
+
+def test_the_zero_offload_benchmark_runs_both_steps_and_prints_the_ratio(capsys):
+    bench = load("bench_zero_offload")
+    wall, simulated = bench.cold_run("gpt2_small", 64, bench.ZERO_OFFLOAD)
+    assert wall > 0 and simulated > 0
+    assert bench.main(["--network", "gpt2_small", "--seq-len", "64", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "gpt2_small zero-offload" in out and "zero-offload / plain wall time:" in out

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from components.interfaces import CodecKernels, HostPath, HostStore, MemoryPool, TransferCosts
+from components.interfaces import (CodecKernels, HostPath, HostStore, HostTier, MemoryPool,
+                                   TransferCosts)
 from sst_cdma.interfaces import interface_members
 from sst_cdma.runner import RunError
 
@@ -49,9 +50,9 @@ def test_every_provider_implements_what_it_declares(dgx1):
     assert checked == {("cdma.HBM", "MemoryPool"), ("cdma.HostMemory", "HostStore"),
                        ("cdma.CDMAEngine", "TransferCosts"), ("cdma.CDMAEngine", "CodecKernels"),
                        ("cdma.HostMemory", "HostPath"), ("cdma.PCIeBridge", "HostPath"),
-                       ("cdma.PCIeSwitch", "HostPath")}
+                       ("cdma.PCIeSwitch", "HostPath"), ("cdma.HostMemory", "HostTier")}
     assert {MemoryPool, HostStore, HostPath, TransferCosts,
-            CodecKernels} == {i for el in dgx1.elements()
+            CodecKernels, HostTier} == {i for el in dgx1.elements()
                                                  for i in el.provided_interfaces()}
 
 

@@ -1,0 +1,168 @@
+"""``cdma.HostCPU``: the host's CPU running the optimizer step of model states kept in pinned
+host memory (ZeRO-Offload's CPU Adam). A step of ``P`` parameters takes ``P / (Adam throughput
+per core x cores)``; its DRAM traffic is a flow on the host memory's DRAM resource (and the
+CPU's own memory bandwidth) capped at that rate, so it competes with the offload copies for
+host DRAM bandwidth and slows when they saturate it. Steps run one at a time, in the order
+the GPUs ask (every core on one bucket, as DeepSpeed's CPU Adam spreads a parameter group
+over its threads)."""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sst_cdma.config import ConfigError
+from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.flows import PS_PER_S, FlowNetwork, isolated_duration_ps
+from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, CpuAdamError, load_cpu_adam
+
+from .interfaces import HostStep, HostTier
+from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
+
+__all__ = ["HostCPU", "HostCPUResult"]
+
+@dataclass
+class HostCPUResult:
+    """What a host CPU published at the end of the run: the GPUs it stepped for, its Adam
+    throughput and where it came from, and every step (bucket, start, end, ps)."""
+
+    cpu: str
+    gpus: list[str]
+    cores: int
+    params_per_s_per_core: float
+    adam_source: str
+    steps: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
+
+    @property
+    def busy_ps(self) -> int:
+        """Time the CPU spent stepping."""
+        return sum(end - start for _, start, end in self.steps)
+
+
+class HostCPU(Component):
+    """The host CPU stepping the optimizer of model states held in pinned host memory."""
+
+    PARAMS = (
+        Param("cores", "int", 32, "cores the optimizer step runs on", minimum=1),
+        Param("adam_throughput", "float", 0.0, "CPU Adam throughput per core in parameters "
+              "per second (0: the adam_file's measurement)", minimum=0),
+        Param("adam_file", "str", "", "CPU Adam measurement written by 'sst-cdma "
+              "time-cpu-adam' ('': the shipped one; docs/model.md)"),
+        Param("memory_bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth the CPU's cores "
+              "can draw (its step's traffic also loads the host memory's DRAM resource)",
+              minimum=0, exclusive_minimum=True),
+    )
+    PORTS = (Port("gpu%d", "GPUs whose optimizer step this CPU runs (their 'cpu' port)",
+                  provides=(HostStep,)),
+             Port("memory", "the host memory holding the model states (its 'cpu' port)",
+                  required=True))
+    STATISTICS = (
+        StatisticSpec("step_time_ps", "duration of each bucket's optimizer step", "ps", "f64",
+                      1),
+    )
+
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
+        p = self.params
+        if p["adam_throughput"] > 0:
+            self.rate, self.source = p["adam_throughput"], "adam_throughput param"
+        else:
+            try:
+                profile = load_cpu_adam(p["adam_file"] or DEFAULT_CPU_ADAM)
+            except CpuAdamError as exc:
+                raise ConfigError(f"{name} (cdma.HostCPU): adam_file (--cpu-adam-file): "
+                                  f"{exc}") from None
+            # one thread's rate: the step spreads over this element's cores from it
+            self.rate = profile.params_per_s_per_core
+            self.source = f"{profile.implementation} Adam on {profile.machine}, {profile.date}"
+        self.flows = self.service(FlowNetwork)
+        self.own = self.flows.resource(f"{name}.membw", p["memory_bandwidth"])
+        self.memory_link = self.configure_link("memory", self.refuse_event)
+        self.ports = [port for port in self.connected_ports() if port.startswith("gpu")]
+        self.links = {port: self.configure_link(port, self._handler(port)) for port in self.ports}
+        self.memory: Optional[HostTier] = None
+        self.queue: deque[tuple[str, CpuStepRequest]] = deque()
+        self.busy = False
+        self.manifests: list[ModelStatesManifest] = []
+        self.steps: list[tuple[str, int, int]] = []
+        self.stat_step = self.register_statistic("step_time_ps")
+
+    def _handler(self, port: str) -> Any:
+        return lambda req: self._request(port, req)
+
+    def init(self, phase: int) -> None:
+        """Collect the GPUs' model-state manifests."""
+        for link in self.links.values():
+            while (msg := link.recv_untimed()) is not None:
+                self.manifests.append(msg)
+
+    def setup(self) -> None:
+        """Allocate every GPU's model states in the host memory's pinned pool at time 0."""
+        self.memory = self.peer_provider("memory", HostTier)
+        for manifest in self.manifests:
+            for role, nbytes in manifest.buffers:
+                self.memory.allocate(f"{manifest.gpu}:{role}", nbytes, role)
+        self.route = self.flows.route({self.memory.resource.name: 1.0, self.own.name: 1.0})
+
+    def step_ps(self, params: int) -> int:
+        """Picoseconds a step of ``params`` parameters takes on every core, alone."""
+        return math.ceil(params / (self.rate * self.params["cores"]) * PS_PER_S)
+
+    def step_alone_ps(self, params: int, dram_bytes: int) -> int:
+        """Picoseconds a step of ``params`` parameters moving ``dram_bytes`` of host DRAM takes
+        alone: its compute time, or longer where the DRAM cannot feed it (the flow's own
+        arithmetic, so the closed form and the simulation agree)."""
+        alone = self.step_ps(params)
+        if not dram_bytes or alone <= 0:
+            return alone
+        pairs = [(res.capacity, w) for res, w in self.route.pairs]
+        return isolated_duration_ps(dram_bytes, pairs, self._cap(dram_bytes, alone))
+
+    @staticmethod
+    def _cap(dram_bytes: int, duration: int) -> float:
+        """The DRAM rate cap that makes a step alone end at its compute time (half a ps early:
+        the flow's end rounds up to whole ps)."""
+        return dram_bytes / ((duration - 0.5) / PS_PER_S)
+
+    def tier_usage(self, end_ps: int) -> dict[str, Any]:
+        """The host memory's pinned-pool figures (see :class:`HostTier`)."""
+        if self.memory is None:
+            raise ConfigError(f"{self.name}: asked for host memory figures before setup")
+        return self.memory.tier_usage(end_ps)
+
+    def _request(self, port: str, req: CpuStepRequest) -> None:
+        self.queue.append((port, req))
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        if not self.queue:
+            self.busy = False
+            return
+        self.busy = True
+        port, req = self.queue.popleft()
+        start = self.sim.now
+        duration = self.step_ps(req.params)
+
+        def done(_: Any = None) -> None:
+            self._step_done(port, req, start)
+        if req.dram_bytes and duration > 0:
+            cap = self._cap(req.dram_bytes, duration)
+            self.flows.launch(float(req.dram_bytes), self.route, lambda f: done(), cap,
+                              f"{self.name} step {req.bucket}")
+        else:
+            self.schedule_at(start + duration, done)
+
+    def _step_done(self, port: str, req: CpuStepRequest, start: int) -> None:
+        now = self.sim.now
+        self.steps.append((req.bucket, start, now))
+        self.stat_step.add_data(now - start)
+        self.links[port].send(CpuStepDone(req, start, now))
+        self._next()
+
+    def finish(self) -> None:
+        """Publish the CPU's steps."""
+        self.publish(HostCPUResult(self.name, [m.gpu for m in self.manifests],
+                                   self.params["cores"], self.rate, self.source,
+                                   list(self.steps)))

@@ -1,0 +1,149 @@
+"""The GPU's side of ZeRO-Offload (Ren et al., USENIX ATC 2021): the model-state traffic the
+GPU drives beside its workload stream when the optimizer states live in host memory.
+
+Each gradient bucket (reverse layer order, :func:`workloads.model_states.state_buckets`) is
+copied to the host as soon as the backward kernel writing its last weight gradient ends, on
+the GPU's ``gradients`` copy stream (a queue of its own in the engine, as DeepSpeed copies
+gradients on a stream of their own, so the layer-boundary synchronizations of the compute and
+copy streams do not wait for it). Once a bucket is on the host the host CPU steps it; once
+stepped, its updated 16-bit weights are copied back on the ``weights`` stream. The iteration
+ends when every bucket's weights are back.
+
+With the one-step delayed update the CPU steps the previous iteration's gradients (already on
+the host) from time 0, beside this iteration's forward and backward passes; their weights
+are copied back once the backward pass has ended (the GPU's weights are read until then), and
+the iteration ends when they and this iteration's gradient copies are done: one iteration of
+the steady state. With the weights on the host too (``--weights host``) the stream prefetches
+each layer's weights for its use and the CPU's step updates them where they are: nothing is
+copied back, and the iteration ends when the steps are done."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .interfaces import HostStep
+from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
+
+__all__ = ["ModelStateDriver"]
+
+
+class ModelStateDriver:
+    """The gradient copies, CPU steps and weight copies of one GPU's optimizer step."""
+
+    def __init__(self, gpu: Any, plan: Any, micro_batches: int) -> None:
+        self.gpu = gpu
+        self.plan = plan
+        self.placement = plan.placement
+        self.delayed = plan.placement.delayed_update
+        #: the micro-batches of one step: gradients leave in the last one's backward pass
+        self.micro_batches = micro_batches
+        self.buckets = {b.name: b for b in plan.buckets}
+        self.bucket_of = {w: b.name for b in plan.buckets for w in b.wgrads}
+        self.left = {b.name: len(b.wgrads) for b in plan.buckets}
+        self.gradients_left = len(plan.buckets)
+        self.steps_left = len(plan.buckets)
+        #: weights on the host: the CPU's step updates them there, nothing comes back
+        self.weights_back = plan.placement.weights == "gpu"
+        self.weights_left = len(plan.buckets) if self.weights_back else 0
+        self.stream_over = False
+        #: delayed update: buckets stepped before the backward pass ended
+        self.ready: list[str] = []
+        self.cpu: Optional[HostStep] = None
+        self.moved = {"gradients": 0, "weights": 0}
+        self.cpu_steps: list[tuple[int, int]] = []
+
+    @property
+    def done(self) -> bool:
+        """True when every bucket's gradients went out, was stepped and its weights came
+        back."""
+        return self.weights_left == 0 and self.gradients_left == 0 and self.steps_left == 0
+
+    def manifest(self) -> ModelStatesManifest:
+        """The host buffers the states take for the whole run."""
+        return ModelStatesManifest(self.gpu.name, tuple(self.plan.host_bytes.items()))
+
+    def start(self, cpu: HostStep) -> None:
+        """At time 0: with the delayed update, ask the CPU for the previous iteration's
+        steps."""
+        self.cpu = cpu
+        if self.delayed:
+            for bucket in self.plan.buckets:
+                self._step(bucket.name)
+
+    def written(self, tensors: tuple[str, ...]) -> None:
+        """A backward kernel (of the step's last micro-batch) wrote ``tensors``: a bucket
+        whose last gradient that was leaves for the host."""
+        for tensor in tensors:
+            name = self.bucket_of.get(tensor)
+            if name is None:
+                continue
+            self.left[name] -= 1
+            if self.left[name] == 0:
+                self._copy("gradients", name)
+
+    def _copy(self, stream: str, name: str) -> None:
+        bucket = self.buckets[name]
+        gradients = stream == "gradients"
+        self.gpu.dma.send(TransferRequest(
+            "offload" if gradients else "prefetch", name if gradients else f"{name}:w",
+            bucket.grad_bytes if gradients else bucket.weight_bytes, bucket.layers[-1],
+            codec="none", stream=stream))
+
+    def _step(self, name: str) -> None:
+        bucket = self.buckets[name]
+        self.gpu.cpu.send(CpuStepRequest(name, bucket.params, bucket.step_dram_bytes))
+
+    def copied(self, req: TransferRequest) -> None:
+        """A model-state copy ended."""
+        self.moved[req.stream] += req.raw_bytes
+        if req.stream == "weights":
+            self.weights_left -= 1
+            return
+        self.gradients_left -= 1
+        if self.placement.gradients == "host":
+            for tensor in self.buckets[req.tensor].wgrads:
+                self.gpu.hbm.free(tensor)
+        if not self.delayed:
+            self._step(req.tensor)
+
+    def stepped(self, req: CpuStepRequest, started_ps: int, finished_ps: int) -> None:
+        """The CPU stepped a bucket: its weights come back (delayed: once the backward pass
+        has ended)."""
+        self.cpu_steps.append((started_ps, finished_ps))
+        self.steps_left -= 1
+        if not self.weights_back:
+            return
+        if self.delayed and not self.stream_over:
+            self.ready.append(req.bucket)
+        else:
+            self._copy("weights", req.bucket)
+
+    def stream_ended(self) -> None:
+        """The GPU issued its last op: the delayed update's stepped buckets come back."""
+        if self.stream_over:
+            return
+        self.stream_over = True
+        for name in self.ready:
+            self._copy("weights", name)
+        self.ready.clear()
+
+    def fields(self, end_ps: int) -> dict[str, Any]:
+        """The result's model-state figures: placement, buckets, bytes moved, the CPU's steps
+        and the host tier's memory."""
+        p = self.placement
+        steps = self.cpu_steps
+        alone = sum(self.cpu.step_alone_ps(b.params, b.step_dram_bytes)
+                    for b in self.plan.buckets) if self.cpu else 0
+        return {
+            "placement": {"optimizer_states": p.optimizer_states, "weights": p.weights,
+                          "gradients": p.gradients, "delayed_update": p.delayed_update},
+            "buckets": len(self.plan.buckets),
+            "bucket_bytes": [b.grad_bytes for b in self.plan.buckets],
+            "gradients_to_host_bytes": self.moved["gradients"],
+            "weights_to_gpu_bytes": self.moved["weights"],
+            "host_state_bytes": self.plan.host_bytes,
+            "cpu_step_time_ps": sum(b - a for a, b in steps),
+            "cpu_step_alone_ps": alone,
+            "cpu_step_span_ps": [min(a for a, _ in steps), max(b for _, b in steps)]
+            if steps else [],
+            "host": self.cpu.tier_usage(end_ps) if self.cpu else {},
+        }

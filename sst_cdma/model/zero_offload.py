@@ -1,0 +1,117 @@
+"""A closed form of one ZeRO-Offload optimizer step (optimizer states in host memory, the
+step on the host CPU): the GPU's stream walked as :mod:`~sst_cdma.model.closed_form` walks it,
+then the model-state traffic bucket by bucket, each of three FIFO queues next free at one
+number:
+
+    gradients b:  start = max(last kernel writing b's gradients ends, gradients_free)
+                  gradients_free = start + latency + grad_bytes / rate
+    CPU step b:   start = max(b's gradients on the host, cpu_free)       (delayed: cpu_free,
+                  from 0: the previous iteration's gradients are there)
+                  cpu_free = start + step time alone
+    weights b:    start = max(b stepped, weights_free)                   (delayed: and the
+                  stream's end)
+                  weights_free = start + latency + weight_bytes / rate
+    step:         max(stream end, gradients_free, cpu_free, weights_free)
+
+With the weights on the host (``--weights host``) the stream itself prefetches each layer's
+weights (its closed form prices them as any prefetch) and nothing is copied back.
+
+exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
+the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
+resource the copies and the CPU share (host DRAM) saturated. Only kernels of the step's last
+micro-batch send gradients (``--grad-accum``: they accumulate on the GPU until then).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..flows import isolated_duration_ps
+from .closed_form import ClosedFormResult, iterate
+
+__all__ = ["ZeroOffloadResult", "zero_offload_step", "from_simulation"]
+
+
+@dataclass
+class ZeroOffloadResult:
+    """The step's time and each bucket's (gradients landed, stepped, weights back) in ps,
+    beside the GPU stream's closed form."""
+
+    step_ps: int
+    stream: ClosedFormResult
+    buckets: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
+                      transfer_ps: Callable[[Any], int], after_sync_ps: Callable[[Any], int],
+                      buckets: Any, copy_ps: Callable[[str, int], int],
+                      step_ps: Callable[[Any], int], delayed: bool,
+                      last_micro_batch: int = 0, weights_back: bool = True
+                      ) -> ZeroOffloadResult:
+    """The step of ``buckets`` (``StateBucket`` records, in backward order) after the
+    stream's ``ops``; ``copy_ps(direction, bytes)`` prices a plain copy, ``step_ps(bucket)``
+    the CPU's step of a bucket alone; ``last_micro_batch`` is the index of the op the step's
+    last micro-batch starts at; ``weights_back`` False: the weights live on the host (the
+    stream prefetches them per layer), nothing comes back after the step."""
+    bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
+    ready = [0] * len(buckets)
+
+    def kernel_ended(index: int, op: Any, end: int) -> None:
+        if index < last_micro_batch:
+            return
+        for tensor in op.writes:
+            if tensor in bucket_of:
+                k = bucket_of[tensor]
+                ready[k] = max(ready[k], end)
+
+    stream = iterate(ops, kernel_ps, transfer_ps, after_sync_ps, kernel_ended)
+    grads_free = cpu_free = weights_free = 0
+    out = []
+    for k, bucket in enumerate(buckets):
+        grads_free = max(ready[k], grads_free) + copy_ps("offload", bucket.grad_bytes)
+        cpu_start = cpu_free if delayed else max(grads_free, cpu_free)
+        cpu_free = cpu_start + step_ps(bucket)
+        if weights_back:
+            back = max(cpu_free, weights_free, stream.iteration_ps if delayed else 0)
+            weights_free = back + copy_ps("prefetch", bucket.weight_bytes)
+        out.append((grads_free, cpu_free, weights_free))
+    return ZeroOffloadResult(max(stream.iteration_ps, grads_free, cpu_free, weights_free),
+                             stream, out)
+
+
+def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
+    """The closed form for GPU ``gpu_name`` of a built (or finished) simulation whose
+    optimizer states are on the host, every number from its components: the kernels slot
+    prices the kernels, the engine on ``dma`` the copies, the CPU on ``cpu`` the steps."""
+
+    gpu = simulation.components[gpu_name]
+    dram_bw = gpu.flows.resources[gpu.hbm_resource].capacity
+    dma = simulation.peer(gpu_name, "dma")[0]
+    cpu = simulation.peer(gpu_name, "cpu")[0]
+    flows = gpu.flows
+
+    def kernel(op: Any) -> int:
+        return gpu.kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw)
+
+    def latency(op: Any) -> int:
+        return gpu.kernels.after_sync_ps(op.time_ps is None or gpu.workload.modelled_times)
+
+    def copy(direction: str, raw: int) -> int:
+        weights = dma.weights(direction, raw, raw, False)
+        pairs = [(flows.resources[name].capacity, w) for name, w in weights.items()]
+        return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
+
+    def transfer(op: Any) -> int:
+        raw = gpu.stream.tensors[op.name].bytes
+        wire = dma.wire.get(op.name, raw)
+        weights = dma.weights(op.op, raw, wire, op.codec != "none")
+        pairs = [(flows.resources[name].capacity, w) for name, w in weights.items()]
+        return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
+
+    def step(bucket: Any) -> int:
+        return cpu.step_alone_ps(bucket.params, bucket.step_dram_bytes)
+
+    states = gpu.states
+    last = max(gpu.micro_starts) if gpu.micro_starts else 0
+    return zero_offload_step(gpu.ops, kernel, transfer, latency, states.plan.buckets, copy,
+                             step, states.delayed, last, states.weights_back)

@@ -1,0 +1,167 @@
+"""Where an iteration's model states live, and the ZeRO-Offload buckets they move in.
+
+Model states are the weights, their gradients and the optimizer's state (with mixed precision
+its fp32 master copy of the weights): tensors of the iteration as activations are, each placed
+on a tier (:data:`PLACES`). :class:`Placement` is what the workload's options ask for;
+:func:`state_buckets` cuts the weight gradients into the buckets ZeRO-Offload (Ren et al.,
+USENIX ATC 2021) copies to the host as the backward pass makes them, each stepped by the host
+CPU and its updated weights copied back. docs/workloads.md states the schedule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+from .errors import WorkloadError
+
+if TYPE_CHECKING:
+    from .network import LayerInfo
+    from .vdnn import Optimizer
+
+__all__ = ["PLACES", "GRADIENT_PLACES", "DEEPSPEED_BUCKET_ELEMENTS", "Placement", "StateBucket",
+           "ModelStatePlan", "state_buckets", "bucket_name"]
+
+#: the tiers a model state may be placed on
+PLACES = ("gpu", "host", "nvme")
+#: the tiers gradients may be placed on (the CPU step reads them from host memory)
+GRADIENT_PLACES = ("gpu", "host")
+#: DeepSpeed's default ``reduce_bucket_size``, in elements: the gradient bucket when none is
+#: given (DeepSpeed configuration documentation, zero_optimization.reduce_bucket_size)
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The tiers the workload's options place the model states on, the one-step delayed update,
+    the micro-batches per optimizer step and the gradient bucket (bytes; 0: DeepSpeed's
+    default)."""
+
+    optimizer_states: str = "gpu"
+    weights: str = "gpu"
+    gradients: str = "gpu"
+    delayed_update: bool = False
+    grad_accum: int = 1
+    bucket_bytes: int = 0
+
+    @property
+    def offloaded(self) -> bool:
+        """True when the optimizer step runs on the host CPU (ZeRO-Offload)."""
+        return self.optimizer_states != "gpu"
+
+    @property
+    def default(self) -> bool:
+        """True for today's iteration: every state on the GPU, one micro-batch."""
+        return self == Placement()
+
+    def check(self, optimizer: str) -> None:
+        """A :class:`WorkloadError` naming the option for a placement this model cannot run."""
+        for option, value, allowed in (("optimizer-states", self.optimizer_states, PLACES),
+                                       ("weights", self.weights, PLACES),
+                                       ("gradients", self.gradients, GRADIENT_PLACES)):
+            if value not in allowed:
+                raise WorkloadError(f"--{option} {value!r}: expected one of "
+                                    f"{', '.join(allowed)}")
+        if self.grad_accum < 1:
+            raise WorkloadError(f"--grad-accum must be at least 1 (micro-batches per optimizer "
+                                f"step), got {self.grad_accum}")
+        if self.offloaded and optimizer != "adam":
+            raise WorkloadError(f"--optimizer-states {self.optimizer_states} runs the optimizer "
+                                "step on the host CPU, whose throughput is measured for Adam: "
+                                f"it needs --optimizer adam, not {optimizer!r}")
+        if self.delayed_update and not self.offloaded:
+            raise WorkloadError("--delayed-update overlaps the host CPU's optimizer step with "
+                                "the next iteration: it needs --optimizer-states host")
+        if self.weights == "host" and not self.offloaded:
+            raise WorkloadError("--weights host: the update kernels on the GPU read and write "
+                                "the weights; with the weights on the host the host CPU steps "
+                                "them, which needs --optimizer-states host")
+        if self.gradients == "host" and not self.offloaded:
+            raise WorkloadError("--gradients host: the gradients go to the host for the CPU's "
+                                "optimizer step, which needs --optimizer-states host")
+        if self.gradients == "host" and self.grad_accum > 1:
+            raise WorkloadError("--gradients host with --grad-accum "
+                                f"{self.grad_accum}: gradients accumulate in place on the GPU "
+                                "and go to the host once per step; give --gradients gpu")
+
+
+def bucket_name(index: int) -> str:
+    """Stream-side name of gradient bucket ``index`` (its gradients; ``:w`` its weights)."""
+    return f"bucket{index}"
+
+
+@dataclass(frozen=True)
+class StateBucket:
+    """One bucket of weight gradients, in the order the backward pass completes them: its
+    layers, their ``LAYER:dw`` tensors, the parameters it holds, the bytes of its gradients
+    (copied to the host) and of its weights (copied back), the host state it updates and the
+    host DRAM bytes the CPU's step of it reads and writes."""
+
+    name: str
+    layers: tuple[str, ...]
+    wgrads: tuple[str, ...]
+    params: int
+    grad_bytes: int
+    weight_bytes: int
+    state_bytes: int
+    step_dram_bytes: int
+
+
+@dataclass(frozen=True)
+class ModelStatePlan:
+    """What the GPU drives besides its stream when the optimizer step runs on the host: the
+    placement and the buckets (reverse layer order)."""
+
+    placement: Placement
+    buckets: tuple[StateBucket, ...] = field(default=())
+
+    @property
+    def host_bytes(self) -> dict[str, int]:
+        """Bytes the host's pinned memory holds for the whole iteration, by role: the optimizer
+        state (master weights and moments) and the gradients' landing buffer."""
+        out = {"optimizer_states": sum(b.state_bytes for b in self.buckets),
+               "gradients": sum(b.grad_bytes for b in self.buckets)}
+        if self.placement.weights == "host":
+            out["weights"] = sum(b.weight_bytes for b in self.buckets)
+        return out
+
+
+def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: "Optimizer",
+                  placement: Placement, wgrad_name: Callable[[str], str]
+                  ) -> tuple[StateBucket, ...]:
+    """The weighted layers' gradients cut into buckets in backward order: a bucket takes
+    layers until it holds at least ``placement.bucket_bytes`` of gradients (DeepSpeed's
+    default of :data:`DEEPSPEED_BUCKET_ELEMENTS` elements when 0). A bucket larger than all
+    the gradients is refused."""
+    total = sum(i.weight_bytes for i in weighted)
+    size = placement.bucket_bytes
+    if size > total:
+        raise WorkloadError(f"--bucket-size {size} bytes is larger than the gradients "
+                            f"({total} bytes): at most one bucket of all of them")
+    itemsize = total // max(1, sum(i.params for i in weighted)) or 1
+    cap = size or DEEPSPEED_BUCKET_ELEMENTS * itemsize
+    buckets: list[StateBucket] = []
+    group: list["LayerInfo"] = []
+
+    def close() -> None:
+        params = sum(i.params for i in group)
+        grad = sum(i.weight_bytes for i in group)
+        buckets.append(StateBucket(bucket_name(len(buckets)), tuple(i.name for i in group),
+                                   tuple(wgrad_name(i.name) for i in group), params, grad,
+                                   grad, step.state_bytes(params, dtype),
+                                   step.dram_bytes(params, dtype)))
+        group.clear()
+
+    for info in reversed(list(weighted)):
+        group.append(info)
+        if sum(i.weight_bytes for i in group) >= cap:
+            close()
+    if group:
+        close()
+    return tuple(buckets)
+
+
+def checked_placement(placement: Optional[Placement], optimizer: str) -> Placement:
+    """``placement`` (the default when None), checked for ``optimizer``."""
+    placement = placement or Placement()
+    placement.check(optimizer)
+    return placement
