@@ -378,7 +378,7 @@ class CDMAEngine(Component):
                                         self.path,  # type: ignore[arg-type]
                                         packed)
         if tier == "nvme":
-            outer = _storage_weights(self.storage, direction, raw, wire)
+            outer = _storage_weights(self.storage, direction, raw, wire)  # type: ignore[arg-type]
         return inner, outer
 
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True,

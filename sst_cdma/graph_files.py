@@ -366,7 +366,7 @@ def to_python(graph: ConfigGraph) -> str:
     lines += [f"sst.setProgramOption({_py(k)}, {_py(v)})"
               for k, v in saved_program_options(graph).items()]
     lines += ["# Define the shared parameter sets:", "", "# Define the SST Components:"]
-    comp_vars = {}
+    comp_vars: dict[str, str] = {}
     for c in graph.components.values():
         var = names("comp", c.name)
         lines.append(f"{var} = sst.Component({_py(c.name)}, {_py(c.type)})")

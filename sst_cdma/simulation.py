@@ -113,7 +113,7 @@ class Simulation:
         self._by_name = {el.name: el for el in self.elements()}
         for (comp, port), end in self._ends.items():
             if end.handler is None and end.peer is not None and not self._is_polled(comp, port):
-                cfg = self.graph.element_config(comp)
+                cfg = self.graph.element_config(comp)  # type: ignore[assignment]
                 raise ConfigError(f"{comp}: port {port!r} is connected but the element never "
                                   "configures it", cfg.where if cfg else self.graph.source)
         self.timing["build_s"] = time.perf_counter() - t0

@@ -74,7 +74,7 @@ def _sizes(text: str) -> list[int]:
         try:  # a count with the units' prefixes: 4Mi = 4 MiB's worth, 4M = 4e6
             exact = UnitAlgebra(item + "B").value
         except (UnitError, ValueError):
-            exact = 0
+            exact = 0  # type: ignore[assignment]
         value = int(exact)
         if value != exact or value < 1:
             raise CaptureError(f"--sizes: {item!r} is not a positive whole number of "

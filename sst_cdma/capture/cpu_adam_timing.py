@@ -103,7 +103,7 @@ def _time_one(implementation: str, params: int, tensors: int, threads: int, repe
     masters, copies = _state(params, tensors)
     try:
         optimizer = torch.optim.AdamW(masters, lr=1e-4, weight_decay=0.01,
-                                      **_flags(implementation))
+                                      **_flags(implementation))  # type: ignore[arg-type]
     except (RuntimeError, ValueError) as exc:
         raise Unavailable(f"{implementation}: {str(exc).splitlines()[0]}") from None
     old = torch.get_num_threads()
@@ -214,6 +214,6 @@ def cpu_adam_document(timings: Sequence[AdamTiming], unavailable: dict[str, str]
     }
     if unavailable:
         doc["unavailable"] = dict(unavailable)
-    doc.update(headline(measurements, cores))
+    doc.update(headline(measurements, cores))  # type: ignore[arg-type]
     check_cpu_adam(doc)
     return doc

@@ -108,7 +108,7 @@ def optimizer_states(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     optimizer's ``exp_avg``/``exp_avg_sq`` where it has stepped."""
     params = [p for p in model.parameters() if p.is_floating_point()]
     states: dict[str, list[torch.Tensor]] = {
-        "weights": params, "master_weights": params,
+        "weights": params, "master_weights": params,  # type: ignore[dict-item]
         "gradients": [p.grad for p in params if p.grad is not None]}
     for moment in ("exp_avg", "exp_avg_sq"):
         states[moment] = [optimizer.state[p][moment] for p in params

@@ -249,7 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          "timebase": args.timebase, "partitioner": args.partitioner,
                          "output-prefix-core": args.output_prefix_core,
                          "num-threads": str(args.num_threads) if args.num_threads != 1
-                         else None})
+                         else None})  # type: ignore[dict-item]
     except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
         for line in exc.warnings:
             print(f"WARNING:  {line}", flush=True)

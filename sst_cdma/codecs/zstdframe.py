@@ -58,7 +58,7 @@ def zstd_decompress(payload: np.ndarray, expected: int, what: str) -> np.ndarray
         if size != expected:
             raise CodecError(f"{what} frame holds {size} bytes, expected {expected}")
         decoder = zstd.ZstdDecompressor().decompressobj()
-        view = memoryview(payload).cast("B")
+        view = memoryview(payload).cast("B")  # type: ignore[arg-type]
         raw = bytearray()
         for start in range(0, len(view), _INPUT_STEP):
             raw += decoder.decompress(view[start:start + _INPUT_STEP])

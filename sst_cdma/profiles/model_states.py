@@ -131,9 +131,9 @@ def _parse_point(c: _Checker, value: Any, path: str, role: str) -> dict[str, Any
             if c.number(ratio, f"{where}.ratios.{codec}") <= 0:
                 raise c.fail(f"{where}.ratios.{codec}", f"{_show(ratio)} is not positive")
             ratios[codec] = float(ratio)
-        out["dtypes"][dtype] = StatePoint(out["progress"], out["step"],
-                                          c.unit_interval(measured["density"],
-                                                          f"{where}.density"), ratios)
+        out["dtypes"][dtype] = StatePoint(  # type: ignore[index]
+            out["progress"], out["step"],  # type: ignore[arg-type]
+            c.unit_interval(measured["density"], f"{where}.density"), ratios)
     return out
 
 

@@ -205,7 +205,7 @@ def draw(frame: Any, layout: Layout, column: str | Sequence[str], axis: Axis, pa
     cats = list(dict.fromkeys(frame[x].astype(str)))
     hues = list(dict.fromkeys(frame[layout.hue])) if layout.hue else []
     panels = _groups(frame, layout.facets)
-    legend = ([str(style.name(layout.hue))] + [style.value(layout.hue, v) for v in hues]
+    legend = ([str(style.name(layout.hue))] + [style.value(layout.hue, v) for v in hues]  # type: ignore[arg-type]
               if len(hues) > 1 else []) + (list(stack_labels) if len(stack_labels) > 1 else [])
     geo = _geometry(len(panels), [] if numeric else [style.value(x, c) for c in cats],
                     len(hues), legend, len(layout.facets))
@@ -219,7 +219,7 @@ def draw(frame: Any, layout: Layout, column: str | Sequence[str], axis: Axis, pa
         if n % geo.ncols == 0:
             ax.set_ylabel(axis.label, fontsize=9)
     if not numeric:  # room above the tallest bar (stacked bars outgrow the autoscale)
-        tops = [t for ax in fig.axes for t in (p.get_y() + p.get_height() for p in ax.patches)]
+        tops = [t for ax in fig.axes for t in (p.get_y() + p.get_height() for p in ax.patches)]  # type: ignore[attr-defined]
         low = min(0.0, min(tops, default=0.0))
         high = max(tops, default=1.0)
         if axis.ratio:

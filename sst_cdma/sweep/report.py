@@ -443,7 +443,7 @@ def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, 
         table["configuration"] = "all"
     for name, column, _, _ in present:
         table[name] = ok[column] / ok["iteration_time_s"]
-    return table, present
+    return table, present  # type: ignore[return-value]
 
 
 __all__ = ["write_report", "load_results", "swept_columns", "memory_tracks", "system_keys",

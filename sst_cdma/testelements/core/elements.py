@@ -111,7 +111,7 @@ class StatisticsComponentInt(_StatisticsComponent):
     """Statistics test component with ints"""
 
     element_name = "StatisticsComponent.int"
-    PARAMS = (*SST_STAT_PARAMS,
+    PARAMS = (*SST_STAT_PARAMS,  # type: ignore[assignment]
               Param("dynamic_reg", "int", 0, "The cycle at which to dynamically register a "
                     "statistic. 0 indicates none", minimum=0))
     PORTS = (Port("left", "left port"), Port("right", "right port"))
