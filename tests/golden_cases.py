@@ -14,6 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "data" / "golden"
+if __name__ == "__main__":  # run as a script, tests/ is first on the path and its
+    sys.path.insert(0, str(REPO))  # workloads/ folder would shadow the package
 
 #: case -> (topology script, model options)
 CASES: dict[str, tuple[str, list[str]]] = {
