@@ -49,6 +49,10 @@ class EngineResult:
     #: every transfer's (start, end, time it lost at the GPU's HBM) in ps: how much sharing
     #: the memory stretched it (flow mode; the all-reduce's summary reads it)
     copies: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    #: bytes the engine read from and wrote to GPU DRAM: raw bytes, but the compressed ones
+    #: where SM kernels (de)compress in DRAM (an offload on Blackwell's Decompression Engine
+    #: reads the SMs' compressed buffer; a prefetch the engine decompresses writes raw bytes)
+    dram_bytes: int = 0
 
 
 #: the engine params that moved to the codec in its ``codec`` slot
@@ -149,6 +153,7 @@ class CDMAEngine(Component):
         self.wire: dict[str, int] = {}  # what each tensor crosses the link as in this run
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
         self.copies: list[tuple[int, int, int]] = []
+        self.dram_bytes = 0  # read from and written to GPU DRAM by the transfers
         self.stat_raw = self.register_statistic("offload_raw_bytes")
         self.stat_wire = self.register_statistic("offload_wire_bytes")
         self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
@@ -267,7 +272,7 @@ class CDMAEngine(Component):
             host=path.host.name if path is not None and path.host is not None else "",
             algorithm=self.algorithm, mode=p["mode"], codec_units=codec["codec_units"],
             codec_unit_throughput_Bps=codec["codec_unit_throughput"], progress=p["progress"],
-            engine=codec["engine"],
+            engine=codec["engine"], dram_bytes=self.dram_bytes,
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
@@ -309,6 +314,12 @@ class CDMAEngine(Component):
         return transfer_weights(direction, raw, wire, self.hbm_resource, resource, self.path,
                                 packed)
 
+    def dram_side_bytes(self, direction: str, raw: int, wire: int, codec: bool = True) -> int:
+        """Bytes a transfer moves to or from GPU DRAM: the compressed ``wire`` bytes where SM
+        kernels (de)compress them in DRAM, else the ``raw`` ones (the weight
+        :func:`transfer_weights` gives the DRAM resource, times ``raw``)."""
+        return wire if self._codec_stage(direction, codec)[1] else raw
+
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True
                 ) -> dict[str, float]:
         """Both stages' weights together: what one flow carrying the whole transfer loads
@@ -343,6 +354,8 @@ class CDMAEngine(Component):
         check a prefetch, tell the GPU and start the next transfer."""
         now = self.sim.now
         self.copies.append((start, now, int(round(hbm_lost_ps))))
+        self.dram_bytes += self.dram_side_bytes(req.direction, req.raw_bytes, wire,
+                                                req.codec != "none")
         if self._coded(req):
             self.codec.count(req.raw_bytes, wire)
         if req.direction == "offload":
