@@ -193,7 +193,8 @@ class CDMAEngine(Component):
 
     def transfer_costs(self, workload: OffloadManifest) -> dict[str, CopyCost]:
         """Each tensor's offload and prefetch time alone on the path, as a plain copy and
-        through the codec, with the wire size the engine would send (the same ratios and the
+        through the codec, with the wire size the engine would send and the SM kernels a
+        transfer through the codec runs on the compute stream (the same ratios and the
         same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
         asks before the workload is scheduled). A fresh plan, dropped after: asking changes
         nothing in the engine."""
@@ -206,15 +207,18 @@ class CDMAEngine(Component):
         path = self.peer_provider("pcie", HostPath).host_path()
         capacity = {name: res.capacity for name, res in self.flows.resources.items()}
 
+        def sm_ps(direction: str, raw: int, size: int) -> int:
+            kernel = self.codec.sm_kernel(direction, "", raw, size) \
+                if self.codec is not None else None
+            return kernel.time_ps if kernel is not None else 0
+
         def ps(direction: str, raw: int, size: int, coded: bool) -> int:
             codec, packed = self._codec_stage(direction, coded)
             inner, outer = transfer_weights(direction, raw, size, hbm, codec, path, packed)
             pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
-            kernel = self.codec.sm_kernel(direction, "", raw, size) \
-                if coded and self.codec is not None else None
             # an SM (de)compression runs before (offload) or after (prefetch) its copy
             return path.latency_ps + (isolated_duration_ps(raw, pairs) if raw else 0) + \
-                (kernel.time_ps if kernel is not None else 0)
+                (sm_ps(direction, raw, size) if coded else 0)
 
         out = {}
         for t in workload.tensors:
@@ -222,7 +226,7 @@ class CDMAEngine(Component):
             size = wire.get(t.name, raw)
             out[t.name] = CopyCost(ps("offload", raw, raw, False), ps("prefetch", raw, raw, False),
                                    ps("offload", raw, size, True), ps("prefetch", raw, size, True),
-                                   size)
+                                   size, sm_ps("offload", raw, size), sm_ps("prefetch", raw, size))
         return out
 
     def codec_kernel(self, direction: str, tensor: str, raw_bytes: int
