@@ -55,6 +55,10 @@ class EngineResult:
     #: '' without drives)
     drives: list[str] = field(default_factory=list)
     nvme_path: str = ""
+    #: bytes the engine read from and wrote to GPU DRAM: raw bytes, but the compressed ones
+    #: where SM kernels (de)compress in DRAM (an offload on Blackwell's Decompression Engine
+    #: reads the SMs' compressed buffer; a prefetch the engine decompresses writes raw bytes)
+    dram_bytes: int = 0
 
 
 #: the engine params that moved to the codec in its ``codec`` slot
@@ -171,6 +175,7 @@ class CDMAEngine(Component):
         self.wire: dict[str, int] = {}  # what each tensor crosses the link as in this run
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
         self.copies: list[tuple[int, int, int]] = []
+        self.dram_bytes = 0  # read from and written to GPU DRAM by the transfers
         self.stat_raw = self.register_statistic("offload_raw_bytes")
         self.stat_wire = self.register_statistic("offload_wire_bytes")
         self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
@@ -210,7 +215,8 @@ class CDMAEngine(Component):
 
     def transfer_costs(self, workload: OffloadManifest) -> dict[str, CopyCost]:
         """Each tensor's offload and prefetch time alone on the path, as a plain copy and
-        through the codec, with the wire size the engine would send (the same ratios and the
+        through the codec, with the wire size the engine would send and the SM kernels a
+        transfer through the codec runs on the compute stream (the same ratios and the
         same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
         asks before the workload is scheduled). A fresh plan, dropped after: asking changes
         nothing in the engine."""
@@ -224,6 +230,11 @@ class CDMAEngine(Component):
         capacity = {name: res.capacity for name, res in self.flows.resources.items()}
         storage = self._storage_for(workload.tier, path)
 
+        def sm_ps(direction: str, raw: int, size: int) -> int:
+            kernel = self.codec.sm_kernel(direction, "", raw, size) \
+                if self.codec is not None else None
+            return kernel.time_ps if kernel is not None else 0
+
         def ps(direction: str, raw: int, size: int, coded: bool) -> int:
             codec, packed = self._codec_stage(direction, coded)
             inner, outer = transfer_weights(direction, raw, size, hbm, codec, path, packed)
@@ -232,11 +243,9 @@ class CDMAEngine(Component):
                 outer = _storage_weights(storage, direction, raw, size)
                 latency = storage.latency_ps[direction]
             pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
-            kernel = self.codec.sm_kernel(direction, "", raw, size) \
-                if coded and self.codec is not None else None
             # an SM (de)compression runs before (offload) or after (prefetch) its copy
             return latency + (isolated_duration_ps(raw, pairs) if raw else 0) + \
-                (kernel.time_ps if kernel is not None else 0)
+                (sm_ps(direction, raw, size) if coded else 0)
 
         out = {}
         for t in workload.tensors:
@@ -244,7 +253,7 @@ class CDMAEngine(Component):
             size = wire.get(t.name, raw)
             out[t.name] = CopyCost(ps("offload", raw, raw, False), ps("prefetch", raw, raw, False),
                                    ps("offload", raw, size, True), ps("prefetch", raw, size, True),
-                                   size)
+                                   size, sm_ps("offload", raw, size), sm_ps("prefetch", raw, size))
         return out
 
     def _storage_for(self, tier: str, path: PathInfo) -> Optional[StorageRoute]:
@@ -303,7 +312,7 @@ class CDMAEngine(Component):
             host=path.host.name if path is not None and path.host is not None else "",
             algorithm=self.algorithm, mode=p["mode"], codec_units=codec["codec_units"],
             codec_unit_throughput_Bps=codec["codec_unit_throughput"], progress=p["progress"],
-            engine=codec["engine"],
+            engine=codec["engine"], dram_bytes=self.dram_bytes,
             ratio_by_algorithm=self.ratio_by_algorithm(),
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
@@ -381,6 +390,12 @@ class CDMAEngine(Component):
             outer = _storage_weights(self.storage, direction, raw, wire)  # type: ignore[arg-type]
         return inner, outer
 
+    def dram_side_bytes(self, direction: str, raw: int, wire: int, codec: bool = True) -> int:
+        """Bytes a transfer moves to or from GPU DRAM: the compressed ``wire`` bytes where SM
+        kernels (de)compress them in DRAM, else the ``raw`` ones (the weight
+        :func:`transfer_weights` gives the DRAM resource, times ``raw``)."""
+        return wire if self._codec_stage(direction, codec)[1] else raw
+
     def weights(self, direction: str, raw: int, wire: int, codec: bool = True,
                 tier: str = "host") -> dict[str, float]:
         """Both stages' weights together: what one flow carrying the whole transfer loads
@@ -416,6 +431,8 @@ class CDMAEngine(Component):
         check a prefetch, tell the GPU and start the next transfer."""
         now = self.sim.now
         self.copies.append((start, now, int(round(hbm_lost_ps))))
+        self.dram_bytes += self.dram_side_bytes(req.direction, req.raw_bytes, wire,
+                                                req.codec != "none")
         if self._coded(req):
             self.codec.count(req.raw_bytes, wire)
         if req.direction == "offload":

@@ -76,13 +76,18 @@ class ModelStatesManifest:
 class CopyCost:
     """What moving one tensor costs on this machine (engine and host link), each transfer alone
     on the path: picoseconds of an offload and of a prefetch, as a plain copy and through the
-    codec, and the bytes that cross the link through the codec."""
+    codec, and the bytes that cross the link through the codec. Where SM kernels (de)compress
+    (Blackwell's Decompression Engine: an offload's compression, a decompression the engine
+    does not take), a packed transfer's time includes its kernel, which the copy waits for, and
+    ``sm_out_ps`` / ``sm_in_ps`` are that kernel's time on the compute stream (0: none)."""
 
     plain_out_ps: int
     plain_in_ps: int
     packed_out_ps: int
     packed_in_ps: int
     wire_bytes: int
+    sm_out_ps: int = 0
+    sm_in_ps: int = 0
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         "stall_time_s": r.stall_time_ps * PS,
         "offloaded_bytes": r.offloaded_bytes, "wire_bytes": r.wire_bytes,
         "compression_ratio": r.offloaded_bytes / r.wire_bytes if r.wire_bytes else 1.0,
-        "extra_dram_bytes": r.offloaded_bytes + r.prefetched_bytes,
+        "extra_dram_bytes": engine.dram_bytes if engine else 0,
         "peak_gpu_memory_bytes": r.peak_gpu_memory_bytes,
         "gpu_memory_capacity_bytes": r.gpu_memory_capacity_bytes,
         "fits_in_memory": r.fits_in_memory, "out_of_memory": r.out_of_memory,

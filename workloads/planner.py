@@ -13,7 +13,9 @@ per-tensor schedule — one per forward block, backward block and update block, 
   own slot when that is the last layer; a recomputation runs the producer's (and its in-place
   modifiers') forward kernels in the anchor's backward slot;
 * copy times are the engine's (:class:`components.messages.CopyCost`: the flow's bottleneck over GPU DRAM, codec
-  and host link, plus the path latency), kernel times the priced stream's;
+  and host link, plus the path latency), kernel times the priced stream's; where SM kernels
+  (de)compress a copy (Blackwell's Decompression Engine), the kernel runs on the compute stream
+  in the copy's slot, and the copy, which waits for it, includes it too;
 * memory: the bytes resident in each slot are the fixed buffers (weights, gradients,
   workspace, state: the most held at any op of the slot) plus, per tensor, its size in every
   slot its choice keeps it in (keep: production to last backward use; offload/compress:
@@ -81,18 +83,31 @@ class PlanModel:
     row_costs: np.ndarray                   # rows x 3: ps of (offload, prefetch, recompute)
     capacity: int
     first_row: np.ndarray                   # tensor -> its first row (keep)
+    #: rows x 2: ps of the SM (de)compression kernels the offload and the prefetch run on the
+    #: compute stream, in their slots (Blackwell's Decompression Engine; zeros elsewhere)
+    row_sm: Optional[np.ndarray] = None
+    #: rows x 3: ps the compute stream runs in the slots of (offload, prefetch, recompute): the
+    #: SM codec kernels and the recomputation (derived)
+    row_compute: np.ndarray = field(init=False, repr=False)
+    #: the columns of ``row_compute`` that hold any time (the recomputation's alone without SM
+    #: codec kernels: the greedy's inner loops skip the others)
+    compute_cols: tuple[int, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rows = len(self.row_choice)
+        if self.row_sm is None:
+            self.row_sm = np.zeros((rows, 2))
+        self.row_compute = np.column_stack([self.row_sm[:, 0], self.row_sm[:, 1],
+                                            self.row_costs[:, 2]]) if rows else np.zeros((0, 3))
+        self.compute_cols = (0, 1, 2) if self.row_sm.any() else (2,)
 
     def memory(self, rows: np.ndarray) -> np.ndarray:
         """Bytes resident per slot when ``rows`` (one per tensor) are chosen."""
         return self.fixed + self.resident[rows].sum(axis=0)
 
     def slot_times(self, rows: np.ndarray) -> np.ndarray:
-        """Per slot: max(kernels + recomputation, copies)."""
-        copies = np.zeros_like(self.compute)
-        rec = np.zeros_like(self.compute)
-        for k in (0, 1):
-            np.add.at(copies, self.row_slots[rows, k], self.row_costs[rows, k])
-        np.add.at(rec, self.row_slots[rows, 2], self.row_costs[rows, 2])
+        """Per slot: max(kernels + recomputation + SM codec kernels, copies)."""
+        copies, rec = _streams(self, rows)
         return np.maximum(self.compute + rec, copies)
 
     def time_ps(self, rows: np.ndarray) -> float:
@@ -151,6 +166,7 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
     resident: list[np.ndarray] = []
     slots: list[tuple[int, int, int]] = []
     costs: list[tuple[float, float, float]] = []
+    sm: list[tuple[float, float]] = []
     first: list[int] = []
     for ti in tensors.values():
         users = [idx[u] for u in ti.consumers + ti.modifiers]
@@ -172,9 +188,20 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
             resident.append(mask * ti.bytes)
             slots.append(slot)
             costs.append(cost)
+            sm.append(_sm_kernels(choice, cost, copy_costs, ti.name))
     return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
                      fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
-                     np.array(first))
+                     np.array(first), np.array(sm).reshape(-1, 2))
+
+
+def _sm_kernels(choice: str, cost: tuple[float, float, float],
+                copy_costs: Optional[Mapping[str, CopyCost]], tensor: str) -> tuple[float, float]:
+    """The compute-stream time of the SM (de)compression kernels a ``compress`` row's offload
+    and prefetch run (Blackwell's Decompression Engine), where the row has those copies."""
+    if choice != "compress" or copy_costs is None:
+        return 0.0, 0.0
+    c = copy_costs[tensor]
+    return (float(c.sm_out_ps) if cost[0] else 0.0), (float(c.sm_in_ps) if cost[1] else 0.0)
 
 
 def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
@@ -423,8 +450,9 @@ class _State:
             for k in (0, 1):
                 slot = int(m.row_slots[r, k])
                 copies[slot] = copies.get(slot, 0.0) + sign * m.row_costs[r, k]
-            slot = int(m.row_slots[r, 2])
-            rec[slot] = rec.get(slot, 0.0) + sign * m.row_costs[r, 2]
+            for k in m.compute_cols:
+                slot = int(m.row_slots[r, k])
+                rec[slot] = rec.get(slot, 0.0) + sign * m.row_compute[r, k]
         total = 0.0
         for slot in set(copies) | set(rec):
             new = max(m.compute[slot] + self.rec[slot] + rec.get(slot, 0.0),
@@ -439,11 +467,14 @@ class _State:
 
 
 def _streams(model: PlanModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per slot, the copy stream's time and the compute stream's beyond the keep schedule's
+    kernels (recomputation and SM codec kernels) when ``rows`` are chosen."""
     copies = np.zeros_like(model.compute)
     rec = np.zeros_like(model.compute)
     for k in (0, 1):
         np.add.at(copies, model.row_slots[rows, k], model.row_costs[rows, k])
-    np.add.at(rec, model.row_slots[rows, 2], model.row_costs[rows, 2])
+    for k in model.compute_cols:
+        np.add.at(rec, model.row_slots[rows, k], model.row_compute[rows, k])
     return copies, rec
 
 
@@ -459,8 +490,9 @@ def _apply(model: PlanModel, current: np.ndarray, row: int, memory: np.ndarray,
     for k in (0, 1):
         copies[model.row_slots[old, k]] -= model.row_costs[old, k]
         copies[model.row_slots[row, k]] += model.row_costs[row, k]
-    rec[model.row_slots[old, 2]] -= model.row_costs[old, 2]
-    rec[model.row_slots[row, 2]] += model.row_costs[row, 2]
+    for k in model.compute_cols:
+        rec[model.row_slots[old, k]] -= model.row_compute[old, k]
+        rec[model.row_slots[row, k]] += model.row_compute[row, k]
     times = np.maximum(model.compute + rec, copies)
     return current, memory, copies, rec, times
 
@@ -471,6 +503,7 @@ def _time_deltas(model: PlanModel, current: np.ndarray, copies: np.ndarray, rec:
     old = current[model.row_tensor]
     slots_new, slots_old = model.row_slots, model.row_slots[old]
     cost_new, cost_old = model.row_costs, model.row_costs[old]
+    busy_new, busy_old = model.row_compute, model.row_compute[old]
     # the (at most six) slots a switch touches; per row, the distinct ones
     touched = np.concatenate([slots_new, slots_old], axis=1)  # rows x 6
     dcopy = np.zeros(touched.shape)
@@ -480,8 +513,9 @@ def _time_deltas(model: PlanModel, current: np.ndarray, copies: np.ndarray, rec:
         for k in (0, 1):
             dcopy[:, j] += np.where(slots_new[:, k] == s, cost_new[:, k], 0)
             dcopy[:, j] -= np.where(slots_old[:, k] == s, cost_old[:, k], 0)
-        drec[:, j] += np.where(slots_new[:, 2] == s, cost_new[:, 2], 0)
-        drec[:, j] -= np.where(slots_old[:, 2] == s, cost_old[:, 2], 0)
+        for k in model.compute_cols:
+            drec[:, j] += np.where(slots_new[:, k] == s, busy_new[:, k], 0)
+            drec[:, j] -= np.where(slots_old[:, k] == s, busy_old[:, k], 0)
     new_t = np.maximum(model.compute[touched] + rec[touched] + drec,
                        copies[touched] + dcopy) - times[touched]
     # count each distinct slot once per row
@@ -505,8 +539,8 @@ def _result(model: PlanModel, rows: np.ndarray) -> PlanResult:
 
 def plan_milp(model: PlanModel, time_limit: float = 60.0) -> PlanResult:
     """The exact optimum of the same model: binary x (one row per tensor), slot times
-    tau_s >= kernels_s + recompute_s(x) and >= copies_s(x), every slot's memory within
-    capacity; minimise the sum of tau. SciPy's ``milp`` (HiGHS)."""
+    tau_s >= kernels_s + recompute_s(x) + SM codec kernels_s(x) and >= copies_s(x), every
+    slot's memory within capacity; minimise the sum of tau. SciPy's ``milp`` (HiGHS)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import lil_matrix
 
@@ -531,8 +565,9 @@ def plan_milp(model: PlanModel, time_limit: float = 60.0) -> PlanResult:
         for k in (0, 1):
             if model.row_costs[r, k]:
                 a_copy[model.row_slots[r, k], r] -= model.row_costs[r, k] / 1e9
-        if model.row_costs[r, 2]:
-            a_rec[model.row_slots[r, 2], r] -= model.row_costs[r, 2] / 1e9
+        for k in model.compute_cols:
+            if model.row_compute[r, k]:
+                a_rec[model.row_slots[r, k], r] -= model.row_compute[r, k] / 1e9
     for s in range(slots):
         a_rec[s, rows + s] = 1
         a_copy[s, rows + s] = 1

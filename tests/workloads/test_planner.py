@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import sst_cdma
@@ -34,6 +35,20 @@ def copy_costs(net, batch, link=12e9, codec=30e9, ratio=3.0, latency=1_000_000):
     return out
 
 
+def de_copy_costs(net, batch, link=12e9, sm=25e9, de=600e9, ratio=3.0, latency=1_000_000):
+    """Copy costs as Blackwell's Decompression Engine has them: an offload's SM compression
+    (at ``sm`` raw bytes per second) runs on the compute stream and its copy waits for it;
+    the DE decompresses prefetches in the copy engine."""
+    out = {}
+    for name, t in net.tensors(batch, "float32").items():
+        plain = latency + int(t.bytes / link * 1e12)
+        kernel = int(t.bytes / sm * 1e12)
+        out_ps = latency + kernel + int(t.bytes / ratio / link * 1e12)
+        in_ps = latency + int(max(t.bytes / de, t.bytes / ratio / link) * 1e12)
+        out[name] = CopyCost(plain, plain, out_ps, in_ps, int(t.bytes / ratio), kernel, 0)
+    return out
+
+
 CASES = [("alexnet", 64, 0.9), ("squeezenet", 32, 0.9), ("squeezenet", 32, 0.7),
          ("resnet50", 8, 0.7), ("resnet50", 8, 0.5), ("googlenet", 16, 0.6),
          (str(TINY), 64, 0.85), (str(TINY), 64, 0.75)]
@@ -52,6 +67,42 @@ def test_greedy_is_within_5_percent_of_the_milp_optimum(network, batch, fraction
     assert best.predicted_time_ps <= greedy.predicted_time_ps * (1 + 1e-9)
     assert greedy.predicted_time_ps <= 1.05 * best.predicted_time_ps
     assert best.predicted_time_ps >= keep  # memory is short: something costs time
+
+
+@pytest.mark.parametrize("network,batch,fraction", [("alexnet", 64, 0.9),
+                                                    ("squeezenet", 32, 0.7),
+                                                    ("googlenet", 16, 0.6)])
+def test_greedy_is_within_5_percent_of_the_milp_optimum_with_sm_codec_kernels(network, batch,
+                                                                            fraction):
+    net = load_network(network)
+    base = plan_iteration(net, batch, "float32", "none")
+    capacity = int(plan_peak(base) * fraction)
+    model = build_model(net, batch, "float32", base, kernel_ps, capacity,
+                        de_copy_costs(net, batch))
+    greedy, best = plan_greedy(model), plan_milp(model)
+    assert best.model_peak_bytes <= capacity
+    assert best.predicted_time_ps <= greedy.predicted_time_ps * (1 + 1e-9)
+    assert greedy.predicted_time_ps <= 1.05 * best.predicted_time_ps
+
+
+def test_sm_codec_kernels_are_charged_to_the_compute_stream():
+    """A compressed copy whose (de)compression runs on the SMs lengthens its slot's compute
+    stream by the kernel, on top of the layer's own kernels, not only the copy waiting for it:
+    with copies that take just their kernels' time (a link and engine that cost nothing
+    beyond), compressing every tensor adds exactly every kernel to the iteration."""
+    net = load_network("alexnet")
+    base = plan_iteration(net, 16, "float32", "none")
+    costs = {}
+    for name, t in net.tensors(16, "float32").items():
+        out, back = int(t.bytes / 25e9 * 1e12), int(t.bytes / 50e9 * 1e12)
+        costs[name] = CopyCost(10 ** 15, 10 ** 15, out, back, t.bytes // 3, out, back)
+    model = build_model(net, 16, "float32", base, kernel_ps, 0, costs)
+    rows = np.array([model.first_row[t] + (c.index("compress") if "compress" in c else 0)
+                     for t, c in enumerate(model.choices)])
+    assert (model.row_costs[rows, :2] > 0).any()
+    kernels = float(model.row_costs[rows, :2].sum())  # each copy is its kernel alone
+    keep = model.time_ps(model.first_row)
+    assert model.time_ps(rows) == pytest.approx(keep + kernels, rel=1e-12)
 
 
 def test_tight_memory_still_within_5_percent_with_slow_links():
