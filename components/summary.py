@@ -21,7 +21,7 @@ from .gpu import GPUResult
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
 
-__all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
+__all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary", "engine_fields",
            "multi_gpu_summary", "host_link_fields", "shared_link_utilization", "system_shape",
            "describe_system", "no_speedup_reason", "plan_fields"]
 
@@ -159,6 +159,7 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
     if engine is not None:
         out["codec_units"] = engine.codec_units
         out["codec_unit_throughput_Bps"] = engine.codec_unit_throughput_Bps
+        out.update(engine_fields(engine, end))
     if engine is not None and engine.engine != "cdma":
         out["engine"] = engine.engine
         out["sm_codec_time_s"] = r.codec_kernel_time_ps * PS
@@ -176,6 +177,21 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
     out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
                      for l in r.layers]
     out["plan"] = plan_fields(r, engine.algorithm if engine else "none")
+    return out
+
+
+def engine_fields(engine: EngineResult, end_ps: int) -> dict[str, Any]:
+    """What an engine's own figures add to its GPU's entry: how busy its codec units were over
+    ``end_ps`` (with a codec), which kind of resource bounded its copies (when it copied) and
+    where the densities it planned with came from (when it read a profile or real tensors)."""
+    out: dict[str, Any] = {}
+    if engine.algorithm != "none":
+        out["engine_busy"] = engine.codec_busy_ps / end_ps
+    total = sum(engine.copy_bounds_ps.values())
+    if total:
+        out["copy_bounds"] = {kind: ps / total for kind, ps in engine.copy_bounds_ps.items()}
+    if engine.density_provenance:
+        out["density_provenance"] = dict(engine.density_provenance)
     return out
 
 
@@ -259,8 +275,16 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
     _merge_baselines(summary, entries)
     summary["out_of_memory"] = next((e["out_of_memory"] for e in entries if e["out_of_memory"]),
                                     None)
-    if "density_profile_progress" in first:
-        summary["density_profile_progress"] = first["density_profile_progress"]
+    for key in ("density_profile_progress", "density_provenance"):
+        if key in first:
+            summary[key] = first[key]
+    if "engine_busy" in first:  # the busiest engine's
+        summary["engine_busy"] = max(e["engine_busy"] for e in entries)
+        summary["aggregation"]["engine_busy"] = "max"
+    if all("copy_bounds" in e for e in entries):  # the GPUs' shares, averaged
+        summary["copy_bounds"] = {kind: sum(e["copy_bounds"][kind] for e in entries) /
+                                  len(entries) for kind in first["copy_bounds"]}
+        summary["aggregation"]["copy_bounds"] = "mean"
     if "sm_codec_time_s" in first:  # the largest GPU's, as the iteration time
         summary["sm_codec_time_s"] = max(e["sm_codec_time_s"] for e in entries)
     for key in ("functional_checks", "functional_matches"):  # --functional: every GPU's checks
