@@ -12,7 +12,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +21,7 @@ from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 from . import config_api
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
                      StructureError)
+from .progress import PhaseClock, Progress
 from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .units import UnitAlgebra, UnitError
@@ -311,15 +311,18 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     if opts and str(script).endswith(".json"):
         raise RunError(f"{script}: a JSON graph takes no model options (they shaped the graph "
                        f"when it was written), got: {shlex.join(opts)}")
-    t0 = time.perf_counter()
+    phases = PhaseClock()
+    if progress is not None:
+        phases.progress = Progress(progress)
     default_mode = PROGRAM_OPTIONS["run-mode"]
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != default_mode else None,
            "output-directory": str(output_directory) if output_directory is not None else None,
            "output-json": output_json, "output-dot": output_dot, "output-config": output_config,
            **(program_options or {})}
-    graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
-    if overrides:
-        apply_overrides(graph, overrides)
+    with phases.active(), phases.phase("script_s"):
+        graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
+        if overrides:
+            apply_overrides(graph, overrides)
     options = resolve_options(graph, cli)
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
     if out_dir is not None:
@@ -327,10 +330,10 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     staging = _staging_folder(out_dir) if out_dir is not None else None
     try:
         record_all = record_statistics and out_dir is None and not _enables_statistics(graph)
-        result = _run_graph(graph, options, out_dir, staging, console, t0, progress, full_trace,
+        result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
                             record_all)
         if staging is not None and out_dir is not None:
-            with _interrupts_deferred():
+            with _interrupts_deferred(), phases.phase("writing_s"):
                 publish_outputs(staging, out_dir)
             staging = None
             if result.simulation is not None:
@@ -454,10 +457,10 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
 
 
 def _watch_progress(simulation: Simulation, options: dict[str, str], console: Optional[IO[str]],
-                    progress: Optional[IO[str]], source: str) -> None:
+                    progress: Optional[Progress], source: str) -> None:
     """Install the heartbeats, the --exit-after limit and the progress lines the options ask
     for; a malformed period is a RunError naming the option."""
-    from .progress import Progress, SimHeartbeat, WallWatch, parse_wall_time
+    from .progress import SimHeartbeat, WallWatch, parse_wall_time
 
     def stream() -> IO[str]:
         return console if console is not None else sys.stdout
@@ -486,17 +489,16 @@ def _watch_progress(simulation: Simulation, options: dict[str, str], console: Op
     beat_s, exit_s = wall("heartbeat-wall-period"), wall("exit-after")
     if beat_s is not None or exit_s is not None:
         simulation.sim.progress = WallWatch(simulation.sim, stream, beat_s, exit_s,
-                                        options.get("exit-after", ""),
-                                        Progress(progress) if progress is not None else None)
+                                            options.get("exit-after", ""), progress)
     elif progress is not None:
-        simulation.sim.progress = Progress(progress)
+        simulation.sim.progress = progress
 
 
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
-               staging: Optional[Path], console: Optional[IO[str]], t0: float,
-               progress: Optional[IO[str]] = None, full_trace: bool = True,
-               record_all: bool = False) -> RunResult:
-    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere).
+               staging: Optional[Path], console: Optional[IO[str]], phases: PhaseClock,
+               full_trace: bool = True, record_all: bool = False) -> RunResult:
+    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere), the
+    phases' wall time to ``phases`` (its ``progress`` gets the progress lines).
     ``record_all`` records every declared statistic in memory only."""
     for key, writer in (("output-json", graph.write_json), ("output-config", graph.write_python),
                         ("output-dot", None)):
@@ -508,10 +510,11 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
             except ConfigError as exc:
                 raise RunError(str(exc), _where_display(exc.where)) from None
             try:
-                if writer is not None:
-                    writer(path)
-                else:
-                    path.write_text(graph.to_dot(), encoding="utf-8")
+                with phases.phase("writing_s"):
+                    if writer is not None:
+                        writer(path)
+                    else:
+                        path.write_text(graph.to_dot(), encoding="utf-8")
             except OSError as exc:
                 raise RunError(f"cannot write it: {exc.strerror or exc}", f"--{key} {target}") \
                     from None
@@ -528,16 +531,15 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if mode not in RUN_MODES:
         raise RunError(f"--run-mode {mode!r} is not one of {', '.join(RUN_MODES)}")
     try:
-        simulation = Simulation(graph, staging, console, record_all)
+        simulation = Simulation(graph, staging, console, record_all, phases)
         simulation.full_trace = full_trace
         simulation.build()
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None
-    simulation.timing["script_s"] = time.perf_counter() - t0 - simulation.timing.get("build_s", 0.0)
     if mode == "init":
         return RunResult(simulation.statistics.table, 0, 0, "run-mode init", simulation.timing,
                          simulation.reports, simulation.results, out_dir, graph)
-    _watch_progress(simulation, options, console, progress, graph.source)
+    _watch_progress(simulation, options, console, phases.progress, graph.source)
     try:
         simulation.run(stop_ps)
     except ConfigError as exc:
@@ -548,8 +550,9 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
         warn("statistics were enabled but none loaded: the statistic load level is below their "
              "enable level (call sst.setStatisticLoadLevel(N))")
     if staging is not None:
-        (staging / "config.json").write_text(json.dumps(simulation.resolved_config(), indent=2)
-                                             + "\n", encoding="utf-8")
+        with phases.phase("writing_s"):
+            (staging / "config.json").write_text(json.dumps(simulation.resolved_config(),
+                                                            indent=2) + "\n", encoding="utf-8")
     return RunResult(simulation.statistics.table, simulation.reported_end_ps,
                      simulation.sim.events_delivered, simulation.sim.end_reason, simulation.timing,
                      simulation.reports, simulation.results, out_dir, graph, simulation)
