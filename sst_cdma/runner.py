@@ -111,12 +111,34 @@ def _not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte 0x{bad.hex() or '??'} at offset {exc.start})"
 
 
+class _WatchedArgv(list):
+    """A script's ``sys.argv`` that notes whether the script looked at its options (iterated,
+    measured, sliced or indexed past the script's own path): model options given to a script
+    that never looks would be silently ignored."""
+
+    looked = False
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice) or not isinstance(key, int) or key != 0:
+            self.looked = True
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.looked = True
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self.looked = True
+        return super().__len__()
+
+
 def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
                    program_options: Optional[dict[str, str]] = None) -> ConfigGraph:
     """Run a topology script with ``import sst`` available and ``sys.argv`` = [script, *options];
     return the graph it built. ``program_options`` (the command line's) are visible to the
     script through ``sst.getProgramOptions()`` and win over what it sets. Faults become
-    RunError naming the script line."""
+    RunError naming the script line; so do model options the script never looked at (it
+    never read ``sys.argv`` past its own path: they would be ignored)."""
     path = str(Path(script).resolve())
     if not os.path.isfile(path):
         raise RunError("no such topology file", str(script))
@@ -141,7 +163,8 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
     loaded = {name.partition(".")[0] for name in sys.modules}
     config_api._reset(graph, path)
-    sys.argv = [path, *model_options]
+    argv = _WatchedArgv([path, *model_options])
+    sys.argv = argv
     sys.modules["sst"] = config_api  # type: ignore[assignment]
     sys.path.insert(0, os.path.dirname(path))
     importlib.invalidate_caches()  # a helper module written since the last run is seen
@@ -178,6 +201,11 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
             sys.modules.pop("sst", None)
         else:
             sys.modules["sst"] = saved_sst
+    if model_options and not argv.looked:
+        raise RunError(f"the script reads no model options (it never looks at sys.argv), so "
+                       f"{shlex.join(model_options)} would be ignored: run it without them (docs/topologies.md says which "
+                       "topologies take options)",
+                       _display(path))
     graph.program_options.update(cli_options)
     _check_structure(graph)
     return graph
