@@ -76,10 +76,15 @@ def test_nan_in_an_element_param_override_is_refused():
      "--pcie-gen 4 contradicts --link nvlink2x3: the generation applies to a PCIe host link"),
     (["--gpu", "volta", "--pcie-gen", "3"],
      "--pcie-gen 3 contradicts --link nvlink2x3"),
+    (["--link", "pcie4x16", "--pcie-gen", "5"],
+     "--pcie-gen 5 contradicts --link pcie4x16 (PCIe gen 4 x16): give one of them (--link "
+     "pcie5x16 is gen 5 x16)"),
     (["--link", "nvlink2x3", "--gpus", "2", "--gpus-per-switch", "2"],
      "--gpus-per-switch 2 contradicts --link nvlink2x3"),
     (["--compute-efficiency", "0.5"], "--compute-efficiency contradicts --kernel-model fitted"),
     (["--functional"], "--functional needs --tensors"),
+    (["--network", "nothere.yaml"], "model option error: --network nothere.yaml: no such file"),
+    (["--network", "vgg61"], "unknown network 'vgg61' (did you mean 'vgg16'?) (one of "),
 ])
 def test_inconsistent_system_options_are_refused(opts, message):
     text = refused("--no-baselines", "--network", "alexnet", *opts)
@@ -104,7 +109,9 @@ def test_the_engine_params_refuse_the_same_bursts(params, message):
 
 def test_nvlink_alone_and_pcie_generations_still_run():
     run("--no-baselines", "--network", "digits_cnn", "--link", "nvlink2x3")
-    run("--no-baselines", "--network", "digits_cnn", "--link", "pcie3x16", "--pcie-gen", "5")
+    run("--no-baselines", "--network", "digits_cnn", "--pcie-gen", "5")
+    # the generation of the link given: nothing contradicts
+    run("--no-baselines", "--network", "digits_cnn", "--link", "pcie3x16", "--pcie-gen", "3")
 
 
 @pytest.mark.parametrize("opts,message", [
