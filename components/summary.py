@@ -21,11 +21,17 @@ from .gpu import GPUResult
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
 
-__all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary", "engine_fields",
-           "multi_gpu_summary", "host_link_fields", "shared_link_utilization", "system_shape",
-           "describe_system", "no_speedup_reason", "plan_fields"]
+__all__ = ["PS", "seconds", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
+           "engine_fields", "multi_gpu_summary", "host_link_fields", "shared_link_utilization",
+           "system_shape", "describe_system", "no_speedup_reason", "plan_fields"]
 
 PS = 1e-12
+
+
+def seconds(ps: int) -> float:
+    """Integer picoseconds in seconds, correctly rounded (``100_000_000_000`` ps is ``0.1``,
+    where ``ps * 1e-12`` gives ``0.09999999999999999``)."""
+    return ps / 10**12
 
 #: how a multi-GPU summary combines each per-GPU figure into its top-level one
 AGGREGATION = {
@@ -101,12 +107,12 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
             [runs.engine_of[g].copies for g in main if g in runs.engine_of])
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
-        summary["stopped_at_s"] = now_ps * PS
+        summary["stopped_at_s"] = seconds(now_ps)
     return summary
 
 
 def _baseline(r: GPUResult) -> dict[str, Any]:
-    return {"iteration_time_s": r.iteration_time_ps * PS,
+    return {"iteration_time_s": seconds(r.iteration_time_ps),
             "peak_gpu_memory_bytes": r.peak_gpu_memory_bytes,
             "average_gpu_memory_bytes": r.average_gpu_memory_bytes,
             "fits_in_memory": r.fits_in_memory, "complete": r.completed, "policy": r.policy}
@@ -137,13 +143,13 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         "dtype": r.dtype, "policy": r.policy, "complete": r.completed,
         "algorithm": engine.algorithm if engine else "none",
         "mode": engine.mode if engine else "flow",
-        "iteration_time_s": r.iteration_time_ps * PS,
-        "forward_time_s": r.forward_time_ps * PS,
-        "backward_time_s": r.backward_time_ps * PS,
-        "update_time_s": r.update_time_ps * PS,
+        "iteration_time_s": seconds(r.iteration_time_ps),
+        "forward_time_s": seconds(r.forward_time_ps),
+        "backward_time_s": seconds(r.backward_time_ps),
+        "update_time_s": seconds(r.update_time_ps),
         "optimizer": r.optimizer,
-        "compute_time_s": r.compute_time_ps * PS,
-        "stall_time_s": r.stall_time_ps * PS,
+        "compute_time_s": seconds(r.compute_time_ps),
+        "stall_time_s": seconds(r.stall_time_ps),
         "offloaded_bytes": r.offloaded_bytes, "wire_bytes": r.wire_bytes,
         "compression_ratio": r.offloaded_bytes / r.wire_bytes if r.wire_bytes else 1.0,
         "extra_dram_bytes": r.offloaded_bytes + r.prefetched_bytes,
@@ -162,7 +168,7 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         out.update(engine_fields(engine, end))
     if engine is not None and engine.engine != "cdma":
         out["engine"] = engine.engine
-        out["sm_codec_time_s"] = r.codec_kernel_time_ps * PS
+        out["sm_codec_time_s"] = seconds(r.codec_kernel_time_ps)
     if link is not None:
         out["host_link"] = host_link_fields(link)
         out["pcie_bandwidth_Bps"] = link.bandwidth_Bps
@@ -174,7 +180,7 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         out["compression_ratio_by_algorithm"] = engine.ratio_by_algorithm
         out["density_profile_progress"] = engine.progress
     _add_baselines(out, runs.baseline_of[name])
-    out["layers"] = [{**l, "start_s": l["start_ps"] * PS, "end_s": l["end_ps"] * PS}
+    out["layers"] = [{**l, "start_s": seconds(l["start_ps"]), "end_s": seconds(l["end_ps"])}
                      for l in r.layers]
     out["plan"] = plan_fields(r, engine.algorithm if engine else "none")
     return out
@@ -350,7 +356,7 @@ def plan_fields(r: GPUResult, codec: str = "none") -> dict[str, Any]:
     for choice in choices.values():
         counts[choice] = counts.get(choice, 0) + 1
     out: dict[str, Any] = {"tensors": choices, "counts": counts, "bytes": sizes,
-                           "recompute_time_s": r.recompute_time_ps * PS}
+                           "recompute_time_s": seconds(r.recompute_time_ps)}
     if r.planner:
         out["planner"] = dict(r.planner)
     return out
