@@ -55,7 +55,25 @@ class ModelOptionParser(argparse.ArgumentParser):
                     re.search(rf"(^|\s){re.escape(old)}(=|\s|$)", message):
                 message += f" ({old} is now {new})"
                 break
+        else:
+            message += self._did_you_mean(message)
         raise ConfigError(f"model option error: {message}")
+
+    def _did_you_mean(self, message: str) -> str:
+        """`` (did you mean --network?)`` for each unrecognized option close to a known one."""
+        if "unrecognized arguments" not in message:
+            return ""
+        import difflib
+
+        flags = [f for action in self._actions for f in action.option_strings
+                 if f.startswith("--")]
+        hints = []
+        for word in message.split("unrecognized arguments:", 1)[1].split():
+            flag = word.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, flags, n=1) if flag.startswith("--") else []
+            if close:
+                hints.append(f"{flag}: did you mean {close[0]}?")
+        return f" ({'; '.join(hints)})" if hints else ""
 
 
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,

@@ -85,6 +85,8 @@ def test_nan_in_an_element_param_override_is_refused():
     (["--functional"], "--functional needs --tensors"),
     (["--network", "nothere.yaml"], "model option error: --network nothere.yaml: no such file"),
     (["--network", "vgg61"], "unknown network 'vgg61' (did you mean 'vgg16'?) (one of "),
+    (["--netwrok", "vgg16", "--bacth", "3"], "unrecognized arguments: --netwrok vgg16 --bacth 3 "
+     "(--netwrok: did you mean --network?; --bacth: did you mean --batch?)"),
 ])
 def test_inconsistent_system_options_are_refused(opts, message):
     text = refused("--no-baselines", "--network", "alexnet", *opts)
