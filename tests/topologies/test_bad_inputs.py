@@ -170,3 +170,9 @@ def test_a_workload_stream_runs_without_baselines_and_claims_no_speed_up(digits_
 ])
 def test_a_renamed_model_option_says_its_new_name(opts, message):
     assert message in refused("--no-baselines", *opts)
+
+
+def test_a_huge_batch_is_named_as_given_and_refused():
+    text = refused("--no-baselines", "--network", "alexnet", "--batch", "1e23")
+    assert "at batch 100000000000000000000000, more than the GPU memory" in text
+    assert "implausibly" not in text
