@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
+from components.console import binary_size
 from sst_cdma.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
     over = s["peak_gpu_memory_bytes"] - s["gpu_memory_capacity_bytes"]
     assert s["out_of_memory"]["bytes_short"] < over
     line = next(l for l in console.splitlines() if l.startswith("out of memory:"))
-    assert line.endswith(f"; the peak needs {over / 1e9:.2f} GB more")
+    assert line.endswith(f"; the peak needs {binary_size(over)} more")
     # vDNN's claim: VGG-16 at batch 256 trains on a 12 GB Titan X once feature maps are
     # offloaded, although keeping everything resident does not fit. The fastest algorithms'
     # workspace (FFT, non-fused Winograd at batch 256) would not fit beside the feature maps:
