@@ -17,6 +17,7 @@ from sst_cdma.kernel import SimulationError
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
+from .copy_bounds import CopyBounds
 from .interfaces import (CodecKernels, HostPath, HostStore, MemoryPool, StorageDrive,
                          TransferCosts)
 from .messages import (TIERS, CodecKernel, CopyCost, DrivePath, OffloadManifest, PathInfo,
@@ -59,6 +60,15 @@ class EngineResult:
     #: where SM kernels (de)compress in DRAM (an offload on Blackwell's Decompression Engine
     #: reads the SMs' compressed buffer; a prefetch the engine decompresses writes raw bytes)
     dram_bytes: int = 0
+    #: ps of the copies' flows bounded by each kind of resource: ``engine`` (the codec units),
+    #: ``link``, ``HBM`` (:mod:`components.copy_bounds`)
+    copy_bounds_ps: dict[str, float] = field(default_factory=dict)
+    #: ps the codec units were busy (the bytes they (de)compressed at their full throughput;
+    #: 0 for a plain copy engine)
+    codec_busy_ps: float = 0.0
+    #: where the densities of the tensors it planned came from (:func:`density_provenance`;
+    #: empty when no profile was read)
+    density_provenance: dict[str, Any] = field(default_factory=dict)
 
 
 #: the engine params that moved to the codec in its ``codec`` slot
@@ -176,6 +186,7 @@ class CDMAEngine(Component):
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
         self.copies: list[tuple[int, int, int]] = []
         self.dram_bytes = 0  # read from and written to GPU DRAM by the transfers
+        self.bounds = CopyBounds({})
         self.stat_raw = self.register_statistic("offload_raw_bytes")
         self.stat_wire = self.register_statistic("offload_wire_bytes")
         self.stat_pwire = self.register_statistic("prefetch_wire_bytes")
@@ -317,7 +328,16 @@ class CDMAEngine(Component):
             functional_checks=self.functional_checks if p["functional"] else None,
             functional_matches=self.functional_matches if p["functional"] else None,
             copies=self.copies, drives=[d.name for d in self.drives],
-            nvme_path=p["nvme_path"] if self.drives else ""))
+            nvme_path=p["nvme_path"] if self.drives else "",
+            copy_bounds_ps=dict(self.bounds.ps), codec_busy_ps=self._codec_busy_ps(),
+            density_provenance=dict(self.plan.provenance)))
+
+    def _codec_busy_ps(self) -> float:
+        """Picoseconds the codec units' resource was busy, at its capacity."""
+        if self.codec is None:
+            return 0.0
+        res = self.codec.resource
+        return res.busy_units / res.capacity * 1e12
 
     def setup(self) -> None:
         """Find the GPU memory's bandwidth resource and the path to the host store."""
@@ -329,6 +349,10 @@ class CDMAEngine(Component):
         if self.drives:
             self.storage = storage_route(self.name, self.path, self.drives,
                                          self.params["nvme_path"])
+        kinds = {self.hbm_resource: "HBM"}
+        if self.codec is not None:
+            kinds[self.codec.resource.name] = "engine"
+        self.bounds = CopyBounds(kinds)
 
     # -- transfers -----------------------------------------------------------------------------
     def _request(self, req: TransferRequest) -> None:
@@ -408,11 +432,15 @@ class CDMAEngine(Component):
         if self.params["mode"] == "flow" or raw == 0:
             self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none",
                                                req.tier),
-                             lambda f: self.transfer_done(req, wire, start,
-                                                          f.lost_ps(self.hbm_resource)),
+                             lambda f: self._flow_done(req, wire, start, f),
                              label=req.tensor)
         else:
             self._chunked(req, wire, start)
+
+    def _flow_done(self, req: TransferRequest, wire: int, start: int, flow: Flow) -> None:
+        """A flow-mode transfer's one flow has ended: note what bounded it, and finish."""
+        self.bounds.add(flow)
+        self.transfer_done(req, wire, start, flow.lost_ps(self.hbm_resource))
 
     def _chunked(self, req: TransferRequest, wire: int, start: int) -> None:
         """Bursts go through two stages — DRAM+codec, then the host link — with at most
@@ -562,12 +590,14 @@ class _BurstPipeline:
             self.launch(self.burst if self.landed + 1 < self.count else self.last, self.second,
                         self.second_done, math.inf, self.req.tensor)
 
-    def _first_done(self, _flow: Flow) -> None:
+    def _first_done(self, flow: Flow) -> None:
+        self.engine.bounds.add(flow)
         self.in_first = False
         self.staged += 1
         self.pump()
 
-    def _second_done(self, _flow: Flow) -> None:
+    def _second_done(self, flow: Flow) -> None:
+        self.engine.bounds.add(flow)
         self.in_second = False
         self.held -= 1
         self.landed += 1

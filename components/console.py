@@ -1,6 +1,8 @@
 """The ten-second summary a person reads after a run: the console text of a summary dict (what
 :mod:`components.summary` composed from the typed result records, or a summary.json read back),
-one labelled line per figure, every line's sizes in one decimal unit."""
+one labelled line per figure. Bytes moved (offloads, wire, DRAM traffic) are decimal, every
+size of a line in one unit; memory sizes and capacities are binary (a 16 GiB GPU reads
+"16 GiB"), each in the unit that suits it, so that a size reads the same on every line."""
 from __future__ import annotations
 
 import math
@@ -10,7 +12,8 @@ from sst_cdma.model.policies import VDNN_POLICIES
 
 from .nvswitch import allreduce_line
 
-__all__ = ["console_summary", "plan_line", "functional_line"]
+__all__ = ["console_summary", "plan_line", "functional_line", "binary_size", "engine_line",
+           "density_line", "no_offload_hint"]
 
 MS = 1e3
 #: how the heading names an engine other than the paper's cDMA
@@ -38,6 +41,19 @@ def _sizes(*values: float) -> list[str]:
         digits = 2 if abs(x) >= 0.01 or x == 0 else 2 - math.floor(math.log10(abs(x)))
         out.append(f"{x:.{digits}f} {unit}")
     return out
+
+
+_BINARY = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def binary_size(n: float) -> str:
+    """A memory size in the largest binary unit it fills at least once: ``16 GiB`` for an exact
+    multiple, else two decimals (``6.81 GiB``); bytes below 1 KiB as ``N B``."""
+    for scale, unit in _BINARY:
+        if abs(n) >= scale:
+            whole, part = divmod(int(n), scale) if float(n).is_integer() else (0, 1)
+            return f"{whole} {unit}" if not part else f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
 
 
 def _row(label: str, text: str) -> str:
@@ -87,6 +103,7 @@ def console_summary(s: dict[str, Any]) -> str:
         return "\n".join(lines + _stopped_lines(s, scope))
     lines += _time_lines(s, scope)
     lines += _link_lines(s, scope)
+    lines += [line for line in (engine_line(s), density_line(s)) if line]
     lines += _plan_lines(s)
     lines += _memory_lines(s, scope)
     if "model_states" in s:
@@ -129,7 +146,7 @@ def _stopped_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
         "the iteration ended: no iteration time, stall, speed-up or slowdown",
         _row(f"offloaded{scope.total}", f"{raw} raw, {wire} on the wire so far"),
         _row(f"peak GPU memory{scope.largest}",
-             f"{_sizes(s['peak_gpu_memory_bytes'])[0]} so far"),
+             f"{binary_size(s['peak_gpu_memory_bytes'])} so far"),
     ]
 
 
@@ -161,7 +178,7 @@ def _link_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     """The ratio of every algorithm, the host link's bandwidth and busy time, and one line per
     kind of shared link, in the order the GPUs' paths meet them."""
     lines = []
-    if "compression_ratio_by_algorithm" in s:
+    if "compression_ratio_by_algorithm" in s and s["algorithm"] != "none":
         r = s["compression_ratio_by_algorithm"]
         lines.append("ratio by algo:   " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))
     if "pcie_utilization" in s:
@@ -216,8 +233,8 @@ def _memory_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
                           "read+written by the engine"))
     cap = s.get("gpu_memory_capacity_bytes")
     fits = "fits" if s["fits_in_memory"] else "DOES NOT FIT"
-    peak, cap_text, avg = _sizes(s["peak_gpu_memory_bytes"], cap or 0,
-                                 s.get("average_gpu_memory_bytes", 0))
+    peak, cap_text, avg = (binary_size(x) for x in (s["peak_gpu_memory_bytes"], cap or 0,
+                                                     s.get("average_gpu_memory_bytes", 0)))
     lines.append(_row(f"peak GPU memory{scope.largest}", peak
                       + (f" of {cap_text} ({fits})" if cap else f" ({fits})")
                       + (f", average {avg}" if "average_gpu_memory_bytes" in s else "")))
@@ -227,8 +244,11 @@ def _memory_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     if oom:
         over = s["peak_gpu_memory_bytes"] - cap if cap else 0
         lines.append(f"out of memory:   first at layer {oom['layer']} ({oom['tensor']}), "
-                     f"{_sizes(oom['bytes_short'])[0]} short"
-                     + (f"; the peak needs {_sizes(over)[0]} more" if over > 0 else ""))
+                     f"{binary_size(oom['bytes_short'])} short"
+                     + (f"; the peak needs {binary_size(over)} more" if over > 0 else ""))
+    hint = no_offload_hint(s)
+    if hint:
+        lines.append(_row("hint", hint))
     return lines
 
 
@@ -272,7 +292,7 @@ def _baseline_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     if "oracle" in b and b["oracle"].get("complete", True):
         o = b["oracle"]
         lines.append(_row(f"oracle{scope.slowest}", f"{o['iteration_time_s'] * MS:.3f} ms, needs "
-                          f"{_sizes(o['peak_gpu_memory_bytes'])[0]}"
+                          f"{binary_size(o['peak_gpu_memory_bytes'])}"
                           f"{' per GPU' if scope.n else ''} "
                           f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
                           f"this run is {it / o['iteration_time_s']:.2f}x the oracle"))
@@ -285,3 +305,80 @@ def _baseline_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
                           + (f"no cDMA speed-up: {reason}" if reason else
                              f"cDMA speed-up {v['iteration_time_s'] / it:.2f}x")))
     return lines
+
+
+def engine_line(s: dict[str, Any]) -> str:
+    """The engine's line: its codec units and their throughput, how busy they were, and which
+    kind of resource (engine, link, HBM) bounded the copies, the tightest first ("" without an
+    engine)."""
+    if "codec_units" not in s:
+        return ""
+    name = ENGINE_NAMES.get(s.get("engine", ""), "cDMA")
+    if s["algorithm"] == "none":
+        text = "plain copy engine (no codec)"
+    else:
+        units, each = s["codec_units"], s["codec_unit_throughput_Bps"]
+        text = (f"{units} {s['algorithm']} unit{'s' if units != 1 else ''} x "
+                f"{each / 1e9:.2f} GB/s = {units * each / 1e9:.2f} GB/s")
+        if "engine_busy" in s:
+            text += f", busy {100 * s['engine_busy']:.1f}% of the iteration"
+    bounds = s.get("copy_bounds")
+    if not bounds:
+        return _row(f"{name} engine", text + "; it copied nothing")
+    ranked = sorted(((k, v) for k, v in bounds.items() if v >= 0.0005), key=lambda kv: -kv[1])
+    text += "; copies bound by " + ", ".join(f"{kind} {100 * share:.1f}%"
+                                             for kind, share in ranked) + " of their time"
+    if s["algorithm"] != "none" and bounds.get("engine", 0.0) == 0.0:
+        text += " (the codec units held no copy back: more would change nothing)"
+    return _row(f"{name} engine", text)
+
+
+def density_line(s: dict[str, Any]) -> str:
+    """Where the densities behind the compression came from: the profile, whether it is
+    measured, estimated or derived, and what it says it rests on ("" with compression off or
+    no profile read)."""
+    prov = s.get("density_provenance")
+    if not prov or s["algorithm"] == "none":
+        return ""
+    real = prov.get("real_tensors", 0)
+    parts = [f"{real} tensor{'s' if real != 1 else ''} compressed from real bytes"] if real \
+        else []
+    if "profile" in prov:
+        kind = {"estimated": "ESTIMATED, not measured"}.get(prov["kind"], prov["kind"])
+        parts.append(f"profile {prov['profile']} at progress "
+                     f"{s.get('density_profile_progress', 0.5):g}, {kind}: "
+                     f"{_first_sentence(prov['source'], prov['kind'])}")
+    return _row("densities", "; ".join(parts))
+
+
+def _first_sentence(source: str, kind: str) -> str:
+    """What a profile's provenance says it rests on, short: its first clause, without the
+    parenthesised detail (an estimate's source opens with "Estimate, not a measurement.",
+    which the line says already; summary.json keeps the whole text)."""
+    text = source.removeprefix("Estimate, not a measurement. ") if kind == "estimated" \
+        else source
+    depth, out = 0, []
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch in ".:;" and depth == 0 and (i + 1 == len(text) or text[i + 1] == " "):
+            break
+        if depth == 0 and ch != ")":
+            out.append(ch)
+    short = " ".join("".join(out).split()).replace(" ,", ",")
+    return short[:1].lower() + short[1:] if short[1:2].islower() else short
+
+
+#: the policies that offload for any network, and what each does
+_OFFLOADING = (("auto", "the planner picks offloads, compression and recomputation to fit"),
+               ("all", "offload every layer's input"))
+
+
+def no_offload_hint(s: dict[str, Any]) -> str:
+    """A hint where the run offloaded nothing and does not fit in GPU memory: the policies
+    that would offload ("" otherwise)."""
+    if s["offloaded_bytes"] or s["fits_in_memory"] or not s.get("complete", True):
+        return ""
+    others = [f"--policy {name} ({what})" for name, what in _OFFLOADING if name != s["policy"]]
+    why = " (it offloads convolutions' inputs only)" if s["policy"] == "conv" else ""
+    return (f"policy {s['policy']}{why} moved nothing, and the run does not fit in GPU memory; "
+            f"{' or '.join(others)} would offload")

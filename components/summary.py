@@ -23,11 +23,18 @@ from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
 from .summary_schema import SCHEMA_VERSION
 
-__all__ = ["PS", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
-           "multi_gpu_summary", "host_link_fields", "shared_link_utilization", "system_shape",
-           "describe_system", "no_speedup_reason", "plan_fields", "model_state_fields"]
+__all__ = ["PS", "seconds", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
+           "engine_fields", "multi_gpu_summary", "host_link_fields", "shared_link_utilization",
+           "system_shape", "describe_system", "no_speedup_reason", "plan_fields",
+           "model_state_fields"]
 
 PS = 1e-12
+
+
+def seconds(ps: int) -> float:
+    """Integer picoseconds in seconds, correctly rounded (``100_000_000_000`` ps is ``0.1``,
+    where ``ps * 1e-12`` gives ``0.09999999999999999``)."""
+    return ps / 10**12
 
 #: how a multi-GPU summary combines each per-GPU figure into its top-level one
 AGGREGATION = {
@@ -109,13 +116,13 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
                                       next(e.nvme_path for e in engines if e.drives))
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
-        summary["stopped_at_s"] = now_ps * PS
+        summary["stopped_at_s"] = seconds(now_ps)
     summary["schema_version"] = SCHEMA_VERSION
     return summary
 
 
 def _baseline(r: GPUResult) -> dict[str, Any]:
-    return {"iteration_time_s": r.iteration_time_ps * PS,
+    return {"iteration_time_s": seconds(r.iteration_time_ps),
             "peak_gpu_memory_bytes": r.peak_gpu_memory_bytes,
             "average_gpu_memory_bytes": r.average_gpu_memory_bytes,
             "fits_in_memory": r.fits_in_memory, "complete": r.completed, "policy": r.policy}
@@ -146,13 +153,13 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         "dtype": r.dtype, "policy": r.policy, "complete": r.completed,
         "algorithm": engine.algorithm if engine else "none",
         "mode": engine.mode if engine else "flow",
-        "iteration_time_s": r.iteration_time_ps * PS,
-        "forward_time_s": r.forward_time_ps * PS,
-        "backward_time_s": r.backward_time_ps * PS,
-        "update_time_s": r.update_time_ps * PS,
+        "iteration_time_s": seconds(r.iteration_time_ps),
+        "forward_time_s": seconds(r.forward_time_ps),
+        "backward_time_s": seconds(r.backward_time_ps),
+        "update_time_s": seconds(r.update_time_ps),
         "optimizer": r.optimizer,
-        "compute_time_s": r.compute_time_ps * PS,
-        "stall_time_s": r.stall_time_ps * PS,
+        "compute_time_s": seconds(r.compute_time_ps),
+        "stall_time_s": seconds(r.stall_time_ps),
         "offloaded_bytes": r.offloaded_bytes, "wire_bytes": r.wire_bytes,
         "compression_ratio": r.offloaded_bytes / r.wire_bytes if r.wire_bytes else 1.0,
         "extra_dram_bytes": engine.dram_bytes if engine else 0,
@@ -168,9 +175,10 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
     if engine is not None:
         out["codec_units"] = engine.codec_units
         out["codec_unit_throughput_Bps"] = engine.codec_unit_throughput_Bps
+        out.update(engine_fields(engine, end))
     if engine is not None and engine.engine != "cdma":
         out["engine"] = engine.engine
-        out["sm_codec_time_s"] = r.codec_kernel_time_ps * PS
+        out["sm_codec_time_s"] = seconds(r.codec_kernel_time_ps)
     if link is not None:
         out["host_link"] = host_link_fields(link)
         out["pcie_bandwidth_Bps"] = link.bandwidth_Bps
@@ -182,8 +190,8 @@ def gpu_summary(name: str, runs: SystemResults) -> dict[str, Any]:
         out["compression_ratio_by_algorithm"] = engine.ratio_by_algorithm
         out["density_profile_progress"] = engine.progress
     _add_baselines(out, runs.baseline_of[name])
-    out["layers"] = [{**lay, "start_s": lay["start_ps"] * PS, "end_s": lay["end_ps"] * PS}
-                     for lay in r.layers]
+    out["layers"] = [{**lay, "start_s": seconds(lay["start_ps"]),
+                      "end_s": seconds(lay["end_ps"])} for lay in r.layers]
     out["plan"] = plan_fields(r, engine.algorithm if engine else "none")
     if r.model_states:
         out["model_states"] = model_state_fields(r.model_states)
@@ -200,6 +208,21 @@ def model_state_fields(states: dict[str, Any]) -> dict[str, Any]:
             out[key[:-3] + "_s"] = value * PS
         else:
             out[key] = value
+    return out
+
+
+def engine_fields(engine: EngineResult, end_ps: int) -> dict[str, Any]:
+    """What an engine's own figures add to its GPU's entry: how busy its codec units were over
+    ``end_ps`` (with a codec), which kind of resource bounded its copies (when it copied) and
+    where the densities it planned with came from (when it read a profile or real tensors)."""
+    out: dict[str, Any] = {}
+    if engine.algorithm != "none":
+        out["engine_busy"] = engine.codec_busy_ps / end_ps
+    total = sum(engine.copy_bounds_ps.values())
+    if total:
+        out["copy_bounds"] = {kind: ps / total for kind, ps in engine.copy_bounds_ps.items()}
+    if engine.density_provenance:
+        out["density_provenance"] = dict(engine.density_provenance)
     return out
 
 
@@ -283,8 +306,16 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
     _merge_baselines(summary, entries)
     summary["out_of_memory"] = next((e["out_of_memory"] for e in entries if e["out_of_memory"]),
                                     None)
-    if "density_profile_progress" in first:
-        summary["density_profile_progress"] = first["density_profile_progress"]
+    for key in ("density_profile_progress", "density_provenance"):
+        if key in first:
+            summary[key] = first[key]
+    if "engine_busy" in first:  # the busiest engine's
+        summary["engine_busy"] = max(e["engine_busy"] for e in entries)
+        summary["aggregation"]["engine_busy"] = "max"
+    if all("copy_bounds" in e for e in entries):  # the GPUs' shares, averaged
+        summary["copy_bounds"] = {kind: sum(e["copy_bounds"][kind] for e in entries) /
+                                  len(entries) for kind in first["copy_bounds"]}
+        summary["aggregation"]["copy_bounds"] = "mean"
     if "sm_codec_time_s" in first:  # the largest GPU's, as the iteration time
         summary["sm_codec_time_s"] = max(e["sm_codec_time_s"] for e in entries)
     for key in ("functional_checks", "functional_matches"):  # --functional: every GPU's checks
@@ -350,7 +381,7 @@ def plan_fields(r: GPUResult, codec: str = "none") -> dict[str, Any]:
     for choice in choices.values():
         counts[choice] = counts.get(choice, 0) + 1
     out: dict[str, Any] = {"tensors": choices, "counts": counts, "bytes": sizes,
-                           "recompute_time_s": r.recompute_time_ps * PS}
+                           "recompute_time_s": seconds(r.recompute_time_ps)}
     if r.planner:
         out["planner"] = dict(r.planner)
     return out

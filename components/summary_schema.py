@@ -73,6 +73,17 @@ SUMMARY: tuple[Key, ...] = (
     _k("host_link", "object", "the GPUs' own host link: see `host_link` below", LINK),
     _k("codec_units", "integer", "compression/decompression units per cDMA engine", ENGINE),
     _k("codec_unit_throughput_Bps", "number", "uncompressed bytes/s each codec unit handles", ENGINE),
+    _k("engine_busy", "number", "fraction of the iteration the codec units were busy (the bytes "
+       "they (de)compressed at their full throughput; the busiest engine's with several GPUs)",
+       "with a cDMA engine that compresses"),
+    _k("copy_bounds", "object", "`engine`, `link`, `HBM`: the share of the copies' time each kind "
+       "of resource bounded (a copy alone moves at its tightest resource's rate; time other "
+       "flows took from it counts to the resource they shared; components/copy_bounds.py)",
+       "when the engine copied"),
+    _k("density_provenance", "object", "where the densities came from: `profile` (a shipped "
+       "name or the path given), its provenance `kind` (`measured`, `estimated`, `derived`) "
+       "and `source` (what it rests on), and `real_tensors` compressed from real bytes instead",
+       "when an engine read a profile or real tensors"),
     _k("engine", "string", "`blackwell-de`: Blackwell's Decompression Engine decompressed "
        "prefetches, SM kernels compressed offloads (docs/model.md)", "with --engine blackwell-de"),
     _k("sm_codec_time_s", "number", "compute-stream time of the SM (de)compression kernels "

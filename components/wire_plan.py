@@ -19,7 +19,7 @@ from .messages import MovedTensor, OffloadManifest
 if TYPE_CHECKING:
     from .codecs import Codec
 
-__all__ = ["DensitySources", "WirePlan", "plan_wires"]
+__all__ = ["DensitySources", "WirePlan", "plan_wires", "density_provenance"]
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,16 @@ class WirePlan:
     densities: Mapping[str, float] = field(default_factory=dict)
     plain: frozenset[str] = frozenset()
     payloads: Mapping[str, bytes] = field(default_factory=dict)
+    #: where the densities came from (:func:`density_provenance`; empty: no profile read)
+    provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def merged(self, later: "WirePlan") -> "WirePlan":
         """This plan with ``later``'s tensors added (a later manifest's entries win)."""
         return WirePlan(later.gpu, {**self.wire, **later.wire}, {**self.ratios, **later.ratios},
                         {**self.raw_bytes, **later.raw_bytes},
                         {**self.densities, **later.densities}, self.plain | later.plain,
-                        {**self.payloads, **later.payloads})
+                        {**self.payloads, **later.payloads},
+                        later.provenance or self.provenance)
 
     def ratio_by_algorithm(self, bypass: bool) -> dict[str, float]:
         """The compression ratio (raw / wire bytes, ``bypass`` of incompressible data
@@ -106,7 +109,28 @@ def plan_wires(workload: OffloadManifest, sources: DensitySources,
                                                       workload.dtype)
         wire[t.name] = codec.wire_bytes(t.raw_bytes, ratios[t.name][codec.algorithm]) \
             if codec is not None else wire_bytes(t.raw_bytes, 1.0)
-    return WirePlan(workload.gpu, wire, ratios, raw_bytes, densities, plain, payloads)
+    real_count = sum(t.name in real for t in coded)
+    return WirePlan(workload.gpu, wire, ratios, raw_bytes, densities, plain, payloads,
+                    density_provenance(profile, sources.profile or workload.network, real_count)
+                    if profile is not None or real_count else {})
+
+
+def density_provenance(profile: Any, named: str, real_tensors: int = 0) -> dict[str, Any]:
+    """Where a plan's densities came from: the ``profile`` as it was ``named`` (a shipped
+    profile's name or the path given), its provenance ``kind`` (``measured``, ``estimated`` or ``derived``) with what its provenance says it rests
+    on (``source``: the estimate's basis, the measured model and data, or the profile it was
+    derived from), and how many tensors were compressed from ``real_tensors`` instead."""
+    out: dict[str, Any] = {"real_tensors": real_tensors}
+    if profile is None:
+        return out
+    prov = profile.provenance
+    if prov.kind == "measured":
+        source = f"{prov.model} on {prov.data}" + \
+            (f", {prov.steps} steps" if prov.steps else "")
+    else:
+        source = prov.source
+    out.update(profile=named, kind=prov.kind, source=source)
+    return out
 
 
 def _profile_for(workload: OffloadManifest, coded: list[MovedTensor], sources: DensitySources,

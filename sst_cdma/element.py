@@ -4,6 +4,8 @@ declaration. ``sst-info`` prints the same declarations.
 """
 from __future__ import annotations
 
+import decimal
+
 import math
 import re
 from dataclasses import dataclass, field
@@ -41,10 +43,21 @@ def _parse_int(raw: Any) -> int:
     try:
         return int(text, 0)
     except ValueError:
-        number = float(text)
-        if not number.is_integer():
-            raise
+        # exactly, as written: 1e23 is 10**23, not the float nearest it (99999999999999991611392)
+        try:
+            number = decimal.Decimal(text)
+        except decimal.InvalidOperation:
+            raise ValueError(text) from None
+        if not number.is_finite() or number.adjusted() > _MAX_INT_DIGITS:
+            raise ValueError(f"{text!r} is not a whole number of at most {_MAX_INT_DIGITS} "
+                             "digits") from None
+        if number != number.to_integral_value():
+            raise ValueError(text) from None
         return int(number)
+
+
+#: the most digits a whole-number param may have (Python's own limit for reading one)
+_MAX_INT_DIGITS = 4300
 
 _FALSE = ("0", "false", "no", "off")
 #: the unit a parsed value of each quantity kind is in, as range errors print it

@@ -1,19 +1,38 @@
-"""Progress of a run: our progress lines for long runs (after a few seconds of wall time, a
-line now and then on stderr saying how far the simulation has come), SST-core's heartbeats
-(``--heartbeat-sim-period``, ``--heartbeat-wall-period``) and its wall-clock limit
-(``--exit-after``)."""
+"""Progress of a run: the wall time of each of its phases (:class:`PhaseClock`, what
+``--timing-info`` prints), our progress lines for long runs (after a few seconds of wall time,
+a line now and then on stderr saying how far the run has come, in whichever phase it is),
+SST-core's heartbeats (``--heartbeat-sim-period``, ``--heartbeat-wall-period``) and its
+wall-clock limit (``--exit-after``)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
 import time
-from typing import IO, Callable, Optional
+from typing import IO, Callable, Iterator, Optional
 
 from .kernel import (EXIT_PRIORITY, PRIORITY_BITS, STATISTIC_PRIORITY, STOP_PRIORITY,
                      Simulator)
 from .units import UnitAlgebra
 
-__all__ = ["Progress", "SimHeartbeat", "WallWatch", "parse_wall_time", "heartbeat_lines"]
+__all__ = ["Progress", "PhaseClock", "PHASES", "timed", "tick", "SimHeartbeat", "WallWatch",
+           "parse_wall_time", "heartbeat_lines"]
+
+#: the phases of a run, as ``RunResult.timing`` keys them (seconds), and what each is, in the
+#: order a run meets them; the models' own phases (rendering, pricing, planning) run inside
+#: init, and a second of theirs is counted there only
+PHASES = {
+    "script_s": "the topology script (and the element libraries it loads)",
+    "build_s": "building the components",
+    "setup_s": "init and setup, less the phases below",
+    "render_s": "rendering the iteration's streams",
+    "pricing_s": "pricing the kernels",
+    "planning_s": "planning memory (schedules, the planner)",
+    "run_s": "the event loop",
+    "finish_s": "the elements' finish (the reports)",
+    "writing_s": "writing the statistics and the output files",
+}
 
 
 class Progress:
@@ -40,6 +59,85 @@ class Progress:
         print(f"sst: simulated {now_ps / 1e9:.3f} ms, {events:,} events, "
               f"{wall - self.start:.0f} s",
               file=self.stream, flush=True)
+
+    def phase(self, what: str, done: int, total: int) -> None:
+        """Report how far a phase outside the event loop has come (``what``: ``pricing
+        kernels: layer``), if the time has come: ``sst: pricing kernels: layer 120 of 580,
+        4 s``."""
+        wall = self.clock()
+        if wall < self.next_at:
+            return
+        self.next_at = wall + self.every_s
+        self.lines += 1
+        print(f"sst: {what} {done:,} of {total:,}, {wall - self.start:.0f} s",
+              file=self.stream, flush=True)
+
+
+class PhaseClock:
+    """The wall time of a run's phases (:data:`PHASES` names them), each second counted once:
+    a phase that runs inside another (pricing inside init) is taken out of the outer one, so
+    the phases add up to the run. ``seconds`` is ``RunResult.timing``. While it is
+    :meth:`active`, :func:`timed` and :func:`tick` anywhere in the run reach it, and
+    ``progress`` (a :class:`Progress`, or None) gets the ticks."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.seconds: dict[str, float] = {}
+        self.progress: Optional[Progress] = None
+        self._open: list[list] = []  # [phase, when it (last) resumed]
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Count the block's wall time to phase ``name`` (less any phase inside it)."""
+        now = self.clock()
+        if self._open:
+            self._charge(now)
+        self._open.append([name, now])
+        try:
+            yield
+        finally:
+            self._charge(self.clock())
+            self._open.pop()
+            if self._open:
+                self._open[-1][1] = self.clock()
+
+    def _charge(self, now: float) -> None:
+        top = self._open[-1]
+        self.seconds[top[0]] = self.seconds.get(top[0], 0.0) + (now - top[1])
+        top[1] = now
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator["PhaseClock"]:
+        """Make this the clock :func:`timed` and :func:`tick` reach while the block runs."""
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
+
+
+_ACTIVE: contextvars.ContextVar[Optional[PhaseClock]] = contextvars.ContextVar(
+    "sst_cdma_phase_clock", default=None)
+
+
+@contextlib.contextmanager
+def timed(name: str) -> Iterator[None]:
+    """Count the block to phase ``name`` of the active :class:`PhaseClock` (outside a run,
+    nothing is counted)."""
+    clock = _ACTIVE.get()
+    if clock is None:
+        yield
+        return
+    with clock.phase(name):
+        yield
+
+
+def tick(what: str, done: int, total: int) -> None:
+    """Tell the active run's progress lines how far a long phase has come (``done`` of
+    ``total`` of ``what``); cheap, and nothing outside a run or without progress lines."""
+    clock = _ACTIVE.get()
+    if clock is not None and clock.progress is not None:
+        clock.progress.phase(what, done, total)
 
 
 

@@ -12,7 +12,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +21,7 @@ from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 from . import config_api
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
                      StructureError, beyond_sim_range)
+from .progress import PhaseClock, Progress
 from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .library import find_topology
@@ -128,12 +128,34 @@ def _script_path(script: Union[str, Path]) -> str:
     raise RunError(f"no such topology file{hint}", str(script))
 
 
+class _WatchedArgv(list):
+    """A script's ``sys.argv`` that notes whether the script looked at its options (iterated,
+    measured, sliced or indexed past the script's own path): model options given to a script
+    that never looks would be silently ignored."""
+
+    looked = False
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice) or not isinstance(key, int) or key != 0:
+            self.looked = True
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.looked = True
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self.looked = True
+        return super().__len__()
+
+
 def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
                    program_options: Optional[dict[str, str]] = None) -> ConfigGraph:
     """Run a topology script with ``import sst`` available and ``sys.argv`` = [script, *options];
     return the graph it built. ``program_options`` (the command line's) are visible to the
     script through ``sst.getProgramOptions()`` and win over what it sets. Faults become
-    RunError naming the script line."""
+    RunError naming the script line; so do model options the script never looked at (it
+    never read ``sys.argv`` past its own path: they would be ignored)."""
     path = _script_path(script)
     if path.endswith(".json"):
         try:
@@ -160,7 +182,8 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
     loaded = {name.partition(".")[0] for name in sys.modules}
     config_api._reset(graph, path)
-    sys.argv = ["sstsim.x", *model_options]  # what SST-core gives a script as argv[0]
+    argv = _WatchedArgv(["sstsim.x", *model_options])  # SST-core's argv[0]
+    sys.argv = argv
     sys.modules["sst"] = config_api  # type: ignore[assignment]
     sys.path.insert(0, os.path.dirname(path))
     importlib.invalidate_caches()  # a helper module written since the last run is seen
@@ -197,6 +220,11 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
             sys.modules.pop("sst", None)
         else:
             sys.modules["sst"] = saved_sst
+    if model_options and not argv.looked:
+        raise RunError(f"the script reads no model options (it never looks at sys.argv), so "
+                       f"{shlex.join(model_options)} would be ignored: run it without them (docs/topologies.md says which "
+                       "topologies take options)",
+                       _display(path))
     graph.program_options.update(cli_options)
     _check_structure(graph)
     try:
@@ -349,15 +377,18 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     if opts and str(script).endswith(".json"):
         raise RunError(f"{script}: a JSON graph takes no model options (they shaped the graph "
                        f"when it was written), got: {shlex.join(opts)}")
-    t0 = time.perf_counter()
+    phases = PhaseClock()
+    if progress is not None:
+        phases.progress = Progress(progress)
     default_mode = PROGRAM_OPTIONS["run-mode"]
     cli = {"stop-at": stop_at, "run-mode": run_mode if run_mode != default_mode else None,
            "output-directory": str(output_directory) if output_directory is not None else None,
            "output-json": output_json, "output-dot": output_dot, "output-config": output_config,
            **(program_options or {})}
-    graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
-    if overrides:
-        apply_overrides(graph, overrides)
+    with phases.active(), phases.phase("script_s"):
+        graph = execute_script(script, opts, {k: v for k, v in cli.items() if v is not None})
+        if overrides:
+            apply_overrides(graph, overrides)
     options = resolve_options(graph, cli)
     _say_notices(graph, options)
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
@@ -366,10 +397,10 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     staging = _staging_folder(out_dir) if out_dir is not None else None
     try:
         record_all = record_statistics and out_dir is None and not _enables_statistics(graph)
-        result = _run_graph(graph, options, out_dir, staging, console, t0, progress, full_trace,
+        result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
                             record_all)
         if staging is not None and out_dir is not None:
-            with _interrupts_deferred():
+            with _interrupts_deferred(), phases.phase("writing_s"):
                 publish_outputs(staging, out_dir)
             staging = None
             if result.simulation is not None:
@@ -493,10 +524,10 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
 
 
 def _watch_progress(simulation: Simulation, options: dict[str, str], console: Optional[IO[str]],
-                    progress: Optional[IO[str]], source: str) -> None:
+                    progress: Optional[Progress], source: str) -> None:
     """Install the heartbeats, the --exit-after limit and the progress lines the options ask
     for; a malformed period is a RunError naming the option."""
-    from .progress import Progress, SimHeartbeat, WallWatch, parse_wall_time
+    from .progress import SimHeartbeat, WallWatch, parse_wall_time
 
     def stream() -> IO[str]:
         return console if console is not None else sys.stdout
@@ -527,17 +558,16 @@ def _watch_progress(simulation: Simulation, options: dict[str, str], console: Op
     beat_s, exit_s = wall("heartbeat-wall-period"), wall("exit-after")
     if beat_s is not None or exit_s is not None:
         simulation.sim.progress = WallWatch(simulation.sim, stream, beat_s, exit_s,
-                                        options.get("exit-after", ""),
-                                        Progress(progress) if progress is not None else None)
+                                            options.get("exit-after", ""), progress)
     elif progress is not None:
-        simulation.sim.progress = Progress(progress)
+        simulation.sim.progress = progress
 
 
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
-               staging: Optional[Path], console: Optional[IO[str]], t0: float,
-               progress: Optional[IO[str]] = None, full_trace: bool = True,
-               record_all: bool = False) -> RunResult:
-    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere).
+               staging: Optional[Path], console: Optional[IO[str]], phases: PhaseClock,
+               full_trace: bool = True, record_all: bool = False) -> RunResult:
+    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere), the
+    phases' wall time to ``phases`` (its ``progress`` gets the progress lines).
     ``record_all`` records every declared statistic in memory only."""
     for key, writer in (("output-json", graph.write_json), ("output-config", graph.write_python),
                         ("output-dot", None)):
@@ -549,10 +579,11 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
             except ConfigError as exc:
                 raise RunError(str(exc), _where_display(exc.where)) from None
             try:
-                if writer is not None:
-                    writer(path)
-                else:
-                    path.write_text(graph.to_dot(), encoding="utf-8")
+                with phases.phase("writing_s"):
+                    if writer is not None:
+                        writer(path)
+                    else:
+                        path.write_text(graph.to_dot(), encoding="utf-8")
             except OSError as exc:
                 raise RunError(f"cannot write it: {exc.strerror or exc}", f"--{key} {target}") \
                     from None
@@ -572,16 +603,15 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     if mode not in RUN_MODES:
         raise RunError(f"--run-mode {mode!r} is not one of {', '.join(RUN_MODES)}")
     try:
-        simulation = Simulation(graph, staging, console, record_all)
+        simulation = Simulation(graph, staging, console, record_all, phases)
         simulation.full_trace = full_trace
         simulation.build()
     except ConfigError as exc:
         raise RunError(str(exc), _where_display(exc.where)) from None
-    simulation.timing["script_s"] = time.perf_counter() - t0 - simulation.timing.get("build_s", 0.0)
     if mode == "init":
         return RunResult(simulation.statistics.table, 0, 0, "run-mode init", simulation.timing,
                          simulation.reports, simulation.results, out_dir, graph)
-    _watch_progress(simulation, options, console, progress, graph.source)
+    _watch_progress(simulation, options, console, phases.progress, graph.source)
     try:
         simulation.run(stop_ps)
     except ConfigError as exc:
@@ -592,8 +622,9 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
         warn("statistics were enabled but none loaded: the statistic load level is below their "
              "enable level (call sst.setStatisticLoadLevel(N))")
     if staging is not None:
-        (staging / "config.json").write_text(json.dumps(simulation.resolved_config(), indent=2)
-                                             + "\n", encoding="utf-8")
+        with phases.phase("writing_s"):
+            (staging / "config.json").write_text(json.dumps(simulation.resolved_config(),
+                                                            indent=2) + "\n", encoding="utf-8")
     return RunResult(simulation.statistics.table, simulation.reported_end_ps,
                      simulation.sim.events_delivered, simulation.sim.end_reason, simulation.timing,
                      simulation.reports, simulation.results, out_dir, graph, simulation)

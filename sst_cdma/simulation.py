@@ -6,13 +6,13 @@ import contextlib
 import gc
 
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
 from .config import ConfigComponent, ConfigError, ConfigGraph, ConfigSubComponent
 from .element import Component, Element, ParamError, SubComponent
 from .kernel import LinkEnd, SimulationError, Simulator
+from .progress import PhaseClock
 from .statistics import StatisticError
 from .statistics.collector import StatisticsCollector
 
@@ -38,7 +38,8 @@ class Simulation:
     the graph enables and its output (see :class:`~sst_cdma.statistics.collector.StatisticsCollector`)."""
 
     def __init__(self, graph: ConfigGraph, output_directory: Optional[Path] = None,
-                 console: Optional[IO[str]] = None, record_all_statistics: bool = False) -> None:
+                 console: Optional[IO[str]] = None, record_all_statistics: bool = False,
+                 phases: Optional[PhaseClock] = None) -> None:
         self.graph = graph
         self.sim = Simulator()
         self.output_directory = output_directory
@@ -66,7 +67,9 @@ class Simulation:
                                                record_all_statistics)
         except StatisticError as exc:
             raise ConfigError(str(exc), graph.source) from None
-        self.timing: dict[str, float] = {}
+        #: the wall time of the run's phases (the runner's clock, which times the script too)
+        self.phases = phases if phases is not None else PhaseClock()
+        self.timing: dict[str, float] = self.phases.seconds
 
     # -- construction --------------------------------------------------------------------------
     def link_end(self, component: str, port: str) -> Optional[LinkEnd]:
@@ -87,11 +90,10 @@ class Simulation:
 
     def build(self) -> None:
         """Check the graph, create the links, construct every component."""
-        with _no_cyclic_gc():
+        with _no_cyclic_gc(), self.phases.active(), self.phases.phase("build_s"):
             self._build()
 
     def _build(self) -> None:
-        t0 = time.perf_counter()
         self.graph.check()
         for link in self.graph.links.values():
             a, b = link.ends
@@ -116,7 +118,6 @@ class Simulation:
                 cfg = self.graph.element_config(comp)  # type: ignore[assignment]
                 raise ConfigError(f"{comp}: port {port!r} is connected but the element never "
                                   "configures it", cfg.where if cfg else self.graph.source)
-        self.timing["build_s"] = time.perf_counter() - t0
 
     def _is_polled(self, comp: str, port: str) -> bool:
         return (comp, port) in getattr(self._by_name.get(comp), "_polled_ports", ())
@@ -191,13 +192,26 @@ class Simulation:
     # -- lifecycle -----------------------------------------------------------------------------
     def run(self, stop_at_ps: Optional[int] = None) -> None:
         """init phases, setup, the event loop, finish, then the statistics output."""
-        with _no_cyclic_gc():
+        with _no_cyclic_gc(), self.phases.active():
             self._run(stop_at_ps)
 
     def _run(self, stop_at_ps: Optional[int]) -> None:
+        with self.phases.phase("setup_s"):
+            self._init_and_setup()
+        with self.phases.phase("run_s"):
+            self.sim.run(stop_at_ps)
+        with self.phases.phase("finish_s"):
+            # Elements that summarise others (FINISH_LAST) see everyone else's results.
+            for el in sorted(self.elements(), key=lambda e: getattr(e, "FINISH_LAST", False)):
+                el.finish()
+        with self.phases.phase("writing_s"):
+            self.statistics.finish(self.reported_end_ps)
+        self.sim.phase = "done"
+
+    def _init_and_setup(self) -> None:
+        """The init phases until no element sends, then every element's setup."""
         sim = self.sim
         elements = self.elements()
-        t0 = time.perf_counter()
         sim.phase = "init"
         for phase in range(MAX_INIT_PHASES):
             sim._untimed_sent = 0
@@ -211,17 +225,6 @@ class Simulation:
         for el in elements:
             self._located(el, el.setup)
         self.statistics.start()
-        self.timing["setup_s"] = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        sim.run(stop_at_ps)
-        self.timing["run_s"] = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        # Elements that summarise others (FINISH_LAST) see everyone else's results.
-        for el in sorted(elements, key=lambda e: getattr(e, "FINISH_LAST", False)):
-            el.finish()
-        self.statistics.finish(self.reported_end_ps)
-        self.timing["finish_s"] = time.perf_counter() - t2
-        sim.phase = "done"
 
 
     def resolved_config(self) -> dict[str, Any]:

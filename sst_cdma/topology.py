@@ -9,6 +9,7 @@ same graph, so the summary can put the speed-up in front of the user.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -56,7 +57,25 @@ class ModelOptionParser(argparse.ArgumentParser):
                     re.search(rf"(^|\s){re.escape(old)}(=|\s|$)", message):
                 message += f" ({old} is now {new})"
                 break
+        else:
+            message += self._did_you_mean(message)
         raise ConfigError(f"model option error: {message}")
+
+    def _did_you_mean(self, message: str) -> str:
+        """`` (did you mean --network?)`` for each unrecognized option close to a known one."""
+        if "unrecognized arguments" not in message:
+            return ""
+        import difflib
+
+        flags = [f for action in self._actions for f in action.option_strings
+                 if f.startswith("--")]
+        hints = []
+        for word in message.split("unrecognized arguments:", 1)[1].split():
+            flag = word.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, flags, n=1) if flag.startswith("--") else []
+            if close:
+                hints.append(f"{flag}: did you mean {close[0]}?")
+        return f" ({'; '.join(hints)})" if hints else ""
 
 
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
@@ -334,6 +353,13 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     if o.pcie_gen is not None and nvlink:
         _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name}: the generation "
                 "applies to a PCIe host link, and this one is NVLink; pick a PCIe --link")
+    chosen = LINKS[link_name]
+    if o.pcie_gen is not None and explicit(o, "link") and \
+            (chosen["generation"], chosen["lanes"]) != (o.pcie_gen, 16):
+        _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name} (PCIe gen "
+                f"{chosen['generation']} x{chosen['lanes']}): give one of them"
+                + (f" (--link pcie{o.pcie_gen}x16 is gen {o.pcie_gen} x16)"
+                   if f"pcie{o.pcie_gen}x16" in LINKS else ""))
     if o.gpus_per_switch and nvlink:
         _refuse(f"--gpus-per-switch {o.gpus_per_switch} contradicts --link {link_name}: GPUs "
                 "share a PCIe switch, and this host link is NVLink")
@@ -415,8 +441,15 @@ def _check_kernel_times(o: argparse.Namespace) -> None:
     try:
         network_path(o.network)
     except WorkloadError:
-        _refuse(f"unknown network {o.network!r} (one of "
-                f"{', '.join(NETWORKS + CAPTURE_NETWORKS)}, or a .yaml network definition)")
+        if o.network.endswith((".yaml", ".yml")) or os.sep in o.network:
+            _refuse(f"--network {o.network}: no such file")
+        import difflib
+
+        names = NETWORKS + CAPTURE_NETWORKS
+        close = difflib.get_close_matches(o.network, names, n=1)
+        _refuse(f"unknown network {o.network!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f" (one of {', '.join(names)}, or a .yaml network definition)")
     if o.layer_times:
         try:
             measured = load_layer_times(o.layer_times)

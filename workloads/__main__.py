@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .dtypes import DTYPES
 from .errors import WorkloadError, not_utf8
-from .loader import NETWORKS, load_network
+from .loader import CAPTURE_NETWORKS, NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
 from .stream import parse_stream
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":
-            for name in NETWORKS:
+            for name in NETWORKS + CAPTURE_NETWORKS:
                 net = load_network(name)
                 print(f"{name:12} {net.param_count() / 1e6:8.2f}M params "
                       f"{net.macs() / 1e9:7.3f} GMAC/image  {len(net.layers)} layers")

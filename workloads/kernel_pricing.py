@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from sst_cdma.model.fitted import KernelModel
+from sst_cdma.progress import tick, timed
 from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError,
                                          price_attention, price_convs, price_gemm)
 
@@ -117,6 +118,7 @@ def _combine(parts: list[KernelPrice]) -> PricedKernel:
                         max((p.workspace_bytes for p in parts), default=0))
 
 
+@timed("pricing_s")
 def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
                   workspace_limit: Optional[int] = None,
                   limits: Optional[Mapping[str, Mapping[str, int]]] = None
@@ -161,7 +163,8 @@ def _price_layers(infos: list[LayerInfo], layers: Mapping[str, Layer],
     layer): each layer's kernels combined, GEMMs and attention priced here."""
     mode = tf32
     out: dict[str, dict[str, PricedKernel]] = {}
-    for info in infos:
+    for done, info in enumerate(infos):
+        tick("pricing kernels: layer", done, len(infos))
         if info.kind == "conv":
             fwd = [conv["fwd"][info.name]]
             bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from sst_cdma.progress import tick, timed
+
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Plan
@@ -587,6 +589,7 @@ def plan_milp(model: PlanModel, time_limit: float = 60.0) -> PlanResult:
     return _result(model, chosen)
 
 
+@timed("planning_s")
 def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                 kernel_ps: Callable[[object], int],
                 copy_costs: Optional[Mapping[str, CopyCost]] = None,
@@ -614,6 +617,7 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
     result = None
     needs: dict[str, frozenset[int]] = {}
     for round_ in range(1, rounds + 1):
+        tick("planning memory (policy auto): round", round_, rounds)
         # the model cannot see that a recomputation reads its producer's inputs in the backward
         # pass: plan, add the reads the plan's recomputations induce, plan again until the
         # model holds every read its plan makes (the reads only grow, so this ends)

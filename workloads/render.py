@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
+from sst_cdma.progress import timed
+
 from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
@@ -215,6 +217,7 @@ def iteration_stream(network: str | os.PathLike[str], batch: int, dtype: str = "
 
 
 @functools.lru_cache(maxsize=32)
+@timed("render_s")
 def _iteration(path: str, mtime_ns: int, library_mtime_ns: int, batch: int, dtype: str,
                policy: str, label: str, layer_times: str, times_mtime_ns: int,
                optimizer: str, workspace: int, allocation: str,

@@ -44,6 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from sst_cdma.progress import tick, timed
+
 from .dtypes import itemsize
 from .errors import WorkloadError
 from .model_states import ModelStatePlan, Placement, checked_placement, state_buckets
@@ -130,6 +132,7 @@ Times = Mapping[str, Mapping[str, int]]
 Kernels = Mapping[str, Mapping[str, Any]]
 
 
+@timed("planning_s")
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
                    times: Optional[Times] = None,
                    optimizer: str = "none", workspace: int = 0,
@@ -484,7 +487,12 @@ class _Schedule:
 
     def backward(self) -> list[Block]:
         """The backward pass, one block per layer with a backward, in reverse order."""
-        return [self._backward_block(i) for i in reversed(self.infos) if i.kind != "data"]
+        layers = [i for i in reversed(self.infos) if i.kind != "data"]
+        blocks = []
+        for done, info in enumerate(layers):
+            tick("scheduling the backward pass: layer", done, len(layers))
+            blocks.append(self._backward_block(info))
+        return blocks
 
     def _backward_block(self, i: LayerInfo) -> Block:
         wide = self.wide

@@ -11,7 +11,8 @@ from typing import Callable, NoReturn, Optional, Sequence
 
 from .. import __version__
 from ..config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
-from ..runner import RunError, StructureRunError, run
+from ..progress import PHASES
+from ..runner import RunError, RunResult, StructureRunError, run
 from ..units import UnitAlgebra
 
 
@@ -284,18 +285,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         level = int(result.graph.program_options.get("timing-info") or
                     result.graph.program_options.get("print-timing-info") or 0)
     if level:
-        t = result.timing
-        rate = result.events / t["run_s"] if t.get("run_s") else 0.0
-        print("\n------------------------------------------------------------")
-        print("Simulation Timing Information:")
-        print(f"Build time:                      {t.get('script_s', 0) + t.get('build_s', 0):.6f} s")
-        print(f"Run loop time:                   {t.get('run_s', 0):.6f} s")
-        print(f"Total time:                      {sum(t.values()):.6f} s")
-        print(f"Simulated time:                  {_human_time(result.sim_time_ps)}")
-        print(f"Events delivered:                {result.events}")
-        print(f"Events per second:               {rate:,.0f}")
-        print(f"End reason:                      {result.end_reason}")
+        print(timing_info(result), end="")
     return 0
+
+
+def timing_info(result: "RunResult") -> str:
+    """The ``--timing-info`` block: SST's lines (build, run loop and total wall time, simulated
+    time, events), then the wall time of every phase of the run, which add up to the total."""
+    t = result.timing
+    rate = result.events / t["run_s"] if t.get("run_s") else 0.0
+    total = sum(t.values())
+    lines = ["", "-" * 60, "Simulation Timing Information:",
+             f"{'Build time:':<33}{t.get('script_s', 0) + t.get('build_s', 0):.6f} s",
+             f"{'Run loop time:':<33}{t.get('run_s', 0):.6f} s",
+             f"{'Total time:':<33}{total:.6f} s",
+             f"{'Simulated time:':<33}{_human_time(result.sim_time_ps)}",
+             f"{'Events delivered:':<33}{result.events}",
+             f"{'Events per second:':<33}{rate:,.0f}",
+             f"{'End reason:':<33}{result.end_reason}",
+             "Wall time by phase (they add up to the total):"]
+    for key, what in PHASES.items():
+        if key in t:
+            share = 100 * t[key] / total if total else 0.0
+            lines.append(f"  {what + ':':<55}{t[key]:10.6f} s {share:5.1f}%")
+    return "\n".join(lines) + "\n"
 
 
 def run_main() -> int:

@@ -24,8 +24,14 @@ def _column(frame: pd.DataFrame, name: str, source: str) -> str:
     for candidate in (name, f"opt.{name}"):
         if candidate in frame.columns:
             return candidate
+    import difflib
+
     params = [c for c in frame.columns if c == "topology" or c.startswith(PARAM_PREFIXES)]
-    raise PivotError(f"{source}: no column {name!r} (parameters: {', '.join(params) or 'none'}; "
+    short = {c.removeprefix("opt."): c for c in frame.columns}
+    close = difflib.get_close_matches(name, list(short), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise PivotError(f"{source}: no column {name!r}{hint} (parameters: "
+                     f"{', '.join(params) or 'none'}; "
                      f"{len(frame.columns) - len(params)} other columns, the header of the "
                      "table)")
 
@@ -94,6 +100,16 @@ def _check_one_point_per_cell(frame: pd.DataFrame, axes: list[str], path: Path) 
                              "KEY=VALUE")
 
 
+def figure_name(value: str, divide_by: Optional[str] = None, invert: bool = False,
+                scale: float = 1.0) -> str:
+    """What a table's cells hold, as its header says it: ``stall_time_s / iteration_time_s``
+    for a share, ``1 / (...)`` inverted, ``x 1000`` scaled."""
+    name = f"{value} / {divide_by}" if divide_by else value
+    if scale != 1.0:
+        name = f"{name} x {scale:g}"
+    return f"1 / ({name})" if invert else name
+
+
 def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[str] = None,
                    divide_by: Optional[str] = None, invert: bool = False, scale: float = 1.0,
                    digits: int = 3, where: Optional[list[str]] = None) -> str:
@@ -127,7 +143,7 @@ def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[st
         head = [rows, *[str(x) for x in col_order]]
     else:
         table = frame.groupby(r, sort=False)["_value"].first().to_frame()
-        head = [rows, value]
+        head = [rows, figure_name(value, divide_by, invert, scale)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for idx, row in table.iterrows():
         cells = ["" if pd.isna(x) else f"{x:.{digits}f}" for x in row.tolist()]

@@ -340,8 +340,12 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
     spec_dir = path.resolve().parent
     for key, item in root.items():
         if key not in TOP_KEYS:
-            raise SpecError(f"unknown key {key!r} (allowed: {', '.join(TOP_KEYS)})", path,
-                            item.key_line)
+            import difflib
+
+            close = difflib.get_close_matches(str(key), TOP_KEYS, n=1)
+            raise SpecError(f"unknown key {key!r}"
+                            + (f" (did you mean {close[0]!r}?)" if close else "")
+                            + f" (allowed: {', '.join(TOP_KEYS)})", path, item.key_line)
     top = root.value
     name = path.stem
     if "name" in top:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from components.cdma_engine import _BurstPipeline
+from components.copy_bounds import CopyBounds
 from sst_cdma.flows import FlowNetwork, isolated_duration_ps
 from sst_cdma.kernel import Simulator
 
@@ -44,6 +45,7 @@ def transfer(raw: int, burst: int, buffer: int, first_rate: float, second_rate: 
     finished, bursts = [], []
     engine = SimpleNamespace(
         flows=flows, params={"burst": burst, "buffer": buffer},
+        bounds=CopyBounds({"a": "engine"}),
         stat_bursts=SimpleNamespace(add_data=lambda value, count: bursts.append(count)),
         transfer_done=lambda req, wire, start: finished.append(sim.now))
     req = SimpleNamespace(raw_bytes=raw, tensor="x")

@@ -79,7 +79,7 @@ def test_the_average_is_the_exact_time_weighted_integral(tiny):
     gpu = result.results["gpu0"]
     assert gpu.memory_curve == TINY_CURVE
     assert gpu.allocation == "stream" and s["allocation"] == "stream"
-    assert "peak GPU memory: 0.00000450 GB of 17.18 GB (fits), average 0.00000367 GB" in console
+    assert "peak GPU memory: 4.39 KiB of 16 GiB (fits), average 3.58 KiB" in console
 
 
 def test_the_integral_is_exact_in_integers(tiny):

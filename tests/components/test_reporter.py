@@ -44,6 +44,16 @@ def test_a_run_stopped_mid_iteration_says_so_and_compares_nothing(tmp_path):
     assert "x the oracle" not in console
 
 
+def test_times_are_the_exact_decimal_of_their_picoseconds(tmp_path):
+    # 10**8 ps * 1e-12 is 9.999999999999999e-05; the summary divides the integer instead
+    result, _ = run(*DIGITS, stop_at="100us", out=tmp_path)
+    text = (tmp_path / "summary.json").read_text()
+    assert '"stopped_at_s": 0.0001,' in text
+    gpu = result.results["gpu0"]
+    summary = json.loads(text)
+    assert summary["iteration_time_s"] == gpu.iteration_time_ps / 10**12
+
+
 def test_a_baseline_cut_off_is_not_compared():
     # the run and the oracle end by 0.29 ms, the vDNN baseline does not
     result, console = run(*DIGITS, stop_at="0.29ms")

@@ -83,3 +83,16 @@ def test_nan_is_refused_even_without_a_range():
     with pytest.raises(ParamError, match="is not a finite number"):
         free.parse(float("nan"))
     assert free.parse("1e300") == 1e300
+
+
+@pytest.mark.parametrize("text, value", [("1e23", 10**23), ("1.5e3", 1500), ("12", 12),
+                                         ("0x10", 16), ("2E2", 200)])
+def test_whole_numbers_are_read_exactly_as_written(text, value):
+    # 1e23 through a float would be 99999999999999991611392
+    assert parse(count=text)["count"] == value
+
+
+@pytest.mark.parametrize("text", ["2.5", "1e99999", "inf", "nan", "lots"])
+def test_what_is_not_a_whole_number_is_refused(text):
+    with pytest.raises(ParamError, match="count"):
+        parse(count=text)

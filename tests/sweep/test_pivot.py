@@ -54,6 +54,26 @@ def test_errors_name_the_column(results, capsys):
     assert capsys.readouterr().err.startswith("sst-cdma: ")
 
 
+def test_a_mistyped_column_gets_a_did_you_mean(results):
+    with pytest.raises(PivotError, match=r"no column 'iteration_time' \(did you mean "
+                                         r"'iteration_time_s'\?\)"):
+        pivot_markdown(results, "network", "iteration_time", where=["algorithm=zvc"])
+    with pytest.raises(PivotError, match=r"no column 'netwrok' \(did you mean 'network'\?\)"):
+        pivot_markdown(results, "netwrok", "iteration_time_s")
+
+
+def test_the_header_names_the_figure_the_cells_hold(results):
+    shares = pivot_markdown(results, "algorithm", "iteration_time_s", where=["network=alexnet"],
+                            divide_by="baselines.oracle.iteration_time_s")
+    assert shares.splitlines()[0] == \
+        "| algorithm | iteration_time_s / baselines.oracle.iteration_time_s |"
+    inverted = pivot_markdown(results, "algorithm", "iteration_time_s", invert=True,
+                              scale=1e3, where=["network=alexnet"])
+    assert inverted.splitlines()[0] == "| algorithm | 1 / (iteration_time_s x 1000) |"
+    plain = pivot_markdown(results, "algorithm", "iteration_time_s", where=["network=alexnet"])
+    assert plain.splitlines()[0] == "| algorithm | iteration_time_s |"
+
+
 def _refused(capsys, argv: list[str]) -> str:
     """Run ``sst-cdma`` with argv; it must exit 1 with one line on stderr and nothing on
     stdout. That line."""

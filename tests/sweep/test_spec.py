@@ -93,6 +93,7 @@ def test_topology_per_point(counting, tmp_path):
 
 @pytest.mark.parametrize("body, line, words", [
     ("topology: {script}\nbogus: 1\n", 2, "unknown key 'bogus'"),
+    ("topology: {script}\ngird:\n  n: [1]\n", 2, "unknown key 'gird' (did you mean 'grid'?)"),
     ("topology: {script}\ngrid:\n  n: 3\n", 3, "must be a list"),
     ("topology: {script}\ngrid:\n  n: []\n", 3, "empty"),
     ("topology: missing.py\ngrid:\n  n: [1]\n", 1, "not found"),

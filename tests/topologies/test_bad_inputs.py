@@ -76,10 +76,17 @@ def test_nan_in_an_element_param_override_is_refused():
      "--pcie-gen 4 contradicts --link nvlink2x3: the generation applies to a PCIe host link"),
     (["--gpu", "volta", "--pcie-gen", "3"],
      "--pcie-gen 3 contradicts --link nvlink2x3"),
+    (["--link", "pcie4x16", "--pcie-gen", "5"],
+     "--pcie-gen 5 contradicts --link pcie4x16 (PCIe gen 4 x16): give one of them (--link "
+     "pcie5x16 is gen 5 x16)"),
     (["--link", "nvlink2x3", "--gpus", "2", "--gpus-per-switch", "2"],
      "--gpus-per-switch 2 contradicts --link nvlink2x3"),
     (["--compute-efficiency", "0.5"], "--compute-efficiency contradicts --kernel-model fitted"),
     (["--functional"], "--functional needs --tensors"),
+    (["--network", "nothere.yaml"], "model option error: --network nothere.yaml: no such file"),
+    (["--network", "vgg61"], "unknown network 'vgg61' (did you mean 'vgg16'?) (one of "),
+    (["--netwrok", "vgg16", "--bacth", "3"], "unrecognized arguments: --netwrok vgg16 --bacth 3 "
+     "(--netwrok: did you mean --network?; --bacth: did you mean --batch?)"),
 ])
 def test_inconsistent_system_options_are_refused(opts, message):
     text = refused("--no-baselines", "--network", "alexnet", *opts)
@@ -104,7 +111,9 @@ def test_the_engine_params_refuse_the_same_bursts(params, message):
 
 def test_nvlink_alone_and_pcie_generations_still_run():
     run("--no-baselines", "--network", "digits_cnn", "--link", "nvlink2x3")
-    run("--no-baselines", "--network", "digits_cnn", "--link", "pcie3x16", "--pcie-gen", "5")
+    run("--no-baselines", "--network", "digits_cnn", "--pcie-gen", "5")
+    # the generation of the link given: nothing contradicts
+    run("--no-baselines", "--network", "digits_cnn", "--link", "pcie3x16", "--pcie-gen", "3")
 
 
 @pytest.mark.parametrize("opts,message", [
@@ -161,3 +170,9 @@ def test_a_workload_stream_runs_without_baselines_and_claims_no_speed_up(digits_
 ])
 def test_a_renamed_model_option_says_its_new_name(opts, message):
     assert message in refused("--no-baselines", *opts)
+
+
+def test_a_huge_batch_is_named_as_given_and_refused():
+    text = refused("--no-baselines", "--network", "alexnet", "--batch", "1e23")
+    assert "at batch 100000000000000000000000, more than the GPU memory" in text
+    assert "implausibly" not in text

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
+from components.console import binary_size
 from sst_cdma.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
     over = s["peak_gpu_memory_bytes"] - s["gpu_memory_capacity_bytes"]
     assert s["out_of_memory"]["bytes_short"] < over
     line = next(l for l in console.splitlines() if l.startswith("out of memory:"))
-    assert line.endswith(f"; the peak needs {over / 1e9:.2f} GB more")
+    assert line.endswith(f"; the peak needs {binary_size(over)} more")
     # vDNN's claim: VGG-16 at batch 256 trains on a 12 GB Titan X once feature maps are
     # offloaded, although keeping everything resident does not fit. The fastest algorithms'
     # workspace (FFT, non-fused Winograd at batch 256) would not fit beside the feature maps:
@@ -173,3 +174,27 @@ def test_gpus_beyond_a_node_get_hosts_of_their_own():
 def test_bad_host_sizes_are_refused(opts, message):
     with pytest.raises(RunError, match=message):
         run("dgx1_cdma.py", "--gpus-per-switch", "4", *opts)
+
+
+def test_model_options_a_script_never_reads_are_refused_not_ignored():
+    with pytest.raises(RunError, match=r"hand_wired_p100.py: the script reads no model options "
+                       r"\(it never looks at sys.argv\), so --network alexnet would be ignored"):
+        run("hand_wired_p100.py", "--network", "alexnet")
+
+
+def test_a_script_that_reads_its_options_is_not_refused(tmp_path):
+    script = tmp_path / "reads.py"
+    script.write_text("import sys\nimport sst\n"
+                      "size = int(sys.argv[1])\n"
+                      "a = sst.Component('a', 'testElement.Echo')\n"
+                      "b = sst.Component('b', 'testElement.Echo')\n"
+                      "sst.Link('l').connect((a, 'port', '1ns'), (b, 'port', '1ns'))\n")
+    sst_cdma.run(script, ["3"], console=io.StringIO())
+    ignored = tmp_path / "ignores.py"
+    ignored.write_text("import sys\nimport sst\nprint(sys.argv[0])\n"
+                       "a = sst.Component('a', 'testElement.Echo')\n"
+                       "b = sst.Component('b', 'testElement.Echo')\n"
+                       "sst.Link('l').connect((a, 'port', '1ns'), (b, 'port', '1ns'))\n")
+    sst_cdma.run(ignored, [], console=io.StringIO())  # no options: nothing to refuse
+    with pytest.raises(RunError, match="would be ignored"):
+        sst_cdma.run(ignored, ["3"], console=io.StringIO())

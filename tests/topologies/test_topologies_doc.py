@@ -265,6 +265,16 @@ def test_the_oracle_is_slower_with_the_slower_memory_unless_only_the_main_system
     assert hbm_500["main_only"]["iteration_time_s"] == hbm_500["override"]["iteration_time_s"]
 
 
+def test_the_guides_hbm_sweep_is_shipped_and_parses():
+    b = block("sweep-spec", "sweeps/hbm_bandwidth.yaml")
+    shipped = REPO / b.arg
+    assert b.code == shipped.read_text(encoding="utf-8")
+    points = load_spec(shipped).points
+    assert [p.overrides() for p in points] == [{"*.hbm": {"bandwidth": "500GB/s"}},
+                                               {"*.hbm": {"bandwidth": "732GB/s"}}]
+    assert all(p.topology == (REPO / "topologies" / "pascal_cdma.py").resolve() for p in points)
+
+
 def test_the_sweep_spec_runs_the_override_as_an_axis(hbm_500, workdir):
     b = block("sweep-spec", "sweeps/hbm_bandwidth.yaml")
     path = workdir / b.arg

@@ -265,7 +265,11 @@ def test_command_line(tmp_path, capsys):
     out.write_text(out.read_text().replace("phase backward", "phase sideways"))
     assert main(["stats", str(out)]) == 1
     assert "unknown phase 'sideways'" in capsys.readouterr().err
-    assert main(["list"]) == 0 and "vgg16" in capsys.readouterr().out
+    assert main(["list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    from workloads.loader import CAPTURE_NETWORKS, NETWORKS
+
+    assert listed == list(NETWORKS + CAPTURE_NETWORKS) and "digits_cnn" in listed
 
 
 def test_iteration_stream_is_rendered_once_and_again_after_an_edit(tmp_path):
