@@ -353,7 +353,7 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     if o.pcie_gen is not None and nvlink:
         _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name}: the generation "
                 "applies to a PCIe host link, and this one is NVLink; pick a PCIe --link")
-    chosen = LINKS[link_name]
+    chosen: Any = LINKS[link_name]
     if o.pcie_gen is not None and explicit(o, "link") and \
             (chosen["generation"], chosen["lanes"]) != (o.pcie_gen, 16):
         _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name} (PCIe gen "
