@@ -36,6 +36,7 @@ def seconds(ps: int) -> float:
     where ``ps * 1e-12`` gives ``0.09999999999999999``)."""
     return ps / 10**12
 
+
 #: how a multi-GPU summary combines each per-GPU figure into its top-level one
 AGGREGATION = {
     "iteration_time_s": "max", "forward_time_s": "max", "backward_time_s": "max",
@@ -203,9 +204,9 @@ def model_state_fields(states: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in states.items():
         if key.endswith("_ps") and isinstance(value, list):
-            out[key[:-3] + "_s"] = [v * PS for v in value]
+            out[key[:-3] + "_s"] = [seconds(v) for v in value]
         elif key.endswith("_ps"):
-            out[key[:-3] + "_s"] = value * PS
+            out[key[:-3] + "_s"] = seconds(value)
         else:
             out[key] = value
     return out
