@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import networkx as nx
 
@@ -119,6 +119,9 @@ class ConfigGraph:
         #: faults the script made that SST reports after its structural check (an unknown
         #: element type): raised by :meth:`check_structure` when the structure is sound
         self.deferred_errors: list[ConfigError] = []
+        #: checks the element library adds (each raises ConfigError), run last by :meth:`check`:
+        #: the baselines' copies still matching the main system they were copied from
+        self.final_checks: list[Callable[["ConfigGraph"], None]] = []
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -232,6 +235,8 @@ class ConfigGraph:
                         known = ", ".join(s.name for s in sub_cls.STATISTICS) or "none"
                         raise ConfigError(f"{sub.name} ({sub.type}) has no statistic {stat!r} "
                                           f"(statistics: {known})", sub.where)
+        for final_check in self.final_checks:
+            final_check(self)
 
     def end_latency_ps(self, link: ConfigLink, i: int) -> Optional[int]:
         """Latency of end ``i`` in ps, or None when neither the end nor the link has one."""

@@ -289,3 +289,32 @@ def test_validation_errors_show_files_as_written(counting, monkeypatch):
                                "directory: 'inputs/'")
     assert str(counting.folder) not in str(info.value)
     assert info.value.line == 4                     # the option naming it
+
+
+PASCAL = Path(__file__).resolve().parents[2] / "topologies" / "pascal_cdma.py"
+
+
+@pytest.mark.parametrize("pattern,param,option", [
+    ("*gpu0:workload*", "batch", "batch"), ("*:workload*", "network", "network"),
+    ("gpu0:workload[[]0]", "seq_len", "seq-len"),
+])
+def test_a_param_a_model_option_sets_is_refused_naming_the_option(tmp_path, pattern, param,
+                                                                     option):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"topology: {PASCAL}\noptions: {{network: alexnet, batch: 32}}\n"
+                    f"params:\n  \"{pattern}\": {{{param}: [64]}}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        validate_points(str(spec), load_spec(spec).points)
+    assert info.value.line == 4
+    assert f"sets the workload's {param!r} behind the model options' backs" in str(info.value)
+    assert f"set the model option {option!r} (options: or grid:) instead" in str(info.value)
+
+
+def test_a_main_workload_the_baselines_would_not_follow_is_refused_before_running(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"topology: {PASCAL}\noptions: {{network: alexnet, batch: 32}}\n"
+                    "params:\n  \"gpu0:workload[[]0]\": {workspace: [1GiB]}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        validate_points(str(spec), load_spec(spec).points)
+    assert "workload param 'workspace' was set to '1GiB'" in str(info.value)
+    assert "the baselines would run the old workload" in str(info.value)
