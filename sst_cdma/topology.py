@@ -233,6 +233,8 @@ def _check_topology(o: argparse.Namespace) -> None:
         o.workspace_bytes = parse_bytes(o.workspace) if o.workspace else 0
     except UnitError as exc:
         _refuse(f"--workspace: {exc}")
+    except ValueError:  # a number of more digits than Python converts
+        _refuse(f"--workspace: {len(o.workspace)} characters is not a size (e.g. 256MiB)")
 
 
 def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
