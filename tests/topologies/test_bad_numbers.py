@@ -59,3 +59,22 @@ def test_a_transformer_of_a_million_blocks_is_refused(tmp_path):
             "transformer field 'layers': 1000000 blocks is more than the 1024 this simulator "
             "takes")):
         load_network(path)
+
+
+def test_more_gpus_than_the_memory_holds_is_refused_up_front(monkeypatch):
+    import resource
+
+    from sst_cdma.topology import GPU_MEMORY_BYTES, available_memory
+
+    have = available_memory()
+    assert have is not None and have > 0
+    gpus = have // GPU_MEMORY_BYTES + 1
+    text = refused(["--network", "alexnet", "--gpus", str(gpus)])
+    assert re.search(rf"--gpus {gpus} needs at least [\d.]+ GiB of memory \(about 0\.7 MiB per "
+                     r"simulated GPU, baselines included\), more than the "
+                     rf"{have / 2**30:.1f} GiB this process may use", text), text
+    # under an address-space limit (ulimit -v), the limit is what the process may use
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (2 << 30, resource.RLIM_INFINITY))
+    assert available_memory() == min(have, 2 << 30)
+    text = refused(["--network", "alexnet", "--gpus", "4000"])
+    assert "--gpus 4000 needs at least 2.7 GiB" in text and "more than the 2.0 GiB" in text
