@@ -22,7 +22,8 @@ of each baseline with the k-th main GPU, in declaration order.
 from __future__ import annotations
 
 import copy
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
 
 import networkx as nx
 
@@ -30,7 +31,7 @@ from sst_cdma.config import (ConfigComponent, ConfigError, ConfigGraph, ConfigLi
                              ConfigSubComponent, LinkEndConfig)
 from sst_cdma.config_api import caller_location, current_graph
 
-__all__ = ["add_baselines", "GPU_TYPE", "ENGINE_TYPE"]
+__all__ = ["add_baselines", "BaselinesFollow", "GPU_TYPE", "ENGINE_TYPE"]
 
 #: the element types whose params the baselines change
 GPU_TYPE = "cdma.GPU"
@@ -151,6 +152,7 @@ def add_baselines(oracle: bool = True, vdnn: bool = True) -> None:
     ordered = [c for c in comps.values() if c.name in members]
     for gpu in gpus:
         _workload(gpu, where)
+    graph.final_checks.append(BaselinesFollow.of(gpus, where))
     if oracle:
         _add_oracle(graph, gpus, where)
     if vdnn:
@@ -189,3 +191,64 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
         _copy_component(graph, graph.component(name), "oracle.", {}, where)  # type: ignore[arg-type]
     for _, link in fabric:
         _copy_link(graph, link, "oracle.", where)
+
+
+#: workload params each system sets for itself (the policy studied, the oracle's none and
+#: vDNN's, the plan and the stream written): a copy may differ from the main GPU's in these
+OWN_WORKLOAD_PARAMS = ("policy", "plan", "write_stream")
+
+
+@dataclass
+class BaselinesFollow:
+    """The main GPUs' workload params as :func:`add_baselines` copied them, checked again before
+    the run. Changing the main GPU's workload afterwards (a sweep's or ``sst``'s param override
+    on ``gpu0:workload[0]``, an ``addParam`` after ``build()`` returned) without changing the
+    copies would run the baselines on the old workload (VGG-16 "faster than the oracle"), so the
+    run is refused. Hardware params may differ on purpose (``gpu*.hbm`` changes only the main
+    system's memory) and are not checked."""
+
+    where: str
+    #: workload subcomponent name -> its params when copied
+    params: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, gpus: list[ConfigComponent], where: str) -> "BaselinesFollow":
+        """The snapshot of the workloads of ``gpus``."""
+        return cls(where, {sub.name: dict(sub.params) for gpu in gpus
+                           for sub in gpu.subcomponents if sub.slot == "workload"})
+
+    def __call__(self, graph: ConfigGraph) -> None:
+        """Raise ConfigError naming the first main-GPU workload param changed after the copies
+        were made that some copy of it lacks."""
+        for name, before in self.params.items():
+            now = self._workload(graph, name)
+            if now is None:
+                continue
+            for key in sorted(set(before) | set(now.params)):
+                value = now.params.get(key)
+                if key in OWN_WORKLOAD_PARAMS or value == before.get(key):
+                    continue
+                behind = [c for c in (self._workload(graph, prefix + name)
+                                      for prefix in ("oracle.", "vdnn."))
+                          if c is not None and c.params.get(key) != value]
+                if behind:
+                    self._refuse(now, key, value, behind[0], graph)
+
+    @staticmethod
+    def _workload(graph: ConfigGraph, name: str) -> Optional[ConfigComponent]:
+        gpu = graph.component(name.split(":")[0])
+        if gpu is None:
+            return None
+        return next((s for s in gpu.subcomponents if s.name == name), None)
+
+    def _refuse(self, comp: ConfigComponent, key: str, value: Optional[str],
+                behind: ConfigComponent, graph: ConfigGraph) -> None:
+        how = comp.param_where.get(key) or "after the baselines were added"
+        copies = " and ".join(repr(prefix + comp.name) for prefix in ("oracle.", "vdnn.")
+                              if self._workload(graph, prefix + comp.name) is not None)
+        raise ConfigError(f"{comp.name}: workload param {key!r} was set to {value!r} ({how}) "
+                          f"after the oracle and vDNN baselines were copied from the main system "
+                          f"({self.where}); {behind.name} still has {behind.params.get(key)!r}, "
+                          f"so the baselines would run the old workload: set it before the "
+                          f"baselines are added (the topology's model option), set it on "
+                          f"{copies} too, or run without baselines", graph.source)

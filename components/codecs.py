@@ -34,6 +34,9 @@ ENGINES = ("cdma", "blackwell-de")
 #: the registered codecs Blackwell's Decompression Engine decompresses (it takes Snappy, LZ4,
 #: Deflate and GZip; zlib is Deflate in a zlib wrapper)
 DE_CODECS = ("lz4", "zlib")
+#: the slowest (de)compression rate a codec param accepts, in B/s: a sanity bound, not a
+#: measurement (a software codec on one CPU core manages tens of MB/s)
+MIN_THROUGHPUT = 1e6
 
 
 class Codec(SubComponent):
@@ -51,7 +54,8 @@ class Codec(SubComponent):
         Param("codec_units", "int", 8, "compression/decompression units in the engine (one per "
               "memory controller)", minimum=1),
         Param("codec_unit_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second "
-              "each unit compresses or decompresses", minimum=0, exclusive_minimum=True),
+              "each unit compresses or decompresses (at least 1 MB/s: slower is no hardware "
+              "unit, and one iteration would take years)", minimum=MIN_THROUGHPUT),
         Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
         Param("engine", "str", "cdma", "where the codec runs: cdma (compression and "
               "decompression units in the copy engine, the paper's design) or blackwell-de "
@@ -59,10 +63,10 @@ class Codec(SubComponent):
               "compress offloads; docs/model.md)", choices=ENGINES),
         Param("sm_compress_throughput", "bandwidth", "100GB/s", "blackwell-de: uncompressed "
               "bytes per second the GPU's SM kernels compress (an assumption, docs/model.md)",
-              minimum=0, exclusive_minimum=True),
+              minimum=MIN_THROUGHPUT),
         Param("sm_decompress_throughput", "bandwidth", "300GB/s", "blackwell-de: uncompressed "
               "bytes per second SM kernels decompress buffers the engine does not take (an "
-              "assumption, docs/model.md)", minimum=0, exclusive_minimum=True),
+              "assumption, docs/model.md)", minimum=MIN_THROUGHPUT),
         Param("de_chunk", "bytes", "64KiB", "blackwell-de: the buffers a tensor is compressed "
               "in (nvCOMP's batched chunks)", minimum=4096),
         Param("de_max_buffer", "bytes", "4MiB", "blackwell-de: the largest buffer the engine "

@@ -178,6 +178,8 @@ class GPU(Component):
                               "fabric (cdma.NVSwitch)")
         #: weight gradients (stream tensor -> layer) sent to the all-reduce when written
         self.wgrads: dict[str, str] = {}
+        #: weight gradients whose free waits for the all-reduce that still reads them
+        self.frees_after_reduce: list[str] = []
         self.kernel_op: Any = None
         self.reduced = not self.params["data_parallel"]
         self.flows = self.service(FlowNetwork)
@@ -341,7 +343,10 @@ class GPU(Component):
                 self.hbm.allocate(op.name, self.stream.tensors[op.name].bytes,
                                   op.layer or self.op_layer[self.pc])
             elif kind == "free":
-                self.hbm.free(op.name)
+                if not self.reduced and op.name in self.wgrads:
+                    self.frees_after_reduce.append(op.name)
+                else:
+                    self.hbm.free(op.name)
             elif kind == "sync":
                 if self.compute_busy or self.copy_busy or self.compute_q or self.copy_q:
                     self.blocked = "sync"
@@ -571,6 +576,9 @@ class GPU(Component):
 
     def _reduced(self, _done: AllReduceDone) -> None:
         self.reduced = True
+        for name in self.frees_after_reduce:
+            self.hbm.free(name)
+        self.frees_after_reduce = []
         self._unblock()
 
     # -- results -------------------------------------------------------------------------------

@@ -152,11 +152,30 @@ def _profile_for(workload: OffloadManifest, coded: list[MovedTensor], sources: D
             if not compresses:
                 raise _NoDensities() from None
             raise _profile_fault(sources.engine, exc, source) from None
+        _check_sample_shapes(profile, coded, sources.engine, source)
         return profile
     if any(t.name not in real for t in coded):
         # also for a plain copy engine: its ratio by algorithm covers the same tensors
         return _dense_profile(workload.network, sources)
     return None
+
+
+def _check_sample_shapes(profile: Any, coded: list[MovedTensor], engine: str,
+                         source: str) -> None:
+    """Refuse a profile whose recorded sample shape of a tensor this run moves is not the
+    simulated tensor's (batch left out): it was measured on another input size or network."""
+    from sst_cdma.profiles.schema import tensor_path
+
+    tensors = profile.tensors
+    for t in coded:
+        entry = tensors.get(t.name)
+        if entry is None or entry.sample_shape is None or t.shape is None:
+            continue
+        if tuple(entry.sample_shape) != tuple(t.shape[1:]):
+            raise ConfigError(f"{engine}: {tensor_path(t.name)}.sample_shape "
+                              f"{list(entry.sample_shape)} is not the simulated tensor's "
+                              f"{list(t.shape[1:])} (one sample, batch left out): measured on "
+                              "another input size", source)
 
 
 def _estimate(t: MovedTensor, profile: Any, progress: float, dtype: str

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import networkx as nx
 
@@ -160,6 +160,9 @@ class ConfigGraph:
         self.shared_params: dict[str, dict[str, str]] = {}
         #: one-line notes the run prints as warnings (a call accepted where sst-cdma differs)
         self.notices: list[str] = []
+        #: checks the element library adds (each raises ConfigError), run last by :meth:`check`:
+        #: the baselines' copies still matching the main system they were copied from
+        self.final_checks: list[Callable[["ConfigGraph"], None]] = []
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -313,6 +316,8 @@ class ConfigGraph:
             ports_of.setdefault(comp_name, []).append((port, names))
         for comp in self.components.values():
             self._check_ports(comp, ports_of, used)
+        for final_check in self.final_checks:
+            final_check(self)
 
     def _check_ports(self, comp: ConfigComponent, ports_of: dict[str, list[tuple[str, list[str]]]],
                      used: dict[tuple[str, str], list[str]]) -> None:

@@ -61,6 +61,8 @@ _MAX_INT_DIGITS = 4300
 
 _FALSE = ("0", "false", "no", "off")
 #: the unit a parsed value of each quantity kind is in, as range errors print it
+#: the largest ``bytes`` param: all a 64-bit address reaches (16 EiB)
+MAX_BYTES = 2 ** 64
 _BASE_UNITS = {"time": " ps", "frequency": " Hz", "bandwidth": " B/s", "bytes": " B"}
 
 
@@ -123,6 +125,9 @@ class Param:
             raise ParamError(f"{raw!r} is not a valid {kind}") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise ParamError(f"{raw!r} is not a finite {kind}")
+        if kind == "bytes" and value > MAX_BYTES:
+            raise ParamError(f"{raw!r} is more than 2**64 B (16 EiB, all a 64-bit address "
+                             "reaches)")
         if self.choices is not None and value not in self.choices:
             raise ParamError(f"{raw!r} is not one of {', '.join(map(str, self.choices))}")
         unit = _BASE_UNITS.get(kind, "")

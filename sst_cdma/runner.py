@@ -275,7 +275,7 @@ def _check_structure(graph: ConfigGraph) -> None:
         raise RunError(str(exc), _where_display(exc.where)) from None
 
 
-def _configured_elements(graph: ConfigGraph) -> list[ConfigComponent]:
+def configured_elements(graph: ConfigGraph) -> list[ConfigComponent]:
     """Every component of ``graph`` and, after each, the subcomponents in its slots (named
     ``COMPONENT:SLOT[N]``), theirs included."""
     out: list[ConfigComponent] = []
@@ -298,7 +298,7 @@ def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) ->
 
     from .element import ParamError
 
-    elements = _configured_elements(graph)
+    elements = configured_elements(graph)
     for pattern, params in overrides.items():
         # a subcomponent's own name holds [0], which fnmatch would read as a character class
         matched = [c for c in elements

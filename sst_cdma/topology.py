@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -95,7 +96,8 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                    help=f"GPU preset (default: {gpu}; docs/gpus.md)")
     p.add_argument("--link", default=link, choices=sorted(LINKS),
                    help="host link preset (default: the GPU preset's)")
-    p.add_argument("--gpus", type=int, default=gpus, help=f"number of GPUs (default: {gpus})")
+    p.add_argument("--gpus", type=int, default=gpus, help=f"number of GPUs (default: {gpus}; refused when more than this machine's "
+                        f"memory holds, at about 0.7 MiB a GPU)")
     p.add_argument("--gpus-per-host", type=int, default=0,
                    help="GPUs per host (node): each host has its own memory and PCIe root "
                         "(default: 0, every GPU on one host)")
@@ -291,10 +293,39 @@ def _refuse(message: str) -> None:
     raise ConfigError(f"model option error: {message}")
 
 
+#: memory a simulated GPU takes, its oracle and vDNN copies included: the peak resident size of
+#: ``pascal_cdma.py --network alexnet --batch 32`` grew from 59.4 MiB at --gpus 16 to 93.3 MiB
+#: at --gpus 64 (a lower bound: bigger networks take more)
+GPU_MEMORY_BYTES = 700 * 1024
+
+
+def available_memory() -> Optional[int]:
+    """The bytes this process may use: the machine's memory, or less under an address-space
+    limit (None when neither is known)."""
+    try:
+        limits = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
+    except (ValueError, OSError, AttributeError):
+        limits = []
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        limits.append(soft)
+    return min(limits) if limits else None
+
+
+def _check_memory(gpus: int) -> None:
+    """Refuse a GPU count whose simulation cannot fit in this machine's memory."""
+    need, have = gpus * GPU_MEMORY_BYTES, available_memory()
+    if have is not None and need > have:
+        _refuse(f"--gpus {gpus} needs at least {need / 2**30:.1f} GiB of memory (about "
+                f"{GPU_MEMORY_BYTES / 2**20:.1f} MiB per simulated GPU, baselines included), "
+                f"more than the {have / 2**30:.1f} GiB this process may use")
+
+
 def _check_topology(o: argparse.Namespace) -> None:
     """The topology's own options: counts and how GPUs group into hosts and switches."""
     if o.gpus < 1:
         _refuse(f"--gpus must be >= 1, got {o.gpus}")
+    _check_memory(o.gpus)
     if o.gpus_per_host < 0:
         _refuse(f"--gpus-per-host must be >= 0 (0: one host), got {o.gpus_per_host}")
     if o.gpus_per_switch < 0:
@@ -312,6 +343,8 @@ def _check_topology(o: argparse.Namespace) -> None:
         o.workspace_bytes = parse_bytes(o.workspace) if o.workspace else 0
     except UnitError as exc:
         _refuse(f"--workspace: {exc}")
+    except ValueError:  # a number of more digits than Python converts
+        _refuse(f"--workspace: {len(o.workspace)} characters is not a size (e.g. 256MiB)")
 
 
 #: the options that describe the ``--nvme`` SSDs

@@ -195,6 +195,9 @@ def build_network(doc: Any, label: str, default_name: str = "network", seq_len: 
         tensor_of[raw.name] = tensor
         layers.append(Layer(raw.name, raw.kind, tuple(inputs), in_tensors, tensor, params,
                             raw.macro, role_of(raw.name) if generated is not None else ""))
+    if all(layer.kind == "data" for layer in layers):
+        raise WorkloadError("has data layers only: nothing to compute (an iteration of no "
+                            "kernels takes no time, so no speed-up can be measured)", file=label)
     name = doc.get("name", default_name)
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise WorkloadError(f"bad network name {name!r}", file=label)

@@ -34,6 +34,9 @@ FIELDS: dict[str, type] = {
     "attention": str, "tie_embeddings": bool, "bias": bool,
 }
 _OPTIONAL: dict[str, type] = {"embed_dim": int, "norm_position": str}
+#: The most blocks a ``transformer:`` may have: the largest published decoders have 96 (GPT-3)
+#: to 126 (Llama 3.1 405B); each block is some ten layers the simulator schedules one by one
+MAX_LAYERS = 1024
 #: Extra rows of OPT's learned position table (HF OPTLearnedPositionalEmbedding offset).
 OPT_POSITION_OFFSET = 2
 
@@ -92,6 +95,9 @@ class TransformerConfig:
             if kind is str and not isinstance(v, str):
                 raise fail(field, f"must be a name, got {v!r}")
             values[field] = v
+        if values["layers"] > MAX_LAYERS:
+            raise fail("layers", f"{values['layers']} blocks is more than the {MAX_LAYERS} this "
+                                 "simulator takes (the largest published decoders have 126)")
         if seq_len:
             values["seq_len"] = seq_len
         if attention:

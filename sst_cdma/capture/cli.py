@@ -21,6 +21,8 @@ from typing import Any, NoReturn, Sequence
 import numpy as np
 import torch
 
+from workloads.network import NAME_RE
+
 from .. import __version__
 from ..codecs.registry import algorithm_names, unknown_algorithm
 from ..profiles import MeasuredProvenance, ProfileError
@@ -106,6 +108,9 @@ def _check(args: argparse.Namespace) -> None:
         raise CaptureError(f"--steps: must not be negative, got {args.steps}")
     if args.input_shape is not None and (args.input_key or args.batch_size):
         raise CaptureError("--input-key and --batch-size apply to --inputs only")
+    if not _algorithms(args):
+        raise CaptureError(f"--algorithms: names no codec (expected some of "
+                           f"{', '.join(algorithm_names())})")
     for algorithm in _algorithms(args):
         if algorithm not in algorithm_names():
             raise CaptureError(unknown_algorithm(algorithm, "--algorithms"))
@@ -163,7 +168,11 @@ def _names(text: str | None) -> dict[str, str] | None:
         module, eq, tensor = item.strip().partition("=")
         if not module or (eq and not tensor):
             raise CaptureError(f"--names: {item!r} is not MODULE=TENSOR")
-        out[module] = tensor if eq else module
+        name = tensor if eq else module
+        if not NAME_RE.match(name):
+            raise CaptureError(f"--names: {item!r}: tensor name {name!r} is not a network layer "
+                               f"name (letters, digits and _./+-, starting with a letter, digit or _)")
+        out[module] = name
     return out
 
 

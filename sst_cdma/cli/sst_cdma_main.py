@@ -150,7 +150,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder with conv_train_fp32.csv, gemm_train_fp32.csv and gpus.csv "
                         "(default: the shipped DeepBench copy)")
     c.add_argument("--output", "-o", metavar="FILE", default=None,
-                   help="parameters file (default: sst_cdma/model/kernel_params.json)")
+                   help="parameters file to write (--check: to compare; default there: "
+                        "sst_cdma/model/kernel_params.json)")
+    c.add_argument("--into-package", action="store_true",
+                   help="write the package's own sst_cdma/model/kernel_params.json, which "
+                        "every later run uses (instead of --output)")
     c.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 unless FILE holds what the fit gives")
     tp = sub.add_parser("topologies", parents=[common],
@@ -306,6 +310,11 @@ def _calibrate(args: argparse.Namespace) -> int:
                                      params_document, write_params)
     from ..model.fitted import PARAMS_PATH
 
+    if args.into_package and args.output:
+        return _fail("calibrate: give --output FILE or --into-package, not both")
+    if not (args.output or args.into_package or args.check):
+        return _fail("calibrate: --output FILE is required: writing the package's own "
+                     f"{PARAMS_PATH.name}, which every later run uses, takes --into-package")
     output = args.output or PARAMS_PATH
     try:
         sets = load(args.data)
@@ -323,7 +332,8 @@ def _calibrate(args: argparse.Namespace) -> int:
             # the user's own --data and --output: a bare refit would rewrite the shipped file
             refit = " ".join([PROG, "calibrate"] + [
                 f"{flag} {shlex.quote(str(value))}"
-                for flag, value in (("--data", args.data), ("--output", args.output)) if value])
+                for flag, value in (("--data", args.data), ("--output", args.output)) if value]
+                + ([] if args.output else ["--into-package"]))
             mark = '"' if "'" in refit else "'"
             return _fail(f"{differences[0]}{more}; run {mark}{refit}{mark} to refit it")
         print(f"{output}: matches the refit")

@@ -61,6 +61,10 @@ ERROR_FLOOR = 1e-4
 _INSIDE = 0.01
 #: The longest measured kernel accepted, in ms (an hour).
 MAX_TIME_MS = 3.6e6
+#: A sanity bound, not a model constant: a row whose direct-method FLOPs over its time exceed
+#: this many times its GPU's peak is refused (an impossible shape or a mistyped time). Fast
+#: algorithms (Winograd, FFT) beat the direct count: the shipped DeepBench rows reach 2.3x.
+MAX_PEAK_MULTIPLE = 100
 #: How the provenance of ``kernel_params.json`` names the shipped files.
 _SHIPPED_SOURCE = "sst_cdma/model/calibration_data/deepbench"
 
@@ -213,6 +217,16 @@ def _time(value: str, where: str, field: str, optional: bool = False) -> float:
     return number * 1e-3
 
 
+def _plausible(where: str, field: str, flops: int, seconds: float, gpu: CalibrationGPU) -> None:
+    """Refuse a row that would run faster than :data:`MAX_PEAK_MULTIPLE` times its GPU's peak."""
+    limit = MAX_PEAK_MULTIPLE * gpu.hardware.peak_flops
+    if not math.isnan(seconds) and flops > limit * seconds:
+        raise CalibrationError(f"{where}: {field}: {flops:.3g} FLOPs in {seconds * 1e3:g} ms is "
+                               f"{flops / seconds:.3g} FLOP/s, more than {MAX_PEAK_MULTIPLE}x "
+                               f"the {gpu.model}'s peak ({gpu.hardware.peak_flops:.3g} "
+                               f"FLOP/s): an impossible shape or time")
+
+
 def _gpus(path: str) -> dict[str, CalibrationGPU]:
     presets = {spec.calibration: name for name, spec in GPUS.items() if spec.calibration}
     out: dict[str, CalibrationGPU] = {}
@@ -280,12 +294,16 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
         shape = tuple(_whole(row[c], where, c, 0 if c.startswith("pad") else 1)
                       for c in _CONV_SHAPE)
         w, h, c, n, k, r, s, ph, pw, sh, sw = shape
+        problem = ConvProblem(n, c, h, w, k, r, s, ph, pw, sh, sw)
         try:
-            ConvProblem(n, c, h, w, k, r, s, ph, pw, sh, sw).check()
+            problem.check()
         except ModelError as exc:
             raise CalibrationError(f"{where}: R, S: {exc}") from None
         times = tuple(_time(row[col], where, col, optional=(p == "bwd_data"))
                       for p, col in _CONV_TIMES.items())
+        for col, seconds in zip(_CONV_TIMES.values(), times):
+            _plausible(where, col, 2 * n * k * c * r * s * problem.p * problem.q, seconds,
+                       gpus[gpu])
         algo = _ALGORITHM_SPELLINGS.get(row["fwd_algorithm"], row["fwd_algorithm"])
         if algo not in ALGORITHMS:
             raise CalibrationError(f"{where}: fwd_algorithm: unknown algorithm {algo!r} (one of "
@@ -305,7 +323,9 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
         key = mnk + (row["a_transpose"], row["b_transpose"])
         occurrence = seen.get((gpu,) + key, 0)
         seen[(gpu,) + key] = occurrence + 1
-        gemm[gpu].append(key + (_time(row["time_ms"], where, "time_ms"), occurrence))
+        seconds = _time(row["time_ms"], where, "time_ms")
+        _plausible(where, "time_ms", 2 * mnk[0] * mnk[1] * mnk[2], seconds, gpus[gpu])
+        gemm[gpu].append(key + (seconds, occurrence))
     # a GPU without convolutions (or GEMMs, or any backward-data time) would leave those
     # parameters unconstrained and its fit error NaN
     for name in gpus:

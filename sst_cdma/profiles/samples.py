@@ -195,7 +195,12 @@ def _load_folder(root: Path) -> SampleSet:
         if file.parent != root:
             raise ProfileError(f"{index_path}: tensors[{name!r}].file: must be a plain file name")
         try:
-            array = read_npz(file, ["activation"])["activation"]
+            arrays = read_npz(file)
+            array = read_npz(file, ["activation"])["activation"] if "activation" not in arrays \
+                else arrays.pop("activation")
+            if arrays:
+                raise ProfileError(f"{file}: holds more arrays than 'activation' "
+                                   f"({', '.join(sorted(arrays))}): a sample file holds one")
         except ProfileError as exc:
             raise ProfileError(f"{exc} (the sample of tensor {name!r})") from None
         if list(array.shape) != entry.get("shape") or str(array.dtype) != entry.get("dtype"):

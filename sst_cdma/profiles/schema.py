@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from ..codecs.registry import algorithm_names
 from ..model.dtypes import PROFILE_DTYPES, PROFILE_ITEMSIZES
@@ -276,6 +276,19 @@ def _parse_tensor(c: _Checker, value: Any, path: str, dtype: str) -> dict[str, A
 
 #: bits per element of each profile element type: ZVC spends one mask bit on each
 _ELEMENT_BITS = {name: 8 * size for name, size in PROFILE_ITEMSIZES.items()}
+#: the most each byte-oriented codec can compress anything, whatever its size (the stream
+#: header only lowers it), as a function of the element size in bytes: RLE spends one 4-byte
+#: token per 65535 zero elements (codecs/rle.py); DEFLATE at most 1032:1 (258-byte matches of
+#: one code, RFC 1951); an LZ4 block one length byte per 255 bytes of match (LZ4 block
+#: format); a Zstandard block regenerates at most 128 KiB from at least 4 bytes (a 3-byte
+#: block header and one RLE byte, RFC 8878), byte planes each the same
+RATIO_CEILINGS: dict[str, Callable[[int], float]] = {
+    "rle": lambda itemsize: 65535 * itemsize / 4,
+    "zlib": lambda itemsize: 1032.0,
+    "lz4": lambda itemsize: 255.0,
+    "zstd": lambda itemsize: 131072 / 4,
+    "bplane_zstd": lambda itemsize: 131072 / 4,
+}
 
 
 def _parse_ratios(c: _Checker, value: Any, path: str, dtype: str,
@@ -306,5 +319,10 @@ def _parse_ratios(c: _Checker, value: Any, path: str, dtype: str,
                         "(one mask bit per element)"
                     raise c.fail(rpath, f"{_show(ratios[algorithm])} exceeds {ceiling:.4g}, the "
                                         f"most ZVC reaches on {dtype} {at}")
+            if algorithm in RATIO_CEILINGS and dtype in PROFILE_ITEMSIZES:
+                most = RATIO_CEILINGS[algorithm](PROFILE_ITEMSIZES[dtype])
+                if ratio > most:
+                    raise c.fail(rpath, f"{_show(ratios[algorithm])} exceeds {most:.6g}, the "
+                                        f"most {algorithm} can compress any {dtype} tensor")
             out[algorithm] = ratio
     return out

@@ -131,9 +131,11 @@ def _tolerances(item: Located, path: Path, where: str) -> list[tuple[str, Tolera
             if name not in values:
                 raise SpecError(f"{where}: {key!r}: unknown tolerance {name!r} (abs, rel)",
                                 path, value.key_line)
-            if not _is_number(value.value) or value.value < 0:
-                raise SpecError(f"{where}: {key}.{name} must be a number >= 0, not "
-                                f"{kind_name(value)}", path, value.line)
+            if not _is_number(value.value) or not value.value >= 0 \
+                    or not math.isfinite(value.value):
+                shown = value.value if _is_number(value.value) else kind_name(value)
+                raise SpecError(f"{where}: {key}.{name} must be a finite number >= 0, not "
+                                f"{shown}", path, value.line)
             values[name] = float(value.value)
         out.append((key, Tolerance(values["abs"], values["rel"]), body.key_line or body.line))
     return out

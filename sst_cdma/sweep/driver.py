@@ -141,6 +141,9 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
             queued.add(task.key)
             todo.append((point, task))
     check_output(out, todo)
+    if todo:
+        print(f"{spec.name}: {len(tasks)} points, {len(todo)} to run ({len(tasks) - len(todo)} "
+              f"cached); checking each point's options and params first", file=log, flush=True)
     validate_points(str(spec_path), [p for p, _ in todo])
     _make_folder(points_dir)
     cached = len(tasks) - len(todo)  # points sharing a key count as cached

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -16,7 +17,10 @@ from .marks import Located, SpecError, is_scalar, kind_name, load_located
 from .stats import SelectorError, parse_selector
 
 TOP_KEYS = ("name", "description", "topology", "options", "grid", "points", "params",
-            "statistics", "exclude", "full_trace")
+            "statistics", "exclude", "full_trace", "max_points")
+#: The most points a spec may expand to unless its ``max_points`` allows more: checking each
+#: point runs its topology script, so a typo that multiplies the grid is refused at once
+MAX_POINTS = 10000
 #: Summary keys left out of the table unless a spec says otherwise: per-layer timelines,
 #: per-tensor plan choices (they stay in each point's summary.json; ``sst-cdma plans`` reads
 #: the choices there) and the file format's version (the same in every point, no figure).
@@ -331,6 +335,26 @@ def _parse_params(item: Located, path: Path, allow_lists: bool, where: str
     return fixed, axes
 
 
+def _check_point_count(top: dict[str, Located], path: Path, grid_axes: list[Any],
+                       explicit: list[Any], param_axes: list[Any]) -> None:
+    """SpecError when the spec expands to more points than :data:`MAX_POINTS` (or its
+    ``max_points``), counted before anything is expanded."""
+    limit, line = MAX_POINTS, 1
+    if "max_points" in top:
+        item = top["max_points"]
+        limit, line = item.value, item.line
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SpecError(f"max_points must be a whole number >= 1, not {kind_name(item)}",
+                            path, item.line)
+    grid = math.prod(len(values) for _, values in grid_axes) if grid_axes else 0
+    count = max(grid + len(explicit), 1) * math.prod(len(v) for _, v in param_axes)
+    if count > limit:
+        where = f"the spec's max_points ({limit})" if "max_points" in top else \
+            f"the limit of {MAX_POINTS}"
+        raise SpecError(f"expands to {count:,} points, more than {where}: set max_points: "
+                        f"{count} to run them all", path, line)
+
+
 def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
     """Parse and check a sweep spec; expand its points. SpecError (``FILE:LINE: message``) on
     any fault. ``check_files=False`` skips the checks that topology scripts exist."""
@@ -473,6 +497,7 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
                         for item in node.value)
 
     # -- expansion ---------------------------------------------------------------------------
+    _check_point_count(top, path, grid_axes, explicit, param_axes)
     base: list[_Assign] = []
     if grid_axes:
         for combo in itertools.product(*(values for _, values in grid_axes)):

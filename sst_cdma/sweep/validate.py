@@ -5,10 +5,12 @@ the spec line before the first simulation starts."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import tempfile
 from typing import Iterable, Optional
 
+from ..config import ConfigError, ConfigGraph
 from .execute import clean_message, in_directory, script_error, shown_paths
 from .marks import SpecError, display_path
 from .spec import Point
@@ -37,6 +39,13 @@ def check_point(point: Point) -> Optional[str]:
                 graph = execute_script(point.topology, options)
                 if point.params:
                     apply_overrides(graph, overrides)
+                    behind = _behind_the_options(graph, overrides)
+                    if behind is not None:
+                        return behind
+                for final_check in graph.final_checks:
+                    final_check(graph)
+            except ConfigError as exc:
+                return clean_message(str(exc), str(point.topology), shown, scratch, paths)
             except RunError as exc:
                 return clean_message(script_error(exc, output.getvalue()), str(point.topology),
                                      shown, scratch, paths)
@@ -45,6 +54,30 @@ def check_point(point: Point) -> Optional[str]:
             except Exception as exc:  # execute_script wraps script faults; be safe anyway
                 return clean_message(f"{type(exc).__name__}: {exc}", str(point.topology),
                                      shown, scratch, paths)
+    return None
+
+
+def _behind_the_options(graph: ConfigGraph, overrides: dict[str, dict[str, str]]
+                        ) -> Optional[str]:
+    """The error for an override that sets a network workload's param a model option sets
+    (``network``, ``batch``, ...): the point would be tabled under the option's value while
+    running another workload. None when there is none."""
+    from ..model_options import ELEMENT_OPTIONS, NETWORK
+    from ..runner import configured_elements
+
+    flags = {opt.param: opt.flag for opt in ELEMENT_OPTIONS
+             if opt.element == NETWORK and opt.declaration is None}
+    elements = configured_elements(graph)
+    for pattern, params in overrides.items():
+        if not any(e.type == NETWORK and (e.name == pattern or fnmatch.fnmatchcase(e.name, pattern))
+                   for e in elements):
+            continue
+        for name in params:
+            if name in flags:
+                option = flags[name].lstrip("-")
+                return (f"params: {pattern!r} sets the workload's {name!r} behind the model "
+                        f"options' backs (the point would be tabled under the {option!r} option's "
+                        f"value): set the model option {option!r} (options: or grid:) instead")
     return None
 
 

@@ -215,3 +215,18 @@ def test_a_workload_stream_that_is_not_utf8_is_named(tmp_path):
     message = str(err.value)
     assert "\n" not in message
     assert f"{path}: not UTF-8 text (byte 0xef at offset 26)" in message
+
+
+
+def test_data_parallel_without_an_optimizer_keeps_gradients_until_the_all_reduce_ends():
+    # a slow fabric: the all-reduce ends long after the backward pass freed everything else
+    topology = Path(__file__).resolve().parents[2] / "topologies" / "pascal_cdma.py"
+    result = sst_cdma.run(topology, "--network alexnet --batch 8 --gpus 2 --data-parallel "
+                                    "--no-baselines --optimizer none --nvlink-rate 0.1GB/s",
+                          console=io.StringIO())
+    gpu = result.results["gpu0"]
+    [(backward_done, held), (end, empty)] = gpu.memory_curve[-2:]
+    assert empty == 0 and end == gpu.iteration_time_ps   # freed when the all-reduce ends
+    assert backward_done < end / 10
+    # held meanwhile: the weight gradients, one float32 per parameter of (Caffe's) AlexNet
+    assert held == 4 * 60_965_224

@@ -154,6 +154,9 @@ def test_the_shipped_copy_is_the_one_converted_from_deepbench():
      "got '3600000.5'"),
     (cal.GEMM_FILE, 9, "time_ms", "inf",
      "gemm_train_fp32.csv:9: time_ms: must be a positive number, got 'inf'"),
+    # impossible shapes: faster than 100x the GPU's peak (the shipped rows reach 2.3x)
+    (cal.CONV_FILE, 2, "W", "100000000000000000000", "conv_train_fp32.csv:2: fwd_ms: "),
+    (cal.GEMM_FILE, 3, "M", "10000000000000", "gemm_train_fp32.csv:3: time_ms: "),
 ])
 def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path, name, line, column, value,
                                                          message):
@@ -162,7 +165,12 @@ def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path, name, line, 
     with pytest.raises(cal.CalibrationError) as info:
         cal.load(folder)
     # the file is named by its path under the folder as given
-    assert str(info.value) == os.path.join(str(folder), message)
+    if message.endswith(": "):
+        assert str(info.value).startswith(os.path.join(str(folder), message))
+        assert str(info.value).endswith("NVIDIA Tesla P100's peak (1.06e+13 FLOP/s): an impossible shape or time"), \
+            str(info.value)
+    else:
+        assert str(info.value) == os.path.join(str(folder), message)
 
 
 def test_an_hour_is_the_longest_time_accepted(tmp_path):
@@ -421,3 +429,16 @@ def test_a_nan_is_never_written(tmp_path, capsys, monkeypatch):
         assert capsys.readouterr() == ("", f"sst-cdma: {out}: families.P100.params.tile_reuse: "
                                            "not a finite number (inf), which JSON cannot hold\n")
         assert out.read_text() == "{}\n"
+
+
+def test_calibrate_writes_into_the_package_only_when_asked(capsys):
+    from sst_cdma.model.fitted import PARAMS_PATH
+
+    before = PARAMS_PATH.read_bytes()
+    assert main(["calibrate"]) == 1
+    assert capsys.readouterr().err == (
+        "sst-cdma: calibrate: --output FILE is required: writing the package's own "
+        "kernel_params.json, which every later run uses, takes --into-package\n")
+    assert main(["calibrate", "--into-package", "--output", "x.json"]) == 1
+    assert "not both" in capsys.readouterr().err
+    assert PARAMS_PATH.read_bytes() == before

@@ -45,3 +45,26 @@ def test_require_network_names_file_and_field(document, write):
         profile.require_network("alexnet")
     assert str(err.value) == (f"{profile.source}: network: the profile describes 'tiny', "
                               f"not 'alexnet'")
+
+
+def test_a_profile_whose_sample_shape_is_not_the_simulated_tensors_is_refused(tmp_path):
+    import io
+    import json
+    from pathlib import Path
+
+    import sst_cdma
+    from sst_cdma.runner import RunError
+
+    repo = Path(__file__).resolve().parents[2]
+    doc = json.loads((repo / "workloads" / "profiles" / "alexnet.json").read_text())
+    doc["tensors"]["conv2"]["sample_shape"] = [256, 31, 31]
+    path = tmp_path / "alexnet_other_size.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(RunError) as err:
+        sst_cdma.run(repo / "topologies" / "pascal_cdma.py",
+                     ["--network", "alexnet", "--batch", "8", "--no-baselines", "--policy", "all",
+                      "--profile", str(path)], console=io.StringIO())
+    text = str(err.value)
+    assert "\n" not in text and str(path) in text
+    assert "tensors.conv2.sample_shape [256, 31, 31] is not the simulated tensor's " \
+           "[256, 27, 27] (one sample, batch left out)" in text

@@ -143,3 +143,23 @@ def test_an_npz_without_the_activation_array_is_named(tmp_path):
     with pytest.raises(ProfileError, match=r"x\.npz: holds no array 'activation' \(it has: "
                                            r"other\)"):
         load_samples(tmp_path)
+
+
+def test_a_sample_file_with_an_extra_array_is_refused_naming_it_and_the_tensor(tmp_path):
+    save_samples(tmp_path, {"conv1": np.ones((2, 3), np.float32)})
+    np.savez(tmp_path / "conv1.npz", activation=np.ones((2, 3), np.float32),
+             stray=np.zeros(1, np.float32))
+    with pytest.raises(ProfileError) as err:
+        load_sample_set(tmp_path)
+    assert str(err.value) == (f"{tmp_path / 'conv1.npz'}: holds more arrays than 'activation' "
+                              "(stray): a sample file holds one (the sample of tensor 'conv1')")
+
+
+def test_a_sample_file_missing_from_the_set_names_the_tensor_that_wanted_it(tmp_path):
+    save_samples(tmp_path, {"conv1": np.ones(2, np.float32), "conv2": np.ones(2, np.float32)})
+    (tmp_path / "conv2.npz").unlink()
+    with pytest.raises(ProfileError) as err:
+        load_sample_set(tmp_path)
+    text = str(err.value)
+    assert text.startswith(f"{tmp_path / 'conv2.npz'}: cannot read") and "\n" not in text
+    assert text.endswith("(the sample of tensor 'conv2')")

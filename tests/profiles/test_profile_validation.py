@@ -73,6 +73,19 @@ CASES = [
     (_set("tensors.conv1.points.0.ratios_by_dtype", {"float16": {"zvc": 1000}}),
      "tensors.conv1.points[0].ratios_by_dtype.float16.zvc: 1000 exceeds 16, the most ZVC "
      "reaches on float16 (one mask bit per element)"),
+    # the byte codecs' own ceilings, whatever the density (issue #24: 1e9 was accepted)
+    (_set("tensors.conv1.points.0.ratios.zlib", 1e9), "tensors.conv1.points[0].ratios.zlib: "
+     "1000000000.0 exceeds 1032, the most zlib can compress any float32 tensor"),
+    (_set("tensors.conv1.points.0.ratios.lz4", 300), "tensors.conv1.points[0].ratios.lz4: 300 "
+     "exceeds 255, the most lz4 can compress any float32 tensor"),
+    (_set("tensors.conv1.points.0.ratios.zstd", 1e9), "ratios.zstd: 1000000000.0 exceeds 32768"),
+    (_set("tensors.conv1.points.0.ratios.bplane_zstd", 40000), "ratios.bplane_zstd: 40000 "
+     "exceeds 32768"),
+    (_set("tensors.conv1.points.0.ratios.rle", 1e9), "ratios.rle: 1000000000.0 exceeds 65535, "
+     "the most rle can compress any float32 tensor"),
+    (_set("tensors.conv1.points.0.ratios_by_dtype", {"float16": {"rle": 40000}}),
+     "ratios_by_dtype.float16.rle: 40000 exceeds 32767.5, the most rle can compress any "
+     "float16 tensor"),
     (_set("tensors.conv1.points.0.ratios.brotli", 2.0),
      'tensors.conv1.points[0].ratios: unknown algorithm "brotli" (registered: zvc, rle, zlib, '
      'lz4, zstd, bplane_zstd)'),
@@ -189,3 +202,17 @@ def test_a_file_nested_too_deep_is_named(write):
     with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not a profile: its JSON "
                                            r"nests too deep$"):
         DensityProfile.load(path)
+
+
+@pytest.mark.parametrize("algorithm", ["rle", "zlib", "lz4", "zstd", "bplane_zstd"])
+def test_each_byte_codecs_ceiling_is_above_what_it_reaches_on_zeros(algorithm):
+    """The ceilings are upper bounds: the codec itself on 16 MiB of zeros (its best case) stays
+    under them, and within a factor of 1.2 (so they still bind)."""
+    import numpy as np
+
+    from sst_cdma.codecs import compress
+    from sst_cdma.profiles.schema import RATIO_CEILINGS
+
+    zeros = np.zeros(1 << 22, np.float32)
+    reached = zeros.nbytes / len(compress(zeros, algorithm))
+    assert reached <= RATIO_CEILINGS[algorithm](4) < 1.2 * reached

@@ -290,3 +290,66 @@ def test_validation_errors_show_files_as_written(counting, monkeypatch):
                                "directory: 'inputs/'")
     assert str(counting.folder) not in str(info.value)
     assert info.value.line == 4                     # the option naming it
+
+
+PASCAL = Path(__file__).resolve().parents[2] / "topologies" / "pascal_cdma.py"
+
+
+@pytest.mark.parametrize("pattern,param,option", [
+    ("*gpu0:workload*", "batch", "batch"), ("*:workload*", "network", "network"),
+    ("gpu0:workload[[]0]", "seq_len", "seq-len"),
+])
+def test_a_param_a_model_option_sets_is_refused_naming_the_option(tmp_path, pattern, param,
+                                                                     option):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"topology: {PASCAL}\noptions: {{network: alexnet, batch: 32}}\n"
+                    f"params:\n  \"{pattern}\": {{{param}: [64]}}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        validate_points(str(spec), load_spec(spec).points)
+    assert info.value.line == 4
+    assert f"sets the workload's {param!r} behind the model options' backs" in str(info.value)
+    assert f"set the model option {option!r} (options: or grid:) instead" in str(info.value)
+
+
+def test_a_main_workload_the_baselines_would_not_follow_is_refused_before_running(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"topology: {PASCAL}\noptions: {{network: alexnet, batch: 32}}\n"
+                    "params:\n  \"gpu0:workload[[]0]\": {workspace: [1GiB]}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        validate_points(str(spec), load_spec(spec).points)
+    assert "workload param 'workspace' was set to '1GiB'" in str(info.value)
+    assert "the baselines would run the old workload" in str(info.value)
+
+
+def test_a_spec_expanding_past_the_point_limit_is_refused_at_once(counting):
+    # 100 x 100 x 150 = 1.5 million points: counted, not expanded
+    axes = ", ".join(f"a{i}: [{', '.join(str(v) for v in range(n))}]"
+                     for i, n in enumerate((100, 100, 150)))
+    path = counting.spec(f"topology: {{script}}\ngrid: {{{axes}}}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert "expands to 1,500,000 points, more than the limit of 10000: set max_points: " \
+        "1500000 to run them all" in str(info.value)
+
+
+def test_max_points_allows_more_and_refuses_bad_values(counting):
+    grid = "grid: {n: [1, 2, 3]}\n"
+    with pytest.raises(SpecError) as info:
+        load_spec(counting.spec("topology: {script}\nmax_points: 2\n" + grid))
+    assert info.value.line == 2 and "expands to 3 points, more than the spec's max_points (2)" \
+        in str(info.value)
+    assert len(load_spec(counting.spec("topology: {script}\nmax_points: 3\n" + grid)).points) == 3
+    with pytest.raises(SpecError, match="max_points must be a whole number >= 1, not str"):
+        load_spec(counting.spec("topology: {script}\nmax_points: many\n" + grid))
+
+
+def test_the_sweep_says_how_many_points_before_checking_them(counting, tmp_path):
+    import io
+
+    log = io.StringIO()
+    with pytest.raises(SpecError, match="no component matches"):   # found while checking
+        run_sweep(counting.spec("topology: {script}\ngrid: {n: [1, 2]}\n"
+                                "params: {nothing: {x: 1}}\n"), tmp_path / "out",
+                  progress=False, log=log)
+    assert log.getvalue() == ("spec: 2 points, 2 to run (0 cached); checking each point's "
+                              "options and params first\n")
