@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Optional
 
 import networkx as nx
 

@@ -323,9 +323,9 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
         key = mnk + (row["a_transpose"], row["b_transpose"])
         occurrence = seen.get((gpu,) + key, 0)
         seen[(gpu,) + key] = occurrence + 1
-        seconds = _time(row["time_ms"], where, "time_ms")
-        _plausible(where, "time_ms", 2 * mnk[0] * mnk[1] * mnk[2], seconds, gpus[gpu])
-        gemm[gpu].append(key + (seconds, occurrence))
+        time_s = _time(row["time_ms"], where, "time_ms")
+        _plausible(where, "time_ms", 2 * mnk[0] * mnk[1] * mnk[2], time_s, gpus[gpu])
+        gemm[gpu].append(key + (time_s, occurrence))
     # a GPU without convolutions (or GEMMs, or any backward-data time) would leave those
     # parameters unconstrained and its fit error NaN
     for name in gpus:
