@@ -301,8 +301,8 @@ def load(data_dir: Optional[Union[str, os.PathLike[str]]] = None) -> dict[str, C
             raise CalibrationError(f"{where}: R, S: {exc}") from None
         times = tuple(_time(row[col], where, col, optional=(p == "bwd_data"))
                       for p, col in _CONV_TIMES.items())
-        for col, seconds in zip(_CONV_TIMES.values(), times):
-            _plausible(where, col, 2 * n * k * c * r * s * problem.p * problem.q, seconds,
+        for col, time_s in zip(_CONV_TIMES.values(), times):
+            _plausible(where, col, 2 * n * k * c * r * s * problem.p * problem.q, time_s,
                        gpus[gpu])
         algo = _ALGORITHM_SPELLINGS.get(row["fwd_algorithm"], row["fwd_algorithm"])
         if algo not in ALGORITHMS:
