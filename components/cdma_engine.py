@@ -403,7 +403,8 @@ class CDMAEngine(Component):
         req, wire, start = job
         raw = req.raw_bytes
         if req.near == "host":  # SSD <-> host DRAM: one flow, no GPU side to stage through
-            self.flows.start(raw, dict(self.storage.host_weights[req.direction]),  # type: ignore[union-attr]
+            route = self.storage.host_weights  # type: ignore[union-attr]
+            self.flows.start(raw, dict(route[req.direction]),
                              lambda f: self.transfer_done(req, wire, start), label=req.tensor)
         elif self.params["mode"] == "flow" or raw == 0:
             self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none",
