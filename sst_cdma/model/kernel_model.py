@@ -61,9 +61,11 @@ Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer st
 priced here: the GPU runs them at its HBM's achievable bandwidth, at least ``launch_s``
 (``workloads/kernel_pricing.py``).
 
-Everything is vectorized over problems with numpy so one call prices a whole calibration set;
-the simulator prices each layer and pass once (:func:`price_conv`, :func:`price_gemm`,
-:func:`price_attention`).
+Everything is vectorized over problems with numpy so one call prices a whole calibration set
+(a GEMM's tile and split candidates too, kept by content across a fit's iterations); the
+simulator prices each shape and pass once per GPU and constants and keeps the price
+(:func:`price_conv`, :func:`price_gemm`, :func:`price_attention`;
+:mod:`~sst_cdma.model.price_memo`).
 """
 from __future__ import annotations
 
