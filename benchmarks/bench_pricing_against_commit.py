@@ -51,6 +51,13 @@ def _table(folder: Path) -> str:
     return out.getvalue()
 
 
+def _first_difference(what: str, other: str, this: str) -> None:
+    """Print the first line where the two trees' ``what`` outputs differ."""
+    pairs = zip(other.splitlines() + [""], this.splitlines() + [""])
+    line, (a, b) = next((i, p) for i, p in enumerate(pairs, 1) if p[0] != p[1])
+    print(f"{what} differs, line {line}:\n  other: {a}\n  this:  {b}")
+
+
 def main() -> int:
     """Print both trees' medians, the ratios and whether the outputs agree."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -85,6 +92,8 @@ def main() -> int:
                     else:
                         for key, text in outputs.items():
                             same[key] = same.get(key, True) and text == first[key]
+                            if text != first[key]:
+                                _first_difference(key, first[key], text)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=REPO,
                            check=False)
