@@ -61,9 +61,11 @@ Memory-bound kinds (pooling, ReLU, LRN, batchnorm, concat, add, the optimizer st
 priced here: the GPU runs them at its HBM's achievable bandwidth, at least ``launch_s``
 (``workloads/kernel_pricing.py``).
 
-Everything is vectorized over problems with numpy so one call prices a whole calibration set;
-the simulator prices each layer and pass once (:func:`price_conv`, :func:`price_gemm`,
-:func:`price_attention`).
+Everything is vectorized over problems with numpy so one call prices a whole calibration set
+(a GEMM's tile and split candidates too, kept by content across a fit's iterations); the
+simulator prices each shape and pass once per GPU and constants and keeps the price
+(:func:`price_conv`, :func:`price_gemm`, :func:`price_attention`;
+:mod:`~sst_cdma.model.price_memo`).
 """
 from __future__ import annotations
 
@@ -76,6 +78,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from .dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
+from .price_memo import PriceMemo, array_key
 
 __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
            "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "AttentionParams",
@@ -117,6 +120,13 @@ _TC_TILES = ((128, 256, 1), (256, 128, 1), (128, 128, 2), (128, 64, 2), (64, 128
              (64, 64, 4))
 _ATTENTION_TILE = 128       # queries (forward) or keys (backward) per fused-attention CTA
 _TC_CHANNEL_BYTES = 16      # tensor-core convolutions pad channels to 16 bytes (8 fp16, 4 tf32)
+# prices of single layers' kernels computed (:func:`price_convs`, :func:`price_gemm`)
+_CONV_PRICES = PriceMemo(1 << 16)
+_GEMM_PRICES = PriceMemo(1 << 16)
+_ATTENTION_PRICES = PriceMemo(1 << 16)
+# GEMM candidates computed (by their inputs' contents; a calibration set's are a few MiB)
+_CANDIDATES = PriceMemo(4096, budget=256 * 2**20,
+                        weigh=lambda found: sum(a.nbytes for a in found.values()))
 
 
 class ModelError(ValueError):
@@ -312,32 +322,59 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
     traffic of split-K partial sums, ``smem_words`` the shared-memory words a thread reads per
     multiply-add. Splits are 2-16 slices within two waves; ``fill_skinny`` adds, for tiles with
     a 16-wide side, the split counts that fill one and two whole waves; ``split_k=False`` (a
-    batched GEMM, which spreads over its batch and tiles only) leaves the reduction whole."""
+    batched GEMM, which spreads over its batch and tiles only) leaves the reduction whole.
+
+    The candidates do not depend on the fitted constants, so they are kept
+    (:mod:`~sst_cdma.model.price_memo`, by the arrays' contents): a fit, which prices the same
+    calibration set at many constants, computes them once. The arrays returned are
+    read-only."""
     m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
-    flops, fill, reuse, extra, words = [], [], [], [], []
-    for tm, tn, per_sm in tile_set:
-        slots = sms * per_sm
-        tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
-        splits: list[Any] = list(_SPLITS) if split_k else [1]
+    key = (sms, tuple(tile_set), fill_skinny, split_k, array_key(m, n, k, batch))
+    found = _CANDIDATES.get(key)
+    if found is None:
+        found = _candidate_arrays(m, n, k, sms, batch, tuple(tile_set), fill_skinny, split_k)
+        for a in found.values():
+            a.flags.writeable = False
+        _CANDIDATES.put(key, found)
+    return found
+
+
+def _candidate_arrays(m: np.ndarray, n: np.ndarray, k: np.ndarray, sms: int, batch: np.ndarray,
+                      tile_set: tuple[tuple[int, int, int], ...], fill_skinny: bool,
+                      split_k: bool) -> dict[str, np.ndarray]:
+    """:func:`_gemm_candidates`' arrays, every candidate at once along the last axis (the same
+    arithmetic, in the same order, as pricing each candidate alone)."""
+    cols: list[tuple[int, Any]] = []   # (tile index, split) per candidate, in order
+    tiles_of = [batch * np.ceil(m / tm) * np.ceil(n / tn) for tm, tn, _ in tile_set]
+    for t, (tm, tn, per_sm) in enumerate(tile_set):
+        cols += [(t, float(split)) for split in (_SPLITS if split_k else (1,))]
         if fill_skinny and min(tm, tn) <= _SKINNY:
             # as many slices as fill the waves, each at least _MIN_SPLIT_K long
-            splits += [np.maximum(1.0, np.minimum(np.floor(waves * slots / tiles),
-                                                  np.floor(k / _MIN_SPLIT_K)))
-                       for waves in _FILL_WAVES]
-        for split in splits:
-            # a slice reduces over at least _MIN_SPLIT_K elements (short ones are padded), so
-            # a longer reduction never prices lower
-            kk = np.where(split == 1, k, np.maximum(np.ceil(k / split), _MIN_SPLIT_K))
-            ok = (split == 1) | (tiles * split <= 2 * slots)
-            per_wave = np.where(ok, np.ceil(tiles * split / slots) * slots * 2.0 * tm * tn, np.inf)
-            flops.append(per_wave * kk)
-            fill.append(per_wave)
-            reuse.append(np.full(m.shape, tm * tn / (tm + tn)))
-            words.append(np.full(m.shape, (tm + tn) * _THREAD_GRID / (tm * tn)))
-            extra.append(np.where(split == 1, 0.0, 2.0 * split * batch * m * n * _ELEMENT))
-    return {"flops": np.stack(flops, axis=-1), "fill": np.stack(fill, axis=-1),
-            "reuse": np.stack(reuse, axis=-1), "extra_bytes": np.stack(extra, axis=-1),
-            "smem_words": np.stack(words, axis=-1)}
+            cols += [(t, np.maximum(1.0, np.minimum(np.floor(waves * sms * per_sm / tiles_of[t]),
+                                                    np.floor(k / _MIN_SPLIT_K))))
+                     for waves in _FILL_WAVES]
+    idx = [t for t, _ in cols]
+    shape = m.shape + (len(cols),)
+    split = np.stack([np.broadcast_to(s, m.shape) for _, s in cols], axis=-1)
+    tiles = np.stack(tiles_of, axis=-1)[..., idx]
+    tm = np.array([float(tile_set[t][0]) for t in idx])
+    tn = np.array([float(tile_set[t][1]) for t in idx])
+    slots = np.array([float(sms * tile_set[t][2]) for t in idx])
+    m1, n1, k1, b1 = (x[..., None] for x in (m, n, k, batch))
+    whole = split == 1
+    # a slice reduces over at least _MIN_SPLIT_K elements (short ones are padded), so a longer
+    # reduction never prices lower
+    kk = np.where(whole, k1, np.maximum(np.ceil(k1 / split), _MIN_SPLIT_K))
+    ok = whole | (tiles * split <= 2 * slots)
+    per_wave = np.where(ok, np.ceil(tiles * split / slots) * slots * 2.0 * tm * tn, np.inf)
+    reuse = np.array([tile_set[t][0] * tile_set[t][1] / (tile_set[t][0] + tile_set[t][1])
+                      for t in idx])
+    words = np.array([(tile_set[t][0] + tile_set[t][1]) * _THREAD_GRID
+                      / (tile_set[t][0] * tile_set[t][1]) for t in idx])
+    return {"flops": per_wave * kk, "fill": per_wave,
+            "reuse": np.broadcast_to(reuse, shape).copy(),
+            "extra_bytes": np.where(whole, 0.0, 2.0 * split * b1 * m1 * n1 * _ELEMENT),
+            "smem_words": np.broadcast_to(words, shape).copy()}
 
 
 def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
@@ -680,14 +717,14 @@ def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: K
     ``tf32`` on one with TF32): on tensor cores at the constants of ``tc``; otherwise at the
     fp32 rate on fp32 operands, as before; the workspace scales with ``itemsize``.
     ``workspace_limit`` (bytes; None: no limit) is one limit for all or one per problem.
-    ``layers`` name the problems in errors."""
+    ``layers`` name the problems in errors. Each price is kept per (shape, pass, limit, dtype,
+    GPU, constants): a problem priced before is not priced again (the same result, bit for
+    bit); the others are priced together."""
     names = list(layers) if layers is not None else [""] * len(problems)
     for problem, name in zip(problems, names):
         problem.check(name)
     if not problems:
         return []
-    arrays = {key: np.array([float(getattr(pr, key)) for pr in problems])
-              for key in ConvProblem.__dataclass_fields__}
     if workspace_limit is None:
         limit: Any = math.inf
     elif np.ndim(workspace_limit):
@@ -695,18 +732,38 @@ def price_convs(problems: Sequence[ConvProblem], pass_: str, hw: Hardware, kp: K
     else:
         limit = float(workspace_limit)
     kind = _tensor_kind(hw, dtype, tc, tf32) if dtype else None
+    limits = np.broadcast_to(np.asarray(limit, dtype=float), (len(problems),))
+    keys = [(problem, pass_, float(lim), itemsize, dtype, tf32, hw, kp, tc)
+            for problem, lim in zip(problems, limits)]
+    out = [_CONV_PRICES.get(key) for key in keys]
+    todo = [i for i, found in enumerate(out) if found is None]
+    if todo:
+        priced = _price_convs_once([problems[i] for i in todo], pass_, hw, kp, itemsize,
+                                   limits[todo], [names[i] for i in todo], kind)
+        for i, price in zip(todo, priced):
+            out[i] = price
+            _CONV_PRICES.put(keys[i], price)
+    return out
+
+
+def _price_convs_once(problems: Sequence[ConvProblem], pass_: str, hw: Hardware,
+                      kp: KernelParams, itemsize: int, limit: np.ndarray, names: Sequence[str],
+                      kind: Optional[_GemmKind]) -> list[KernelPrice]:
+    """:func:`price_convs` of problems not priced before (``limit`` one per problem, on
+    tensor cores where ``kind`` says)."""
+    arrays = {key: np.array([float(getattr(pr, key)) for pr in problems])
+              for key in ConvProblem.__dataclass_fields__}
     if kind is None:
-        res = conv_times(arrays, pass_, hw, kp, np.asarray(limit) * _ELEMENT / itemsize)
+        res = conv_times(arrays, pass_, hw, kp, limit * _ELEMENT / itemsize)
     else:
-        res = conv_times(arrays, pass_, hw, kind.kp, np.asarray(limit) * _ELEMENT / itemsize,
+        res = conv_times(arrays, pass_, hw, kind.kp, limit * _ELEMENT / itemsize,
                          tensor_peak=kind.peak, element=kind.element)
     out = []
     for i, name in enumerate(names):
         seconds = float(res["seconds"][i])
         if not math.isfinite(seconds):
             raise ModelError(f"layer {name!r}: no convolution algorithm fits a workspace "
-                             f"limit of {np.atleast_1d(limit)[min(i, np.size(limit) - 1)]:.0f} "
-                             "bytes")
+                             f"limit of {limit[i]:.0f} bytes")
         out.append(KernelPrice(seconds, ALGORITHMS[int(res["algorithm"][i])],
                                int(res["workspace"][i] * itemsize / _ELEMENT)))
     return out
@@ -733,8 +790,20 @@ def price_gemm(m: int, n: int, k: int, hw: Hardware, kp: KernelParams, *, batch:
     """One GEMM of m x n x k (a fully connected or linear layer's), or ``batch`` of them in one
     batched call (attention's per-head products), in ``dtype`` (float32 as TF32 where
     ``tf32``). The algorithm is ``TENSOR_GEMM`` on tensor cores (``TF32_GEMM`` as TF32), else
-    ``GEMM``."""
+    ``GEMM``. Each price is kept per (shape, dtype, GPU, constants): a shape priced before is
+    not priced again (the same result, bit for bit)."""
     _check_positive("GEMM", m=m, n=n, k=k, batch=batch)
+    key = (int(m), int(n), int(k), int(batch), dtype, tf32, hw, kp, tc)
+    found = _GEMM_PRICES.get(key)
+    if found is None:
+        found = _price_gemm_once(m, n, k, hw, kp, batch, dtype, tc, tf32)
+        _GEMM_PRICES.put(key, found)
+    return found
+
+
+def _price_gemm_once(m: int, n: int, k: int, hw: Hardware, kp: KernelParams, batch: int,
+                     dtype: str, tc: Optional[TensorCores], tf32: bool) -> KernelPrice:
+    """:func:`price_gemm` of a shape not priced before."""
     seconds = float(gemm_times([m], [n], [k], hw, kp, batch=batch, dtype=dtype, tc=tc,
                                tf32=tf32)[0])
     kind = _tensor_kind(hw, dtype, tc, tf32)
@@ -788,9 +857,24 @@ def price_attention(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: in
     tensor cores for ``dtype`` at the fp32 model's 128x128-tile share of ``hw.simt_flops``.
     DRAM moves each tensor of a head once per pass (L2 serves the re-reads of the head's CTAs,
     which run side by side). The slower of compute and memory, at least one launch interval
-    (:func:`issued`). Algorithm ``FLASH_ATTENTION_2`` or ``FLASH_ATTENTION_3``."""
+    (:func:`issued`). Algorithm ``FLASH_ATTENTION_2`` or ``FLASH_ATTENTION_3``. Each price is
+    kept, as :func:`price_gemm`'s are."""
     _check_positive("attention", batch=batch, heads=heads, seq_q=seq_q, seq_k=seq_k,
                     head_dim=head_dim)
+    key = (int(batch), int(heads), int(seq_q), int(seq_k), int(head_dim), pass_, causal, dtype,
+           kernel, hw, kp, tc)
+    found = _ATTENTION_PRICES.get(key)
+    if found is None:
+        found = _price_attention_once(batch, heads, seq_q, seq_k, head_dim, pass_, hw, kp,
+                                      causal, dtype, tc, kernel)
+        _ATTENTION_PRICES.put(key, found)
+    return found
+
+
+def _price_attention_once(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int,
+                          pass_: str, hw: Hardware, kp: KernelParams, causal: bool, dtype: str,
+                          tc: Optional[TensorCores], kernel: str) -> KernelPrice:
+    """:func:`price_attention` of a shape not priced before."""
     if pass_ not in ATTENTION_PASSES:
         raise ModelError(f"attention: unknown pass {pass_!r} (one of "
                          f"{', '.join(ATTENTION_PASSES)})")
