@@ -167,6 +167,8 @@ class CDMAEngine(Component):
         #: served beside the copy stream's, as a GPU's further copy engines are
         self.lanes: dict[str, deque[TransferRequest]] = {}
         self.lanes_busy: set[str] = set()
+        #: model states that start on the SSDs (``OffloadManifest.resident``)
+        self.resident: list[tuple[str, int]] = []
         self.plan = WirePlan()
         self.wire: dict[str, int] = {}  # what each tensor crosses the link as in this run
         self.transfers: list[tuple[str, str, int, int, int, int]] = []
@@ -207,6 +209,7 @@ class CDMAEngine(Component):
         while (msg := self.gpu.recv_untimed()) is not None:
             self.plan = self.plan.merged(plan_wires(msg, self.sources, self.codec))
             self.wire.update(self.plan.wire)
+            self.resident.extend(msg.resident)
 
     def transfer_costs(self, workload: OffloadManifest) -> dict[str, CopyCost]:
         """Each tensor's offload and prefetch time alone on the path, as a plain copy and
@@ -320,6 +323,11 @@ class CDMAEngine(Component):
         if self.drives:
             self.storage = storage_route(self.name, self.path, self.drives,
                                          self.params["nvme_path"])
+        for key, nbytes in self.resident:
+            if self.storage is None:
+                raise SimulationError(f"{self.name}: model state {key!r} starts on the nvme "
+                                      "tier, and no SSD is wired to this engine's nvme0 port")
+            self._store_striped(self.name + "/" + key, nbytes, None)
 
     # -- transfers -----------------------------------------------------------------------------
     def _request(self, req: TransferRequest) -> None:
@@ -351,8 +359,12 @@ class CDMAEngine(Component):
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
         start = self.sim.now
-        latency = self.path.latency_ps if req.tier == "host" else \
-            self.storage.latency_ps[req.direction]
+        if req.tier == "host":
+            latency = self.path.latency_ps
+        elif req.near == "host":
+            latency = self.storage.host_latency_ps[req.direction]  # type: ignore[union-attr]
+        else:
+            latency = self.storage.latency_ps[req.direction]  # type: ignore[union-attr]
         self.schedule_at(start + latency, self._move, (req, wire, start))
 
     def _check_tier(self, req: TransferRequest) -> None:
@@ -390,7 +402,11 @@ class CDMAEngine(Component):
     def _move(self, job: tuple[TransferRequest, int, int]) -> None:
         req, wire, start = job
         raw = req.raw_bytes
-        if self.params["mode"] == "flow" or raw == 0:
+        if req.near == "host":  # SSD <-> host DRAM: one flow, no GPU side to stage through
+            route = self.storage.host_weights  # type: ignore[union-attr]
+            self.flows.start(raw, dict(route[req.direction]),
+                             lambda f: self.transfer_done(req, wire, start), label=req.tensor)
+        elif self.params["mode"] == "flow" or raw == 0:
             self.flows.start(raw, self.weights(req.direction, raw, wire, req.codec != "none",
                                                req.tier),
                              lambda f: self.transfer_done(req, wire, start,

@@ -232,6 +232,20 @@ def _memory_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     return lines
 
 
+def _nvme_traffic(m: dict[str, Any]) -> str:
+    """ZeRO-Infinity's part of the host CPU step's line: what the steps read from and wrote
+    to the SSDs ('' with nothing there)."""
+    if "states_from_nvme_bytes" not in m:
+        return ""
+    read, written, weights = _sizes(m["states_from_nvme_bytes"], m["states_to_nvme_bytes"],
+                                    m["weights_to_nvme_bytes"])
+    parts = [f"states {read} from nvme, {written} to nvme"] if m["states_from_nvme_bytes"] \
+        else []
+    if m["weights_to_nvme_bytes"]:
+        parts.append(f"{weights} of weights to nvme")
+    return "".join(f"; {p}" for p in parts)
+
+
 def model_state_lines(m: dict[str, Any]) -> list[str]:
     """Where the model states are, the host CPU's step, the micro-batches and the memory of
     each tier."""
@@ -244,7 +258,8 @@ def model_state_lines(m: dict[str, Any]) -> list[str]:
         lines.append(_row("host CPU step", f"{m['cpu_step_time_s'] * MS:.3f} ms ("
                           f"{m['cpu_step_alone_s'] * MS:.3f} ms alone); "
                           f"{_sizes(m['gradients_to_host_bytes'])[0]} of gradients to host, "
-                          f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"))
+                          f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"
+                          + _nvme_traffic(m)))
     if m["micro_batches"] > 1:
         times = m["micro_batch_time_s"]
         lines.append(_row("optimizer step", f"{m['step_time_s'] * MS:.3f} ms over "

@@ -226,10 +226,11 @@ class GPU(Component):
         self.stream = self.workload.stream(memory_capacity)
         self.ops = self._micro_batched(self.stream.ops)
         states = self.workload.model_states(self.stream)
-        if self.dma is None and states is not None and states.placement.weights == "host":
-            raise ConfigError(f"{self.name}: --weights host: each layer's weights are copied "
-                              "from the host for its use, and port 'dma' is not connected to "
-                              "an engine with a host link")
+        if self.dma is None and states is not None and states.placement.weights != "gpu":
+            raise ConfigError(f"{self.name}: --weights {states.placement.weights}: each "
+                              f"layer's weights are copied from the {states.placement.weights} "
+                              "for its use, and port 'dma' is not connected to an engine with "
+                              "a host link")
         if self.dma is None and any(op.op in ("offload", "prefetch") for op in self.ops):
             raise ConfigError(f"{self.name}: the workload moves tensors but port 'dma' is not "
                               "connected")
@@ -282,8 +283,10 @@ class GPU(Component):
             moved = tuple(MovedTensor(op.name, tensors[op.name].bytes, tensors[op.name].sparse,
                                       tensors[op.name].shape, op.codec == "none")
                           for op in self.ops if op.op == "offload")
+            resident = self.states.plan.nvme_resident if self.states is not None else ()
             self.dma.send_untimed(OffloadManifest(self.name, self.stream.network,
-                                                  self.stream.dtype, self.stream.batch, moved))
+                                                  self.stream.dtype, self.stream.batch, moved,
+                                                  resident=resident))
 
     def _register_gradients(self) -> None:
         """Data parallel: tell the fabric this GPU's weight gradients (``LAYER:dw``), in

@@ -44,6 +44,9 @@ class OffloadManifest:
     tensors: tuple[MovedTensor, ...] = ()
     #: where the offloads go (:data:`TIERS`): a cost query prices the path to that tier
     tier: str = "host"
+    #: model states that start on the ``nvme`` tier, ``(key, bytes)``: the engine stores them
+    #: on its SSDs before the first event (ZeRO-Infinity's states and weights)
+    resident: tuple[tuple[str, int], ...] = ()
 
     def shapes(self) -> dict[str, Optional[tuple[int, ...]]]:
         """Tensor name -> shape (None: not known)."""
@@ -152,6 +155,9 @@ class TransferRequest:
     #: the GPU stream issuing it: '' the copy stream; ``gradients`` (GPU to host) or
     #: ``weights`` (host to GPU), the model-state streams, each its own copy engine queue
     stream: str = ""
+    #: the near end: ``gpu`` (GPU memory) or ``host`` (host DRAM: the host CPU's optimizer
+    #: states read from and written to the ``nvme`` tier, SSD <-> host DRAM only)
+    near: str = "gpu"
 
 
 @dataclass

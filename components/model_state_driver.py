@@ -15,7 +15,16 @@ are copied back once the backward pass has ended (the GPU's weights are read unt
 the iteration ends when they and this iteration's gradient copies are done: one iteration of
 the steady state. With the weights on the host too (``--weights host``) the stream prefetches
 each layer's weights for its use and the CPU's step updates them where they are: nothing is
-copied back, and the iteration ends when the steps are done."""
+copied back, and the iteration ends when the steps are done.
+
+ZeRO-Infinity (Rajbhandari et al., SC 2021) puts the states on the SSDs (``--optimizer-states
+nvme``): each bucket's states are read from the drives into a host buffer (two buffers: a
+bucket's read may start once the bucket two before it was written back) on the ``states_in``
+stream, from when its gradients leave the GPU (delayed: from time 0), the CPU steps it once
+both its gradients and its states are on the host, and its states go back to the drives on
+the ``states_out`` stream. With the weights on the SSDs too (``--weights nvme``) the stream
+prefetches each layer's weights from the drives and a stepped bucket's 16-bit weights are
+written to the drives (``weights`` stream, host to SSD) instead of copied to the GPU."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -41,21 +50,32 @@ class ModelStateDriver:
         self.left = {b.name: len(b.wgrads) for b in plan.buckets}
         self.gradients_left = len(plan.buckets)
         self.steps_left = len(plan.buckets)
-        #: weights on the host: the CPU's step updates them there, nothing comes back
-        self.weights_back = plan.placement.weights == "gpu"
+        #: weights on the host: the CPU's step updates them there, nothing comes back; on the
+        #: SSDs: they are written there from the host
+        self.weights_back = plan.placement.weights != "host"
         self.weights_left = len(plan.buckets) if self.weights_back else 0
+        #: ZeRO-Infinity: the states are read from the SSDs before and written after the step
+        self.states_nvme = plan.placement.optimizer_states == "nvme"
+        self.order = [b.name for b in plan.buckets]
+        self.states_left = len(plan.buckets) if self.states_nvme else 0
+        self.landed: set[str] = set()   # gradients on the host
+        self.read_in: set[str] = set()  # states on the host
+        self.written_back: set[str] = set()
+        self.reads_asked: set[str] = set()
+        self.wanted: list[str] = []     # buckets whose states read waits for a buffer
         self.stream_over = False
         #: delayed update: buckets stepped before the backward pass ended
         self.ready: list[str] = []
         self.cpu: Optional[HostStep] = None
-        self.moved = {"gradients": 0, "weights": 0}
+        self.moved = {"gradients": 0, "weights": 0, "states_in": 0, "states_out": 0}
         self.cpu_steps: list[tuple[int, int]] = []
 
     @property
     def done(self) -> bool:
         """True when every bucket's gradients went out, was stepped and its weights came
         back."""
-        return self.weights_left == 0 and self.gradients_left == 0 and self.steps_left == 0
+        return self.weights_left == 0 and self.gradients_left == 0 and \
+            self.steps_left == 0 and self.states_left == 0
 
     def manifest(self) -> ModelStatesManifest:
         """The host buffers the states take for the whole run."""
@@ -67,7 +87,10 @@ class ModelStateDriver:
         self.cpu = cpu
         if self.delayed:
             for bucket in self.plan.buckets:
-                self._step(bucket.name)
+                if self.states_nvme:
+                    self._want_states(bucket.name)
+                else:
+                    self._step(bucket.name)
 
     def written(self, tensors: tuple[str, ...]) -> None:
         """A backward kernel (of the step's last micro-batch) wrote ``tensors``: a bucket
@@ -79,14 +102,50 @@ class ModelStateDriver:
             self.left[name] -= 1
             if self.left[name] == 0:
                 self._copy("gradients", name)
+                if self.states_nvme and not self.delayed:
+                    self._want_states(name)
 
     def _copy(self, stream: str, name: str) -> None:
         bucket = self.buckets[name]
         gradients = stream == "gradients"
+        if not gradients and self.placement.weights == "nvme":  # host to the SSDs
+            self._storage("offload", f"{name}:w", bucket.weight_bytes, stream)
+            return
         self.gpu.dma.send(TransferRequest(
             "offload" if gradients else "prefetch", name if gradients else f"{name}:w",
             bucket.grad_bytes if gradients else bucket.weight_bytes, bucket.layers[-1],
             codec="none", stream=stream))
+
+    def _storage(self, direction: str, key: str, nbytes: int, stream: str) -> None:
+        """A plain copy between host DRAM and the SSDs (``offload``: to the drives)."""
+        layer = self.buckets[key.split(":")[0]].layers[-1]
+        self.gpu.dma.send(TransferRequest(direction, key, nbytes, layer, codec="none",
+                                          tier="nvme", stream=stream, near="host"))
+
+    def _want_states(self, name: str) -> None:
+        """Bucket ``name``'s states are wanted on the host: read once a buffer is free (the
+        bucket two before it written back)."""
+        self.wanted.append(name)
+        self._read_wanted()
+
+    def _read_wanted(self) -> None:
+        while self.wanted:
+            name = self.wanted[0]
+            at = self.order.index(name)
+            if at >= 2 and self.order[at - 2] not in self.written_back:
+                return
+            self.wanted.pop(0)
+            self.reads_asked.add(name)
+            self._storage("prefetch", f"{name}:s", self.buckets[name].state_bytes, "states_in")
+
+    def _step_if_ready(self, name: str) -> None:
+        """Step bucket ``name`` once its gradients (delayed: already there) and, on the SSDs,
+        its states are on the host."""
+        if not self.delayed and name not in self.landed:
+            return
+        if self.states_nvme and name not in self.read_in:
+            return
+        self._step(name)
 
     def _step(self, name: str) -> None:
         bucket = self.buckets[name]
@@ -98,18 +157,32 @@ class ModelStateDriver:
         if req.stream == "weights":
             self.weights_left -= 1
             return
+        name = req.tensor.split(":")[0]
+        if req.stream == "states_in":
+            self.read_in.add(name)
+            self._step_if_ready(name)
+            return
+        if req.stream == "states_out":
+            self.states_left -= 1
+            self.written_back.add(name)
+            self._read_wanted()
+            return
         self.gradients_left -= 1
         if self.placement.gradients == "host":
             for tensor in self.buckets[req.tensor].wgrads:
                 self.gpu.hbm.free(tensor)
-        if not self.delayed:
-            self._step(req.tensor)
+        self.landed.add(name)
+        if not self.delayed:  # delayed: this iteration's gradients are the next one's step
+            self._step_if_ready(name)
 
     def stepped(self, req: CpuStepRequest, started_ps: int, finished_ps: int) -> None:
         """The CPU stepped a bucket: its weights come back (delayed: once the backward pass
         has ended)."""
         self.cpu_steps.append((started_ps, finished_ps))
         self.steps_left -= 1
+        if self.states_nvme:
+            self._storage("offload", f"{req.bucket}:s", self.buckets[req.bucket].state_bytes,
+                          "states_out")
         if not self.weights_back:
             return
         if self.delayed and not self.stream_over:
@@ -139,11 +212,23 @@ class ModelStateDriver:
             "buckets": len(self.plan.buckets),
             "bucket_bytes": [b.grad_bytes for b in self.plan.buckets],
             "gradients_to_host_bytes": self.moved["gradients"],
-            "weights_to_gpu_bytes": self.moved["weights"],
+            "weights_to_gpu_bytes": self.moved["weights"] if p.weights == "gpu" else 0,
             "host_state_bytes": self.plan.host_bytes,
             "cpu_step_time_ps": sum(b - a for a, b in steps),
             "cpu_step_alone_ps": alone,
             "cpu_step_span_ps": [min(a for a, _ in steps), max(b for _, b in steps)]
             if steps else [],
             "host": self.cpu.tier_usage(end_ps) if self.cpu else {},
+            **self._nvme_fields(),
         }
+
+    def _nvme_fields(self) -> dict[str, Any]:
+        """ZeRO-Infinity's figures (none unless a state is on the SSDs): what lives on the
+        drives and the bytes read from and written to them around the steps."""
+        if not self.plan.nvme_resident:
+            return {}
+        return {"nvme_state_bytes": dict(self.plan.nvme_resident),
+                "states_from_nvme_bytes": self.moved["states_in"],
+                "states_to_nvme_bytes": self.moved["states_out"],
+                "weights_to_nvme_bytes": self.moved["weights"]
+                if self.placement.weights == "nvme" else 0}

@@ -57,9 +57,10 @@ class NetworkWorkload(WorkloadSource):
               "directory as <gpu>.stream"),
         Param("optimizer_states", "str", "gpu", "where the optimizer state (with mixed "
               "precision its fp32 master weights) lives: gpu, host (pinned host memory, the "
-              "step on the host CPU on port 'cpu': ZeRO-Offload) or nvme", choices=PLACES),
+              "step on the host CPU on port 'cpu': ZeRO-Offload) or nvme (on the engine's SSDs, read "
+              "into host memory around the CPU's step: ZeRO-Infinity)", choices=PLACES),
         Param("weights", "str", "gpu", "where the 16-bit weights live between their uses: "
-              "gpu, host or nvme", choices=PLACES),
+              "gpu, host or nvme (each layer's prefetched from that tier for its use)", choices=PLACES),
         Param("gradients", "str", "gpu", "where the weight gradients live: gpu (the whole "
               "iteration) or host (on the GPU only until their bucket is copied)",
               choices=GRADIENT_PLACES),
@@ -78,12 +79,6 @@ class NetworkWorkload(WorkloadSource):
         p = self.params
         self.placement = Placement(p["optimizer_states"], p["weights"], p["gradients"],
                                    p["delayed_update"], p["grad_accum"], p["gradient_bucket"])
-        for option, value in (("optimizer-states", p["optimizer_states"]),
-                              ("weights", p["weights"])):
-            if value == "nvme":
-                raise ConfigError(f"{name}: --{option} nvme: model states on the SSDs "
-                                  "(ZeRO-Infinity) are not modelled yet; place it on gpu or "
-                                  "host")
 
     @property
     def modelled_times(self) -> bool:

@@ -33,6 +33,10 @@ class StorageRoute:
     weights: dict[str, dict[str, float]] = field(default_factory=dict)
     latency_ps: dict[str, int] = field(default_factory=dict)
     link_names: list[str] = field(default_factory=list)
+    #: the same for a transfer between the drives and host DRAM (the host CPU's optimizer
+    #: states: ``offload`` host to the drives, ``prefetch`` back), whatever the path
+    host_weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    host_latency_ps: dict[str, int] = field(default_factory=dict)
 
 
 def _hops(path: PathInfo, who: str) -> list[tuple[str, str, str]]:
@@ -101,5 +105,27 @@ def storage_route(engine: str, gpu: PathInfo, drives: list[DrivePath], via: str
         out_ps = max(out_ps, latency + drive.write_latency_ps)
         in_ps = max(in_ps, latency + drive.read_latency_ps)
     names = list(dict.fromkeys([*gpu.link_names, *(d.name for d in drives)]))
+    host_weights, host_latency = _host_route(drives, share)
     return StorageRoute({"offload": offload, "prefetch": prefetch},
-                        {"offload": out_ps, "prefetch": in_ps}, names)
+                        {"offload": out_ps, "prefetch": in_ps}, names, host_weights,
+                        host_latency)
+
+
+def _host_route(drives: list[DrivePath], share: float
+                ) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """Host DRAM to the drives (``offload``) and back (``prefetch``): each drive's link path
+    to the host memory (host DRAM included) and its write or read side, 1/N of the bytes
+    each; the latency of the slowest drive."""
+    write: dict[str, float] = {}
+    read: dict[str, float] = {}
+    out_ps = in_ps = 0
+    for drive in drives:
+        for res in drive.to_host.h2d:
+            _add(write, res, share)
+        for res in drive.to_host.d2h:
+            _add(read, res, share)
+        _add(write, drive.write, share)
+        _add(read, drive.read, share)
+        out_ps = max(out_ps, drive.to_host.latency_ps + drive.write_latency_ps)
+        in_ps = max(in_ps, drive.to_host.latency_ps + drive.read_latency_ps)
+    return {"offload": write, "prefetch": read}, {"offload": out_ps, "prefetch": in_ps}

@@ -226,8 +226,17 @@ MODEL_STATES: tuple[Key, ...] = (
     _k("weights_to_gpu_bytes", "integer", "updated weight bytes copied host to GPU",
        "with the host CPU's step"),
     _k("host_state_bytes", "object", "pinned host bytes by role (`optimizer_states`: fp32 "
-       "master weights and moments; `gradients`; `weights` with `--weights host`)",
+       "master weights and moments; `optimizer_state_buffers` instead with `--optimizer-states "
+       "nvme`: two buckets' states; `gradients`; `weights` with `--weights host`)",
        "with the host CPU's step"),
+    _k("nvme_state_bytes", "object", "bytes held on the SSDs per bucket (`bucketN:s`: its "
+       "optimizer states; `bucketN:w`: its 16-bit weights)", "with a model state on nvme"),
+    _k("states_from_nvme_bytes", "integer", "optimizer-state bytes read from the SSDs into "
+       "host memory for the CPU's steps", "with a model state on nvme"),
+    _k("states_to_nvme_bytes", "integer", "optimizer-state bytes written back to the SSDs "
+       "after the steps", "with a model state on nvme"),
+    _k("weights_to_nvme_bytes", "integer", "updated weight bytes written host to SSDs "
+       "(`--weights nvme`)", "with a model state on nvme"),
     _k("cpu_step_time_s", "number", "time the host CPU spent stepping this GPU's buckets",
        "with the host CPU's step"),
     _k("cpu_step_alone_s", "number", "the same steps each alone: at the CPU's Adam throughput, or "

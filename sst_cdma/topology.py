@@ -319,8 +319,6 @@ def _check_storage(o: argparse.Namespace) -> None:
         if not o.nvme:
             _refuse(f"{flag} needs an NVMe SSD to hold it: this system has no NVMe element "
                     "(give --nvme N, N >= 1)")
-        _refuse(f"{flag}: model states on the SSDs (ZeRO-Infinity) are not modelled yet; the "
-                "SSDs take activations (--offload-to nvme); place it on gpu or host")
     if not o.nvme:
         for name in NVME_OPTIONS:
             if explicit(o, name):

@@ -70,14 +70,14 @@ class Placement:
                                 f"it needs --optimizer adam, not {optimizer!r}")
         if self.delayed_update and not self.offloaded:
             raise WorkloadError("--delayed-update overlaps the host CPU's optimizer step with "
-                                "the next iteration: it needs --optimizer-states host")
-        if self.weights == "host" and not self.offloaded:
-            raise WorkloadError("--weights host: the update kernels on the GPU read and write "
-                                "the weights; with the weights on the host the host CPU steps "
-                                "them, which needs --optimizer-states host")
+                                "the next iteration: it needs --optimizer-states host or nvme")
+        if self.weights != "gpu" and not self.offloaded:
+            raise WorkloadError(f"--weights {self.weights}: the update kernels on the GPU read "
+                                "and write the weights; with the weights off the GPU the host "
+                                "CPU steps them, which needs --optimizer-states host or nvme")
         if self.gradients == "host" and not self.offloaded:
             raise WorkloadError("--gradients host: the gradients go to the host for the CPU's "
-                                "optimizer step, which needs --optimizer-states host")
+                                "optimizer step, which needs --optimizer-states host or nvme")
         if self.gradients == "host" and self.grad_accum > 1:
             raise WorkloadError("--gradients host with --grad-accum "
                                 f"{self.grad_accum}: gradients accumulate in place on the GPU "
@@ -118,11 +118,28 @@ class ModelStatePlan:
     def host_bytes(self) -> dict[str, int]:
         """Bytes the host's pinned memory holds for the whole iteration, by role: the optimizer
         state (master weights and moments) and the gradients' landing buffer."""
-        out = {"optimizer_states": sum(b.state_bytes for b in self.buckets),
-               "gradients": sum(b.grad_bytes for b in self.buckets)}
+        if self.placement.optimizer_states == "nvme":
+            # two buckets' states at a time: one stepped while the next is read in
+            largest = sorted((b.state_bytes for b in self.buckets), reverse=True)[:2]
+            out = {"optimizer_state_buffers": sum(largest)}
+        else:
+            out = {"optimizer_states": sum(b.state_bytes for b in self.buckets)}
+        out["gradients"] = sum(b.grad_bytes for b in self.buckets)
         if self.placement.weights == "host":
             out["weights"] = sum(b.weight_bytes for b in self.buckets)
         return out
+
+    @property
+    def nvme_resident(self) -> tuple[tuple[str, int], ...]:
+        """What starts on the SSDs and stays there (ZeRO-Infinity), ``(key, bytes)`` per
+        bucket: its optimizer states (``NAME:s``) and its 16-bit weights (``NAME:w``)."""
+        out: list[tuple[str, int]] = []
+        for b in self.buckets:
+            if self.placement.optimizer_states == "nvme":
+                out.append((f"{b.name}:s", b.state_bytes))
+            if self.placement.weights == "nvme":
+                out.append((f"{b.name}:w", b.weight_bytes))
+        return tuple(out)
 
 
 def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: "Optimizer",

@@ -6,7 +6,7 @@ Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored
     tensor NAME bytes=INT kind=activation|gradient|weight|state|workspace [layer=L] [sparse=0|1] [shape=AxBx..]
     phase forward
     alloc NAME | free NAME | wait NAME
-    offload NAME layer=L [codec=none] [tier=host|nvme] | prefetch NAME layer=L
+    offload NAME layer=L [codec=none] [tier=host|nvme] | prefetch NAME layer=L [tier=host|nvme]
     compute L pass=fwd|bwd|recompute|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
     sync L
     phase backward
@@ -207,8 +207,19 @@ class _Parser:
             if head == "prefetch":
                 # weights kept on the host were never offloaded: a plain copy brings them in
                 values["codec"] = self.codec.get(arg, "none" if self.host_weight(arg) else "")
-                values["tier"] = self.tier.get(arg, "")
+                values["tier"] = self.prefetch_tier(arg, values.get("tier", ""))
         self.stream.ops.append(StreamOp(head, arg, phase, **values, line=self.lineno))
+
+    def prefetch_tier(self, name: str, given: str) -> str:
+        """Where a prefetch of ``name`` reads from: its offload's tier; for a weight never
+        offloaded, the ``tier=`` it starts on ('' the GPU's ``offload_to``)."""
+        if name in self.host:
+            if given:
+                raise self.fail(f"'prefetch': tier={given} on '{name}', which was offloaded: "
+                                "it comes back from its offload's tier (tier= on a prefetch "
+                                "names where a weight never offloaded starts)")
+            return self.tier.get(name, "")
+        return given
 
     def host_weight(self, name: str) -> bool:
         """True for a weight tensor never offloaded: weights kept on the host (``--weights

@@ -167,8 +167,9 @@ class StreamOp:
     #: ``none`` on an offload (and its prefetch) the engine copies raw; '' = the engine's codec
     codec: str = _key("codec", CODEC, ("offload",), default="")
     #: ``host`` or ``nvme`` on an offload (and its prefetch): where the tensor goes; '' = the
-    #: GPU's ``offload_to``
-    tier: str = _key("tier", TIER, ("offload",), default="")
+    #: GPU's ``offload_to``. On the prefetch of a weight never offloaded: the tier it starts on
+    #: (``--weights host|nvme``)
+    tier: str = _key("tier", TIER, ("offload", "prefetch"), default="")
     line: int = field(default=0, compare=False)
 
 

@@ -240,7 +240,7 @@ class _Schedule:
         #: weights kept on the host, prefetched for each use (the layer's own on demand, the
         #: next weighted layer's ahead) and freed after it
         self.host_weights = {weight_name(i.name) for i in self.weighted} \
-            if placement.weights == "host" else set()
+            if placement.weights != "gpu" else set()
         #: what the prologue and epilogue leave to the passes or the GPU
         self.off_gpu = self.host_grads | self.host_weights
         self.weights_coming: set[str] = set()
@@ -347,8 +347,10 @@ class _Schedule:
                 self.rebuild_inputs.setdefault(anchor, []).append(x)
         self.recomputed = {t for ts in self.recompute_at.values() for t in ts}
         if self.recomputed and self.host_weights:
-            raise WorkloadError("--weights host with a policy that recomputes: a rebuild re-runs "
-                                "forward kernels whose weights are on the host; give a vDNN "
+            where = self.placement.weights
+            raise WorkloadError(f"--weights {where} with a policy that recomputes: a rebuild "
+                                f"re-runs forward kernels whose weights are on the {where}; "
+                                "give a vDNN "
                                 "policy (none, all, conv)", file=self.network.file)
 
     def select_offloads(self) -> None:
@@ -531,14 +533,16 @@ class _Schedule:
             return
         if w not in self.weights_coming:
             ops.append(StreamOp("alloc", w, phase))
-            ops.append(StreamOp("prefetch", w, phase, layer=i.name, codec="none"))
+            ops.append(StreamOp("prefetch", w, phase, layer=i.name, codec="none",
+                                tier=self.placement.weights))
         self.weights_coming.discard(w)
         ops.append(StreamOp("wait", w, phase))
         at = next(k for k, info in enumerate(order) if info.name == i.name)
         if at + 1 < len(order):
             ahead = weight_name(order[at + 1].name)
             ops.append(StreamOp("alloc", ahead, phase))
-            ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none"))
+            ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none",
+                                tier=self.placement.weights))
             self.weights_coming.add(ahead)
 
     def _weights_out(self, i: LayerInfo, phase: str, ops: list[StreamOp]) -> None:

@@ -16,6 +16,19 @@ number:
 With the weights on the host (``--weights host``) the stream itself prefetches each layer's
 weights (its closed form prices them as any prefetch) and nothing is copied back.
 
+ZeRO-Infinity (``--optimizer-states nvme``) adds two queues between the SSDs and host DRAM,
+the states read (two host buffers: a read waits for the write-back of the bucket two before)
+and written back; the CPU step waits for both the gradients and the states:
+
+    read b:       start = max(b's gradients leave (delayed: 0), write b-2 ends, read_free)
+                  read_free = start + latency + state_bytes / rate
+    CPU step b:   start = max(b's gradients on the host (delayed: none), read_free, cpu_free)
+    write b:      start = max(b stepped, write_free); write_free = start + ... / rate
+    step:         max(stream end, gradients_free, cpu_free, weights_free, write_free)
+
+With the weights on the SSDs (``--weights nvme``) the stream prefetches them from the drives
+and the weights queue writes each stepped bucket's 16-bit weights from host DRAM to them.
+
 exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
 the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
 resource the copies and the CPU share (host DRAM) saturated. Only kernels of the step's last
@@ -24,7 +37,7 @@ micro-batch send gradients (``--grad-accum``: they accumulate on the GPU until t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..flows import isolated_duration_ps
 from .closed_form import ClosedFormResult, iterate
@@ -46,13 +59,19 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                       transfer_ps: Callable[[Any], int], after_sync_ps: Callable[[Any], int],
                       buckets: Any, copy_ps: Callable[[str, int], int],
                       step_ps: Callable[[Any], int], delayed: bool,
-                      last_micro_batch: int = 0, weights_back: bool = True
+                      last_micro_batch: int = 0, weights_back: bool = True,
+                      storage_ps: Optional[Callable[[str, int], int]] = None,
+                      states_nvme: bool = False, weights_to_nvme: bool = False
                       ) -> ZeroOffloadResult:
     """The step of ``buckets`` (``StateBucket`` records, in backward order) after the
     stream's ``ops``; ``copy_ps(direction, bytes)`` prices a plain copy, ``step_ps(bucket)``
     the CPU's step of a bucket alone; ``last_micro_batch`` is the index of the op the step's
     last micro-batch starts at; ``weights_back`` False: the weights live on the host (the
-    stream prefetches them per layer), nothing comes back after the step."""
+    stream prefetches them per layer), nothing comes back after the step. ``storage_ps``
+    (direction, bytes) prices a copy between host DRAM and the SSDs (``offload``: to them);
+    ``states_nvme``: the states live on the SSDs; ``weights_to_nvme``: the stepped weights are
+    written to the SSDs rather than copied to the GPU."""
+    nvme = storage_ps or (lambda _direction, _raw: 0)
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
 
@@ -65,18 +84,28 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                 ready[k] = max(ready[k], end)
 
     stream = iterate(ops, kernel_ps, transfer_ps, after_sync_ps, kernel_ended)
-    grads_free = cpu_free = weights_free = 0
+    grads_free = cpu_free = weights_free = read_free = write_free = 0
+    written: list[int] = []
     out = []
     for k, bucket in enumerate(buckets):
         grads_free = max(ready[k], grads_free) + copy_ps("offload", bucket.grad_bytes)
         cpu_start = cpu_free if delayed else max(grads_free, cpu_free)
+        if states_nvme:
+            buffer_free = written[k - 2] if k >= 2 else 0
+            read_free = max(0 if delayed else ready[k], buffer_free, read_free) + \
+                nvme("prefetch", bucket.state_bytes)
+            cpu_start = max(cpu_start, read_free)
         cpu_free = cpu_start + step_ps(bucket)
+        if states_nvme:
+            write_free = max(cpu_free, write_free) + nvme("offload", bucket.state_bytes)
+            written.append(write_free)
         if weights_back:
             back = max(cpu_free, weights_free, stream.iteration_ps if delayed else 0)
-            weights_free = back + copy_ps("prefetch", bucket.weight_bytes)
+            weights_free = back + (nvme("offload", bucket.weight_bytes) if weights_to_nvme
+                                   else copy_ps("prefetch", bucket.weight_bytes))
         out.append((grads_free, cpu_free, weights_free))
-    return ZeroOffloadResult(max(stream.iteration_ps, grads_free, cpu_free, weights_free),
-                             stream, out)
+    return ZeroOffloadResult(max(stream.iteration_ps, grads_free, cpu_free, weights_free,
+                                 write_free), stream, out)
 
 
 def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
@@ -104,9 +133,17 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     def transfer(op: Any) -> int:
         raw = gpu.stream.tensors[op.name].bytes
         wire = dma.wire.get(op.name, raw)
-        weights = dma.weights(op.op, raw, wire, op.codec != "none")
+        tier = op.tier or gpu.params["offload_to"]
+        weights = dma.weights(op.op, raw, wire, op.codec != "none", tier)
         pairs = [(flows.resources[name].capacity, w) for name, w in weights.items()]
-        return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
+        latency = dma.path.latency_ps if tier == "host" else dma.storage.latency_ps[op.op]
+        return latency + isolated_duration_ps(raw, pairs)
+
+    def storage(direction: str, raw: int) -> int:
+        route = dma.storage
+        pairs = [(flows.resources[name].capacity, w)
+                 for name, w in route.host_weights[direction].items()]
+        return route.host_latency_ps[direction] + isolated_duration_ps(raw, pairs)
 
     def step(bucket: Any) -> int:
         return cpu.step_alone_ps(bucket.params, bucket.step_dram_bytes)
@@ -114,4 +151,6 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     states = gpu.states
     last = max(gpu.micro_starts) if gpu.micro_starts else 0
     return zero_offload_step(gpu.ops, kernel, transfer, latency, states.plan.buckets, copy,
-                             step, states.delayed, last, states.weights_back)
+                             step, states.delayed, last, states.weights_back,
+                             storage if dma.storage is not None else None,
+                             states.states_nvme, states.placement.weights == "nvme")

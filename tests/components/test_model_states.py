@@ -125,8 +125,9 @@ def test_defaults_leave_the_result_as_it_was():
     (["--optimizer-states", "nvme"], "--optimizer-states nvme needs an NVMe SSD to hold it: "
                                      "this system has no NVMe element (give --nvme N"),
     (["--weights", "nvme"], "--weights nvme needs an NVMe SSD to hold it"),
-    (["--optimizer-states", "nvme", "--nvme", "1"],
-     "--optimizer-states nvme: model states on the SSDs (ZeRO-Infinity) are not modelled yet"),
+    (["--optimizer-states", "nvme", "--nvme", "1", "--nvme-capacity", "100MB"],
+     "NVMe capacity exhausted storing 'gpu0.dma/bucket0:s'"),
+    (["--weights", "nvme", "--nvme", "1"], "--weights nvme: the update kernels on the GPU"),
     (["--grad-accum", "0"], "--grad-accum: '0' must be >= 1"),
     (["--optimizer-states", "host", "--bucket-size", "1GB"],
      f"--bucket-size 1000000000 bytes is larger than the gradients ({2 * ALEX_PARAMS} bytes)"),

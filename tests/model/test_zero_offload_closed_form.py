@@ -72,3 +72,39 @@ def test_delayed_update_hides_the_cpu_step(repo):
     # the CPU steps from time 0, beside the forward pass
     assert delayed.model_states["cpu_step_span_ps"][0] == 0
     assert plain.model_states["cpu_step_span_ps"][0] > plain.forward_time_ps
+
+
+@pytest.mark.parametrize("extra", [
+    ("--optimizer-states", "nvme"),
+    ("--optimizer-states", "nvme", "--bucket-size", "8MiB"),
+    ("--optimizer-states", "nvme", "--bucket-size", "8MiB", "--delayed-update"),
+    ("--optimizer-states", "nvme", "--bucket-size", "8MiB", "--nvme-path", "gds"),
+    ("--optimizer-states", "host", "--weights", "nvme", "--bucket-size", "8MiB"),
+    ("--optimizer-states", "host", "--weights", "nvme", "--bucket-size", "8MiB",
+     "--delayed-update"),
+], ids=lambda e: " ".join(e))
+def test_zero_infinity_step_equals_closed_form(repo, extra):
+    # ZeRO-Infinity: the states read from and written to one SSD around each CPU step (or the
+    # weights streamed from it); the drive's reads and writes do not share a resource
+    result = simulate_on(repo, *extra)
+    gpu = result.results["gpu0"]
+    closed = from_simulation(result.simulation, "gpu0")
+    assert gpu.completed
+    assert gpu.iteration_time_ps == closed.step_ps
+
+
+def test_states_and_weights_on_one_drive_share_its_reads(repo):
+    # the stream's weight reads and the states' reads share the drive: the closed form, which
+    # prices each alone, is a lower bound
+    result = simulate_on(repo, "--optimizer-states", "nvme", "--weights", "nvme",
+                         "--bucket-size", "8MiB")
+    closed = from_simulation(result.simulation, "gpu0")
+    assert closed.step_ps < result.results["gpu0"].iteration_time_ps
+
+
+def simulate_on(repo, *extra):
+    """One AlexNet step with one SSD and the placement in ``extra`` (replacing ``host``)."""
+    opts = [*UNSATURATED, "--network", "alexnet", "--batch", "16", "--dtype", "float16",
+            "--policy", "none", "--algorithm", "none", "--optimizer", "adam", "--nvme", "1",
+            "--no-baselines", "--no-contention", *extra]
+    return sst_cdma.run(repo / TOPOLOGY, opts, console=io.StringIO())

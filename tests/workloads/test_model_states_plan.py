@@ -66,6 +66,25 @@ def test_weights_on_the_host_are_prefetched_for_each_use_and_freed_after():
     assert all(op.codec == "none" for op in ops if op.op == "prefetch")
 
 
+def test_weights_on_the_ssds_are_prefetched_from_the_nvme_tier():
+    ops = plan(Placement("nvme", weights="nvme")).ops()
+    prefetches = [op for op in ops if op.op == "prefetch"]
+    assert prefetches and all(op.tier == "nvme" and op.codec == "none" for op in prefetches)
+    w = weight_name("conv2")
+    assert [op.op for op in ops if op.name == w and op.op in ("prefetch", "free")] == \
+        ["prefetch", "free"] * 2
+
+
+def test_states_on_the_ssds_leave_two_bucket_buffers_on_the_host():
+    p = plan(Placement("nvme", bucket_bytes=8 << 20))
+    states = p.model_states
+    sizes = sorted((b.state_bytes for b in states.buckets), reverse=True)
+    assert len(sizes) > 2
+    assert states.host_bytes["optimizer_state_buffers"] == sizes[0] + sizes[1]
+    assert "optimizer_states" not in states.host_bytes
+    assert dict(states.nvme_resident) == {f"{b.name}:s": b.state_bytes for b in states.buckets}
+
+
 def test_grad_accum_marks_one_micro_batch_and_keeps_one_step():
     p = plan_iteration(NET, 8, "float16", "conv", optimizer="adam",
                        placement=Placement(grad_accum=4))
@@ -87,6 +106,7 @@ def test_grad_accum_marks_one_micro_batch_and_keeps_one_step():
 
 @pytest.mark.parametrize("placement", [Placement("host", gradients="host", bucket_bytes=8 << 20),
                                        Placement("host", weights="host"),
+                                       Placement("nvme", weights="nvme"),
                                        Placement(grad_accum=2)])
 def test_the_text_reads_back_as_the_stream(placement):
     stream = plan(placement).stream("x.stream")

@@ -87,6 +87,8 @@ CASES = [
      "compute fc1 pass=fwd flops=512 dram=384 writes=x", "writes tensor 'x' while its offload"),
     ("sync fc1", "sync fc9", "'sync': layer 'fc9' has no compute before it"),
     ("prefetch x layer=fc1", "prefetch y layer=fc1", "'prefetch': tensor 'y' was never offloaded"),
+    ("prefetch x layer=fc1", "prefetch x layer=fc1 tier=nvme",
+     "'prefetch': tier=nvme on 'x', which was offloaded"),
     ("alloc x@2", None, "'prefetch': tensor 'x' is not allocated (alloc must precede prefetch)"),
     ("wait x", None, "reads tensor 'x' before its prefetch completed (missing wait)"),
     ("wait x", "wait y", "'wait': tensor 'y' has no prefetch before it"),
