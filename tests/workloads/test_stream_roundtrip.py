@@ -76,5 +76,8 @@ def test_every_declared_key_is_written_and_read():
     assert STATEMENTS["offload"].optional == {"codec", "tier"}
     assert statement_line(StreamOp("offload", "x", "forward", layer="l", codec="none",
                                    tier="nvme")) == "offload x layer=l codec=none tier=nvme"
-    assert STATEMENTS["prefetch"].optional == frozenset()
+    # a weight never offloaded names the tier it starts on (--weights host|nvme)
+    assert STATEMENTS["prefetch"].optional == {"tier"}
+    assert statement_line(StreamOp("prefetch", "w", "forward", layer="l", tier="nvme")) == \
+        "prefetch w layer=l tier=nvme"
     assert STATEMENTS["sync"].required == STATEMENTS["sync"].optional == frozenset()
