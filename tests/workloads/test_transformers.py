@@ -25,6 +25,7 @@ PUBLISHED = {
     "gpt2_small": 124_439_808, "gpt2_medium": 354_823_168, "gpt2_large": 774_030_080,
     "gpt2_xl": 1_557_611_200, "opt_125m": 125_239_296, "opt_350m": 331_196_416,
     "opt_1_3b": 1_315_758_080, "llama_7b": 6_738_415_616,
+    "llama_13b": 13_015_864_320,
 }
 BASE = {"style": "gpt2", "layers": 2, "hidden": 64, "heads": 8, "kv_heads": 8, "ffn": 256,
         "vocab": 100, "positions": 32, "seq_len": 16, "activation": "gelu", "norm": "layernorm",
