@@ -152,6 +152,9 @@ class TransferRequest:
     #: the GPU stream issuing it: '' the copy stream; ``gradients`` (GPU to host) or
     #: ``weights`` (host to GPU), the model-state streams, each its own copy engine queue
     stream: str = ""
+    #: the bytes it crosses the link as, where the sender sized it (a compressed model-state
+    #: copy, from the model-state profile); 0: the engine's own plan
+    wire_bytes: int = 0
 
 
 @dataclass
@@ -185,6 +188,13 @@ class CpuStepRequest:
     bucket: str
     params: int
     dram_bytes: int
+    #: ``--state-compression host``: the CPU codec that decompresses the bucket's
+    #: ``decompress_bytes`` of gradients before the step and compresses its ``compress_bytes``
+    #: of weights after it, on ``dtype`` data ('' : none)
+    codec: str = ""
+    dtype: str = ""
+    decompress_bytes: int = 0
+    compress_bytes: int = 0
 
 
 @dataclass
