@@ -46,7 +46,7 @@ FABRIC_PORT = "nvlink"
 CODEC_SLOT = "codec"
 #: the workload params placing model states, as the oracle has them: on its GPU
 ORACLE_STATES = {"optimizer_states": "gpu", "weights": "gpu", "gradients": "gpu",
-                 "delayed_update": "0"}
+                 "delayed_update": "0", "state_compression": "none"}
 
 
 def _param(comp: ConfigComponent, name: str) -> str:
@@ -164,6 +164,8 @@ def add_baselines(oracle: bool = True, vdnn: bool = True) -> None:
                 params = {"system": "vdnn"}
                 workload = {"policy": policy if policy != "none" else "conv",
                             "write_stream": "0"}
+                if "state_compression" in _workload(comp, where).params:
+                    workload["state_compression"] = "none"  # vDNN's engines have no codec
             elif comp.type == ENGINE_TYPE:
                 comp = _without_codec(comp)
             _copy_component(graph, comp, "vdnn.", params, where, workload)

@@ -18,8 +18,8 @@ from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
 from .copy_bounds import CopyBounds
-from .interfaces import (CodecKernels, HostPath, HostStore, MemoryPool, StorageDrive,
-                         TransferCosts)
+from .interfaces import (CodecKernels, HostPath, HostStore, MemoryPool, StateCodec,
+                         StorageDrive, TransferCosts)
 from .messages import (TIERS, CodecKernel, CopyCost, DrivePath, OffloadManifest, PathInfo,
                        TransferDone, TransferRequest)
 from .storage_path import NVME_PATHS, StorageRoute, storage_route
@@ -123,7 +123,7 @@ class CDMAEngine(Component):
     SLOTS = (SubComponentSlot("codec", "the compression units, one algorithm (empty: vDNN's "
                               "plain copy engine)", accepts=Codec),)
     PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
-                  provides=(TransferCosts, CodecKernels)),
+                  provides=(TransferCosts, CodecKernels, StateCodec)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True),
              Port("nvme%d", "the SSDs (cdma.NVMe, port dma%d) the nvme-tier transfers stripe "
@@ -301,6 +301,12 @@ class CDMAEngine(Component):
             return None, True
         return codec.resource.name, False
 
+    def state_codec(self) -> tuple[str, float, bool]:
+        """The codec model-state copies go through (``none``: a plain copy engine), the point
+        of training their measured ratios are taken at, and whether data that would grow is
+        sent raw."""
+        return self.algorithm, self.params["progress"], self._bypass()
+
     def ratio_by_algorithm(self) -> dict[str, float]:
         """The compression ratio (raw / wire bytes, bypass included) of every algorithm over the
         tensors this engine planned."""
@@ -388,7 +394,9 @@ class CDMAEngine(Component):
         else:
             self.busy = True
         req = queue.popleft()
-        if req.tensor not in self.wire or req.codec == "none":
+        if req.wire_bytes:  # sized by the sender (a compressed model-state copy)
+            self.wire[req.tensor] = req.wire_bytes
+        elif req.tensor not in self.wire or req.codec == "none":
             self.wire[req.tensor] = req.raw_bytes
         wire = self.wire[req.tensor]
         start = self.sim.now

@@ -280,6 +280,12 @@ def model_state_lines(m: dict[str, Any]) -> list[str]:
                           f"{_sizes(m['gradients_to_host_bytes'])[0]} of gradients to host, "
                           f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"
                           + _nvme_traffic(m)))
+    if "state_compression" in m:
+        c = m["state_compression"]
+        lines.append(_row("state compression", f"{c['mode']} ({c['codec']}, {c['dtype']}): "
+                          f"{_sizes(m['gradients_wire_bytes'])[0]} of gradients and "
+                          f"{_sizes(m['weights_wire_bytes'])[0]} of weights on the link; "
+                          f"CPU codec {m['cpu_codec_time_s'] * MS:.3f} ms"))
     if m["micro_batches"] > 1:
         times = m["micro_batch_time_s"]
         lines.append(_row("optimizer step", f"{m['step_time_s'] * MS:.3f} ms over "

@@ -18,7 +18,7 @@ from .kernel_times import KernelTimes, gpu_spec
 from .messages import (TIERS, AllReduceDone, CodecKernel, CpuStepDone,
                        GradientManifest, GradientReady, MovedTensor, OffloadManifest,
                        TransferDone, TransferRequest)
-from .model_state_driver import ModelStateDriver
+from .model_state_driver import ModelStateDriver, state_compression
 from .workload_source import WorkloadSource
 
 
@@ -267,7 +267,8 @@ class GPU(Component):
         if self.cpu is None:
             raise ConfigError(f"{where}: the optimizer step runs on the host CPU, and port "
                               "'cpu' is not connected to a cdma.HostCPU")
-        self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1)
+        self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1,
+                                       state_compression(self, plan, self.stream.dtype))
         self.states_at = len(self.ops) - len(self.stream.plan.epilogue)
         self.cpu.send_untimed(self.states.manifest())
 

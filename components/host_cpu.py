@@ -4,7 +4,10 @@ per core x cores)``; its DRAM traffic is a flow on the host memory's DRAM resour
 CPU's own memory bandwidth) capped at that rate, so it competes with the offload copies for
 host DRAM bandwidth and slows when they saturate it. Steps run one at a time, in the order
 the GPUs ask (every core on one bucket, as DeepSpeed's CPU Adam spreads a parameter group
-over its threads)."""
+over its threads). With ``--state-compression host`` a step request also asks the CPU to
+decompress the bucket's gradients before the step and compress its weights after it, at the
+measured per-core codec throughput (:mod:`sst_cdma.model.cpu_codecs`) on every core: the
+bucket's CPU time is the codecs' and the step's together."""
 from __future__ import annotations
 
 import math
@@ -16,6 +19,7 @@ from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import PS_PER_S, FlowNetwork, isolated_duration_ps
 from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, CpuAdamError, load_cpu_adam
+from sst_cdma.model.cpu_codecs import cpu_codec_ps
 
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
@@ -109,11 +113,25 @@ class HostCPU(Component):
         """Picoseconds a step of ``params`` parameters takes on every core, alone."""
         return math.ceil(params / (self.rate * self.params["cores"]) * PS_PER_S)
 
-    def step_alone_ps(self, params: int, dram_bytes: int) -> int:
+    def codec_ps(self, req: CpuStepRequest) -> int:
+        """Picoseconds every core takes to decompress the request's gradients and compress its
+        weights (0 without a CPU codec)."""
+        if not req.codec:
+            return 0
+        return cpu_codec_ps(req.codec, req.dtype, req.decompress_bytes, req.compress_bytes,
+                            self.params["cores"])
+
+    def request_alone_ps(self, req: CpuStepRequest) -> int:
+        """Picoseconds ``req`` takes alone: its codec work and its step (see
+        :meth:`step_alone_ps`)."""
+        return self.step_alone_ps(req.params, req.dram_bytes, self.codec_ps(req))
+
+    def step_alone_ps(self, params: int, dram_bytes: int, codec_ps: int = 0) -> int:
         """Picoseconds a step of ``params`` parameters moving ``dram_bytes`` of host DRAM takes
-        alone: its compute time, or longer where the DRAM cannot feed it (the flow's own
-        arithmetic, so the closed form and the simulation agree)."""
-        alone = self.step_ps(params)
+        alone (with ``codec_ps`` of CPU codec work): its compute time, or longer where the
+        DRAM cannot feed it (the flow's own arithmetic, so the closed form and the simulation
+        agree)."""
+        alone = self.step_ps(params) + codec_ps
         if not dram_bytes or alone <= 0:
             return alone
         pairs = [(res.capacity, w) for res, w in self.route.pairs]
@@ -143,7 +161,7 @@ class HostCPU(Component):
         self.busy = True
         port, req = self.queue.popleft()
         start = self.sim.now
-        duration = self.step_ps(req.params)
+        duration = self.step_ps(req.params) + self.codec_ps(req)
 
         def done(_: Any = None) -> None:
             self._step_done(port, req, start)

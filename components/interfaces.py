@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from .messages import CodecKernel, CopyCost, DrivePath, OffloadManifest, PathInfo
+from .messages import (CodecKernel, CopyCost, CpuStepRequest, DrivePath, OffloadManifest,
+                       PathInfo)
 
 __all__ = ["CodecKernels", "HostPath", "HostStore", "MemoryPool", "StorageDrive",
-           "TransferCosts", "HostTier", "HostStep"]
+           "TransferCosts", "HostTier", "HostStep", "StateCodec"]
 
 
 @runtime_checkable
@@ -152,6 +153,20 @@ class CodecKernels(Protocol):
 
 
 @runtime_checkable
+class StateCodec(Protocol):
+    """The codec a compressed model-state copy goes through (``cdma.CDMAEngine``,
+    ``--state-compression``): the GPU sizes the copies' wire bytes from the model-state
+    profile's ratio of that codec."""
+
+    name: str
+
+    def state_codec(self) -> tuple[str, float, bool]:
+        """(the codec's algorithm, ``none`` for a plain copy engine; the training progress
+        ratios are taken at; whether data that would grow is sent raw)."""
+        ...
+
+
+@runtime_checkable
 class HostTier(Protocol):
     """Pinned host memory holding model states (``cdma.HostMemory``): allocations tracked as
     the GPU memory's are, against the pinned pool's capacity."""
@@ -185,6 +200,14 @@ class HostStep(Protocol):
     def step_alone_ps(self, params: int, dram_bytes: int) -> int:
         """The step alone on the host DRAM: its compute time, or longer where the DRAM
         cannot feed its ``dram_bytes``."""
+        ...
+
+    def codec_ps(self, req: CpuStepRequest) -> int:
+        """The CPU codec work of a step request (``--state-compression host``), 0 without."""
+        ...
+
+    def request_alone_ps(self, req: CpuStepRequest) -> int:
+        """A step request alone: its CPU codec work and its step."""
         ...
 
     def tier_usage(self, end_ps: int) -> dict[str, Any]:

@@ -163,6 +163,9 @@ class TransferRequest:
     #: the near end: ``gpu`` (GPU memory) or ``host`` (host DRAM: the host CPU's optimizer
     #: states read from and written to the ``nvme`` tier, SSD <-> host DRAM only)
     near: str = "gpu"
+    #: the bytes it crosses the link as, where the sender sized it (a compressed model-state
+    #: copy, from the model-state profile); 0: the engine's own plan
+    wire_bytes: int = 0
 
 
 @dataclass
@@ -196,6 +199,13 @@ class CpuStepRequest:
     bucket: str
     params: int
     dram_bytes: int
+    #: ``--state-compression host``: the CPU codec that decompresses the bucket's
+    #: ``decompress_bytes`` of gradients before the step and compresses its ``compress_bytes``
+    #: of weights after it, on ``dtype`` data ('' : none)
+    codec: str = ""
+    dtype: str = ""
+    decompress_bytes: int = 0
+    compress_bytes: int = 0
 
 
 @dataclass

@@ -24,22 +24,88 @@ stream, from when its gradients leave the GPU (delayed: from time 0), the CPU st
 both its gradients and its states are on the host, and its states go back to the drives on
 the ``states_out`` stream. With the weights on the SSDs too (``--weights nvme``) the stream
 prefetches each layer's weights from the drives and a stepped bucket's 16-bit weights are
-written to the drives (``weights`` stream, host to SSD) instead of copied to the GPU."""
+written to the drives (``weights`` stream, host to SSD) instead of copied to the GPU.
+
+With ``--state-compression engine`` or ``host`` (:class:`StateCompression`) the gradient and
+weight copies go through the engine's codec, each crossing the link as its raw bytes over the
+model-state profile's ratio of that codec for its role and element type; with ``host`` the
+host CPU also decompresses each bucket's gradients before its step and compresses its
+weights after it."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .interfaces import HostStep
+from sst_cdma.config import ConfigError
+from sst_cdma.model.compression import wire_bytes
+from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
+
+from .interfaces import HostStep, StateCodec
 from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
 
-__all__ = ["ModelStateDriver"]
+__all__ = ["ModelStateDriver", "StateCompression", "state_compression"]
+
+#: the model-state profile role each copy stream moves
+STREAM_ROLES = {"gradients": "gradients", "weights": "weights"}
+
+
+@dataclass(frozen=True)
+class StateCompression:
+    """How the model-state copies are compressed: ``mode`` (``none``, ``engine``, ``host``),
+    the engine's ``codec``, the element type, the measured ratio per copy stream and whether
+    data that would grow is sent raw."""
+
+    mode: str = "none"
+    codec: str = "none"
+    dtype: str = ""
+    ratios: dict[str, float] = field(default_factory=dict)
+    bypass: bool = True
+
+    @property
+    def coded(self) -> bool:
+        """True when the copies go through the engine's codec."""
+        return self.mode != "none"
+
+    def wire(self, stream: str, raw: int) -> int:
+        """The bytes a copy of ``raw`` bytes on ``stream`` crosses the link as."""
+        if not self.coded:
+            return raw
+        return wire_bytes(raw, self.ratios[stream], self.bypass)
+
+
+def state_compression(gpu: Any, plan: Any, dtype: str) -> StateCompression:
+    """The compression ``plan``'s placement asks for, with the codec of the engine on
+    ``gpu``'s ``dma`` port and the shipped model-state profile's ratios for ``dtype``; a codec
+    that cannot serve it is a one-line ConfigError naming the option."""
+    mode = plan.placement.compression
+    if mode == "none":
+        return StateCompression()
+    from sst_cdma.profiles import ProfileError
+    from sst_cdma.profiles.model_states import model_state_ratio
+
+    where = f"{gpu.name}: --state-compression {mode}"
+    codec, progress, bypass = gpu.peer_provider("dma", StateCodec).state_codec()
+    if codec == "none":
+        raise ConfigError(f"{where}: the copies go through the cDMA engine's codec, and the "
+                          "engine has none (--algorithm none); give a codec, e.g. "
+                          "--algorithm bplane_zstd")
+    try:
+        ratios = {stream: model_state_ratio(role, codec, dtype, progress)
+                  for stream, role in STREAM_ROLES.items()}
+        if mode == "host":
+            cpu_codec_rates(codec, dtype)
+    except (ProfileError, CpuCodecError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return StateCompression(mode, codec, dtype, ratios, bypass)
 
 
 class ModelStateDriver:
     """The gradient copies, CPU steps and weight copies of one GPU's optimizer step."""
 
-    def __init__(self, gpu: Any, plan: Any, micro_batches: int) -> None:
+    def __init__(self, gpu: Any, plan: Any, micro_batches: int,
+                 compression: Optional[StateCompression] = None) -> None:
         self.gpu = gpu
+        self.compression = compression or StateCompression()
         self.plan = plan
         self.placement = plan.placement
         self.delayed = plan.placement.delayed_update
@@ -68,6 +134,7 @@ class ModelStateDriver:
         self.ready: list[str] = []
         self.cpu: Optional[HostStep] = None
         self.moved = {"gradients": 0, "weights": 0, "states_in": 0, "states_out": 0}
+        self.wired = {"gradients": 0, "weights": 0}
         self.cpu_steps: list[tuple[int, int]] = []
 
     @property
@@ -111,10 +178,23 @@ class ModelStateDriver:
         if not gradients and self.placement.weights == "nvme":  # host to the SSDs
             self._storage("offload", f"{name}:w", bucket.weight_bytes, stream)
             return
+        raw = bucket.grad_bytes if gradients else bucket.weight_bytes
+        coded = self.compression.coded
         self.gpu.dma.send(TransferRequest(
             "offload" if gradients else "prefetch", name if gradients else f"{name}:w",
-            bucket.grad_bytes if gradients else bucket.weight_bytes, bucket.layers[-1],
-            codec="none", stream=stream))
+            raw, bucket.layers[-1], codec="" if coded else "none", stream=stream,
+            wire_bytes=self.compression.wire(stream, raw) if coded else 0))
+
+    def step_request(self, name: str) -> CpuStepRequest:
+        """The CPU's work on bucket ``name``: its step and, with ``--state-compression
+        host``, the decompression of its gradients and the compression of its weights (when
+        they go back)."""
+        bucket = self.buckets[name]
+        c = self.compression
+        if c.mode != "host":
+            return CpuStepRequest(name, bucket.params, bucket.step_dram_bytes)
+        return CpuStepRequest(name, bucket.params, bucket.step_dram_bytes, c.codec, c.dtype,
+                              bucket.grad_bytes, bucket.weight_bytes if self.weights_back else 0)
 
     def _storage(self, direction: str, key: str, nbytes: int, stream: str) -> None:
         """A plain copy between host DRAM and the SSDs (``offload``: to the drives)."""
@@ -148,12 +228,12 @@ class ModelStateDriver:
         self._step(name)
 
     def _step(self, name: str) -> None:
-        bucket = self.buckets[name]
-        self.gpu.cpu.send(CpuStepRequest(name, bucket.params, bucket.step_dram_bytes))
+        self.gpu.cpu.send(self.step_request(name))
 
     def copied(self, req: TransferRequest) -> None:
         """A model-state copy ended."""
         self.moved[req.stream] += req.raw_bytes
+        self.wired[req.stream] += req.wire_bytes or req.raw_bytes
         if req.stream == "weights":
             self.weights_left -= 1
             return
@@ -204,9 +284,9 @@ class ModelStateDriver:
         and the host tier's memory."""
         p = self.placement
         steps = self.cpu_steps
-        alone = sum(self.cpu.step_alone_ps(b.params, b.step_dram_bytes)
+        alone = sum(self.cpu.request_alone_ps(self.step_request(b.name))
                     for b in self.plan.buckets) if self.cpu else 0
-        return {
+        return {**self._compression_fields(),
             "placement": {"optimizer_states": p.optimizer_states, "weights": p.weights,
                           "gradients": p.gradients, "delayed_update": p.delayed_update},
             "buckets": len(self.plan.buckets),
@@ -232,3 +312,18 @@ class ModelStateDriver:
                 "states_to_nvme_bytes": self.moved["states_out"],
                 "weights_to_nvme_bytes": self.moved["weights"]
                 if self.placement.weights == "nvme" else 0}
+
+    def _compression_fields(self) -> dict[str, Any]:
+        """With ``--state-compression``: the mode, codec and ratios, the bytes that crossed
+        the link and the CPU's codec time ({} without)."""
+        c = self.compression
+        if not c.coded:
+            return {}
+        codec_ps = sum(self.cpu.codec_ps(self.step_request(b.name))
+                       for b in self.plan.buckets) if self.cpu else 0
+        return {"state_compression": {"mode": c.mode, "codec": c.codec, "dtype": c.dtype,
+                                      "gradients_ratio": c.ratios["gradients"],
+                                      "weights_ratio": c.ratios["weights"]},
+                "gradients_wire_bytes": self.wired["gradients"],
+                "weights_wire_bytes": self.wired["weights"],
+                "cpu_codec_time_ps": codec_ps}

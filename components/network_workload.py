@@ -13,7 +13,7 @@ from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
-from workloads.model_states import GRADIENT_PLACES, PLACES, Placement
+from workloads.model_states import GRADIENT_PLACES, PLACES, STATE_COMPRESSION, Placement
 from workloads.policies import check_policy, load_plan_file
 from workloads.render import iteration_stream, plan_auto, stream_text
 from workloads.stream import Stream, StreamError
@@ -70,6 +70,10 @@ class NetworkWorkload(WorkloadSource):
               "accumulated in place", minimum=1),
         Param("gradient_bucket", "bytes", "0B", "gradient bucket copied to the host CPU (0: "
               "DeepSpeed's reduce_bucket_size, 5e8 elements)", minimum=0),
+        Param("state_compression", "str", "none", "who compresses the gradient copies to the "
+              "host CPU and the weight copies back: none, engine (the cDMA engine's codec at "
+              "both ends of the link) or host (the engine's codec at the GPU, the host CPU's "
+              "at the host; docs/workloads.md)", choices=STATE_COMPRESSION),
     )
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
@@ -78,7 +82,8 @@ class NetworkWorkload(WorkloadSource):
         self.allocation = self.params["allocation"]
         p = self.params
         self.placement = Placement(p["optimizer_states"], p["weights"], p["gradients"],
-                                   p["delayed_update"], p["grad_accum"], p["gradient_bucket"])
+                                   p["delayed_update"], p["grad_accum"], p["gradient_bucket"],
+                                   p["state_compression"])
 
     @property
     def modelled_times(self) -> bool:

@@ -236,6 +236,16 @@ MODEL_STATES: tuple[Key, ...] = (
        "with the host CPU's step"),
     _k("weights_to_gpu_bytes", "integer", "updated weight bytes copied host to GPU",
        "with the host CPU's step"),
+    _k("state_compression", "object", "`mode` (`engine`, `host`), `codec` (the engine's "
+       "`--algorithm`), `dtype`, `gradients_ratio`, `weights_ratio` (the model-state "
+       "profile's raw / compressed bytes)", "with --state-compression engine or host"),
+    _k("gradients_wire_bytes", "integer", "gradient bytes that crossed the link (compressed)",
+       "with --state-compression engine or host"),
+    _k("weights_wire_bytes", "integer", "weight bytes that crossed the link (compressed)",
+       "with --state-compression engine or host"),
+    _k("cpu_codec_time_s", "number", "host CPU time decompressing gradients and compressing "
+       "weights, alone (part of `cpu_step_alone_s`; 0 with `engine`)",
+       "with --state-compression engine or host"),
     _k("host_state_bytes", "object", "pinned host bytes by role (`optimizer_states`: fp32 "
        "master weights and moments; `optimizer_state_buffers` instead with `--optimizer-states "
        "nvme`: two buckets' states; `gradients`; `weights` with `--weights host`)",

@@ -96,6 +96,7 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--gradients", NETWORK, "gradients"),
     ElementOption("--delayed-update", NETWORK, "delayed_update"),
     ElementOption("--grad-accum", NETWORK, "grad_accum"),
+    ElementOption("--state-compression", NETWORK, "state_compression"),
     ElementOption("--cpu-cores", HOST_CPU, "cores"),
     ElementOption("--cpu-adam-throughput", HOST_CPU, "adam_throughput"),
     ElementOption("--cpu-adam-file", HOST_CPU, "adam_file"),

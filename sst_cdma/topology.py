@@ -426,7 +426,7 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
     if o.workload:
         for name in ("network", "batch", "dtype", "policy", "plan", "optimizer", "allocation",
                      "layer_times", "optimizer_states", "weights", "gradients", "delayed_update",
-                     "grad_accum"):
+                     "grad_accum", "state_compression"):
             if explicit(o, name):
                 _refuse(f"--{name.replace('_', '-')} contradicts --workload: it applies to a "
                         "rendered --network, and a --workload stream declares its own")

@@ -18,13 +18,18 @@ if TYPE_CHECKING:
     from .network import LayerInfo
     from .vdnn import Optimizer
 
-__all__ = ["PLACES", "GRADIENT_PLACES", "DEEPSPEED_BUCKET_ELEMENTS", "Placement", "StateBucket",
+__all__ = ["PLACES", "GRADIENT_PLACES", "STATE_COMPRESSION", "DEEPSPEED_BUCKET_ELEMENTS",
+           "Placement", "StateBucket",
            "ModelStatePlan", "state_buckets", "bucket_name"]
 
 #: the tiers a model state may be placed on
 PLACES = ("gpu", "host", "nvme")
 #: the tiers gradients may be placed on (the CPU step reads them from host memory)
 GRADIENT_PLACES = ("gpu", "host")
+#: who compresses the gradient and weight copies of the host CPU's step
+#: (``--state-compression``): nobody, the cDMA engine at both ends of the link, or the engine
+#: at the GPU's end and the host CPU's codec at the host's (docs/workloads.md section 9)
+STATE_COMPRESSION = ("none", "engine", "host")
 #: DeepSpeed's default ``reduce_bucket_size``, in elements: the gradient bucket when none is
 #: given (DeepSpeed configuration documentation, zero_optimization.reduce_bucket_size)
 DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
@@ -33,8 +38,8 @@ DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
 @dataclass(frozen=True)
 class Placement:
     """The tiers the workload's options place the model states on, the one-step delayed update,
-    the micro-batches per optimizer step and the gradient bucket (bytes; 0: DeepSpeed's
-    default)."""
+    the micro-batches per optimizer step, the gradient bucket (bytes; 0: DeepSpeed's
+    default) and who compresses the model-state copies (:data:`STATE_COMPRESSION`)."""
 
     optimizer_states: str = "gpu"
     weights: str = "gpu"
@@ -42,6 +47,7 @@ class Placement:
     delayed_update: bool = False
     grad_accum: int = 1
     bucket_bytes: int = 0
+    compression: str = "none"
 
     @property
     def offloaded(self) -> bool:
@@ -61,6 +67,13 @@ class Placement:
             if value not in allowed:
                 raise WorkloadError(f"--{option} {value!r}: expected one of "
                                     f"{', '.join(allowed)}")
+        if self.compression not in STATE_COMPRESSION:
+            raise WorkloadError(f"--state-compression {self.compression!r}: expected one of "
+                                f"{', '.join(STATE_COMPRESSION)}")
+        if self.compression != "none" and not self.offloaded:
+            raise WorkloadError(f"--state-compression {self.compression} compresses the "
+                                "gradient and weight copies of the host CPU's step: it needs "
+                                "--optimizer-states host")
         if self.grad_accum < 1:
             raise WorkloadError(f"--grad-accum must be at least 1 (micro-batches per optimizer "
                                 f"step), got {self.grad_accum}")

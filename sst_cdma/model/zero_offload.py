@@ -5,9 +5,12 @@ number:
 
     gradients b:  start = max(last kernel writing b's gradients ends, gradients_free)
                   gradients_free = start + latency + grad_bytes / rate
+                  (--state-compression: rate the flow's through the codec units and the
+                  link at grad_bytes / ratio, as the engine moves it)
     CPU step b:   start = max(b's gradients on the host, cpu_free)       (delayed: cpu_free,
                   from 0: the previous iteration's gradients are there)
-                  cpu_free = start + step time alone
+                  cpu_free = start + step time alone (with the CPU codec's time for
+                  --state-compression host)
     weights b:    start = max(b stepped, weights_free)                   (delayed: and the
                   stream's end)
                   weights_free = start + latency + weight_bytes / rate
@@ -125,8 +128,12 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     def latency(op: Any) -> int:
         return gpu.kernels.after_sync_ps(op.time_ps is None or gpu.workload.modelled_times)
 
+    compression = gpu.states.compression
+
     def copy(direction: str, raw: int) -> int:
-        weights = dma.weights(direction, raw, raw, False)
+        # --state-compression: through the engine's codec at the profile's wire size
+        wire = compression.wire("gradients" if direction == "offload" else "weights", raw)
+        weights = dma.weights(direction, raw, wire, compression.coded)
         pairs = [(flows.resources[name].capacity, w) for name, w in weights.items()]
         return dma.path.latency_ps + isolated_duration_ps(raw, pairs)
 
@@ -146,7 +153,7 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
         return route.host_latency_ps[direction] + isolated_duration_ps(raw, pairs)
 
     def step(bucket: Any) -> int:
-        return cpu.step_alone_ps(bucket.params, bucket.step_dram_bytes)
+        return cpu.request_alone_ps(gpu.states.step_request(bucket.name))
 
     states = gpu.states
     last = max(gpu.micro_starts) if gpu.micro_starts else 0

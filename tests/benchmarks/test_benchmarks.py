@@ -191,3 +191,13 @@ def test_the_zero_offload_benchmark_runs_both_steps_and_prints_the_ratio(capsys)
     assert bench.main(["--network", "gpt2_small", "--seq-len", "64", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "gpt2_small zero-offload" in out and "zero-offload / plain wall time:" in out
+
+
+def test_the_state_codec_benchmark_prints_every_codec_on_every_element_type(capsys):
+    from sst_cdma import codecs
+    from sst_cdma.model.dtypes import DTYPES
+
+    assert load("bench_state_codecs").main(["--mib", "1", "--repeats", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "MB/s" not in line]
+    assert len(rows) == len(codecs.ALGORITHMS) * len(DTYPES)

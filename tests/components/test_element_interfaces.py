@@ -11,7 +11,7 @@ import pytest
 
 import sst_cdma
 from components.interfaces import (CodecKernels, HostPath, HostStore, HostTier, MemoryPool,
-                                   TransferCosts)
+                                   StateCodec, TransferCosts)
 from sst_cdma.interfaces import interface_members
 from sst_cdma.runner import RunError
 
@@ -50,9 +50,10 @@ def test_every_provider_implements_what_it_declares(dgx1):
     assert checked == {("cdma.HBM", "MemoryPool"), ("cdma.HostMemory", "HostStore"),
                        ("cdma.CDMAEngine", "TransferCosts"), ("cdma.CDMAEngine", "CodecKernels"),
                        ("cdma.HostMemory", "HostPath"), ("cdma.PCIeBridge", "HostPath"),
-                       ("cdma.PCIeSwitch", "HostPath"), ("cdma.HostMemory", "HostTier")}
+                       ("cdma.PCIeSwitch", "HostPath"), ("cdma.HostMemory", "HostTier"),
+                       ("cdma.CDMAEngine", "StateCodec")}
     assert {MemoryPool, HostStore, HostPath, TransferCosts,
-            CodecKernels, HostTier} == {i for el in dgx1.elements()
+            CodecKernels, HostTier, StateCodec} == {i for el in dgx1.elements()
                                                  for i in el.provided_interfaces()}
 
 
