@@ -357,8 +357,8 @@ def _candidate_arrays(m: np.ndarray, n: np.ndarray, k: np.ndarray, sms: int, bat
     shape = m.shape + (len(cols),)
     split = np.stack([np.broadcast_to(s, m.shape) for _, s in cols], axis=-1)
     tiles = np.stack(tiles_of, axis=-1)[..., idx]
-    tm = np.array([float(tile_set[t][0]) for t in idx])
-    tn = np.array([float(tile_set[t][1]) for t in idx])
+    tm = np.array([float(tile_set[t][0]) for t in idx])  # type: ignore[assignment]
+    tn = np.array([float(tile_set[t][1]) for t in idx])  # type: ignore[assignment]
     slots = np.array([float(sms * tile_set[t][2]) for t in idx])
     m1, n1, k1, b1 = (x[..., None] for x in (m, n, k, batch))
     whole = split == 1
