@@ -186,10 +186,11 @@ def test_provided_interfaces_are_declared_per_port():
     from components.host_memory import HostMemory
     from components.pcie_bridge import PCIeBridge
     from components.pcie_switch import PCIeSwitch
-    from components.interfaces import HostPath, HostStore, MemoryPool
+    from components.interfaces import HostPath, HostStore, HostTier, MemoryPool
 
     assert HBM.provided_interfaces() == (MemoryPool,)
-    assert HostMemory.provided_interfaces() == (HostStore, HostPath)
+    assert HostMemory.provided_interfaces() == (HostStore, HostPath, HostTier)
+    assert HostMemory.find_port("pcie0").provides == (HostStore, HostPath)
     assert PCIeBridge.find_port("gpu").provides == (HostPath,)
     assert PCIeBridge.find_port("host").provides == ()
     assert PCIeSwitch.find_port("down3").provides == (HostPath,)

@@ -16,7 +16,8 @@ from sst_cdma.runner import RunError
 REPO = Path(__file__).resolve().parents[2]
 #: topology scripts that take no cDMA model options, and why
 NOT_CDMA = {"phold_torus.py": "the PHOLD benchmark, no cDMA system",
-            "hand_wired_p100.py": "wired by hand, takes no model options"}
+            "hand_wired_p100.py": "wired by hand, takes no model options",
+            "__init__.py": "the package's marker (topologies ship as package data)"}
 TOPOLOGIES = sorted(p.name for p in (REPO / "topologies").glob("*.py")
                     if p.name not in NOT_CDMA)
 CONTRACT = ["network", "batch", "policy", "algorithm", "iteration_time_s", "forward_time_s",
