@@ -134,7 +134,7 @@ class ModelStateDriver:
         self.ready: list[str] = []
         self.cpu: Optional[HostStep] = None
         self.moved = {"gradients": 0, "weights": 0, "states_in": 0, "states_out": 0}
-        self.wired = {"gradients": 0, "weights": 0}
+        self.wired = {"gradients": 0, "weights": 0, "states_in": 0, "states_out": 0}
         self.cpu_steps: list[tuple[int, int]] = []
 
     @property

@@ -10,13 +10,22 @@ CPU and its updated weights copied back. docs/workloads.md states the schedule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
 
 from .errors import WorkloadError
 
 if TYPE_CHECKING:
     from .network import LayerInfo
-    from .vdnn import Optimizer
+
+
+class OptimizerStep(Protocol):
+    """What a bucket needs of the optimizer (``vdnn.Optimizer``): its state and step bytes."""
+
+    def state_bytes(self, params: int, dtype: str) -> int:
+        """Bytes of optimizer state for ``params`` weights."""
+
+    def dram_bytes(self, params: int, dtype: str) -> int:
+        """Bytes the step of ``params`` weights reads and writes."""
 
 __all__ = ["PLACES", "GRADIENT_PLACES", "STATE_COMPRESSION", "DEEPSPEED_BUCKET_ELEMENTS",
            "Placement", "StateBucket",
@@ -155,7 +164,7 @@ class ModelStatePlan:
         return tuple(out)
 
 
-def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: "Optimizer",
+def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: OptimizerStep,
                   placement: Placement, wgrad_name: Callable[[str], str]
                   ) -> tuple[StateBucket, ...]:
     """The weighted layers' gradients cut into buckets in backward order: a bucket takes

@@ -89,7 +89,8 @@ def test_sst_info_documents_each_element(element):
 def test_sst_info_shows_defaults_and_units():
     out = sh("sst-info", "cdma.ZVC").stdout
     assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
-           "decompresses (B/s)  [32GB/s]" in out
+           "decompresses (at least 1 MB/s: slower is no hardware unit, and one iteration would " \
+           "take years) (B/s)  [32GB/s]" in out
     out = sh("sst-info", "cdma.CDMAEngine").stdout
     assert "mode: flow: transfers share bandwidth max-min fairly as flows; chunk: transfers " \
            "move in bursts through a bounded buffer (one of: flow, chunk)  [flow]" in out

@@ -34,7 +34,8 @@ def test_a_capacity_past_a_64_bit_address_space_is_refused():
 
 def test_a_workspace_of_5000_digits_is_refused_naming_the_option():
     text = refused(["--network", "alexnet", "--no-baselines", "--workspace", "9" * 5000])
-    assert "--workspace: 5000 characters is not a size" in text
+    assert "model option error: --workspace: '9999" in text
+    assert "the number has 5000 characters (at most 100)" in text
 
 
 @pytest.mark.parametrize("option", ["--codec-unit-throughput", "--sm-compress-throughput",
