@@ -24,6 +24,7 @@ from ..units import UnitAlgebra, UnitError
 from .cli import ToolParser
 from .cpu_adam_timing import (AdamTiming, available_cores, cpu_adam_document,
                               machine_description, time_cpu_adam)
+from .tool_main import run_tool
 from .errors import CaptureError
 
 __all__ = ["main", "build_parser", "DEFAULT_SIZES"]
@@ -139,14 +140,7 @@ def _run(argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``sst-cdma time-cpu-adam`` with ``argv`` (default ``sys.argv[1:]``); returns the
     status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(args)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (CaptureError, CpuAdamError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+    return run_tool(PROG, _run, argv, (CaptureError, CpuAdamError, OSError))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from ..codecs.registry import algorithm_names, unknown_algorithm
 from ..profiles import ProfileError
 from ..profiles.model_states import MODEL_STATE_ROLES
 from .cli import ToolParser, _checkpoints
+from .tool_main import run_tool
 from .errors import CaptureError
 from .model_states import (SMALL_OPTIONS, StateCapture, measure_states, model_state_document,
                            states_from_checkpoint, train_and_measure_states)
@@ -178,14 +179,7 @@ def _run(argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``sst-cdma capture-states`` with ``argv`` (default ``sys.argv[1:]``); returns the
     status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(args)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (CaptureError, ProfileError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+    return run_tool(PROG, _run, argv, (CaptureError, ProfileError, OSError))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from ..model.dtypes import DTYPES
 from ..model.gpus import GPUS
 from ..model.fitted import kernel_model_for
 from .cli import ToolParser
+from .tool_main import run_tool
 from .errors import CaptureError
 from .layer_timing import time_layers
 
@@ -130,17 +131,7 @@ def _print_calibration(times: LayerTimes, network: Network, preset: str) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``sst-cdma time-layers`` with ``argv`` (default ``sys.argv[1:]``); returns the
     status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(args)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (CaptureError, WorkloadError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:  # PyTorch: out of device memory, a kernel missing for a dtype
-        print(f"{PROG}: error: PyTorch: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
+    return run_tool(PROG, _run, argv, (CaptureError, WorkloadError, OSError), torch_errors=True)
 
 
 if __name__ == "__main__":
