@@ -270,6 +270,31 @@ class CDMAEngine(Component):
                                    size, sm_ps("offload", raw, size), sm_ps("prefetch", raw, size))
         return out
 
+    def state_copy_ps(self, direction: str, raw: int, route: str = "gpu-host") -> int:
+        """A plain model-state copy of ``raw`` bytes alone (see :class:`TransferCosts`), with
+        the flows' own arithmetic, as the planner of ``--policy auto`` prices a placement."""
+        from sst_cdma.flows import isolated_duration_ps
+
+        if route not in STATE_ROUTES:
+            raise ValueError(f"{self.name}: unknown model-state route {route!r}")
+        path = self.peer_provider("pcie", HostPath).host_path()
+        capacity = {name: res.capacity for name, res in self.flows.resources.items()}
+        hbm = self.peer_provider("hbm", MemoryPool).bandwidth_resource
+        inner, outer = transfer_weights(direction, raw, raw, hbm, None, path, False)
+        latency = path.latency_ps
+        if route != "gpu-host":
+            storage = self._storage_for("nvme", path)  # no SSD: an InterfaceError says so
+            assert storage is not None
+            if route == "host-nvme":
+                inner = {}
+                outer = storage.host_weights[direction]
+                latency = storage.host_latency_ps[direction]
+            else:
+                outer = _storage_weights(storage, direction, raw, raw)
+                latency = storage.latency_ps[direction]
+        pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
+        return latency + (isolated_duration_ps(raw, pairs) if raw else 0)
+
     def _storage_for(self, tier: str, path: PathInfo) -> Optional[StorageRoute]:
         """The route to the SSDs for a cost query of ``tier`` (None: the host tier), asked of
         the drives afresh (the planner asks before setup)."""
@@ -548,6 +573,11 @@ class CDMAEngine(Component):
                 drive.drive.release(key)
         else:
             store.release(key)
+
+
+#: the routes a model-state copy takes (:meth:`CDMAEngine.state_copy_ps`): GPU memory and
+#: host DRAM, GPU memory and the SSDs, host DRAM and the SSDs
+STATE_ROUTES = ("gpu-host", "gpu-nvme", "host-nvme")
 
 
 def _storage_weights(storage: StorageRoute, direction: str, raw: int, wire: int

@@ -84,6 +84,16 @@ def plan_line(plan: dict[str, Any]) -> str:
     return _row("tensors", text)
 
 
+def planner_states_line(verdicts: list[dict[str, Any]]) -> str:
+    """The console's line of the placements policy auto weighed for the model states: the
+    chosen one and its predicted step, then why each other was not."""
+    chosen = next(v for v in verdicts if v["chosen"])
+    parts = [f"chose {chosen['placement']} (the fastest that fits: "
+             f"{chosen['predicted_step_s'] * MS:.3f} ms predicted)"]
+    parts += [f"{v['placement']}: {v['reason']}" for v in verdicts if not v["chosen"]]
+    return _row("state placement", "; ".join(parts))
+
+
 class _Scope:
     """What a figure of a summary of ``n`` GPUs is (``n`` 0: one GPU, no labels): the slowest
     GPU's, the total over GPUs, the largest GPU's."""
@@ -207,6 +217,9 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
                                             f" (each of {len(plans)} GPUs)"
                                             if all(p == plans[0] for p in plans) else
                                             " (gpu0; the GPUs' plans differ)"))
+    planner = plans[0].get("planner", {}) if plans else {}
+    if planner.get("model_states"):
+        lines.append(planner_states_line(planner["model_states"]))
     if "allreduce" in s:
         lines.append(allreduce_line(s["allreduce"]))
     if "nvme" in s:
@@ -292,7 +305,8 @@ def model_state_lines(m: dict[str, Any]) -> list[str]:
                           f"{m['micro_batches']} micro-batches of "
                           f"{sum(times) / len(times) * MS:.3f} ms each (mean)"))
     for tier, t in m["tiers"].items():
-        peak, cap, avg = _sizes(t["peak_bytes"], t["capacity_bytes"], t["average_bytes"])
+        peak, cap, avg = (binary_size(x) for x in (t["peak_bytes"], t["capacity_bytes"],
+                                                    t["average_bytes"]))
         oom = t["out_of_memory"]
         lines.append(_row(f"{tier} tier", f"peak {peak} of {cap}, average {avg}"
                           + ("" if oom is None else

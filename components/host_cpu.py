@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import PS_PER_S, FlowNetwork, isolated_duration_ps
+from sst_cdma.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, CpuAdamError, load_cpu_adam
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
 
@@ -86,6 +86,7 @@ class HostCPU(Component):
         self.ports = [port for port in self.connected_ports() if port.startswith("gpu")]
         self.links = {port: self.configure_link(port, self._handler(port)) for port in self.ports}
         self.memory: Optional[HostTier] = None
+        self.route: Optional[Route] = None
         self.queue: deque[tuple[str, CpuStepRequest]] = deque()
         self.busy = False
         self.manifests: list[ModelStatesManifest] = []
@@ -107,7 +108,7 @@ class HostCPU(Component):
         for manifest in self.manifests:
             for role, nbytes in manifest.buffers:
                 self.memory.allocate(f"{manifest.gpu}:{role}", nbytes, role)
-        self.route = self.flows.route({self.memory.resource.name: 1.0, self.own.name: 1.0})
+        self._route()
 
     def step_ps(self, params: int) -> int:
         """Picoseconds a step of ``params`` parameters takes on every core, alone."""
@@ -134,8 +135,20 @@ class HostCPU(Component):
         alone = self.step_ps(params) + codec_ps
         if not dram_bytes or alone <= 0:
             return alone
-        pairs = [(res.capacity, w) for res, w in self.route.pairs]
+        pairs = [(res.capacity, w) for res, w in self._route().pairs]
         return isolated_duration_ps(dram_bytes, pairs, self._cap(dram_bytes, alone))
+
+    def _route(self) -> Route:
+        """The step's flow route over the host DRAM and the CPU's own memory bandwidth (built
+        on first use: the planner of ``--policy auto`` asks before setup)."""
+        if self.route is None:
+            memory = self.peer_provider("memory", HostTier)
+            self.route = self.flows.route({memory.resource.name: 1.0, self.own.name: 1.0})
+        return self.route
+
+    def host_room(self) -> int:
+        """Bytes of the pinned pool one GPU's model states may take (see :class:`HostStep`)."""
+        return self.peer_provider("memory", HostTier).capacity // max(1, len(self.ports))
 
     @staticmethod
     def _cap(dram_bytes: int, duration: int) -> float:
@@ -167,7 +180,7 @@ class HostCPU(Component):
             self._step_done(port, req, start)
         if req.dram_bytes and duration > 0:
             cap = self._cap(req.dram_bytes, duration)
-            self.flows.launch(float(req.dram_bytes), self.route, lambda f: done(), cap,
+            self.flows.launch(float(req.dram_bytes), self._route(), lambda f: done(), cap,
                               f"{self.name} step {req.bucket}")
         else:
             self.schedule_at(start + duration, done)

@@ -47,6 +47,11 @@ class HostMemory(Component):
         self.stat_stored = self.register_statistic("stored_bytes")
         self.stat_peak = self.register_statistic("peak_stored_bytes")
 
+    @property
+    def capacity(self) -> int:
+        """Bytes of the pinned pool."""
+        return self.params["pinned_capacity"]
+
     def host_path(self) -> PathInfo:
         """Where every path to the host ends: this memory's DRAM, both ways, and this store."""
         return PathInfo([self.resource.name], [self.resource.name], 0, self)

@@ -134,6 +134,13 @@ class TransferCosts(Protocol):
         the manifest and the configured machine: asking changes nothing in the engine."""
         ...
 
+    def state_copy_ps(self, direction: str, raw: int, route: str = "gpu-host") -> int:
+        """Picoseconds a plain copy of ``raw`` bytes of model state takes alone on ``route``:
+        ``gpu-host`` (``offload``: to the host), ``gpu-nvme`` (the weights straight from the
+        SSDs) or ``host-nvme`` (``offload``: host DRAM to the drives), as the engine moves the
+        ZeRO-Offload and ZeRO-Infinity copies."""
+        ...
+
 
 @runtime_checkable
 class CodecKernels(Protocol):
@@ -174,6 +181,8 @@ class HostTier(Protocol):
     name: str
     #: the flow resource of the host DRAM's bandwidth
     resource: Any
+    #: bytes of the pinned pool
+    capacity: int
 
     def allocate(self, tensor: str, nbytes: int, layer: str) -> None:
         """Allocate ``nbytes`` of pinned memory for ``tensor``; past capacity, note the first
@@ -212,4 +221,9 @@ class HostStep(Protocol):
 
     def tier_usage(self, end_ps: int) -> dict[str, Any]:
         """The host memory's :meth:`HostTier.tier_usage`."""
+        ...
+
+    def host_room(self) -> int:
+        """Bytes of the pinned pool one GPU's model states may take: the pool shared evenly
+        by the GPUs this CPU steps for."""
         ...

@@ -16,9 +16,10 @@ from workloads.layer_times import kernel_times_source
 from workloads.model_states import GRADIENT_PLACES, PLACES, STATE_COMPRESSION, Placement
 from workloads.policies import check_policy, load_plan_file
 from workloads.render import iteration_stream, plan_auto, stream_text
+from workloads.state_planner import StateCosts, candidates, choose_placement
 from workloads.stream import Stream, StreamError
 
-from .interfaces import MemoryPool, TransferCosts
+from .interfaces import HostStep, MemoryPool, TransferCosts
 from .messages import MovedTensor, OffloadManifest
 from .workload_source import WorkloadSource
 
@@ -70,6 +71,10 @@ class NetworkWorkload(WorkloadSource):
               "accumulated in place", minimum=1),
         Param("gradient_bucket", "bytes", "0B", "gradient bucket copied to the host CPU (0: "
               "DeepSpeed's reduce_bucket_size, 5e8 elements)", minimum=0),
+        Param("plan_states", "str", "none", "policy auto: the tiers the planner may place the "
+              "model states on besides the GPU: none (where the options put them), host (the "
+              "host CPU on port 'cpu' steps them: ZeRO-Offload) or nvme (host, and the engine's "
+              "SSDs: ZeRO-Infinity)", choices=("none", "host", "nvme")),
         Param("state_compression", "str", "none", "who compresses the gradient copies to the "
               "host CPU and the weight copies back: none, engine (the cDMA engine's codec at "
               "both ends of the link) or host (the engine's codec at the GPU, the host CPU's "
@@ -175,15 +180,68 @@ class NetworkWorkload(WorkloadSource):
             return kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw) + \
                 kernels.after_sync_ps(modelled)
 
-        result = plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps,
-                           self._transfer_costs(), kernels.layer_times, p["optimizer"],
-                           p["workspace"], kernels.model, kernels.workspace_limit,
-                           label="policy auto", seq_len=p["seq_len"], attention=p["attention"])
+        costs = self._transfer_costs()
+
+        def plan(placement: Optional[Placement]) -> Any:
+            return plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps, costs,
+                             kernels.layer_times, p["optimizer"], p["workspace"], kernels.model,
+                             kernels.workspace_limit, label="policy auto",
+                             seq_len=p["seq_len"], attention=p["attention"],
+                             placement=placement, transfer_ps=self._weights_ps())
+
+        options = self._placements()
+        if len(options) > 1:
+            self.placement, result, verdicts = choose_placement(options, plan,
+                                                                self._state_costs())
+        else:
+            result = plan(None if self.placement.default else self.placement)
+            verdicts = []
         self.planner = {"predicted_time_s": result.predicted_time_ps * 1e-12,
                         "model_peak_bytes": result.model_peak_bytes,
                         "rendered_peak_bytes": result.rendered_peak_bytes,
                         "rounds": result.rounds}
+        if verdicts:
+            self.planner["model_states"] = [v.as_dict() for v in verdicts]
         return result.choices
+
+    def _placements(self) -> list[Placement]:
+        """The model-state placements policy auto weighs: the options' alone, unless
+        ``plan_states`` lets it choose and a host CPU on port 'cpu' can step the states."""
+        p = self.params
+        if p["plan_states"] == "none" or p["optimizer"] != "adam" or \
+                "cpu" not in self.parent.connected_ports() or \
+                "dma" not in self.parent.connected_ports():
+            return [self.placement]
+        return candidates(self.placement, True, p["plan_states"] == "nvme")
+
+    def _engine(self) -> Any:
+        return self.parent.peer_provider("dma", TransferCosts)
+
+    def _weights_ps(self) -> Any:
+        """Prices a prefetch of weights off the GPU (from the host or the SSDs) as the engine
+        moves it, for the planner; None without an engine."""
+        if "dma" not in self.parent.connected_ports():
+            return None
+        engine = self._engine()
+
+        def ps(op: Any, nbytes: int) -> int:
+            return engine.state_copy_ps(op.op, nbytes,
+                                        "gpu-nvme" if op.tier == "nvme" else "gpu-host")
+        return ps
+
+    def _state_costs(self) -> StateCosts:
+        """The engine's and the host CPU's prices of the model-state traffic, for the
+        planner."""
+        engine = self._engine()
+        cpu = self.parent.peer_provider("cpu", HostStep)
+
+        def storage(direction: str, nbytes: int) -> int:
+            return engine.state_copy_ps(direction, nbytes, "host-nvme")
+        return StateCosts(lambda direction, nbytes: engine.state_copy_ps(direction, nbytes),
+                          lambda bucket: cpu.step_alone_ps(bucket.params,
+                                                           bucket.step_dram_bytes),
+                          cpu.host_room(),
+                          storage if self.params["plan_states"] == "nvme" else None)
 
     def _transfer_costs(self) -> Optional[dict[str, Any]]:
         """Each tensor's copy costs from the engine on the GPU's ``dma`` port (None without

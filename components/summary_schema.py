@@ -215,7 +215,9 @@ PLAN: tuple[Key, ...] = (
     _k("recompute_time_s", "number", "time the backward pass spent re-running forward kernels"),
     _k("planner", "object", "`predicted_time_s` (the planner's cost model), "
        "`model_peak_bytes`, `rendered_peak_bytes` (the exact peak of the planned stream), "
-       "`rounds`", "under policy auto when memory is short"),
+       "`rounds`; `model_states` (where the planner placed them: a list of the placements "
+       "weighed, each `placement`, `predicted_step_s` (null: it does not fit), `chosen`, "
+       "`reason`)", "under policy auto when memory is short"),
 )
 
 MODEL_STATES: tuple[Key, ...] = (

@@ -191,14 +191,32 @@ def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
     fitted = o.kernel_model == "fitted"
     params = {**element_params(o, "cdma.NetworkWorkload"),
               "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first}
-    if _host_step(o) and explicit(o, "bucket_size"):
+    if _steps_on_host(o) and explicit(o, "bucket_size"):
         params["gradient_bucket"] = o.bucket_size  # the buckets copied to the host CPU
+    if _plans_states(o):
+        params["plan_states"] = "nvme" if o.nvme else "host"
     gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(params)
 
 
 def _host_step(o: argparse.Namespace) -> bool:
     """True when the optimizer states live off the GPU: the host CPU steps them."""
     return getattr(o, "optimizer_states", "gpu") != "gpu" and not o.workload
+
+
+#: the options that place the model states (given, ``--policy auto`` leaves them be)
+PLACEMENT_OPTIONS = ("optimizer_states", "weights", "gradients")
+
+
+def _plans_states(o: argparse.Namespace) -> bool:
+    """True when ``--policy auto`` places the model states itself: Adam (the host CPU's step
+    is measured for it) and no placement option given."""
+    return (o.policy == "auto" and getattr(o, "optimizer", "none") == "adam" and not o.workload
+            and not any(explicit(o, name) for name in PLACEMENT_OPTIONS))
+
+
+def _steps_on_host(o: argparse.Namespace) -> bool:
+    """True when the host CPU steps the model states, or the planner may have it do so."""
+    return _host_step(o) or _plans_states(o)
 
 
 def _host_cpu(sst: Any, o: argparse.Namespace, host: Any, name: str) -> Any:
@@ -263,7 +281,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
             host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
             port = 0
-            if _host_step(o):
+            if _steps_on_host(o):
                 cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
             switches, engines = [], []
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
@@ -334,7 +352,7 @@ def _check_topology(o: argparse.Namespace) -> None:
         _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
                 f"{o.gpus} (give --gpus N or --no-data-parallel)")
     for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
-        if name == "bucket_size" and _host_step(o):
+        if name == "bucket_size" and _steps_on_host(o):
             continue  # it sizes the gradient buckets copied to the host CPU too
         if explicit(o, name) and not o.data_parallel:
             _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
@@ -409,10 +427,6 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
             _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
                     "exist in an engine with a codec, and a plain copy engine has none")
     _check_engine(o)
-    if o.policy == "auto" and _host_step(o):
-        _refuse(f"--policy auto contradicts --optimizer-states {o.optimizer_states}: the "
-                "planner places activations with every model state on the GPU; give a vDNN or "
-                "per-tensor policy")
     for name in ("burst", "buffer"):
         if explicit(o, name) and o.mode == "flow":
             _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "

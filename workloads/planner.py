@@ -35,7 +35,7 @@ overflows, plans again for a capacity lowered by the overflow.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -88,6 +88,11 @@ class PlanModel:
     #: rows x 2: ps of the SM (de)compression kernels the offload and the prefetch run on the
     #: compute stream, in their slots (Blackwell's Decompression Engine; zeros elsewhere)
     row_sm: Optional[np.ndarray] = None
+    #: layer -> its backward slot (where its weight gradients are written)
+    backward_slot: dict[str, int] = field(default_factory=dict)
+    #: slots, ps: the copy stream's time no choice moves (the weights' prefetches with the
+    #: weights off the GPU; zeros elsewhere)
+    fixed_copies: Optional[np.ndarray] = None
     #: rows x 3: ps the compute stream runs in the slots of (offload, prefetch, recompute): the
     #: SM codec kernels and the recomputation (derived)
     row_compute: np.ndarray = field(init=False, repr=False)
@@ -97,6 +102,8 @@ class PlanModel:
 
     def __post_init__(self) -> None:
         rows = len(self.row_choice)
+        if self.fixed_copies is None:
+            self.fixed_copies = np.zeros_like(self.compute)
         if self.row_sm is None:
             self.row_sm = np.zeros((rows, 2))
         self.row_compute = np.column_stack([self.row_sm[:, 0], self.row_sm[:, 1],
@@ -128,6 +135,11 @@ class PlanResult:
     rendered_peak_bytes: int = 0
     rounds: int = 1
     extra: dict[str, float] = field(default_factory=dict)
+    #: layer -> predicted time (ps from the iteration's start) its backward slot ends
+    backward_end_ps: dict[str, float] = field(default_factory=dict)
+    #: the plan's model states moved besides the stream (``ModelStatePlan``; None: all on
+    #: the GPU)
+    model_states: Optional[Any] = None
 
 
 def _positions(plan: Plan) -> tuple[list, dict[str, int], dict[str, int]]:
@@ -142,25 +154,31 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
                 kernel_ps: Callable[[object], int], capacity: int,
                 copy_costs: Optional[Mapping[str, CopyCost]] = None,
                 elastic_workspace: bool = False,
-                extra_needs: Optional[Mapping[str, Sequence[int]]] = None) -> PlanModel:
+                extra_needs: Optional[Mapping[str, Sequence[int]]] = None,
+                transfer_ps: Optional[Callable[[object, int], int]] = None) -> PlanModel:
     """The planner's cost model of ``network`` from its all-keep plan ``base`` (the same
     options, policy ``none``): ``kernel_ps(op)`` prices a compute op as the GPU does,
     ``copy_costs`` gives each tensor's copy costs (None: no engine, so only keep and
     recompute). ``elastic_workspace``: leave convolution workspace out of the memory model
     (the fitted kernel model sizes it to the memory free when the plan is rendered).
     ``extra_needs``: tensor -> layer indices whose backward slot also reads it (the rebuild of
-    a recomputed consumer, :func:`induced_needs`)."""
+    a recomputed consumer, :func:`induced_needs`). ``transfer_ps(op, bytes)`` prices the copies
+    ``base`` itself makes (the weights' prefetches with the weights off the GPU)."""
     infos = network.infer(batch, dtype)
     info = {i.name: i for i in infos}
     idx = {i.name: k for k, i in enumerate(infos)}
     tensors = network.tensors(batch, dtype)
     blocks, fpos, bpos = _positions(base)
     n = len(blocks)
-    fixed, compute, fwd_ps = _keep_slots(base, blocks, kernel_ps, elastic_workspace)
+    fixed, compute, fwd_ps, copies = _keep_slots(base, blocks, kernel_ps, elastic_workspace,
+                                                 transfer_ps)
     need = _needs(infos, idx, tensors)
     for t, at in (extra_needs or {}).items():
         if t in need:
             need[t].extend(k for k in at if k not in need[t])
+    # a rebuild re-runs forward kernels, whose weights must be on the GPU
+    states = base.model_states
+    recompute = states is None or states.placement.weights == "gpu"
     names: list[str] = []
     allowed: list[tuple[str, ...]] = []
     rows_t: list[int] = []
@@ -177,7 +195,7 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
         else:
             release = min(users) if users else idx[ti.producer]
         span = (fpos[ti.producer], bpos.get(infos[release].name, n - 1))
-        options = _options(ti, info[ti.producer], copy_costs)
+        options = _options(ti, info[ti.producer], copy_costs, recompute)
         t = len(names)
         names.append(ti.name)
         allowed.append(tuple(options))
@@ -193,7 +211,7 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
             sm.append(_sm_kernels(choice, cost, copy_costs, ti.name))
     return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
                      fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
-                     np.array(first), np.array(sm).reshape(-1, 2))
+                     np.array(first), np.array(sm).reshape(-1, 2), dict(bpos), copies)
 
 
 def _sm_kernels(choice: str, cost: tuple[float, float, float],
@@ -207,15 +225,18 @@ def _sm_kernels(choice: str, cost: tuple[float, float, float],
 
 
 def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
-                elastic_workspace: bool) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+                elastic_workspace: bool, transfer_ps: Optional[Callable[[object, int], int]] = None
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, int], np.ndarray]:
     """The all-keep plan replayed: per slot the bytes that do not depend on the choices (all
-    but activations, and workspace when elastic) at their peak and the kernels' time, and
-    each layer's forward kernel time."""
+    but activations, and workspace when elastic) at their peak and the kernels' time, each
+    layer's forward kernel time, and per slot the time of the plan's own copies (priced by
+    ``transfer_ps``; none without it)."""
     sizes = {t.name: t.bytes for t in base.tensors}
     activations = {t.name for t in base.tensors if t.kind == "activation"
                    or (elastic_workspace and t.kind == "workspace")}
     fixed = np.zeros(len(blocks))
     compute = np.zeros(len(blocks))
+    copies = np.zeros(len(blocks))
     in_use = sum(sizes[o.name] for o in base.prologue if o.op == "alloc"
                  and o.name not in activations)
     fwd_ps: dict[str, int] = {}
@@ -234,13 +255,15 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
                 compute[k] += ps
                 if o.pass_ == "fwd":
                     fwd_ps[o.name] = ps
+            elif o.op in ("offload", "prefetch") and transfer_ps is not None:
+                copies[k] += transfer_ps(o, sizes[o.name])
         fixed[k] = peak
-    return fixed, compute, fwd_ps
+    return fixed, compute, fwd_ps, copies
 
 
 def _options(ti: TensorInfo, producer: LayerInfo,
-             copy_costs: Optional[Mapping[str, CopyCost]]) -> list[str]:
-    """The choices open to tensor ``ti``."""
+             copy_costs: Optional[Mapping[str, CopyCost]], recompute: bool = True) -> list[str]:
+    """The choices open to tensor ``ti`` (``recompute`` False: no rebuild)."""
     options = ["keep"]
     if ti.consumers:
         if copy_costs is not None and ti.name in copy_costs:
@@ -250,7 +273,7 @@ def _options(ti: TensorInfo, producer: LayerInfo,
             # than the link) a compressed copy is never the better one: leave it out
             if c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps:
                 options.append("compress")
-        if producer.kind != "data":
+        if producer.kind != "data" and recompute:
             options.append("recompute")
     return options
 
@@ -471,7 +494,8 @@ class _State:
 def _streams(model: PlanModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per slot, the copy stream's time and the compute stream's beyond the keep schedule's
     kernels (recomputation and SM codec kernels) when ``rows`` are chosen."""
-    copies = np.zeros_like(model.compute)
+    assert model.fixed_copies is not None
+    copies = model.fixed_copies.copy()
     rec = np.zeros_like(model.compute)
     for k in (0, 1):
         np.add.at(copies, model.row_slots[rows, k], model.row_costs[rows, k])
@@ -536,7 +560,10 @@ def _rows(model: PlanModel, choices: Mapping[str, str]) -> np.ndarray:
 
 def _result(model: PlanModel, rows: np.ndarray) -> PlanResult:
     choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
-    return PlanResult(choices, model.time_ps(rows), int(model.memory(rows).max()))
+    ends = np.cumsum(model.slot_times(rows))
+    return PlanResult(choices, model.time_ps(rows), int(model.memory(rows).max()),
+                      backward_end_ps={layer: float(ends[k])
+                                       for layer, k in model.backward_slot.items()})
 
 
 def plan_milp(model: PlanModel, time_limit: float = 60.0) -> PlanResult:
@@ -574,7 +601,8 @@ def plan_milp(model: PlanModel, time_limit: float = 60.0) -> PlanResult:
         a_rec[s, rows + s] = 1
         a_copy[s, rows + s] = 1
     cons.append(LinearConstraint(a_rec.tocsr(), model.compute / 1e9, np.inf))
-    cons.append(LinearConstraint(a_copy.tocsr(), 0, np.inf))
+    assert model.fixed_copies is not None
+    cons.append(LinearConstraint(a_copy.tocsr(), model.fixed_copies / 1e9, np.inf))
     c = np.concatenate([np.zeros(rows), np.ones(slots)])
     integrality = np.concatenate([np.ones(rows), np.zeros(slots)])
     bounds = Bounds(np.zeros(nvar), np.concatenate([np.ones(rows), np.full(slots, np.inf)]))
@@ -595,18 +623,20 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                 copy_costs: Optional[Mapping[str, CopyCost]] = None,
                 render: Optional[Callable[[Mapping[str, str]], Plan]] = None,
                 base: Optional[Plan] = None, rounds: int = 6,
-                label: str = "", elastic_workspace: bool = False) -> PlanResult:
+                label: str = "", elastic_workspace: bool = False,
+                transfer_ps: Optional[Callable[[object, int], int]] = None) -> PlanResult:
     """Plan ``network`` greedily for ``capacity`` bytes and check the rendered plan's exact
     peak; while it overflows (the model's second-order effects), plan again for a capacity
     lowered by the overflow. ``render(choices)`` gives the per-tensor plan (default:
-    :func:`plan_iteration` with policy ``auto``); ``base`` the all-keep plan."""
+    :func:`plan_iteration` with policy ``auto``); ``base`` the all-keep plan;
+    ``transfer_ps(op, bytes)`` prices the copies ``base`` makes itself (see :func:`build_model`)."""
     if render is None:
         def render(choices: Mapping[str, str]) -> Plan:
             return plan_iteration(network, batch, dtype, "auto", choices=choices)
     if base is None:
         base = plan_iteration(network, batch, dtype, "none")
     model = build_model(network, batch, dtype, base, kernel_ps, capacity, copy_costs,
-                        elastic_workspace)
+                        elastic_workspace, transfer_ps=transfer_ps)
     fixed_ws = not elastic_workspace
     if plan_peak(base, fixed_ws) <= capacity:
         keep = model.first_row.copy()
@@ -631,7 +661,7 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                 break
             needs = grown
             model = build_model(network, batch, dtype, base, kernel_ps, target, copy_costs,
-                                elastic_workspace, needs)
+                                elastic_workspace, needs, transfer_ps)
         else:
             model.capacity = target
             result = plan_greedy(model, label)
@@ -639,8 +669,10 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
             grown = {t: needs.get(t, frozenset()) | at for t, at in induced_needs(
                 network, batch, dtype, result.choices).items()}
             full = build_model(network, batch, dtype, base, kernel_ps, target, copy_costs,
-                               elastic_workspace, grown)
-            result.predicted_time_ps = full.time_ps(_rows(full, result.choices))
+                               elastic_workspace, grown, transfer_ps)
+            priced = _result(full, _rows(full, result.choices))
+            result.predicted_time_ps = priced.predicted_time_ps
+            result.backward_end_ps = priced.backward_end_ps
         peak = plan_peak(render(result.choices), fixed_ws)
         result.rendered_peak_bytes = peak
         result.rounds = round_

@@ -253,12 +253,16 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
               layer_times: str = "", optimizer: str = "none", workspace: int = 0,
               kernel_model: Optional["KernelModel"] = None,
               workspace_limit: Optional[int] = None, label: str = "", seq_len: int = 0,
-              attention: str = "") -> "PlanResult":
+              attention: str = "", placement: Optional["Placement"] = None,
+              transfer_ps: "Optional[Callable[[object, int], int]]" = None) -> "PlanResult":
     """``--policy auto``: the planner's choices for ``network`` on a machine with
     ``capacity`` bytes of GPU memory, kernels priced by ``kernel_ps(op)`` (as the GPU prices
     them) and copies by ``copy_costs`` (tensor -> :class:`~components.messages.CopyCost`,
     None without an engine); see :func:`workloads.planner.plan_to_fit`.
-    ``seq_len`` and ``attention`` override a transformer definition's."""
+    ``seq_len`` and ``attention`` override a transformer definition's; ``placement`` puts the
+    model states (:class:`~workloads.model_states.Placement`), whose buckets the result's
+    ``model_states`` then holds, and ``transfer_ps(op, bytes)`` prices the weights' prefetches that
+    placement makes (the weights off the GPU)."""
     from .planner import plan_to_fit
 
     path = network_path(network)
@@ -275,25 +279,31 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
     elastic = kernel_model is not None
     priced = kernels
     seen: list[dict[str, str]] = []
+    def placed(result: "PlanResult") -> "PlanResult":
+        if placement is not None and placement.offloaded:
+            result.model_states = render(result.choices).model_states
+        return result
+
     for _ in range(3):
-        base = plan_iteration(net, batch, dtype, "none", times, optimizer, workspace, priced)
+        base = plan_iteration(net, batch, dtype, "none", times, optimizer, workspace, priced,
+                              placement=placement)
 
         def render(choices: Mapping[str, str]) -> Plan:
             return plan_iteration(net, batch, dtype, "auto", times, optimizer, workspace,
-                                  priced, "liveness", choices)
+                                  priced, "liveness", choices, placement)
 
         result = plan_to_fit(net, batch, dtype, capacity, kernel_ps, copy_costs, render, base,
-                             label=label, elastic_workspace=elastic)
+                             label=label, elastic_workspace=elastic, transfer_ps=transfer_ps)
         if not elastic or result.choices in seen:
-            return result
+            return placed(result)
         seen.append(result.choices)
         before = priced
         _, priced = _planned(net, batch, dtype, "auto", times, optimizer, workspace,
                              "liveness", kernel_model, kernels, workspace_limit, capacity,
-                             tuple(sorted(result.choices.items())))
+                             tuple(sorted(result.choices.items())), placement)
         if priced is before:  # every kernel kept its algorithm: the plan stands
-            return result
-    return result
+            return placed(result)
+    return placed(result)
 
 
 def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelModel",

@@ -45,7 +45,7 @@ from typing import Any, Callable, Optional
 from ..flows import isolated_duration_ps
 from .closed_form import ClosedFormResult, iterate
 
-__all__ = ["ZeroOffloadResult", "zero_offload_step", "from_simulation"]
+__all__ = ["ZeroOffloadResult", "zero_offload_step", "state_traffic", "from_simulation"]
 
 
 @dataclass
@@ -74,7 +74,6 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
     (direction, bytes) prices a copy between host DRAM and the SSDs (``offload``: to them);
     ``states_nvme``: the states live on the SSDs; ``weights_to_nvme``: the stepped weights are
     written to the SSDs rather than copied to the GPU."""
-    nvme = storage_ps or (lambda _direction, _raw: 0)
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
 
@@ -87,6 +86,23 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                 ready[k] = max(ready[k], end)
 
     stream = iterate(ops, kernel_ps, transfer_ps, after_sync_ps, kernel_ended)
+    step, out = state_traffic(ready, stream.iteration_ps, buckets, copy_ps, step_ps, delayed,
+                              weights_back, storage_ps, states_nvme, weights_to_nvme)
+    return ZeroOffloadResult(step, stream, out)
+
+
+def state_traffic(ready: list[int], stream_end: int, buckets: Any,
+                  copy_ps: Callable[[str, int], int], step_ps: Callable[[Any], int],
+                  delayed: bool, weights_back: bool = True,
+                  storage_ps: Optional[Callable[[str, int], int]] = None,
+                  states_nvme: bool = False, weights_to_nvme: bool = False
+                  ) -> tuple[int, list[tuple[int, int, int]]]:
+    """The model-state queues of the step (the module's recurrence) after a stream that ends
+    at ``stream_end``, bucket ``k``'s gradients all written at ``ready[k]``: the step's end
+    and each bucket's (gradients landed, stepped, weights back). The arguments are
+    :func:`zero_offload_step`'s; the planner of ``--policy auto`` prices a placement with
+    it too."""
+    nvme = storage_ps or (lambda _direction, _raw: 0)
     grads_free = cpu_free = weights_free = read_free = write_free = 0
     written: list[int] = []
     out = []
@@ -103,12 +119,11 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
             write_free = max(cpu_free, write_free) + nvme("offload", bucket.state_bytes)
             written.append(write_free)
         if weights_back:
-            back = max(cpu_free, weights_free, stream.iteration_ps if delayed else 0)
+            back = max(cpu_free, weights_free, stream_end if delayed else 0)
             weights_free = back + (nvme("offload", bucket.weight_bytes) if weights_to_nvme
                                    else copy_ps("prefetch", bucket.weight_bytes))
         out.append((grads_free, cpu_free, weights_free))
-    return ZeroOffloadResult(max(stream.iteration_ps, grads_free, cpu_free, weights_free,
-                                 write_free), stream, out)
+    return max(stream_end, grads_free, cpu_free, weights_free, write_free), out
 
 
 def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:

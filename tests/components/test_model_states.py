@@ -138,8 +138,6 @@ def test_defaults_leave_the_result_as_it_was():
     (["--optimizer-states", "host", "--gradients", "host", "--grad-accum", "2"],
      "--gradients host with --grad-accum 2"),
     (["--bucket-size", "8MiB"], "--bucket-size needs --data-parallel"),
-    (["--optimizer-states", "host", "--policy", "auto"],
-     "--policy auto contradicts --optimizer-states host"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_a_bad_option_is_one_line_naming_it(options, words):
     assert words in one_line_error([*ALEX, *options])

@@ -1,0 +1,162 @@
+"""Where ``--policy auto`` puts the model states: the placements the machine can serve
+(:func:`candidates`), each planned for its activations and priced with its model-state
+traffic, and the fastest that fits the GPU and the host chosen (:func:`choose_placement`),
+with a verdict for every one.
+
+A placement of the model states is one choice for the whole model (ZeRO-Offload and
+ZeRO-Infinity move every layer's states alike), so the planner enumerates the placements and,
+for each, plans every activation tensor as before (keep, offload, compress, recompute) for
+the GPU memory that placement leaves. A placement's predicted step is the activation plan's
+iteration (its slot model, with the weights' prefetches where the weights are off the GPU)
+followed by the model-state queues of :func:`sst_cdma.model.zero_offload.state_traffic`:
+each bucket's gradients leave when the backward slot of its last layer ends, the host
+CPU steps it, its weights come back. docs/workloads.md ("The planner's cost model") states
+the model and its limits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Sequence
+
+from sst_cdma.model.zero_offload import state_traffic
+
+from .model_states import Placement, StateBucket
+from .planner import PlanInfeasible, PlanResult
+
+__all__ = ["StateCosts", "PlacementVerdict", "candidates", "describe", "predicted_step_ps",
+           "choose_placement"]
+
+GiB = 1024 ** 3
+#: (optimizer states, gradients, weights) of the placements the planner weighs, fewest moves
+#: first: everything on the GPU; ZeRO-Offload (the states on the host, then the gradients,
+#: then the weights too); ZeRO-Infinity (the states on the SSDs, then the weights too)
+HOST_PLACEMENTS = (("host", "gpu", "gpu"), ("host", "host", "gpu"), ("host", "host", "host"))
+NVME_PLACEMENTS = (("nvme", "gpu", "gpu"), ("nvme", "host", "gpu"), ("nvme", "host", "nvme"))
+
+
+@dataclass(frozen=True)
+class StateCosts:
+    """What the machine charges for model states beside the stream, each alone: a plain copy
+    between GPU memory and host DRAM (``copy_ps(direction, bytes)``, ``offload``: to the
+    host), the host CPU's step of a bucket (``step_ps(bucket)``), a copy between host DRAM
+    and the SSDs (``storage_ps``; None: no SSD), and the pinned host bytes one GPU's states
+    may take."""
+
+    copy_ps: Callable[[str, int], int]
+    step_ps: Callable[[StateBucket], int]
+    host_room: int
+    storage_ps: Optional[Callable[[str, int], int]] = None
+
+
+@dataclass
+class PlacementVerdict:
+    """One placement weighed: its predicted step (ps; None where it does not fit) and why
+    it was chosen or not."""
+
+    placement: Placement
+    step_ps: Optional[float]
+    reason: str
+    chosen: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        """The verdict as the summary's planner block lists it."""
+        return {"placement": describe(self.placement),
+                "predicted_step_s": None if self.step_ps is None else self.step_ps * 1e-12,
+                "chosen": self.chosen, "reason": self.reason}
+
+
+def describe(placement: Placement) -> str:
+    """A placement in the options' words, e.g. ``optimizer-states host, gradients host``
+    (``every model state on the GPU`` for none moved)."""
+    moved = [f"{name} {value}" for name, value in
+             (("optimizer-states", placement.optimizer_states),
+              ("gradients", placement.gradients), ("weights", placement.weights))
+             if value != "gpu"]
+    return ", ".join(moved) or "every model state on the GPU"
+
+
+def candidates(options: Placement, host: bool, nvme: bool) -> list[Placement]:
+    """The placements to weigh: every state on the GPU, then those the machine can serve
+    (``host``: a host CPU to step the states; ``nvme``: SSDs to hold them), each with the
+    options' micro-batches and bucket and, off the GPU, their delayed update and state
+    compression. With several micro-batches the gradients accumulate on the GPU."""
+    gpu = Placement(grad_accum=options.grad_accum, bucket_bytes=options.bucket_bytes)
+    out = [gpu]
+    tiers = (HOST_PLACEMENTS if host else ()) + (NVME_PLACEMENTS if host and nvme else ())
+    for states, gradients, weights in tiers:
+        if gradients == "host" and options.grad_accum > 1:
+            continue
+        out.append(replace(options, optimizer_states=states, gradients=gradients,
+                           weights=weights))
+    return out
+
+
+def predicted_step_ps(result: PlanResult, placement: Placement, costs: StateCosts) -> float:
+    """The step a placement's activation plan ``result`` predicts: its micro-batches, then
+    the model-state queues after the last (see the module)."""
+    micro = placement.grad_accum
+    stream = result.predicted_time_ps
+    if not placement.offloaded or result.model_states is None:
+        return stream * micro
+    buckets = result.model_states.buckets
+    before = stream * (micro - 1)
+    ready = [round(before + max((result.backward_end_ps.get(layer, stream)
+                                 for layer in b.layers), default=stream)) for b in buckets]
+    end, _ = state_traffic(ready, round(stream * micro), buckets, costs.copy_ps, costs.step_ps,
+                           placement.delayed_update, placement.weights != "host",
+                           costs.storage_ps, placement.optimizer_states == "nvme",
+                           placement.weights == "nvme")
+    return float(end)
+
+
+def _host_bytes(result: PlanResult) -> int:
+    states = result.model_states
+    return sum(states.host_bytes.values()) if states is not None else 0
+
+
+def choose_placement(options: Sequence[Placement],
+                     plan: Callable[[Placement], PlanResult], costs: StateCosts
+                     ) -> tuple[Placement, PlanResult, list[PlacementVerdict]]:
+    """Plan every placement of ``options`` (``plan(placement)`` plans its activations, raising
+    :class:`PlanInfeasible` where nothing fits the GPU) and choose the one with the shortest
+    predicted step that fits the GPU and the host's pinned memory (the first of equals). A
+    :class:`PlanInfeasible` naming the least shortfall when none fits."""
+    verdicts: list[PlacementVerdict] = []
+    results: list[Optional[PlanResult]] = []
+    shortest: Optional[int] = None
+    for placement in options:
+        try:
+            result = plan(placement)
+        except PlanInfeasible as exc:
+            verdicts.append(PlacementVerdict(placement, None, "does not fit the GPU: "
+                                             f"{exc.short_bytes / GiB:.2f} GiB short"))
+            results.append(None)
+            shortest = exc.short_bytes if shortest is None else min(shortest, exc.short_bytes)
+            continue
+        host = _host_bytes(result)
+        if host > costs.host_room:
+            verdicts.append(PlacementVerdict(placement, None, "does not fit the host's pinned "
+                                             f"memory: needs {host / GiB:.2f} GiB of "
+                                             f"{costs.host_room / GiB:.2f} GiB"))
+            results.append(None)
+            continue
+        verdicts.append(PlacementVerdict(placement, predicted_step_ps(result, placement, costs),
+                                         ""))
+        results.append(result)
+    fitting = [k for k, v in enumerate(verdicts) if v.step_ps is not None]
+    if not fitting:
+        reasons = "; ".join(f"{describe(v.placement)}: {v.reason}" for v in verdicts)
+        raise PlanInfeasible(f"no placement of the model states fits: {reasons}",
+                             shortest or 0)
+    best = min(fitting, key=lambda k: (verdicts[k].step_ps, k))
+    best_ps = verdicts[best].step_ps
+    assert best_ps is not None
+    for k in fitting:
+        v = verdicts[k]
+        assert v.step_ps is not None
+        v.reason = ("the fastest that fits" if k == best else
+                    f"fits, {v.step_ps / best_ps:.2f}x the chosen step")
+    verdicts[best].chosen = True
+    chosen = results[best]
+    assert chosen is not None
+    return options[best], chosen, verdicts
