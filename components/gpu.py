@@ -336,6 +336,9 @@ class GPU(Component):
                 self.blocked = "allreduce"
                 return
             if kind == "compute":
+                if self.states is not None and self.states.holds_back(op.writes):
+                    self.blocked = "gradients"  # its bucket's buffer is still being copied
+                    return
                 self.compute_q.append(op)
                 self._kick_compute()
             elif kind == "offload" or kind == "prefetch":
@@ -388,6 +391,9 @@ class GPU(Component):
                 return
         elif self.blocked == "states":
             if not self.states.done:
+                return
+        elif self.blocked == "gradients":
+            if self.states.holds_back(self.ops[self.pc].writes):
                 return
         elif self.blocked not in self.prefetched:
             return

@@ -39,6 +39,7 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.model.compression import wire_bytes
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
+from workloads.model_states import GRADIENT_BUFFERS
 
 from .interfaces import HostStep, StateCodec
 from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
@@ -158,6 +159,21 @@ class ModelStateDriver:
                     self._want_states(bucket.name)
                 else:
                     self._step(bucket.name)
+
+    def holds_back(self, tensors: tuple[str, ...]) -> bool:
+        """True while a kernel writing ``tensors`` must wait: with the gradients on the host
+        it starts a bucket while the bucket :data:`GRADIENT_BUFFERS` before it is still on
+        the GPU (DeepSpeed's double buffer: the backward pass waits for the copy)."""
+        if self.placement.gradients != "host":
+            return False
+        for tensor in tensors:
+            name = self.bucket_of.get(tensor)
+            if name is None or self.left[name] != len(self.buckets[name].wgrads):
+                continue  # not a gradient, or its bucket already started
+            at = self.order.index(name)
+            if at >= GRADIENT_BUFFERS and self.order[at - GRADIENT_BUFFERS] not in self.landed:
+                return True
+        return False
 
     def written(self, tensors: tuple[str, ...]) -> None:
         """A backward kernel (of the step's last micro-batch) wrote ``tensors``: a bucket

@@ -28,6 +28,7 @@ class OptimizerStep(Protocol):
         """Bytes the step of ``params`` weights reads and writes."""
 
 __all__ = ["PLACES", "GRADIENT_PLACES", "STATE_COMPRESSION", "DEEPSPEED_BUCKET_ELEMENTS",
+           "GRADIENT_BUFFERS",
            "Placement", "StateBucket",
            "ModelStatePlan", "state_buckets", "bucket_name"]
 
@@ -39,6 +40,12 @@ GRADIENT_PLACES = ("gpu", "host")
 #: (``--state-compression``): nobody, the cDMA engine at both ends of the link, or the engine
 #: at the GPU's end and the host CPU's codec at the host's (docs/workloads.md section 9)
 STATE_COMPRESSION = ("none", "engine", "host")
+#: gradient buckets the GPU holds at once with the gradients on the host: DeepSpeed's two
+#: gradient buffers (``overlap_comm``: one filled by the backward pass while the other is
+#: copied), so a backward kernel that starts bucket ``k`` waits until bucket ``k - 2``'s
+#: gradients are on the host (DeepSpeed configuration documentation,
+#: zero_optimization.overlap_comm)
+GRADIENT_BUFFERS = 2
 #: DeepSpeed's default ``reduce_bucket_size``, in elements: the gradient bucket when none is
 #: given (DeepSpeed configuration documentation, zero_optimization.reduce_bucket_size)
 DEEPSPEED_BUCKET_ELEMENTS = 500_000_000

@@ -33,10 +33,12 @@ class ClosedFormResult:
 def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
             transfer_ps: Callable[[Any], int],
             after_sync_ps: Callable[[Any], int] = lambda op: 0,
-            on_kernel: Optional[Callable[[int, Any, int], None]] = None) -> ClosedFormResult:
+            on_kernel: Optional[Callable[[int, Any, int], None]] = None,
+            gate: Optional[Callable[[int, Any], int]] = None) -> ClosedFormResult:
     """Walk the stream's ops with the kernel and transfer durations given; a kernel issued
     to an idle compute stream (after a synchronization) first waits ``after_sync_ps``.
-    ``on_kernel(index, op, end_ps)`` hears when each kernel ends."""
+    ``on_kernel(index, op, end_ps)`` hears when each kernel ends; ``gate(index, op)`` is the
+    earliest a kernel may be issued (the stream waits for it there, as for a ``wait``)."""
     res = ClosedFormResult()
     issue = compute_free = copy_free = 0
     done: dict[str, int] = {}
@@ -45,6 +47,8 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
         if forward_end is None and op.phase == "backward":
             forward_end = issue
         if op.op == "compute":
+            if gate is not None:
+                issue = max(issue, gate(index, op))
             start = max(issue, compute_free)
             duration = kernel_ps(op) + (after_sync_ps(op) if compute_free <= issue else 0)
             compute_free = start + duration

@@ -16,6 +16,11 @@ number:
                   weights_free = start + latency + weight_bytes / rate
     step:         max(stream end, gradients_free, cpu_free, weights_free)
 
+With the gradients on the host (``--gradients host``) the GPU holds two buckets of them: the
+stream's kernel that starts bucket b is issued no earlier than bucket b-2's gradients land
+(the walk of the stream waits there, as for a ``wait``), which the gradients queue, computed
+as each bucket is written, gives in time.
+
 With the weights on the host (``--weights host``) the stream itself prefetches each layer's
 weights (its closed form prices them as any prefetch) and nothing is copied back.
 
@@ -43,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..flows import isolated_duration_ps
+from workloads.model_states import GRADIENT_BUFFERS
+
 from .closed_form import ClosedFormResult, iterate
 
 __all__ = ["ZeroOffloadResult", "zero_offload_step", "state_traffic", "from_simulation"]
@@ -64,8 +71,8 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                       step_ps: Callable[[Any], int], delayed: bool,
                       last_micro_batch: int = 0, weights_back: bool = True,
                       storage_ps: Optional[Callable[[str, int], int]] = None,
-                      states_nvme: bool = False, weights_to_nvme: bool = False
-                      ) -> ZeroOffloadResult:
+                      states_nvme: bool = False, weights_to_nvme: bool = False,
+                      gradients_host: bool = False) -> ZeroOffloadResult:
     """The step of ``buckets`` (``StateBucket`` records, in backward order) after the
     stream's ``ops``; ``copy_ps(direction, bytes)`` prices a plain copy, ``step_ps(bucket)``
     the CPU's step of a bucket alone; ``last_micro_batch`` is the index of the op the step's
@@ -73,9 +80,14 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
     stream prefetches them per layer), nothing comes back after the step. ``storage_ps``
     (direction, bytes) prices a copy between host DRAM and the SSDs (``offload``: to them);
     ``states_nvme``: the states live on the SSDs; ``weights_to_nvme``: the stepped weights are
-    written to the SSDs rather than copied to the GPU."""
+    written to the SSDs rather than copied to the GPU. ``gradients_host``: the GPU holds
+    :data:`~workloads.model_states.GRADIENT_BUFFERS` buckets of gradients at once, so the
+    kernel that starts bucket ``k`` waits until bucket ``k - 2``'s gradients have landed."""
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
+    left = [len(b.wgrads) for b in buckets]
+    landed: list[int] = []  # the gradients queue, bucket by bucket as each is written
+    started = [False] * len(buckets)
 
     def kernel_ended(index: int, op: Any, end: int) -> None:
         if index < last_micro_batch:
@@ -84,8 +96,25 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
             if tensor in bucket_of:
                 k = bucket_of[tensor]
                 ready[k] = max(ready[k], end)
+                left[k] -= 1
+                if left[k] == 0:
+                    assert k == len(landed), "buckets are written in order"
+                    landed.append(max(ready[k], landed[-1] if landed else 0)
+                                  + copy_ps("offload", buckets[k].grad_bytes))
 
-    stream = iterate(ops, kernel_ps, transfer_ps, after_sync_ps, kernel_ended)
+    def gate(index: int, op: Any) -> int:
+        at = 0
+        for tensor in op.writes:
+            k = bucket_of.get(tensor)
+            if k is None or started[k] or index < last_micro_batch:
+                continue
+            started[k] = True
+            if k >= GRADIENT_BUFFERS:
+                at = max(at, landed[k - GRADIENT_BUFFERS])
+        return at
+
+    stream = iterate(ops, kernel_ps, transfer_ps, after_sync_ps, kernel_ended,
+                     gate if gradients_host else None)
     step, out = state_traffic(ready, stream.iteration_ps, buckets, copy_ps, step_ps, delayed,
                               weights_back, storage_ps, states_nvme, weights_to_nvme)
     return ZeroOffloadResult(step, stream, out)
@@ -175,4 +204,5 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     return zero_offload_step(gpu.ops, kernel, transfer, latency, states.plan.buckets, copy,
                              step, states.delayed, last, states.weights_back,
                              storage if dma.storage is not None else None,
-                             states.states_nvme, states.placement.weights == "nvme")
+                             states.states_nvme, states.placement.weights == "nvme",
+                             states.placement.gradients == "host")

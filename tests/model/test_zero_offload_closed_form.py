@@ -108,3 +108,37 @@ def simulate_on(repo, *extra):
             "--policy", "none", "--algorithm", "none", "--optimizer", "adam", "--nvme", "1",
             "--no-baselines", "--no-contention", *extra]
     return sst_cdma.run(repo / TOPOLOGY, opts, console=io.StringIO())
+
+
+#: GPT-2 small over PCIe gen1 in 8 MiB buckets: the backward pass makes gradients faster than
+#: the link drains them
+SLOW_LINK = ("--network", "gpt2_small", "--seq-len", "256", "--batch", "1", "--pcie-gen", "1",
+             "--bucket-size", "8MiB")
+
+
+def _slow_link(repo, *extra):
+    opts = [*UNSATURATED, *SLOW_LINK, "--dtype", "float16", "--policy", "none", "--algorithm",
+            "none", "--optimizer", "adam", "--optimizer-states", "host", "--no-baselines",
+            "--no-contention", *extra]
+    return sst_cdma.run(repo / TOPOLOGY, opts, console=io.StringIO())
+
+
+@pytest.mark.parametrize("extra", [("--gradients", "host"),
+                                   ("--gradients", "host", "--delayed-update")],
+                         ids=lambda e: " ".join(e))
+def test_gradients_on_the_host_hold_the_backward_pass_back_as_the_closed_form_says(repo, extra):
+    """With the gradients on the host the GPU holds two buckets of them at once: a kernel
+    that starts a bucket waits for the copy of the bucket two before, so the backward pass
+    stretches towards the copies and the GPU's peak memory falls, the step still at the
+    closed form's picosecond."""
+    held = _slow_link(repo, *extra)
+    kept = _slow_link(repo, *[e for e in extra if e == "--delayed-update"])
+    gpu, base = held.results["gpu0"], kept.results["gpu0"]
+    closed = from_simulation(held.simulation, "gpu0")
+    assert gpu.iteration_time_ps == closed.step_ps
+    assert gpu.model_states["buckets"] > 10
+    summary, baseline = held.reports["summary"], kept.reports["summary"]
+    assert summary["backward_time_s"] > 3 * baseline["backward_time_s"]
+    grads = sum(gpu.model_states["bucket_bytes"])
+    two = sum(sorted(gpu.model_states["bucket_bytes"])[-3:])  # two buffers and the one landing
+    assert baseline["peak_gpu_memory_bytes"] - summary["peak_gpu_memory_bytes"] >= grads - two
