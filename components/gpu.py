@@ -335,10 +335,11 @@ class GPU(Component):
             if op.phase == "update" and not self.reduced:
                 self.blocked = "allreduce"
                 return
+            if self.states is not None and kind in ("alloc", "compute") and \
+                    self.states.holds_back(_gradients_named(op)):
+                self.blocked = "gradients"  # its bucket's buffer is still being copied
+                return
             if kind == "compute":
-                if self.states is not None and self.states.holds_back(op.writes):
-                    self.blocked = "gradients"  # its bucket's buffer is still being copied
-                    return
                 self.compute_q.append(op)
                 self._kick_compute()
             elif kind == "offload" or kind == "prefetch":
@@ -393,7 +394,7 @@ class GPU(Component):
             if not self.states.done:
                 return
         elif self.blocked == "gradients":
-            if self.states.holds_back(self.ops[self.pc].writes):
+            if self.states.holds_back(_gradients_named(self.ops[self.pc])):
                 return
         elif self.blocked not in self.prefetched:
             return
@@ -652,3 +653,8 @@ class GPU(Component):
             model_states=self._model_state_fields(end)))
         if p["system"] == "main":
             self.declare_work_end(end)
+
+
+def _gradients_named(op: Any) -> tuple[str, ...]:
+    """The tensors an op starts holding: a kernel's writes, an allocation's tensor."""
+    return op.writes if op.op == "compute" else (op.name,)

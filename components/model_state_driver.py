@@ -161,9 +161,9 @@ class ModelStateDriver:
                     self._step(bucket.name)
 
     def holds_back(self, tensors: tuple[str, ...]) -> bool:
-        """True while a kernel writing ``tensors`` must wait: with the gradients on the host
-        it starts a bucket while the bucket :data:`GRADIENT_BUFFERS` before it is still on
-        the GPU (DeepSpeed's double buffer: the backward pass waits for the copy)."""
+        """True while an op allocating or writing ``tensors`` must wait: with the gradients on
+        the host it starts a bucket while the bucket :data:`GRADIENT_BUFFERS` before it is
+        still on the GPU (DeepSpeed's double buffer: the backward pass waits for the copy)."""
         if self.placement.gradients != "host":
             return False
         for tensor in tensors:

@@ -42,6 +42,7 @@ import numpy as np
 from sst_cdma.progress import tick, timed
 
 from .errors import WorkloadError
+from .model_states import GRADIENT_BUFFERS
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Plan
 from .vdnn import plan_iteration
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # the engine's answer to the cost query
 
 __all__ = ["PlanModel", "PlanResult", "PlanInfeasible", "build_model",
            "plan_greedy", "plan_milp", "plan_to_fit", "induced_needs", "plan_peak", "lower_bound_peak",
+           "gradient_releases",
            "choices_counts"]
 
 GiB = 1024 ** 3
@@ -232,6 +234,7 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
     layer's forward kernel time, and per slot the time of the plan's own copies (priced by
     ``transfer_ps``; none without it)."""
     sizes = {t.name: t.bytes for t in base.tensors}
+    releases = gradient_releases(base)
     activations = {t.name for t in base.tensors if t.kind == "activation"
                    or (elastic_workspace and t.kind == "workspace")}
     fixed = np.zeros(len(blocks))
@@ -246,7 +249,7 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
             if o.op in ("alloc", "free") and o.name in activations:
                 continue
             if o.op == "alloc":
-                in_use += sizes[o.name]
+                in_use += sizes[o.name] - sum(sizes[t] for t in releases.get(o.name, ()))
                 peak = max(peak, in_use)
             elif o.op == "free":
                 in_use -= sizes[o.name]
@@ -689,15 +692,34 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                          f"({capacity / GiB:.2f} GiB) of GPU memory", short)
 
 
+def gradient_releases(plan: Plan) -> dict[str, tuple[str, ...]]:
+    """With the gradients on the host, what the GPU has freed when each bucket starts: the
+    first gradient allocated of bucket ``k`` -> the gradients of bucket ``k - 2``, whose copy
+    the GPU waits for there (``GRADIENT_BUFFERS``; the plan itself never frees them). Empty
+    for every other plan."""
+    states = plan.model_states
+    if states is None or states.placement.gradients != "host":
+        return {}
+    order = {op.name: k for k, op in enumerate(plan.ops()) if op.op == "alloc"}
+    out = {}
+    for k, bucket in enumerate(states.buckets):
+        if k >= GRADIENT_BUFFERS:
+            first = min(bucket.wgrads, key=lambda t: order.get(t, len(order)))
+            out[first] = states.buckets[k - GRADIENT_BUFFERS].wgrads
+    return out
+
+
 def plan_peak(plan: Plan, workspace: bool = True) -> int:
     """The exact peak of ``plan``: its allocations replayed in issue order (without
-    workspace buffers when ``workspace`` is False)."""
+    workspace buffers when ``workspace`` is False), less the gradients the GPU frees once
+    their bucket is on the host (:func:`gradient_releases`)."""
     sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
              for t in plan.tensors}
+    releases = gradient_releases(plan)
     in_use = peak = 0
     for op in plan.ops():
         if op.op == "alloc":
-            in_use += sizes[op.name]
+            in_use += sizes[op.name] - sum(sizes[t] for t in releases.get(op.name, ()))
             peak = max(peak, in_use)
         elif op.op == "free":
             in_use -= sizes[op.name]

@@ -38,7 +38,8 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
     """Walk the stream's ops with the kernel and transfer durations given; a kernel issued
     to an idle compute stream (after a synchronization) first waits ``after_sync_ps``.
     ``on_kernel(index, op, end_ps)`` hears when each kernel ends; ``gate(index, op)`` is the
-    earliest a kernel may be issued (the stream waits for it there, as for a ``wait``)."""
+    earliest a kernel or an allocation may be issued (the stream waits for it there, as for a
+    ``wait``)."""
     res = ClosedFormResult()
     issue = compute_free = copy_free = 0
     done: dict[str, int] = {}
@@ -64,6 +65,8 @@ def iterate(ops: list[Any], kernel_ps: Callable[[Any], int],
             res.boundaries.append((op.name, op.phase, issue))
         elif op.op == "wait":
             issue = max(issue, done[op.name])
+        elif op.op == "alloc" and gate is not None:
+            issue = max(issue, gate(index, op))
     res.iteration_ps = issue
     res.forward_ps = forward_end if forward_end is not None else issue
     return res

@@ -17,7 +17,7 @@ number:
     step:         max(stream end, gradients_free, cpu_free, weights_free)
 
 With the gradients on the host (``--gradients host``) the GPU holds two buckets of them: the
-stream's kernel that starts bucket b is issued no earlier than bucket b-2's gradients land
+stream's allocation that starts bucket b is issued no earlier than bucket b-2's gradients land
 (the walk of the stream waits there, as for a ``wait``), which the gradients queue, computed
 as each bucket is written, gives in time.
 
@@ -82,7 +82,8 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
     ``states_nvme``: the states live on the SSDs; ``weights_to_nvme``: the stepped weights are
     written to the SSDs rather than copied to the GPU. ``gradients_host``: the GPU holds
     :data:`~workloads.model_states.GRADIENT_BUFFERS` buckets of gradients at once, so the
-    kernel that starts bucket ``k`` waits until bucket ``k - 2``'s gradients have landed."""
+    allocation (or kernel) that starts bucket ``k`` waits until bucket ``k - 2``'s gradients
+    have landed."""
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
     left = [len(b.wgrads) for b in buckets]
@@ -104,7 +105,7 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
 
     def gate(index: int, op: Any) -> int:
         at = 0
-        for tensor in op.writes:
+        for tensor in (op.writes if op.op == "compute" else (op.name,)):
             k = bucket_of.get(tensor)
             if k is None or started[k] or index < last_micro_batch:
                 continue

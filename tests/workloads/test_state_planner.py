@@ -186,3 +186,25 @@ def test_the_greedy_placement_is_within_5_percent_of_the_exact_one(network, batc
         [v.step_ps is None for v in exact_verdicts]
     if off_gpu is not None:
         assert greedy.offloaded == exact.offloaded == off_gpu
+
+
+def test_with_the_gradients_on_the_host_the_planner_counts_two_buckets_of_them():
+    """The GPU frees a bucket's gradients once they are on the host and holds at most two
+    buckets (the backward pass waits for the copies beyond that): the plan's peak counts
+    what the GPU holds, not every gradient."""
+    from workloads.planner import gradient_releases
+
+    net = load_network(str(TINY))
+    on_gpu = plan_iteration(net, 64, "float16", "none", optimizer="adam",
+                            placement=Placement("host", bucket_bytes=1 << 14))
+    on_host = plan_iteration(net, 64, "float16", "none", optimizer="adam",
+                             placement=Placement("host", gradients="host",
+                                                 bucket_bytes=1 << 14))
+    buckets = on_host.model_states.buckets
+    assert len(buckets) > 4
+    releases = gradient_releases(on_host)
+    assert len(releases) == len(buckets) - 2 and gradient_releases(on_gpu) == {}
+    assert set(releases.values()) == {b.wgrads for b in buckets[:-2]}
+    grads = sum(b.grad_bytes for b in buckets)
+    largest = max(b.grad_bytes for b in buckets)
+    assert plan_peak(on_gpu) - plan_peak(on_host) >= grads - 3 * largest
