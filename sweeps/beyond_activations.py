@@ -39,16 +39,26 @@ INFINITY_STATES = ("--optimizer-states", "nvme", "--gradients", "host", "--polic
 INFINITY_ALL = ("--optimizer-states", "nvme", "--weights", "nvme", "--gradients", "host",
                 "--policy", "none")
 
+#: The gradient and weight copies through the engine's codec (docs/workloads.md, "Compressed
+#: model-state copies"): bplane_zstd, the best codec on the shipped model-state profile; the
+#: host end a hardware codec (``engine``) or the host CPU's (``host``).
+ENGINE_COMPRESSED = ("--algorithm", "bplane_zstd", "--state-compression", "engine")
+HOST_COMPRESSED = ("--algorithm", "bplane_zstd", "--state-compression", "host")
+
 #: (label, options) of each placement, as the tables' rows.
 PLACEMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("GPU only, every activation kept", ("--policy", "none")),
     ("GPU only, full recomputation", ("--policy", "recompute")),
-    ("GPU only, planner (offload + recompute)", ("--policy", "auto")),
+    ("planner: states and activations placed", ("--policy", "auto")),
     ("ZeRO-Offload", (*ZERO_OFFLOAD, "--policy", "none")),
     ("ZeRO-Offload, delayed update", (*ZERO_OFFLOAD, "--delayed-update", "--policy", "none")),
     ("ZeRO-Offload + recomputation", (*ZERO_OFFLOAD, "--policy", "recompute")),
     ("ZeRO-Offload + recomputation, delayed update",
      (*ZERO_OFFLOAD, "--delayed-update", "--policy", "recompute")),
+    ("ZeRO-Offload, copies compressed by the engine (bplane_zstd)",
+     (*ZERO_OFFLOAD, *ENGINE_COMPRESSED, "--policy", "none")),
+    ("ZeRO-Offload, copies compressed, the host CPU's codec at its end",
+     (*ZERO_OFFLOAD, *HOST_COMPRESSED, "--policy", "none")),
     ("ZeRO-Infinity, states on 1 NVMe", INFINITY_STATES + ("--nvme", "1")),
     ("ZeRO-Infinity, states on 4 NVMe", INFINITY_STATES + ("--nvme", "4")),
     ("ZeRO-Infinity, states and weights on 1 NVMe", INFINITY_ALL + ("--nvme", "1")),
@@ -73,7 +83,7 @@ NETWORKS = ("llama_7b", "llama_13b")
 V100 = ("V100 32GB, PCIe gen3", "topologies/pascal_cdma.py",
         ("--gpu", "volta", "--link", "pcie3x16", "--dtype", "float16"))
 V100_OVERRIDES = {"gpu0.hbm": {"capacity": "32GiB"}}
-V100_PLACEMENTS = PLACEMENTS[3:7]
+V100_PLACEMENTS = (PLACEMENTS[2], *PLACEMENTS[3:9])
 
 
 @dataclass(frozen=True)
