@@ -1,0 +1,184 @@
+"""A run's output folder (``--output-directory DIR``), replaced whole.
+
+A run writes into a staging folder beside the folder ``DIR`` resolves to (``DIR`` may be a
+symlink, to another file system too: the staging folder is made beside the link's target, so
+moving it in is a rename), named ``DIR.partial-<host>-<pid>-<nonce>``. When the run has
+ended, the staging folder takes ``DIR``'s place in one step: a new ``DIR`` is a rename; an
+existing one is exchanged with it atomically (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere,
+or on a file system without it, the old folder is renamed aside to
+``DIR.old-<host>-<pid>-<nonce>`` and the staging folder renamed in), and the old folder then
+deleted. Files of the old folder the run did not write are carried into the new one first
+(hard links, or copies where the file system has none). So a reader sees the old folder or the
+new one, never a mix, however the run ends.
+
+A later run removes the staging folders of runs of this machine whose process no longer
+exists (killed with SIGKILL, or the machine went down), and puts back an old folder such a run
+had renamed aside when ``DIR`` itself is missing (killed between the two renames); it never
+touches those of a process still alive (:mod:`~sst_cdma.stale_folders`).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Optional
+
+from .stale_folders import owner_tag, stale_folders
+
+__all__ = ["check_output_directory", "prepare_staging", "publish_outputs"]
+
+
+def _fail(message: str, out_dir: Path) -> Exception:
+    from .runner import RunError  # the runner imports this module
+
+    return RunError(message, f"--output-directory {out_dir}")
+
+
+def _broken_link(path: Path) -> Optional[str]:
+    """Why the symlink ``path`` leads nowhere (a loop, or a target that does not exist), or
+    None when it is not a symlink or leads somewhere."""
+    if not path.is_symlink():
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"a dangling symlink (to {os.readlink(path)}, which does not exist)"
+    return None
+
+
+def check_output_directory(out_dir: Path) -> Path:
+    """The folder the run's outputs go to: ``out_dir``, or the folder its symlinks resolve to;
+    its missing parents are created. RunError naming the path at fault when it cannot be a
+    folder: a file, a dangling symlink or a symlink loop there or above."""
+    for path in (out_dir, *out_dir.parents):
+        fault = _broken_link(path)
+        if fault is not None:
+            where = "is" if path == out_dir else f"{path} is"
+            raise _fail(f"{where} {fault}", out_dir)
+        if path.exists():
+            if not path.is_dir():
+                where = "is" if path == out_dir else f"{path} is"
+                raise _fail(f"{where} a file, not a folder", out_dir)
+            break
+    target = Path(os.path.realpath(out_dir))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(f"cannot create its folder: {exc.strerror or exc}", out_dir) from None
+    return target
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove what killed runs of this machine left beside ``target``; put back an old folder
+    one had renamed aside when ``target`` is missing."""
+    for aside in stale_folders(target.parent, f"{target.name}.old-"):
+        if not os.path.lexists(target):
+            try:
+                os.rename(aside, target)
+                continue
+            except OSError:
+                pass
+        shutil.rmtree(aside, ignore_errors=True)
+    for staging in stale_folders(target.parent, f"{target.name}.partial-"):
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def prepare_staging(out_dir: Path, target: Path) -> Path:
+    """A new empty staging folder beside ``target`` (``out_dir`` resolved), with the mode
+    ``mkdir`` would give it under the umask (``mkdtemp`` makes it private, and the rename
+    would keep that); what killed runs left there is removed first."""
+    _remove_stale(target)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-{owner_tag()}-",
+                                        dir=target.parent))
+        staging.chmod(0o777 & ~_umask())
+        return staging
+    except OSError as exc:
+        raise _fail(f"cannot write beside it: {exc.strerror or exc}", out_dir) from None
+
+
+def _carry_over(old: Path, new: Path) -> None:
+    """Give ``new`` every file (and folder) of ``old`` it does not have: hard links, or
+    copies where the file system has none. ``old`` is left as it was."""
+    for path in sorted(old.rglob("*")):
+        copy = new / path.relative_to(old)
+        if os.path.lexists(copy) or not copy.parent.is_dir() or copy.parent.is_symlink():
+            continue  # the run wrote it (or a file where its folder would be): the run's wins
+        if path.is_dir() and not path.is_symlink():
+            copy.mkdir()
+            shutil.copymode(path, copy)
+            continue
+        try:
+            os.link(path, copy, follow_symlinks=False)
+        except OSError:
+            if path.is_symlink():
+                os.symlink(os.readlink(path), copy)
+            else:
+                shutil.copy2(path, copy)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one step (Linux ``renameat2``); False where the
+    system or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a C library without it
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+def _swap_in(staging: Path, target: Path) -> Path:
+    """Put ``staging`` in ``target``'s place; return where the old folder now is."""
+    if _exchange(staging, target):
+        return staging
+    aside = target.with_name(f"{target.name}.old-{owner_tag()}-{uuid.uuid4().hex[:8]}")
+    os.rename(target, aside)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    return aside
+
+
+def publish_outputs(staging: Path, target: Path, out_dir: Optional[Path] = None) -> None:
+    """Put the finished ``staging`` folder in ``target``'s place (see the module's text) and
+    remove the old one. RunError naming ``out_dir`` (default ``target``) when it cannot."""
+    try:
+        if not os.path.lexists(target):
+            try:
+                os.rename(staging, target)
+                return
+            except OSError:
+                if not target.is_dir():  # not a race with another run creating it
+                    raise
+        _carry_over(target, staging)
+        staging.chmod(target.stat().st_mode & 0o7777)
+        old = _swap_in(staging, target)
+    except OSError as exc:
+        raise _fail(f"cannot move the outputs in: {exc.strerror or exc}",
+                    out_dir or target) from None
+    shutil.rmtree(old, ignore_errors=True)
