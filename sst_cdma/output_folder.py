@@ -30,7 +30,12 @@ from typing import Optional
 
 from .stale_folders import owner_tag, stale_folders
 
-__all__ = ["check_output_directory", "prepare_staging", "publish_outputs"]
+__all__ = ["check_output_directory", "prepare_staging", "publish_outputs", "cannot_write",
+           "write_failure"]
+
+#: errors of the storage itself (full, over quota, read-only, failing), whatever the file
+STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in
+                           ("ENOSPC", "EDQUOT", "EROFS", "EIO", "EFBIG") if hasattr(errno, name))
 
 
 def _fail(message: str, out_dir: Path) -> Exception:
@@ -182,3 +187,28 @@ def publish_outputs(staging: Path, target: Path, out_dir: Optional[Path] = None)
         raise _fail(f"cannot move the outputs in: {exc.strerror or exc}",
                     out_dir or target) from None
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _inside(path: object, folder: Path) -> Optional[Path]:
+    """``path`` relative to ``folder`` when it lies inside it."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    try:
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(folder))
+    except ValueError:
+        return None
+
+
+def cannot_write(exc: OSError, staging: Path) -> bool:
+    """Whether ``exc`` is the storage failing (a full disk...) or names a file of the
+    ``staging`` folder: the run could not write its outputs."""
+    return exc.errno in STORAGE_ERRNOS or _inside(exc.filename, staging) is not None
+
+
+def write_failure(exc: OSError, out_dir: Path, staging: Path) -> Exception:
+    """The RunError for ``exc`` (see :func:`cannot_write`): one line naming the output folder,
+    the file as it would have been called in it when the error says which, and the reason."""
+    rel = _inside(exc.filename, staging)
+    what = f"cannot write {out_dir / rel}" if rel is not None else "cannot write its files"
+    return _fail(f"{what}: {exc.strerror or exc} (the previous outputs, if any, are left as "
+                 "they were)", out_dir)

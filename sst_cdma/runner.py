@@ -17,7 +17,9 @@ from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 from . import config_api
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
                      StructureError, beyond_sim_range)
-from .output_folder import check_output_directory, prepare_staging, publish_outputs
+from .atomic_files import replace_whole, write_text_whole
+from .output_folder import (cannot_write, check_output_directory, prepare_staging,
+                            publish_outputs, write_failure)
 from .progress import PhaseClock, Progress
 from .stop_signals import signals_deferred
 from .simulation import Simulation, warn
@@ -394,8 +396,13 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     staging = prepare_staging(out_dir, target) if out_dir is not None and target else None
     try:
         record_all = record_statistics and out_dir is None and not _enables_statistics(graph)
-        result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
-                            record_all)
+        try:
+            result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
+                                record_all)
+        except OSError as exc:  # a full disk while the components write their files
+            if out_dir is None or staging is None or not cannot_write(exc, staging):
+                raise
+            raise write_failure(exc, out_dir, staging) from None
         if staging is not None and out_dir is not None and target is not None:
             with signals_deferred(), phases.phase("writing_s"):
                 publish_outputs(staging, target, out_dir)
@@ -492,11 +499,11 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
             except ConfigError as exc:
                 raise RunError(str(exc), _where_display(exc.where)) from None
             try:
-                with phases.phase("writing_s"):
+                with phases.phase("writing_s"):  # aside, then over the old file: whole
                     if writer is not None:
-                        writer(path)
+                        replace_whole(path, writer)
                     else:
-                        path.write_text(graph.to_dot(), encoding="utf-8")
+                        write_text_whole(path, graph.to_dot())
             except OSError as exc:
                 raise RunError(f"cannot write it: {exc.strerror or exc}", f"--{key} {target}") \
                     from None
