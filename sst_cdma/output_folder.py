@@ -11,6 +11,11 @@ deleted. Files of the old folder the run did not write are carried into the new 
 (hard links, or copies where the file system has none). So a reader sees the old folder or the
 new one, never a mix, however the run ends.
 
+Where the staging folder cannot take ``DIR``'s place (``DIR`` is a mount point, which cannot
+be renamed), the files are copied in one by one instead, with a marker ``DIR/.incomplete``
+written first and removed last: a folder a stopped run left half-copied says so, and
+:func:`sst_cdma.read_statistics` refuses a file in it.
+
 A later run removes the staging folders of runs of this machine whose process no longer
 exists (killed with SIGKILL, or the machine went down), and puts back an old folder such a run
 had renamed aside when ``DIR`` itself is missing (killed between the two renames); it never
@@ -28,10 +33,14 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from .stale_folders import owner_tag, stale_folders
+from .stale_folders import left_by_dead_process, owner_tag, stale_folders
 
 __all__ = ["check_output_directory", "prepare_staging", "publish_outputs", "cannot_write",
-           "write_failure"]
+           "write_failure", "incomplete_marker", "INCOMPLETE"]
+
+#: the file a run writes into an output folder it must copy its files into one by one (a
+#: mount point), first, and removes last
+INCOMPLETE = ".incomplete"
 
 #: errors of the storage itself (full, over quota, read-only, failing), whatever the file
 STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in
@@ -169,6 +178,45 @@ def _swap_in(staging: Path, target: Path) -> Path:
     return aside
 
 
+def _renamable(staging: Path, target: Path) -> bool:
+    """Whether ``staging`` can take ``target``'s place by a rename: the same file system, and
+    ``target`` is not a mount point (which cannot be renamed)."""
+    try:
+        return os.stat(staging).st_dev == os.stat(target).st_dev and not os.path.ismount(target)
+    except OSError:
+        return True  # let the rename say what is wrong
+
+
+def _copy_in(staging: Path, target: Path) -> None:
+    """Copy every file of ``staging`` over ``target``'s (each written aside, then renamed
+    over the old one): for a ``target`` the staging folder cannot replace. The marker
+    :data:`INCOMPLETE` is written first and removed last, so a folder a stopped run left
+    half-copied says so (:func:`incomplete_marker`)."""
+    for left in target.rglob(".copy-*"):  # half-copied files of killed runs
+        if left.is_file() and left_by_dead_process(left.name, ".copy-"):
+            left.unlink()
+    marker = target / INCOMPLETE
+    marker.write_text(f"{owner_tag()}: a run is copying its outputs in; if none is, one was "
+                      "stopped halfway and the files here may come from two runs\n",
+                      encoding="utf-8")
+    for path in sorted(staging.rglob("*")):
+        dest = target / path.relative_to(staging)
+        if path.is_dir() and not path.is_symlink():
+            dest.mkdir(exist_ok=True)
+            continue
+        tmp = dest.with_name(f".copy-{owner_tag()}-{uuid.uuid4().hex[:8]}")
+        shutil.copy2(path, tmp, follow_symlinks=False)
+        os.replace(tmp, dest)
+    marker.unlink()
+
+
+def incomplete_marker(folder: Path) -> Optional[Path]:
+    """The :data:`INCOMPLETE` marker of an output ``folder`` whose files a stopped run left
+    half-copied (None when there is none)."""
+    marker = Path(folder) / INCOMPLETE
+    return marker if marker.is_file() else None
+
+
 def publish_outputs(staging: Path, target: Path, out_dir: Optional[Path] = None) -> None:
     """Put the finished ``staging`` folder in ``target``'s place (see the module's text) and
     remove the old one. RunError naming ``out_dir`` (default ``target``) when it cannot."""
@@ -180,6 +228,10 @@ def publish_outputs(staging: Path, target: Path, out_dir: Optional[Path] = None)
             except OSError:
                 if not target.is_dir():  # not a race with another run creating it
                     raise
+        if not _renamable(staging, target):
+            _copy_in(staging, target)
+            shutil.rmtree(staging, ignore_errors=True)
+            return
         _carry_over(target, staging)
         staging.chmod(target.stat().st_mode & 0o7777)
         old = _swap_in(staging, target)

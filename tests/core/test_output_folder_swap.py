@@ -144,3 +144,41 @@ def test_a_symlink_to_another_file_system_is_staged_beside_its_target(tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     finally:
         output_folder.shutil.rmtree(elsewhere)
+
+
+def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, monkeypatch):
+    """A folder that cannot be renamed (a mount point) gets the files copied in one by one:
+    ``.incomplete`` is there meanwhile, so one a stopped run left half-copied is refused by
+    read_statistics, and the next run that finishes removes it."""
+    from sst_cdma.statistics.reader import StatisticsFileError
+
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    run(out, size=3)
+    (out / "notes.txt").write_text("mine\n")
+    run(fresh, size=2)
+    ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: str(p) == str(out) or ismount(p))
+    replace = os.replace
+    moved = []
+
+    def replace_then_die(src, dst):
+        moved.append(dst)
+        if len(moved) == 2:
+            raise Killed
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_then_die)
+    with pytest.raises(Killed):
+        run(out, size=2)
+    monkeypatch.setattr(os, "replace", replace)
+    assert (out / ".incomplete").is_file()
+    with pytest.raises(StatisticsFileError, match=r"phold.csv: its folder is marked incomplete"):
+        sst_cdma.read_statistics(out / "phold.csv")
+    for leftover in tmp_path.glob("out.*-*"):
+        output_folder.shutil.rmtree(leftover)
+    run(out, size=2)
+    new = {name: data for name, data in snapshot(out).items()       # (a copy the "killed"
+           if not name.startswith(".copy-")}                        # run, alive, left)
+    assert new == {**snapshot(fresh), "notes.txt": b"mine\n"}
+    assert len(sst_cdma.read_statistics(out / "phold.csv")) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
