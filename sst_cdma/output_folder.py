@@ -11,10 +11,12 @@ deleted. Files of the old folder the run did not write are carried into the new 
 (hard links, or copies where the file system has none). So a reader sees the old folder or the
 new one, never a mix, however the run ends.
 
-Where the staging folder cannot take ``DIR``'s place (``DIR`` is a mount point, which cannot
-be renamed), the files are copied in one by one instead, with a marker ``DIR/.incomplete``
-written first and removed last: a folder a stopped run left half-copied says so, and
-:func:`sst_cdma.read_statistics` refuses a file in it.
+Where the staging folder cannot or should not take ``DIR``'s place (``DIR`` is a mount point,
+which cannot be renamed, or cannot be renamed for want of permission; it is the working folder
+of this process, or above it; it holds more than :data:`CARRY_LIMIT` entries the run does not
+write), the files are moved (or, across file systems, copied) in one by one instead, each in
+one step, with a marker ``DIR/.incomplete`` written first and removed last: a folder a stopped
+run left half-written says so, and :func:`sst_cdma.read_statistics` refuses a file in it.
 
 A later run removes the staging folders of runs of this machine whose process no longer
 exists (killed with SIGKILL, or the machine went down), and puts back an old folder such a run
@@ -178,31 +180,58 @@ def _swap_in(staging: Path, target: Path) -> Path:
     return aside
 
 
-def _renamable(staging: Path, target: Path) -> bool:
-    """Whether ``staging`` can take ``target``'s place by a rename: the same file system, and
-    ``target`` is not a mount point (which cannot be renamed)."""
+#: the most entries of an old output folder the run did not write that are carried into the
+#: new one; a folder holding more (a home folder given as the output folder) is written into
+#: file by file instead
+CARRY_LIMIT = 1000
+
+
+def _too_much_to_carry(old: Path, new: Path) -> bool:
+    """Whether ``old`` holds more than :data:`CARRY_LIMIT` entries ``new`` lacks."""
+    count = 0
+    for path in old.rglob("*"):
+        count += not os.path.lexists(new / path.relative_to(old))
+        if count > CARRY_LIMIT:
+            return True
+    return False
+
+
+def _swappable(staging: Path, target: Path) -> bool:
+    """Whether ``staging`` should take ``target``'s place by a rename: the same file system,
+    ``target`` not a mount point (which cannot be renamed), not this process's working folder
+    or one above it (the process, and a shell there, would be left in the deleted old one),
+    and not a folder of many files the run does not write."""
     try:
-        return os.stat(staging).st_dev == os.stat(target).st_dev and not os.path.ismount(target)
+        if os.stat(staging).st_dev != os.stat(target).st_dev or os.path.ismount(target):
+            return False
     except OSError:
         return True  # let the rename say what is wrong
+    if _inside(os.getcwd(), target) is not None:
+        return False
+    return not _too_much_to_carry(target, staging)
 
 
-def _copy_in(staging: Path, target: Path) -> None:
-    """Copy every file of ``staging`` over ``target``'s (each written aside, then renamed
-    over the old one): for a ``target`` the staging folder cannot replace. The marker
+def _move_in(staging: Path, target: Path) -> None:
+    """Move every file of ``staging`` over ``target``'s one by one, each in one step (a
+    rename on the same file system; else a copy written aside, then renamed over the old
+    file): for a ``target`` the staging folder cannot replace. The marker
     :data:`INCOMPLETE` is written first and removed last, so a folder a stopped run left
-    half-copied says so (:func:`incomplete_marker`)."""
+    half-written says so (:func:`incomplete_marker`)."""
     for left in target.rglob(".copy-*"):  # half-copied files of killed runs
         if left.is_file() and left_by_dead_process(left.name, ".copy-"):
             left.unlink()
+    same_fs = os.stat(staging).st_dev == os.stat(target).st_dev
     marker = target / INCOMPLETE
-    marker.write_text(f"{owner_tag()}: a run is copying its outputs in; if none is, one was "
+    marker.write_text(f"{owner_tag()}: a run is moving its outputs in; if none is, one was "
                       "stopped halfway and the files here may come from two runs\n",
                       encoding="utf-8")
     for path in sorted(staging.rglob("*")):
         dest = target / path.relative_to(staging)
         if path.is_dir() and not path.is_symlink():
             dest.mkdir(exist_ok=True)
+            continue
+        if same_fs:
+            os.replace(path, dest)
             continue
         tmp = dest.with_name(f".copy-{owner_tag()}-{uuid.uuid4().hex[:8]}")
         shutil.copy2(path, tmp, follow_symlinks=False)
@@ -228,13 +257,17 @@ def publish_outputs(staging: Path, target: Path, out_dir: Optional[Path] = None)
             except OSError:
                 if not target.is_dir():  # not a race with another run creating it
                     raise
-        if not _renamable(staging, target):
-            _copy_in(staging, target)
+        if not _swappable(staging, target):
+            _move_in(staging, target)
             shutil.rmtree(staging, ignore_errors=True)
             return
         _carry_over(target, staging)
         staging.chmod(target.stat().st_mode & 0o7777)
-        old = _swap_in(staging, target)
+        try:
+            old = _swap_in(staging, target)
+        except PermissionError:  # the old folder cannot be renamed (a sticky folder above)
+            _move_in(staging, target)
+            old = staging
     except OSError as exc:
         raise _fail(f"cannot move the outputs in: {exc.strerror or exc}",
                     out_dir or target) from None

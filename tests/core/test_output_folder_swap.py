@@ -182,3 +182,33 @@ def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, 
     assert new == {**snapshot(fresh), "notes.txt": b"mine\n"}
     assert len(sst_cdma.read_statistics(out / "phold.csv")) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
+
+
+@pytest.mark.parametrize("why", ["working folder", "many other files"])
+def test_a_folder_that_should_not_be_swapped_gets_the_files_moved_in(tmp_path, monkeypatch, why):
+    """The working folder (``--output-directory .``: a shell there would be left in a deleted
+    folder) and a folder of many files the run does not write keep their identity: the
+    files are moved in one by one, the marker gone once done."""
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    run(out, size=3)
+    for n in range(3):
+        (out / f"mine{n}.txt").write_text("mine\n")
+    run(fresh, size=2)
+    inode = out.stat().st_ino
+    if why == "working folder":
+        monkeypatch.chdir(out)
+    else:
+        monkeypatch.setattr(output_folder, "CARRY_LIMIT", 2)
+    run(out, size=2)
+    assert out.stat().st_ino == inode                   # the same folder, not a new one
+    assert os.path.samefile(os.getcwd(), out) == (why == "working folder")
+    assert snapshot(out) == {**snapshot(fresh), **{f"mine{n}.txt": b"mine\n" for n in range(3)}}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
+
+
+def test_a_small_output_folder_is_a_new_folder_after_a_run(tmp_path):
+    out = tmp_path / "out"
+    run(out)
+    inode = out.stat().st_ino
+    run(out)
+    assert out.stat().st_ino != inode                   # swapped in whole
