@@ -54,11 +54,13 @@ def _main_thread() -> bool:
 def stop_on_signals() -> Iterator[None]:
     """While it holds, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread (outside
     it, where handlers cannot be set, the block simply runs); the handlers before are put back
-    after."""
+    after. A signal the process was started ignoring stays ignored (``nohup`` ignores SIGHUP:
+    closing the terminal then does not stop the run)."""
     if not _main_thread():
         yield
         return
-    saved = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
+    saved = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS
+             if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -95,15 +97,16 @@ def signals_deferred() -> Iterator[None]:
 
 @contextlib.contextmanager
 def default_stop_signals() -> Iterator[None]:
-    """While it holds, SIGTERM and SIGHUP have their default action (end the process quietly)
-    and SIGINT is ignored: for starting worker processes (forked or spawned, they inherit
+    """While it holds, SIGTERM and SIGHUP have their default action (end the process quietly;
+    one ignored stays so) and SIGINT is ignored: for starting worker processes (forked or spawned, they inherit
     these), so that only the process that started them reports a stop, and shuts them down."""
     if not _main_thread():
         yield
         return
     saved = {int(signal.SIGINT): signal.signal(signal.SIGINT, signal.SIG_IGN)}
     for signum in STOP_SIGNALS:
-        saved[signum] = signal.signal(signum, signal.SIG_DFL)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # (nohup's SIGHUP stays ignored)
+            saved[signum] = signal.signal(signum, signal.SIG_DFL)
     try:
         yield
     finally:

@@ -19,6 +19,9 @@ from sst_cdma.stale_folders import owner_tag
 
 REPO = Path(__file__).resolve().parents[2]
 PHOLD = REPO / "topologies" / "phold_torus.py"
+#: the checkout importable from the runs' own working folders
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def start_long_run(out: Path) -> subprocess.Popen:
@@ -27,7 +30,7 @@ def start_long_run(out: Path) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.cli.sst_main", "--output-directory",
                              str(out), str(PHOLD), "--", "--size", "3", "--time-limit", "1s",
                              "--stats", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=out.parent)
+                            text=True, cwd=out.parent, env=ENV)
     deadline = time.monotonic() + 60
     while not list(out.parent.glob(f"{out.name}.partial-*")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -114,3 +117,24 @@ def test_a_folder_set_aside_by_a_run_killed_mid_swap_is_put_back(tmp_path):
     assert (out / "notes.txt").read_text() == "mine\n"
     assert (out / "phold.csv").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_under_nohup_sighup_does_not_stop_the_run(tmp_path):
+    """A run started with SIGHUP ignored (``nohup``) keeps running when the terminal closes;
+    SIGTERM still stops it."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN);"
+         " from sst_cdma.cli.sst_main import main; sys.exit(main(sys.argv[1:]))",
+         "--output-directory", str(out), str(PHOLD), "--", "--size", "3", "--time-limit", "1s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=ENV)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("out.partial-*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert proc.poll() is None                          # still running
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and err == "sst: stopped by SIGTERM\n"
