@@ -217,9 +217,12 @@ def _move_in(staging: Path, target: Path) -> None:
     file): for a ``target`` the staging folder cannot replace. The marker
     :data:`INCOMPLETE` is written first and removed last, so a folder a stopped run left
     half-written says so (:func:`incomplete_marker`)."""
-    for left in target.rglob(".copy-*"):  # half-copied files of killed runs
-        if left.is_file() and left_by_dead_process(left.name, ".copy-"):
-            left.unlink()
+    folders = [target, *(target / p.relative_to(staging) for p in staging.rglob("*")
+                         if p.is_dir() and not p.is_symlink())]
+    for folder in folders:  # half-copied files of killed runs, where this run writes
+        for left in folder.glob(".copy-*") if folder.is_dir() else ():
+            if left.is_file() and left_by_dead_process(left.name, ".copy-"):
+                left.unlink()
     same_fs = os.stat(staging).st_dev == os.stat(target).st_dev
     marker = target / INCOMPLETE
     marker.write_text(f"{owner_tag()}: a run is moving its outputs in; if none is, one was "

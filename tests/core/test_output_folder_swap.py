@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,7 +178,14 @@ def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, 
         sst_cdma.read_statistics(out / "phold.csv")
     for leftover in tmp_path.glob("out.*-*"):
         output_folder.shutil.rmtree(leftover)
+    from sst_cdma.stale_folders import owner_tag
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead = out / f".copy-{owner_tag().rpartition('-')[0]}-{ended.pid}-abcd1234"
+    dead.write_text("half a file a killed run was copying in\n")
     run(out, size=2)
+    assert not dead.exists()
     new = {name: data for name, data in snapshot(out).items()       # (a copy the "killed"
            if not name.startswith(".copy-")}                        # run, alive, left)
     assert new == {**snapshot(fresh), "notes.txt": b"mine\n"}
