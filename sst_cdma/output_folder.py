@@ -40,8 +40,8 @@ from .stale_folders import left_by_dead_process, owner_tag, stale_folders
 __all__ = ["check_output_directory", "prepare_staging", "publish_outputs", "cannot_write",
            "write_failure", "incomplete_marker", "INCOMPLETE"]
 
-#: the file a run writes into an output folder it must copy its files into one by one (a
-#: mount point), first, and removes last
+#: the file a run writes first into an output folder it moves its files into one by one (see
+#: the module's text), and removes last
 INCOMPLETE = ".incomplete"
 
 #: errors of the storage itself (full, over quota, read-only, failing), whatever the file
@@ -206,8 +206,11 @@ def _swappable(staging: Path, target: Path) -> bool:
             return False
     except OSError:
         return True  # let the rename say what is wrong
-    if _inside(os.getcwd(), target) is not None:
-        return False
+    try:
+        if _inside(os.getcwd(), target) is not None:
+            return False
+    except OSError:  # a working folder deleted meanwhile: not this one
+        pass
     return not _too_much_to_carry(target, staging)
 
 
