@@ -139,6 +139,7 @@ def _profile_for(workload: OffloadManifest, coded: list[MovedTensor], sources: D
     ``_NoDensities`` where a plain copy engine (``compresses`` False) finds none for sparse
     tensors."""
     from sst_cdma.profiles import ProfileError, load_profile
+    from sst_cdma.profiles.network_names import check_known_tensors
 
     real = sources.real
     need_profile = [t.name for t in coded if t.sparse and t.name not in real]
@@ -152,29 +153,39 @@ def _profile_for(workload: OffloadManifest, coded: list[MovedTensor], sources: D
             if not compresses:
                 raise _NoDensities() from None
             raise _profile_fault(sources.engine, exc, source) from None
-        _check_sample_shapes(profile, coded, sources.engine, source)
+        try:  # a tensor the network does not have: a typo, or another network's profile
+            check_known_tensors(profile.tensors, workload.network, profile.source)
+        except ProfileError as exc:
+            raise _profile_fault(sources.engine, exc, source) from None
+        _check_sample_shapes(profile, coded, sources.engine, source, workload.network)
         return profile
     if any(t.name not in real for t in coded):
         # also for a plain copy engine: its ratio by algorithm covers the same tensors
         return _dense_profile(workload.network, sources)
+    if sources.profile:  # a profile given for a run that moves nothing is still checked
+        _dense_profile(workload.network, sources)
     return None
 
 
 def _check_sample_shapes(profile: Any, coded: list[MovedTensor], engine: str,
-                         source: str) -> None:
-    """Refuse a profile whose recorded sample shape of a tensor this run moves is not the
-    simulated tensor's (batch left out): it was measured on another input size or network."""
+                         source: str, network: str) -> None:
+    """Refuse a profile whose recorded sample shape of a tensor this run moves (or of any
+    tensor of a network whose shapes are fixed: a CNN's) is not the simulated tensor's (batch
+    left out): it was measured on another input size or network."""
+    from sst_cdma.profiles.network_names import network_tensor_shapes
     from sst_cdma.profiles.schema import tensor_path
 
-    tensors = profile.tensors
-    for t in coded:
-        entry = tensors.get(t.name)
-        if entry is None or entry.sample_shape is None or t.shape is None:
+    shapes = {name: shape for name, shape in (network_tensor_shapes(network) or {}).items()
+              if shape is not None}
+    shapes.update((t.name, tuple(t.shape[1:])) for t in coded if t.shape is not None)
+    for name, entry in profile.tensors.items():
+        want = shapes.get(name)
+        if entry.sample_shape is None or want is None:
             continue
-        if tuple(entry.sample_shape) != tuple(t.shape[1:]):
-            raise ConfigError(f"{engine}: {tensor_path(t.name)}.sample_shape "
+        if tuple(entry.sample_shape) != want:
+            raise ConfigError(f"{engine}: {tensor_path(name)}.sample_shape "
                               f"{list(entry.sample_shape)} is not the simulated tensor's "
-                              f"{list(t.shape[1:])} (one sample, batch left out): measured on "
+                              f"{list(want)} (one sample, batch left out): measured on "
                               "another input size", source)
 
 
@@ -224,6 +235,7 @@ def _check_real(workload: OffloadManifest, sources: DensitySources, compresses: 
     """Refuse real tensors that are not the ones simulated: samples of another network,
     element type, shape or batch (functional mode would check a different tensor)."""
     from sst_cdma.profiles import ProfileError
+    from sst_cdma.profiles.network_names import check_known_tensors
 
     real = sources.real
     shapes = workload.shapes()
@@ -237,6 +249,8 @@ def _check_real(workload: OffloadManifest, sources: DensitySources, compresses: 
                           f"{', ...' if len(coded) > 4 else ''})")
     try:
         sources.samples.check_network(workload.network)
+        check_known_tensors(real, workload.network, sources.samples.index or sources.tensors,
+                            what="sample")
         for t in workload.tensors:
             if t.name in real:
                 sources.samples.check(t.name, dtype=workload.dtype, shape=shapes.get(t.name),
@@ -258,6 +272,7 @@ def _dense_profile(network: str, sources: DensitySources) -> Any:
     """The profile for a workload without sparse tensors: the ``profile`` source (which must
     load and describe ``network``), else the network's shipped one if there is one."""
     from sst_cdma.profiles import ProfileError, load_profile, shipped_profiles
+    from sst_cdma.profiles.network_names import check_known_tensors
 
     source = sources.profile
     if not source and network not in shipped_profiles():
@@ -265,6 +280,7 @@ def _dense_profile(network: str, sources: DensitySources) -> Any:
     try:
         profile = load_profile(source or network)
         profile.require_network(network)
+        check_known_tensors(profile.tensors, network, profile.source)
     except ProfileError as exc:
         raise _profile_fault(sources.engine, exc, source or network) from None
     return profile

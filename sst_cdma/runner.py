@@ -2,16 +2,12 @@
 results in-process. The ``sst`` CLI and :func:`sst_cdma.run` both go through here."""
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import shlex
 import shutil
-import signal
 import sys
-import tempfile
-import threading
 import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,7 +17,11 @@ from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 from . import config_api
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
                      StructureError, beyond_sim_range)
+from .atomic_files import replace_whole, write_text_whole
+from .output_folder import (cannot_write, check_output_directory, prepare_staging,
+                            publish_outputs, write_failure)
 from .progress import PhaseClock, Progress
+from .stop_signals import signals_deferred
 from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .library import find_topology
@@ -363,9 +363,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     keep).
 
     The outputs appear together or not at all: the run writes them into a staging folder beside
-    ``output_directory`` (``DIR.partial-*``) and moves them in once it has ended; a run that
-    fails or is interrupted removes its staging folder and leaves the previous run's files as
-    they were.
+    ``output_directory`` (``DIR.partial-*``), which takes the folder's place in one step once
+    the run has ended (:mod:`~sst_cdma.output_folder`); a run that fails or is interrupted
+    removes its staging folder and leaves the previous run's files as they were.
     """
     if isinstance(model_options, str):
         try:
@@ -392,16 +392,20 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     options = resolve_options(graph, cli)
     _say_notices(graph, options)
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
-    if out_dir is not None:
-        _check_output_directory(out_dir)
-    staging = _staging_folder(out_dir) if out_dir is not None else None
+    target = check_output_directory(out_dir) if out_dir is not None else None
+    staging = prepare_staging(out_dir, target) if out_dir is not None and target else None
     try:
         record_all = record_statistics and out_dir is None and not _enables_statistics(graph)
-        result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
-                            record_all)
-        if staging is not None and out_dir is not None:
-            with _interrupts_deferred(), phases.phase("writing_s"):
-                publish_outputs(staging, out_dir)
+        try:
+            result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
+                                record_all)
+        except OSError as exc:  # a full disk while the components write their files
+            if out_dir is None or staging is None or not cannot_write(exc, staging):
+                raise
+            raise write_failure(exc, out_dir, staging) from None
+        if staging is not None and out_dir is not None and target is not None:
+            with signals_deferred(), phases.phase("writing_s"):
+                publish_outputs(staging, target, out_dir)
             staging = None
             if result.simulation is not None:
                 result.simulation.output_directory = out_dir
@@ -415,90 +419,6 @@ def _enables_statistics(graph: ConfigGraph) -> bool:
     """Whether the script enabled any statistic of any component or subcomponent."""
     return any(cfg.statistics or any(sub.statistics for sub in cfg.subcomponents)
                for cfg in graph.components.values())
-
-
-def _check_output_directory(out_dir: Path) -> None:
-    """The output directory is a folder, or can be created as one (missing folders are)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise RunError("is a file, not a folder", f"--output-directory {out_dir}")
-    for above in out_dir.parents:
-        if above.exists():
-            if not above.is_dir():
-                raise RunError(f"{above} is a file, not a folder", f"--output-directory {out_dir}")
-            break
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunError(f"cannot create its folder: {exc.strerror or exc}",
-                       f"--output-directory {out_dir}") from None
-
-
-def _umask() -> int:
-    """The process's file-creation mask (read by setting it and setting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _staging_folder(out_dir: Path) -> Path:
-    """A new empty folder beside ``out_dir`` (same file system, so moving out of it is a
-    rename) named ``DIR.partial-<pid>-<random>``, with the mode ``mkdir`` would give it under
-    the umask (``mkdtemp`` makes it private, and the rename would keep that)."""
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.partial-{os.getpid()}-",
-                                        dir=out_dir.parent))
-        staging.chmod(0o777 & ~_umask())
-        return staging
-    except OSError as exc:
-        raise RunError(f"cannot write beside it: {exc.strerror or exc}",
-                       f"--output-directory {out_dir}") from None
-
-
-def publish_outputs(staging: Path, out_dir: Path) -> None:
-    """Move every file of ``staging`` into ``out_dir`` and remove ``staging``: one rename when
-    ``out_dir`` does not exist yet, else one ``os.replace`` per file (each atomic, so a reader
-    sees the old file or the new one, never half of one). Files of ``out_dir`` the run did not
-    write are left alone."""
-    if not out_dir.exists():
-        try:
-            os.rename(staging, out_dir)
-            return
-        except OSError:
-            if not out_dir.is_dir():  # not a race with another run creating it
-                raise
-    try:
-        for path in sorted(staging.rglob("*")):
-            if path.is_dir():
-                continue
-            target = out_dir / path.relative_to(staging)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
-    except OSError as exc:
-        raise RunError(f"cannot move the outputs in: {exc}", f"--output-directory {out_dir}") \
-            from None
-    shutil.rmtree(staging, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) while the block runs, then raise KeyboardInterrupt if one came, so
-    that moving a run's outputs into place is not cut in half. Outside the main thread (where
-    signal handlers cannot be set) the block simply runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    except ValueError:  # pragma: no cover - not the main interpreter
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
 
 
 def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Optional[Path]
@@ -579,11 +499,11 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
             except ConfigError as exc:
                 raise RunError(str(exc), _where_display(exc.where)) from None
             try:
-                with phases.phase("writing_s"):
+                with phases.phase("writing_s"):  # aside, then over the old file: whole
                     if writer is not None:
-                        writer(path)
+                        replace_whole(path, writer)
                     else:
-                        path.write_text(graph.to_dot(), encoding="utf-8")
+                        write_text_whole(path, graph.to_dot())
             except OSError as exc:
                 raise RunError(f"cannot write it: {exc.strerror or exc}", f"--{key} {target}") \
                     from None

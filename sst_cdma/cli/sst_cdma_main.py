@@ -20,13 +20,13 @@ extra is not installed (``sst_cdma.extras``). ``python -m sst_cdma`` runs the sa
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
 import traceback
-from typing import Any, Iterator, NoReturn, Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from .. import __version__
+from ..stop_signals import exit_status, stop_message, stop_on_signals
 from .sst_main import OneLineParser
 
 PROG = "sst-cdma"
@@ -196,26 +196,6 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     return int(tool.main(argv) or 0)
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """While it holds, SIGTERM (what batch schedulers and ``timeout`` send) stops a command
-    as Ctrl-C does: finished work is kept, temporary folders removed, one line said."""
-    import signal
-    import threading
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, saved)
-
-
 def _sweep(args: argparse.Namespace) -> int:
     from ..sweep import SpecError, SweepInterrupted, run_sweep
     from ..sweep.marks import display_path
@@ -227,8 +207,7 @@ def _sweep(args: argparse.Namespace) -> int:
     except SpecError as exc:
         return _fail(str(exc))
     except SweepInterrupted as exc:
-        return _fail(f"{display_path(args.spec)}: {exc}", 130 if "interrupted" in str(exc)
-                     else 1)
+        return _fail(f"{display_path(args.spec)}: {exc}", exc.status)
     print(f"{outcome.spec.name}: {outcome.total} points: {outcome.ran} run, {outcome.cached} "
           f"cached, {outcome.failed} failed -> {display_path(outcome.csv)}")
     if outcome.failed:
@@ -396,10 +375,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:
-        with _terminate_as_interrupt():
+        with stop_on_signals():  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
             return handler(args)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt as exc:
+        return _fail(stop_message(exc), exit_status(exc))
     except BrokenPipeError:  # stdout's reader closed it (| head): run_main ends quietly
         raise
     except Exception as exc:  # a bug: one line, traceback with -v

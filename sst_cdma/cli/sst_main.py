@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
 from ..progress import PHASES
 from ..runner import RunError, RunResult, StructureRunError, run
+from ..stop_signals import exit_status, stop_message, stop_on_signals
 from ..units import UnitAlgebra
 
 
@@ -181,6 +182,21 @@ def _human_time(ps: int) -> str:
     return UnitAlgebra(f"{ps}ps").toStringBestSI(6) if ps else "0 s"
 
 
+def _run(args: argparse.Namespace, model_opts: list[str]) -> RunResult:
+    """The run ``sst``'s options ask for."""
+    return run(args.config_file, model_opts, output_directory=args.output_directory,
+               stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
+               output_config=args.output_config, output_dot=args.output_dot,
+               progress=sys.stderr, record_statistics=False, program_options={
+                   "exit-after": args.exit_after,
+                   "heartbeat-sim-period": args.heartbeat_sim_period,
+                   "heartbeat-wall-period": args.heartbeat_wall_period,
+                   "timebase": args.timebase, "partitioner": args.partitioner,
+                   "output-prefix-core": args.output_prefix_core,
+                   "num-threads": str(args.num_threads) if args.num_threads != 1
+                   else None})  # type: ignore[dict-item]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst`` command."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -240,17 +256,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{key}={os.environ[key]}")
     model_opts += after
     try:
-        result = run(args.config_file, model_opts, output_directory=args.output_directory,
-                     stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
-                     output_config=args.output_config, output_dot=args.output_dot,
-                     progress=sys.stderr, record_statistics=False, program_options={
-                         "exit-after": args.exit_after,
-                         "heartbeat-sim-period": args.heartbeat_sim_period,
-                         "heartbeat-wall-period": args.heartbeat_wall_period,
-                         "timebase": args.timebase, "partitioner": args.partitioner,
-                         "output-prefix-core": args.output_prefix_core,
-                         "num-threads": str(args.num_threads) if args.num_threads != 1
-                         else None})  # type: ignore[dict-item]
+        with stop_on_signals():  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
+            result = _run(args, model_opts)
     except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
         for line in exc.warnings:
             print(f"WARNING:  {line}", flush=True)
@@ -263,9 +270,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except SystemExit as exc:  # the script printed its own --help
         return int(exc.code or 0)
-    except KeyboardInterrupt:
-        print("sst: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # the staging folder is removed by now
+        print(f"sst: {stop_message(exc)}", file=sys.stderr)
+        return exit_status(exc)
     except BrokenPipeError:  # stdout went to a pipe its reader closed: run_main ends quietly
         raise
     except Exception as exc:  # a bug in a component or in the engine

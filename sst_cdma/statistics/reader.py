@@ -27,6 +27,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 import numpy as np
 
+from ..output_folder import incomplete_marker
+
 __all__ = ["FIELD_DTYPES", "StatisticsFileError", "column_dtype", "read_statistics",
            "typed_table"]
 
@@ -81,6 +83,12 @@ def read_statistics(path: Union[str, Path], format: Optional[str] = None) -> Any
     if kind not in FORMATS:
         raise StatisticsFileError(f"{path}: not a statistics file SST writes (.csv, .json or "
                                   ".txt; or say which with format=)")
+    marker = incomplete_marker(path.parent)
+    if marker is not None:
+        raise StatisticsFileError(f"{path}: its folder is marked incomplete ({marker}): a run "
+                                  "was stopped while copying its files in, so they may come "
+                                  "from two runs (run again, or remove the marker to read it "
+                                  "anyway)")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

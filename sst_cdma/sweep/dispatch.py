@@ -7,12 +7,11 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import signal
 import sys
-import threading
 import uuid
 from typing import Any, Iterable, Iterator, Optional
 
+from ..stop_signals import default_stop_signals
 from .execute import PointStorageError, PointTask, run_point
 
 
@@ -36,21 +35,6 @@ def _forked_workers() -> Iterator[None]:
 
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
         yield
-
-
-@contextlib.contextmanager
-def _workers_ignore_sigint() -> Iterator[None]:
-    """Start worker processes with SIGINT ignored (inherited across exec): on Ctrl-C only this
-    process stops, and it shuts the cluster down, instead of every worker printing a
-    traceback."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, saved)
 
 
 class DispatchError(Exception):
@@ -86,7 +70,7 @@ class Dispatcher:
             if self.scheduler:
                 self.client = Client(self.scheduler, timeout="20s")
             else:
-                with _workers_ignore_sigint(), _forked_workers():
+                with default_stop_signals(), _forked_workers():
                     self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
                                                  processes=True, dashboard_address=":0",
                                                  silence_logs=logging.ERROR)

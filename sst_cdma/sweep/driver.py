@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
+from ..stale_folders import stale_folders
+from ..stop_signals import exit_status, stop_message
 from .dispatch import DispatchError, Dispatcher
 from .execute import PointTask, load_result
 from .keys import inputs_digest, key_of, script_digest
@@ -23,10 +25,11 @@ class SweepInterrupted(Exception):
     """The sweep stopped before every point ran (Ctrl-C or a lost scheduler); finished points
     are kept and a rerun resumes."""
 
-    def __init__(self, message: str, done: int, total: int) -> None:
+    def __init__(self, message: str, done: int, total: int, status: int = 1) -> None:
         super().__init__(message)
         self.done = done
         self.total = total
+        self.status = status  # the exit status: 128 + the signal's number when one stopped it
 
 
 @dataclass
@@ -114,6 +117,22 @@ def _finished(tasks: list[tuple[Point, PointTask]], points_dir: Path) -> int:
     return sum(load_result(points_dir, task.key) is not None for _, task in tasks)
 
 
+def _remove_leftovers(points_dir: Path, todo: list[tuple[Point, PointTask]],
+                      only_stale: bool = False) -> None:
+    """Remove the half-written and set-aside folders of the points that were to run (every
+    point has ended: they are leftovers of workers that died while writing); ``only_stale``
+    (a stopped sweep, whose cancelled points may still be running on a scheduler's workers)
+    removes only the half-written folders of processes of this machine that no longer exist
+    (the local workers a stop signal to the whole process group killed mid-point)."""
+    for _, task in todo:
+        if only_stale:
+            found = list(stale_folders(points_dir, f"{task.key}.tmp-"))
+        else:
+            found = [*points_dir.glob(f"{task.key}.tmp-*"), *points_dir.glob(f"{task.key}.old-*")]
+        for stale in found:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None,
               workers: int = 2, scheduler: Optional[str] = None, client: Any = None,
               progress: bool = True, retry_failed: bool = False,
@@ -161,12 +180,13 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
                 bar.update(1)
                 if failed_now:
                     bar.set_postfix(failed=failed_now)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (stop_signals.Stopped)
+        _remove_leftovers(points_dir, todo, only_stale=True)
         finished = _finished(tasks, points_dir)
         if finished < len(tasks):
-            raise SweepInterrupted(f"interrupted: {finished} of {len(tasks)} points done "
-                                   f"(kept in {display_path(points_dir)}); run again to resume",
-                                   finished, len(tasks)) from None
+            raise SweepInterrupted(f"{stop_message(exc)}: {finished} of {len(tasks)} points "
+                                   f"done (kept in {display_path(points_dir)}); run again to "
+                                   "resume", finished, len(tasks), exit_status(exc)) from None
         # stopped while shutting down, every point done: the table can still be written
         for _, task in todo:
             records[task.key] = load_result(points_dir, task.key) or records.get(task.key)  # type: ignore[assignment]
@@ -177,10 +197,7 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
                                finished, len(tasks)) from None
     finally:
         bar.close()
-    for _, task in todo:  # leftovers of points whose worker died while writing
-        for pattern in (f"{task.key}.tmp-*", f"{task.key}.old-*"):
-            for stale in points_dir.glob(pattern):
-                shutil.rmtree(stale, ignore_errors=True)
+    _remove_leftovers(points_dir, todo)
     rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
                       spec.exclude) for point, task in tasks]
     table = build_table(rows)

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import threading
 import time
 import traceback
@@ -27,6 +26,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Optional
+
+from ..stale_folders import owner_tag
 
 DONE = "DONE"
 RESULT = "result.json"
@@ -239,8 +240,7 @@ def _run_point(task: PointTask) -> dict[str, Any]:
         return existing
     final = point_dir(task.points_dir, task.key)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / (f"{task.key}.tmp-{socket.gethostname()}-{os.getpid()}-"
-                          f"{uuid.uuid4().hex[:8]}")
+    tmp = final.parent / f"{task.key}.tmp-{owner_tag()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     record: dict[str, Any] = {"key": task.key, "status": "ok", "error": "",
                               "sim_time_ps": None, "events": None, "end_reason": None,

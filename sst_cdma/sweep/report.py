@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..library import library_modules
+from ..stale_folders import owner_tag, stale_folders
 from .facets import Layout, Style, draw, layout_for
 from .figure_choice import choose_figures
 from .figure_units import Axis, axis_for
@@ -368,8 +369,10 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
     csv, frame = load_results(results)
     out = Path(output) if output is not None else csv.parent / "report"
     _make_output(out)
+    for stale in stale_folders(out, ".report.partial-"):  # left by a killed report
+        shutil.rmtree(stale, ignore_errors=True)
     try:
-        staging = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=out))
+        staging = Path(tempfile.mkdtemp(prefix=f".report.partial-{owner_tag()}-", dir=out))
     except OSError as exc:
         raise ReportError(f"{display_path(out)}: cannot write the report: "
                           f"{exc.strerror or exc}") from None

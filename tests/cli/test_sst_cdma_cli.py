@@ -115,6 +115,13 @@ def test_sweep_end_to_end_with_a_failed_point(tmp_path, capsys):
     assert (out / "results.parquet").is_file()
 
 
+def _said(err: str) -> list[str]:
+    """The lines of a sweep's stderr after the one it starts with (how many points it runs)."""
+    lines = err.splitlines()
+    assert lines and "to run (0 cached); checking each point's options" in lines[0], err
+    return lines[1:]
+
+
 def _slow_sweep(tmp_path: Path) -> tuple[list[str], Path]:
     """The command of an 8-point sweep of 0.8 s points on 2 workers, and its output folder."""
     spec = _write(tmp_path, """
@@ -145,7 +152,7 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted:" in err and "run again to resume" in err
-    assert err.count("\n") == 1                         # no worker tracebacks
+    assert len(_said(err)) == 1                          # no worker tracebacks
     finished = {p.name for p in points.glob("*") if (p / "DONE").is_file()}
     assert 2 <= len(finished) < 8
     runs = {n: len((tmp_path / "runs" / str(n)).read_text().splitlines())
@@ -162,22 +169,31 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
 
 
 @pytest.mark.slow  # one sst-cdma process starting a cluster: ~5 s
-def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
-    """What `timeout` and batch schedulers send: finished points kept, one line, no
-    temporary folders left."""
+@pytest.mark.parametrize("group", [False, True], ids=["command", "process-group"])
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path, group):
+    """What `timeout` (the command, then its whole process group), `kill` and batch
+    schedulers send: finished points kept, one line and no worker traceback, exit status
+    143, no temporary folders left."""
     cmd, out = _slow_sweep(tmp_path)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     deadline = time.monotonic() + 60
     points = out / "points"
     while time.monotonic() < deadline and proc.poll() is None:
         if points.exists() and any((p / "DONE").is_file() for p in points.glob("*")):
             break
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)                   # to the command alone, as timeout does
+    if group:
+        os.killpg(proc.pid, signal.SIGTERM)            # the workers get it too
+    else:
+        proc.send_signal(signal.SIGTERM)               # to the command alone
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "interrupted:" in err and "run again to resume" in err and err.count("\n") == 1
-    assert not [p for p in points.glob("*") if ".tmp-" in p.name]
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert "stopped by SIGTERM:" in err and "run again to resume" in err and len(_said(err)) == 1
+    assert not [p for p in points.glob("*") if ".tmp-" in p.name or ".old-" in p.name]
+    finished = [p for p in points.glob("*") if (p / "DONE").is_file()]
+    assert 1 <= len(finished) < 8
 
 
 def _results(tmp_path: Path) -> Path:

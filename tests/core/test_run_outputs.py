@@ -115,25 +115,28 @@ def test_a_new_run_replaces_the_old_outputs_whole(tmp_path):
     assert snapshot(out) == snapshot(fresh)
 
 
-def test_ctrl_c_while_the_outputs_move_in_waits_for_the_move(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_while_the_outputs_move_in_waits_for_the_move(tmp_path, monkeypatch,
+                                                                     signum):
+    from sst_cdma import output_folder
+    from sst_cdma.stop_signals import exit_status, stop_on_signals
+
     out = tmp_path / "out"
     run(out, "--batch", "32")
     fresh = tmp_path / "fresh"
     run(fresh, "--batch", "16")
-    replace = os.replace
-    moved = []
+    carry = output_folder._carry_over
 
-    def replace_then_ctrl_c(src, dst):
-        replace(src, dst)
-        moved.append(dst)
-        if len(moved) == 1:
-            signal.raise_signal(signal.SIGINT)
+    def carry_then_signal(old, new):           # the signal comes halfway through the move
+        signal.raise_signal(signum)
+        carry(old, new)
 
-    monkeypatch.setattr(os, "replace", replace_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(output_folder, "_carry_over", carry_then_signal)
+    with pytest.raises(KeyboardInterrupt) as stop, stop_on_signals():
         run(out, "--batch", "16")
-    assert len(moved) == len(OUTPUTS)                    # every file moved before it stopped
-    assert snapshot(out) == snapshot(fresh)
+    assert exit_status(stop.value) == 128 + signum
+    assert snapshot(out) == snapshot(fresh)              # the move was finished first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 

@@ -118,6 +118,26 @@ def test_a_full_disk_keeps_the_previous_report(tmp_path, capsys, monkeypatch):
     assert sorted(os.listdir(out)) == sorted(before)
 
 
+def test_a_report_removes_the_staging_folder_a_killed_report_left(tmp_path):
+    import subprocess
+    import sys
+
+    from sst_cdma.stale_folders import owner_tag
+
+    folder = _table(tmp_path / "res")
+    out = write_report(folder).markdown.parent
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = owner_tag().rpartition("-")[0]
+    left = out / f".report.partial-{host}-{gone.pid}-abc123"     # a report killed (SIGKILL)
+    live = out / f".report.partial-{owner_tag()}-def456"         # one still being written
+    for stage in (left, live):
+        stage.mkdir()
+        (stage / "report.md").write_text("half")
+    write_report(folder)
+    assert not left.exists() and (live / "report.md").is_file()
+
+
 def test_a_new_report_removes_the_plots_the_previous_one_drew_and_no_longer_does(tmp_path):
     folder = _table(tmp_path / "res")
     out = write_report(folder).markdown.parent
