@@ -39,7 +39,6 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.model.compression import wire_bytes
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
-from workloads.model_states import GRADIENT_BUFFERS
 
 from .interfaces import HostStep, StateCodec
 from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
@@ -162,8 +161,8 @@ class ModelStateDriver:
 
     def holds_back(self, tensors: tuple[str, ...]) -> bool:
         """True while an op allocating or writing ``tensors`` must wait: with the gradients on
-        the host it starts a bucket while the bucket :data:`GRADIENT_BUFFERS` before it is
-        still on the GPU (DeepSpeed's double buffer: the backward pass waits for the copy)."""
+        the host it starts a bucket while the bucket the plan's ``gradient_buffers`` before it
+        is still on the GPU (DeepSpeed's double buffer: the backward pass waits for the copy)."""
         if self.placement.gradients != "host":
             return False
         for tensor in tensors:
@@ -171,7 +170,8 @@ class ModelStateDriver:
             if name is None or self.left[name] != len(self.buckets[name].wgrads):
                 continue  # not a gradient, or its bucket already started
             at = self.order.index(name)
-            if at >= GRADIENT_BUFFERS and self.order[at - GRADIENT_BUFFERS] not in self.landed:
+            held = self.plan.gradient_buffers
+            if at >= held and self.order[at - held] not in self.landed:
                 return True
         return False
 

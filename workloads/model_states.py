@@ -142,6 +142,8 @@ class ModelStatePlan:
 
     placement: Placement
     buckets: tuple[StateBucket, ...] = field(default=())
+    #: buckets of gradients the GPU holds at once with the gradients on the host
+    gradient_buffers: int = GRADIENT_BUFFERS
 
     @property
     def host_bytes(self) -> dict[str, int]:

@@ -42,7 +42,6 @@ import numpy as np
 from sst_cdma.progress import tick, timed
 
 from .errors import WorkloadError
-from .model_states import GRADIENT_BUFFERS
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Plan
 from .vdnn import plan_iteration
@@ -695,7 +694,7 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
 def gradient_releases(plan: Plan) -> dict[str, tuple[str, ...]]:
     """With the gradients on the host, what the GPU has freed when each bucket starts: the
     first gradient allocated of bucket ``k`` -> the gradients of bucket ``k - 2``, whose copy
-    the GPU waits for there (``GRADIENT_BUFFERS``; the plan itself never frees them). Empty
+    the GPU waits for there (the plan's ``gradient_buffers``; the plan never frees them). Empty
     for every other plan."""
     states = plan.model_states
     if states is None or states.placement.gradients != "host":
@@ -703,9 +702,10 @@ def gradient_releases(plan: Plan) -> dict[str, tuple[str, ...]]:
     order = {op.name: k for k, op in enumerate(plan.ops()) if op.op == "alloc"}
     out = {}
     for k, bucket in enumerate(states.buckets):
-        if k >= GRADIENT_BUFFERS:
+        held = states.gradient_buffers
+        if k >= held:
             first = min(bucket.wgrads, key=lambda t: order.get(t, len(order)))
-            out[first] = states.buckets[k - GRADIENT_BUFFERS].wgrads
+            out[first] = states.buckets[k - held].wgrads
     return out
 
 

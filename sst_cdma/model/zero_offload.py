@@ -48,8 +48,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..flows import isolated_duration_ps
-from workloads.model_states import GRADIENT_BUFFERS
-
 from .closed_form import ClosedFormResult, iterate
 
 __all__ = ["ZeroOffloadResult", "zero_offload_step", "state_traffic", "from_simulation"]
@@ -72,7 +70,8 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                       last_micro_batch: int = 0, weights_back: bool = True,
                       storage_ps: Optional[Callable[[str, int], int]] = None,
                       states_nvme: bool = False, weights_to_nvme: bool = False,
-                      gradients_host: bool = False) -> ZeroOffloadResult:
+                      gradients_host: bool = False, gradient_buffers: int = 2
+                      ) -> ZeroOffloadResult:
     """The step of ``buckets`` (``StateBucket`` records, in backward order) after the
     stream's ``ops``; ``copy_ps(direction, bytes)`` prices a plain copy, ``step_ps(bucket)``
     the CPU's step of a bucket alone; ``last_micro_batch`` is the index of the op the step's
@@ -81,9 +80,9 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
     (direction, bytes) prices a copy between host DRAM and the SSDs (``offload``: to them);
     ``states_nvme``: the states live on the SSDs; ``weights_to_nvme``: the stepped weights are
     written to the SSDs rather than copied to the GPU. ``gradients_host``: the GPU holds
-    :data:`~workloads.model_states.GRADIENT_BUFFERS` buckets of gradients at once, so the
-    allocation (or kernel) that starts bucket ``k`` waits until bucket ``k - 2``'s gradients
-    have landed."""
+    ``gradient_buffers`` buckets of gradients at once, so the allocation (or kernel) that
+    starts bucket ``k`` waits until bucket ``k - gradient_buffers``'s gradients have
+    landed."""
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
     left = [len(b.wgrads) for b in buckets]
@@ -110,8 +109,8 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
             if k is None or started[k] or index < last_micro_batch:
                 continue
             started[k] = True
-            if k >= GRADIENT_BUFFERS:
-                at = max(at, landed[k - GRADIENT_BUFFERS])
+            if k >= gradient_buffers:
+                at = max(at, landed[k - gradient_buffers])
         return at
 
     stream = iterate(ops, kernel_ps, transfer_ps, after_sync_ps, kernel_ended,
@@ -206,4 +205,4 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
                              step, states.delayed, last, states.weights_back,
                              storage if dma.storage is not None else None,
                              states.states_nvme, states.placement.weights == "nvme",
-                             states.placement.gradients == "host")
+                             states.placement.gradients == "host", states.plan.gradient_buffers)
