@@ -64,11 +64,16 @@ class Route:
     """The resources a kind of transfer crosses and the units of each it uses per unit moved,
     resolved once (see :meth:`FlowNetwork.route`) and shared by every flow taking it."""
 
-    __slots__ = ("pairs", "weight_of", "alone", "done", "shape", "_durations")
+    __slots__ = ("pairs", "resources", "weight_of", "weight_at", "alone", "done", "shape",
+                 "_durations")
 
     def __init__(self, pairs: list[tuple[Resource, float]]) -> None:
         self.pairs = pairs
+        #: the resources alone, in route order (what the solver's walks read)
+        self.resources = tuple(res for res, _ in pairs)
         self.weight_of = {res.name: w for res, w in pairs}
+        #: the same weights keyed by the resource itself (no name to hash on the hot path)
+        self.weight_at = {res: w for res, w in pairs}
         #: (capacity, weight) of each resource on the way: what the max-min solver reads
         self.shape = tuple((res.capacity, w) for res, w in pairs)
         # the rate a flow gets on this route when nothing else shares it
@@ -127,10 +132,6 @@ class Flow:
     def weights(self) -> list[tuple[Resource, float]]:
         """(resource, units of it per unit moved) for each resource on the way."""
         return self.route.pairs
-
-
-def _fid(flow: Flow) -> int:
-    return flow.fid
 
 
 def _duration_ps(amount: float, rate: float) -> int:
@@ -246,7 +247,7 @@ class FlowNetwork(Service):
         todo = list(seeds)
         walked: set[Resource] = set()  # each resource's flows are looked at once
         while todo:
-            for res, _ in todo.pop().route.pairs:
+            for res in todo.pop().route.resources:
                 if res in walked:
                     continue
                 walked.add(res)
@@ -256,39 +257,50 @@ class FlowNetwork(Service):
                         todo.append(other)
         if len(seen) == 1:
             return seeds
-        return sorted(seen.values(), key=_fid)
+        return [seen[fid] for fid in sorted(seen)]  # flow order: by id
 
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
         completion of every flow whose rate changed."""
-        now = self.sim.now
+        sim = self.sim
+        now = sim.now
+        old = []
+        touched: set[Resource] = set()
         for f in group:  # bring every flow forward to now at its old rate
             if now > f.last_ps:
                 if f.bottleneck is not None:
                     f.note_lost(now)
                 f.remaining -= f.rate * (now - f.last_ps) / PS_PER_S
                 f.last_ps = now
-        old = [f.rate for f in group]
+            old.append(f.rate)
+            touched.update(f.route.resources)
         if len(group) == 1:
             group[0].rate = group[0].alone
             group[0].bottleneck = None
         else:
             self._fill(group)
-        touched = {}
-        for f in group:
-            for res, _ in f.route.pairs:
-                touched[res.name] = res
-        for res in touched.values():
-            res.used = 0.0
+        for res in touched:  # each resource's use, added up in its flows' order
+            used = 0.0
             for f in res.flows:
-                res.used += f.rate * f.route.weight_of[res.name]
-        schedule = self.sim.schedule
+                used += f.rate * f.route.weight_at[res]
+            res.used = used
+        buckets = sim._buckets
+        on_timer = self._on_timer
         for f, before in zip(group, old):
             if f.rate != before or f.version == 0:
                 f.version += 1
                 if f.rate > 0:
                     t = _duration_ps(f.remaining, f.rate) if f.remaining > 0 else 0
-                    schedule(now + max(t, 0), self._on_timer, (f, f.version), EVENT_PRIORITY)
+                    key = ((now + max(t, 0)) << PRIORITY_BITS) | EVENT_PRIORITY
+                    if key < sim._current_key:  # past this instant's priority: refused there
+                        sim.schedule(now + max(t, 0), on_timer, (f, f.version), EVENT_PRIORITY)
+                        continue
+                    bucket = buckets.get(key)
+                    if bucket is None:
+                        buckets[key] = [(on_timer, (f, f.version))]
+                        heappush(sim._keys, key)
+                    else:
+                        bucket.append((on_timer, (f, f.version)))
 
     def _fill(self, group: list[Flow]) -> None:
         """Max-min fair rates and bottlenecks for ``group``, solved once per layout.
@@ -306,16 +318,15 @@ class FlowNetwork(Service):
             self._progressive_fill(group)
             return
         slot: dict[Resource, int] = {}
+        place = slot.setdefault  # a resource's slot: the order the group first meets it in
         key: list = []
+        add = key.append
         for f in group:
             route = f.route
-            key.append(f.cap)
-            key.append(route.shape)
-            for res, _ in route.pairs:
-                at = slot.get(res)
-                if at is None:
-                    at = slot[res] = len(slot)
-                key.append(at)
+            add(f.cap)
+            add(route.shape)
+            for res in route.resources:
+                add(place(res, len(slot)))
         layout = tuple(key)
         solved = self._fills.get(layout)
         if solved is None:
@@ -398,16 +409,18 @@ class FlowNetwork(Service):
             flows.remove(flow)
             if flows:
                 res.used -= rate * w
-                for other in flows:
-                    if other.rate != other.alone:
-                        squeezed = True
+                if not squeezed:
+                    for other in flows:
+                        if other.rate != other.alone:
+                            squeezed = True
+                            break
             else:
                 res.used = 0.0
         flow.remaining = 0.0
         if squeezed:
             # only flows below their isolated rate can gain from the freed capacity
             neighbours = []
-            for res, _ in route.pairs:
+            for res in route.resources:
                 neighbours.extend(res.flows)
             self._resolve(self._connected(neighbours))
         flow.on_done(flow)
