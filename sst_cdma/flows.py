@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from heapq import heappush
+from operator import attrgetter
 from typing import Any, Callable, Optional
 
 from .kernel import EVENT_PRIORITY, PRIORITY_BITS, Service, SimulationError, Simulator
@@ -134,6 +135,9 @@ class Flow:
         return self.route.pairs
 
 
+_fid = attrgetter("fid")
+
+
 def _duration_ps(amount: float, rate: float) -> int:
     """Whole picoseconds to move ``amount`` at ``rate`` (rounded up; a hair of slack so that
     an exact multiple does not round up because of floating point)."""
@@ -243,21 +247,21 @@ class FlowNetwork(Service):
     @staticmethod
     def _connected(seeds: list[Flow]) -> list[Flow]:
         """Every flow that shares a resource, directly or through others, with ``seeds``."""
-        seen = {f.fid: f for f in seeds}
-        todo = list(seeds)
+        seen = set(seeds)
+        found = list(seen)
         walked: set[Resource] = set()  # each resource's flows are looked at once
-        while todo:
-            for res in todo.pop().route.resources:
-                if res in walked:
-                    continue
-                walked.add(res)
-                for other in res.flows:
-                    if other.fid not in seen:
-                        seen[other.fid] = other
-                        todo.append(other)
-        if len(seen) == 1:
+        for f in found:  # grows as the walk finds more
+            for res in f.route.resources:
+                if res not in walked:
+                    walked.add(res)
+                    for other in res.flows:
+                        if other not in seen:
+                            seen.add(other)
+                            found.append(other)
+        if len(found) == 1:
             return seeds
-        return [seen[fid] for fid in sorted(seen)]  # flow order: by id
+        found.sort(key=_fid)  # flow order: by id
+        return found
 
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
@@ -267,10 +271,16 @@ class FlowNetwork(Service):
         old = []
         touched: set[Resource] = set()
         for f in group:  # bring every flow forward to now at its old rate
-            if now > f.last_ps:
-                if f.bottleneck is not None:
-                    f.note_lost(now)
-                f.remaining -= f.rate * (now - f.last_ps) / PS_PER_S
+            last = f.last_ps
+            if now > last:
+                held = f.bottleneck
+                if held is not None:  # Flow.note_lost, written out
+                    lost = f.lost
+                    if lost is None:
+                        lost = f.lost = {}
+                    lost[held.name] = lost.get(held.name, 0.0) + \
+                        (1.0 - f.rate / f.alone) * (now - last)
+                f.remaining -= f.rate * (now - last) / PS_PER_S
                 f.last_ps = now
             old.append(f.rate)
             touched.update(f.route.resources)
