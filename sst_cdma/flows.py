@@ -14,6 +14,12 @@ its bottleneck); an end frees capacity that only flows running below their isola
 use. Only when one of those tests fails are the connected flows re-solved by progressive
 filling. ``tests/model/test_flows.py`` checks the rates against a from-scratch solution after
 every start and end.
+
+A re-solve brings every flow of the group up to now (its remaining amount, the time it lost),
+and the results depend on that rounding: re-solving only the flows whose rates change, or
+one solve for the completions of one instant, would round differently (and could move a
+completion by a picosecond), so the solver does neither; what it saves is per flow (resources keyed by themselves, a layout
+solved once for every node that meets it).
 """
 from __future__ import annotations
 
