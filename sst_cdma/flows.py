@@ -34,6 +34,8 @@ PS_PER_S = 1e12
 _EPS = 1e-9
 _FULL = 1 + 1e-9  # a resource loaded to within this factor of capacity counts as full
 _FILL_MEMO_SIZE = 1 << 16  # solved layouts kept (a run of symmetric GPUs needs a few hundred)
+#: route shape -> its number (the shapes of a run are few: one per kind of transfer)
+_SHAPE_IDS: dict[tuple[tuple[float, float], ...], int] = {}
 
 
 class Resource:
@@ -72,7 +74,7 @@ class Route:
     resolved once (see :meth:`FlowNetwork.route`) and shared by every flow taking it."""
 
     __slots__ = ("pairs", "resources", "weight_of", "weight_at", "alone", "done", "shape",
-                 "_durations")
+                 "shape_id", "_durations")
 
     def __init__(self, pairs: list[tuple[Resource, float]]) -> None:
         self.pairs = pairs
@@ -83,6 +85,8 @@ class Route:
         self.weight_at = {res: w for res, w in pairs}
         #: (capacity, weight) of each resource on the way: what the max-min solver reads
         self.shape = tuple((res.capacity, w) for res, w in pairs)
+        #: one small number per distinct shape: what the solver's layout keys hold
+        self.shape_id = _SHAPE_IDS.setdefault(self.shape, len(_SHAPE_IDS))
         # the rate a flow gets on this route when nothing else shares it
         self.alone = min([math.inf] + [res.capacity / w for res, w in pairs])
         self.done = 0.0  # units moved by finished flows, for the resources' busy time
@@ -322,8 +326,8 @@ class FlowNetwork(Service):
         """Max-min fair rates and bottlenecks for ``group``, solved once per layout.
 
         Progressive filling reads nothing but the group's layout: in flow order, each flow's
-        rate cap and route shape (capacity and weight of each resource) and which resources
-        the flows share. Symmetric GPUs in lockstep and repeated iterations meet the same
+        rate cap and route shape (capacity and weight of each resource; a number per distinct
+        shape stands for it in the key) and which resources the flows share. Symmetric GPUs in lockstep and repeated iterations meet the same
         layouts over and over, in every node, so the solution of a layout is kept and
         reused: the same arithmetic on the same numbers, hence the very same rates.
 
@@ -340,7 +344,7 @@ class FlowNetwork(Service):
         for f in group:
             route = f.route
             add(f.cap)
-            add(route.shape)
+            add(route.shape_id)
             for res in route.resources:
                 add(place(res, len(slot)))
         layout = tuple(key)
