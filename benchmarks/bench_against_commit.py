@@ -24,6 +24,9 @@ import time
 import venv
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commit_tree import other_tree  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 PHOLD = """
@@ -84,18 +87,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--time-limit", default="20us", help="PHOLD simulated time")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, other_tree(args.against) as checkout:
         root = Path(tmp)
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(root / "other"),
-                        args.against], cwd=REPO, check=True)
-        try:
-            (root / "a").mkdir()
-            (root / "b").mkdir()
-            this, other = Tree(REPO, root / "a"), Tree(root / "other", root / "b")
-            got = measure(this, other, args.repeats, args.time_limit)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(root / "other")],
-                           cwd=REPO, check=False)
+        (root / "a").mkdir()
+        (root / "b").mkdir()
+        this, other = Tree(REPO, root / "a"), Tree(checkout, root / "b")
+        got = measure(this, other, args.repeats, args.time_limit)
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"against {args.against}, {args.repeats} alternating runs each (medians)")
     print(f"main job wall:  this {med['job_this']:.3f} s, other {med['job_other']:.3f} s, "

@@ -27,6 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commit_tree import other_tree  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 #: results-table columns that time the run rather than say what it simulated
 TIMING = ("wall_s",)
@@ -68,35 +71,28 @@ def main() -> int:
     args = ap.parse_args()
     times: dict[str, list[float]] = {}
     same: dict[str, bool] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, other_tree(args.against) as other:
         root = Path(tmp)
-        other = root / "other"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), args.against],
-                       cwd=REPO, check=True)
-        try:
-            for i in range(args.repeats):
-                for side, tree in (("other", other), ("this", REPO)):
-                    outputs = {}
-                    if "calibrate" not in args.skip:
-                        s, outputs["calibrate"] = _run(tree, ["calibrate", "--check"])
-                        times.setdefault(f"calibrate_{side}", []).append(s)
-                    if "sweep" not in args.skip:
-                        folder = root / f"sweep_{side}_{i}"
-                        s, _ = _run(tree, ["sweep", str(tree / "sweeps" / "today.yaml"),
-                                           "--output", str(folder), "--workers",
-                                           str(args.workers), "--no-progress"])
-                        times.setdefault(f"sweep_{side}", []).append(s)
-                        outputs["sweep"] = _table(folder)
-                    if side == "other":
-                        first = outputs
-                    else:
-                        for key, text in outputs.items():
-                            same[key] = same.get(key, True) and text == first[key]
-                            if text != first[key]:
-                                _first_difference(key, first[key], text)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=REPO,
-                           check=False)
+        for i in range(args.repeats):
+            for side, tree in (("other", other), ("this", REPO)):
+                outputs = {}
+                if "calibrate" not in args.skip:
+                    s, outputs["calibrate"] = _run(tree, ["calibrate", "--check"])
+                    times.setdefault(f"calibrate_{side}", []).append(s)
+                if "sweep" not in args.skip:
+                    folder = root / f"sweep_{side}_{i}"
+                    s, _ = _run(tree, ["sweep", str(tree / "sweeps" / "today.yaml"),
+                                       "--output", str(folder), "--workers",
+                                       str(args.workers), "--no-progress"])
+                    times.setdefault(f"sweep_{side}", []).append(s)
+                    outputs["sweep"] = _table(folder)
+                if side == "other":
+                    first = outputs
+                else:
+                    for key, text in outputs.items():
+                        same[key] = same.get(key, True) and text == first[key]
+                        if text != first[key]:
+                            _first_difference(key, first[key], text)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"against {args.against}, {args.repeats} alternating run(s) each (medians)")
     for what, target in (("calibrate", 0.4), ("sweep", 0.5)):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import numpy as np
 
+from sst_cdma.codecs import registry
 from sst_cdma.config import ConfigError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
     from .codecs import Codec
 
 __all__ = ["DensitySources", "WirePlan", "plan_wires", "density_provenance"]
+
+_ESTIMATES_SIZE = 1 << 14  # estimates kept (a run needs one per tensor and progress)
+#: (id of the profile, tensor name, sparse, progress and its type, dtype) -> (the profile,
+#: every algorithm's ratio, the density): every engine of a run estimates the same tensors
+#: from the same (immutable, shared) profile; a codec registered or removed forgets them
+_estimates: dict[tuple, tuple[Any, dict[str, float], float]] = {}
+registry.watch(_estimates.clear)
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,21 @@ def _check_sample_shapes(profile: Any, coded: list[MovedTensor], engine: str,
 
 def _estimate(t: MovedTensor, profile: Any, progress: float, dtype: str
               ) -> tuple[dict[str, float], float]:
-    """Every algorithm's ratio on a tensor without real bytes, and its density."""
+    """Every algorithm's ratio on a tensor without real bytes, and its density (worked out
+    once per profile, tensor, progress and element type; see ``_estimates``)."""
+    key = (id(profile), t.name, t.sparse, progress, type(progress), dtype)
+    known = _estimates.get(key)
+    if known is None or known[0] is not profile:
+        if len(_estimates) >= _ESTIMATES_SIZE:
+            _estimates.clear()
+        ratios, density = _estimate_afresh(t, profile, progress, dtype)
+        known = _estimates[key] = (profile, ratios, density)
+    return dict(known[1]), known[2]
+
+
+def _estimate_afresh(t: MovedTensor, profile: Any, progress: float, dtype: str
+                     ) -> tuple[dict[str, float], float]:
+    """:func:`_estimate` worked out."""
     known = profile.tensors if profile is not None else {}
     # a dense tensor takes the profile's numbers only where it measured ratios in this run's
     # dtype (transformers: bf16 LZ4/zstd/byte-plane); else density 1.0

@@ -386,13 +386,18 @@ def setStatisticLoadLevel(level: int) -> None:
     _graph.stat_load_level = int(level)
 
 
+def _wrapped(comp: Any) -> Component:
+    """The script's handle on an existing component's configuration."""
+    wrapper = Component.__new__(Component)
+    wrapper._config = comp
+    return wrapper
+
+
 def _components_matching(name: Optional[str] = None, type: Optional[str] = None
                          ) -> Iterable[Component]:
     for comp in _graph.components.values():
         if (name is None or comp.name == name) and (type is None or comp.type == type):
-            wrapper = Component.__new__(Component)
-            wrapper._config = comp
-            yield wrapper
+            yield _wrapped(comp)
 
 
 def enableAllStatisticsForAllComponents(params: Optional[Mapping[str, Any]] = None) -> None:
@@ -440,9 +445,10 @@ enableStatisticForComponentType = enableStatisticsForComponentType
 
 
 def findComponentByName(name: str) -> Optional[Component]:
-    """The component called ``name``, or None."""
-    comps = list(_components_matching(name=name))
-    return comps[0] if comps else None
+    """The component called ``name``, or None (a lookup: a topology finds each of its
+    thousands of GPUs so)."""
+    comp = _graph.component(name)
+    return None if comp is None else _wrapped(comp)
 
 
 def getMPIRankCount() -> int:

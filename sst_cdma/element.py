@@ -64,6 +64,14 @@ _FALSE = ("0", "false", "no", "off")
 #: the largest ``bytes`` param: all a 64-bit address reaches (16 EiB)
 MAX_BYTES = 2 ** 64
 _BASE_UNITS = {"time": " ps", "frequency": " Hz", "bandwidth": " B/s", "bytes": " B"}
+#: how each quantity kind reads a value with units
+_IN_BASE_UNITS: dict[str, Callable[[UnitAlgebra], Any]] = {
+    "time": UnitAlgebra.to_picoseconds, "frequency": UnitAlgebra.to_hertz,
+    "bandwidth": UnitAlgebra.to_bytes_per_second, "bytes": UnitAlgebra.to_bytes}
+_QUANTITIES_SIZE = 1 << 12  # values with units kept: a system of thousands of GPUs repeats a few
+#: (kind, text) -> the value in base units: exact arithmetic on fractions, the same for
+#: every one of thousands of components given the same text
+_quantities: dict[tuple[str, str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -105,14 +113,14 @@ class Param:
                 value = float(str(raw).strip())
                 if not math.isfinite(value):
                     raise ParamError(f"{raw!r} is not a finite number")
-            elif kind == "time":
-                value = UnitAlgebra(str(raw)).to_picoseconds()
-            elif kind == "frequency":
-                value = UnitAlgebra(str(raw)).to_hertz()
-            elif kind == "bandwidth":
-                value = UnitAlgebra(str(raw)).to_bytes_per_second()
-            elif kind == "bytes":
-                value = UnitAlgebra(str(raw)).to_bytes()
+            elif kind in _IN_BASE_UNITS:
+                key = (kind, str(raw))
+                value = _quantities.get(key)
+                if value is None:
+                    value = _IN_BASE_UNITS[kind](UnitAlgebra(key[1]))
+                    if len(_quantities) >= _QUANTITIES_SIZE:
+                        _quantities.clear()
+                    _quantities[key] = value
             else:
                 raise ParamError(f"unknown param kind {kind!r}")
         except ParamError:

@@ -14,11 +14,18 @@ its bottleneck); an end frees capacity that only flows running below their isola
 use. Only when one of those tests fails are the connected flows re-solved by progressive
 filling. ``tests/model/test_flows.py`` checks the rates against a from-scratch solution after
 every start and end.
+
+A re-solve brings every flow of the group up to now (its remaining amount, the time it lost),
+and the results depend on that rounding: re-solving only the flows whose rates change, or
+one solve for the completions of one instant, would round differently (and could move a
+completion by a picosecond), so the solver does neither; what it saves is per flow (resources keyed by themselves, a layout
+solved once for every node that meets it).
 """
 from __future__ import annotations
 
 import math
 from heapq import heappush
+from operator import attrgetter
 from typing import Any, Callable, Optional
 
 from .kernel import EVENT_PRIORITY, PRIORITY_BITS, Service, SimulationError, Simulator
@@ -27,6 +34,8 @@ PS_PER_S = 1e12
 _EPS = 1e-9
 _FULL = 1 + 1e-9  # a resource loaded to within this factor of capacity counts as full
 _FILL_MEMO_SIZE = 1 << 16  # solved layouts kept (a run of symmetric GPUs needs a few hundred)
+#: route shape -> its number (the shapes of a run are few: one per kind of transfer)
+_SHAPE_IDS: dict[tuple[tuple[float, float], ...], int] = {}
 
 
 class Resource:
@@ -64,13 +73,20 @@ class Route:
     """The resources a kind of transfer crosses and the units of each it uses per unit moved,
     resolved once (see :meth:`FlowNetwork.route`) and shared by every flow taking it."""
 
-    __slots__ = ("pairs", "weight_of", "alone", "done", "shape", "_durations")
+    __slots__ = ("pairs", "resources", "weight_of", "weight_at", "alone", "done", "shape",
+                 "shape_id", "_durations")
 
     def __init__(self, pairs: list[tuple[Resource, float]]) -> None:
         self.pairs = pairs
+        #: the resources alone, in route order (what the solver's walks read)
+        self.resources = tuple(res for res, _ in pairs)
         self.weight_of = {res.name: w for res, w in pairs}
+        #: the same weights keyed by the resource itself (no name to hash on the hot path)
+        self.weight_at = {res: w for res, w in pairs}
         #: (capacity, weight) of each resource on the way: what the max-min solver reads
         self.shape = tuple((res.capacity, w) for res, w in pairs)
+        #: one small number per distinct shape: what the solver's layout keys hold
+        self.shape_id = _SHAPE_IDS.setdefault(self.shape, len(_SHAPE_IDS))
         # the rate a flow gets on this route when nothing else shares it
         self.alone = min([math.inf] + [res.capacity / w for res, w in pairs])
         self.done = 0.0  # units moved by finished flows, for the resources' busy time
@@ -129,8 +145,7 @@ class Flow:
         return self.route.pairs
 
 
-def _fid(flow: Flow) -> int:
-    return flow.fid
+_fid = attrgetter("fid")
 
 
 def _duration_ps(amount: float, rate: float) -> int:
@@ -242,60 +257,77 @@ class FlowNetwork(Service):
     @staticmethod
     def _connected(seeds: list[Flow]) -> list[Flow]:
         """Every flow that shares a resource, directly or through others, with ``seeds``."""
-        seen = {f.fid: f for f in seeds}
-        todo = list(seeds)
+        seen = set(seeds)
+        found = list(seen)
         walked: set[Resource] = set()  # each resource's flows are looked at once
-        while todo:
-            for res, _ in todo.pop().route.pairs:
-                if res in walked:
-                    continue
-                walked.add(res)
-                for other in res.flows:
-                    if other.fid not in seen:
-                        seen[other.fid] = other
-                        todo.append(other)
-        if len(seen) == 1:
+        for f in found:  # grows as the walk finds more
+            for res in f.route.resources:
+                if res not in walked:
+                    walked.add(res)
+                    for other in res.flows:
+                        if other not in seen:
+                            seen.add(other)
+                            found.append(other)
+        if len(found) == 1:
             return seeds
-        return sorted(seen.values(), key=_fid)
+        found.sort(key=_fid)  # flow order: by id
+        return found
 
     def _resolve(self, group: list[Flow]) -> None:
         """Max-min fair rates for ``group`` (progressive filling), then (re)schedule the
         completion of every flow whose rate changed."""
-        now = self.sim.now
+        sim = self.sim
+        now = sim.now
+        old = []
+        touched: set[Resource] = set()
         for f in group:  # bring every flow forward to now at its old rate
-            if now > f.last_ps:
-                if f.bottleneck is not None:
-                    f.note_lost(now)
-                f.remaining -= f.rate * (now - f.last_ps) / PS_PER_S
+            last = f.last_ps
+            if now > last:
+                held = f.bottleneck
+                if held is not None:  # Flow.note_lost, written out
+                    lost = f.lost
+                    if lost is None:
+                        lost = f.lost = {}
+                    lost[held.name] = lost.get(held.name, 0.0) + \
+                        (1.0 - f.rate / f.alone) * (now - last)
+                f.remaining -= f.rate * (now - last) / PS_PER_S
                 f.last_ps = now
-        old = [f.rate for f in group]
+            old.append(f.rate)
+            touched.update(f.route.resources)
         if len(group) == 1:
             group[0].rate = group[0].alone
             group[0].bottleneck = None
         else:
             self._fill(group)
-        touched = {}
-        for f in group:
-            for res, _ in f.route.pairs:
-                touched[res.name] = res
-        for res in touched.values():
-            res.used = 0.0
+        for res in touched:  # each resource's use, added up in its flows' order
+            used = 0.0
             for f in res.flows:
-                res.used += f.rate * f.route.weight_of[res.name]
-        schedule = self.sim.schedule
+                used += f.rate * f.route.weight_at[res]
+            res.used = used
+        buckets = sim._buckets
+        on_timer = self._on_timer
         for f, before in zip(group, old):
             if f.rate != before or f.version == 0:
                 f.version += 1
                 if f.rate > 0:
                     t = _duration_ps(f.remaining, f.rate) if f.remaining > 0 else 0
-                    schedule(now + max(t, 0), self._on_timer, (f, f.version), EVENT_PRIORITY)
+                    key = ((now + max(t, 0)) << PRIORITY_BITS) | EVENT_PRIORITY
+                    if key < sim._current_key:  # past this instant's priority: refused there
+                        sim.schedule(now + max(t, 0), on_timer, (f, f.version), EVENT_PRIORITY)
+                        continue
+                    bucket = buckets.get(key)
+                    if bucket is None:
+                        buckets[key] = [(on_timer, (f, f.version))]
+                        heappush(sim._keys, key)
+                    else:
+                        bucket.append((on_timer, (f, f.version)))
 
     def _fill(self, group: list[Flow]) -> None:
         """Max-min fair rates and bottlenecks for ``group``, solved once per layout.
 
         Progressive filling reads nothing but the group's layout: in flow order, each flow's
-        rate cap and route shape (capacity and weight of each resource) and which resources
-        the flows share. Symmetric GPUs in lockstep and repeated iterations meet the same
+        rate cap and route shape (capacity and weight of each resource; a number per distinct
+        shape stands for it in the key) and which resources the flows share. Symmetric GPUs in lockstep and repeated iterations meet the same
         layouts over and over, in every node, so the solution of a layout is kept and
         reused: the same arithmetic on the same numbers, hence the very same rates.
 
@@ -306,16 +338,15 @@ class FlowNetwork(Service):
             self._progressive_fill(group)
             return
         slot: dict[Resource, int] = {}
+        place = slot.setdefault  # a resource's slot: the order the group first meets it in
         key: list = []
+        add = key.append
         for f in group:
             route = f.route
-            key.append(f.cap)
-            key.append(route.shape)
-            for res, _ in route.pairs:
-                at = slot.get(res)
-                if at is None:
-                    at = slot[res] = len(slot)
-                key.append(at)
+            add(f.cap)
+            add(route.shape_id)
+            for res in route.resources:
+                add(place(res, len(slot)))
         layout = tuple(key)
         solved = self._fills.get(layout)
         if solved is None:
@@ -398,16 +429,18 @@ class FlowNetwork(Service):
             flows.remove(flow)
             if flows:
                 res.used -= rate * w
-                for other in flows:
-                    if other.rate != other.alone:
-                        squeezed = True
+                if not squeezed:
+                    for other in flows:
+                        if other.rate != other.alone:
+                            squeezed = True
+                            break
             else:
                 res.used = 0.0
         flow.remaining = 0.0
         if squeezed:
             # only flows below their isolated rate can gain from the freed capacity
             neighbours = []
-            for res, _ in route.pairs:
+            for res in route.resources:
                 neighbours.extend(res.flows)
             self._resolve(self._connected(neighbours))
         flow.on_done(flow)

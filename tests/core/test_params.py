@@ -96,3 +96,21 @@ def test_whole_numbers_are_read_exactly_as_written(text, value):
 def test_what_is_not_a_whole_number_is_refused(text):
     with pytest.raises(ParamError, match="count"):
         parse(count=text)
+
+
+def test_a_value_with_units_is_read_once_per_text_and_its_range_checked_each_time(monkeypatch):
+    # a system of thousands of GPUs gives each the same texts: the exact arithmetic once
+    import sst_cdma.element as element
+
+    read = []
+    real = element.UnitAlgebra
+    monkeypatch.setattr(element, "UnitAlgebra", lambda text: read.append(text) or real(text))
+    monkeypatch.setattr(element, "_quantities", {})
+    assert [parse(rate="12.5 GB/s", delay="3ns")["rate"] for _ in range(3)] == [12.5e9] * 3
+    assert read.count("12.5 GB/s") == 1 and read.count("3ns") == 1
+    assert parse(delay="3 ns")["delay"] == 3000  # another text: read afresh
+    assert read.count("3 ns") == 1
+    with pytest.raises(ParamError, match="must be > 0"):
+        parse(rate="0 GB/s")
+    with pytest.raises(ParamError, match="must be > 0"):  # refused again, not remembered
+        parse(rate="0 GB/s")
