@@ -93,17 +93,35 @@ def candidates(options: Placement, host: bool, nvme: bool) -> list[Placement]:
 
 def predicted_step_ps(result: PlanResult, placement: Placement, costs: StateCosts) -> float:
     """The step a placement's activation plan ``result`` predicts: its micro-batches, then
-    the model-state queues after the last (see the module)."""
+    the model-state queues after the last (see the module). With the gradients on the host the
+    backward pass waits, as the GPU does, before a bucket whose gradients would exceed the
+    plan's ``gradient_buffers`` until the bucket that many before has landed: every later slot
+    moves by the wait."""
     micro = placement.grad_accum
     stream = result.predicted_time_ps
-    if not placement.offloaded or result.model_states is None:
+    states = result.model_states
+    if not placement.offloaded or states is None:
         return stream * micro
-    buckets = result.model_states.buckets
+    ends = result.backward_end_ps  # in backward order
+    order = {layer: k for k, layer in enumerate(ends)}
+    layers = list(ends)
+    held = states.gradient_buffers if placement.gradients == "host" else 0
     before = stream * (micro - 1)
-    ready = [round(before + max((result.backward_end_ps.get(layer, stream)
-                                 for layer in b.layers), default=stream)) for b in buckets]
-    end, _ = state_traffic(ready, round(stream * micro), buckets, costs.copy_ps, costs.step_ps,
-                           placement.delayed_update, placement.weights != "host",
+    shift = 0.0
+    ready: list[int] = []
+    landed: list[int] = []
+    for k, bucket in enumerate(states.buckets):
+        mine = [layer for layer in bucket.layers if layer in order]
+        if held and k >= held and mine:
+            first = order[min(mine, key=order.__getitem__)]
+            start = before + shift + (ends[layers[first - 1]] if first else 0.0)
+            shift += max(0.0, landed[k - held] - start)
+        ready.append(round(before + shift + max((ends[layer] for layer in mine),
+                                                default=stream)))
+        landed.append(max(ready[-1], landed[-1] if landed else 0)
+                      + costs.copy_ps("offload", bucket.grad_bytes))
+    end, _ = state_traffic(ready, round(stream * micro + shift), states.buckets, costs.copy_ps,
+                           costs.step_ps, placement.delayed_update, placement.weights != "host",
                            costs.storage_ps, placement.optimizer_states == "nvme",
                            placement.weights == "nvme")
     return float(end)

@@ -208,3 +208,36 @@ def test_with_the_gradients_on_the_host_the_planner_counts_two_buckets_of_them()
     grads = sum(b.grad_bytes for b in buckets)
     largest = max(b.grad_bytes for b in buckets)
     assert plan_peak(on_gpu) - plan_peak(on_host) >= grads - 3 * largest
+
+
+def test_with_the_gradients_on_the_host_the_prediction_waits_as_the_backward_pass_does():
+    """Three buckets, backward order c, b, a, each copy 3 ms (ms here: 1e9 ps): bucket 2 (layer a) may start
+    only once bucket 0 has landed, so a's backward slot and everything after it move by the
+    wait; with the gradients on the GPU nothing waits."""
+    nbytes = 36_000_000  # 3 ms at 12 GB/s
+    buckets = tuple(StateBucket(f"bucket{k}", (layer,), (f"{layer}:dw",), 1000, nbytes,
+                                nbytes, 12000, 16000) for k, layer in enumerate("cba"))
+    ends = {"c": 1e9, "b": 2e9, "a": 3e9}
+    c = costs(params_per_s=1e12)  # the CPU's steps take 1 ns: the copies set the step
+    copy = copy_ps("offload", nbytes)
+    back = copy_ps("prefetch", nbytes)
+
+    def predicted(placement, stream=4e9):
+        result = PlanResult({}, stream, 0, backward_end_ps=ends,
+                            model_states=ModelStatePlan(placement, buckets))
+        return predicted_step_ps(result, placement, c)
+
+    landed0 = 1_000_000_000 + copy
+    wait = landed0 - 2_000_000_000  # a's slot starts when b's ends, at 2 ms
+    ready = [1_000_000_000, 2_000_000_000, 3_000_000_000 + wait]
+    landed = []
+    for r in ready:
+        landed.append(max(r, landed[-1] if landed else 0) + copy)
+    stepped = [x + 1000 for x in landed]  # each step 1000 params at 1e12/s: 1 ns
+    weights = []
+    for s in stepped:
+        weights.append(max(s, weights[-1] if weights else 0) + back)
+    assert predicted(Placement("host", gradients="host")) == max(4e9 + wait, weights[-1])
+    # the link sets that step either way; where the stream does, the wait lengthens it
+    assert predicted(Placement("host", gradients="host"), 20e9) == 20e9 + wait
+    assert predicted(Placement("host"), 20e9) == 20e9
