@@ -55,8 +55,7 @@ def test_states_go_to_the_host_when_the_gpu_cannot_hold_them_and_the_step_is_as_
     assert verdicts[0]["reason"].startswith("does not fit the GPU: ")
     assert summary["model_states"]["placement"]["optimizer_states"] == "host"
     assert summary["fits_in_memory"]
-    assert chosen[0]["predicted_step_s"] == pytest.approx(summary["iteration_time_s"],
-                                                          rel=1e-3)
+    assert chosen[0]["predicted_step_s"] == summary["iteration_time_s"]
     assert "state placement: chose optimizer-states host" in console
     assert "every model state on the GPU: does not fit the GPU" in console
     check_summary(summary)

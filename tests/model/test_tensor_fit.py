@@ -23,8 +23,9 @@ def doc():
 #: (finite-difference Jacobian, SciPy's default tolerances) moves in its fifth to seventh digit
 #: with summation order: the same code fits the Turing plane_elements at 5.70425 alone and
 #: committed 5.70421 from another environment, bwd_filter_efficiency at 0.576235 alone and
-#: 0.576234 inside the suite. Kernel times move by less than this share.
-FIT_RELATIVE = 1e-4
+#: 0.576234 inside the suite (7e-6 and 1.7e-6 relative). Kernel times move by less than this
+#: share.
+FIT_RELATIVE = 1e-5
 
 
 def _differences(committed, fitted, path=""):
@@ -48,7 +49,7 @@ def test_the_committed_constants_are_the_fit_of_the_shipped_measurements(doc):
 
 def test_a_constant_beyond_the_fits_precision_is_a_difference():
     assert _differences({"a": 5.70421}, {"a": 5.70425}) == []
-    assert _differences({"a": 5.70421}, {"a": 5.7048}) == [".a: committed 5.70421, fitted 5.7048"]
+    assert _differences({"a": 5.70421}, {"a": 5.7044}) == [".a: committed 5.70421, fitted 5.7044"]
     assert _differences({"a": "fitted on T4"}, {"a": "fitted on A100"}) != []
     assert _differences({"a": 1}, {"b": 1}) == [": keys ['a', 'b']"]
 
