@@ -234,8 +234,6 @@ class CDMAEngine(Component):
         same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
         asks before the workload is scheduled). A fresh plan, dropped after: asking changes
         nothing in the engine."""
-        from sst_cdma.flows import isolated_duration_ps
-
         wire = plan_wires(replace(workload, tensors=tuple(replace(t, plain=False)
                                                           for t in workload.tensors)),
                           self.sources, self.codec).wire
@@ -256,9 +254,8 @@ class CDMAEngine(Component):
             if storage is not None:
                 outer = _storage_weights(storage, direction, raw, size)
                 latency = storage.latency_ps[direction]
-            pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
             # an SM (de)compression runs before (offload) or after (prefetch) its copy
-            return latency + (isolated_duration_ps(raw, pairs) if raw else 0) + \
+            return _alone_ps(raw, _together(inner, outer), capacity, latency) + \
                 (sm_ps(direction, raw, size) if coded else 0)
 
         out = {}
@@ -273,8 +270,6 @@ class CDMAEngine(Component):
     def state_copy_ps(self, direction: str, raw: int, route: str = "gpu-host") -> int:
         """A plain model-state copy of ``raw`` bytes alone (see :class:`TransferCosts`), with
         the flows' own arithmetic, as the planner of ``--policy auto`` prices a placement."""
-        from sst_cdma.flows import isolated_duration_ps
-
         if route not in STATE_ROUTES:
             raise ValueError(f"{self.name}: unknown model-state route {route!r}")
         path = self.peer_provider("pcie", HostPath).host_path()
@@ -292,8 +287,7 @@ class CDMAEngine(Component):
             else:
                 outer = _storage_weights(storage, direction, raw, raw)
                 latency = storage.latency_ps[direction]
-        pairs = [(capacity[r], w) for r, w in _together(inner, outer).items()]
-        return latency + (isolated_duration_ps(raw, pairs) if raw else 0)
+        return _alone_ps(raw, _together(inner, outer), capacity, latency)
 
     def _storage_for(self, tier: str, path: PathInfo) -> Optional[StorageRoute]:
         """The route to the SSDs for a cost query of ``tier`` (None: the host tier), asked of
@@ -586,6 +580,16 @@ def _storage_weights(storage: StorageRoute, direction: str, raw: int, wire: int
     size (the outer stage of an ``nvme``-tier transfer)."""
     share = wire / raw if raw else 1.0
     return {res: w * share for res, w in storage.weights[direction].items()}
+
+
+def _alone_ps(raw: int, weights: Mapping[str, float], capacity: Mapping[str, float],
+              latency: int) -> int:
+    """Picoseconds a transfer of ``raw`` bytes takes alone on resources loaded ``weights`` per
+    byte: its start-up ``latency`` and the flow's own arithmetic."""
+    from sst_cdma.flows import isolated_duration_ps
+
+    pairs = [(capacity[r], w) for r, w in weights.items()]
+    return latency + (isolated_duration_ps(raw, pairs) if raw else 0)
 
 
 def _together(inner: dict[str, float], outer: dict[str, float]) -> dict[str, float]:
