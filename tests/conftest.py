@@ -8,6 +8,23 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: the networks a test marked ``every_network`` runs in the default tier (a plain CNN, a
+#: branching one and a transformer); its other networks run in the slow tier
+DEFAULT_TIER_NETWORKS = ("alexnet", "googlenet", "gpt2_small")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the cases of an ``every_network(PARAM)`` test whose network (its
+    ``PARAM`` parameter, ``network`` by default) is not in :data:`DEFAULT_TIER_NETWORKS`."""
+    for item in items:
+        marker = item.get_closest_marker("every_network")
+        callspec = getattr(item, "callspec", None)
+        if marker is None or callspec is None:
+            continue
+        param = marker.args[0] if marker.args else "network"
+        if callspec.params.get(param) not in DEFAULT_TIER_NETWORKS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

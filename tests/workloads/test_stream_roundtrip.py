@@ -33,6 +33,7 @@ def _options(options: dict) -> dict:
 @pytest.mark.parametrize("policy, dtype, options", VARIANTS,
                          ids=[f"{p}-{d}" for p, d, _ in VARIANTS])
 @pytest.mark.parametrize("network", sorted(NETWORKS))
+@pytest.mark.every_network
 def test_objects_text_objects(network, policy, dtype, options):
     kw = _options(options)
     stream = iteration_stream(network, 2, dtype, policy, **kw)

@@ -48,6 +48,7 @@ def test_an_unknown_allocation_is_a_workload_error():
 
 
 @pytest.mark.parametrize("network", list(NETWORKS))
+@pytest.mark.every_network
 def test_network_wide_needs_at_least_what_liveness_needs(network):
     for policy in ("none", "conv", "all"):
         live = stream_stats(_stream(network, 8, policy, "liveness"))

@@ -25,6 +25,7 @@ def stream_for(network: str, policy: str, optimizer: str, batch: int = 8,
 
 @pytest.mark.parametrize("network", NETWORKS)
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+@pytest.mark.every_network
 def test_state_and_update_kernels_follow_the_weights(network, optimizer):
     step = OPTIMIZERS[optimizer]
     infos = [i for i in load_network(network).infer(8) if i.params]
@@ -66,6 +67,7 @@ def test_low_precision_steps_keep_a_float32_master_copy_and_state(dtype, optimiz
 
 @pytest.mark.parametrize("network", NETWORKS)
 @pytest.mark.parametrize("policy", ["none", "all", "conv"])
+@pytest.mark.every_network
 def test_optimizer_state_adds_exactly_its_bytes_to_the_peak(network, policy):
     without = stream_stats(stream_for(network, policy, "none")[1])
     adam = stream_stats(stream_for(network, policy, "adam")[1])

@@ -22,6 +22,7 @@ def rendered(name: str, policy: str, batch: int = 16, dtype: str = "float32"):
 
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.every_network("name")
 def test_every_network_and_policy_renders_a_valid_stream(name, policy):
     text, stream = rendered(name, policy)
     assert text.splitlines()[3] == f"stream version=1 network={name} batch=16 dtype=float32 policy={policy}"

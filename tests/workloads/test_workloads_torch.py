@@ -11,6 +11,7 @@ from workloads.torch_builder import build_torch  # noqa: E402
 
 
 @pytest.mark.parametrize("name", CNNS)  # transformers: tests/workloads/test_transformers_torch.py
+@pytest.mark.every_network("name")
 def test_shapes_and_params_match_a_real_forward_pass(name):
     torch.manual_seed(0)
     net = load_network(name)
