@@ -1,27 +1,28 @@
-"""A run's output folder (``--output-directory DIR``), replaced whole.
+"""A run's output folder (``--output-directory DIR``): the user's folder, written into.
 
 A run writes into a staging folder beside the folder ``DIR`` resolves to (``DIR`` may be a
-symlink, to another file system too: the staging folder is made beside the link's target, so
-moving it in is a rename), named ``DIR.partial-<host>-<pid>-<nonce>``. When the run has
-ended, the staging folder takes ``DIR``'s place in one step: a new ``DIR`` is a rename; an
-existing one is exchanged with it atomically (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere,
-or on a file system without it, the old folder is renamed aside to
-``DIR.old-<host>-<pid>-<nonce>`` and the staging folder renamed in), and the old folder then
-deleted. Files of the old folder the run did not write are carried into the new one first
-(hard links, or copies where the file system has none). So a reader sees the old folder or the
-new one, never a mix, however the run ends.
+symlink, to another file system too: the staging folder is made beside the link's target),
+named ``DIR.partial-<host>-<pid>-<nonce>``. When the run has ended:
 
-Where the staging folder cannot or should not take ``DIR``'s place (``DIR`` is a mount point,
-which cannot be renamed, or cannot be renamed for want of permission; it is the working folder
-of this process, or above it; it holds more than :data:`CARRY_LIMIT` entries the run does not
-write), the files are moved (or, across file systems, copied) in one by one instead, each in
-one step, with a marker ``DIR/.incomplete`` written first and removed last: a folder a stopped
-run left half-written says so, and :func:`sst_cdma.read_statistics` refuses a file in it.
+- a new ``DIR`` is the staging folder renamed, in one step (never over a folder made
+  meanwhile);
+- an existing ``DIR`` stays the folder it is (its owner, mode, extended attributes and ACLs
+  untouched): the run's files are moved in one by one, each in one step (a rename, or across
+  file systems a copy written aside and renamed over the old file), through folder
+  descriptors opened without following links. A marker ``DIR/.incomplete`` is written first,
+  as a new file, and removed last, so a folder a stopped run left half-written says so and
+  :func:`sst_cdma.read_statistics` refuses a file in it. Files the run does not write are left
+  as they are; nothing of ``DIR`` is removed.
+
+Before anything moves, every path the run would replace is checked: a symlink, a folder
+where the run writes a file (or a file where it makes a folder), a device or a FIFO is not
+the run's to replace, so nothing is changed, and the error names the path and the folder
+beside ``DIR`` where the run's outputs are kept (``DIR.kept-<host>-<pid>-<nonce>``).
 
 A later run removes the staging folders of runs of this machine whose process no longer
-exists (killed with SIGKILL, or the machine went down), and puts back an old folder such a run
-had renamed aside when ``DIR`` itself is missing (killed between the two renames); it never
-touches those of a process still alive (:mod:`~sst_cdma.stale_folders`).
+exists (killed with SIGKILL, or the machine went down); it never touches those of a process
+still alive (:mod:`~sst_cdma.stale_folders`), and removes nothing beyond a mount point
+(:func:`~sst_cdma.file_safety.remove_tree`).
 """
 from __future__ import annotations
 
@@ -29,12 +30,14 @@ import ctypes
 import errno
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Optional
 
+from .file_safety import kind_of, open_folder, remove_tree
 from .stale_folders import left_by_dead_process, owner_tag, stale_folders
 
 __all__ = ["check_output_directory", "prepare_staging", "publish_outputs", "cannot_write",
@@ -101,7 +104,8 @@ def _umask() -> int:
 
 def _remove_stale(target: Path) -> None:
     """Remove what killed runs of this machine left beside ``target``; put back an old folder
-    one had renamed aside when ``target`` is missing."""
+    one (of an earlier version, which swapped folders) had renamed aside when ``target`` is
+    missing."""
     for aside in stale_folders(target.parent, f"{target.name}.old-"):
         if not os.path.lexists(target):
             try:
@@ -109,9 +113,9 @@ def _remove_stale(target: Path) -> None:
                 continue
             except OSError:
                 pass
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_tree(aside)
     for staging in stale_folders(target.parent, f"{target.name}.partial-"):
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_tree(staging)
 
 
 def prepare_staging(out_dir: Path, target: Path) -> Path:
@@ -128,156 +132,209 @@ def prepare_staging(out_dir: Path, target: Path) -> Path:
         raise _fail(f"cannot write beside it: {exc.strerror or exc}", out_dir) from None
 
 
-def _carry_over(old: Path, new: Path) -> None:
-    """Give ``new`` every file (and folder) of ``old`` it does not have: hard links, or
-    copies where the file system has none. ``old`` is left as it was."""
-    for path in sorted(old.rglob("*")):
-        copy = new / path.relative_to(old)
-        if os.path.lexists(copy) or not copy.parent.is_dir() or copy.parent.is_symlink():
-            continue  # the run wrote it (or a file where its folder would be): the run's wins
-        if path.is_dir() and not path.is_symlink():
-            copy.mkdir()
-            shutil.copymode(path, copy)
-            continue
-        try:
-            os.link(path, copy, follow_symlinks=False)
-        except OSError:
-            if path.is_symlink():
-                os.symlink(os.readlink(path), copy)
-            else:
-                shutil.copy2(path, copy)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap the folders ``a`` and ``b`` in one step (Linux ``renameat2``); False where the
-    system or the file system cannot."""
+def _rename_new(staging: Path, target: Path) -> bool:
+    """Rename ``staging`` to ``target`` when nothing is there (Linux ``renameat2`` with
+    ``RENAME_NOREPLACE``, so a folder made meanwhile is never replaced); False when something
+    is."""
     if not sys.platform.startswith("linux"):
-        return False
+        if os.path.lexists(target):
+            return False
+        os.rename(staging, target)
+        return True
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):  # a C library without it
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), str(a), None, str(b))
-
-
-def _swap_in(staging: Path, target: Path) -> Path:
-    """Put ``staging`` in ``target``'s place; return where the old folder now is."""
-    if _exchange(staging, target):
-        return staging
-    aside = target.with_name(f"{target.name}.old-{owner_tag()}-{uuid.uuid4().hex[:8]}")
-    os.rename(target, aside)
-    try:
-        os.rename(staging, target)
-    except BaseException:
-        os.rename(aside, target)
-        raise
-    return aside
-
-
-#: the most entries of an old output folder the run did not write that are carried into the
-#: new one; a folder holding more (a home folder given as the output folder) is written into
-#: file by file instead
-CARRY_LIMIT = 1000
-
-
-def _too_much_to_carry(old: Path, new: Path) -> bool:
-    """Whether ``old`` holds more than :data:`CARRY_LIMIT` entries ``new`` lacks."""
-    count = 0
-    for path in old.rglob("*"):
-        count += not os.path.lexists(new / path.relative_to(old))
-        if count > CARRY_LIMIT:
+        renameat2 = None
+    if renameat2 is not None:
+        at_fdcwd, rename_noreplace = -100, 1
+        if renameat2(at_fdcwd, os.fsencode(staging), at_fdcwd, os.fsencode(target),
+                     rename_noreplace) == 0:
             return True
-    return False
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            return False
+        if code not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), str(staging), None, str(target))
+    if os.path.lexists(target):
+        return False
+    os.rename(staging, target)
+    return True
 
 
-def _swappable(staging: Path, target: Path) -> bool:
-    """Whether ``staging`` should take ``target``'s place by a rename: the same file system,
-    ``target`` not a mount point (which cannot be renamed), not this process's working folder
-    or one above it (the process, and a shell there, would be left in the deleted old one),
-    and not a folder of many files the run does not write."""
+class _Refused(Exception):
+    """A path in the output folder where the run would write is not the run's to replace."""
+
+    def __init__(self, rel: Path, what: str) -> None:
+        super().__init__(f"{rel} is {what}")
+        self.rel, self.what = rel, what
+
+
+def _entry(fd: int, name: str) -> Optional[os.stat_result]:
+    """``name`` in the open folder ``fd``, not following a link (None when absent)."""
     try:
-        if os.stat(staging).st_dev != os.stat(target).st_dev or os.path.ismount(target):
-            return False
-    except OSError:
-        return True  # let the rename say what is wrong
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _check_folder(src: Path, fd: Optional[int], rel: Path) -> None:
+    """Raise :class:`_Refused` for the first path under the output folder's ``rel`` (open as
+    ``fd``; None when the run would create it) that the files of ``src`` would replace and
+    that is not a plain file (or, for a folder of ``src``, a real folder): a symlink, a
+    folder where a file goes, a device, a FIFO."""
+    if fd is None:
+        return
+    for entry in sorted(os.scandir(src), key=lambda e: e.name):
+        found = _entry(fd, entry.name)
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if found is None:
+            continue
+        if is_dir != stat.S_ISDIR(found.st_mode) or not (
+                stat.S_ISDIR(found.st_mode) or stat.S_ISREG(found.st_mode)):
+            what = kind_of(found.st_mode)
+            raise _Refused(rel / entry.name, f"{what}, not a {'folder' if is_dir else 'file'}"
+                                              " the run writes")
+        if is_dir:
+            sub = open_folder(entry.name, dir_fd=fd)
+            try:
+                _check_folder(Path(entry.path), sub, rel / entry.name)
+            finally:
+                os.close(sub)
+
+
+def _drop_dead_copies(fd: int) -> None:
+    """Remove the half-copied files killed runs of this machine left in the open folder."""
+    for entry in list(os.scandir(fd)):
+        if entry.name.startswith(".copy-") and entry.is_file(follow_symlinks=False) and \
+                left_by_dead_process(entry.name, ".copy-"):
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+
+
+def _copy_file(src: Path, fd: int, name: str) -> None:
+    """Copy ``src`` into the open folder ``fd`` as ``name``, in one step: written aside as a
+    new file (never through a link), then renamed over ``name``."""
+    tmp = f".copy-{owner_tag()}-{uuid.uuid4().hex[:8]}"
+    info = os.stat(src)
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                  stat.S_IMODE(info.st_mode), dir_fd=fd)
     try:
-        if _inside(os.getcwd(), target) is not None:
-            return False
-    except OSError:  # a working folder deleted meanwhile: not this one
-        pass
-    return not _too_much_to_carry(target, staging)
+        with open(src, "rb") as reader, os.fdopen(out, "wb", closefd=False) as writer:
+            shutil.copyfileobj(reader, writer)
+        os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(out)
+
+
+def _move_folder(src: Path, fd: int) -> None:
+    """Move every file of ``src`` into the open folder ``fd``, each in one step: a rename on
+    the same file system, else a copy (:func:`_copy_file`); folders are made (with
+    ``src``'s modes) or entered, never through a link."""
+    _drop_dead_copies(fd)
+    src_fd = open_folder(src)
+    try:
+        same_fs = os.fstat(src_fd).st_dev == os.fstat(fd).st_dev
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                if _entry(fd, entry.name) is None:
+                    os.mkdir(entry.name, stat.S_IMODE(entry.stat().st_mode), dir_fd=fd)
+                sub = open_folder(entry.name, dir_fd=fd)
+                try:
+                    _move_folder(Path(entry.path), sub)
+                finally:
+                    os.close(sub)
+            elif same_fs:
+                os.replace(entry.name, entry.name, src_dir_fd=src_fd, dst_dir_fd=fd)
+            else:
+                _copy_file(Path(entry.path), fd, entry.name)
+    finally:
+        os.close(src_fd)
+
+
+def _write_marker(fd: int) -> tuple[int, int]:
+    """Write the marker :data:`INCOMPLETE` into the open folder ``fd`` as a new file (one a
+    stopped run left is replaced; nothing is written through a link); its (device, inode)."""
+    if _entry(fd, INCOMPLETE) is not None:  # a plain file (checked): a stopped run's
+        os.unlink(INCOMPLETE, dir_fd=fd)
+    out = os.open(INCOMPLETE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
+                  dir_fd=fd)
+    try:
+        os.write(out, f"{owner_tag()}: a run is moving its outputs in; if none is, one was "
+                      "stopped halfway and the files here may come from two runs\n".encode())
+        info = os.fstat(out)
+    finally:
+        os.close(out)
+    return info.st_dev, info.st_ino
+
+
+def _remove_marker(fd: int, marker: tuple[int, int]) -> None:
+    """Remove the marker this run wrote (and nothing put in its place meanwhile)."""
+    found = _entry(fd, INCOMPLETE)
+    if found is not None and (found.st_dev, found.st_ino) == marker:
+        os.unlink(INCOMPLETE, dir_fd=fd)
 
 
 def _move_in(staging: Path, target: Path) -> None:
-    """Move every file of ``staging`` over ``target``'s one by one, each in one step (a
-    rename on the same file system; else a copy written aside, then renamed over the old
-    file): for a ``target`` the staging folder cannot replace. The marker
-    :data:`INCOMPLETE` is written first and removed last, so a folder a stopped run left
-    half-written says so (:func:`incomplete_marker`)."""
-    folders = [target, *(target / p.relative_to(staging) for p in staging.rglob("*")
-                         if p.is_dir() and not p.is_symlink())]
-    for folder in folders:  # half-copied files of killed runs, where this run writes
-        for left in folder.glob(".copy-*") if folder.is_dir() else ():
-            if left.is_file() and left_by_dead_process(left.name, ".copy-"):
-                left.unlink()
-    same_fs = os.stat(staging).st_dev == os.stat(target).st_dev
-    marker = target / INCOMPLETE
-    marker.write_text(f"{owner_tag()}: a run is moving its outputs in; if none is, one was "
-                      "stopped halfway and the files here may come from two runs\n",
-                      encoding="utf-8")
-    for path in sorted(staging.rglob("*")):
-        dest = target / path.relative_to(staging)
-        if path.is_dir() and not path.is_symlink():
-            dest.mkdir(exist_ok=True)
-            continue
-        if same_fs:
-            os.replace(path, dest)
-            continue
-        tmp = dest.with_name(f".copy-{owner_tag()}-{uuid.uuid4().hex[:8]}")
-        shutil.copy2(path, tmp, follow_symlinks=False)
-        os.replace(tmp, dest)
-    marker.unlink()
+    """Move the files of ``staging`` into the existing folder ``target`` (see the module's
+    text); :class:`_Refused`, with nothing moved, when a path there is not the run's to
+    replace."""
+    top = open_folder(target)
+    try:
+        marker = _entry(top, INCOMPLETE)
+        if marker is not None and not stat.S_ISREG(marker.st_mode):
+            raise _Refused(Path(INCOMPLETE), f"{kind_of(marker.st_mode)}, not the marker a run "
+                                             "writes")
+        _check_folder(staging, top, Path())
+        written = _write_marker(top)
+        _move_folder(staging, top)
+        _remove_marker(top, written)
+    finally:
+        os.close(top)
 
 
 def incomplete_marker(folder: Path) -> Optional[Path]:
     """The :data:`INCOMPLETE` marker of an output ``folder`` whose files a stopped run left
     half-copied (None when there is none)."""
     marker = Path(folder) / INCOMPLETE
-    return marker if marker.is_file() else None
+    return marker if os.path.lexists(marker) else None
+
+
+def _keep(staging: Path, target: Path) -> Path:
+    """Rename ``staging`` to a name no later run removes; where it now is."""
+    kept = target.with_name(f"{target.name}.kept-{owner_tag()}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(staging, kept)
+    except OSError:
+        return staging
+    return kept
 
 
 def publish_outputs(staging: Path, target: Path, out_dir: Optional[Path] = None) -> None:
-    """Put the finished ``staging`` folder in ``target``'s place (see the module's text) and
-    remove the old one. RunError naming ``out_dir`` (default ``target``) when it cannot."""
+    """Put the finished ``staging`` folder's files in ``target`` (see the module's text) and
+    remove ``staging``. RunError naming ``out_dir`` (default ``target``) when it cannot; when
+    a path in ``target`` is not the run's to replace, nothing in ``target`` is changed and the
+    outputs are kept in a folder beside it that the error names."""
+    shown = out_dir or target
     try:
-        if not os.path.lexists(target):
-            try:
-                os.rename(staging, target)
-                return
-            except OSError:
-                if not target.is_dir():  # not a race with another run creating it
-                    raise
-        if not _swappable(staging, target):
+        if not _rename_new(staging, target):
             _move_in(staging, target)
-            shutil.rmtree(staging, ignore_errors=True)
-            return
-        _carry_over(target, staging)
-        staging.chmod(target.stat().st_mode & 0o7777)
-        try:
-            old = _swap_in(staging, target)
-        except PermissionError:  # the old folder cannot be renamed (a sticky folder above)
-            _move_in(staging, target)
-            old = staging
+    except _Refused as refused:
+        kept = _keep(staging, target)
+        raise _fail(f"{shown / refused.rel} is {refused.what}: nothing there was changed or "
+                    f"removed; move it away and look for this run's outputs in {kept}",
+                    shown) from None
     except OSError as exc:
-        raise _fail(f"cannot move the outputs in: {exc.strerror or exc}",
-                    out_dir or target) from None
-    shutil.rmtree(old, ignore_errors=True)
+        raise _fail(f"cannot move the outputs in: {exc.strerror or exc}", shown) from None
+    remove_tree(staging)
 
 
 def _inside(path: object, folder: Path) -> Optional[Path]:

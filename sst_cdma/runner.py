@@ -6,7 +6,6 @@ import importlib
 import json
 import os
 import shlex
-import shutil
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from . import config_api
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
                      StructureError, beyond_sim_range)
 from .atomic_files import replace_whole, write_text_whole
+from .file_safety import remove_tree
 from .output_folder import (cannot_write, check_output_directory, prepare_staging,
                             publish_outputs, write_failure)
 from .progress import PhaseClock, Progress
@@ -412,7 +412,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
         return result
     finally:
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_tree(staging)
 
 
 def _enables_statistics(graph: ConfigGraph) -> bool:

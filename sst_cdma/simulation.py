@@ -224,7 +224,10 @@ class Simulation:
         sim.phase = "setup"
         for el in elements:
             self._located(el, el.setup)
-        self.statistics.start()
+        try:
+            self.statistics.start()
+        except StatisticError as exc:  # its file cannot be opened as one of the run's own
+            raise ConfigError(str(exc), self.graph.source) from None
 
 
     def resolved_config(self) -> dict[str, Any]:

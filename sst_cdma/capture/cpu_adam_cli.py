@@ -127,7 +127,11 @@ def _run(argv: list[str]) -> int:
         show=None if args.quiet else _show)
     doc = cpu_adam_document(timings, unavailable, machine,
                             shlex.join(["sst-cdma", "time-cpu-adam", *argv]))
-    write_text_whole(out, json.dumps(doc, indent=1) + "\n")
+    try:
+        write_text_whole(out, json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write it: {exc.strerror or exc}",
+                      f"--output {out}") from None
     for name, why in unavailable.items():
         print(f"{name}: unavailable ({why})")
     print(f"at {doc['size_params']} parameters: {doc['params_per_s_per_core'] / 1e6:.1f} M "

@@ -171,7 +171,11 @@ def _run(argv: list[str]) -> int:
                                "numpy": np.__version__, "python": sys.version.split()[0]}}
     doc = model_state_document(model, parameters, captures, provenance)
     if args.output:
-        write_text_whole(args.output, json.dumps(doc, indent=1) + "\n")
+        try:
+            write_text_whole(args.output, json.dumps(doc, indent=1) + "\n")
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write it: {exc.strerror or exc}",
+                          f"--output {args.output}") from None
         print(f"wrote {args.output}")
     return 0
 

@@ -6,6 +6,13 @@ import sys
 from typing import Callable, Sequence
 
 
+def _say(exc: BaseException) -> str:
+    """The error's text: an OSError as ``FILE: reason`` (never ``[Errno 28] ...``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
+
+
 def run_tool(prog: str, run: Callable[[list[str]], int], argv: Sequence[str] | None,
              errors: tuple[type[BaseException], ...], torch_errors: bool = False) -> int:
     """Run ``run`` on ``argv`` (default ``sys.argv[1:]``); ``errors`` (and, with
@@ -17,7 +24,7 @@ def run_tool(prog: str, run: Callable[[list[str]], int], argv: Sequence[str] | N
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     except errors as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {_say(exc)}", file=sys.stderr)
         return 2
     except RuntimeError as exc:
         if not torch_errors:

@@ -4,12 +4,12 @@ there."""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from ..file_safety import remove_tree
 from ..sweep.dispatch import Dispatcher
 from ..sweep.execute import PointTask, point_dir
 from ..sweep.keys import inputs_digest, key_of, script_digest
@@ -152,7 +152,7 @@ def run_suite(folder: Union[str, Path], update: bool = False, workers: int = 1,
         key = key_of(point, script_digest(point.topology), inputs)
         case_dir = runs / case.name
         if case_dir.exists():
-            shutil.rmtree(case_dir)
+            remove_tree(case_dir)
         tasks[case.name] = PointTask(key=key, script=str(point.topology),
                                      topology_name=point.topology_name,
                                      model_options=tuple(point.model_options()),
@@ -167,7 +167,7 @@ def run_suite(folder: Union[str, Path], update: bool = False, workers: int = 1,
                   for case in cases]
     finally:
         if keep is None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
     if len(cases) == len(suite.cases) and all(j.keys is not None for j in judged):
         compared = {key for j in judged for key in (j.keys or ())}
         for pattern in unused_tolerances(suite.tolerance_lines, compared):

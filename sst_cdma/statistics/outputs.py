@@ -3,6 +3,8 @@
 ``shared/reference/sst-core-16/`` are what these must reproduce byte for byte."""
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -62,7 +64,15 @@ class StatisticOutput(ABC):
             path = self.base_dir / path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fh = open(path, "w", encoding="utf-8", newline="\n")
+        try:  # never through a link: one planted in a shared folder would redirect the write
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise StatisticError(f"{path}: is a symlink (to {os.readlink(path)}); statistics "
+                                 "are not written through a link: remove it, or name the file "
+                                 "it points to as the statistic output's filepath") from None
+        self._fh = open(fd, "w", encoding="utf-8", newline="\n")
         return self._fh
 
     @abstractmethod

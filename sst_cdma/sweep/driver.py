@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
+from ..atomic_files import check_replaceable
+from ..file_safety import remove_tree
 from ..stale_folders import stale_folders
 from ..stop_signals import exit_status, stop_message
 from .dispatch import DispatchError, Dispatcher
@@ -86,13 +87,25 @@ def _in_the_way(path: Path) -> Optional[tuple[Path, str]]:
 def check_output(out: Path, tasks: list[tuple[Point, PointTask]]) -> None:
     """SpecError naming the path (before anything runs) when the output folder, its
     ``points`` folder or the folder of a point still to run cannot be written as one: a file
-    or a stale symlink there, or a symlink where a point's folder would be published."""
+    or a stale symlink there, or a symlink where a point's folder would be published; a
+    symlink as the points folder, or anything but a plain file as ``results.csv`` or
+    ``results.parquet`` (a link planted there would redirect the table's write)."""
     for folder, what in ((out, "the sweep's output"), (out / "points", "its points folder")):
         fault = _in_the_way(folder)
         if fault is not None:
             where, why = fault
             whose = what if where == folder else f"in the way of {what} {display_path(folder)}"
             raise SpecError(f"{whose} is {why}", where)
+    if (out / "points").is_symlink():
+        raise SpecError(f"its points folder is a symlink (to {os.readlink(out / 'points')}), "
+                        "which the sweep did not make: it writes only into a folder of its "
+                        "own; remove the link", out / "points")
+    for name in ("results.csv", "results.parquet"):
+        try:
+            check_replaceable(out / name, owned=True)
+        except OSError as exc:
+            raise SpecError(f"{name} {exc.strerror}: remove it, the sweep writes its table "
+                            "there", out / name) from None
     for point, task in tasks:
         folder = out / "points" / task.key
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -130,7 +143,7 @@ def _remove_leftovers(points_dir: Path, todo: list[tuple[Point, PointTask]],
         else:
             found = [*points_dir.glob(f"{task.key}.tmp-*"), *points_dir.glob(f"{task.key}.old-*")]
         for stale in found:
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale)
 
 
 def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None,

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import shutil
 import threading
 import time
 import traceback
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
+from ..file_safety import remove_tree
 from ..stale_folders import owner_tag
 
 DONE = "DONE"
@@ -178,7 +178,7 @@ def _discard(folder: Path) -> None:
         os.rename(folder, aside)
     except FileNotFoundError:
         return
-    shutil.rmtree(aside, ignore_errors=True)
+    remove_tree(aside)
 
 
 def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
@@ -194,7 +194,7 @@ def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
         os.rename(tmp, final)
     except OSError:
         if load_result(final.parent, final.name) is not None:  # another worker was first
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
             return
         raise
 

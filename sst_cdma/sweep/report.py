@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..file_safety import remove_tree
 from ..library import library_modules
 from ..stale_folders import owner_tag, stale_folders
 from .facets import Layout, Style, draw, layout_for
@@ -370,7 +370,7 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
     out = Path(output) if output is not None else csv.parent / "report"
     _make_output(out)
     for stale in stale_folders(out, ".report.partial-"):  # left by a killed report
-        shutil.rmtree(stale, ignore_errors=True)
+        remove_tree(stale)
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".report.partial-{owner_tag()}-", dir=out))
     except OSError as exc:
@@ -384,7 +384,7 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
                           f"{exc.strerror or exc} (the previous report, if any, is left as "
                           "it was)") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_tree(staging)
     return Report(markdown=out / "report.md", plots=[out / name for name in plots])
 
 

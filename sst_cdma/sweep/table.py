@@ -126,12 +126,13 @@ def build_table(rows: Iterable[Mapping[str, Any]]) -> Any:
 
 
 def write_tables(table: Any, output: Path) -> tuple[Path, Path]:
-    """Write ``results.csv`` and ``results.parquet`` into ``output`` (each replaced atomically);
-    return their paths."""
+    """Write ``results.csv`` and ``results.parquet`` into ``output`` (each replaced atomically,
+    never written through a link: OSError for one there); return their paths."""
     output.mkdir(parents=True, exist_ok=True)
     csv_path, parquet_path = output / "results.csv", output / "results.parquet"
-    replace_whole(csv_path, lambda p: table.to_csv(p, index=False, lineterminator="\n"))
-    replace_whole(parquet_path, lambda p: table.to_parquet(p, index=False))
+    replace_whole(csv_path, lambda p: table.to_csv(p, index=False, lineterminator="\n"),
+                  owned=True)
+    replace_whole(parquet_path, lambda p: table.to_parquet(p, index=False), owned=True)
     return csv_path, parquet_path
 
 

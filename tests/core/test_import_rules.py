@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_MODULES = ("kernel", "element", "simulation", "config", "config_api", "graph_files",
                   "units", "flows", "runner", "progress", "atomic_files", "library", "interfaces",
-                  "output_folder", "stale_folders", "stop_signals")
+                  "output_folder", "stale_folders", "stop_signals", "file_safety")
 ENGINE_PACKAGES = ("statistics",)
 #: sst_cdma modules outside the engine that the engine may import, and why
 ENGINE_EXCEPTIONS: set[str] = set()

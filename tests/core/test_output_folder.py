@@ -1,6 +1,9 @@
-"""The output folder is replaced whole (issue #24): a run killed while its outputs move in
-leaves the previous folder or the new one, never a mix; and an output folder given through a
-dangling symlink, a symlink loop or a symlink to another file system is one line or works."""
+"""The output folder is the user's (issues #24, #34): a new one appears whole, an existing one
+stays the same folder and gets the run's files moved in one by one, marked ``.incomplete``
+meanwhile, so a run killed at any step leaves the previous files, the new ones, or a folder
+that says it is half-written (and that read_statistics refuses); an output folder given
+through a dangling symlink, a symlink loop or a symlink to another file system is one line or
+works."""
 from __future__ import annotations
 
 import io
@@ -34,8 +37,9 @@ class Killed(BaseException):
     """The process died here: nothing after it runs."""
 
 
-@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
-def test_a_run_killed_while_its_outputs_move_in_leaves_no_mix(tmp_path, monkeypatch, exchange):
+def test_a_run_killed_at_any_step_leaves_old_new_or_a_marked_folder(tmp_path, monkeypatch):
+    from sst_cdma.statistics.reader import StatisticsFileError
+
     out, fresh = tmp_path / "out", tmp_path / "fresh"
     run(out, size=3)
     (out / "notes.txt").write_text("mine\n")
@@ -43,10 +47,8 @@ def test_a_run_killed_while_its_outputs_move_in_leaves_no_mix(tmp_path, monkeypa
     run(fresh, size=2)
     new = {**snapshot(fresh), "notes.txt": b"mine\n"}
     assert set(old) - {"notes.txt"} == set(new) - {"notes.txt"} and old != new
-    if not exchange:
-        monkeypatch.setattr(output_folder, "_exchange", lambda a, b: False)
-    real = {"rename": os.rename, "replace": os.replace, "link": os.link}
-    steps = 0
+    real = {"rename": os.rename, "replace": os.replace, "unlink": os.unlink}
+    steps, marked = 0, 0
     while True:                               # die at the 1st step that touches a file, 2nd...
         calls = []
 
@@ -66,18 +68,23 @@ def test_a_run_killed_while_its_outputs_move_in_leaves_no_mix(tmp_path, monkeypa
             for name, fn in real.items():
                 monkeypatch.setattr(os, name, fn)
         done = len(calls) <= steps
-        if out.exists():
-            assert snapshot(out) in (old, new), f"mixed after {steps} steps"
-        else:                                 # between the two renames: the old one is aside
-            (aside,) = tmp_path.glob("out.old-*")
-            assert not exchange and snapshot(aside) == old
-            os.rename(aside, out)              # what the next run does (test_stop_signals)
+        now = snapshot(out)
+        if ".incomplete" in now:              # half moved in: it says so, and is refused
+            marked += 1
+            assert set(now) - {".incomplete"} == set(new)
+            with pytest.raises(StatisticsFileError, match="its folder is marked incomplete"):
+                sst_cdma.read_statistics(out / "phold.csv")
+        else:
+            assert now in (old, new), f"mixed after {steps} steps"
         for leftover in tmp_path.glob("out.*-*"):
-            output_folder.shutil.rmtree(leftover)
+            output_folder.remove_tree(leftover)
+        run(out, size=3)                      # back to the old outputs for the next step
+        assert snapshot(out) == old
         if done:
             break
         steps += 1
-    assert snapshot(out) == new and steps >= 1
+    run(out, size=2)
+    assert snapshot(out) == new and marked >= 2
 
 
 def test_an_existing_folder_keeps_its_mode_and_the_files_the_run_did_not_write(tmp_path):
@@ -148,26 +155,26 @@ def test_a_symlink_to_another_file_system_is_staged_beside_its_target(tmp_path):
         output_folder.shutil.rmtree(elsewhere)
 
 
-def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, monkeypatch):
-    """A folder that cannot be renamed (a mount point) gets the files copied in one by one:
-    ``.incomplete`` is there meanwhile, so one a stopped run left half-copied is refused by
-    read_statistics, and the next run that finishes removes it."""
+def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, monkeypatch,
+                                                                      mounted):
+    """A folder on another file system than its staging folder (a mount point) gets the files
+    copied in one by one: ``.incomplete`` is there meanwhile, so one a stopped run left
+    half-copied is refused by read_statistics, and the next run that finishes removes it
+    and the half-copied files of killed runs."""
     from sst_cdma.statistics.reader import StatisticsFileError
 
-    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    out, fresh = mounted(tmp_path / "out"), tmp_path / "fresh"
     run(out, size=3)
     (out / "notes.txt").write_text("mine\n")
     run(fresh, size=2)
-    ismount = os.path.ismount
-    monkeypatch.setattr(os.path, "ismount", lambda p: str(p) == str(out) or ismount(p))
     replace = os.replace
     moved = []
 
-    def replace_then_die(src, dst):
+    def replace_then_die(src, dst, **kwargs):
         moved.append(dst)
         if len(moved) == 2:
             raise Killed
-        replace(src, dst)
+        replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", replace_then_die)
     with pytest.raises(Killed):
@@ -177,7 +184,7 @@ def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, 
     with pytest.raises(StatisticsFileError, match=r"phold.csv: its folder is marked incomplete"):
         sst_cdma.read_statistics(out / "phold.csv")
     for leftover in tmp_path.glob("out.*-*"):
-        output_folder.shutil.rmtree(leftover)
+        output_folder.remove_tree(leftover)
     from sst_cdma.stale_folders import owner_tag
 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -193,31 +200,32 @@ def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
 
 
-@pytest.mark.parametrize("why", ["working folder", "many other files"])
-def test_a_folder_that_should_not_be_swapped_gets_the_files_moved_in(tmp_path, monkeypatch, why):
-    """The working folder (``--output-directory .``: a shell there would be left in a deleted
-    folder) and a folder of many files the run does not write keep their identity: the
-    files are moved in one by one, the marker gone once done."""
+def test_an_existing_folder_stays_the_same_folder_with_its_owner_and_attributes(tmp_path):
+    """The folder is the user's: after a run it is the same folder (inode), with its owner,
+    group, mode and extended attributes (ACLs are extended attributes too); the working
+    folder stays usable."""
     out, fresh = tmp_path / "out", tmp_path / "fresh"
     run(out, size=3)
     for n in range(3):
         (out / f"mine{n}.txt").write_text("mine\n")
     run(fresh, size=2)
-    inode = out.stat().st_ino
-    if why == "working folder":
-        monkeypatch.chdir(out)
-    else:
-        monkeypatch.setattr(output_folder, "CARRY_LIMIT", 2)
-    run(out, size=2)
-    assert out.stat().st_ino == inode                   # the same folder, not a new one
-    assert os.path.samefile(os.getcwd(), out) == (why == "working folder")
+    out.chmod(0o2750)
+    try:
+        os.setxattr(out, "user.project", b"cdma")
+    except OSError:
+        pass                                          # no user attributes on this file system
+    attrs = {name: os.getxattr(out, name) for name in os.listxattr(out)}
+    if os.geteuid() == 0:
+        os.chown(out, 4242, 4343)                     # another user's folder, written by root
+    before = out.stat()
+    os.chdir(out)
+    try:
+        run(out, size=2)
+    finally:
+        os.chdir(REPO)
+    after = out.stat()
+    assert (after.st_ino, after.st_uid, after.st_gid, after.st_mode) == \
+        (before.st_ino, before.st_uid, before.st_gid, before.st_mode)
+    assert {name: os.getxattr(out, name) for name in os.listxattr(out)} == attrs
     assert snapshot(out) == {**snapshot(fresh), **{f"mine{n}.txt": b"mine\n" for n in range(3)}}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
-
-
-def test_a_small_output_folder_is_a_new_folder_after_a_run(tmp_path):
-    out = tmp_path / "out"
-    run(out)
-    inode = out.stat().st_ino
-    run(out)
-    assert out.stat().st_ino != inode                   # swapped in whole
