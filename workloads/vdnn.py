@@ -267,6 +267,8 @@ class _Schedule:
         self.release_at: dict[int, list[str]] = {}
         self.resident: set[str] = set()
         self.prefetched: set[str] = set()
+        #: layer index -> where the prefetch-ahead walk goes on past it (see _ahead_stop)
+        self._skip: dict[int, int] = {}
         self.grads: set[str] = set()
 
     def _check_names(self) -> None:
@@ -564,12 +566,9 @@ class _Schedule:
         offloaded tensors, searching back to the first CONV layer (inclusive)."""
         demand = [t for t in dict.fromkeys(i.bwd_needs + tuple(self.rebuild_inputs.get(here, ())))
                   if t in self.offloaded_set and t not in self.prefetched]
-        ahead: list[str] = []
-        for k in range(here - 1, -1, -1):
-            ahead = [t for t in self.anchored.get(k, []) if t not in self.prefetched]
-            # per-tensor policies prefetch one layer ahead: what the next block needs first
-            if ahead or self.per_tensor or self.infos[k].kind == "conv":
-                break
+        k = self._ahead_stop(here - 1)
+        ahead = [t for t in self.anchored.get(k, []) if t not in self.prefetched] if k >= 0 \
+            else []
         for t in demand + ahead:
             ops.append(StreamOp("alloc", t, "backward"))
             ops.append(StreamOp("prefetch", t, "backward", layer=i.name, codec=self._codec(t)))
@@ -577,6 +576,24 @@ class _Schedule:
             self.resident.add(t)
         for t in demand:
             ops.append(StreamOp("wait", t, "backward"))
+
+    def _ahead_stop(self, start: int) -> int:
+        """Where the search for tensors to prefetch ahead stops, walking down from layer index
+        ``start``: the first layer with offloaded tensors not yet prefetched, or a CONV layer
+        (per-tensor policies: ``start`` itself, one layer ahead); -1 past the first layer.
+        Layers found spent (nothing left to prefetch, not CONV) stay spent, since prefetched
+        tensors are never forgotten: each remembers where the walk went on (``_skip``), so the
+        backward pass walks each layer a bounded number of times, not once per later layer."""
+        if self.per_tensor:
+            return start
+        k, spent = start, []
+        while k >= 0 and self.infos[k].kind != "conv" and \
+                all(t in self.prefetched for t in self.anchored.get(k, ())):
+            spent.append(k)
+            k = self._skip.get(k, k - 1)
+        for layer in spent:
+            self._skip[layer] = k
+        return k
 
     def _recompute(self, here: int, ops: list[StreamOp]) -> list[str]:
         """The rebuilds of the tensors recomputed at layer index ``here``; returns the

@@ -4,6 +4,7 @@ run writes its output folder is one line naming the folder, with the previous on
 from __future__ import annotations
 
 import errno
+import os
 import io
 import pathlib
 from pathlib import Path
@@ -79,10 +80,14 @@ def test_a_full_disk_while_writing_the_output_folder_is_one_line(tmp_path, monke
 def test_an_error_naming_a_file_of_the_output_folder_names_it_there(tmp_path, monkeypatch):
     out = tmp_path / "out"
 
-    def refuse(path, *args, **kwargs):
-        raise OSError(errno.EACCES, "Permission denied", str(path))
+    real_open = os.open
 
-    monkeypatch.setattr(outputs, "open", refuse, raising=False)
+    def refuse(path, *args, **kwargs):
+        if str(path).endswith("phold.csv"):
+            raise OSError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(RunError) as err:
         sst_cdma.run(PHOLD, OPTIONS, output_directory=out, console=io.StringIO())
     assert str(err.value).startswith(f"--output-directory {out}: cannot write "

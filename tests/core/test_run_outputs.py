@@ -125,13 +125,13 @@ def test_a_stop_signal_while_the_outputs_move_in_waits_for_the_move(tmp_path, mo
     run(out, "--batch", "32")
     fresh = tmp_path / "fresh"
     run(fresh, "--batch", "16")
-    carry = output_folder._carry_over
+    move = output_folder._move_folder
 
-    def carry_then_signal(old, new):           # the signal comes halfway through the move
+    def signal_then_move(src, fd):            # the signal comes as the files move in
         signal.raise_signal(signum)
-        carry(old, new)
+        move(src, fd)
 
-    monkeypatch.setattr(output_folder, "_carry_over", carry_then_signal)
+    monkeypatch.setattr(output_folder, "_move_folder", signal_then_move)
     with pytest.raises(KeyboardInterrupt) as stop, stop_on_signals():
         run(out, "--batch", "16")
     assert exit_status(stop.value) == 128 + signum
