@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+import enum
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
@@ -20,6 +21,9 @@ from .messages import (TIERS, AllReduceDone, CodecKernel, CpuStepDone,
                        TransferDone, TransferRequest)
 from .model_state_driver import ModelStateDriver, state_compression
 from .workload_source import WorkloadSource
+
+if TYPE_CHECKING:
+    from .workload_source import StreamOp
 
 
 #: the systems a GPU can belong to: the one studied and its two baselines
@@ -41,6 +45,24 @@ MOVED_PARAMS: dict[str, tuple[str, str, str]] = {
     "compute_efficiency": ("kernels", _KERNELS, "compute_efficiency"),
     "kernel_overhead": ("kernels", _KERNELS, "kernel_overhead"),
 }
+
+
+class WaitReason(enum.Enum):
+    """What the GPU's stream can wait for before its next op."""
+
+    SYNC = "sync"            # a layer's end: both streams idle
+    ALLREDUCE = "allreduce"  # data parallel: the gradients' all-reduce
+    STATES = "states"        # the model states' copies and the host CPU's steps
+    GRADIENTS = "gradients"  # a gradient bucket's buffer still being copied to the host
+    PREFETCH = "prefetch"    # a tensor's prefetch landing
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why the GPU's stream is waiting: the reason, and for a prefetch the tensor's name."""
+
+    reason: WaitReason
+    tensor: str = ""
 
 
 @dataclass
@@ -193,7 +215,8 @@ class GPU(Component):
         #: of the GPU and pays the launch latency (the kernels slot's ``after_sync_ps``)
         self.compute_idle = True
         self.copy_busy = False
-        self.blocked: Optional[str] = None
+        #: what the stream waits for before its next op (None: it is not waiting)
+        self.blocked: Optional[Wait] = None
         self.prefetched: set[str] = set()
         self.backward_at: Optional[int] = None
         self.update_at: Optional[int] = None
@@ -323,49 +346,27 @@ class GPU(Component):
 
     # -- issuing -----------------------------------------------------------------------------
     def _issue(self) -> None:
+        """Issue the stream's ops in order until one must wait (:attr:`blocked` says for
+        what) or the stream ends; each kind of op has its handler in :data:`OP_HANDLERS`."""
         ops = self.ops
         while self.pc < len(ops):
             op = ops[self.pc]
-            kind = op.op
             if self.pc in self.micro_starts:
                 self._micro_batch_starts()
             if self.pc == self.states_at and not self.states.done:
                 self._await_states()
                 return
             if op.phase == "update" and not self.reduced:
-                self.blocked = "allreduce"
+                self.blocked = Wait(WaitReason.ALLREDUCE)
                 return
-            if self.states is not None and kind in ("alloc", "compute") and \
+            if self.states is not None and op.op in ("alloc", "compute") and \
                     self.states.holds_back(_gradients_named(op)):
-                self.blocked = "gradients"  # its bucket's buffer is still being copied
+                # its bucket's buffer is still being copied
+                self.blocked = Wait(WaitReason.GRADIENTS)
                 return
-            if kind == "compute":
-                self.compute_q.append(op)
-                self._kick_compute()
-            elif kind == "offload" or kind == "prefetch":
-                if kind == "offload":
-                    self._compress_first(op)
-                self.copy_q.append(op)
-                self._kick_copy()
-            elif kind == "alloc":
-                self.hbm.allocate(op.name, self.stream.tensors[op.name].bytes,
-                                  op.layer or self.op_layer[self.pc])
-            elif kind == "free":
-                if not self.reduced and op.name in self.wgrads:
-                    self.frees_after_reduce.append(op.name)
-                else:
-                    self.hbm.free(op.name)
-            elif kind == "sync":
-                if self.compute_busy or self.copy_busy or self.compute_q or self.copy_q:
-                    self.blocked = "sync"
-                    return
-                self._layer_boundary(op)
-            elif kind == "wait":
-                if op.name not in self.prefetched:
-                    self.blocked = op.name
-                    return
-            elif kind == "phase":
-                pass
+            handler = OP_HANDLERS.get(op.op)
+            if handler is not None and not handler(self, op):
+                return
             self.pc += 1
             if op.phase != "forward":
                 if self.backward_at is None:
@@ -373,7 +374,7 @@ class GPU(Component):
                 if self.update_at is None and op.phase == "update":
                     self.update_at = self.sim.now
         if not self.reduced:
-            self.blocked = "allreduce"
+            self.blocked = Wait(WaitReason.ALLREDUCE)
             return
         if self.pc == self.states_at and not self.states.done:  # an empty epilogue
             self._await_states()
@@ -381,22 +382,70 @@ class GPU(Component):
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
 
+    def _issue_compute(self, op: StreamOp) -> bool:
+        """A kernel: onto the compute stream."""
+        self.compute_q.append(op)
+        self._kick_compute()
+        return True
+
+    def _issue_copy(self, op: StreamOp) -> bool:
+        """An offload (compressed by SM kernels first where the engine asks) or a prefetch:
+        onto the copy stream."""
+        if op.op == "offload":
+            self._compress_first(op)
+        self.copy_q.append(op)
+        self._kick_copy()
+        return True
+
+    def _issue_alloc(self, op: StreamOp) -> bool:
+        """A tensor's allocation in the GPU memory."""
+        self.hbm.allocate(op.name, self.stream.tensors[op.name].bytes,
+                          op.layer or self.op_layer[self.pc])
+        return True
+
+    def _issue_free(self, op: StreamOp) -> bool:
+        """A tensor's free; a weight gradient the all-reduce still reads is freed after it."""
+        if not self.reduced and op.name in self.wgrads:
+            self.frees_after_reduce.append(op.name)
+        else:
+            self.hbm.free(op.name)
+        return True
+
+    def _issue_sync(self, op: StreamOp) -> bool:
+        """A layer's end: waits until both streams are idle."""
+        if self._streams_busy():
+            self.blocked = Wait(WaitReason.SYNC)
+            return False
+        self._layer_boundary(op)
+        return True
+
+    def _issue_wait(self, op: StreamOp) -> bool:
+        """Waits until the tensor's prefetch has landed."""
+        if op.name not in self.prefetched:
+            self.blocked = Wait(WaitReason.PREFETCH, op.name)
+            return False
+        return True
+
+    def _streams_busy(self) -> bool:
+        """Whether a kernel or a copy is running or queued."""
+        return bool(self.compute_busy or self.copy_busy or self.compute_q or self.copy_q)
+
+    def _still_waiting(self, wait: Wait) -> bool:
+        """Whether what ``wait`` waits for has not happened yet."""
+        reason = wait.reason
+        if reason is WaitReason.SYNC:
+            return self._streams_busy()
+        if reason is WaitReason.ALLREDUCE:
+            return not self.reduced
+        if reason is WaitReason.STATES:
+            return not self.states.done
+        if reason is WaitReason.GRADIENTS:
+            return self.states.holds_back(_gradients_named(self.ops[self.pc]))
+        return wait.tensor not in self.prefetched
+
     def _unblock(self) -> None:
-        if self.blocked is None:
-            return
-        if self.blocked == "sync":
-            if self.compute_busy or self.copy_busy or self.compute_q or self.copy_q:
-                return
-        elif self.blocked == "allreduce":
-            if not self.reduced:
-                return
-        elif self.blocked == "states":
-            if not self.states.done:
-                return
-        elif self.blocked == "gradients":
-            if self.states.holds_back(_gradients_named(self.ops[self.pc])):
-                return
-        elif self.blocked not in self.prefetched:
+        """Something the stream may wait for happened: issue on if it was that."""
+        if self.blocked is None or self._still_waiting(self.blocked):
             return
         self.blocked = None
         self._issue()
@@ -406,7 +455,7 @@ class GPU(Component):
         for the model states' copies and the host CPU's steps."""
         if self.update_at is None:
             self.update_at = self.sim.now
-        self.blocked = "states"
+        self.blocked = Wait(WaitReason.STATES)
         self.states.stream_ended()
 
     def _micro_batch_starts(self) -> None:
@@ -653,6 +702,19 @@ class GPU(Component):
             model_states=self._model_state_fields(end)))
         if p["system"] == "main":
             self.declare_work_end(end)
+
+
+#: the GPU's handler of each kind of stream op: issues it and says whether the stream goes on
+#: (False: it waits, and :attr:`GPU.blocked` says for what); a kind without one is passed
+OP_HANDLERS: dict[str, Callable[[GPU, StreamOp], bool]] = {
+    "compute": GPU._issue_compute,
+    "offload": GPU._issue_copy,
+    "prefetch": GPU._issue_copy,
+    "alloc": GPU._issue_alloc,
+    "free": GPU._issue_free,
+    "sync": GPU._issue_sync,
+    "wait": GPU._issue_wait,
+}
 
 
 def _gradients_named(op: Any) -> tuple[str, ...]:

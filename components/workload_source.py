@@ -12,10 +12,11 @@ from workloads.vdnn import wgrad_name
 
 if TYPE_CHECKING:
     from workloads.stream import Stream
+    from workloads.stream_schema import StreamOp
 
     from .kernel_times import KernelTimes
 
-__all__ = ["WorkloadSource"]
+__all__ = ["WorkloadSource", "StreamOp"]
 
 
 class WorkloadSource(SubComponent):
