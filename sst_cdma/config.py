@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import networkx as nx
 
 from .element import Element, StatisticEnable
+from .errors import ConfigError
 from .library import find_element
 
 ENABLE_ALL = "*"
@@ -63,15 +63,6 @@ def program_option_fault(name: str, value: str) -> str:
     if name == "partitioner" and value and value not in PARTITIONERS:
         return (f"partitioner {value!r} is not one of SST-core's ({', '.join(PARTITIONERS)})")
     return ""
-
-
-class ConfigError(ValueError):
-    """A fault in the configuration. ``where`` is ``file:line`` of the script statement that
-    caused it, when known."""
-
-    def __init__(self, message: str, where: str = "") -> None:
-        super().__init__(message)
-        self.where = where
 
 
 class StructureError(ConfigError):
@@ -357,32 +348,7 @@ class ConfigGraph:
                               f"{beyond_sim_range(value)}", link.where)
         return value
 
-    # -- JSON, Python and DOT ------------------------------------------------------------------
-    def to_json(self) -> dict[str, Any]:
-        """The graph as SST-core 16's JSON model (what ``sst FILE.json`` reads)."""
-        from .graph_files import to_json
-
-        return to_json(self)
-
-    def write_json(self, path: Path) -> None:
-        """Write :meth:`to_json` to ``path``, laid out as SST-core 16 writes it."""
-        from .graph_files import dumps
-
-        path.write_text(dumps(self.to_json()), encoding="utf-8")
-
-    def write_python(self, path: Path) -> None:
-        """Write the graph as a Python script that rebuilds it (``--output-config``)."""
-        from .graph_files import to_python
-
-        path.write_text(to_python(self), encoding="utf-8")
-
-    @classmethod
-    def from_json(cls, data: Any, source: str) -> "ConfigGraph":
-        """Rebuild a graph from SST's JSON model; ConfigError names what is wrong."""
-        from .graph_files import from_json
-
-        return from_json(data, source)
-
+    # -- DOT (JSON and Python: sst_cdma.graph_files) -------------------------------------------
     def to_dot(self) -> str:
         """The graph in Graphviz DOT: a box per component, an edge per link."""
         lines = ['graph "sst" {', "  node [shape=box];"]

@@ -14,7 +14,7 @@ from .config import (ENABLE_ALL, PROGRAM_OPTION_ALIASES, PROGRAM_OPTIONS, Config
                      ConfigError, ConfigGraph, ConfigLink, ConfigSubComponent, LinkEndConfig,
                      program_option_fault)
 from .element import ParamError, StatisticEnable
-from .library import ElementNotFound, find_element
+from .library import ElementNotFound, describe_slot, find_element, slot_refusal
 from .statistics import OUTPUT_TYPES
 from .units import UnitAlgebra
 
@@ -129,13 +129,13 @@ class _Configurable:
         except ElementNotFound as exc:
             raise ConfigError(str(exc), where) from None
         if declared is not None:
-            refusal = declared.refusal(owner, element, slot_num)
+            refusal = slot_refusal(declared, owner, element, slot_num)
             if refusal:
                 raise ConfigError(refusal, where)
         name = f"{self._config.name}:{slot}[{slot_num}]"
         taken = next((s for s in self._config.subcomponents if s.name == name), None)
         if taken is not None:
-            accepts = f"; it takes {declared.describe_accepts()}" if declared else ""
+            accepts = f"; it takes {describe_slot(declared)}" if declared else ""
             raise ConfigError(f"{owner}: slot {slot}[{slot_num}] is already filled (with "
                               f"{taken.type}, {taken.where}){accepts}", where)
         sub = ConfigSubComponent(name=name, type=type, where=where, slot=slot, index=slot_num)

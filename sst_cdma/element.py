@@ -206,36 +206,6 @@ class SubComponentSlot:
         """The name of the interface the slot accepts (``SubComponent`` for any)."""
         return self.accepts.__name__ if self.accepts is not None else "SubComponent"
 
-    def fillers(self) -> list[str]:
-        """Every element type of the known libraries that can fill this slot, sorted."""
-        from .library import elements_deriving_from
-
-        return elements_deriving_from(self.accepts or SubComponent)
-
-    def describe_accepts(self) -> str:
-        """What the slot takes, for error messages: the interface and the elements that
-        implement it."""
-        fillers = self.fillers()
-        return f"a {self.interface} ({', '.join(fillers) if fillers else 'none known'})"
-
-    def refusal(self, owner: str, element: type, slot_num: int = 0) -> Optional[str]:
-        """Why ``element`` cannot go into this slot of ``owner`` at ``slot_num`` (None: it
-        can)."""
-        where = f"{owner}: slot {self.name!r}"
-        if not issubclass(element, SubComponent):
-            name = element.type_name()  # type: ignore[attr-defined]  # not a SubComponent
-            return f"{where} takes {self.describe_accepts()}; {name} is a " \
-                   "component, not a subcomponent"
-        if self.accepts is not None and not issubclass(element, self.accepts):
-            kinds = [base.__name__ for base in element.__mro__[1:]
-                     if issubclass(base, SubComponent) and base is not SubComponent
-                     and base.__dict__.get("ABSTRACT", False)]
-            what = f" (a {kinds[0]})" if kinds else ""
-            return f"{where} takes {self.describe_accepts()}, not {element.type_name()}{what}"
-        if slot_num and not self.multiple:
-            return f"{where} takes one subcomponent, in slot number 0 (not {slot_num})"
-        return None
-
 
 @dataclass
 class StatisticEnable:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from difflib import get_close_matches
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, Optional
 
 from .config import (ENABLE_ALL, PROGRAM_OPTION_ALIASES, PROGRAM_OPTIONS, ConfigComponent,
@@ -393,3 +393,13 @@ def to_python(graph: ConfigGraph) -> str:
                  f"{_dict_lines(dict(graph.stat_output[1]))})")
     lines.append("# End of generated output.")
     return "\n".join(lines) + "\n\n"
+
+
+def write_json(graph: ConfigGraph, path: Path) -> None:
+    """Write :func:`to_json` of ``graph`` to ``path``, laid out as SST-core 16 writes it."""
+    path.write_text(dumps(to_json(graph)), encoding="utf-8")
+
+
+def write_python(graph: ConfigGraph, path: Path) -> None:
+    """Write ``graph`` as a Python script that rebuilds it (``--output-config``)."""
+    path.write_text(to_python(graph), encoding="utf-8")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from .config import ConfigError
+from .errors import ConfigError
 from .kernel import Service
 
 if TYPE_CHECKING:

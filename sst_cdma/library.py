@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
 
-from .element import Element
+from .element import Element, SubComponent, SubComponentSlot
 
 ENTRY_POINT_GROUP = "sst_cdma.elements"
 #: packages of topology scripts, found by name (``sst NAME.py``)
@@ -134,3 +134,35 @@ def find_topology(name: str) -> Optional[Path]:
         return None
     shipped = shipped_topologies()
     return shipped.get(name) or shipped.get(f"{name}.py")
+
+
+# -- what fills a slot: the libraries' elements, asked by the slot's owner -------------------------
+def slot_fillers(slot: SubComponentSlot) -> list[str]:
+    """Every element type of the known libraries that can fill ``slot``, sorted."""
+    return elements_deriving_from(slot.accepts or SubComponent)
+
+
+def describe_slot(slot: SubComponentSlot) -> str:
+    """What ``slot`` takes, for error messages: the interface and the elements that implement
+    it."""
+    fillers = slot_fillers(slot)
+    return f"a {slot.interface} ({', '.join(fillers) if fillers else 'none known'})"
+
+
+def slot_refusal(slot: SubComponentSlot, owner: str, element: type, slot_num: int = 0
+                 ) -> Optional[str]:
+    """Why ``element`` cannot go into ``slot`` of ``owner`` at ``slot_num`` (None: it can)."""
+    where = f"{owner}: slot {slot.name!r}"
+    if not issubclass(element, SubComponent):
+        name = element.type_name()  # type: ignore[attr-defined]  # not a SubComponent
+        return f"{where} takes {describe_slot(slot)}; {name} is a component, not a " \
+               "subcomponent"
+    if slot.accepts is not None and not issubclass(element, slot.accepts):
+        kinds = [base.__name__ for base in element.__mro__[1:]
+                 if issubclass(base, SubComponent) and base is not SubComponent
+                 and base.__dict__.get("ABSTRACT", False)]
+        what = f" (a {kinds[0]})" if kinds else ""
+        return f"{where} takes {describe_slot(slot)}, not {element.type_name()}{what}"
+    if slot_num and not slot.multiple:
+        return f"{where} takes one subcomponent, in slot number 0 (not {slot_num})"
+    return None

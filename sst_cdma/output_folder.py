@@ -37,6 +37,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
+from .errors import RunError
 from .file_safety import kind_of, open_folder, remove_tree
 from .stale_folders import left_by_dead_process, owner_tag, stale_folders
 
@@ -53,8 +54,6 @@ STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in
 
 
 def _fail(message: str, out_dir: Path) -> Exception:
-    from .runner import RunError  # the runner imports this module
-
     return RunError(message, f"--output-directory {out_dir}")
 
 

@@ -8,15 +8,17 @@ import os
 import shlex
 import sys
 import traceback
+from functools import partial
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
 
-from . import config_api
+from . import config_api, graph_files
 from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, ConfigGraph,
                      StructureError, beyond_sim_range)
 from .atomic_files import replace_whole, write_text_whole
+from .errors import RunError
 from .file_safety import remove_tree
 from .output_folder import (cannot_write, check_output_directory, prepare_staging,
                             publish_outputs, write_failure)
@@ -26,18 +28,6 @@ from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .library import find_topology
 from .units import UnitAlgebra, UnitError, abbreviate
-
-
-class RunError(Exception):
-    """A run failed: ``where`` is ``file[:line]`` of the fault, ``message`` says what it is."""
-
-    def __init__(self, message: str, where: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.where = where
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
 
 
 class StructureRunError(RunError):
@@ -170,7 +160,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
         except (OSError, ValueError) as exc:
             raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
         try:
-            graph = ConfigGraph.from_json(data, _display(path))
+            graph = graph_files.from_json(data, _display(path))
         except ConfigError as exc:
             raise RunError(str(exc), exc.where) from None
         _check_structure(graph)
@@ -489,7 +479,8 @@ def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Pa
     """Write the graph files, build and run; outputs go to ``staging`` (or nowhere), the
     phases' wall time to ``phases`` (its ``progress`` gets the progress lines).
     ``record_all`` records every declared statistic in memory only."""
-    for key, writer in (("output-json", graph.write_json), ("output-config", graph.write_python),
+    for key, writer in (("output-json", partial(graph_files.write_json, graph)),
+                        ("output-config", partial(graph_files.write_python, graph)),
                         ("output-dot", None)):
         target = options[key]
         if target:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
+from .graph_files import to_json as graph_to_json
+from .library import describe_slot, slot_refusal
 from .config import ConfigComponent, ConfigError, ConfigGraph, ConfigSubComponent
 from .element import Component, Element, ParamError, SubComponent
 from .kernel import LinkEnd, SimulationError, Simulator
@@ -158,7 +160,7 @@ class Simulation:
             if slot is None:
                 raise ConfigError(f"{owner} has no subcomponent slot {sub_cfg.slot!r} (slots: "
                                   f"{', '.join(slots) or 'none'})", sub_cfg.where)
-            refusal = slot.refusal(owner, sub_cfg.element, sub_cfg.index)
+            refusal = slot_refusal(slot, owner, sub_cfg.element, sub_cfg.index)
             if refusal:
                 raise ConfigError(refusal, sub_cfg.where)
             sub = self._construct(sub_cfg, parent)
@@ -176,7 +178,7 @@ class Simulation:
                 out[slot.name] = [self._construct(cfg, parent)]  # type: ignore[list-item]
             elif slot.required:
                 raise ConfigError(f"{owner}: slot {slot.name!r} is empty; it needs "
-                                  f"{slot.describe_accepts()}: "
+                                  f"{describe_slot(slot)}: "
                                   f"setSubComponent({slot.name!r}, TYPE)", where)
         return out
 
@@ -235,7 +237,7 @@ class Simulation:
         resolved (defaults included), every link and the statistics options: what
         ``config.json`` holds."""
         comps = [_resolved(comp) for comp in self.components.values()]
-        graph = self.graph.to_json()
+        graph = graph_to_json(self.graph)
         return {"components": comps, "links": graph["links"],
                 "statistics_options": graph["statistics_options"]}
 

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 from .. import __version__
 from ..element import Component, Element, SubComponent
-from ..library import ElementNotFound, library_modules, load_library
+from ..library import ElementNotFound, library_modules, load_library, slot_fillers
 from .sst_main import OneLineParser
 
 KIND_UNITS = {"time": "time", "frequency": "Hz", "bandwidth": "B/s", "bytes": "B"}
@@ -71,7 +71,7 @@ def describe_element(index: int, cls: type[Element]) -> list[str]:
     for slot in cls.SLOTS:
         how = "required" if slot.required else f"default {slot.default}" if slot.default \
             else "optional"
-        fillers = slot.fillers()
+        fillers = slot_fillers(slot)
         lines.append(f"         {slot.name}: {plain(slot.doc)} [{slot.interface}; {how}"
                      f"{'; several' if slot.multiple else ''}]")
         if fillers:

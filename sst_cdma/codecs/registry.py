@@ -81,17 +81,6 @@ class CodecSpec:
         """Whether the ratio is estimated by compressing synthetic data (no formula)."""
         return self.ratio_formula is None
 
-    def estimate_ratio(self, density: float, dtype: str = "float32") -> float:
-        """Estimated raw/compressed ratio of a tensor of element type ``dtype`` (a name, e.g.
-        ``"float16"``) whose non-zero fraction is ``density``."""
-        from .sampling import itemsize_of, sampled_ratio
-
-        if not 0.0 <= density <= 1.0:
-            raise ValueError(f"density {density} is not in [0, 1]")
-        if self.ratio_formula is not None:
-            return self.ratio_formula(density, itemsize_of(dtype))
-        return sampled_ratio(self.name, density, dtype)
-
 
 _SPECS: dict[str, CodecSpec] = {}
 _BY_ID: dict[int, CodecSpec] = {}
@@ -142,7 +131,6 @@ def unregister(name: str) -> CodecSpec:
     spec = get(name)
     del _SPECS[name]
     del _BY_ID[spec.format_id]
-    _forget_estimates(name)
     _changed()
     return spec
 
@@ -158,13 +146,6 @@ def registered(name: str, format_id: int, implementation: Union["Codec", str], *
         yield spec
     finally:
         unregister(name)
-
-
-def _forget_estimates(name: str) -> None:
-    """Drop cached sampled ratios, so a later codec of the same name is sampled afresh."""
-    from .sampling import forget
-
-    forget(name)
 
 
 def algorithm_names() -> tuple[str, ...]:

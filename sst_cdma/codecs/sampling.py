@@ -17,9 +17,11 @@ from functools import lru_cache
 import numpy as np
 
 from ..model.dtypes import DTYPES as SIMULATED_DTYPES
+from . import registry
+from .registry import CodecSpec
 
 __all__ = ["SAMPLE_ELEMENTS", "DENSITY_STEPS", "DTYPES", "itemsize_of", "density_step",
-           "sample_ratio", "sampled_ratio", "forget"]
+           "sample_ratio", "sampled_ratio", "forget", "estimate_ratio"]
 
 SAMPLE_ELEMENTS = 1 << 15
 DENSITY_STEPS = 200
@@ -67,7 +69,21 @@ def sampled_ratio(algorithm: str, density: float, dtype: str = "float32") -> flo
     return sample_ratio(algorithm, density_step(density), dtype)
 
 
-def forget(algorithm: str) -> None:
+def forget(algorithm: str = "") -> None:
     """Drop cached samples (after ``algorithm`` is unregistered, another codec may take its
-    name)."""
+    name): called on every change of the registry."""
     sample_ratio.cache_clear()
+
+
+registry.watch(forget)
+
+
+def estimate_ratio(spec: CodecSpec, density: float, dtype: str = "float32") -> float:
+    """Estimated raw/compressed ratio of the codec ``spec`` on a tensor of element type
+    ``dtype`` (a name, e.g. ``"float16"``) whose non-zero fraction is ``density``: its size
+    formula where it has one, else a sample compressed."""
+    if not 0.0 <= density <= 1.0:
+        raise ValueError(f"density {density} is not in [0, 1]")
+    if spec.ratio_formula is not None:
+        return spec.ratio_formula(density, itemsize_of(dtype))
+    return sampled_ratio(spec.name, density, dtype)

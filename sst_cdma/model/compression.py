@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..codecs import registry
-from ..codecs.sampling import DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step, sample_ratio
+from ..codecs.sampling import (DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step,
+                               estimate_ratio, sample_ratio)
 
 __all__ = ["ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS", "TABLE_PATH",
            "algorithm_choices", "sampled_algorithms", "ratio_from_density", "wire_bytes",
@@ -57,7 +58,7 @@ def ratio_from_density(algorithm: str, density: float, dtype: str = "float32") -
         cached = _table_entry(_ratio_table(), algorithm, dtype, density_step(density))
         if cached is not None:
             return cached
-    return spec.estimate_ratio(density, dtype)
+    return estimate_ratio(spec, density, dtype)
 
 
 def _table_entry(table: Optional[dict[str, dict[str, list[float]]]], algorithm: str, dtype: str,

@@ -90,6 +90,7 @@ from typing import Iterable, Sequence
 from workloads.loader import CNNS
 
 from ..codecs import registry
+from ..codecs.sampling import estimate_ratio
 from .profile import DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance
 
@@ -219,7 +220,7 @@ def pool_density(d_in: float, window: int) -> float:
 def zvc_ratio(density: float) -> float:
     """ZVC's fp32 compression ratio at ``density``, 32 / (1 + 32 d): the ZVC codec's own
     estimate from its registration (docs/codecs.md, "Size formulas")."""
-    return registry.get("zvc").estimate_ratio(density, "float32")
+    return estimate_ratio(registry.get("zvc"), density, "float32")
 
 
 # -- applying them to a network ------------------------------------------------------------------

@@ -222,7 +222,7 @@ def test_options_and_the_engines_codec_slot_accept_exactly_the_registered_algori
     from components.cdma_engine import CDMAEngine
     from components.codecs import element_type
     from sst_cdma.config import ConfigError
-    from sst_cdma.library import find_element
+    from sst_cdma.library import find_element, slot_fillers
     from sst_cdma.topology import option_parser
 
     parser = option_parser("test")
@@ -233,7 +233,7 @@ def test_options_and_the_engines_codec_slot_accept_exactly_the_registered_algori
                                "none, zvc, rle, zlib, lz4, zstd, bplane_zstd, toy")
     # the engine's codec slot takes the toy codec's element, which registering made
     slot = next(s for s in CDMAEngine.SLOTS if s.name == "codec")
-    assert slot.fillers() == ["cdma.BplaneZstd", "cdma.LZ4", "cdma.RLE", "cdma.TOY", "cdma.ZVC",
+    assert slot_fillers(slot) == ["cdma.BplaneZstd", "cdma.LZ4", "cdma.RLE", "cdma.TOY", "cdma.ZVC",
                               "cdma.Zlib", "cdma.Zstd"]
     assert find_element(element_type("toy")).ALGORITHM == "toy"
     with pytest.raises(ValueError, match="unknown algorithm 'brotli' .registered: zvc, rle, "

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from sst_cdma.config import ConfigError, ConfigGraph
+from sst_cdma import graph_files
+from sst_cdma.config import ConfigError
+from sst_cdma.graph_files import to_json
 from sst_cdma.runner import RunError, run
 
 TOPO = """
@@ -82,7 +84,7 @@ def test_from_json_rejects_a_link_to_an_unknown_component():
                        "ends": [{"component": "a", "port": "port"},
                                 {"component": "zz", "port": "port"}]}]}
     with pytest.raises(ConfigError, match="link 'l' names unknown component 'zz'"):
-        ConfigGraph.from_json(data, "g.json")
+        graph_files.from_json(data, "g.json")
 
 
 GRAPH = {"format": "sst-cdma-config",
@@ -224,7 +226,7 @@ def test_sst_core_16_generated_scripts_rebuild_the_saved_graph(repo, name):
     # SST's script lists the links component by component, its JSON in creation order
     def by_name(data):
         return {**data, "links": sorted(data["links"] or [], key=lambda l: l["name"])}
-    assert by_name(from_script.to_json()) == by_name(from_json.to_json())
+    assert by_name(to_json(from_script)) == by_name(to_json(from_json))
 
 
 def test_output_config_round_trips_to_an_identical_graph(write_script, tmp_path):
@@ -247,10 +249,10 @@ l2.connect((c2, "north"), (d2, "south", "7ps"))
     assert 'subcomp_a_counter_0_ = comp_a.setSubComponent("counter", "testElement.Counter", 0)' \
         in script
     second = run(tmp_path / "o" / "g.py", run_mode="init")
-    assert second.graph.to_json() == first.graph.to_json()
+    assert to_json(second.graph) == to_json(first.graph)
     third = run(tmp_path / "o" / "g.json", run_mode="init")
-    assert third.graph.to_json() == first.graph.to_json()
-    assert first.graph.to_json()["components"][0]["subcomponents"] == [
+    assert to_json(third.graph) == to_json(first.graph)
+    assert to_json(first.graph)["components"][0]["subcomponents"] == [
         {"slot_name": "counter", "slot_number": 0, "type": "testElement.Counter",
          "statistics_options": {"enable_all_statistics": True}, "params": {}}]
 

@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_MODULES = ("kernel", "element", "simulation", "config", "config_api", "graph_files",
                   "units", "flows", "runner", "progress", "atomic_files", "library", "interfaces",
-                  "output_folder", "stale_folders", "stop_signals", "file_safety")
+                  "output_folder", "stale_folders", "stop_signals", "file_safety", "errors")
 ENGINE_PACKAGES = ("statistics",)
 #: sst_cdma modules outside the engine that the engine may import, and why
 ENGINE_EXCEPTIONS: set[str] = set()
@@ -67,9 +67,17 @@ def module_name(path: Path) -> str:
 def imports(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in ``source`` of module ``module``, at any
     depth (imports inside functions count); ``from . import x`` gives ``package.x``."""
+    return imports_in(ast.parse(source), module, is_package)
+
+
+def imports_in(tree: ast.AST, module: str, is_package: bool = False,
+               skip: "set[int] | None" = None) -> list[tuple[int, str]]:
+    """:func:`imports` of a parsed module, leaving out the nodes whose ids are in ``skip``."""
     package = module if is_package else module.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
+        if skip and id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -230,3 +238,45 @@ def test_the_report_reads_only_result_records(module):
                if isinstance(node, ast.Attribute) and node.attr in ("components", "link_end")
                and "simulation" in ast.unparse(node.value)]
     assert reaches == [], "the report reaches into elements:\n" + "\n".join(reaches)
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes under ``if TYPE_CHECKING:`` (imports for the type checker alone)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def import_graph(packages: tuple[str, ...] = ("sst_cdma", "components", "workloads",
+                                              "topologies")) -> "nx.DiGraph":
+    """Module -> the modules of ``packages`` it imports, at any depth (imports inside
+    functions count; those for the type checker alone do not); ``from a import b`` names the
+    module ``a.b`` where there is one, else ``a``."""
+    import networkx as nx
+
+    paths = {module_name(p): p for folder in packages
+             for p in sorted((ROOT / folder).rglob("*.py"))}
+    graph = nx.DiGraph()
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph.add_node(name)
+        for _, target in imports_in(tree, name, path.name == "__init__.py", _type_only(tree)):
+            for candidate in (target, target.rpartition(".")[0]):
+                if candidate in paths and candidate != name:
+                    graph.add_edge(name, candidate)
+                    break
+    return graph
+
+
+def test_no_import_cycle_anywhere():
+    """The modules of the product import one another without a circle: each floor imports
+    only floors below it."""
+    import networkx as nx
+
+    graph = import_graph()
+    assert graph.number_of_edges() > 500                     # the scan sees the imports
+    knots = sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+    assert knots == [], "import cycles:\n" + "\n".join(
+        " -> ".join(a for a, _ in nx.find_cycle(graph.subgraph(knot))) for knot in knots)
