@@ -123,7 +123,8 @@ class Dispatcher:
         under a heartbeat prints a traceback after a sweep that went well."""
         if not self._own_client and self._cluster is None:
             return
-        if self._cluster is not None and self.client is not None:
+        if self._cluster is not None and self.client is not None and \
+                self.client.status == "running":  # a lost scheduler would keep it waiting
             try:
                 self.client.run(quiet_worker, on_error="ignore")
             except Exception:  # a lost scheduler: the close below says nothing either way
