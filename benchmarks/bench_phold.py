@@ -1,7 +1,8 @@
 """PHOLD benchmark: our kernel against the same model on SimPy, in the same run.
 
 A 10x10 torus, 4 initial events per node, 1 ns links plus a uniform extra 0-9 ns. Prints
-events/s for both and their ratio; exits 1 if our kernel is under 2x SimPy (the requirement).
+events/s for both and their ratio; exits 1 if our kernel is under 2x SimPy (the requirement),
+2 (with the one line saying to install the ``[test]`` extra) if SimPy is not installed.
 
     python benchmarks/bench_phold.py [--time-limit 20us] [--repeats 3]
 """
@@ -14,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import simpy
-
 import sst_cdma.units
+from sst_cdma.extras import MissingExtra, require
 from sst_cdma.runner import run
 
 TOPOLOGY = Path(__file__).resolve().parent.parent / "topologies" / "phold_torus.py"
@@ -32,6 +32,8 @@ def run_ours(limit: str) -> tuple[int, float]:
 
 def run_simpy(limit_ns: int) -> tuple[int, float]:
     """The same PHOLD as SimPy processes: each event is a process hopping between nodes."""
+    import simpy  # the [test] extra's: main() says so when it is missing
+
     env = simpy.Environment()
     rngs = [random.Random(1 + i).random for i in range(SIZE * SIZE)]
     received = [0] * (SIZE * SIZE)
@@ -70,6 +72,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="best of N interleaved rounds "
                     "(default 5)")
     args = ap.parse_args()
+    try:
+        require("test", "benchmarks/bench_phold.py")
+    except MissingExtra as exc:
+        print(exc, file=sys.stderr)
+        return 2
     limit_ns = int(sst_cdma.units.parse_time_ps(args.time_limit) // 1000)
     # Interleaved, so that both see the same machine: its speed drifts by tens of percent
     # within a minute. Each round runs ours then SimPy; the best rate of each counts.

@@ -218,7 +218,9 @@ class GPU(Component):
         #: what the stream waits for before its next op (None: it is not waiting)
         self.blocked: Optional[Wait] = None
         self.prefetched: set[str] = set()
-        self.backward_at: Optional[int] = None
+        #: (time, phase) each time the issued ops changed phase, from (0, forward): with
+        #: --grad-accum the passes alternate once per micro-batch
+        self.phase_changes: list[tuple[int, str]] = [(0, "forward")]
         self.update_at: Optional[int] = None
         self.finished_at: Optional[int] = None
         self.kernel_total = 0
@@ -368,10 +370,9 @@ class GPU(Component):
             if handler is not None and not handler(self, op):
                 return
             self.pc += 1
-            if op.phase != "forward":
-                if self.backward_at is None:
-                    self.backward_at = self.sim.now
-                if self.update_at is None and op.phase == "update":
+            if self.update_at is None and op.phase != self.phase_changes[-1][1]:
+                self.phase_changes.append((self.sim.now, op.phase))
+                if op.phase == "update":
                     self.update_at = self.sim.now
         if not self.reduced:
             self.blocked = Wait(WaitReason.ALLREDUCE)
@@ -667,11 +668,21 @@ class GPU(Component):
                                 "delayed_update": False}
         return out
 
+    def _pass_times(self, update: int) -> dict[str, int]:
+        """The time the issued ops spent in the forward and in the backward pass before
+        ``update`` (when the optimizer step began), summed over every micro-batch."""
+        out = {"forward": 0, "backward": 0}
+        changes = [*self.phase_changes, (update, "")]
+        for (start, phase), (stop, _) in zip(changes, changes[1:]):
+            if phase in out:
+                out[phase] += max(0, min(stop, update) - start)
+        return out
+
     def finish(self) -> None:
         """Record statistics and leave this GPU's results in the engine's reports."""
         end = self.finished_at if self.finished_at is not None else self.sim.now
-        back = self.backward_at if self.backward_at is not None else end
         update = self.update_at if self.update_at is not None else end
+        passes = self._pass_times(update)
         self.stat_iter.add_data(end)
         self.stat_stall.add_data(max(0, end - self.kernel_total))
         hbm = self.hbm
@@ -683,7 +694,8 @@ class GPU(Component):
             network=self.stream.network, batch=self.stream.batch, dtype=self.stream.dtype,
             policy=self.stream.policy, optimizer=self.workload.optimizer,
             completed=self.finished_at is not None,
-            iteration_time_ps=end, forward_time_ps=back, backward_time_ps=update - back,
+            iteration_time_ps=end, forward_time_ps=passes["forward"],
+            backward_time_ps=passes["backward"],
             update_time_ps=end - update,
             compute_time_ps=self.kernel_total, stall_time_ps=max(0, end - self.kernel_total),
             offloaded_bytes=self.offloaded_raw, wire_bytes=self.offloaded_wire,

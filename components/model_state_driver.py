@@ -43,8 +43,14 @@ from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
 from .interfaces import HostStep, StateCodec
 from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
 
-__all__ = ["ModelStateDriver", "StateCompression", "state_compression"]
+__all__ = ["ModelStateDriver", "StateCompression", "state_compression", "COPY_STREAMS"]
 
+#: the model-state copy streams the driver sends on (a request's ``stream``), each with what it
+#: moves: the GPU's timeline records each copy under its stream, and the Chrome trace draws
+#: one thread per stream (components.trace), so a stream added here gets its thread there
+COPY_STREAMS = {"gradients": "gradient copies", "weights": "weight copies",
+                "states_in": "optimizer states from NVMe",
+                "states_out": "optimizer states to NVMe"}
 #: the model-state profile role each copy stream moves
 STREAM_ROLES = {"gradients": "gradients", "weights": "weights"}
 
@@ -133,8 +139,8 @@ class ModelStateDriver:
         #: delayed update: buckets stepped before the backward pass ended
         self.ready: list[str] = []
         self.cpu: Optional[HostStep] = None
-        self.moved = {"gradients": 0, "weights": 0, "states_in": 0, "states_out": 0}
-        self.wired = {"gradients": 0, "weights": 0, "states_in": 0, "states_out": 0}
+        self.moved = dict.fromkeys(COPY_STREAMS, 0)
+        self.wired = dict.fromkeys(COPY_STREAMS, 0)
         self.cpu_steps: list[tuple[int, int]] = []
 
     @property

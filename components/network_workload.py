@@ -89,6 +89,11 @@ class NetworkWorkload(WorkloadSource):
         self.placement = Placement(p["optimizer_states"], p["weights"], p["gradients"],
                                    p["delayed_update"], p["grad_accum"], p["gradient_bucket"],
                                    p["state_compression"])
+        if p["plan_states"] == "none":  # the options' placement is the one the run renders:
+            try:                        # refused when the graph is built, before any run
+                self.placement.check(self.optimizer)
+            except WorkloadError as exc:
+                raise ConfigError(f"{self.name}: {exc}") from None
 
     @property
     def modelled_times(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any, Mapping
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param
@@ -28,7 +29,16 @@ class Reporter(Component):
         Param("trace", "bool", "true", "write trace.json (Chrome trace format) with the output"),
         Param("system", "str", "", "a one-line description of the simulated system (default: "
               "composed from the GPUs' presets and the host link)"),
+        Param("statistics_need_folder", "bool", "false",
+              "write the statistic file only into an output folder (--output-directory); "
+              "without one the statistics stay in memory, as the cDMA topologies write theirs "
+              "only where there is a folder for them (a graph saved from one keeps the rule)"),
     )
+
+    def __init__(self, simulation: Any, name: str, params: Mapping[str, Any]) -> None:
+        super().__init__(simulation, name, params)
+        if self.params["statistics_need_folder"] and simulation.output_directory is None:
+            simulation.statistics.keep_in_memory()
 
     def finish(self) -> None:
         """Build the summary and write it where the run asked."""

@@ -92,8 +92,10 @@ SUMMARY: tuple[Key, ...] = (
        "`roofline`, `measured on DEVICE (FILE)` followed by how the times reach this GPU "
        "(scaled from the preset the file names, or used unscaled), or a `workload stream`"),
     _k("iteration_time_s", "number", "iteration time"),
-    _k("forward_time_s", "number", "forward pass"),
-    _k("backward_time_s", "number", "backward pass"),
+    _k("forward_time_s", "number", "forward pass (with `--grad-accum N`, all N micro-batches' "
+       "forward passes)"),
+    _k("backward_time_s", "number", "backward pass (with `--grad-accum N`, all N micro-batches' "
+       "backward passes)"),
     _k("update_time_s", "number", "optimizer step (0 without one)"),
     _k("compute_time_s", "number", "time kernels ran"),
     _k("stall_time_s", "number", "time the compute stream waited for copies"),

@@ -48,6 +48,8 @@ class Progress:
         self.start = clock()
         self.next_at = self.start + after_s
         self.lines = 0
+        #: the phase, count and total of the last phase line (None: none yet)
+        self.last_phase: Optional[tuple[str, int, int]] = None
 
     def __call__(self, now_ps: int, events: int) -> None:
         """Report if the time has come."""
@@ -62,13 +64,16 @@ class Progress:
 
     def phase(self, what: str, done: int, total: int) -> None:
         """Report how far a phase outside the event loop has come (``what``: ``pricing
-        kernels: layer``), if the time has come: ``sst: pricing kernels: layer 120 of 580,
-        4 s``."""
+        kernels: layer``; ``done`` of ``total`` finished), if the time has come: ``sst:
+        pricing kernels: layer 120 of 580, 4 s``. A line only ever shows a counter that has
+        moved: none while nothing of the phase is done, none that repeats the last line's
+        count (the time went elsewhere); the next tick that has moved gets the line."""
         wall = self.clock()
-        if wall < self.next_at:
+        if wall < self.next_at or done <= 0 or self.last_phase == (what, done, total):
             return
         self.next_at = wall + self.every_s
         self.lines += 1
+        self.last_phase = (what, done, total)
         print(f"sst: {what} {done:,} of {total:,}, {wall - self.start:.0f} s",
               file=self.stream, flush=True)
 

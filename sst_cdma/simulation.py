@@ -140,7 +140,9 @@ class Simulation:
             obj._pending_subs = cfg.subcomponents  # type: ignore[attr-defined]
             obj.__init__(self, cfg.name, cfg.params)  # type: ignore[misc]
             return obj
-        except ConfigError:
+        except ConfigError as exc:
+            if not exc.where:  # an element's own refusal: at the line that declared it
+                exc.where = where
             raise
         except (ParamError, StatisticError, ValueError, LookupError) as exc:
             bad_param = next((k for k in cfg.params if repr(k) in str(exc)), None)

@@ -562,4 +562,6 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
         kind = {"csv": "CSV", "json": "JSON", "txt": "TXT", "console": "Console"}[fmt]
         params = {} if fmt == "console" else {"filepath": f"StatisticOutput.{fmt}"}
         sst.setStatisticOutput(f"sst.statOutput{kind}", params)
+        if not o.stats:  # there for a saved graph: written where there is a folder only
+            reporter.addParam("statistics_need_folder", "true")
     return o

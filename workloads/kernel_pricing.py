@@ -140,13 +140,15 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
         problems = [_conv_problem(dict(layers[i.name].params), i) for i in convs]
         names = [i.name for i in convs]
         conv = {}
-        for p in ("fwd", "bwd_data", "bwd_filter"):
+        for done, p in enumerate(("fwd", "bwd_data", "bwd_filter"), start=1):
             kernel = "fwd" if p == "fwd" else "bwd"
             each = [_tighter(workspace_limit, (limits or {}).get(name, {}).get(kernel))
                     for name in names]
             conv[p] = dict(zip(names, price_convs(problems, p, hw, kp, size, each, names,
                                                   dtype=dtype, tc=model.tensor,
                                                   tf32=mode != "none")))
+            if convs:
+                tick("pricing kernels: convolution pass", done, 3)
     except ModelError as exc:
         raise WorkloadError(str(exc), file=network.file) from None
     try:
@@ -164,7 +166,7 @@ def _price_layers(infos: list[LayerInfo], layers: Mapping[str, Layer],
     mode = tf32
     out: dict[str, dict[str, PricedKernel]] = {}
     for done, info in enumerate(infos):
-        tick("pricing kernels: layer", done, len(infos))
+        tick("pricing kernels: layer", done, len(infos))  # ``done``: the layers before it
         if info.kind == "conv":
             fwd = [conv["fwd"][info.name]]
             bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []

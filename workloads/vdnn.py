@@ -493,9 +493,9 @@ class _Schedule:
         """The backward pass, one block per layer with a backward, in reverse order."""
         layers = [i for i in reversed(self.infos) if i.kind != "data"]
         blocks = []
-        for done, info in enumerate(layers):
-            tick("scheduling the backward pass: layer", done, len(layers))
+        for done, info in enumerate(layers, start=1):
             blocks.append(self._backward_block(info))
+            tick("scheduling the backward pass: layer", done, len(layers))
         return blocks
 
     def _backward_block(self, i: LayerInfo) -> Block:

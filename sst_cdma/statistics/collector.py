@@ -111,6 +111,15 @@ class StatisticsCollector:
                   "leaves them out (enable a statistic of the same type from the start)",
                   file=sys.stderr)
 
+    def keep_in_memory(self) -> None:
+        """Write no statistic file: what the graph enables goes to the in-memory table only
+        (a graph whose statistics are meant for an output folder, run without one). Called
+        before :meth:`start`, while the components are built."""
+        if self._started:
+            raise StatisticError("the statistic output was opened already: keep_in_memory() "
+                                 "is for the components' construction")
+        self.output = MemoryOnlyOutput({}, self.output.base_dir)
+
     def start(self) -> None:
         """Open the output (its header lists every registered statistic) and schedule the
         periodic dumps."""

@@ -37,6 +37,41 @@ def _forked_workers() -> Iterator[None]:
         yield
 
 
+#: the loggers whose shutdown noise (a heartbeat or a report that meets a connection the close
+#: has just shut: CommClosedError, StreamClosedError tracebacks) is no news to a sweep's user
+SHUTDOWN_LOGGERS = ("distributed", "tornado", "asyncio")
+
+
+def _shutdown_loggers() -> list[logging.Logger]:
+    """The loggers of :data:`SHUTDOWN_LOGGERS` and every logger under them that exists now (a
+    child logs through its parents' handlers whatever their own state, so each is silenced
+    itself)."""
+    names = {name for name in list(logging.root.manager.loggerDict)
+             if name.split(".", 1)[0] in SHUTDOWN_LOGGERS}
+    return [logging.getLogger(name) for name in sorted(names | set(SHUTDOWN_LOGGERS))]
+
+
+@contextlib.contextmanager
+def quiet_shutdown() -> Iterator[None]:
+    """Silence Dask's, Tornado's and asyncio's loggers in this process while the block runs
+    (the close of a cluster), and give each back its state after."""
+    saved = [(logger, logger.disabled) for logger in _shutdown_loggers()]
+    for logger, _ in saved:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, disabled in saved:
+            logger.disabled = disabled
+
+
+def quiet_worker() -> None:
+    """Run on each worker just before the cluster closes: its shutdown logs nothing (the
+    process ends with the close; nothing is left to restore)."""
+    for logger in _shutdown_loggers():
+        logger.disabled = True
+
+
 class DispatchError(Exception):
     """The computation itself was lost (the scheduler went away, cluster failed to start)."""
 
@@ -82,19 +117,31 @@ class Dispatcher:
         return self.client
 
     def close(self) -> None:
-        """Close the client and cluster this dispatcher started (not a client it was given)."""
-        if self._own_client and self.client is not None:
+        """Close the client and cluster this dispatcher started (not a client it was given):
+        the workers first silence their own shutdown logging, then the client and the cluster
+        close with this process's Dask logging silenced, so that no connection the close shuts
+        under a heartbeat prints a traceback after a sweep that went well."""
+        if not self._own_client and self._cluster is None:
+            return
+        if self._cluster is not None and self.client is not None and \
+                self.client.status == "running":  # a lost scheduler would keep it waiting
             try:
-                self.client.close()
-            except Exception:  # closing after a lost scheduler
+                self.client.run(quiet_worker, on_error="ignore")
+            except Exception:  # a lost scheduler: the close below says nothing either way
                 pass
-            self.client = None
-        if self._cluster is not None:
-            try:
-                self._cluster.close()
-            except Exception:
-                pass
-            self._cluster = None
+        with quiet_shutdown():
+            if self._own_client and self.client is not None:
+                try:
+                    self.client.close()
+                except Exception:  # closing after a lost scheduler
+                    pass
+                self.client = None
+            if self._cluster is not None:
+                try:
+                    self._cluster.close()
+                except Exception:
+                    pass
+                self._cluster = None
 
     def run(self, tasks: Iterable[PointTask]) -> Iterator[tuple[PointTask, dict[str, Any]]]:
         """Yield ``(task, record)`` as points finish (in completion order). A point lost to

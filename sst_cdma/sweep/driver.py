@@ -154,7 +154,8 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     ``results.csv`` / ``results.parquet``. Points already finished there are not rerun
     (failed ones are, with ``retry_failed``). Raises SpecError before anything runs when the
     spec or a point is bad, or when the output folder cannot be one (a file or a stale symlink
-    in the way: see :func:`check_output`); SweepInterrupted when stopped early."""
+    in the way: see :func:`check_output`); SweepInterrupted when stopped early. Each failed
+    point is said on ``log`` (default stderr), one line each, progress bar or not."""
     from tqdm import tqdm
 
     log = log if log is not None else sys.stderr
@@ -220,11 +221,30 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
         where = exc.filename if exc.filename is not None else out
         raise SpecError(f"cannot write the results table: {exc.strerror or exc}", where) \
             from None
-    failed = sum(1 for row in rows if row["status"] != "ok")
+    failed = _say_failures(spec.name, rows, log)
     _check_statistics_matched(spec, rows, spec_path)
     return SweepOutcome(spec=spec, output=out, total=len(tasks), ran=len(todo),
                         cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
                         table=table)
+
+
+#: the failed points a sweep names on its log, one line each; the others are counted
+SAID_FAILURES = 10
+
+
+def _say_failures(name: str, rows: list[dict[str, Any]], log: IO[str]) -> int:
+    """Say each failed point on ``log``, one line each (``NAME: point 3 failed: ERROR``; past
+    :data:`SAID_FAILURES`, one line counting the rest), with or without a progress bar;
+    return how many failed."""
+    failed = [row for row in rows if row["status"] != "ok"]
+    for row in failed[:SAID_FAILURES]:
+        print(f"{name}: point {row['point']} failed: {row['error']}", file=log)
+    if len(failed) > SAID_FAILURES:
+        print(f"{name}: ... and {len(failed) - SAID_FAILURES} more failed points (see the "
+              "table's error column)", file=log)
+    if failed:
+        log.flush()
+    return len(failed)
 
 
 def _check_statistics_matched(spec: Any, rows: list[dict[str, Any]], spec_path: Any) -> None:

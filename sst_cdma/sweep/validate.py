@@ -1,7 +1,8 @@
 """Checking points before anything runs: each point's topology script is executed with its
-model options (the cheap part of a run: no simulation) and its param overrides are applied to
-the graph, so an unknown option, a bad value or an override matching nothing is reported with
-the spec line before the first simulation starts."""
+model options, its param overrides are applied to the graph and its elements are built (the
+cheap part of a run: no simulation), so an unknown option, a bad value, options that
+contradict one another or an override matching nothing is reported with the spec line before
+the first simulation starts."""
 from __future__ import annotations
 
 import contextlib
@@ -44,6 +45,7 @@ def check_point(point: Point) -> Optional[str]:
                         return behind
                 for final_check in graph.final_checks:
                     final_check(graph)
+                _build(graph)
             except ConfigError as exc:
                 return clean_message(str(exc), str(point.topology), shown, scratch, paths)
             except RunError as exc:
@@ -55,6 +57,16 @@ def check_point(point: Point) -> Optional[str]:
                 return clean_message(f"{type(exc).__name__}: {exc}", str(point.topology),
                                      shown, scratch, paths)
     return None
+
+
+def _build(graph: ConfigGraph) -> None:
+    """Construct the point's elements, as its run will before anything runs: each element's
+    own checks of its params together (the options that contradict one another: ``--weights
+    nvme`` with the optimizer states on the GPU) raise their ConfigError here, before the
+    sweep starts, rather than failing the point."""
+    from ..simulation import Simulation
+
+    Simulation(graph).build()
 
 
 def _behind_the_options(graph: ConfigGraph, overrides: dict[str, dict[str, str]]

@@ -201,3 +201,15 @@ def test_the_state_codec_benchmark_prints_every_codec_on_every_element_type(caps
     rows = [line for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ") and "MB/s" not in line]
     assert len(rows) == len(codecs.ALGORITHMS) * len(DTYPES)
+
+
+def test_phold_without_simpy_says_which_extra_to_install(monkeypatch, capsys):
+    """Issue #34: without the [test] extra the benchmark died on ``import simpy``."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "simpy", None)  # `import simpy` fails, as uninstalled
+    bench = load("bench_phold")
+    monkeypatch.setattr(sys, "argv", ["bench_phold.py", "--repeats", "1"])
+    assert bench.main() == 2
+    assert capsys.readouterr().err == ("benchmarks/bench_phold.py needs simpy, which is not "
+                                       "installed: pip install 'sst-cdma[test]'\n")

@@ -98,6 +98,19 @@ def test_grad_accum_runs_every_micro_batch_and_steps_once():
         one.update_time_ps
 
 
+@pytest.mark.parametrize("placement", [[], ["--optimizer-states", "host"]])
+def test_grad_accum_forward_and_backward_times_sum_over_the_micro_batches(placement):
+    # issue #34: forward_time was one micro-batch's forward pass, and the backward time
+    # swallowed the other micro-batches' forward passes
+    one = run([*ALEX, *placement]).results["gpu0"]
+    four = run([*ALEX, *placement, "--grad-accum", "4"]).results["gpu0"]
+    assert four.forward_time_ps == 4 * one.forward_time_ps
+    assert four.backward_time_ps == 4 * one.backward_time_ps
+    assert four.update_time_ps == one.update_time_ps
+    assert four.forward_time_ps + four.backward_time_ps + four.update_time_ps == \
+        four.iteration_time_ps
+
+
 def test_the_summary_reports_placements_and_tiers(tmp_path):
     result = sst_cdma.run(TOPOLOGY, [*HOST, "--delayed-update", "--bucket-size", "8MiB"],
                           console=(out := io.StringIO()), output_directory=tmp_path)

@@ -280,3 +280,39 @@ def test_a_graph_saved_without_an_output_directory_replays_with_its_statistics(
     run(tmp_path / "g.json", output_directory=tmp_path / "two", console=io.StringIO())
     for name in ("StatisticOutput.csv", "summary.json"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+
+
+def test_a_saved_graph_replayed_without_a_folder_writes_there_what_the_topology_run_does(
+        repo, tmp_path, monkeypatch, capsys):
+    """Issue #34: ``sst g.json`` wrote StatisticOutput.csv into the working folder, where the
+    topology run it replays writes nothing; with a folder it writes them there."""
+    from sst_cdma.cli.sst_main import main
+
+    monkeypatch.chdir(tmp_path)
+    topo = [str(repo / "topologies/pascal_cdma.py"), "--", "--network", "digits_cnn",
+            "--no-baselines"]
+    assert main(topo) == 0
+    assert list(tmp_path.iterdir()) == []
+    assert main(["--output-json", "g.json", *topo]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["g.json"]
+    assert main(["g.json"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["g.json"]
+    replay = run(tmp_path / "g.json", console=io.StringIO())
+    assert len(replay.statistics) > 0   # kept in memory
+    assert main(["--output-directory", "out", "g.json"]) == 0
+    assert (tmp_path / "out" / "StatisticOutput.csv").stat().st_size > 0
+    capsys.readouterr()
+
+
+def test_a_graph_of_an_explicit_statistic_output_writes_where_sst_writes(repo, tmp_path,
+                                                                          monkeypatch):
+    """``--stats csv`` asks for the file: the run and its saved graph write it in the working
+    folder, as SST does, folder or not."""
+    monkeypatch.chdir(tmp_path)
+    run(repo / "topologies/pascal_cdma.py", ["--network", "digits_cnn", "--no-baselines",
+                                             "--stats", "csv"], output_json="g.json",
+        console=io.StringIO())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["StatisticOutput.csv", "g.json"]
+    (tmp_path / "StatisticOutput.csv").unlink()
+    run(tmp_path / "g.json", console=io.StringIO())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["StatisticOutput.csv", "g.json"]

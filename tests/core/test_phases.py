@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import time
 
 import pytest
@@ -15,6 +16,8 @@ from sst_cdma import runner
 from sst_cdma.cli.sst_main import main
 from sst_cdma.progress import PHASES, PhaseClock, Progress, tick, timed
 
+#: a progress line of a phase outside the event loop: what, how many done, of how many
+PHASE_LINE = re.compile(r"sst: (.+) (\d+) of (\d+), \d+ s$")
 DIGITS = ["--network", "digits_cnn", "--policy", "all", "--no-baselines"]
 # each test renders a batch no other test does: a rendered stream is kept (render.py's cache),
 # and a second run of it would render, price and plan nothing
@@ -61,7 +64,31 @@ def test_long_phases_outside_the_event_loop_print_progress(repo, monkeypatch):
                  console=io.StringIO(), progress=err)
     lines = err.getvalue().splitlines()
     assert any(ln.startswith("sst: pricing kernels: layer ") for ln in lines), lines
+    assert any(ln.startswith("sst: pricing kernels: convolution pass ") for ln in lines), lines
     assert any(ln.startswith("sst: scheduling the backward pass: layer ") for ln in lines)
+    # issue #34: every line's counter has moved, from nothing and from the line before
+    counts = [(m[1], int(m[2]), int(m[3])) for m in map(PHASE_LINE.match, lines) if m]
+    assert counts and all(done > 0 for _, done, _ in counts), lines
+    assert all(a != b for a, b in zip(counts, counts[1:])), lines
+    backward = [c for c in counts if c[0] == "scheduling the backward pass: layer"]
+    assert backward[-1][1] == backward[-1][2]  # the last layer's line: N of N
+
+
+def test_a_phase_line_shows_only_a_counter_that_has_moved():
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(out, after_s=3, every_s=5, clock=lambda: now[0])
+    now[0] = 3.0
+    progress.phase("scheduling the backward pass: layer", 0, 524)  # nothing done: no line
+    now[0] = 4.0
+    progress.phase("scheduling the backward pass: layer", 1, 524)
+    now[0] = 9.0
+    progress.phase("scheduling the backward pass: layer", 1, 524)  # has not moved: no line
+    now[0] = 10.0
+    progress.phase("scheduling the backward pass: layer", 2, 524)
+    assert out.getvalue().splitlines() == [
+        "sst: scheduling the backward pass: layer 1 of 524, 4 s",
+        "sst: scheduling the backward pass: layer 2 of 524, 10 s"]
 
 
 def test_timing_info_breaks_the_total_down_by_phase(repo, capsys):

@@ -158,6 +158,31 @@ def test_bad_value_rejected_up_front_with_the_value_line(counting, tmp_path):
     assert counting.total() == 0 and not (tmp_path / "out").exists()
 
 
+def test_options_that_contradict_one_another_are_rejected_up_front(tmp_path):
+    """Issue #34: options each valid alone but not together (``--weights nvme`` with the
+    optimizer states on the GPU) were caught only when the point's elements were built in its
+    run, and became a failed point; the up-front check builds them too."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"""topology: {REPO / 'topologies' / 'pascal_cdma.py'}
+options:
+  network: digits_cnn
+  optimizer: adam
+  nvme: 1
+  no-baselines: true
+grid:
+  weights: [gpu, nvme]
+""")
+    with pytest.raises(SpecError) as info:
+        run_sweep(path, output=tmp_path / "out", progress=False)
+    message = str(info.value)
+    assert message.startswith(f"{path}:8: point 1 (")
+    assert "--weights nvme" in message.split("): ", 1)[0]      # the point's options
+    assert message.endswith("--weights nvme: the update kernels on the GPU read and write the "
+                            "weights; with the weights off the GPU the host CPU steps them, "
+                            "which needs --optimizer-states host or nvme")
+    assert not (tmp_path / "out").exists()        # nothing ran, no cluster started
+
+
 def test_override_matching_nothing_is_rejected(counting):
     spec = load_spec(counting.spec("""
         topology: {script}

@@ -2,6 +2,7 @@
 after lost workers and half-written points, failed points."""
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import signal
@@ -129,8 +130,13 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(counting, tmp_path, clie
           - {n: 4}
     """)
     out = tmp_path / "out"
-    outcome = run_sweep(spec, output=out, client=client2, progress=False)
+    log = io.StringIO()
+    outcome = run_sweep(spec, output=out, client=client2, progress=False, log=log)
     assert (outcome.total, outcome.failed) == (4, 1)
+    # without a progress bar the failure is said all the same, in one line (issue #34)
+    said = log.getvalue().splitlines()[1:]
+    assert len(said) == 1 and said[0].startswith("spec: point 2 failed: "), said
+    assert "lonely" in said[0]
     table = pd.read_csv(out / "results.csv")
     assert list(table["status"]) == ["ok", "ok", "failed", "ok"]
     error = table["error"][2]
