@@ -472,6 +472,8 @@ def engine_line(s: dict[str, Any]) -> str:
         units, each = s["codec_units"], s["codec_unit_throughput_Bps"]
         text = (f"{units} {s['algorithm']} unit{'s' if units != 1 else ''} x "
                 f"{each / 1e9:.2f} GB/s = {units * each / 1e9:.2f} GB/s")
+        if s.get("engine") == "blackwell-de" and s["algorithm"] == "lz4":
+            text += " (lz4: the DE's default codec; it decodes lz4 and zlib, not zvc)"
         if "engine_busy" in s:
             text += f", busy {100 * s['engine_busy']:.1f}% of the iteration"
     bounds = s.get("copy_bounds")

@@ -56,7 +56,9 @@ NVME = "cdma.NVMe"
 #: by the slot's interface, which every codec element shares
 CODEC = f"{ENGINE}:codec"
 #: which codec fills the engine's slot (``none``: it stays empty, a plain copy engine)
-ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS)
+ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm (with --engine "
+                  "blackwell-de: lz4 unless given, as the Decompression Engine decodes lz4 and "
+                  "zlib, not zvc)", choices=ALGORITHMS)
 #: the elements of the GPU's workload and kernels slots whose params options set
 NETWORK, STREAM = "cdma.NetworkWorkload", "cdma.StreamWorkload"
 ROOFLINE, MEASURED = "cdma.RooflineKernels", "cdma.MeasuredKernels"
