@@ -13,7 +13,7 @@ from sst_cdma.model.policies import VDNN_POLICIES
 from .nvswitch import allreduce_line
 
 __all__ = ["console_summary", "plan_line", "functional_line", "binary_size", "engine_line",
-           "density_line", "no_offload_hint"]
+           "density_line", "no_offload_hint", "fits_hint", "states_moved", "model_state_lines"]
 
 MS = 1e3
 #: how the heading names an engine other than the paper's cDMA
@@ -80,16 +80,17 @@ def plan_line(plan: dict[str, Any]) -> str:
     text = ", ".join(parts) + f"; recompute {plan['recompute_time_s'] * 1e3:.3f} ms"
     planner = plan.get("planner")
     if planner:
-        text += f"; planner predicted {planner['predicted_time_s'] * 1e3:.3f} ms"
+        text += f"; planner's predicted passes {planner['predicted_time_s'] * 1e3:.3f} ms"
     return _row("tensors", text)
 
 
 def planner_states_line(verdicts: list[dict[str, Any]]) -> str:
     """The console's line of the placements policy auto weighed for the model states: the
-    chosen one and its predicted step, then why each other was not."""
+    chosen one and its predicted step (the passes, the update and the model-state traffic:
+    not the plan line's predicted passes), then why each other was not."""
     chosen = next(v for v in verdicts if v["chosen"])
-    parts = [f"chose {chosen['placement']} (the fastest that fits: "
-             f"{chosen['predicted_step_s'] * MS:.3f} ms predicted)"]
+    parts = [f"chose {chosen['placement']} (the fastest that fits: predicted step "
+             f"{chosen['predicted_step_s'] * MS:.3f} ms)"]
     parts += [f"{v['placement']}: {v['reason']}" for v in verdicts if not v["chosen"]]
     return _row("state placement", "; ".join(parts))
 
@@ -118,21 +119,68 @@ def console_summary(s: dict[str, Any]) -> str:
     lines += _memory_lines(s, scope)
     if "model_states" in s:
         lines += model_state_lines(s["model_states"])
+    elif any("model_states" in g for g in s.get("gpus", ())):
+        lines += _gpus_model_state_lines(s["gpus"], s.get("hosts", 1))
     lines += _baseline_lines(s, scope)
-    for g in s.get("gpus", []):
-        lines.append(f"  {g['gpu']}: {g['iteration_time_s'] * MS:.3f} ms, stall "
-                     f"{g['stall_time_s'] * MS:.3f} ms")
+    lines += [_gpu_line(g) for g in s.get("gpus", [])]
     return "\n".join(lines)
 
 
+def _gpu_line(g: dict[str, Any]) -> str:
+    """One GPU's line of a several-GPU run: its iteration and where it went."""
+    m = g.get("model_states", {})
+    if "host_cpu_wait_s" in m:
+        return f"  {g['gpu']}: {g['iteration_time_s'] * MS:.3f} ms, " + _split_text(g, m)
+    return (f"  {g['gpu']}: {g['iteration_time_s'] * MS:.3f} ms, stall "
+            f"{g['stall_time_s'] * MS:.3f} ms")
+
+
+def _run_states(s: dict[str, Any]) -> dict[str, Any]:
+    """The run's model states: its own, or (several GPUs) the first GPU's ({} without)."""
+    gpus = s.get("gpus") or [{}]
+    return s.get("model_states") or gpus[0].get("model_states") or {}
+
+
+#: the model states, by their key in a placement and as the console names them
+_ROLES = (("optimizer_states", "optimizer states"), ("gradients", "gradients"),
+          ("weights", "weights"))
+
+
+def states_moved(placement: dict[str, Any]) -> str:
+    """Where the model states kept off the GPU are (``optimizer states and gradients on host,
+    weights on nvme``; "" with every one on the GPU)."""
+    tiers: dict[str, list[str]] = {}
+    for key, word in _ROLES:
+        if placement[key] != "gpu":
+            tiers.setdefault(placement[key], []).append(word)
+    return ", ".join(f"{' and '.join(words)} on {tier}" for tier, words in tiers.items())
+
+
+def _what_moved(s: dict[str, Any]) -> tuple[str, str]:
+    """The heading's parts on what the run moves and through what: the activation policy and,
+    with model states off the GPU, where they are and what the policy offloaded; the engine and
+    its codec, or that it only copied (nothing compressed)."""
+    vdnn = "vDNN " if s["policy"] in VDNN_POLICIES else ""
+    engine = f"{ENGINE_NAMES.get(s.get('engine', ''), 'cDMA')} {s['algorithm']}"
+    m = _run_states(s)
+    moved = states_moved(m["placement"]) if m else ""
+    if not moved:
+        return f"{vdnn}policy {s['policy']}", engine
+    step = " (host CPU step)" if "cpu_step_time_s" in m else ""
+    none = " offloaded none" if not s["offloaded_bytes"] and s["policy"] != "none" else ""
+    if not s["offloaded_bytes"] and "state_compression" not in m:
+        engine = f"{ENGINE_NAMES.get(s.get('engine', ''), 'cDMA')} plain copies (no codec used)"
+    return f"{moved}{step}, activations: {vdnn}policy {s['policy']}{none}", engine
+
+
 def _heading_lines(s: dict[str, Any]) -> list[str]:
-    """The heading (network, policy, allocation, cDMA), the system and the kernel times."""
+    """The heading (network, what moves, allocation, engine), the system and the kernel
+    times."""
+    moved, engine = _what_moved(s)
     lines = [
-        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, "
-        f"{'vDNN ' if s['policy'] in VDNN_POLICIES else ''}policy {s['policy']}, "
+        f"== sst-cdma: {s['network']} batch {s['batch']} {s.get('dtype', '')}, {moved}, "
         + (f"{s['allocation']} allocation, " if s.get("allocation") else "")
-        + f"{ENGINE_NAMES.get(s.get('engine', ''), 'cDMA')} {s['algorithm']} "
-        f"({s.get('mode', 'flow')} model) ==",
+        + f"{engine} ({s.get('mode', 'flow')} model) ==",
     ]
     if s.get("system"):
         lines.append(f"system:          {s['system']}")
@@ -161,24 +209,47 @@ def _stopped_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
 
 
 def _update_word(s: dict[str, Any]) -> str:
-    """What the time after the backward pass is: the GPU's update kernels, or the host CPU's
-    step and the model-state copies it waits for."""
-    return "step on the host" if "cpu_step_time_s" in s.get("model_states", {}) else "update"
+    """What the time after the backward pass is: the GPU's update kernels, or the update on
+    the host (the model-state copies and the host CPU's step the GPU waits for)."""
+    return "update on the host" if "cpu_step_time_s" in _run_states(s) else "update"
+
+
+def _split_text(g: dict[str, Any], m: dict[str, Any]) -> str:
+    """Where a GPU's iteration went with the optimizer step on the host: its kernels, its
+    stall on copies, and its wait for the host CPU (not a stall: the host's step)."""
+    it, host = g["iteration_time_s"], m["host_cpu_wait_s"]
+    copies = max(0.0, g["stall_time_s"] - host)
+    return (f"compute {g['compute_time_s'] * MS:.3f} ms, stalled on copies {copies * MS:.3f} ms "
+            f"({100 * copies / it if it else 0:.1f}%), waiting for the host CPU "
+            f"{host * MS:.3f} ms ({100 * host / it if it else 0:.1f}%)")
+
+
+def _slowest(s: dict[str, Any]) -> dict[str, Any]:
+    """The GPU entry whose iteration is the run's (the slowest; the run itself on one GPU)."""
+    return max(s.get("gpus") or [s], key=lambda g: g["iteration_time_s"])
 
 
 def _time_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
-    """The iteration and its passes, compute against stall, and the bytes offloaded."""
+    """The iteration and its passes, compute against stall (with the step on the host: against
+    the stall on copies and the wait for the host CPU), and the bytes offloaded."""
     it = s["iteration_time_s"]
     raw, wire = _sizes(s["offloaded_bytes"], s["wire_bytes"])
+    slowest = _slowest(s)
+    m = slowest.get("model_states", {})
+    if "host_cpu_wait_s" in m:
+        split = _row(f"GPU time{scope.slowest}", _split_text(slowest, m))
+    elif "compute_time_s" in s:
+        share = 100 * s["stall_time_s"] / it if it else 0
+        split = _row(f"compute / stall{scope.slowest}", f"{s['compute_time_s'] * MS:.3f} ms / "
+                     f"{s['stall_time_s'] * MS:.3f} ms ({share:.1f}% stalled)")
+    else:
+        split = f"stall:           {s['stall_time_s'] * MS:.3f} ms"
     return [
         _row(f"iteration{scope.slowest}", f"{it * MS:.3f} ms  (forward "
              f"{s['forward_time_s'] * MS:.3f} ms, backward {s['backward_time_s'] * MS:.3f} ms"
              + (f", {s['optimizer']} {_update_word(s)} {s['update_time_s'] * MS:.3f} ms"
                 if s.get("update_time_s") else "") + ")"),
-        _row(f"compute / stall{scope.slowest}", f"{s['compute_time_s'] * MS:.3f} ms / "
-             f"{s['stall_time_s'] * MS:.3f} ms ({100 * s['stall_time_s'] / it if it else 0:.1f}% "
-             "stalled)") if "compute_time_s" in s
-        else f"stall:           {s['stall_time_s'] * MS:.3f} ms",
+        split,
         _row(f"offloaded{scope.total}", f"{raw} raw, {wire} on the wire "
              f"(ratio {s['compression_ratio']:.2f}x)"),
     ]
@@ -279,39 +350,82 @@ def _nvme_traffic(m: dict[str, Any]) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
+def _placement_line(m: dict[str, Any], suffix: str = "") -> str:
+    """The console line of where the model states are and how many gradient buckets."""
+    p = m["placement"]
+    return _row("model states", f"optimizer states {p['optimizer_states']}, gradients "
+                f"{p['gradients']}, weights {p['weights']}"
+                + (", delayed update" if p["delayed_update"] else "")
+                + (f"; {m['buckets']} gradient bucket(s)" if "buckets" in m else "") + suffix)
+
+
+def _gpu_state_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
+    """One GPU's model-state figures as (label, text): the host CPU's step and what it moved,
+    the state compression and the micro-batches."""
+    rows = []
+    if "cpu_step_time_s" in m:
+        rows.append(("host CPU step", f"{m['cpu_step_time_s'] * MS:.3f} ms ("
+                     f"{m['cpu_step_alone_s'] * MS:.3f} ms alone); "
+                     f"{_sizes(m['gradients_to_host_bytes'])[0]} of gradients to host, "
+                     f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"
+                     + _nvme_traffic(m)))
+    if "state_compression" in m:
+        c = m["state_compression"]
+        rows.append(("state compression", f"{c['mode']} ({c['codec']}, {c['dtype']}): "
+                     f"{_sizes(m['gradients_wire_bytes'])[0]} of gradients and "
+                     f"{_sizes(m['weights_wire_bytes'])[0]} of weights on the link; "
+                     f"CPU codec {m['cpu_codec_time_s'] * MS:.3f} ms"))
+    if m["micro_batches"] > 1:
+        times = m["micro_batch_time_s"]
+        rows.append(("micro-batches", f"{m['micro_batches']} of "
+                     f"{sum(times) / len(times) * MS:.3f} ms each (mean) in the "
+                     f"{m['step_time_s'] * MS:.3f} ms iteration"))
+    return rows
+
+
+def _tier_line(tier: str, t: dict[str, Any], suffix: str = "") -> str:
+    """One memory tier's console line: its peak against its capacity, and its average."""
+    peak, cap, avg = (binary_size(x) for x in (t["peak_bytes"], t["capacity_bytes"],
+                                                t["average_bytes"]))
+    oom = t["out_of_memory"]
+    return _row(f"{tier} tier{suffix}", f"peak {peak} of {cap}, average {avg}"
+                + ("" if oom is None else
+                   f"; DOES NOT FIT: {_sizes(oom['bytes_short'])[0]} short at "
+                   f"{oom['tensor']}"))
+
+
 def model_state_lines(m: dict[str, Any]) -> list[str]:
     """Where the model states are, the host CPU's step, the micro-batches and the memory of
     each tier."""
-    p = m["placement"]
-    lines = [_row("model states", f"optimizer states {p['optimizer_states']}, gradients "
-                  f"{p['gradients']}, weights {p['weights']}"
-                  + (", delayed update" if p["delayed_update"] else "")
-                  + (f"; {m['buckets']} gradient bucket(s)" if "buckets" in m else ""))]
-    if "cpu_step_time_s" in m:
-        lines.append(_row("host CPU step", f"{m['cpu_step_time_s'] * MS:.3f} ms ("
-                          f"{m['cpu_step_alone_s'] * MS:.3f} ms alone); "
-                          f"{_sizes(m['gradients_to_host_bytes'])[0]} of gradients to host, "
-                          f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"
-                          + _nvme_traffic(m)))
-    if "state_compression" in m:
-        c = m["state_compression"]
-        lines.append(_row("state compression", f"{c['mode']} ({c['codec']}, {c['dtype']}): "
-                          f"{_sizes(m['gradients_wire_bytes'])[0]} of gradients and "
-                          f"{_sizes(m['weights_wire_bytes'])[0]} of weights on the link; "
-                          f"CPU codec {m['cpu_codec_time_s'] * MS:.3f} ms"))
-    if m["micro_batches"] > 1:
-        times = m["micro_batch_time_s"]
-        lines.append(_row("optimizer step", f"{m['step_time_s'] * MS:.3f} ms over "
-                          f"{m['micro_batches']} micro-batches of "
-                          f"{sum(times) / len(times) * MS:.3f} ms each (mean)"))
-    for tier, t in m["tiers"].items():
-        peak, cap, avg = (binary_size(x) for x in (t["peak_bytes"], t["capacity_bytes"],
-                                                    t["average_bytes"]))
-        oom = t["out_of_memory"]
-        lines.append(_row(f"{tier} tier", f"peak {peak} of {cap}, average {avg}"
-                          + ("" if oom is None else
-                             f"; DOES NOT FIT: {_sizes(oom['bytes_short'])[0]} short at "
-                             f"{oom['tensor']}")))
+    return [_placement_line(m)] + [_row(label, text) for label, text in _gpu_state_rows(m)] \
+        + [_tier_line(tier, t) for tier, t in m["tiers"].items()]
+
+
+def _gpus_model_state_lines(gpus: list[dict[str, Any]], hosts: int) -> list[str]:
+    """The model-state lines of several GPUs: the placement once where every GPU has the same,
+    each GPU's host CPU step (and compression, micro-batches) on a line of its own unless
+    every GPU's reads the same, and each tier's largest peak (a host tier: the largest of the
+    ``hosts`` hosts' pools, each shared by its GPUs)."""
+    states = [(g["gpu"], g["model_states"]) for g in gpus if "model_states" in g]
+    n = len(states)
+    each = f" (each of {n} GPUs)"
+    placements = [_placement_line(m) for _, m in states]
+    lines = [placements[0] + each] if len(set(placements)) == 1 else \
+        [_placement_line(m, f" ({name})") for name, m in states]
+    rows = {name: _gpu_state_rows(m) for name, m in states}
+    labels = list(dict.fromkeys(label for r in rows.values() for label, _ in r))
+    for label in labels:
+        texts = {name: dict(r)[label] for name, r in rows.items() if label in dict(r)}
+        if len(set(texts.values())) == 1 and len(texts) == n:
+            lines.append(_row(label + each, next(iter(texts.values()))))
+        else:
+            lines += [_row(f"{label} ({name})", text) for name, text in texts.items()]
+    tiers = list(dict.fromkeys(tier for _, m in states for tier in m["tiers"]))
+    for tier in tiers:
+        entries = [m["tiers"][tier] for _, m in states if tier in m["tiers"]]
+        suffix = f" (largest of {n} GPUs)" if tier == "gpu" else \
+            f" (largest of {hosts} hosts)" if hosts > 1 else ""
+        lines.append(_tier_line(tier, max(entries, key=lambda t: t["peak_bytes"]), suffix))
     return lines
 
 
@@ -331,6 +445,9 @@ def _baseline_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
                           f"{' per GPU' if scope.n else ''} "
                           f"({'fits' if o['fits_in_memory'] else 'does not fit'} on this GPU); "
                           f"this run is {it / o['iteration_time_s']:.2f}x the oracle"))
+    hint = fits_hint(s)
+    if hint:
+        lines.append(_row("hint", hint))
     if "vdnn" in b and b["vdnn"].get("complete", True):
         v = b["vdnn"]
         policy = f", policy {v['policy']}" if v.get("policy") else ""
@@ -355,6 +472,8 @@ def engine_line(s: dict[str, Any]) -> str:
         units, each = s["codec_units"], s["codec_unit_throughput_Bps"]
         text = (f"{units} {s['algorithm']} unit{'s' if units != 1 else ''} x "
                 f"{each / 1e9:.2f} GB/s = {units * each / 1e9:.2f} GB/s")
+        if s.get("engine") == "blackwell-de" and s["algorithm"] == "lz4":
+            text += " (lz4: the DE's default codec; it decodes lz4 and zlib, not zvc)"
         if "engine_busy" in s:
             text += f", busy {100 * s['engine_busy']:.1f}% of the iteration"
     bounds = s.get("copy_bounds")
@@ -417,3 +536,27 @@ def no_offload_hint(s: dict[str, Any]) -> str:
     why = " (it offloads convolutions' inputs only)" if s["policy"] == "conv" else ""
     return (f"policy {s['policy']}{why} moved nothing, and the run does not fit in GPU memory; "
             f"{' or '.join(others)} would offload")
+
+
+def fits_hint(s: dict[str, Any]) -> str:
+    """A hint where the run offloads or recomputes activations though everything fits: the
+    oracle (the same run with nothing offloaded) fits in GPU memory and is faster, so
+    ``--policy none`` (and ``auto``, which moves nothing when everything fits) would give the
+    oracle's time ("" otherwise; also where model states are off the GPU, which the oracle
+    keeps on it)."""
+    oracle = s.get("baselines", {}).get("oracle")
+    if not oracle or s["policy"] in ("none", "auto") or not s.get("complete", True) \
+            or not oracle.get("complete", True) or not s["fits_in_memory"] \
+            or not oracle["fits_in_memory"] or states_moved(_run_states(s).get(
+                "placement", {k: "gpu" for k, _ in _ROLES})):
+        return ""
+    it, best = s["iteration_time_s"], oracle["iteration_time_s"]
+    plans = [s["plan"]] if "plan" in s else [g["plan"] for g in s.get("gpus", ()) if "plan" in g]
+    recomputes = any(p["recompute_time_s"] for p in plans)
+    if not (s["offloaded_bytes"] or recomputes) or not best or f"{it / best:.2f}" == "1.00":
+        return ""
+    moves = " and ".join(w for w, did in (("offloads", s["offloaded_bytes"]),
+                                          ("recomputes", recomputes)) if did)
+    return (f"policy {s['policy']} {moves} though the oracle fits: --policy none (or auto, "
+            f"which then moves nothing) would take the oracle's {best * MS:.3f} ms, "
+            f"{it / best:.2f}x faster")

@@ -643,6 +643,11 @@ class GPU(Component):
         self._unblock()
 
     # -- results -------------------------------------------------------------------------------
+    def compute_spans(self) -> list[tuple[int, int]]:
+        """[start, end] of every kernel the compute stream ran (network and SM codec kernels):
+        the stream is idle everywhere else."""
+        return [(a, b) for kind, _, a, b in self.timeline if kind == "compute"]
+
     def _model_state_fields(self, end: int) -> dict[str, Any]:
         """The result's ``model_states``: {} for today's iteration; else the placements, the
         micro-batches and their times, per-tier memory and the host CPU's steps."""

@@ -43,7 +43,8 @@ from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
 from .interfaces import HostStep, StateCodec
 from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
 
-__all__ = ["ModelStateDriver", "StateCompression", "state_compression", "COPY_STREAMS"]
+__all__ = ["ModelStateDriver", "StateCompression", "state_compression", "COPY_STREAMS",
+           "idle_overlap"]
 
 #: the model-state copy streams the driver sends on (a request's ``stream``), each with what it
 #: moves: the GPU's timeline records each copy under its stream, and the Chrome trace draws
@@ -105,6 +106,28 @@ def state_compression(gpu: Any, plan: Any, dtype: str) -> StateCompression:
     return StateCompression(mode, codec, dtype, ratios, bypass)
 
 
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` merged where they overlap or touch, in order."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
+def idle_overlap(busy: list[tuple[int, int]], waits: list[tuple[int, int]], end: int) -> int:
+    """The time in [0, ``end``] covered by ``waits`` but by none of ``busy``: how long the GPU's
+    compute stream (busy in ``busy``) sat idle while a step of its was at the host CPU."""
+    total = 0
+    kernels = _union(busy)
+    for a, b in _union([(max(0, a), min(b, end)) for a, b in waits]):
+        total += b - a - sum(max(0, min(b, k1) - max(a, k0)) for k0, k1 in kernels
+                             if k0 < b and k1 > a)
+    return total
+
+
 class ModelStateDriver:
     """The gradient copies, CPU steps and weight copies of one GPU's optimizer step."""
 
@@ -142,6 +165,10 @@ class ModelStateDriver:
         self.moved = dict.fromkeys(COPY_STREAMS, 0)
         self.wired = dict.fromkeys(COPY_STREAMS, 0)
         self.cpu_steps: list[tuple[int, int]] = []
+        #: when each bucket's step was asked of the CPU, and [asked, finished] of each step:
+        #: the time the GPU's step was at the host CPU (queued behind other GPUs' or running)
+        self.asked: dict[str, int] = {}
+        self.at_cpu: list[tuple[int, int]] = []
 
     @property
     def done(self) -> bool:
@@ -250,6 +277,7 @@ class ModelStateDriver:
         self._step(name)
 
     def _step(self, name: str) -> None:
+        self.asked[name] = self.gpu.sim.now
         self.gpu.cpu.send(self.step_request(name))
 
     def copied(self, req: TransferRequest) -> None:
@@ -281,6 +309,7 @@ class ModelStateDriver:
         """The CPU stepped a bucket: its weights come back (delayed: once the backward pass
         has ended)."""
         self.cpu_steps.append((started_ps, finished_ps))
+        self.at_cpu.append((self.asked.pop(req.bucket, started_ps), finished_ps))
         self.steps_left -= 1
         if self.states_nvme:
             self._storage("offload", f"{req.bucket}:s", self.buckets[req.bucket].state_bytes,
@@ -320,6 +349,7 @@ class ModelStateDriver:
             "cpu_step_alone_ps": alone,
             "cpu_step_span_ps": [min(a for a, _ in steps), max(b for _, b in steps)]
             if steps else [],
+            "host_cpu_wait_ps": idle_overlap(self.gpu.compute_spans(), self.at_cpu, end_ps),
             "host": self.cpu.tier_usage(end_ps) if self.cpu else {},
             **self._nvme_fields(),
         }

@@ -271,7 +271,7 @@ def no_speedup_reason(entry: dict[str, Any]) -> str:
     """Why a GPU's run has no cDMA speed-up to show ("" when it has one): nothing was
     offloaded, nothing was compressed, or the run did not fit in GPU memory."""
     if entry["policy"] == "none" or not entry["offloaded_bytes"]:
-        return "nothing was offloaded (vDNN policy none)" if entry["policy"] == "none" \
+        return "nothing was offloaded (this run's policy is none)" if entry["policy"] == "none" \
             else "nothing was offloaded"
     if entry["algorithm"] == "none":
         return "nothing was compressed (cDMA algorithm none)"

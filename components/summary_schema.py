@@ -269,6 +269,10 @@ MODEL_STATES: tuple[Key, ...] = (
        "copies)", "with the host CPU's step"),
     _k("cpu_step_span_s", "array", "[first step's start, last step's end]",
        "with the host CPU's step"),
+    _k("host_cpu_wait_s", "number", "time the GPU's compute stream sat idle while a step of "
+       "its buckets was at the host CPU (queued behind other GPUs' steps or running): the part "
+       "of `stall_time_s` that waited for the host CPU, not for copies",
+       "with the host CPU's step"),
 )
 
 #: the keys of one tier's entry in ``model_states.tiers``

@@ -28,7 +28,7 @@ class ElementOption:
     """One model option that sets one element param. ``default`` overrides the param's own
     default for topology scripts (``"vgg16"`` for the GPU's network); ``invert`` makes a flag
     that sets a boolean param false (``--no-contention``); ``unset_help`` is the help text's
-    default where the option's default is "not given"."""
+    default where the option's default is "not given" (or the empty choice, ``--tf32``'s)."""
 
     flag: str
     element: str
@@ -56,7 +56,9 @@ NVME = "cdma.NVMe"
 #: by the slot's interface, which every codec element shares
 CODEC = f"{ENGINE}:codec"
 #: which codec fills the engine's slot (``none``: it stays empty, a plain copy engine)
-ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm", choices=ALGORITHMS)
+ALGORITHM = Param("algorithm", "str", "zvc", "compression algorithm (with --engine "
+                  "blackwell-de: lz4 unless given, as the Decompression Engine decodes lz4 and "
+                  "zlib, not zvc)", choices=ALGORITHMS)
 #: the elements of the GPU's workload and kernels slots whose params options set
 NETWORK, STREAM = "cdma.NetworkWorkload", "cdma.StreamWorkload"
 ROOFLINE, MEASURED = "cdma.RooflineKernels", "cdma.MeasuredKernels"
@@ -68,7 +70,8 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", NETWORK, "network", default="vgg16"),
     ElementOption("--batch", NETWORK, "batch"),
     ElementOption("--seq-len", NETWORK, "seq_len"),
-    ElementOption("--attention", NETWORK, "attention"),
+    ElementOption("--attention", NETWORK, "attention",
+                  unset_help="the network definition's"),
     ElementOption("--dtype", NETWORK, "dtype"),
     ElementOption("--policy", NETWORK, "policy"),
     ElementOption("--plan", NETWORK, "plan"),
@@ -102,7 +105,7 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--cpu-adam-file", HOST_CPU, "adam_file"),
     ElementOption("--cpu-memory-bandwidth", HOST_CPU, "memory_bandwidth"),
     ElementOption("--layer-times", MEASURED, "layer_times", default=""),
-    ElementOption("--tf32", FITTED, "tf32"),
+    ElementOption("--tf32", FITTED, "tf32", unset_help="PyTorch's, as above"),
     ElementOption("--tensors", ENGINE, "tensors"),
     ElementOption("--functional", ENGINE, "functional"),
     ElementOption("--no-contention", GPU, "hbm_contention", invert=True),
@@ -154,6 +157,24 @@ def _checked(param: Param) -> Any:
     return convert
 
 
+def _metavar(param: Param) -> Optional[str]:
+    """How the help names an option's value: its choices (the empty one, "not given", left
+    out: the help text says what it means), else its kind's placeholder."""
+    shown = [str(c) for c in param.choices or () if c != ""]
+    return "{" + ",".join(shown) + "}" if shown else _METAVARS.get(param.kind)
+
+
+def _default_help(opt: ElementOption, param: Param, default: Any) -> str:
+    """The help's ``(default: ...)``: what an unset option means (its ``unset_help``, also
+    where the default is the empty choice), ``none`` for an empty text, else the value; ""
+    where the param's own text already says its default."""
+    if "(default:" in param.doc:
+        return ""
+    if default is UNSET or (default == "" and opt.unset_help):
+        return f" (default: {opt.unset_help})"
+    return f" (default: {default if default != '' else 'none'})"
+
+
 def add_element_options(parser: argparse.ArgumentParser,
                         options: Sequence[ElementOption] = ELEMENT_OPTIONS) -> None:
     """Add one argparse option per entry of ``options``, generated from its param."""
@@ -167,13 +188,11 @@ def add_element_options(parser: argparse.ArgumentParser,
                                 + (" (default: %(default)s)" if opt.negatable else ""))
             continue
         default = param.default if opt.default is ... else opt.default
-        shown = opt.unset_help if default is UNSET else (default if default != "" else "none")
-        metavar = "{" + ",".join(map(str, param.choices)) + "}" if param.choices else \
-            _METAVARS.get(param.kind)
-        parser.add_argument(opt.flag, dest=opt.dest, type=_checked(param), metavar=metavar,
+        parser.add_argument(opt.flag, dest=opt.dest, type=_checked(param),
+                            metavar=_metavar(param),
                             default=default if default is UNSET or param.kind not in
                             ("int", "float") else param.parse(default),
-                            help=f"{param.doc} (default: {shown})")
+                            help=param.doc + _default_help(opt, param, default))
 
 
 def element_params(values: argparse.Namespace, element: str,

@@ -335,7 +335,9 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
     the script as ``sys.argv[1:]`` (RunError when the string cannot be split: an unterminated
     quote). ``output_directory`` receives statistic files and whatever
-    the components write. ``console`` receives console statistics (default: stdout).
+    the components write. ``console`` receives what ``sst`` prints: the console summary,
+    console statistics, heartbeats (default: stdout; ``io.StringIO()`` keeps them quiet, its
+    ``getvalue()`` the text).
 
     The result's ``statistics`` (a pandas DataFrame with the CSV's columns) and ``reports``
     (the cDMA topologies' ``reports["summary"]``, what ``summary.json`` holds) come back with or

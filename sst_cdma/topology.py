@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 from components.baselines import add_baselines
 
 from .config import ConfigError
-from .model.gpus import GPUS, GPUSpec
+from .model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
 from .model.ssds import DEFAULT_SSD, SSDS
 from .model_options import (CODEC, NVME, add_element_options, element_params, explicit,
                             given_options)
@@ -92,8 +92,10 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                         "docs/kernel_model.md) or 'roofline' (cdma.RooflineKernels: peak FLOP/s "
                         "x --compute-efficiency against DRAM bandwidth); with --layer-times, "
                         "the model beside the measurement (default: fitted)")
-    p.add_argument("--gpu", default=gpu, choices=sorted(GPUS),
-                   help=f"GPU preset (default: {gpu}; docs/gpus.md)")
+    p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
+                   metavar=gpu_choices(),
+                   help=f"GPU preset (default: {gpu}; h100 and h100_sxm name hopper, v100 "
+                        "volta, p100 pascal; docs/gpus.md)")
     p.add_argument("--link", default=link, choices=sorted(LINKS),
                    help="host link preset (default: the GPU preset's)")
     p.add_argument("--gpus", type=int, default=gpus, help=f"number of GPUs (default: {gpus}; refused when more than this machine's "
@@ -119,7 +121,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--no-baselines", action="store_true",
                    help="skip the oracle and vDNN baselines")
     p.add_argument("--stats", default="", choices=("", "csv", "json", "txt", "console"),
-                   help="statistic output format (default: csv with --output-directory, "
+                   metavar="{csv,json,txt,console}", help="statistic output format (default: csv with --output-directory, "
                         "else none)")
     return p
 

@@ -14,7 +14,7 @@ parser.add_argument("--events", type=int, default=4, help="initial events per no
 parser.add_argument("--time-limit", default="1us", help="simulated time to run")
 parser.add_argument("--latency", default="1ns", help="link latency")
 parser.add_argument("--stats", default="", choices=("", "csv", "json", "txt"),
-                    help="write statistics as csv, json or txt")
+                    metavar="{csv,json,txt}", help="write statistics as csv, json or txt")
 args = parser.parse_args(sys.argv[1:])
 if args.size < 1:
     raise ConfigError(f"model option error: --size must be >= 1 (the torus side), got {args.size}")

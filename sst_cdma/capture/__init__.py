@@ -13,18 +13,23 @@ PyTorch is an optional dependency: ``pip install 'sst-cdma[capture]'``.
 """
 from __future__ import annotations
 
-try:
-    import torch as _torch  # noqa: F401
-except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
+import importlib
+import importlib.util
+from typing import Any
+
+# PyTorch is looked for, not imported: the measuring commands' --help (tool_parsers) needs
+# none of it, and importing it takes seconds
+if importlib.util.find_spec("torch") is None:  # pragma: no cover - exercised in a subprocess
     raise ImportError(
         "sst_cdma.capture needs PyTorch, which is not installed; "
         "install it with: pip install 'sst-cdma[capture]'",
         name="torch",
-    ) from _exc
+    )
 
-from .activations import DEFAULT_MODULE_TYPES, capture_activations
-from .errors import CaptureError
-from .result import CaptureResult, LayerCapture, build_profile
+#: what the package exports -> the module (importing PyTorch) that defines it
+_EXPORTS = {"DEFAULT_MODULE_TYPES": "activations", "capture_activations": "activations",
+            "CaptureError": "errors", "CaptureResult": "result", "LayerCapture": "result",
+            "build_profile": "result"}
 
 __all__ = [
     "DEFAULT_MODULE_TYPES",
@@ -34,3 +39,12 @@ __all__ = [
     "build_profile",
     "capture_activations",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The package's exports, imported (with PyTorch) on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

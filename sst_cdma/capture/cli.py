@@ -16,7 +16,7 @@ import json
 import shlex
 import sys
 from datetime import datetime, timezone
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -32,19 +32,11 @@ from .inputs import FILLS, npz_batches, parse_shape, synthetic_batches
 from .model_loader import load_model, load_weights
 from .tensors import CONVERSIONS
 from .result import build_profile
+from .tool_main import ToolParser
 
 __all__ = ["main", "build_parser", "ToolParser"]
 
 PROG = "sst-cdma capture"
-
-
-class ToolParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and raise instead of exiting (the parser of
-    ``sst-cdma capture`` and ``sst-cdma time-layers``)."""
-
-    def error(self, message: str) -> NoReturn:
-        """Raise :class:`CaptureError` (reported as one line by :func:`main`)."""
-        raise CaptureError(f"{message} (see --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,45 +21,15 @@ from typing import Sequence
 from ..atomic_files import write_text_whole
 from ..model.cpu_adam import DEFAULT_CPU_ADAM, IMPLEMENTATIONS, CpuAdamError
 from ..units import UnitAlgebra, UnitError
-from .cli import ToolParser
 from .cpu_adam_timing import (AdamTiming, available_cores, cpu_adam_document,
                               machine_description, time_cpu_adam)
 from .tool_main import run_tool
+from .tool_parsers import CPU_ADAM_PROG as PROG
+from .tool_parsers import DEFAULT_SIZES
+from .tool_parsers import cpu_adam_parser as build_parser
 from .errors import CaptureError
 
 __all__ = ["main", "build_parser", "DEFAULT_SIZES"]
-
-PROG = "sst-cdma time-cpu-adam"
-DEFAULT_SIZES = "256Ki,4Mi,16Mi"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``sst-cdma time-cpu-adam``."""
-    p = ToolParser(prog=PROG, description="Time PyTorch's CPU AdamW step (fp32 master weights "
-                   "and moments, fp32 gradient, a bfloat16 weight copy written back, as "
-                   "ZeRO-Offload runs it on the host) for each implementation, size and thread "
-                   "count, and write the parameters updated per second to a CPU Adam file.")
-    out = p.add_mutually_exclusive_group(required=True)
-    out.add_argument("--output", "-o", metavar="FILE.json", help="CPU Adam file to write")
-    out.add_argument("--write-default", action="store_true",
-                     help=f"replace the shipped default measurement ({DEFAULT_CPU_ADAM.name} "
-                          "in the installed package) with this one")
-    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="N,...",
-                   help=f"total parameters per step, e.g. 4Mi or 4194304 (default "
-                        f"{DEFAULT_SIZES}); the largest gives the headline figures")
-    p.add_argument("--tensors", type=int, default=16, metavar="N",
-                   help="split each size into this many equal tensors (default 16)")
-    p.add_argument("--threads", default="1,all", metavar="N,...",
-                   help="thread counts (torch.set_num_threads), 'all' for every core this "
-                        "process may use (default 1,all)")
-    p.add_argument("--implementations", default=",".join(IMPLEMENTATIONS), metavar="NAME,...",
-                   help=f"of {', '.join(IMPLEMENTATIONS)} (default all; those this PyTorch "
-                        "cannot run on the CPU are recorded as unavailable)")
-    p.add_argument("--repeat", type=int, default=7, help="timed steps per measurement; the "
-                   "fastest counts, the median is recorded too (default 7)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
-    p.add_argument("--quiet", "-q", action="store_true", help="print no table")
-    return p
 
 
 def _list(option: str, text: str) -> list[str]:

@@ -26,16 +26,13 @@ from .digits_train import _checkpoint_steps
 from .errors import CaptureError
 from .tensors import convert, nonzero_bits
 from .text_data import TextCorpus, load_corpus
-from .text_model import TextConfig, TextTransformer
+from .text_model import TextTransformer
 from .text_train import TrainOptions, _lr
+from .tool_parsers import SMALL_OPTIONS
 
 __all__ = ["RoleMeasure", "StateCapture", "measure_states", "optimizer_states",
            "train_and_measure_states", "states_from_checkpoint", "model_state_document",
            "SMALL_OPTIONS"]
-
-#: the shipped profile's model and training: text_train's model at a quarter of the width and
-#: half the depth and sequence (CPU-cheap), otherwise text_train's recipe
-SMALL_OPTIONS = TrainOptions(config=TextConfig(blocks=2, hidden=128, heads=4, ffn=512, seq=128))
 
 
 @dataclass

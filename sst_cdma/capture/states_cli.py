@@ -30,57 +30,19 @@ from ..atomic_files import write_text_whole
 from ..codecs.registry import algorithm_names, unknown_algorithm
 from ..profiles import ProfileError
 from ..profiles.model_states import MODEL_STATE_ROLES
-from .cli import ToolParser, _checkpoints
+from .cli import _checkpoints
 from .tool_main import run_tool
+from .tool_parsers import DEFAULT_CHECKPOINTS, DEFAULT_STEPS, SMALL_OPTIONS
+from .tool_parsers import STATES_PROG as PROG
+from .tool_parsers import states_parser as build_parser
 from .errors import CaptureError
-from .model_states import (SMALL_OPTIONS, StateCapture, measure_states, model_state_document,
+from .model_states import (StateCapture, measure_states, model_state_document,
                            states_from_checkpoint, train_and_measure_states)
 from .text_data import load_corpus
-from .text_model import ACTIVATIONS, TextConfig
+from .text_model import TextConfig
 from .text_train import MODEL_NAME
 
 __all__ = ["main", "build_parser", "DEFAULT_CHECKPOINTS", "DEFAULT_STEPS"]
-
-PROG = "sst-cdma capture-states"
-DEFAULT_STEPS = 200
-DEFAULT_CHECKPOINTS = "0,0.05,0.25,1"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``sst-cdma capture-states``."""
-    small = SMALL_OPTIONS.config
-    p = ToolParser(prog=PROG, description="Measure the compression ratio of every codec on a "
-                   "model's weights and gradients (float32, bfloat16, float16), fp32 master "
-                   "weights and Adam moments (exp_avg, exp_avg_sq) at points of training, "
-                   "each tensor one stream, and write a model-state profile. Without "
-                   "--checkpoint it trains the small byte-level text transformer here (AdamW, "
-                   "text_train's recipe) and measures it as it trains.")
-    p.add_argument("--output", "-o", metavar="FILE.json", help="profile file to write")
-    p.add_argument("--checkpoint", action="append", default=[], metavar="P=FILE.pt",
-                   help="measure the states saved in FILE.pt (torch.save of {'model': "
-                        "state_dict, 'optimizer': optimizer.state_dict(), 'gradients': "
-                        "{name: grad}}; the last two optional) at progress P; repeatable")
-    p.add_argument("--model-name", default="", help="the profile's model name (default: "
-                   "text_ACTIVATION_small, or the first checkpoint's file name)")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
-                   help=f"AdamW steps of the training run (default {DEFAULT_STEPS}); with "
-                        "--checkpoint, the steps the progress axis spans, if known")
-    p.add_argument("--checkpoints", default=DEFAULT_CHECKPOINTS, metavar="P,...",
-                   help=f"progress points of the training run to measure at (default "
-                        f"{DEFAULT_CHECKPOINTS})")
-    p.add_argument("--activation", choices=ACTIVATIONS, default="relu",
-                   help="FFN activation of the trained model (default relu)")
-    for name in ("blocks", "hidden", "heads", "ffn", "seq"):
-        p.add_argument(f"--{name}", type=int, default=getattr(small, name),
-                       help=f"model size (default {getattr(small, name)})")
-    p.add_argument("--batch", type=int, default=SMALL_OPTIONS.batch,
-                   help=f"windows per batch (default {SMALL_OPTIONS.batch})")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
-    p.add_argument("--algorithms", default=",".join(algorithm_names()),
-                   help=f"codecs to measure (default every registered one, "
-                        f"{','.join(algorithm_names())})")
-    p.add_argument("--quiet", "-q", action="store_true", help="print no table")
-    return p
 
 
 def _algorithms(args: argparse.Namespace) -> tuple[str, ...]:

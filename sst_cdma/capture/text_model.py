@@ -11,42 +11,13 @@ positions, pre-LayerNorm blocks, a GELU (out of place) or ReLU (in place on ``fc
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
+from .text_config import ACTIVATIONS, TextConfig
+
 __all__ = ["ACTIVATIONS", "TextConfig", "TextTransformer", "text_model"]
-
-ACTIVATIONS = ("relu", "gelu")
-"""FFN activations: ``relu`` (OPT style, in place) and ``gelu`` (GPT-2 style)."""
-
-
-@dataclass(frozen=True)
-class TextConfig:
-    """Sizes of a :class:`TextTransformer`; ``vocab`` 256 is one token per byte."""
-
-    activation: str = "relu"
-    blocks: int = 4
-    hidden: int = 256
-    heads: int = 4
-    ffn: int = 1024
-    seq: int = 256
-    vocab: int = 256
-
-    def __post_init__(self) -> None:
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)}, "
-                             f"got {self.activation!r}")
-        for name in ("blocks", "hidden", "heads", "ffn", "seq", "vocab"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {getattr(self, name)}")
-        if self.hidden % self.heads:
-            raise ValueError(f"heads: {self.heads} does not divide hidden {self.hidden}")
-
-    def describe(self) -> str:
-        """One line for a provenance record."""
-        return ", ".join(f"{k} {v}" for k, v in asdict(self).items())
 
 
 class Embed(nn.Module):

@@ -36,8 +36,9 @@ from ..profiles import DensityProfile, MeasuredProvenance
 from .activations import capture_activations
 from .digits_train import _checkpoint_steps
 from .result import CaptureResult, build_profile
+from .text_config import TrainOptions
 from .text_data import TextCorpus, load_corpus
-from .text_model import ACTIVATIONS, TextConfig, TextTransformer
+from .text_model import ACTIVATIONS, TextTransformer
 
 __all__ = ["DEFAULT_STEPS", "DEFAULT_CHECKPOINTS", "TextRun", "TrainOptions",
            "train_and_capture", "train_and_profile", "profile_name", "main"]
@@ -46,26 +47,6 @@ DEFAULT_STEPS = 640
 DEFAULT_CHECKPOINTS: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0)
 MODEL_NAME = "sst_cdma.capture.text_model:text_model"
 PROG = "python -m sst_cdma.capture.text_train"
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    """Everything but the activation, steps, checkpoints and seed that a run depends on."""
-
-    config: TextConfig = TextConfig()
-    batch: int = 16
-    lr: float = 2e-3
-    warmup: int = 20
-    capture_windows: int = 4
-    valid_windows: int = 32
-    threads: int | None = 2
-    also_dtypes: tuple[str, ...] = ("bfloat16",)
-
-    def describe(self) -> str:
-        """The optimiser and batch, for a provenance record."""
-        return (f"AdamW lr {self.lr:g} (linear warm-up over {self.warmup} steps, then "
-                f"constant), batch {self.batch} windows of {self.config.seq} bytes, "
-                f"{self.threads or 'default'} CPU thread(s)")
 
 
 @dataclass

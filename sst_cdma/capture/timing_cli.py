@@ -24,7 +24,7 @@ from workloads.loader import CAPTURE_NETWORKS, NETWORKS, load_network
 from workloads.network import Network
 
 from ..model.dtypes import DTYPES
-from ..model.gpus import GPUS
+from ..model.gpus import GPUS, gpu_choices, gpu_preset
 from ..model.fitted import kernel_model_for
 from .cli import ToolParser
 from .tool_main import run_tool
@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cudnn-benchmark", action="store_true",
                    help="let cuDNN pick its fastest algorithm per layer during warm-up (as "
                         "frameworks do with torch.backends.cudnn.benchmark)")
-    p.add_argument("--gpu", choices=sorted(GPUS), help="the GPU preset of the measured device: "
+    p.add_argument("--gpu", type=gpu_preset, choices=sorted(GPUS), metavar=gpu_choices(),
+                   help="the GPU preset of the measured device (h100: hopper): "
                    "recorded in the file, so runs on other presets scale the times by the "
                    "kernel model; also print the roofline compute efficiency the measured "
                    "convolutions imply (for --kernel-model roofline --compute-efficiency) and, "

@@ -2,8 +2,23 @@
 known error into one line on standard error with status 2."""
 from __future__ import annotations
 
+import argparse
 import sys
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
+
+from .errors import CaptureError
+
+__all__ = ["ToolParser", "run_tool"]
+
+
+class ToolParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and raise instead of exiting (the parser of
+    every measuring command: ``capture``, ``time-layers``, ``time-cpu-adam``,
+    ``capture-states``)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise :class:`CaptureError` (reported as one line by :func:`run_tool`)."""
+        raise CaptureError(f"{message} (see --help)")
 
 
 def _say(exc: BaseException) -> str:

@@ -189,11 +189,37 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
         require("capture", command)
     except MissingExtra as exc:
         return _fail(str(exc))
+    status = _tool_help(command, argv)
+    if status is not None:
+        return status
     try:
         tool = importlib.import_module(f"..capture.{module}", __package__)
     except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
         return _fail(f"{command}: not available ({type(exc).__name__}: {exc})")
     return int(tool.main(argv) or 0)
+
+
+def _tool_help(command: str, argv: list[str]) -> Optional[int]:
+    """``--help`` (or ``-h``) of a measuring command whose parser needs no PyTorch
+    (:data:`~sst_cdma.capture.tool_parsers.HELP_PARSERS`): the help, or the one-line error
+    that comes first, and the status, without importing PyTorch; None where no help is asked
+    for (or the parser read ``--help`` as an option's value: the command itself runs)."""
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    if not {"-h", "--help"} & set(head):
+        return None
+    from ..capture.errors import CaptureError
+    from ..capture.tool_parsers import HELP_PARSERS
+    if command not in HELP_PARSERS:
+        return None
+    parser = HELP_PARSERS[command]()
+    try:
+        parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    except CaptureError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    return None
 
 
 def _sweep(args: argparse.Namespace) -> int:

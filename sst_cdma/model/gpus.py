@@ -113,3 +113,19 @@ GPUS = {
                   "T4", tensor_flops=65e12, tensor_dtypes=("float16",), sm_fp32_lanes=64,
                   architecture="Turing", tensor_family="Turing"),
 }
+
+#: other names of presets: the product a preset named for its architecture models (``h100``:
+#: the H100 SXM5 of ``hopper``; ``h100_pcie`` is a preset of its own)
+GPU_ALIASES = {"h100": "hopper", "h100_sxm": "hopper", "v100": "volta", "p100": "pascal"}
+
+
+def gpu_preset(name: str) -> str:
+    """The preset ``name`` names: itself, or the preset an alias of :data:`GPU_ALIASES`
+    stands for (an argparse ``type``: the option's choices then check the preset)."""
+    return GPU_ALIASES.get(name, name)
+
+
+def gpu_choices() -> str:
+    """The ``--gpu`` option's metavar: every preset and alias, sorted."""
+    return "{" + ",".join(sorted([*GPUS, *GPU_ALIASES])) + "}"
+

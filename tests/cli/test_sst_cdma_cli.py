@@ -277,8 +277,8 @@ def test_torch_tools_get_their_arguments(monkeypatch, command, module):
     fake = types.ModuleType(module)     # the real one imports torch (slow)
     fake.main = lambda argv: seen.append(argv) or 7
     monkeypatch.setitem(sys.modules, module, fake)
-    assert main([command, "--network", "m.yaml", "--help"]) == 7
-    assert seen == [["--network", "m.yaml", "--help"]]
+    assert main([command, "--network", "m.yaml", "--quiet"]) == 7
+    assert seen == [["--network", "m.yaml", "--quiet"]]
 
 
 @pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
@@ -287,7 +287,7 @@ def test_torch_tools_get_their_arguments(monkeypatch, command, module):
                                             ("capture-states", "sst_cdma.capture.states_cli")])
 def test_an_unavailable_torch_tool_is_one_line(monkeypatch, capsys, command, module):
     monkeypatch.setitem(sys.modules, module, None)   # import fails
-    assert main([command, "--help"]) == 1
+    assert main([command, "--quiet"]) == 1
     assert f"{command}: not available" in _one_line_error(capsys)
 
 
@@ -307,3 +307,27 @@ def test_a_missing_regress_suite_names_the_path_looked_for(tmp_path, capsys, mon
     assert err == (f"sst-cdma: mysuite: no such suite directory (looked for "
                    f"{tmp_path.resolve() / 'mysuite' / 'suite.yaml'}; SUITE_DIR is a folder "
                    "holding suite.yaml)\n")
+
+
+@pytest.mark.parametrize("command", ["time-cpu-adam", "capture-states"])
+def test_a_measuring_commands_help_does_not_import_torch(command):
+    # PyTorch's import takes seconds (17 s on a cold machine): --help needs none of it
+    pytest.importorskip("torch")
+    code = ("import sys\nfrom sst_cdma.cli.sst_cdma_main import main\n"
+            f"status = main([{command!r}, '--help'])\n"
+            "print('STATUS', status, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parents[2]).stdout
+    assert f"usage: sst-cdma {command}" in out and "STATUS 0 False" in out
+
+
+@pytest.mark.parametrize("command,module", [("time-cpu-adam", "cpu_adam_cli"),
+                                            ("capture-states", "states_cli")])
+def test_the_help_is_the_commands_own_parser(capsys, command, module):
+    pytest.importorskip("torch")
+    import importlib
+    tool = importlib.import_module(f"sst_cdma.capture.{module}")
+    assert main([command, "--help"]) == 0
+    assert capsys.readouterr().out == tool.build_parser().format_help()
+    assert main([command, "--output", "--help"]) == 2  # an error before the help: one line
+    assert "expected one argument" in capsys.readouterr().err

@@ -142,3 +142,16 @@ def test_the_planner_prices_sm_compression_on_the_compute_stream(rate):
     assert abs(predicted - s["iteration_time_s"]) / s["iteration_time_s"] < 0.002
     if rate == "200GB/s":
         assert s["plan"]["counts"]["compress"] > 0 and s["sm_codec_time_s"] > 0
+
+
+def test_the_console_says_the_de_runs_lz4_because_it_cannot_decode_zvc():
+    console = io.StringIO()
+    sst_cdma.run(GB200, [*RUN, "--engine", "blackwell-de"], console=console)
+    text = console.getvalue()
+    assert "Blackwell DE lz4" in text.splitlines()[0]
+    engine = next(ln for ln in text.splitlines() if ln.startswith("Blackwell DE engine:"))
+    assert "lz4: the DE's default codec; it decodes lz4 and zlib, not zvc" in engine
+    console = io.StringIO()
+    sst_cdma.run(GB200, [*RUN, "--engine", "blackwell-de", "--algorithm", "zlib"],
+                 console=console)
+    assert "not zvc" not in console.getvalue()  # zlib was asked for: nothing to explain
