@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 import enum
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
 
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
@@ -349,7 +349,7 @@ class GPU(Component):
     # -- issuing -----------------------------------------------------------------------------
     def _issue(self) -> None:
         """Issue the stream's ops in order until one must wait (:attr:`blocked` says for
-        what) or the stream ends; each kind of op has its handler in :data:`OP_HANDLERS`."""
+        what) or the stream ends; each kind of op has its handler in :attr:`OP_HANDLERS`."""
         ops = self.ops
         while self.pc < len(ops):
             op = ops[self.pc]
@@ -366,7 +366,7 @@ class GPU(Component):
                 # its bucket's buffer is still being copied
                 self.blocked = Wait(WaitReason.GRADIENTS)
                 return
-            handler = OP_HANDLERS.get(op.op)
+            handler = self.OP_HANDLERS.get(op.op)
             if handler is not None and not handler(self, op):
                 return
             self.pc += 1
@@ -426,6 +426,18 @@ class GPU(Component):
             self.blocked = Wait(WaitReason.PREFETCH, op.name)
             return False
         return True
+
+    #: the handler of each kind of stream op: issues it and says whether the stream goes on
+    #: (False: it waits, and :attr:`blocked` says for what); a kind without one is passed
+    OP_HANDLERS: ClassVar[dict[str, Callable[[GPU, StreamOp], bool]]] = {
+        "compute": _issue_compute,
+        "offload": _issue_copy,
+        "prefetch": _issue_copy,
+        "alloc": _issue_alloc,
+        "free": _issue_free,
+        "sync": _issue_sync,
+        "wait": _issue_wait,
+    }
 
     def _streams_busy(self) -> bool:
         """Whether a kernel or a copy is running or queued."""
@@ -719,19 +731,6 @@ class GPU(Component):
             model_states=self._model_state_fields(end)))
         if p["system"] == "main":
             self.declare_work_end(end)
-
-
-#: the GPU's handler of each kind of stream op: issues it and says whether the stream goes on
-#: (False: it waits, and :attr:`GPU.blocked` says for what); a kind without one is passed
-OP_HANDLERS: dict[str, Callable[[GPU, StreamOp], bool]] = {
-    "compute": GPU._issue_compute,
-    "offload": GPU._issue_copy,
-    "prefetch": GPU._issue_copy,
-    "alloc": GPU._issue_alloc,
-    "free": GPU._issue_free,
-    "sync": GPU._issue_sync,
-    "wait": GPU._issue_wait,
-}
 
 
 def _gradients_named(op: Any) -> tuple[str, ...]:

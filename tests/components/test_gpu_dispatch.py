@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from components.gpu import GPU, OP_HANDLERS, Wait, WaitReason
+from components.gpu import GPU, Wait, WaitReason
 from workloads.stream_schema import OPS
 
 
 def test_every_op_kind_of_the_stream_schema_has_a_handler():
-    assert set(OP_HANDLERS) == set(OPS)
+    assert set(GPU.OP_HANDLERS) == set(OPS)
 
 
 def test_a_wait_for_a_prefetch_names_its_tensor_in_a_typed_reason():
