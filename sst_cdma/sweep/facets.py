@@ -124,6 +124,10 @@ def _bars(ax: Any, cats: list[str], x: str, series: list[tuple[str, Any, str]],
             if bad:
                 ax.bar([p for p, _ in bad], [b for _, b in bad], width=width * 0.95, fill=False,
                        hatch="xx", edgecolor=MARK_COLOUR, linewidth=0.0, gid=UNFIT_GID)
+            nil = [p for p, b in bad if b == 0]
+            if nil:  # a bar of height 0 shows no hatching: a cross on the axis instead
+                ax.plot(nil, [0.0] * len(nil), linestyle="none", marker="x", markersize=7,
+                        markeredgewidth=2.0, color=MARK_COLOUR, clip_on=False, gid=UNFIT_GID)
         caps = [(p, c) for p, c in zip(pos, _capacity_values(rows, marks, axis, limit))
                 if not math.isnan(c)]
         if caps:  # level with each bar: the capacity its peak is held against
