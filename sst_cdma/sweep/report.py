@@ -259,7 +259,7 @@ def _breakdown_section(draft: _Draft, timeline: Optional[int]) -> dict[str, Any]
     if note is None:
         draft.plot("memory.png", "## GPU memory over time", f"Point {int(row['point'])}: bytes "
                    "allocated on each GPU over the iteration (the GPU memory counters of its "
-                   f"trace.json); dashed: the baselines.{unfit}")
+                   f"trace.json); dashed: the baselines, black: the GPU's capacity.{unfit}")
     else:
         draft.lines += ["## GPU memory over time", "",
                         f"Point {int(row['point'])}: no memory plot ({note}).", ""]
