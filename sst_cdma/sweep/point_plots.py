@@ -1,6 +1,7 @@
 """The one-point drawings of ``sst-cdma report``: a point's per-layer timeline (kernel and
-stall per layer boundary, from its summary.json's ``layers``) and its GPU memory over the
-iteration (the "GPU memory" counters of its trace.json)."""
+stall per layer boundary, from its summary.json's ``layers``: a row per layer, named, so that a
+layer's forward kernel, backward kernel and update sit on one row; a legend keys the colours)
+and its GPU memory over the iteration (the "GPU memory" counters of its trace.json)."""
 from __future__ import annotations
 
 import json
@@ -12,11 +13,20 @@ from .marks import display_path
 
 __all__ = ["PointPlotError", "memory_tracks", "draw_timeline", "draw_memory"]
 
-#: Timeline colours of the kernels of each phase (stalls are orange).
+#: Timeline colours of the kernels of each phase, and what the legend calls them
 PHASE_COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "update": "#8172b2"}
+PHASE_NAMES = {"forward": "forward kernel", "backward": "backward kernel",
+               "update": "optimizer update kernel"}
+#: the timeline's colour of the time the GPU waited for copies after a layer's kernel
+STALL_COLOUR = "#dd8452"
+#: a network of more layers is drawn a row per block (the part of a layer's name before its
+#: first "/": ``blk0``, ``blk1``)
+MAX_ROWS = 60
+#: the most row names written on the axis (every n-th row's beyond)
+MAX_ROW_LABELS = 60
 #: what each entry of a summary's ``layers`` must hold, and of which type
 _LAYER_FIELDS = {"start_s": (int, float), "end_s": (int, float), "kernel_ps": (int, float),
-                 "phase": (str,)}
+                 "phase": (str,), "layer": (str,)}
 
 
 class PointPlotError(ValueError):
@@ -57,30 +67,63 @@ def summary_layers(summary: dict[str, Any], path: Path) -> list[dict[str, Any]]:
     return layers
 
 
+def timeline_rows(layers: list[dict[str, Any]]) -> tuple[list[str], list[int]]:
+    """The timeline's rows, top to bottom (the layers in the order the forward pass meets
+    them; a row per block when there are more than :data:`MAX_ROWS` and the names have
+    blocks), and the row of each layer boundary."""
+    names = [layer["layer"] for layer in layers]
+    if len(set(names)) > MAX_ROWS and any("/" in name for name in names):
+        names = [name.split("/", 1)[0] for name in names]
+    rows = list(dict.fromkeys(names))
+    index = {name: n for n, name in enumerate(rows)}
+    return rows, [index[name] for name in names]
+
+
+def _timeline_legend(ax: Any, layers: list[dict[str, Any]], stalls: list[float]) -> None:
+    """The legend beside the timeline: the phases present, and the stalls when there are."""
+    from matplotlib.patches import Patch
+
+    phases = list(dict.fromkeys(layer["phase"] for layer in layers))
+    handles = [Patch(color=PHASE_COLOURS.get(p, PHASE_COLOURS["backward"]),
+                     label=PHASE_NAMES.get(p, f"{p} kernel")) for p in phases]
+    if any(s > 0 for s in stalls):
+        handles.append(Patch(color=STALL_COLOUR, label="stall: waiting for copies"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False)
+
+
 def draw_timeline(summary_path: Path, path: Path, title: str) -> bool:
-    """Draw the per-layer timeline of the summary at ``summary_path`` into ``path``; False
-    when it has no layers, PointPlotError when its layers are malformed."""
+    """Draw the per-layer timeline of the summary at ``summary_path`` into ``path``: a row per
+    layer (or block), its kernels coloured by phase and the stalls after them; False when it
+    has no layers, PointPlotError when its layers are malformed."""
     from matplotlib.figure import Figure
 
     layers = summary_layers(read_summary(summary_path), summary_path)
     if not layers:
         return False
-    fig = Figure(figsize=(10, 4.5))
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92)
+    names, rows = timeline_rows(layers)
+    fig = Figure(figsize=(11, min(16.0, max(4.5, 1.6 + 0.16 * len(names)))))
+    fig.subplots_adjust(left=0.16, right=0.78, bottom=0.6 / fig.get_figheight(),
+                        top=1 - 0.45 / fig.get_figheight())
     ax = fig.subplots()
-    rows = list(range(len(layers)))
     starts = [layer["start_s"] * 1e3 for layer in layers]
     kernels = [layer["kernel_ps"] * 1e-9 for layer in layers]
     stalls = [max(0.0, layer["end_s"] * 1e3 - start - kernel)
               for layer, start, kernel in zip(layers, starts, kernels)]
     ax.barh(rows, kernels, left=starts, height=0.8, linewidth=0,
-            color=[PHASE_COLOURS.get(layer["phase"], "#55a868") for layer in layers])
+            color=[PHASE_COLOURS.get(layer["phase"], PHASE_COLOURS["backward"])
+                   for layer in layers])
     ax.barh(rows, stalls, left=[s + k for s, k in zip(starts, kernels)], height=0.8,
-            linewidth=0, color="#dd8452")
+            linewidth=0, color=STALL_COLOUR)
+    step = max(1, math.ceil(len(names) / MAX_ROW_LABELS))
+    ax.set_yticks(range(0, len(names), step), names[::step], fontsize=7)
+    ax.set_ylim(len(names) - 0.5, -0.5)        # the first layer on top
+    ax.grid(True, axis="x", alpha=0.3)
     ax.set_xlabel("time in the iteration (ms)")
-    ax.set_ylabel("layer boundary (forward, backward, update)")
-    ax.set_title(f"{title} — blue/green/purple kernels (forward/backward/optimizer update), "
-                 "orange stalls", fontsize=9)
+    ax.set_ylabel("layer" if len(names) == len({layer["layer"] for layer in layers})
+                  else "block")
+    ax.set_title(f"{title} — per-layer timeline", fontsize=9)
+    _timeline_legend(ax, layers, stalls)
     fig.savefig(path, dpi=100)
     return True
 
@@ -139,10 +182,10 @@ def draw_memory(point: Path, path: Path, title: str) -> Optional[str]:
     capacity = _capacity(point)
     peak = max(b for points in tracks.values() for _, b in points)
     if capacity and capacity <= 2 * peak:
-        ax.axhline(capacity / 1e9, color="#c44e52", linestyle=":", linewidth=1.0,
-                   label="capacity")
+        ax.axhline(capacity / 1e9, color="#1a1a1a", linestyle="--", linewidth=1.2,
+                   label=f"capacity {capacity / 1e9:.3g} GB")
     elif capacity:  # drawn to scale it would flatten the curves at the bottom
-        ax.plot([], [], color="#c44e52", linestyle=":", linewidth=1.0,
+        ax.plot([], [], color="#1a1a1a", linestyle="--", linewidth=1.2,
                 label=f"capacity {capacity / 1e9:.3g} GB (above the plot)")
     ax.set_xlabel("time in the iteration (ms)")
     ax.set_ylabel("GPU memory allocated (GB)")

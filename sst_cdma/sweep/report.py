@@ -5,7 +5,10 @@ plan, and each figure that varies against the swept parameter. However many para
 swept, a plot has the x parameter on its axis, one more as colours (legend beside the plot)
 and the rest as panels (small multiples, each titled with its values); axes carry units (ms,
 GB, x) and ratios a line at 1.0. Constant figures, bookkeeping and figures that only repeat
-another are listed, not drawn (:mod:`.figure_choice`).
+another are listed, not drawn (:mod:`.figure_choice`). Points that do not fit in memory
+(:mod:`.fit`) are listed first, marked on every plot and in every table, and never chosen as
+the point whose timeline is drawn while another fits; a peak memory is drawn with the capacity
+it is held against.
 
 The report is written into a folder beside the output and moved in once whole: a report that
 fails halfway (a full disk) leaves the previous one as it was.
@@ -25,8 +28,9 @@ from typing import Any, Optional, Union
 from ..file_safety import remove_tree
 from ..library import library_modules
 from ..stale_folders import owner_tag, stale_folders
-from .facets import Layout, Style, draw, layout_for
+from .facets import Layout, Marks, Style, draw, layout_for
 from .figure_choice import choose_figures
+from .fit import Memory, capacity_of, does_not_fit, memories, unfit_section
 from .figure_units import Axis, axis_for
 from .marks import display_path
 from .point_plots import PointPlotError, draw_memory, draw_timeline, memory_tracks
@@ -41,6 +45,12 @@ BASELINES = (("speedup_vs_vdnn", "baselines.vdnn.iteration_time_s",
               "performance relative to the oracle (x)"))
 #: the breakdown of an iteration drawn as stacked bars: (column, what it is)
 BREAKDOWN = (("compute_time_s", "compute"), ("stall_time_s", "stall"))
+#: the column the report adds to the successful points: true where a point does not fit
+UNFIT = "_does_not_fit"
+#: what the tables write after the figure of a point that does not fit
+UNFIT_NOTE = " *(does not fit)*"
+#: the marks of a plot whose figure has no capacity beside it
+UNFIT_MARKS = Marks(unfit=UNFIT)
 
 
 #: the attribute of an element library's package naming the summary keys that describe the
@@ -150,6 +160,7 @@ class _Draft:
     x: str
     lines: list[str] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
+    memories: list[Memory] = field(default_factory=list)
 
     @property
     def others(self) -> list[str]:
@@ -202,12 +213,14 @@ def _ratio_section(draft: _Draft) -> dict[str, Any]:
                             "drawn.", ""]
             continue
         wide = table["configuration"].nunique() > table["network"].nunique()
-        pivot = table.pivot_table(index="configuration" if wide else "network",
+        cells = table.assign(cell=[_fmt(v) + (UNFIT_NOTE if unfit else "") for v, unfit in
+                                   zip(table[name], draft.ok[UNFIT])])
+        pivot = cells.pivot_table(index="configuration" if wide else "network",
                                   columns="network" if wide else "configuration",
-                                  values=name, sort=False)
+                                  values="cell", aggfunc="first", sort=False)
         frame = draft.ok.assign(**{name: table[name].to_numpy()})
         draw(frame, layout_for(frame, x, others, [name]), name, Axis(label, ratio=True),
-             draft.staging / f"by_network_{name}.png", title, STYLE)
+             draft.staging / f"by_network_{name}.png", title, STYLE, marks=UNFIT_MARKS)
         draft.plot(f"by_network_{name}.png", f"### {title}", _md_table(pivot.reset_index()))
         drawn[f"the {title.split(' (')[0]}"] = frame[name]
     return drawn
@@ -224,13 +237,15 @@ def _breakdown_section(draft: _Draft, timeline: Optional[int]) -> dict[str, Any]
     axis = Axis(axis.label.replace("iteration time", "time per iteration"), axis.scale)
     draw(ok, layout_for(ok, draft.x, draft.others, columns), columns, axis,
          draft.staging / "stall_breakdown.png", "compute and stall time per iteration", STYLE,
-         stack_labels=[label for _, label in BREAKDOWN])
+         stack_labels=[label for _, label in BREAKDOWN], marks=UNFIT_MARKS)
     draft.plot("stall_breakdown.png", "## Stall breakdown", "Compute time (solid) and the time "
                "the GPU waited for copies (hatched) of every point's iteration.",
                "stall breakdown")
     row = _pick_point(ok, timeline)
     point = draft.folder / "points" / str(row["key"])
-    label = f"point {row['point']}: {_point_label(row, draft.swept)}"
+    label = f"point {row['point']}: {_point_label(row, draft.swept)}" + (
+        " (does not fit in memory)" if row[UNFIT] else "")
+    unfit = " It does not fit in memory: not a recommendation." if row[UNFIT] else ""
     try:
         drew = (point / "summary.json").is_file() and draw_timeline(
             point / "summary.json", draft.staging / "timeline.png", label)
@@ -239,20 +254,20 @@ def _breakdown_section(draft: _Draft, timeline: Optional[int]) -> dict[str, Any]
     if drew:
         draft.plot("timeline.png", "## Per-layer timeline", f"Point {row['point']}: each "
                    "layer's kernel time and the time the GPU then waited for copies, in "
-                   "iteration order.", "per-layer timeline")
+                   f"iteration order.{unfit}", "per-layer timeline")
     note = draw_memory(point, draft.staging / "memory.png", label)
     if note is None:
         draft.plot("memory.png", "## GPU memory over time", f"Point {int(row['point'])}: bytes "
                    "allocated on each GPU over the iteration (the GPU memory counters of its "
-                   "trace.json); dashed: the baselines.")
+                   f"trace.json); dashed: the baselines, black: the GPU's capacity.{unfit}")
     else:
         draft.lines += ["## GPU memory over time", "",
                         f"Point {int(row['point'])}: no memory plot ({note}).", ""]
     if _plan_plot(point, label, draft.staging / "plan.png"):
         draft.plot("plan.png", "## Per-tensor plan", f"Point {int(row['point'])}: what the "
                    "iteration did with each activation tensor (keep, offload, compress, "
-                   "recompute, free), bytes per tensor or per transformer block.",
-                   "per-tensor plan")
+                   "recompute, free), bytes per tensor or per transformer block."
+                   f"{unfit}", "per-tensor plan")
     return {f"the stall breakdown's {label}": ok[c] for c, label in BREAKDOWN}
 
 
@@ -261,23 +276,30 @@ def _figures_section(draft: _Draft, figures: list[str], drawn: dict[str, Any]) -
     constant ones and those left out listed."""
     import pandas as pd
 
-    choice = choose_figures(draft.ok, figures, [draft.x, *draft.others], drawn)
+    choice = choose_figures(draft.ok, figures, [draft.x, *draft.others], drawn,
+                            always=_peaks_to_draw(draft.ok, draft.memories))
     draft.lines += [f"## Figures against `{_label(draft.x)}`", ""]
     for columns in choice.plots[:MAX_PLOTS]:
         ok = draft.ok.dropna(subset=columns)
+        marks = UNFIT_MARKS
         if len(columns) == 1:
-            column = columns[0]
-            frame, layout, name = ok, layout_for(ok, draft.x, draft.others, columns), column
+            column = name = columns[0]
+            memory = capacity_of(column, draft.memories)
+            if memory is not None and memory.capacity in ok.columns:
+                marks = Marks(UNFIT, memory.capacity, memory.capacity_label)
+                columns = [column, memory.capacity]  # laid out by what the capacity varies with
+            frame, layout = ok, layout_for(ok, draft.x, draft.others, columns)
+            columns = [column]
         else:  # a family: its members are the colours
             column = columns[0].rsplit(".", 1)[0]
             member = column.rsplit("_by_", 1)[1] if "_by_" in column else "member"
-            frame = pd.concat([ok[[draft.x]].assign(**{member: c.rsplit(".", 1)[1],
-                                                        column: ok[c]}) for c in columns],
+            frame = pd.concat([ok[[draft.x, UNFIT]].assign(**{member: c.rsplit(".", 1)[1],
+                                                               column: ok[c]}) for c in columns],
                               ignore_index=True)
             layout, name = Layout(draft.x, member), column
         axis = axis_for(name, [float(v) for c in columns for v in ok[c]])
         draw(frame, layout, name, axis, draft.staging / _file_name(name),
-             axis.label.rsplit(" (", 1)[0], STYLE)
+             axis.label.rsplit(" (", 1)[0], STYLE, marks=marks)
         draft.plot(_file_name(name), f"### {axis.label}", f"`{name}`" + (
             f" ({', '.join(c.rsplit('.', 1)[1] for c in columns)})" if len(columns) > 1 else ""))
     if len(choice.plots) > MAX_PLOTS:
@@ -287,6 +309,14 @@ def _figures_section(draft: _Draft, figures: list[str], drawn: dict[str, Any]) -
         draft.lines += ["Constant over the sweep: " + "; ".join(choice.constant), ""]
     for why, columns in choice.left_out.items():
         draft.lines += [f"Not drawn, {why}: " + ", ".join(f"`{c}`" for c in columns) + ".", ""]
+
+
+def _peaks_to_draw(ok: Any, found: list[Memory]) -> set[str]:
+    """The peaks drawn even when they do not vary (or repeat another figure): those whose
+    capacity varies over the sweep (a sweep of GPUs), beside which a constant peak is the
+    point."""
+    return {m.peak for m in found if {m.peak, m.capacity} <= set(ok.columns)
+            and ok[m.capacity].nunique(dropna=True) > 1}
 
 
 def _header(csv: Path, frame: Any, ok: Any, swept: list[str]) -> list[str]:
@@ -307,9 +337,13 @@ def _compose(csv: Path, frame: Any, x: Optional[str], timeline: Optional[int],
     import pandas as pd
 
     ok = frame[frame["status"] == "ok"].reset_index(drop=True)
+    found = memories(list(frame.columns))
+    ok = ok.assign(**{UNFIT: does_not_fit(ok, found)})
     swept = swept_columns(frame)
     draft = _Draft(csv.parent, staging, ok, swept, _resolve_x(frame, x, swept),
-                   _header(csv, frame, ok, swept))
+                   _header(csv, frame, ok, swept), memories=found)
+    draft.lines += unfit_section(ok, found, lambda row: [_value(c, row[c]) for c in swept],
+                                 [_label(c) for c in swept])
     system = system_keys()
     figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
                and c.split(".")[0] not in system and pd.api.types.is_numeric_dtype(frame[c])
@@ -390,10 +424,13 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
 
 def _pick_point(ok: Any, point: Optional[int]) -> Any:
     """The row of the point whose timeline and memory are drawn: ``point``, or by default the
-    one that stalls most; ReportError when ``point`` is not a successful point."""
+    one that stalls most of those that fit in memory (of all, when none fits); ReportError
+    when ``point`` is not a successful point."""
     if point is None:
-        share = ok["stall_time_s"] / ok["iteration_time_s"]
-        return ok.loc[share.idxmax()]
+        fits = ok[~ok[UNFIT]]
+        pool = fits if len(fits) else ok
+        share = pool["stall_time_s"] / pool["iteration_time_s"]
+        return pool.loc[share.idxmax()]
     match = ok[ok["point"] == point]
     if match.empty:
         raise ReportError(f"--timeline {point}: no such successful point")

@@ -12,6 +12,7 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
+from sst_cdma.sweep.facets import UNFIT_GID
 from sst_cdma.sweep.report import ReportError, write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "report"
@@ -160,8 +161,12 @@ def test_three_swept_parameters_make_panels_not_longer_labels(faceted):
     for ax in panels:
         assert [t.get_text() for t in ax.get_xticklabels()] == ["hopper_pcie5_cdma",
                                                                  "gh200_cdma"]
-        assert len(ax.patches) == 2 * 3 * 2             # topology x algorithm x (compute, stall)
-    assert _legend_entries(fig) == ["none", "zvc", "bplane_zstd", "compute", "stall"]
+        bars = [p for p in ax.patches if p.get_gid() != UNFIT_GID]
+        assert len(bars) == 2 * 3 * 2                   # topology x algorithm x (compute, stall)
+    # policy none and recompute-attn do not fit on either GPU: each of their bars crossed out
+    assert [len(ax.patches) - 12 for ax in panels] == [6, 0, 6, 0]
+    assert _legend_entries(fig) == ["none", "zvc", "bplane_zstd", "compute", "stall",
+                                    "does not fit in memory"]
     assert fig.get_size_inches()[0] <= 16
 
 
