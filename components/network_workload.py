@@ -9,6 +9,7 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Param
 from sst_cdma.flows import FlowNetwork
+from sst_cdma.model.attention import ATTENTION_FORMS
 from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
@@ -37,7 +38,7 @@ class NetworkWorkload(WorkloadSource):
               "definition's)", minimum=0),
         Param("attention", "str", "", "attention form of a transformer network: naive "
               "(scores, softmax and context layers), flash2 or flash3 (FlashAttention-2/-3) or "
-              "fused (the best the GPU runs); '': its definition's", choices=("", "naive", "flash2", "flash3", "fused")),
+              "fused (the best the GPU runs); '': its definition's", choices=("", *ATTENTION_FORMS)),
         Param("dtype", "str", "float32", "element type", choices=tuple(DTYPES)),
         Param("policy", "str", "conv", "memory policy: a vDNN offload policy (none, all, conv), "
               "recompute, auto (the planner), plan (the 'plan' file) or CHOICE-GROUP terms "

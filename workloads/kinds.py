@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from sst_cdma.model.attention import FUSED_FORMS
+
 __all__ = ["ParamSpec", "KindSpec", "KINDS", "normalize_params"]
 
 _REQUIRED = object()
@@ -330,7 +332,7 @@ KINDS: dict[str, KindSpec] = {
             (
                 ParamSpec("heads", _int(1), doc="query heads"),
                 ParamSpec("kv_heads", _int(1), doc="key/value heads"),
-                ParamSpec("kernel", _choice("fused", "flash2", "flash3"), "fused",
+                ParamSpec("kernel", _choice(*FUSED_FORMS), "fused",
                           "the kernel: FlashAttention-2 or -3, or fused (the best the GPU "
                           "runs)"),
             ),

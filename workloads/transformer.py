@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Optional
 
+from sst_cdma.model.attention import ATTENTION_FORMS
+
 from .errors import WorkloadError
 
 __all__ = ["STYLES", "ACTIVATIONS", "NORMS", "ATTENTIONS", "FIELDS", "split_name", "role_of",
@@ -26,7 +28,7 @@ __all__ = ["STYLES", "ACTIVATIONS", "NORMS", "ATTENTIONS", "FIELDS", "split_name
 STYLES = ("gpt2", "opt", "llama")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
-ATTENTIONS = ("naive", "flash2", "flash3", "fused")
+ATTENTIONS = ATTENTION_FORMS
 #: Required fields of a ``transformer:`` mapping and their types.
 FIELDS: dict[str, type] = {
     "style": str, "layers": int, "hidden": int, "heads": int, "kv_heads": int, "ffn": int,

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from workloads.loader import TRANSFORMERS
 
+from ..model.attention import TENSOR_LAYOUTS
 from .errors import ProfileError
 from .profile import DensityProfile, TensorProfile
 from .provenance import DerivedProvenance
@@ -143,7 +144,7 @@ SHIPPED_NETWORKS = TRANSFORMERS
 """The shipped transformer networks whose profiles :func:`main` writes."""
 
 
-ATTENTION_FORMS = ("naive", "fused")
+ATTENTION_FORMS = TENSOR_LAYOUTS
 """Both attention forms' tensors go into a derived profile, so it serves ``--attention`` either
 way."""
 

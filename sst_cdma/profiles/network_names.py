@@ -13,12 +13,12 @@ import difflib
 import functools
 from typing import Iterable, Mapping, Optional
 
+from ..model.attention import TENSOR_LAYOUTS
 from .errors import ProfileError
 from .schema import tensor_path
 
 __all__ = ["network_tensor_shapes", "check_known_tensors"]
 
-_FORMS = ("naive", "fused")
 
 
 @functools.lru_cache(maxsize=32)
@@ -36,7 +36,7 @@ def network_tensor_shapes(network: str) -> Optional[Mapping[str, Optional[tuple[
         return None
     out: dict[str, Optional[tuple[int, ...]]] = {
         name: tuple(t.shape[1:]) for name, t in net.tensors(1).items()}
-    for form in _FORMS:
+    for form in TENSOR_LAYOUTS:
         try:
             other = load_network(network, attention=form)
         except WorkloadError:  # a CNN has no attention form: its shapes are fixed
