@@ -40,11 +40,13 @@ class FileKind:
 
 class FileReadError(ValueError):
     """A file cannot be read as its kind: the message is one line without the file's name;
-    ``missing`` is True when there is no such file."""
+    ``missing`` is True when there is no such file, ``parsing`` when it was read but its text
+    is not UTF-8 or not strict JSON/YAML."""
 
-    def __init__(self, message: str, missing: bool = False) -> None:
+    def __init__(self, message: str, missing: bool = False, parsing: bool = False) -> None:
         super().__init__(message)
         self.missing = missing
+        self.parsing = parsing
 
 
 def size_text(n: int) -> str:
@@ -131,7 +133,7 @@ def read_text(path: PathLike, kind: FileKind) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileReadError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-                            f"{exc.start})") from None
+                            f"{exc.start})", parsing=True) from None
 
 
 def load_json(path: PathLike, kind: FileKind, *, finite: bool = True) -> Any:
@@ -141,7 +143,7 @@ def load_json(path: PathLike, kind: FileKind, *, finite: bool = True) -> Any:
     try:
         return json_loads(read_text(path, kind), finite=finite)
     except StrictParseError as exc:
-        raise FileReadError(str(exc)) from None
+        raise FileReadError(str(exc), parsing=True) from None
 
 
 def load_yaml(path: PathLike, kind: FileKind) -> Any:
@@ -150,5 +152,5 @@ def load_yaml(path: PathLike, kind: FileKind) -> Any:
     try:
         return yaml_loads(read_text(path, kind))
     except StrictParseError as exc:
-        raise FileReadError(str(exc)) from None
+        raise FileReadError(str(exc), parsing=True) from None
 

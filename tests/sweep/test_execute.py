@@ -137,7 +137,8 @@ def test_errors_show_files_as_written_once_wherever_the_spec_is_run(tmp_path, mo
             errors.append(run_point(task)["error"])
     assert errors[:2] == errors[2:]
     for error in errors:
-        assert error.startswith("prof/bad.json: gpu0.dma: not valid JSON: line "), error
+        assert error.startswith("prof/bad.json: gpu0.dma: not a profile: invalid JSON at line "), \
+            error
         assert error.count("bad.json") == 1 and str(tmp_path) not in error
 
 
