@@ -15,12 +15,15 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
 from sst_cdma.strict_parsing import StrictParseError, json_loads, yaml_loads
 
+if TYPE_CHECKING:
+    import hashlib
+
 __all__ = ["FileKind", "FileReadError", "KIB", "MIB", "GIB", "open_regular", "read_bytes",
-           "read_text", "load_json", "load_yaml", "size_text"]
+           "read_text", "load_json", "load_yaml", "size_text", "hash_into", "file_type_fault"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -123,6 +126,29 @@ def read_bytes(path: PathLike, kind: FileKind) -> bytes:
     if len(data) > kind.limit:
         raise _too_big(len(data), kind, exact=False)
     return data
+
+
+def hash_into(digest: "hashlib._Hash", path: PathLike, kind: FileKind) -> None:
+    """Feed the bytes of the regular file ``path`` into ``digest`` a chunk at a time (memory
+    stays small for a large file), refusing what :func:`read_bytes` refuses."""
+    total = 0
+    with open_regular(path, kind) as fh:
+        while chunk := fh.read(MIB):
+            total += len(chunk)
+            if total > kind.limit:
+                raise _too_big(total, kind, exact=False)
+            digest.update(chunk)
+
+
+def file_type_fault(path: PathLike) -> Optional[str]:
+    """Why ``path`` is not a regular file (a folder, a FIFO, a device), or None when it is one
+    or does not exist: for checks up front that name the fault before any work; the reading
+    itself checks again on the open file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else _not_regular(mode)
 
 
 def read_text(path: PathLike, kind: FileKind) -> str:
