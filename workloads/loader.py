@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_yaml
+from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_yaml, read_text
 
 from .errors import WorkloadError, read_fault
 from .kinds import KINDS, normalize_params
@@ -43,7 +43,7 @@ def _shipped(transformers: bool) -> tuple[str, ...]:
     for path in sorted(NETWORK_DIR.glob("*.yaml")):
         if path.stem.startswith("_") or path.stem in CAPTURE_NETWORKS:
             continue
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_text(path, NETWORK_FILE).splitlines()
         if any(line.startswith("transformer:") for line in lines) == transformers:
             names.append(path.stem)
     return tuple(names)

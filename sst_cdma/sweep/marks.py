@@ -95,7 +95,7 @@ def _convert(node: yaml.Node, path: str, constructor: _Constructor, depth: int =
         constructor.flatten_mapping(node)
         out: dict[str, Located] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
+            if not isinstance(key_node, yaml.ScalarNode) or explicit_tag(_RESOLVER, key_node):
                 raise SpecError("mapping keys must be plain names", path,
                                 key_node.start_mark.line + 1)
             key = constructor.construct_object(key_node)
