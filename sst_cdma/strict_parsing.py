@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import yaml
 
@@ -78,11 +78,11 @@ def json_loads(text: str, *, finite: bool = True) -> Any:
     """Parse JSON text, refusing a key given twice in one object, nesting too deep, an integer
     past Python's digit limit and (when ``finite``) NaN, Infinity and numbers that overflow a
     float."""
-    hooks: dict[str, Callable[[str], Any]] = {}
-    if finite:
-        hooks = {"parse_constant": _refuse_constant, "parse_float": _finite_float}
+    constant: Optional[Callable[[str], Any]] = _refuse_constant if finite else None
+    number: Optional[Callable[[str], Any]] = _finite_float if finite else None
     try:
-        value = json.loads(text, object_pairs_hook=_unique, **hooks)
+        value = json.loads(text, object_pairs_hook=_unique, parse_constant=constant,
+                           parse_float=number)
     except json.JSONDecodeError as exc:
         raise StrictParseError(f"invalid JSON at line {exc.lineno} column {exc.colno}: "
                                f"{exc.msg}") from None

@@ -221,3 +221,35 @@ def test_usage_and_help_of_one_option(capsys):
     assert main(["--help=heartbeat-sim-period"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("--heartbeat-sim-period") and "--stop-at" not in out
+
+
+def test_a_graph_file_with_a_key_given_twice_is_refused(tmp_path, capsys):
+    """The attack: which of two ``params`` a reader keeps decides the run (``json.loads`` kept
+    the last silently)."""
+    path = tmp_path / "g.json"
+    text = json.dumps(GRAPH).replace('"params": {"pings": "1"}',
+                                     '"params": {"pings": "1"}, "params": {}')
+    path.write_text(text)
+    err = _one_line(capsys, [str(path)])
+    assert "g.json" in err and "duplicate key 'params'" in err
+
+
+@pytest.mark.parametrize("make", ["fifo", "/dev/zero"])
+def test_a_graph_file_or_cpu_adam_file_that_is_no_regular_file_is_one_line(tmp_path, capsys,
+                                                                           make):
+    """The attack: a FIFO given as a graph or as ``--cpu-adam-file`` blocked ``sst`` forever;
+    ``/dev/zero`` ended in a MemoryError. Both are refused at once, naming the file."""
+    import os
+
+    path = tmp_path / "in.json"
+    if make == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(make)
+    fault = "FIFO" if make == "fifo" else "character device"
+    err = _one_line(capsys, [str(path)])
+    assert ("in.json" in err or make in err) and fault in err  # the link, or what it names
+    err = _one_line(capsys, ["pascal_cdma.py", "--", "--network", "alexnet", "--batch", "1",
+                             "--optimizer", "adam", "--optimizer-states", "host",
+                             "--cpu-adam-file", str(path)])
+    assert "--cpu-adam-file" in err and "in.json" in err and fault in err
