@@ -88,8 +88,14 @@ def _open_error(exc: OSError) -> FileReadError:
 
 
 def _too_big(size: int, kind: FileKind, exact: bool = True) -> FileReadError:
-    what = f"is {size_text(size)}" if exact else f"holds more than {size_text(kind.limit)}"
-    return FileReadError(f"{what}, over the {size_text(kind.limit)} limit for {kind.name}")
+    limit = size_text(kind.limit)
+    if not exact:
+        return FileReadError(f"holds more than {limit}, over the limit for {kind.name}")
+    shown = size_text(size)
+    if float(shown.split()[0]) <= kind.limit / {"GiB": GIB, "MiB": MIB, "KiB": KIB,
+                                                  "bytes": 1}[shown.split()[1]]:
+        shown, limit = f"{size} bytes", f"{limit} ({kind.limit} bytes)"  # rounding hid it
+    return FileReadError(f"is {shown}, over the {limit} limit for {kind.name}")
 
 
 def open_regular(path: PathLike, kind: FileKind) -> BinaryIO:
