@@ -286,4 +286,5 @@ def test_a_cpu_adam_file_over_its_limit_is_refused_before_it_is_read(tmp_path):
         fh.truncate(CPU_ADAM_FILE.limit + 1)  # sparse: no disk used
     with pytest.raises(CpuAdamError) as info:
         load_cpu_adam(path)
-    assert "over the 1 MiB limit for a CPU-Adam file" in str(info.value)
+    assert str(info.value) == (f"{path}: cannot read: is 1048577 bytes, over the 1 MiB "
+                               "(1048576 bytes) limit for a CPU-Adam file")  # not "1.0 MiB"
