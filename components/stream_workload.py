@@ -8,8 +8,7 @@ from typing import Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Param
 from workloads import WorkloadError
-from workloads.errors import not_utf8
-from workloads.stream import Stream, StreamError, parse_stream
+from workloads.stream import Stream, StreamError, read_stream
 
 from .workload_source import WorkloadSource
 
@@ -36,12 +35,6 @@ class StreamWorkload(WorkloadSource):
                               "apply to a rendered network; a workload stream carries its own "
                               "time= keys: fill 'kernels' with cdma.RooflineKernels")
         try:
-            text = path.read_text(encoding="utf-8")
-            return parse_stream(text, str(path))
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{self.name}: {WorkloadError(not_utf8(exc), file=str(path))}") \
-                from None
-        except OSError as exc:
-            raise ConfigError(f"{self.name}: cannot read workload: {exc}") from None
+            return read_stream(path)
         except (StreamError, WorkloadError, ValueError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None

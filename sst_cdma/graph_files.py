@@ -174,7 +174,8 @@ def _component_from_json(d: Any, path: str, source: str,
     if not isinstance(d, dict):
         raise ConfigError(f"{path}: expected an object, got {_json_type(d)}")
     if parent is not None and "name" not in d and "slot_name" in d:
-        d = {**d, "name": f"{parent}:{d['slot_name']}[{int(d.get('slot_number', 0))}]"}
+        d = {**d, "name": f"{parent}:{d['slot_name']}"
+                          f"[{_whole_number(d.get('slot_number', 0), f'{path}: slot_number')}]"}
     for key in ("name", "type"):
         if key not in d:
             where = path if key == "name" else \
@@ -194,7 +195,8 @@ def _component_from_json(d: Any, path: str, source: str,
     kwargs: dict[str, Any] = dict(name=str(d["name"]), type=type_name, where=source,
                                   params={str(k): str(v) for k, v in params.items()})
     c: ConfigComponent = ConfigSubComponent(**kwargs, slot=str(d["slot_name"]),
-                                            index=int(d.get("slot_number", 0))) \
+                                            index=_whole_number(d.get("slot_number", 0),
+                                                                f"{label}: slot_number")) \
         if parent is not None else ConfigComponent(**kwargs)
     stat_opts = _mapping(d.get("statistics_options"), f"{label}: statistics_options")
     if stat_opts.get("enable_all_statistics"):
@@ -205,8 +207,10 @@ def _component_from_json(d: Any, path: str, source: str,
         name, enable = _statistic(st, f"{label}: statistics[{j}]")
         c.statistics[name] = enable
     level = stat_opts.get("statistic_load_level", d.get("statistic_load_level"))
-    if level is not None and int(level) != LEVEL_NOT_SET:
-        c.stat_load_level = int(level)
+    if level is not None:
+        number = _whole_number(level, f"{label}: statistics_options.statistic_load_level")
+        if number != LEVEL_NOT_SET:
+            c.stat_load_level = number
     c.subcomponents = [  # type: ignore[misc]
         _component_from_json(s, f"{label}: subcomponents[{k}]", source, c.name)  # type: ignore[misc]
         for k, s in enumerate(_sequence(d.get("subcomponents"), f"{label}: subcomponents"))]
@@ -241,20 +245,30 @@ def _program_options(given: Any) -> dict[str, str]:
 
 
 def _confine_filepath(graph: ConfigGraph) -> None:
-    """A graph file replayed from elsewhere writes its statistics file inside the output
-    folder (the current folder without one): an absolute ``filepath``, or one that climbs out
-    with ``..``, keeps only its file name, and the run says so."""
-    params = graph.stat_output[1]
-    given = params.get("filepath")
+    """A graph file writes its statistics file only inside the output folder (the current
+    folder without one): an absolute ``filepath``, or one that climbs out with ``..``, is
+    refused (a graph file from elsewhere would otherwise write where its author chose)."""
+    given = graph.stat_output[1].get("filepath")
     if not given:
         return
     path = PurePath(given)
     if not path.is_absolute() and ".." not in path.parts:
         return
-    params["filepath"] = path.name or "StatisticOutput"
-    graph.notices.append(f"{graph.source}: statistics_options.params.filepath {given!r} points "
-                         f"outside the output folder; a graph file writes only inside it, so "
-                         f"the statistics go to {params['filepath']} there")
+    raise ConfigError(f"statistics_options.params.filepath {given!r} points outside the "
+                      "output folder: a graph file writes only inside it (give a file name, "
+                      f"such as {path.name or 'StatisticOutput.csv'!r}, or a path below the "
+                      "folder)")
+
+
+def _whole_number(value: Any, what: str) -> int:
+    """``value`` (a JSON number or a string of digits) as an int; ConfigError naming
+    ``what`` for anything else (``'abc'``, ``1.5``, ``true``)."""
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise ConfigError(f"{what}: {value!r} is not a whole number")
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{what}: {value!r} is not a whole number") from None
 
 
 def from_json(data: Any, source: str) -> ConfigGraph:
@@ -268,7 +282,8 @@ def from_json(data: Any, source: str) -> ConfigGraph:
     try:
         g.program_options = _program_options(data.get("program_options"))
         so = _mapping(data.get("statistics_options"), "statistics_options")
-        g.stat_load_level = int(so.get("statisticLoadLevel", 0))
+        g.stat_load_level = _whole_number(so.get("statisticLoadLevel", 0),
+                                          "statistics_options.statisticLoadLevel")
         g.stat_output = (str(so.get("statisticOutput", "sst.statOutputConsole")),
                          {str(k): str(v) for k, v in
                           _mapping(so.get("params"), "statistics_options.params").items()})

@@ -20,6 +20,7 @@ from .config import (PROGRAM_OPTIONS, RUN_MODES, ConfigComponent, ConfigError, C
 from .atomic_files import replace_whole, write_text_whole
 from .errors import RunError
 from .file_safety import remove_tree
+from .file_reads import MIB, FileKind, FileReadError, load_json, read_text
 from .output_folder import (cannot_write, check_output_directory, prepare_staging,
                             publish_outputs, write_failure)
 from .progress import PhaseClock, Progress
@@ -28,6 +29,11 @@ from .simulation import Simulation, warn
 from .kernel import SimulationError
 from .library import find_topology
 from .units import UnitAlgebra, UnitError, abbreviate
+
+#: a configuration graph (``--output-json``): a component per layer, each with its params
+GRAPH_FILE = FileKind("a configuration graph", 512 * MIB)
+#: a topology script, written by hand
+SCRIPT_FILE = FileKind("a topology script", 16 * MIB)
 
 
 class StructureRunError(RunError):
@@ -96,18 +102,12 @@ def _script_frame(exc: BaseException, script: str) -> str:
     return script
 
 
-def _not_utf8(exc: UnicodeDecodeError) -> str:
-    """A file that is not UTF-8, said in one line."""
-    bad = exc.object[exc.start:exc.start + 1]
-    return f"not UTF-8 text (byte 0x{bad.hex() or '??'} at offset {exc.start})"
-
-
 def _script_path(script: Union[str, Path]) -> str:
     """The absolute path of ``script``: the file it names, else, for a bare file name, the
     shipped topology of that name (:func:`~sst_cdma.library.find_topology`); RunError when
     neither exists."""
     path = str(Path(script).resolve())
-    if os.path.isfile(path):
+    if os.path.exists(path) and not os.path.isdir(path):  # a FIFO or device: refused on reading
         return path
     shipped = find_topology(str(script))
     if shipped is not None:
@@ -149,15 +149,8 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     path = _script_path(script)
     if path.endswith(".json"):
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise RunError(f"cannot read configuration graph: {_not_utf8(exc)}",
-                           _display(path)) from None
-        except RecursionError:
-            raise RunError("cannot read configuration graph: its JSON is nested too deeply "
-                           f"(Python's limit is about {sys.getrecursionlimit()} levels)",
-                           _display(path)) from None
-        except (OSError, ValueError) as exc:
+            data = load_json(path, GRAPH_FILE)
+        except FileReadError as exc:
             raise RunError(f"cannot read configuration graph: {exc}", _display(path)) from None
         try:
             graph = graph_files.from_json(data, _display(path))
@@ -179,11 +172,10 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     importlib.invalidate_caches()  # a helper module written since the last run is seen
     try:
         try:
-            source = Path(path).read_text(encoding="utf-8")
+            source = read_text(path, SCRIPT_FILE)
             code = compile(source, path, "exec")
-        except UnicodeDecodeError as exc:
-            raise RunError(f"cannot read topology script: {_not_utf8(exc)}", _display(path)) \
-                from None
+        except FileReadError as exc:
+            raise RunError(f"cannot read topology script: {exc}", _display(path)) from None
         except SyntaxError as exc:
             raise RunError(f"syntax error: {exc.msg}", _where_display(f"{path}:{exc.lineno}")) \
                 from None

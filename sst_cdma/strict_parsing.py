@@ -1,16 +1,26 @@
 """JSON and YAML read strictly: a key given twice in one object is an error (both formats
 otherwise keep the later value silently), explicit YAML tags are refused (a file the project
-reads holds plain data, never a ``!!python/...`` object), and nesting too deep for the parser
-is an error rather than a ``RecursionError``. Every error is a :class:`StrictParseError`: one
-line, saying where (a YAML line, a JSON line and column) and what is wrong."""
+reads holds plain data, never a ``!!python/...`` object), nesting deeper than
+:data:`MAX_DEPTH` levels is an error rather than a ``RecursionError`` (here or in the code that
+walks the value), an integer past Python's digit limit is an error rather than a ``ValueError``
+traceback, and JSON's NaN and infinities (``NaN``, ``1e400``) are refused unless the caller
+asks for them. Every error is a :class:`StrictParseError`: one line, saying where (a YAML line,
+a JSON line and column) and what is wrong."""
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+import sys
+from typing import Any, Callable, Optional
 
 import yaml
 
-__all__ = ["StrictParseError", "json_loads", "yaml_loads"]
+__all__ = ["MAX_DEPTH", "StrictParseError", "explicit_tag", "json_loads", "yaml_loads",
+           "check_depth"]
+
+#: the deepest nesting of lists and objects a file the project reads may hold (the deepest
+#: the project writes is under ten)
+MAX_DEPTH = 100
 
 
 class StrictParseError(ValueError):
@@ -27,15 +37,64 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def json_loads(text: str) -> Any:
-    """Parse JSON text, refusing a key given twice in one object and nesting too deep."""
+def _digits_error(exc: ValueError) -> StrictParseError:
+    """The one line for an integer past Python's digit limit, or ``exc`` re-raised."""
+    if "digits" not in str(exc):
+        raise exc
+    return StrictParseError(f"an integer has more than {sys.get_int_max_str_digits()} digits "
+                            "(Python's limit; no value the project reads needs that many)")
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse a value whose lists and mappings nest deeper than ``limit`` levels (walked
+    without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item \
+            if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise StrictParseError(f"its lists and objects are nested too deeply (over {limit} "
+                                   "levels)")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _refuse_constant(name: str) -> float:
+    raise StrictParseError(f"{name} is not a number JSON allows (NaN and infinities are "
+                           "refused)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictParseError(f"the number {text[:20]}{'...' if len(text) > 20 else ''} is "
+                               "too large for a float")
+    return value
+
+
+def json_loads(text: str, *, finite: bool = True) -> Any:
+    """Parse JSON text, refusing a key given twice in one object, nesting too deep, an integer
+    past Python's digit limit and (when ``finite``) NaN, Infinity and numbers that overflow a
+    float."""
+    constant: Optional[Callable[[str], Any]] = _refuse_constant if finite else None
+    number: Optional[Callable[[str], Any]] = _finite_float if finite else None
     try:
-        return json.loads(text, object_pairs_hook=_unique)
+        value = json.loads(text, object_pairs_hook=_unique, parse_constant=constant,
+                           parse_float=number)
     except json.JSONDecodeError as exc:
         raise StrictParseError(f"invalid JSON at line {exc.lineno} column {exc.colno}: "
                                f"{exc.msg}") from None
     except RecursionError:
-        raise StrictParseError("its JSON nests too deep") from None
+        raise StrictParseError(f"its JSON is nested too deeply (over {MAX_DEPTH} levels)") \
+            from None
+    except StrictParseError:
+        raise
+    except ValueError as exc:
+        raise _digits_error(exc) from None
+    check_depth(value)
+    return value
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -58,22 +117,26 @@ class _StrictLoader(yaml.SafeLoader):
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         """Any node, refusing a tag the plain value would not have had."""
-        if isinstance(node, yaml.ScalarNode):
-            plain = self.resolve(yaml.ScalarNode, node.value, (True, False))
-            quoted = self.resolve(yaml.ScalarNode, node.value, (False, True))
-            explicit = node.tag not in (plain, quoted)
-        else:
-            explicit = node.tag != self.resolve(type(node), None, None)
-        if explicit:
+        if explicit_tag(self, node):
             raise StrictParseError(f"line {node.start_mark.line + 1}: the tag {node.tag!r} is "
                                    "not allowed (plain values only)")
         return super().construct_object(node, deep=deep)
 
 
+def explicit_tag(resolver: yaml.resolver.BaseResolver, node: yaml.Node) -> bool:
+    """Whether ``node`` carries a tag its plain (or quoted) text would not have had: an
+    explicit ``!tag`` or ``!!type`` in the file."""
+    if isinstance(node, yaml.ScalarNode):
+        plain = resolver.resolve(yaml.ScalarNode, node.value, (True, False))
+        quoted = resolver.resolve(yaml.ScalarNode, node.value, (False, True))
+        return node.tag not in (plain, quoted)
+    return bool(node.tag != resolver.resolve(type(node), None, None))
+
+
 def yaml_loads(text: str) -> Any:
     """Parse YAML text safely, refusing duplicate keys and explicit tags."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        value = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(" ".join(str(x) for x in (exc.context, exc.problem) if x).split())
@@ -82,4 +145,11 @@ def yaml_loads(text: str) -> Any:
     except yaml.YAMLError as exc:
         raise StrictParseError(f"invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
-        raise StrictParseError("its YAML nests too deep") from None
+        raise StrictParseError(f"its YAML is nested too deeply (over {MAX_DEPTH} levels)") \
+            from None
+    except StrictParseError:
+        raise
+    except ValueError as exc:
+        raise _digits_error(exc) from None
+    check_depth(value)
+    return value

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from .dtypes import DTYPES
-from .errors import WorkloadError, not_utf8
+from .errors import WorkloadError
 from .loader import CAPTURE_NETWORKS, NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
-from .stream import parse_stream
+from .stream import read_stream
 from .vdnn import ALLOCATIONS, OPTIMIZERS
 
 __all__ = ["main"]
@@ -84,11 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.write(text)
         elif args.command == "stats":
             for path in args.files:
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except UnicodeDecodeError as exc:
-                    raise WorkloadError(not_utf8(exc), file=str(path)) from None
-                st = stream_stats(parse_stream(text, source=str(path)))
+                st = stream_stats(read_stream(path))
                 print(f"{path}: {st.network} batch {st.batch} {st.dtype} policy {st.policy}: "
                       f"peak {st.peak_bytes / 1e9:.3f} GB ({st.peak_phase}, line {st.peak_line}), "
                       f"mean over kernels {st.kernel_mean_bytes / 1e9:.3f} GB, "

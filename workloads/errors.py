@@ -5,13 +5,24 @@ catch ``ValueError``; the subclasses carry where the problem is (file, layer, li
 """
 from __future__ import annotations
 
-__all__ = ["WorkloadError", "StreamError", "not_utf8"]
+from sst_cdma.file_reads import FileReadError
+
+__all__ = ["WorkloadError", "StreamError", "not_utf8", "read_fault"]
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
     """A file that is not UTF-8, said in one line: ``not UTF-8 text (byte 0xff at offset 7)``."""
     bad = exc.object[exc.start:exc.start + 1]
     return f"not UTF-8 text (byte 0x{bad.hex() or '??'} at offset {exc.start})"
+
+
+def read_fault(exc: FileReadError, what: str) -> str:
+    """A file the workload could not read, said in one line: its text's fault as it is (not
+    UTF-8, not strict JSON/YAML), else ``cannot read WHAT: FAULT`` (no such file, a FIFO, too
+    large)."""
+    if exc.parsing:
+        return str(exc)
+    return f"cannot read {what}: {exc}"
 
 
 class WorkloadError(ValueError):

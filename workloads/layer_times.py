@@ -28,13 +28,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from sst_cdma.atomic_files import write_text_whole
-from sst_cdma.strict_parsing import StrictParseError, json_loads
+from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_json
 
-from .errors import WorkloadError, not_utf8
+from .errors import WorkloadError, read_fault
 from .network import Network
 from .durations import format_ps, parse_duration
 
@@ -48,6 +47,8 @@ TENSOR_CORE_ALGORITHMS = ("TENSOR_GEMM", "TF32_GEMM", "FLASH_ATTENTION_2", "FLAS
 FORMAT = "sst-cdma-layer-times"
 VERSION = 1
 PASSES = ("fwd", "bwd")
+#: a layer-times file: two times per layer
+LAYER_TIMES_FILE = FileKind("a layer-times file", 64 * MIB)
 _KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "measured_by",
          "seq_len", "layers"}
 
@@ -183,16 +184,9 @@ def load_layer_times(path: str | os.PathLike[str]) -> LayerTimes:
     """Read and validate a layer-times file; errors are :class:`WorkloadError` naming it."""
     where = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"cannot read layer times: {exc.strerror or exc}", file=where) \
-            from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(not_utf8(exc), file=where) from None
-    try:
-        doc = json_loads(text)
-    except StrictParseError as exc:
-        raise WorkloadError(str(exc), file=where) from None
+        doc = load_json(path, LAYER_TIMES_FILE)
+    except FileReadError as exc:
+        raise WorkloadError(read_fault(exc, "layer times"), file=where) from None
     return _parse(doc, where)
 
 

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from sst_cdma.strict_parsing import StrictParseError, yaml_loads
+from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_yaml, read_text
 
-from .errors import WorkloadError, not_utf8
+from .errors import WorkloadError, read_fault
 from .kinds import KINDS, normalize_params
 from .macros import Macro, expand_layers, parse_macros
 from .network import NAME_RE, Layer, Network
@@ -31,6 +31,8 @@ NETWORK_DIR = Path(__file__).resolve().parent / "networks"
 #: Network files of the folder that are not among the studied networks: the small CNN that
 #: ``sst-cdma capture`` trains and captures on the CPU.
 CAPTURE_NETWORKS = ("digits_cnn",)
+#: a network file: a layer per entry, written by hand (the largest shipped is tens of KiB)
+NETWORK_FILE = FileKind("a network file", 16 * MIB)
 
 
 def _shipped(transformers: bool) -> tuple[str, ...]:
@@ -41,7 +43,7 @@ def _shipped(transformers: bool) -> tuple[str, ...]:
     for path in sorted(NETWORK_DIR.glob("*.yaml")):
         if path.stem.startswith("_") or path.stem in CAPTURE_NETWORKS:
             continue
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_text(path, NETWORK_FILE).splitlines()
         if any(line.startswith("transformer:") for line in lines) == transformers:
             names.append(path.stem)
     return tuple(names)
@@ -66,7 +68,7 @@ def network_path(name_or_path: str | os.PathLike[str]) -> Path:
             and os.sep not in text:
         return candidate
     path = Path(text)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a FIFO or a device is refused when read
         return path
     raise WorkloadError(
         f"no network {text!r}: not a shipped network ({', '.join(NETWORKS)}) nor a file"
@@ -75,15 +77,9 @@ def network_path(name_or_path: str | os.PathLike[str]) -> Path:
 
 def _read_yaml(path: Path, label: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(not_utf8(exc), file=label) from None
-    except OSError as exc:
-        raise WorkloadError(f"cannot read: {exc}", file=label) from None
-    try:
-        return yaml_loads(text)
-    except StrictParseError as exc:
-        raise WorkloadError(str(exc), file=label) from None
+        return load_yaml(path, NETWORK_FILE)
+    except FileReadError as exc:
+        raise WorkloadError(read_fault(exc, "network"), file=label) from None
 
 
 @functools.lru_cache(maxsize=4)

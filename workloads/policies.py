@@ -25,10 +25,10 @@ import os
 import re
 from typing import Callable, Mapping
 
-from sst_cdma.strict_parsing import StrictParseError, json_loads
+from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_json
 from sst_cdma.model.policies import VDNN_POLICIES  # scheduled by vdnn.plan_iteration as vDNN does
 
-from .errors import WorkloadError
+from .errors import WorkloadError, read_fault
 from .network import LayerInfo, Network, TensorInfo
 from .transformer import split_name
 
@@ -39,6 +39,8 @@ __all__ = ["CHOICES", "VDNN_POLICIES", "GROUPS", "POLICY_RE", "check_policy", "i
 CHOICES = ("keep", "offload", "compress", "recompute")
 #: Policies that are not terms: a per-tensor plan file and the automatic planner.
 SPECIAL = ("plan", "auto")
+#: a plan file (or a whole summary.json holding a plan): a choice per tensor
+PLAN_FILE = FileKind("a plan file", 512 * MIB)
 #: The syntax of a policy name (the stream header's ``policy=`` too).
 POLICY_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*(\+[a-z][a-z0-9]*(-[a-z0-9]+)*)*$")
 
@@ -170,12 +172,10 @@ def load_plan_file(path: str | os.PathLike[str], network: Network, batch: int,
     WorkloadError naming the file (and the tensor)."""
     file = os.fspath(path)
     try:
-        with open(file, encoding="utf-8") as fh:
-            data = json_loads(fh.read())
-    except OSError as exc:
-        raise WorkloadError(f"cannot read plan file: {exc.strerror or exc}", file=file) from None
-    except (StrictParseError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"not a JSON plan file ({exc})", file=file) from None
+        data = load_json(file, PLAN_FILE, finite=False)  # a summary.json is a plan file too
+    except FileReadError as exc:
+        raise WorkloadError(f"not a JSON plan file ({exc})" if exc.parsing else
+                            read_fault(exc, "plan file"), file=file) from None
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
         if data.get("network", network.name) != network.name:
             raise WorkloadError(f"the plan of a {data['network']} run, not {network.name}",

@@ -30,17 +30,23 @@ codec, also for the tensor's prefetch) only on ``offload``. Every problem raises
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
 from .dtypes import DTYPES
 from .durations import parse_duration
-from .errors import StreamError, WorkloadError
+from sst_cdma.file_reads import MIB, FileKind, FileReadError, read_text
+
+from .errors import StreamError, WorkloadError, read_fault
 from .stream_schema import (LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION, TENSOR_KINDS,
                             Stream, StreamOp, StreamTensor, read_values)
 
 __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "StreamTensor", "StreamOp", "Stream",
-           "parse_stream", "parse_duration"]
+           "parse_stream", "parse_duration", "read_stream", "STREAM_FILE"]
+
+#: a workload stream: a line per tensor and operation (a large network's is a few MiB)
+STREAM_FILE = FileKind("a workload stream", 256 * MIB)
 
 _PASS_OF_PHASE = {"forward": "fwd", "backward": "bwd", "update": "update"}
 #: the passes a compute may have besides its phase's own: recomputation in the backward pass
@@ -295,6 +301,17 @@ class _Parser:
             raise self.fail("missing 'end'")
         assert self.stream is not None
         return self.stream
+
+
+def read_stream(path: str | os.PathLike[str]) -> Stream:
+    """Read and parse the workload stream file ``path`` (a regular file of at most
+    :data:`STREAM_FILE`'s limit); WorkloadError/StreamError naming it."""
+    where = os.fspath(path)
+    try:
+        text = read_text(where, STREAM_FILE)
+    except FileReadError as exc:
+        raise WorkloadError(read_fault(exc, "workload stream"), file=where) from None
+    return parse_stream(text, where)
 
 
 def parse_stream(text: str, source: str = "<stream>") -> Stream:

@@ -12,7 +12,7 @@ one-line ``sst-cdma capture: error: ...`` on stderr). It can also run as
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import shlex
 import sys
 from datetime import datetime, timezone
@@ -26,6 +26,7 @@ from workloads.network import NAME_RE
 from .. import __version__
 from ..codecs.registry import algorithm_names, unknown_algorithm
 from ..profiles import MeasuredProvenance, ProfileError
+from ..strict_parsing import StrictParseError, json_loads
 from .activations import capture_activations
 from .errors import CaptureError
 from .inputs import FILLS, npz_batches, parse_shape, synthetic_batches
@@ -110,6 +111,9 @@ def _check(args: argparse.Namespace) -> None:
         if other not in CONVERSIONS:
             raise CaptureError(f"--also-dtypes: cannot measure in {other!r} (expected one of "
                                f"{', '.join(CONVERSIONS)})")
+    if args.samples and os.path.lexists(args.samples) and not os.path.isdir(args.samples):
+        raise CaptureError(f"--samples: {args.samples} exists and is not a folder: the samples "
+                           "go into a folder (give a new name, or an existing folder)")
     if args.checkpoint and (args.weights or args.progress != 0.0):
         raise CaptureError("--checkpoint replaces --weights and --progress; give one or the "
                            "other")
@@ -143,9 +147,9 @@ def _algorithms(args: argparse.Namespace) -> tuple[str, ...]:
 
 def _kwargs(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CaptureError(f"--model-kwargs: not valid JSON: {exc.msg}") from None
+        value = json_loads(text)
+    except StrictParseError as exc:
+        raise CaptureError(f"--model-kwargs: not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise CaptureError("--model-kwargs: expected a JSON object such as {\"num_classes\": 10}")
     return value

@@ -1,13 +1,16 @@
 """Input batches for the capture command: seeded synthetic tensors or arrays from ``.npz``."""
 from __future__ import annotations
 
-import os
 from typing import Iterator
 
 import numpy as np
 import torch
 
+from ..file_reads import GIB, FileKind, FileReadError, open_regular
 from .errors import CaptureError
+
+#: ``--inputs``: an ``.npz`` of input batches
+INPUTS_FILE = FileKind("an --inputs file", 16 * GIB)
 
 __all__ = ["parse_shape", "synthetic_batches", "npz_batches", "FILLS"]
 
@@ -51,10 +54,13 @@ def npz_batches(path: str, key: str | None, batch_size: int | None) -> Iterator[
     The array is ``key``, or the only array in the file. ``batch_size`` of ``None`` gives the
     whole array as one batch.
     """
-    if not os.path.isfile(path):
-        raise CaptureError(f"--inputs: no such file {path!r}")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        fh = open_regular(path, INPUTS_FILE)
+    except FileReadError as exc:
+        raise CaptureError(f"--inputs: no such file {path!r}" if exc.missing else
+                           f"--inputs: {path}: {exc}") from None
+    try:
+        with fh, np.load(fh, allow_pickle=False) as data:
             keys = list(data.files)
             if key is None:
                 if len(keys) != 1:

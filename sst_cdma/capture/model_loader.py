@@ -9,7 +9,11 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
+from ..file_reads import GIB, FileKind, FileReadError, open_regular
 from .errors import CaptureError
+
+#: a ``torch.save`` checkpoint: weights, and Adam's two moments (GPT-2 XL's are about 19 GiB)
+CHECKPOINT_FILE = FileKind("a checkpoint", 256 * GIB)
 
 __all__ = ["load_model", "load_weights"]
 
@@ -71,7 +75,12 @@ def load_weights(model: nn.Module, weights: str, option: str = "--weights") -> N
     """Load the ``state_dict`` file ``weights`` into ``model``; a failure is one line naming
     ``option`` and the file."""
     try:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        fh = open_regular(weights, CHECKPOINT_FILE)
+    except FileReadError as exc:
+        raise CaptureError(f"{option}: cannot load {weights!r}: {exc}") from None
+    try:
+        with fh:
+            state = torch.load(fh, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
     except Exception as exc:
         raise CaptureError(f"{option}: cannot load {weights!r}: "

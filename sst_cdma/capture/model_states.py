@@ -20,10 +20,12 @@ import torch
 from torch.nn import functional as F
 
 from ..codecs.registry import ALGORITHM_NAMES
+from ..file_reads import FileReadError, open_regular
 from ..profiles.model_states import FORMAT, MODEL_STATE_ROLES, ROLE_DTYPES, VERSION
 from ..profiles.model_states import parse_model_states
 from .digits_train import _checkpoint_steps
 from .errors import CaptureError
+from .model_loader import CHECKPOINT_FILE
 from .tensors import convert, nonzero_bits
 from .text_data import TextCorpus, load_corpus
 from .text_model import TextTransformer
@@ -82,6 +84,7 @@ def measure_states(states: Mapping[str, Sequence[torch.Tensor]],
         if role not in MODEL_STATE_ROLES:
             raise CaptureError(f"unknown model-state role {role!r} (expected: "
                                f"{', '.join(MODEL_STATE_ROLES)})")
+        tensors = [t for t in tensors if t.numel() > 0]  # an empty one holds no bytes
         if not tensors:
             continue
         out[role] = {}
@@ -171,17 +174,23 @@ def states_from_checkpoint(path: str) -> dict[str, list[torch.Tensor]]:
     ``gradients`` optional; a bare ``state_dict`` is the weights alone). Weights are also
     the master weights when they are float32."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        fh = open_regular(path, CHECKPOINT_FILE)
+    except FileReadError as exc:
+        raise CaptureError(f"{path}: cannot read: {exc}") from None
+    try:
+        with fh:
+            saved = torch.load(fh, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CaptureError(f"{path}: not a readable torch checkpoint: {reason}") from None
     if not isinstance(saved, dict):
         raise CaptureError(f"{path}: expected a dict, got {type(saved).__name__}")
     model = saved.get("model", saved)
-    weights = [t for t in model.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    weights = [t for t in model.values() if isinstance(t, torch.Tensor) and t.is_floating_point()
+               and t.numel() > 0]
     if not weights:
-        raise CaptureError(f"{path}: holds no floating-point weights (a state_dict, or a dict "
-                           f"with 'model')")
+        raise CaptureError(f"{path}: holds no floating-point weights with an element (a "
+                           f"state_dict, or a dict with 'model')")
     states: dict[str, list[torch.Tensor]] = {"weights": weights}
     if all(w.dtype == torch.float32 for w in weights):
         states["master_weights"] = weights

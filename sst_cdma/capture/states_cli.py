@@ -106,7 +106,7 @@ def _from_checkpoints(args: argparse.Namespace, algorithms: tuple[str, ...]
                       ) -> tuple[str, list[StateCapture], dict[str, Any]]:
     captures = []
     for progress, path in _checkpoints(args.checkpoint):
-        if not Path(path).is_file():
+        if not Path(path).exists():  # a FIFO or a device: refused when read
             raise CaptureError(f"--checkpoint: {path}: no such file")
         states = states_from_checkpoint(path)
         captures.append(StateCapture(progress, round(progress * args.steps),

@@ -14,9 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..file_reads import MIB, FileKind, FileReadError, read_bytes
+
 __all__ = ["HOLDOUT_EVERY", "TextCorpus", "load_corpus", "stdlib_files"]
 
 HOLDOUT_EVERY = 20
+#: one source file of the corpus (the standard library's largest is under 1 MiB)
+CORPUS_FILE = FileKind("a corpus file", 64 * MIB)
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,11 @@ def load_corpus(root: str | Path | None = None) -> TextCorpus:
     train: list[bytes] = []
     valid: list[bytes] = []
     for i, path in enumerate(files):
-        (valid if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else train).append(
-            path.read_bytes() + b"\n")
+        try:
+            data = read_bytes(path, CORPUS_FILE)
+        except FileReadError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        (valid if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else train).append(data + b"\n")
     tr, va = b"".join(train), b"".join(valid)
     description = (f"Python {sys.version.split()[0]} standard library sources: the "
                    f"{len(files)} *.py files directly in {files[0].parent} in sorted order, "

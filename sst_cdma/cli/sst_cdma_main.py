@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import traceback
-from typing import NoReturn, Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from .. import __version__
 from ..stop_signals import exit_status, stop_message, stop_on_signals
@@ -250,10 +251,8 @@ def _regress(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     width = max(len(c.case.name) for c in outcome.cases)
     for case in outcome.cases:
-        n = len(case.differences)
-        note = f"  ({n} difference{'s' if n != 1 else ''})" if case.status == "failed" else \
-            f"  ({case.error})" if case.status == "error" else ""
-        print(f"{case.status.upper():9s} {case.case.name.ljust(width)}{note}".rstrip())
+        print(f"{case.status.upper():9s} {case.case.name.ljust(width)}"
+              f"{_case_note(args, outcome.suite, case)}".rstrip())
     if outcome.differences:
         print()
         print(format_table(outcome.differences))
@@ -265,6 +264,23 @@ def _regress(args: argparse.Namespace) -> int:
     if args.keep:
         print(f"outputs kept in {args.keep}")
     return 0 if outcome.ok else 1
+
+
+def _case_note(args: argparse.Namespace, suite: Any, case: Any) -> str:
+    """What the regress table adds after a case: its differences, its error, or (without a
+    reference) the command that writes one."""
+    from ..sweep.marks import display_path
+
+    n = len(case.differences)
+    if case.status == "failed":
+        return f"  ({n} difference{'s' if n != 1 else ''})"
+    if case.status == "error":
+        return f"  ({case.error})"
+    if case.status == "missing":
+        return (f"  (no reference {display_path(suite.reference_path(case.case))}: "
+                f"`sst-cdma regress {shlex.quote(args.suite)} --update --case "
+                f"{shlex.quote(case.case.name)}` writes it from this run)")
+    return ""
 
 
 def _report(args: argparse.Namespace) -> int:

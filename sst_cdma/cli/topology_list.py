@@ -6,7 +6,9 @@ import ast
 import textwrap
 from pathlib import Path
 
+from ..file_reads import read_text
 from ..library import find_topology, shipped_topologies
+from ..runner import SCRIPT_FILE
 
 WIDTH = 100
 
@@ -14,8 +16,8 @@ WIDTH = 100
 def summary_line(path: Path) -> str:
     """The first sentence of the script's docstring on one line ("" without one)."""
     try:
-        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        doc = ast.get_docstring(ast.parse(read_text(path, SCRIPT_FILE))) or ""
+    except (SyntaxError, ValueError):  # FileReadError is a ValueError
         return ""
     text = " ".join(doc.split("\n\n", 1)[0].split())
     end = text.find(". ")

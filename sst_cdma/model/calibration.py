@@ -25,6 +25,7 @@ reads it); ``sst-cdma calibrate`` runs it.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -34,6 +35,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from ..file_reads import MIB, FileKind, FileReadError, load_json, read_text
+from .fitted import PARAMS_FILE
 from .gpus import GPUS
 from ..atomic_files import write_text_whole
 from .kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
@@ -53,6 +56,8 @@ DATA_DIR = Path(__file__).with_name("calibration_data") / "deepbench"
 CONV_FILE = "conv_train_fp32.csv"
 GEMM_FILE = "gemm_train_fp32.csv"
 GPUS_FILE = "gpus.csv"
+#: a measurements CSV: a row per timed kernel (DeepBench's are hundreds of KiB)
+MEASUREMENTS_FILE = FileKind("a measurements file", 256 * MIB)
 #: The kinds of kernel measured: the three convolution passes and cuBLAS GEMMs.
 KINDS = PASSES + ("gemm",)
 #: Exact zeros of |predicted / measured - 1| count as this much in the geometric mean.
@@ -162,7 +167,11 @@ def _read(path: str, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]
     (a UTF-8 byte-order mark, as spreadsheets write, is skipped). Errors name ``path``."""
     name = path
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
+        text = read_text(path, MEASUREMENTS_FILE).removeprefix("\ufeff")
+    except FileReadError as exc:
+        raise CalibrationError(f"{path}: cannot read: {exc}") from None
+    try:
+        with io.StringIO(text, newline="") as f:
             reader = csv.reader(f)
             header = next(reader, None)
             if header is None:
@@ -181,10 +190,6 @@ def _read(path: str, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]
                     raise CalibrationError(f"{name}:{line}: {len(fields)} fields, the header "
                                            f"has {len(header)}")
                 rows.append((line, {h: x.strip() for h, x in zip(header, fields)}))
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CalibrationError(f"{name}: not UTF-8 text") from None
     except csv.Error as exc:
         raise CalibrationError(f"{name}: malformed CSV: {exc}") from None
     return rows
@@ -688,11 +693,10 @@ def check_params(path: Union[str, os.PathLike[str]], doc: Mapping[str, Any]) -> 
     params_text(path, doc)
     name = Path(path).name
     try:
-        committed = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        committed = load_json(path, PARAMS_FILE)
+    except FileReadError as exc:
+        raise CalibrationError(f"{name}: {exc}" if exc.parsing else
+                               f"{path}: cannot read: {exc}") from None
     have = committed.get("families") if isinstance(committed, dict) else None
     if not isinstance(have, dict):
         return [f"{name}: no 'families' mapping"]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..codecs import registry
+from ..file_reads import MIB, FileKind, FileReadError, load_json
 from ..codecs.sampling import (DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step,
                                estimate_ratio, sample_ratio)
 
@@ -36,6 +37,8 @@ __all__ = ["ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS", "TABLE_PA
            "compute_table", "library_versions", "main"]
 
 TABLE_PATH = Path(__file__).with_name("ratio_table.json")
+#: the shipped table of compression ratios (72 KiB)
+RATIO_TABLE = FileKind("a ratio table", 16 * MIB)
 ALGORITHMS = registry.ALGORITHM_CHOICES
 """``"none"`` and every registered codec, always current (a live sequence)."""
 algorithm_choices = registry.algorithm_choices
@@ -105,8 +108,8 @@ def compute_table() -> dict[str, Any]:
 def _ratio_table() -> Optional[dict[str, dict[str, list[float]]]]:
     """The shipped table, or None when it is missing or was made for other sampling settings."""
     try:
-        data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(TABLE_PATH, RATIO_TABLE)
+    except FileReadError:
         return None
     if data.get("sample_elements") != SAMPLE_ELEMENTS or \
             data.get("density_steps") != DENSITY_STEPS:

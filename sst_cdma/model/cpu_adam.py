@@ -30,11 +30,12 @@ measured: ``params_per_s_per_core`` is the fastest implementation's on one threa
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Union
+
+from ..file_reads import MIB, FileKind, FileReadError, load_json
 
 __all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "CpuAdamError",
            "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline"]
@@ -43,6 +44,8 @@ FORMAT = "sst-cdma-cpu-adam"
 VERSION = 1
 #: the shipped measurement (made on the machine and date ``docs/host_cpu.md`` names)
 DEFAULT_CPU_ADAM = Path(__file__).with_name("cpu_adam_default.json")
+#: a CPU-Adam file: a few dozen measurements (the shipped one is 7 KiB)
+CPU_ADAM_FILE = FileKind("a CPU-Adam file", 1 * MIB)
 #: PyTorch's CPU Adam implementations, fastest expected first: ``fused`` (one kernel over each
 #: tensor), ``foreach`` (multi-tensor ops), ``for-loop`` (one tensor at a time)
 IMPLEMENTATIONS: tuple[str, ...] = ("fused", "foreach", "for-loop")
@@ -220,11 +223,10 @@ def load_cpu_adam(path: Union[str, Path] = DEFAULT_CPU_ADAM) -> CpuAdamProfile:
     :class:`CpuAdamError` whose one line starts with the file's name."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CpuAdamError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CpuAdamError(f"{path}: not a JSON file: {exc}") from None
+        doc = load_json(path, CPU_ADAM_FILE, finite=False)  # the check names a NaN's field
+    except FileReadError as exc:
+        what = "not a JSON file" if exc.parsing else "cannot read"
+        raise CpuAdamError(f"{path}: {what}: {exc}") from None
     try:
         check_cpu_adam(doc)
     except CpuAdamError as exc:

@@ -13,12 +13,12 @@ File format::
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ..file_reads import MIB, FileKind, FileReadError, load_json
 from .dtypes import NO_TF32, TF32_MODES
 from .gpus import GPUS, GPUSpec
 from .kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
@@ -33,6 +33,8 @@ PARAMS_PATH = Path(__file__).with_name("kernel_params.json")
 TENSOR_PARAMS_PATH = Path(__file__).with_name("tensor_core_params.json")
 TENSOR_FORMAT = "sst-cdma-tensor-core-params"
 FORMAT = "sst-cdma-kernel-params"
+#: a fitted kernel-parameter file: parameters per family and device (the shipped are 13 KiB)
+PARAMS_FILE = FileKind("a kernel-parameter file", 16 * MIB)
 VERSION = 1
 
 
@@ -164,11 +166,10 @@ def _read_json(path: str, what: str) -> Any:
     """The JSON document at ``path``; a file that cannot be read or parsed is one ModelError
     naming the file and ``what`` it should hold."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: cannot read {what}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ModelError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        return load_json(path, PARAMS_FILE)
+    except FileReadError as exc:
+        raise ModelError(f"{path}: {exc}" if exc.parsing else
+                         f"{path}: cannot read {what}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=4)

@@ -85,13 +85,14 @@ import argparse
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from workloads.loader import CNNS
 
 from ..codecs import registry
 from ..codecs.sampling import estimate_ratio
-from .profile import DensityProfile, ProfilePoint, TensorProfile
+from ..file_reads import FileReadError, read_text
+from .profile import PROFILE_FILE, DensityProfile, ProfilePoint, TensorProfile
 from .provenance import EstimatedProvenance
 
 __all__ = [
@@ -371,7 +372,10 @@ def write_profiles(networks: Iterable[str], directory: str | Path | None = None,
     for name in networks:
         text = estimate_profile(name).to_json()
         path = folder / f"{name}.json"
-        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        try:
+            old: Optional[str] = read_text(path, PROFILE_FILE)
+        except FileReadError:  # missing (or not a profile file): written anew
+            old = None
         changed[name] = old != text
         if not check and changed[name]:
             folder.mkdir(parents=True, exist_ok=True)

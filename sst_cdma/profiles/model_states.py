@@ -22,12 +22,12 @@ with :func:`model_state_ratio`.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Union
 
+from ..file_reads import MIB, FileKind, FileReadError, load_json
 from ..model.dtypes import DTYPES
 from .errors import ProfileError
 from .interp import interpolate
@@ -51,6 +51,8 @@ ROLE_DTYPES: dict[str, tuple[str, ...]] = {
     for role in MODEL_STATE_ROLES}
 #: the shipped profile (``workloads/profiles/model_states/NAME.json``) the loader reads by default
 DEFAULT_MODEL_STATES = "text_relu_small"
+#: a model-state profile: ratios per role, codec, dtype and training step (the shipped are KiB)
+MODEL_STATE_FILE = FileKind("a model-state profile", 16 * MIB)
 _PACKAGE = "workloads.profiles.model_states"
 #: (path, file identity and version) -> the profile read from it: a schedule sizes many copies
 _parsed: dict[tuple, "ModelStateProfile"] = {}
@@ -209,11 +211,12 @@ def load_model_states(name_or_path: Union[str, Path] = DEFAULT_MODEL_STATES
         key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if key in _parsed:
             return _parsed[key]
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path, MODEL_STATE_FILE)
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: not a JSON file: {exc}") from None
+    except FileReadError as exc:
+        what = "not a JSON file" if exc.parsing else "cannot read"
+        raise ProfileError(f"{path}: {what}: {exc}") from None
     profile = _parsed[key] = parse_model_states(doc, str(path))
     return profile
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..file_reads import MIB, FileKind, FileReadError, read_text
+from ..strict_parsing import StrictParseError, json_loads
 from .errors import ProfileError
 from .interp import interpolate
 from .provenance import Provenance, provenance_from_dict
@@ -16,6 +18,9 @@ from ..codecs.registry import algorithm_names, unknown_algorithm
 from .schema import FORMAT, VERSION, parse_profile, tensor_path
 
 __all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
+
+#: a density profile: points per tensor of a network (the shipped are tens of KiB)
+PROFILE_FILE = FileKind("a density profile", 64 * MIB)
 
 
 @dataclass(frozen=True)
@@ -122,26 +127,13 @@ class DensityProfile:
         """Read and validate a profile file; errors name the file and the field at fault."""
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProfileError(f"{source}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise ProfileError(f"{source}: not UTF-8 text: {exc.reason}") from None
-        def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            out: dict[str, Any] = {}
-            for key, value in pairs:
-                if key in out:  # JSON keeps the last silently: a second tensor or density
-                    raise ProfileError(f"{source}: duplicate key {key!r} in one object")
-                out[key] = value
-            return out
-
+            text = read_text(path, PROFILE_FILE)
+        except FileReadError as exc:
+            raise ProfileError(f"{source}: cannot read: {exc}") from None
         try:
-            data = json.loads(text, object_pairs_hook=unique)
-        except json.JSONDecodeError as exc:
-            raise ProfileError(f"{source}: not valid JSON: line {exc.lineno} column {exc.colno}: "
-                               f"{exc.msg}") from None
-        except RecursionError:
-            raise ProfileError(f"{source}: not a profile: its JSON nests too deep") from None
+            data = json_loads(text, finite=False)  # the schema names a NaN's field
+        except StrictParseError as exc:
+            raise ProfileError(f"{source}: not a profile: {exc}") from None
         return cls.from_dict(data, source=source)
 
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -27,12 +27,17 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..file_reads import GIB, MIB, FileKind, FileReadError, load_json, open_regular
 from .errors import ProfileError
 
 __all__ = ["SAMPLES_FORMAT", "Sample", "SampleSet", "save_samples", "load_samples",
            "load_sample_set", "read_npz", "sample_file_name"]
 
 SAMPLES_FORMAT = "sst-cdma-activation-samples"
+#: a samples folder's index.json: an entry per tensor
+SAMPLES_INDEX = FileKind("a samples index", 64 * MIB)
+#: one tensor's sample (its first batch), compressed
+SAMPLE_FILE = FileKind("a sample file", 16 * GIB)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -56,6 +61,9 @@ def save_samples(directory: str | os.PathLike[str], arrays: Mapping[str, np.ndar
     defaults to its array's dtype.
     """
     root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise ProfileError(f"{root}: exists and is not a folder: the samples go into a folder "
+                           "(give a new name, or an existing folder)")
     root.mkdir(parents=True, exist_ok=True)
     index: dict[str, dict[str, object]] = {}
     taken: set[str] = set()
@@ -85,7 +93,11 @@ def read_npz(path: str | os.PathLike[str], keys: Sequence[str] | None = None
     """
     where = os.fspath(path)
     try:
-        with np.load(where, allow_pickle=False) as data:
+        fh = open_regular(where, SAMPLE_FILE)
+    except FileReadError as exc:
+        raise ProfileError(f"{where}: cannot read: {exc}") from None
+    try:
+        with fh, np.load(fh, allow_pickle=False) as data:
             if not hasattr(data, "files"):
                 raise ProfileError(f"{where}: not an .npz archive (a single .npy array)")
             names = list(data.files) if keys is None else list(keys)
@@ -168,13 +180,13 @@ class SampleSet:
 def _index(root: Path) -> tuple[Path, dict]:
     index_path = root / "index.json"
     try:
-        doc = json.loads(index_path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"{index_path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ProfileError(f"{index_path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{index_path}: not valid JSON: {exc.msg}") from None
+        doc = load_json(index_path, SAMPLES_INDEX)
+    except FileReadError as exc:
+        if exc.missing:
+            raise ProfileError(f"{index_path}: no such file: {root} is not a samples folder "
+                               "(what 'sst-cdma capture --samples DIR' writes)") from None
+        what = "not valid JSON" if exc.parsing else "cannot read"
+        raise ProfileError(f"{index_path}: {what}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != SAMPLES_FORMAT or doc.get("version") != 1:
         raise ProfileError(f"{index_path}: not an {SAMPLES_FORMAT} version 1 index")
     network = doc.get("network")
@@ -194,6 +206,11 @@ def _load_folder(root: Path) -> SampleSet:
         file = root / str(entry.get("file", ""))
         if file.parent != root:
             raise ProfileError(f"{index_path}: tensors[{name!r}].file: must be a plain file name")
+        if not os.path.lexists(file):
+            raise ProfileError(f"{index_path}: tensors[{name!r}].file: {file.name} is not in "
+                               f"{root}: the folder is incomplete (copied in part?); copy the "
+                               "whole folder, or capture the samples again with "
+                               "'sst-cdma capture ... --samples DIR'")
         try:
             arrays = read_npz(file)
             array = read_npz(file, ["activation"])["activation"] if "activation" not in arrays \

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from ..file_safety import remove_tree
+from ..file_reads import MIB, FileKind, FileReadError, load_json, read_text
 from ..sweep.dispatch import Dispatcher
 from ..sweep.execute import PointTask, point_dir
 from ..sweep.keys import inputs_digest, key_of, script_digest
@@ -20,6 +21,8 @@ from .compare import (Difference, close_hint, compare_case, compared_keys, entry
 from .suite import Case, Suite, load_suite
 
 REFERENCE_VERSION = 1
+#: one case's reference values: a few hundred keys
+REFERENCE_FILE = FileKind("a reference file", 16 * MIB)
 RERUN = "reference made with other {what}: run --update"   # a stale reference's row
 _NOTHING = "; no reference was updated"   # what --update's refusals add
 
@@ -63,11 +66,11 @@ def read_reference(path: Path) -> Optional[dict[str, Any]]:
 def read_reference_file(path: Path) -> Optional[dict[str, Any]]:
     """The whole reference file ``path`` (case, topology, model_options, params, values), or
     None when it does not exist. SpecError when it is not a reference file."""
-    if not path.is_file():
-        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = load_json(path, REFERENCE_FILE, finite=False)  # values as a run gave them
+    except FileReadError as exc:
+        if exc.missing:
+            return None
         raise SpecError(f"not a reference file: {exc}", path) from None
     if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
         raise SpecError("not a reference file (no 'values' mapping)", path)
@@ -215,6 +218,15 @@ def _check_entries(suite: Suite, case: Case, got: dict[str, Any],
     return keys
 
 
+def _same_text(path: Path, text: str) -> bool:
+    """Whether the file ``path`` holds ``text`` (False when it is missing or unreadable: the
+    update then writes it)."""
+    try:
+        return read_text(path, REFERENCE_FILE) == text
+    except FileReadError:
+        return False
+
+
 def _judge(suite: Suite, case: Case, record: dict[str, Any], task: PointTask,
            update: bool) -> _Judged:
     if record.get("status") != "ok":
@@ -226,7 +238,7 @@ def _judge(suite: Suite, case: Case, record: dict[str, Any], task: PointTask,
     if update:
         keys = _check_entries(suite, case, got, None, update)
         text = reference_text(case, select_values(case, got))
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
+        if _same_text(path, text):
             return _Judged(CaseOutcome(case, "unchanged"), keys)
         return _Judged(CaseOutcome(case, "updated"), keys, (path, text))
     data = read_reference_file(path)

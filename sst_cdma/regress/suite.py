@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..file_reads import file_type_fault
 from ..sweep.marks import Located, SpecError, is_scalar, kind_name, load_located
 from ..sweep.spec import Point
 from ..sweep.stats import SelectorError, parse_selector
@@ -153,6 +154,9 @@ def _case(item: Located, index: int, folder: Path, path: Path,
     if "name" not in body:
         raise SpecError("case without a name", path, item.line)
     name = body["name"].value
+    if body["name"].kind != "scalar":
+        raise SpecError(f"case name must be a name, not {kind_name(body['name'])}", path,
+                        body["name"].line)
     if not isinstance(name, str) or not CASE_NAME.match(name):
         raise SpecError(f"case name {name!r} must be letters, digits, '-', '_' or '.'", path,
                         body["name"].line)
@@ -163,6 +167,9 @@ def _case(item: Located, index: int, folder: Path, path: Path,
         raise SpecError(f"case {name}: topology must be a path to a topology script", path,
                         topo.line)
     script = (folder / topo.value).resolve()
+    fault = file_type_fault(script)
+    if fault:
+        raise SpecError(f"case {name}: topology script {topo.value!r} {fault}", path, topo.line)
     if not script.is_file():
         raise SpecError(f"case {name}: topology script {topo.value!r} not found", path,
                         topo.line)

@@ -21,13 +21,14 @@ What each output holds decides what comes back:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
 import numpy as np
 
+from ..file_reads import GIB, FileKind, FileReadError, read_text
 from ..output_folder import incomplete_marker
+from ..strict_parsing import StrictParseError, json_loads
 
 __all__ = ["FIELD_DTYPES", "StatisticsFileError", "column_dtype", "read_statistics",
            "typed_table"]
@@ -35,6 +36,8 @@ __all__ = ["FIELD_DTYPES", "StatisticsFileError", "column_dtype", "read_statisti
 #: a field column's type suffix -> its numpy type
 FIELD_DTYPES = {"u32": np.uint32, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
                 "f32": np.float32, "f64": np.float64}
+#: a statistics file: a line per statistic of each element, per output period
+STATISTICS_FILE = FileKind("a statistics file", 2 * GIB)
 TEXT_COLUMNS = ("ComponentName", "StatisticName", "StatisticSubId", "StatisticType")
 INTEGER_COLUMNS = ("SimTime", "Rank")
 FORMATS = ("csv", "json", "txt")
@@ -90,14 +93,10 @@ def read_statistics(path: Union[str, Path], format: Optional[str] = None) -> Any
                                   "from two runs (run again, or remove the marker to read it "
                                   "anyway)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StatisticsFileError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise StatisticsFileError(f"{path}: not UTF-8 text (byte at offset {exc.start})") \
-            from None
-    except OSError as exc:
-        raise StatisticsFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        text = read_text(path, STATISTICS_FILE)
+    except FileReadError as exc:
+        raise StatisticsFileError(f"{path}: {exc}" if exc.missing else
+                                  f"{path}: cannot read it: {exc}") from None
     reader = {"csv": _read_csv, "json": _read_json, "txt": _read_txt}[kind]
     return reader(text, str(path))
 
@@ -179,8 +178,8 @@ def _read_txt(text: str, name: str) -> Any:
 
 def _read_json(text: str, name: str) -> Any:
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = json_loads(text, finite=False)  # a statistic may be NaN (a mean of nothing)
+    except StrictParseError as exc:
         raise StatisticsFileError(f"{name}: not valid JSON: {exc}") from None
     rows = []
     try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ..file_safety import remove_tree
+from ..file_reads import MIB, FileKind, FileReadError, load_json
 from ..stale_folders import owner_tag
 
 DONE = "DONE"
@@ -34,6 +35,10 @@ RESULT = "result.json"
 STATISTICS = "run_statistics.csv"
 SUMMARY = "summary.json"
 _CWD_LOCK = threading.Lock()
+#: a point's record holds its summary, whose per-layer lists grow with the network
+RESULT_FILE = FileKind("a point's result.json", 512 * MIB)
+SUMMARY_FILE = FileKind("a summary.json", 512 * MIB)
+_TIME_KEY = re.compile(r"(_s|_ps|_ns|_us|_ms|time|^events)$")
 
 
 @dataclass(frozen=True)
@@ -68,12 +73,29 @@ def load_result(points_dir: os.PathLike | str, key: str) -> Optional[dict[str, A
     if not is_complete(folder):
         return None
     try:
-        record = json.loads((folder / RESULT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
+        record = load_json(folder / RESULT, RESULT_FILE)
+    except FileReadError:  # not a regular file, too large, not UTF-8, not strict JSON, NaN
         return None
-    if not isinstance(record, dict) or record.get("status") not in ("ok", "failed"):
+    if not isinstance(record, dict) or record.get("status") not in ("ok", "failed") or \
+            _negative_time(record):
         return None
     return record
+
+
+def _negative_time(record: Mapping[str, Any]) -> bool:
+    """Whether a number the record gives as a time or a count (a key ending in ``_s``,
+    ``_ps``, ``time`` ..., or ``events``) is negative: no run gives one."""
+    stack: list[tuple[str, Any]] = list(record.items())
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.items())
+        elif isinstance(value, list):
+            stack.extend((key, item) for item in value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0 \
+                and _TIME_KEY.search(key):
+            return True
+    return False
 
 
 @contextlib.contextmanager
@@ -274,8 +296,8 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     record["wall_s"] = round(time.perf_counter() - t0, 6)
     if record["status"] == "ok" and (tmp / SUMMARY).is_file():
         try:
-            summary = json.loads((tmp / SUMMARY).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            summary = load_json(tmp / SUMMARY, SUMMARY_FILE)
+        except FileReadError as exc:
             record.update(status="failed", error=f"{SUMMARY}: not valid JSON: {exc}")
         else:
             if isinstance(summary, dict):

@@ -18,11 +18,18 @@ from typing import Any, Iterable, Optional
 
 import sst_cdma
 
+from ..file_reads import GIB, FileKind, FileReadError, hash_into, read_bytes
+from ..runner import SCRIPT_FILE
+from .marks import SpecError
+
 #: Packages whose files are model inputs.
 INPUT_PACKAGES = ("sst_cdma", "workloads", "components")
 #: Subpackages of sst_cdma that are tools, not model: left out of the digest.
 TOOL_PACKAGES = ("sweep", "regress", "cli", "capture")
 KEY_LENGTH = 24  # hex digits of the sha256 used as a point's key (96 bits)
+#: a file a point's option or param names (a checkpoint, a profile, a CPU-Adam file...),
+#: hashed a chunk at a time
+NAMED_FILE = FileKind("a file a sweep point names", 256 * GIB)
 
 
 def _package_dir(name: str) -> Optional[Path]:
@@ -53,7 +60,7 @@ def digest_tree(root: Path, label: str = "", skip: Iterable[str] = ()) -> str:
     h = hashlib.sha256()
     for path in _files(root, skip):
         h.update(f"{label}/{path.relative_to(root).as_posix()}\0".encode())
-        h.update(path.read_bytes())
+        hash_into(h, path, NAMED_FILE)
         h.update(b"\0")
     return h.hexdigest()
 
@@ -103,8 +110,8 @@ def _local_imports(path: Path, root: Optional[Path] = None) -> list[Path]:
     imports (``from . import z``) of a module inside such a package too."""
     root = path.parent if root is None else root
     try:
-        tree = ast.parse(path.read_bytes(), str(path))
-    except (SyntaxError, ValueError, OSError):
+        tree = ast.parse(read_bytes(path, SCRIPT_FILE), str(path))
+    except (SyntaxError, ValueError):  # FileReadError is a ValueError
         return []
     # dotted module names, relative to root: the module imported, then any names imported
     # from it that may be submodules
@@ -153,17 +160,20 @@ def script_digest(script: Path) -> str:
         seen.add(path)
         rel = path.name if path == script else path.relative_to(root).as_posix()
         h.update(f"{rel}\0".encode())
-        h.update(path.read_bytes())
+        hash_into(h, path, SCRIPT_FILE)
         h.update(b"\0")
         todo.extend(_local_imports(path, root))
     return h.hexdigest()
 
 
 def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes, or :func:`digest_tree` of a folder."""
+    """sha256 of a file's bytes, or :func:`digest_tree` of a folder; FileReadError for what
+    is neither (a FIFO, a device: never read, so never waited on)."""
     if path.is_dir():
         return digest_tree(path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    hash_into(h, path, NAMED_FILE)
+    return h.hexdigest()
 
 
 def point_key(script_sha: str, model_options: list[str], overrides: dict[str, Any],
@@ -194,7 +204,14 @@ def key_of(point: Any, script_sha: str, inputs: Optional[str] = None,
     its options as written (sorted by name: their order does not make another point), its
     overrides (each pattern's params sorted by name), and the content of every file an option
     or a param names."""
-    files = {name: file_digest(Path(path)) for name, path in point.named_files().items()}
+    files = {}
+    for name, path in point.named_files().items():
+        try:
+            files[name] = file_digest(Path(path))
+        except FileReadError as exc:
+            what = f"option {name}" if not name.startswith("params:") else \
+                "param " + ".".join(json.loads(name[len("params:"):]))
+            raise SpecError(f"{point.describe()}: {what} names {path}, which {exc}") from None
     return point_key(script_sha, point.canonical_options(), point.canonical_overrides(),
                      inputs, files=files, full_trace=full_trace)
 

@@ -3,12 +3,18 @@ value remembers the line it came from, and every error can name ``FILE:LINE``.""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 import yaml
 
+from sst_cdma.file_reads import MIB, FileKind, FileReadError, read_text
+from sst_cdma.strict_parsing import MAX_DEPTH, explicit_tag
+
+#: a sweep spec or a regress suite: a few hundred lines by hand
+SPEC_FILE = FileKind("a spec or suite file", 4 * MIB)
 
 class SpecError(Exception):
     """A spec (or suite) file is malformed: ``path:line: message``."""
@@ -75,13 +81,21 @@ class _Constructor(yaml.constructor.SafeConstructor):
     pass
 
 
-def _convert(node: yaml.Node, path: str, constructor: _Constructor) -> Located:
+_RESOLVER = yaml.resolver.Resolver()  # what yaml.SafeLoader resolves plain values with
+
+
+def _convert(node: yaml.Node, path: str, constructor: _Constructor, depth: int = 1) -> Located:
     line = node.start_mark.line + 1
+    if explicit_tag(_RESOLVER, node):
+        raise SpecError(f"the tag {node.tag!r} is not allowed (plain values only)", path, line)
+    if depth > MAX_DEPTH:
+        raise SpecError(f"lists and mappings are nested too deeply (over {MAX_DEPTH} levels)",
+                        path, line)
     if isinstance(node, yaml.MappingNode):
         constructor.flatten_mapping(node)
         out: dict[str, Located] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
+            if not isinstance(key_node, yaml.ScalarNode) or explicit_tag(_RESOLVER, key_node):
                 raise SpecError("mapping keys must be plain names", path,
                                 key_node.start_mark.line + 1)
             key = constructor.construct_object(key_node)
@@ -92,18 +106,22 @@ def _convert(node: yaml.Node, path: str, constructor: _Constructor) -> Located:
             if key in out:
                 raise SpecError(f"duplicate key {key!r} (first on line {out[key].key_line})",
                                 path, key_node.start_mark.line + 1)
-            value = _convert(value_node, path, constructor)
+            value = _convert(value_node, path, constructor, depth + 1)
             value.key_line = key_node.start_mark.line + 1
             out[key] = value
         return Located(out, line)
     if isinstance(node, yaml.SequenceNode):
-        return Located([_convert(item, path, constructor) for item in node.value], line)
+        return Located([_convert(item, path, constructor, depth + 1) for item in node.value],
+                       line)
     try:
         value = constructor.construct_object(node, deep=True)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(f"bad value: {' '.join(str(problem).split())} (plain values only)",
                         path, line) from None
+    except ValueError:  # an integer past Python's digit limit
+        raise SpecError(f"bad value: a number of {len(str(node.value))} digits (at most "
+                        f"{sys.get_int_max_str_digits()})", path, line) from None
     return Located(value, line)
 
 
@@ -112,13 +130,14 @@ def load_located(path: Union[str, Path]) -> Located:
     (with the line of the fault) and on duplicate keys."""
     path = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("no such file", path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read: {exc}", path) from None
+        text = read_text(path, SPEC_FILE)
+    except FileReadError as exc:
+        raise SpecError(str(exc) if exc.missing else f"cannot read: {exc}", path) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise SpecError(f"lists and mappings are nested too deeply (over {MAX_DEPTH} levels)",
+                        path) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         msg = " ".join(str(x) for x in (exc.context, exc.problem) if x)

@@ -4,12 +4,13 @@ column per point, each cell the choices with their counts (``recompute 48``,
 ``keep 20, recompute 28``). Read from each point's ``summary.json`` (``plan.tensors``)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 from workloads.transformer import split_name
 
+from ..file_reads import FileReadError, load_json
+from .execute import SUMMARY_FILE
 from .marks import display_path
 from .pivot import PivotError, select_points
 from .plan_plot import PlanError, plan_tensors
@@ -49,10 +50,13 @@ def plan_markdown(results: str | Path, where: Optional[list[str]] = None) -> str
     columns: list[tuple[str, dict[str, dict[str, int]]]] = []
     for _, row in frame.iterrows():
         summary = path.parent / "points" / str(row["key"]) / "summary.json"
-        if not summary.is_file():
-            continue
         try:
-            doc = json.loads(summary.read_text(encoding="utf-8"))
+            try:
+                doc = load_json(summary, SUMMARY_FILE)
+            except FileReadError as exc:
+                if exc.missing:
+                    continue
+                raise
             if not isinstance(doc, dict):
                 raise PlanError(f"{display_path(summary)}: not a summary (a JSON object)")
             tensors = plan_tensors(doc, display_path(summary))

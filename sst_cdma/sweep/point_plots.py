@@ -4,12 +4,16 @@ layer's forward kernel, backward kernel and update sit on one row; a legend keys
 and its GPU memory over the iteration (the "GPU memory" counters of its trace.json)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
 
+from ..file_reads import GIB, FileKind, FileReadError, load_json
+from .execute import SUMMARY_FILE
 from .marks import display_path
+
+#: a point's Chrome trace: an event per transfer and kernel, so the largest file a run writes
+TRACE_FILE = FileKind("a trace.json", 4 * GIB)
 
 __all__ = ["PointPlotError", "memory_tracks", "draw_timeline", "draw_memory"]
 
@@ -37,8 +41,8 @@ def read_summary(path: Path) -> dict[str, Any]:
     """The summary.json at ``path`` as a mapping; PointPlotError when it cannot be read or is
     not a JSON object."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        doc = load_json(path, SUMMARY_FILE)
+    except FileReadError as exc:
         raise PointPlotError(f"{display_path(path)}: cannot be read: {exc}") from None
     if not isinstance(doc, dict):
         raise PointPlotError(f"{display_path(path)}: not a summary (a JSON object) but "
@@ -146,13 +150,10 @@ def memory_tracks(trace: dict[str, Any]) -> dict[str, list[tuple[float, int]]]:
 
 
 def _capacity(point: Path) -> Optional[float]:
-    summary = point / "summary.json"
-    if not summary.is_file():
-        return None
     try:
-        capacity = json.loads(summary.read_text(encoding="utf-8")).get(
+        capacity = load_json(point / "summary.json", SUMMARY_FILE).get(
             "gpu_memory_capacity_bytes")
-    except (OSError, ValueError, AttributeError):
+    except (FileReadError, AttributeError):
         return None
     return float(capacity) if isinstance(capacity, (int, float)) and capacity > 0 else None
 
@@ -163,12 +164,12 @@ def draw_memory(point: Path, path: Path, title: str) -> Optional[str]:
     else why not."""
     from matplotlib.figure import Figure
 
-    trace = point / "trace.json"
-    if not trace.is_file():
-        return "the point has no trace.json"
     try:
-        tracks = memory_tracks(json.loads(trace.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        tracks = memory_tracks(load_json(point / "trace.json", TRACE_FILE))
+    except FileReadError as exc:
+        return "the point has no trace.json" if exc.missing else \
+            f"its trace.json cannot be read: {exc}"
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"its trace.json cannot be read: {exc}"
     if not tracks:
         return "its trace.json has no GPU memory counters"

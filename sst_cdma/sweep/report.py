@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..file_safety import remove_tree
+from workloads.stream import STREAM_FILE
+
+from ..file_reads import MIB, FileKind, FileReadError, read_text
 from ..library import library_modules
 from ..stale_folders import owner_tag, stale_folders
 from .facets import Layout, Marks, Style, draw, layout_for
@@ -34,6 +37,9 @@ from .fit import Memory, capacity_of, does_not_fit, memories, unfit_section
 from .figure_units import Axis, axis_for
 from .marks import display_path
 from .point_plots import PointPlotError, draw_memory, draw_timeline, memory_tracks
+
+#: an earlier report.md in the output folder (read for the plots it shows)
+REPORT_FILE = FileKind("a report.md", 64 * MIB)
 
 PARAM_PREFIXES = ("opt.", "param.")
 NOT_FIGURES = {"point", "key", "topology", "status", "error", "end_reason"}
@@ -374,8 +380,8 @@ def _make_output(out: Path) -> None:
 def _earlier_plots(markdown: Path) -> set[str]:
     """The plots an earlier report in the folder drew (the images its report.md shows)."""
     try:
-        text = markdown.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_text(markdown, REPORT_FILE)
+    except FileReadError:
         return set()
     return {name for name in re.findall(r"!\[[^\]]*\]\(([^)/\\]+\.png)\)", text)}
 
@@ -441,7 +447,11 @@ def _stream_sizes(point: Path) -> dict[str, int]:
     """The bytes of each activation tensor of the stream a point wrote, in stream order."""
     sizes: dict[str, int] = {}
     for stream in sorted(point.glob("*.stream"))[:1]:
-        for line in stream.read_text(encoding="utf-8").splitlines():
+        try:
+            text = read_text(stream, STREAM_FILE)
+        except FileReadError:
+            return sizes
+        for line in text.splitlines():
             if line.startswith("tensor ") and "kind=activation" in line:
                 parts = line.split()
                 size = next((p for p in parts if p.startswith("bytes=")), None)

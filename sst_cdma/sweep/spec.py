@@ -13,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
+from ..file_reads import file_type_fault
 from .marks import Located, SpecError, is_scalar, kind_name, load_located
 from .stats import SelectorError, parse_selector
 
@@ -274,6 +275,9 @@ def _topology(item: Located, what: str, spec_dir: Path, path: Path,
     if check_files and resolved.is_dir():
         raise SpecError(f"topology script {value!r} is a folder ({resolved}), not a script",
                         path, item.line)
+    fault = file_type_fault(resolved) if check_files else None
+    if fault:
+        raise SpecError(f"topology script {value!r} ({resolved}) {fault}", path, item.line)
     if check_files and not resolved.is_file():
         raise SpecError(f"topology script {value!r} not found (looked for {resolved})", path,
                         item.line)

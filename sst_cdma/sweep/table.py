@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from ..atomic_files import replace_whole
+from ..file_reads import GIB, FileKind, FileReadError, open_regular, read_bytes
 from .execute import STATISTICS, point_dir
 from .spec import Point
 from .stats import parse_selector, select
@@ -21,6 +22,10 @@ RUN_COLUMNS = ("status", "error", "sim_time_ps", "events", "end_reason")
 STATUSES = ("ok", "failed")
 MAX_LIST_ITEMS = 64  # longer lists in a summary are detail, not figures: left out
 LEAD_COLUMNS = ("point", "key", "topology")
+#: a sweep's results.csv: a row per point, a column per figure
+RESULTS_TABLE = FileKind("a results table", 2 * GIB)
+#: a point's statistics table: a row per statistic of each element
+STATISTICS_TABLE = FileKind("a point's statistics table", 2 * GIB)
 
 
 def flatten(value: Any, prefix: str = "", exclude: Sequence[str] = (),
@@ -48,11 +53,15 @@ def read_statistics(folder: Path) -> Any:
     """A point's statistics table (``run_statistics.csv``), or None."""
     import pandas as pd
 
-    path = folder / STATISTICS
-    if not path.is_file():
-        return None
-    return pd.read_csv(path, dtype={"ComponentName": str, "StatisticName": str,
-                                    "StatisticSubId": str}, keep_default_na=False)
+    try:
+        fh = open_regular(folder / STATISTICS, STATISTICS_TABLE)
+    except FileReadError as exc:
+        if exc.missing:
+            return None
+        raise ValueError(f"{folder / STATISTICS}: {exc}") from None
+    with fh:
+        return pd.read_csv(fh, dtype={"ComponentName": str, "StatisticName": str,
+                                      "StatisticSubId": str}, keep_default_na=False)
 
 
 def run_values(record: Mapping[str, Any], folder: Optional[Path],
@@ -155,16 +164,16 @@ def read_results(path: Union[str, Path], sweep_columns: bool = True) -> tuple[Pa
     path = Path(path)
     csv = path / "results.csv" if path.is_dir() else path
     where = display_path(csv)
-    if not csv.is_file():
+    try:
+        data = read_bytes(csv, RESULTS_TABLE)
+    except FileReadError as exc:
+        if not exc.missing:
+            raise ResultsError(f"{where}: cannot read: {exc}") from None
         if path.is_dir() and (path / "summary.json").is_file():
             raise ResultsError(f"{where}: no such results table: {display_path(path)} holds one "
                                "run's output; a results table is what 'sst-cdma sweep --output "
-                               "DIR' writes")
-        raise ResultsError(f"{where}: no such results table")
-    try:
-        data = csv.read_bytes()
-    except OSError as exc:
-        raise ResultsError(f"{where}: cannot read: {exc.strerror or exc}") from None
+                               "DIR' writes") from None
+        raise ResultsError(f"{where}: no such results table") from None
     if not data.strip():
         raise ResultsError(f"{where}: the results table is empty")
     if data.lstrip()[:1] in (b"{", b"["):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from sst_cdma.capture.cli import main  # noqa: E402
-from sst_cdma.profiles import DensityProfile, load_samples  # noqa: E402
+from sst_cdma.profiles import DensityProfile, ProfileError, load_samples  # noqa: E402
 
 MODEL_FILE = textwrap.dedent("""
     import torch
@@ -30,6 +31,19 @@ def model_file(tmp_path):
     path = tmp_path / "tiny_model.py"
     path.write_text(MODEL_FILE)
     return path
+
+
+def test_a_samples_index_naming_a_missing_file_says_what_to_do(model_file, tmp_path):
+    argv = ["--model", f"{model_file}:build", "--input-shape", "2,3,6,6", "--quiet",
+            "--samples", str(tmp_path / "s")]
+    assert main(argv) == 0
+    index = json.loads((tmp_path / "s" / "index.json").read_text())
+    (tmp_path / "s" / index["tensors"]["1"]["file"]).unlink()  # a folder copied in part
+    with pytest.raises(ProfileError) as info:
+        load_samples(tmp_path / "s")
+    text = str(info.value)
+    assert "index.json: tensors['1'].file:" in text and "is not in" in text
+    assert "capture the samples again with 'sst-cdma capture ... --samples DIR'" in text
 
 
 def test_capture_writes_profile_and_samples(model_file, tmp_path, capsys):
@@ -112,9 +126,17 @@ def test_capture_from_npz_with_import_path(tmp_path, capsys):
      "inputs[0]: the model cannot take input of shape 2x1x6x6: "),
     (["--model", "{file}:build", "--input-shape", "2,3,9,9"],
      "inputs[0]: the model cannot take input of shape 2x3x9x9: "),
+    (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--samples", "{dir}/two.npz"],
+     "--samples: {dir}/two.npz exists and is not a folder: the samples go into a folder"),
+    (["--model", "{file}:build", "--inputs", "{dir}/pipe.npz"],
+     "--inputs: {dir}/pipe.npz: is a FIFO (named pipe), not a regular file"),
+    (["--model", "{file}:build", "--input-shape", "1,3,6,6", "--weights", "{dir}/pipe.npz"],
+     "--weights: cannot load '{dir}/pipe.npz': is a FIFO (named pipe), not a regular file"),
 ])
 def test_bad_input_is_one_line_error(model_file, tmp_path, capsys, argv, message):
     np.savez(tmp_path / "two.npz", a=np.zeros((1, 3, 6, 6)), b=np.zeros(1))
+    os.mkfifo(tmp_path / "pipe.npz")  # the attack: a FIFO no one writes to blocked forever
+    message = message.replace("{dir}", str(tmp_path))
     argv = [a.replace("{file}", str(model_file)).replace("{dir}", str(tmp_path)) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err

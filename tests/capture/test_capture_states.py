@@ -109,6 +109,36 @@ def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
     assert "junk.pt: not a readable torch checkpoint" in capsys.readouterr().err
 
 
+def test_a_zero_size_tensor_in_a_checkpoint_is_measured_as_the_nothing_it_holds(tmp_path):
+    """The attack: a checkpoint whose gradients are empty tensors made a role's density a
+    division by zero. An empty tensor holds no bytes: the profile is the one without it."""
+    model = torch.nn.Linear(8, 4)
+    torch.save({"model": {**model.state_dict(), "empty": torch.zeros(0, 5)},
+                "gradients": {"g": torch.zeros(0)}}, tmp_path / "with.pt")
+    torch.save({"model": model.state_dict()}, tmp_path / "without.pt")
+    outs = []
+    for name in ("with", "without"):
+        out = tmp_path / f"{name}.json"
+        assert main(["--checkpoint", f"0={tmp_path / name}.pt", "--model-name", "linear",
+                     "--quiet", "--algorithms", "zvc,zstd", "--output", str(out)]) == 0
+        outs.append(json.loads(out.read_text())["roles"])
+    assert outs[0] == outs[1] and "gradients" not in outs[0] and outs[0]["weights"]
+    only_empty = tmp_path / "only.pt"
+    torch.save({"empty": torch.zeros(0)}, only_empty)
+    with pytest.raises(CaptureError, match="holds no floating-point weights with an element"):
+        states_from_checkpoint(str(only_empty))
+
+
+def test_a_checkpoint_that_is_a_fifo_is_refused_at_once(tmp_path, capsys):
+    """The attack: a FIFO named as a checkpoint blocked the command forever."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe.pt")
+    assert main(["--checkpoint", f"0={tmp_path / 'pipe.pt'}", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "pipe.pt" in err and "FIFO" in err and err.count("\n") == 1
+
+
 @pytest.mark.slow
 def test_the_shipped_profile_is_what_the_command_measures():
     """The shipped run's first two checkpoints (steps 0 and 10 of 200), measured again (about

@@ -1,7 +1,8 @@
 """Who may import whom, checked on the source with ``ast`` (nothing is imported, so it is fast).
 
 - The SST engine (kernel, elements, simulation, configuration, graph files, units, flows,
-  statistics, runner, progress, atomic files, libraries) imports only itself: nothing of the
+  statistics, runner, progress, atomic files, libraries, reading files, strict parsing) imports
+  only itself: nothing of the
   element library ``components``, of the models (``sst_cdma.model``, ``codecs``, ``profiles``,
   ``topology``, ``baselines``, ``model_options``) or of ``workloads``; and its code names no
   cDMA element, param or system.
@@ -24,7 +25,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_MODULES = ("kernel", "element", "simulation", "config", "config_api", "graph_files",
                   "units", "flows", "runner", "progress", "atomic_files", "library", "interfaces",
-                  "output_folder", "stale_folders", "stop_signals", "file_safety", "errors")
+                  "output_folder", "stale_folders", "stop_signals", "file_safety", "errors",
+                  "file_reads", "strict_parsing")
 ENGINE_PACKAGES = ("statistics",)
 #: sst_cdma modules outside the engine that the engine may import, and why
 ENGINE_EXCEPTIONS: set[str] = set()

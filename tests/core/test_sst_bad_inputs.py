@@ -109,19 +109,44 @@ def test_a_graph_file_component_name_with_a_slash_is_refused(tmp_path, capsys):
     assert "'../../../x/gpu'" in err
 
 
-@pytest.mark.parametrize("filepath", ["/tmp/elsewhere/stats.csv", "../../stats.csv"])
-def test_a_graph_files_statistics_filepath_is_confined_and_said(tmp_path, capsys, filepath):
+@pytest.mark.parametrize("filepath", ["/tmp/elsewhere/stats.csv", "../../stats.csv",
+                                      "sub/../../stats.csv"])
+def test_a_graph_files_statistics_filepath_outside_the_folder_is_refused(tmp_path, capsys,
+                                                                        filepath):
+    """The attack: a graph file from someone else names where its statistics go, outside the
+    output folder (absolute or climbing out with ``..``), to write over a file of the user's.
+    The run refuses it in one line naming the file and the value, and writes nothing."""
     stats = {"statisticLoadLevel": 1, "statisticOutput": "sst.statOutputCSV",
              "params": {"filepath": filepath}}
     comps = [{"name": "p", "type": "testElement.StatProbe", "params": {},
               "statistics_options": {"enable_all_statistics": True}}]
     path = _graph(tmp_path, components=comps, links=None, statistics_options=stats)
     out = tmp_path / "a" / "b" / "out"
-    assert main([str(path), "--output-directory", str(out)]) == 0
-    err = capsys.readouterr().err
-    assert "points outside the output folder" in err and repr(filepath) in err
-    assert (out / "stats.csv").is_file()
-    assert not (tmp_path / "a" / "stats.csv").exists()
+    err = _one_line(capsys, [str(path), "--output-directory", str(out)])
+    assert str(path) in err and "points outside the output folder" in err and \
+        repr(filepath) in err
+    assert not out.exists() and not (tmp_path / "a" / "stats.csv").exists()
+    assert not (tmp_path / "stats.csv").exists()
+
+
+@pytest.mark.parametrize("where", ["graph", "component"])
+@pytest.mark.parametrize("level", ["abc", 1.5, True, [1]])
+def test_a_graph_files_load_level_that_is_not_a_whole_number_is_refused(tmp_path, capsys,
+                                                                       where, level):
+    """A statistic load level must be a whole number: text, a fraction, a boolean or a list is
+    one line naming the field, not ``ValueError: invalid literal for int()``."""
+    comps = [{"name": "p", "type": "testElement.StatProbe", "params": {}}]
+    stats = {"statisticLoadLevel": 1}
+    if where == "graph":
+        stats["statisticLoadLevel"] = level
+        field = "statisticLoadLevel"
+    else:
+        comps[0]["statistics_options"] = {"statistic_load_level": level}
+        field = "statistic_load_level"
+    path = _graph(tmp_path, components=comps, links=None, statistics_options=stats)
+    err = _one_line(capsys, [str(path)])
+    assert str(path) in err and field in err and "is not a whole number" in err
+    assert "invalid literal" not in err
 
 
 def test_stop_at_with_a_huge_exponent_is_one_line_at_once(write_script, capsys):
@@ -196,3 +221,35 @@ def test_usage_and_help_of_one_option(capsys):
     assert main(["--help=heartbeat-sim-period"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("--heartbeat-sim-period") and "--stop-at" not in out
+
+
+def test_a_graph_file_with_a_key_given_twice_is_refused(tmp_path, capsys):
+    """The attack: which of two ``params`` a reader keeps decides the run (``json.loads`` kept
+    the last silently)."""
+    path = tmp_path / "g.json"
+    text = json.dumps(GRAPH).replace('"params": {"pings": "1"}',
+                                     '"params": {"pings": "1"}, "params": {}')
+    path.write_text(text)
+    err = _one_line(capsys, [str(path)])
+    assert "g.json" in err and "duplicate key 'params'" in err
+
+
+@pytest.mark.parametrize("make", ["fifo", "/dev/zero"])
+def test_a_graph_file_or_cpu_adam_file_that_is_no_regular_file_is_one_line(tmp_path, capsys,
+                                                                           make):
+    """The attack: a FIFO given as a graph or as ``--cpu-adam-file`` blocked ``sst`` forever;
+    ``/dev/zero`` ended in a MemoryError. Both are refused at once, naming the file."""
+    import os
+
+    path = tmp_path / "in.json"
+    if make == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(make)
+    fault = "FIFO" if make == "fifo" else "character device"
+    err = _one_line(capsys, [str(path)])
+    assert ("in.json" in err or make in err) and fault in err  # the link, or what it names
+    err = _one_line(capsys, ["pascal_cdma.py", "--", "--network", "alexnet", "--batch", "1",
+                             "--optimizer", "adam", "--optimizer-states", "host",
+                             "--cpu-adam-file", str(path)])
+    assert "--cpu-adam-file" in err and "in.json" in err and fault in err

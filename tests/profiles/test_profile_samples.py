@@ -38,7 +38,9 @@ def test_index_mismatch_is_reported(tmp_path):
 
 
 def test_missing_index(tmp_path):
-    with pytest.raises(ProfileError, match="index.json: cannot read"):
+    with pytest.raises(ProfileError, match="index.json: no such file: .* is not a samples "
+                                           "folder \\(what 'sst-cdma capture --samples DIR' "
+                                           "writes\\)"):
         load_samples(tmp_path)
 
 
@@ -161,5 +163,6 @@ def test_a_sample_file_missing_from_the_set_names_the_tensor_that_wanted_it(tmp_
     with pytest.raises(ProfileError) as err:
         load_sample_set(tmp_path)
     text = str(err.value)
-    assert text.startswith(f"{tmp_path / 'conv2.npz'}: cannot read") and "\n" not in text
-    assert text.endswith("(the sample of tensor 'conv2')")
+    assert text.startswith(f"{tmp_path / 'index.json'}: tensors['conv2'].file: conv2.npz is "
+                           f"not in {tmp_path}") and "\n" not in text
+    assert text.endswith("capture the samples again with 'sst-cdma capture ... --samples DIR'")

@@ -137,7 +137,8 @@ def test_dotted_tensor_names_are_quoted(document, write):
 
 def test_not_json(write):
     path = write('{"format": ')
-    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not valid JSON: line 1"):
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not a profile: invalid JSON at "
+                                           r"line 1"):
         DensityProfile.load(path)
 
 
@@ -192,15 +193,15 @@ def test_a_duplicate_key_is_refused_not_silently_the_last(write):
             '"dtype": "float32", "provenance": {"kind": "estimated", "source": "s"}, '
             '"tensors": {"t": {"points": [{"progress": 0, "density": 0.9, "density": 0.3}]}}}')
     path = write(text)
-    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: duplicate key "
-                                           r"'density' in one object$"):
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not a profile: "
+                                           r"duplicate key 'density' in one object$"):
         DensityProfile.load(path)
 
 
 def test_a_file_nested_too_deep_is_named(write):
     path = write("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: not a profile: its JSON "
-                                           r"nests too deep$"):
+                                           r"is nested too deeply \(over 100 levels\)$"):
         DensityProfile.load(path)
 
 

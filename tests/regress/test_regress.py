@@ -100,10 +100,32 @@ def test_update_rewrites_an_edited_reference(suite):
     assert main(["regress", str(suite)]) == 0
 
 
-def test_missing_reference_fails(suite, capsys):
+def test_missing_reference_fails_and_says_how_to_write_it(suite, capsys):
     (suite / "reference" / "override.json").unlink()
     assert main(["regress", str(suite)]) == 1
-    assert "no reference file" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no reference file" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("MISSING"))
+    assert "override.json" in line and f"sst-cdma regress {suite} --update --case override" in line
+    assert main(["regress", str(suite), "--update", "--case", "override"]) == 0  # as it says
+    assert main(["regress", str(suite)]) == 0
+
+
+@pytest.mark.parametrize("node, fault", [
+    ("!!python/tuple [small]", "the tag 'tag:yaml.org,2002:python/tuple' is not allowed"),
+    ("!foo small", "the tag '!foo' is not allowed"),
+    ("!!binary c21hbGw=", "the tag 'tag:yaml.org,2002:binary' is not allowed"),
+    ("[small, other]", "case name must be a name, not a sequence"),
+    ("!!seq [small]", "case name must be a name, not a sequence")])
+def test_a_yaml_tag_or_a_list_as_a_case_name_is_refused(suite, capsys, node, fault):
+    """The attack: a tag makes a value another type than it reads as, and a list for a name
+    became a case named ``[Located(...)]`` that passed. Each is one line naming the line."""
+    text = (suite / "suite.yaml").read_text().replace("name: small", f"name: {node}")
+    (suite / "suite.yaml").write_text(text)
+    assert main(["regress", str(suite)]) == 1
+    err = capsys.readouterr().err
+    assert f"suite.yaml:3: {fault}" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Located" not in err
 
 
 def test_a_case_that_cannot_run_fails(suite, capsys):

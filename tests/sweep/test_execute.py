@@ -6,6 +6,8 @@ import pickle
 import shutil
 from pathlib import Path
 
+import pytest
+
 from sst_cdma.sweep.execute import DONE, PointTask, is_complete, load_result, run_point
 
 
@@ -61,6 +63,40 @@ def test_a_corrupt_cached_result_is_recomputed_once_and_the_fresh_one_kept(count
         assert run_point(_task(counting, tmp_path, "--n", "4")) == record  # and reused
     assert counting.count(4) == 5
     assert [p.name for p in (tmp_path / "points").iterdir()] == ["k1"]   # nothing left aside
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["summary"].update(iteration_time_s=float("nan")),
+    lambda r: r["summary"].update(iteration_time_s=float("inf")),
+    lambda r: r["summary"].update(iteration_time_s=-5.0),
+    lambda r: r.update(sim_time_ps=-1),
+    lambda r: r.update(events=-3),
+    lambda r: r.update(wall_s=-0.5)],
+    ids=["nan time", "infinite time", "negative time", "negative sim time",
+         "negative events", "negative wall time"])
+def test_an_edited_cached_result_with_an_impossible_figure_is_not_taken(counting, tmp_path,
+                                                                       edit):
+    """The attack: a cached point's result.json edited to hold NaN or a negative time went
+    into results.csv as if the run had given it. It is not a result: the point runs again."""
+    record = run_point(_task(counting, tmp_path, "--n", "4"))
+    edited = json.loads(json.dumps(record))
+    edit(edited)
+    (tmp_path / "points" / "k1" / "result.json").write_text(json.dumps(edited))
+    assert load_result(tmp_path / "points", "k1") is None
+    fresh = run_point(_task(counting, tmp_path, "--n", "4"))
+    assert counting.count(4) == 2
+    assert fresh["summary"] == record["summary"] and fresh["sim_time_ps"] == record["sim_time_ps"]
+    assert load_result(tmp_path / "points", "k1") == fresh
+
+
+def test_a_cached_result_that_is_a_fifo_is_not_waited_on(counting, tmp_path):
+    import os
+
+    run_point(_task(counting, tmp_path, "--n", "4"))
+    result = tmp_path / "points" / "k1" / "result.json"
+    result.unlink()
+    os.mkfifo(result)
+    assert load_result(tmp_path / "points", "k1") is None  # at once: it is not read
 
 
 def test_a_path_in_the_way_of_a_point_is_a_storage_error_naming_it(counting, tmp_path):
@@ -137,7 +173,8 @@ def test_errors_show_files_as_written_once_wherever_the_spec_is_run(tmp_path, mo
             errors.append(run_point(task)["error"])
     assert errors[:2] == errors[2:]
     for error in errors:
-        assert error.startswith("prof/bad.json: gpu0.dma: not valid JSON: line "), error
+        assert error.startswith("prof/bad.json: gpu0.dma: not a profile: invalid JSON at line "), \
+            error
         assert error.count("bad.json") == 1 and str(tmp_path) not in error
 
 
