@@ -17,7 +17,8 @@ from .library import find_element
 from .model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
-           "given_options", "declared_param", "option_param", "CODEC"]
+           "given_options", "declared_param", "option_param", "CODEC", "RENDERED_ONLY",
+           "options_of"]
 
 #: ``default`` of an option whose default is "not given" (the topology decides)
 UNSET = None
@@ -120,6 +121,16 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
                   unset_help="the --nvme-preset's"),
     ElementOption("--nvme-queue-depth", NVME, "queue_depth"),
 )
+
+
+#: the elements only a rendered network uses: a ``--workload`` stream brings its own tensors,
+#: ops and kernel times (it runs with the roofline's)
+RENDERED_ONLY = (NETWORK, FITTED, MEASURED)
+
+
+def options_of(*elements: str) -> tuple[ElementOption, ...]:
+    """The options that set a param of one of ``elements``."""
+    return tuple(opt for opt in ELEMENT_OPTIONS if opt.element in elements)
 
 
 def declared_param(element: str, name: str) -> Param:

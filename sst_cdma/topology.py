@@ -20,8 +20,8 @@ from components.baselines import add_baselines
 from .config import ConfigError
 from .model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
 from .model.ssds import DEFAULT_SSD, SSDS
-from .model_options import (CODEC, NVME, add_element_options, element_params, explicit,
-                            given_options)
+from .model_options import (CODEC, NVME, RENDERED_ONLY, add_element_options, element_params,
+                            explicit, given_options, options_of)
 from .units import UnitError, parse_bytes
 
 #: model options that were renamed, and their names now
@@ -440,12 +440,12 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
         _refuse("--functional needs --tensors: functional mode moves and checks real tensors' "
                 "bytes")
     if o.workload:
-        for name in ("network", "batch", "dtype", "policy", "plan", "optimizer", "allocation",
-                     "layer_times", "optimizer_states", "weights", "gradients", "delayed_update",
-                     "grad_accum", "state_compression"):
-            if explicit(o, name):
-                _refuse(f"--{name.replace('_', '-')} contradicts --workload: it applies to a "
-                        "rendered --network, and a --workload stream declares its own")
+        # the options of the elements a --workload run does not build (the network renderer,
+        # the fitted and measured kernel times), from their declarations
+        for opt in options_of(*RENDERED_ONLY):
+            if explicit(o, opt.dest):
+                _refuse(f"{opt.flag} contradicts --workload: it applies to a rendered "
+                        "--network, and a --workload stream declares its own")
         if o.workspace_bytes:
             _refuse("--workspace contradicts --workload: it applies to a rendered --network, "
                     "and a --workload stream declares its own")
