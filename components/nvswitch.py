@@ -1,26 +1,19 @@
 """The NVLink/NVSwitch fabric of a data-parallel node and the gradient all-reduce it carries:
-ring all-reduce (reduce-scatter then all-gather) of DDP-style gradient buckets, as flows that
-share each GPU's HBM bandwidth with its kernels and its cDMA engine (docs/model.md,
-"Data-parallel all-reduce")."""
+DDP-style gradient buckets, each all-reduced by the algorithm in the fabric's ``collective``
+slot (a ring by default: components/ring_allreduce.py), as flows that share each GPU's HBM
+bandwidth with its kernels and its cDMA engine (docs/model.md, "Data-parallel all-reduce")."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.element import Component, Param, Port, StatisticSpec, SubComponentSlot
 from sst_cdma.flows import FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.links import nvlink_bandwidth
 
+from .collective import CollectiveAlgorithm
 from .messages import AllReduceDone, GradientManifest, GradientReady
-
-#: HBM bytes per byte a GPU sends over NVLink: it reads what it sends
-SEND_HBM = 1.0
-#: HBM bytes per byte a GPU receives: the write of the incoming chunk, plus, in the
-#: reduce-scatter half of the steps, the reads of that chunk and of the local chunk the kernel
-#: adds it to (reduce-scatter 3, all-gather 1: 1.5 on average per received byte; with the
-#: sender's read, 2.5 per byte at every GPU)
-RECEIVE_HBM = 1.5
 
 
 @dataclass
@@ -64,7 +57,8 @@ class AllReduceResult:
 
 class NVSwitch(Component):
     """NVSwitch fabric: every GPU has ``nvlink_links`` NVLink bricks to it, and the GPUs on
-    its ports reduce their weight gradients with a ring all-reduce in DDP buckets."""
+    its ports reduce their weight gradients in DDP buckets with the all-reduce algorithm in
+    the ``collective`` slot."""
 
     PARAMS = (
         Param("nvlink_links", "int", 18, "NVLink bricks from each GPU to the switches (H100 "
@@ -73,8 +67,8 @@ class NVSwitch(Component):
               "(NVLink4: 25GB/s)", minimum=0, exclusive_minimum=True),
         Param("nvlink_efficiency", "float", 0.9, "NVLink payload efficiency (headers), as the "
               "host-link NVLink preset's", minimum=0, exclusive_minimum=True, maximum=1),
-        Param("step_latency", "time", "2us", "fixed time of each of the ring's 2(N-1) steps "
-              "(an assumption: docs/model.md)", minimum=0),
+        Param("step_latency", "time", "2us", "fixed time of each step of the all-reduce (the "
+              "ring's 2(N-1)) (an assumption: docs/model.md)", minimum=0),
         Param("bucket", "bytes", "25MiB", "gradient bucket size: layers' weight gradients "
               "join a bucket in reverse layer order until it holds at least this much "
               "(PyTorch DDP's bucket_cap_mb default)", minimum=0, exclusive_minimum=True),
@@ -83,6 +77,9 @@ class NVSwitch(Component):
               "uses that for the first too); 0: 'bucket'", minimum=0),
     )
     PORTS = (Port("gpu%d", "a GPU's NVLink port; the ring visits the GPUs in port order"),)
+    SLOTS = (SubComponentSlot("collective", "the all-reduce algorithm a bucket crosses the "
+                              "fabric with", accepts=CollectiveAlgorithm,
+                              default="cdma.RingAllReduce"),)
     STATISTICS = (
         StatisticSpec("bucket_time_ps", "time of each bucket's all-reduce", "ps", "f64", 1),
         StatisticSpec("bucket_bytes", "gradient bytes of each bucket", "B", "u64", 1),
@@ -97,6 +94,7 @@ class NVSwitch(Component):
             raise ValueError(f"{name} ({self.type_name()}): data parallel needs at least 2 GPUs "
                              f"on its gpuN ports, {len(ports)} connected")
         self.ports = [port for _, port in ports]
+        self.collective: CollectiveAlgorithm = self.subcomponent("collective")  # type: ignore[assignment]
         self.links = [self.configure_link(port, self._gradient_ready) for port in self.ports]
         self.bandwidth = nvlink_bandwidth(p["nvlink_links"], p["nvlink_rate"],
                                           p["nvlink_efficiency"])
@@ -161,7 +159,8 @@ class NVSwitch(Component):
         for i in range(n):
             self.routes.append(self.flows.route(
                 {self.tx[i].name: 1.0, self.rx[i].name: 1.0,
-                 self.registered[i].hbm_resource: SEND_HBM + RECEIVE_HBM}, f"{self.name} {i}"))
+                 self.registered[i].hbm_resource: self.collective.hbm_per_byte_sent()},
+                f"{self.name} {i}"))
         if not self.bucket_bytes:
             self.schedule_at(0, lambda _: self._all_done())
 
@@ -180,16 +179,17 @@ class NVSwitch(Component):
         if self.running or b >= len(self.bucket_bytes) or self.missing[b]:
             return
         self.running = True
-        n = len(self.ports)
         start = self.sim.now
-        self.schedule_at(start + 2 * (n - 1) * self.params["step_latency"],
-                         self._transfer, (b, start))
+        self.schedule_at(start + self._latency_ps(), self._transfer, (b, start))
+
+    def _latency_ps(self) -> int:
+        """The all-reduce's latency-bound steps, at the fabric's step latency each."""
+        return self.collective.steps(len(self.ports)) * self.params["step_latency"]
 
     def ring_bytes(self, nbytes: int) -> float:
-        """Bytes each GPU sends (and receives) to all-reduce ``nbytes``: 2(N-1) steps of a
-        1/N chunk."""
-        n = len(self.ports)
-        return 2 * (n - 1) * nbytes / n
+        """Bytes each GPU sends (and receives) to all-reduce ``nbytes`` (the ring: 2(N-1)
+        steps of a 1/N chunk)."""
+        return self.collective.bytes_per_gpu(nbytes, len(self.ports))
 
     def _transfer(self, job: tuple[int, int]) -> None:
         b, start = job
@@ -200,15 +200,14 @@ class NVSwitch(Component):
                               label=f"allreduce bucket {b}")
 
     def idle_ps(self, nbytes: int) -> int:
-        """A bucket of ``nbytes`` alone on an idle node: 2(N-1) step latencies and the ring's
-        bytes at the rate its most loaded resource allows every GPU at once (NVLink, or HBM
-        carrying a GPU's send and receive)."""
-        n = len(self.ports)
+        """A bucket of ``nbytes`` alone on an idle node: the step latencies and the bytes each
+        GPU sends at the rate its most loaded resource allows every GPU at once (NVLink, or
+        HBM carrying a GPU's send and receive)."""
         load: dict[str, list[float]] = {}
         for route in self.routes:
             for res, w in route.pairs:
                 load.setdefault(res.name, [res.capacity, 0.0])[1] += w
-        return 2 * (n - 1) * self.params["step_latency"] + \
+        return self._latency_ps() + \
             isolated_duration_ps(self.ring_bytes(nbytes), [tuple(v) for v in load.values()])  # type: ignore[misc]
 
     def _gpu_done(self, b: int, start: int) -> None:
