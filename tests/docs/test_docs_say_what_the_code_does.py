@@ -1,0 +1,81 @@
+"""What docs/ quotes of the code is what the code has: the messages docs/host_cpu.md quotes are
+the lines ``sst-cdma time-cpu-adam`` prints, the ``run_sweep`` signature and ``SweepOutcome``
+fields docs/sweeps.md lists are the code's, and what docs/model.md calls modelled of the model
+states is an option and a module that exist."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import re
+import subprocess
+import sys
+
+from doc_tables import REPO
+
+from sst_cdma.cli.sst_cdma_main import main
+from sst_cdma.model_options import ELEMENT_OPTIONS, option_param
+from sst_cdma.sweep import run_sweep
+from sst_cdma.sweep.driver import SweepOutcome
+
+
+def _page(name: str) -> str:
+    return (REPO / "docs" / name).read_text(encoding="utf-8")
+
+
+def _quoted_after(text: str, words: str) -> str:
+    """The first `...` quote after ``words``, its line breaks read as spaces."""
+    match = re.search(re.escape(words) + r"[^`]*`([^`]+)`", text)
+    assert match, words
+    return " ".join(match.group(1).split())
+
+
+def test_the_line_host_cpu_md_quotes_without_pytorch_is_what_time_cpu_adam_prints(
+        monkeypatch, capsys, tmp_path):
+    quoted = _quoted_after(_page("host_cpu.md"), "Without PyTorch the command is one line,")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    assert main(["time-cpu-adam", "--output", str(tmp_path / "host.json")]) == 1
+    assert capsys.readouterr().err == quoted + "\n"
+    assert not (tmp_path / "host.json").exists()
+
+
+def test_the_bad_option_line_host_cpu_md_quotes_is_what_time_cpu_adam_prints(tmp_path):
+    quoted = _quoted_after(_page("host_cpu.md"), "A bad option is one line,")
+    bad = re.search(r"(--\w+): '([^']*)'", quoted)
+    assert bad, quoted
+    done = subprocess.run([sys.executable, "-m", "sst_cdma", "time-cpu-adam", bad.group(1),
+                           bad.group(2), "--output", str(tmp_path / "host.json")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert (done.returncode, done.stderr) == (2, quoted + "\n")
+
+
+def test_sweeps_md_lists_the_fields_of_sweep_outcome():
+    listed = _quoted_after(_page("sweeps.md"), "`SweepOutcome` has the fields")
+    assert listed.split(", ") == [f.name for f in dataclasses.fields(SweepOutcome)]
+
+
+def test_sweeps_md_gives_run_sweeps_signature():
+    text = " ".join(_page("sweeps.md").split())
+    match = re.search(r"`sst_cdma\.sweep\.run_sweep\(([^)]*)\) -> SweepOutcome`", text)
+    assert match
+    documented = [p.strip().split("=") for p in match.group(1).split(",")]
+    params = inspect.signature(run_sweep).parameters
+    assert [p[0] for p in documented] == list(params)
+    for name, *default in documented:
+        if default:
+            assert default[0] == repr(params[name].default), name
+
+
+def test_what_model_md_calls_modelled_of_the_model_states_exists():
+    text = _page("model.md").split("## What is not modelled", 1)[1].split("\n## ", 1)[0]
+    modelled = " ".join(text.split("Modelled, by contrast:", 1)[1].split())
+    assert "--state-compression engine|host" in modelled
+    option = next(o for o in ELEMENT_OPTIONS if o.flag == "--state-compression")
+    assert {"engine", "host"} <= set(option_param(option).choices or ())
+    assert "workloads/state_planner.py" in modelled
+    assert (REPO / "workloads" / "state_planner.py").is_file()
+    unmodelled = " ".join(text.split("Modelled, by contrast:", 1)[0].split())
+    assert "compression of model states" not in unmodelled
+    assert "plans activations only" not in unmodelled
