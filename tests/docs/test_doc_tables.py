@@ -88,17 +88,18 @@ REFERENCE = {
 MEASURED = {
     "docs/codecs.md § Measured throughput #1": "python benchmarks/bench_codecs.py",
     "docs/codecs.md § Measured throughput #2": "python benchmarks/bench_codecs.py",
-    "docs/host_cpu.md § The shipped default: measured here #1":
-        "sst-cdma time-cpu-adam --write-default",
     "docs/model.md § Speed #1": "python benchmarks/bench_model.py",
     "docs/workloads.md § 9. Model states off the GPU and gradient accumulation "
     "(`model_states.py`) #2": "NUMBA_NUM_THREADS=1 python benchmarks/bench_state_codecs.py",
 }
 
-#: tables another test compares with what the code prints: that test
+#: tables another test compares with what the code prints or the file they come from: that test
 ELSEWHERE = {
-    f"docs/profiles.md § Density and compression per tensor kind #{n}":
-        "tests/profiles/test_profile_text_shipped.py" for n in (1, 2, 3, 4)}
+    **{f"docs/profiles.md § Density and compression per tensor kind #{n}":
+       "tests/profiles/test_profile_text_shipped.py" for n in (1, 2, 3, 4)},
+    "docs/host_cpu.md § The shipped default: measured here #1":
+        "tests/docs/test_docs_say_what_the_code_does.py",   # against the shipped measurement
+}
 
 #: tables of simulated or computed figures that no shown command prints as the page shows
 #: them yet: why (the commands that give their figures are on the page, but each row or cell is

@@ -5,6 +5,7 @@ states is an option and a module that exist."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import importlib.util
 import inspect
 import re
@@ -79,3 +80,35 @@ def test_what_model_md_calls_modelled_of_the_model_states_exists():
     unmodelled = " ".join(text.split("Modelled, by contrast:", 1)[0].split())
     assert "compression of model states" not in unmodelled
     assert "plans activations only" not in unmodelled
+
+
+def _shown(cell: str) -> tuple[float, int]:
+    """A table cell's number and its decimals (``**511**`` -> (511.0, 0), ``0.62 ms`` ->
+    (0.62, 2))."""
+    number = re.search(r"[\d.]+", cell.replace("*", ""))
+    assert number, cell
+    text = number.group(0)
+    return float(text), len(text.split(".")[1]) if "." in text else 0
+
+
+def test_host_cpu_mds_measurement_table_is_the_shipped_files():
+    from doc_tables import page_tables
+
+    from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM
+
+    doc = json.loads(DEFAULT_CPU_ADAM.read_text(encoding="utf-8"))
+    units = {"Ki": 1024, "Mi": 1024 ** 2}
+    (table,) = [t for t in page_tables(REPO / "docs" / "host_cpu.md")
+                if t.heading == "The shipped default: measured here"]
+    assert table.rows[0] == ("implementation", "params", "threads", "fastest step",
+                             "M parameters/s")
+    for implementation, params, threads, step, rate in table.rows[1:]:
+        count, unit = params.split()
+        (m,) = [m for m in doc["measurements"]
+                if (f"`{m['implementation']}`", m["params"], m["threads"])
+                == (implementation, int(count) * units[unit], int(threads))]
+        ms, decimals = _shown(step)
+        assert round(m["min_s"] * 1e3, decimals) == ms, (implementation, params, threads)
+        per_s, decimals = _shown(rate)
+        assert round(m["params_per_s"] / 1e6, decimals) == per_s, (implementation, params)
+    assert len(doc["measurements"]) == 18 and "all 18 measurements" in _page("host_cpu.md")
