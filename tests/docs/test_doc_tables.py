@@ -99,6 +99,8 @@ ELSEWHERE = {
        "tests/profiles/test_profile_text_shipped.py" for n in (1, 2, 3, 4)},
     "docs/host_cpu.md § The shipped default: measured here #1":
         "tests/docs/test_docs_say_what_the_code_does.py",   # against the shipped measurement
+    "docs/sweeps.md § 7. Shipped specs (`sweeps/`) #1":
+        "tests/docs/test_docs_say_what_the_code_does.py",   # every spec, its topologies
 }
 
 #: tables of simulated or computed figures that no shown command prints as the page shows
@@ -138,7 +140,6 @@ NOT_YET = {
         "one sst run per row, each read off its console",
     "docs/storage.md § ZeRO-Infinity: Llama-7B on an H100 PCIe #1":
         "one sst run per row, each read off its summary",
-    "docs/sweeps.md § 7. Shipped specs (`sweeps/`) #1": "the specs' point counts, by hand",
     "docs/workloads.md § Shipped networks #1":
         "python -m workloads list prints some of the columns, not as a table",
     "docs/workloads.md § Figures (GB = 1e9 bytes, fp32) #1":

@@ -11,6 +11,7 @@ import inspect
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from doc_tables import REPO
 
@@ -112,3 +113,19 @@ def test_host_cpu_mds_measurement_table_is_the_shipped_files():
         per_s, decimals = _shown(rate)
         assert round(m["params_per_s"] / 1e6, decimals) == per_s, (implementation, params)
     assert len(doc["measurements"]) == 18 and "all 18 measurements" in _page("host_cpu.md")
+
+
+def test_sweeps_md_lists_every_shipped_spec_with_its_topologies():
+    from doc_tables import page_tables
+
+    from sst_cdma.sweep import load_spec
+
+    (table,) = [t for t in page_tables(REPO / "docs" / "sweeps.md")
+                if t.heading.startswith("7. Shipped specs")]
+    rows = {spec.strip("`"): topology for spec, topology, _ in table.rows[1:]}
+    assert sorted(rows) == sorted(p.name for p in (REPO / "sweeps").glob("*.yaml"))
+    for name, shown in rows.items():
+        scripts = {Path(p.topology).stem for p in load_spec(REPO / "sweeps" / name).points}
+        stems = {s.strip().removesuffix(".py") for s in shown.replace(" _cdma", "").split("/")}
+        assert {s.removesuffix("_cdma") for s in scripts} == \
+            {s.removesuffix("_cdma") for s in stems}, name
