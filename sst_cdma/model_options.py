@@ -17,7 +17,7 @@ from .library import find_element
 from .model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
-           "given_options", "declared_param", "option_param", "CODEC"]
+           "given_options", "declared_param", "option_param", "param_type", "CODEC"]
 
 #: ``default`` of an option whose default is "not given" (the topology decides)
 UNSET = None
@@ -141,7 +141,7 @@ _METAVARS = {"int": "N", "float": "X", "bytes": "SIZE", "bandwidth": "RATE", "ti
              "frequency": "FREQ", "str": "TEXT"}
 
 
-def _checked(param: Param) -> Any:
+def param_type(param: Param) -> Any:
     """An argparse type: the param's own parse (kind, choices, range); the value for numbers
     and names, the text itself for quantities with units (``1MiB``) as the element reads them."""
     def convert(text: str) -> Any:
@@ -170,7 +170,7 @@ def add_element_options(parser: argparse.ArgumentParser,
         shown = opt.unset_help if default is UNSET else (default if default != "" else "none")
         metavar = "{" + ",".join(map(str, param.choices)) + "}" if param.choices else \
             _METAVARS.get(param.kind)
-        parser.add_argument(opt.flag, dest=opt.dest, type=_checked(param), metavar=metavar,
+        parser.add_argument(opt.flag, dest=opt.dest, type=param_type(param), metavar=metavar,
                             default=default if default is UNSET or param.kind not in
                             ("int", "float") else param.parse(default),
                             help=f"{param.doc} (default: {shown})")
