@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from components.baselines import add_baselines
 
 from .config import ConfigError
+from .machine import available_memory
 from .model.gpus import GPUS, GPUSpec
 from .model.ssds import DEFAULT_SSD, SSDS
 from .element import Param
@@ -327,19 +327,6 @@ def _refuse(message: str) -> None:
 #: ``pascal_cdma.py --network alexnet --batch 32`` grew from 59.4 MiB at --gpus 16 to 93.3 MiB
 #: at --gpus 64 (a lower bound: bigger networks take more)
 GPU_MEMORY_BYTES = 700 * 1024
-
-
-def available_memory() -> Optional[int]:
-    """The bytes this process may use: the machine's memory, or less under an address-space
-    limit (None when neither is known)."""
-    try:
-        limits = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
-    except (ValueError, OSError, AttributeError):
-        limits = []
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if soft != resource.RLIM_INFINITY:
-        limits.append(soft)
-    return min(limits) if limits else None
 
 
 def _check_memory(gpus: int) -> None:
