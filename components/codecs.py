@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Optional
 import numpy as np
 
 from sst_cdma.codecs import registry
-from sst_cdma.element import Param, StatisticSpec, SubComponent
+from sst_cdma.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_BANDWIDTH, MIN_BANDWIDTH_WHY, Param, StatisticSpec, SubComponent
 from sst_cdma.flows import FlowNetwork
 from sst_cdma.model.compression import wire_bytes
 
@@ -34,9 +34,9 @@ ENGINES = ("cdma", "blackwell-de")
 #: the registered codecs Blackwell's Decompression Engine decompresses (it takes Snappy, LZ4,
 #: Deflate and GZip; zlib is Deflate in a zlib wrapper)
 DE_CODECS = ("lz4", "zlib")
-#: the slowest (de)compression rate a codec param accepts, in B/s: a sanity bound, not a
-#: measurement (a software codec on one CPU core manages tens of MB/s)
-MIN_THROUGHPUT = 1e6
+#: the slowest (de)compression rate a codec param accepts, in B/s: every rate's floor
+#: (a software codec on one CPU core manages tens of MB/s)
+MIN_THROUGHPUT = MIN_BANDWIDTH
 
 
 class Codec(SubComponent):
@@ -52,10 +52,12 @@ class Codec(SubComponent):
 
     PARAMS = (
         Param("codec_units", "int", 8, "compression/decompression units in the engine (one per "
-              "memory controller)", minimum=1),
+              "memory controller)", minimum=1, maximum=MAX_EXACT_COUNT,
+              why_maximum=MAX_EXACT_COUNT_WHY),
         Param("codec_unit_throughput", "bandwidth", "32GB/s", "uncompressed bytes per second "
               "each unit compresses or decompresses (at least 1 MB/s: slower is no hardware "
-              "unit, and one iteration would take years)", minimum=MIN_THROUGHPUT),
+              "unit, and one iteration would take years)", minimum=MIN_THROUGHPUT,
+              why_minimum=MIN_BANDWIDTH_WHY),
         Param("bypass_incompressible", "bool", "true", "send data that would grow uncompressed"),
         Param("engine", "str", "cdma", "where the codec runs: cdma (compression and "
               "decompression units in the copy engine, the paper's design) or blackwell-de "
@@ -63,10 +65,12 @@ class Codec(SubComponent):
               "compress offloads; docs/model.md)", choices=ENGINES),
         Param("sm_compress_throughput", "bandwidth", "100GB/s", "blackwell-de: uncompressed "
               "bytes per second the GPU's SM kernels compress (an assumption, docs/model.md)",
-              minimum=MIN_THROUGHPUT),
+              minimum=MIN_THROUGHPUT,
+              why_minimum=MIN_BANDWIDTH_WHY),
         Param("sm_decompress_throughput", "bandwidth", "300GB/s", "blackwell-de: uncompressed "
               "bytes per second SM kernels decompress buffers the engine does not take (an "
-              "assumption, docs/model.md)", minimum=MIN_THROUGHPUT),
+              "assumption, docs/model.md)", minimum=MIN_THROUGHPUT,
+              why_minimum=MIN_BANDWIDTH_WHY),
         Param("de_chunk", "bytes", "64KiB", "blackwell-de: the buffers a tensor is compressed "
               "in (nvCOMP's batched chunks)", minimum=4096),
         Param("de_max_buffer", "bytes", "4MiB", "blackwell-de: the largest buffer the engine "

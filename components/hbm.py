@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
 
 from .interfaces import MemoryPool
@@ -18,7 +18,8 @@ class HBM(Component):
         Param("bandwidth", "bandwidth", "732GB/s", "peak DRAM bandwidth", minimum=0,
               exclusive_minimum=True),
         Param("efficiency", "float", 0.85, "fraction of peak bandwidth kernels and DMA can reach",
-              minimum=0, exclusive_minimum=True, maximum=1),
+              minimum=MIN_FRACTION, maximum=1,
+              why_minimum=MIN_FRACTION_WHY),
         Param("capacity", "bytes", "16GiB", "DRAM capacity", minimum=0, exclusive_minimum=True),
         Param("unlimited", "bool", "false", "never run out of memory (the oracle's hypothetical "
               "GPU); peak use is still tracked against capacity"),

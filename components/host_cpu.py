@@ -18,13 +18,20 @@ from typing import Any, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, Port, StatisticSpec
 from sst_cdma.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
-from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, CpuAdamError, load_cpu_adam
+from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
+                                     adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
 
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
 
 __all__ = ["HostCPU", "HostCPUResult"]
+
+
+def _adam_throughput(rate: float) -> None:
+    """``adam_throughput``: 0 (the file's measurement) or a rate a CPU can have."""
+    if rate and adam_rate_fault(rate):
+        raise ValueError(adam_rate_fault(rate))
 
 @dataclass
 class HostCPUResult:
@@ -48,9 +55,11 @@ class HostCPU(Component):
     """The host CPU stepping the optimizer of model states held in pinned host memory."""
 
     PARAMS = (
-        Param("cores", "int", 32, "cores the optimizer step runs on", minimum=1),
+        Param("cores", "int", 32, "cores the optimizer step runs on", minimum=1,
+              maximum=MAX_CORES, why_maximum=MAX_CORES_WHY),
         Param("adam_throughput", "float", 0.0, "CPU Adam throughput per core in parameters "
-              "per second (0: the adam_file's measurement)", minimum=0),
+              "per second (0: the adam_file's measurement)", minimum=0,
+              check=_adam_throughput),
         Param("adam_file", "str", "", "CPU Adam measurement written by 'sst-cdma "
               "time-cpu-adam' ('': the shipped one; docs/model.md)"),
         Param("memory_bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth the CPU's cores "
@@ -69,6 +78,10 @@ class HostCPU(Component):
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
         p = self.params
+        if p["adam_throughput"] > 0 and p["adam_file"]:
+            raise ConfigError(f"{name} (cdma.HostCPU): adam_throughput (--cpu-adam-throughput) "
+                              "contradicts adam_file (--cpu-adam-file): each sets the CPU's "
+                              "Adam rate; give one")
         if p["adam_throughput"] > 0:
             self.rate, self.source = p["adam_throughput"], "adam_throughput param"
         else:

@@ -15,7 +15,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Optional
 
-from sst_cdma.element import Param, SubComponent
+from sst_cdma.element import MIN_FRACTION, MIN_FRACTION_WHY, Param, SubComponent
 from sst_cdma.flows import PS_PER_S
 from sst_cdma.model.dtypes import TF32_MODES
 from sst_cdma.model.gpus import GPUS, GPUSpec
@@ -45,8 +45,8 @@ def gpu_spec(params: dict[str, Any]) -> GPUSpec:
 
 
 _EFFICIENCY = Param("compute_efficiency", "float", 0.6, "fraction of peak FLOP/s the kernels "
-                    "priced by the roofline reach", minimum=0, exclusive_minimum=True,
-                    maximum=1)
+                    "priced by the roofline reach", minimum=MIN_FRACTION, maximum=1,
+              why_minimum=MIN_FRACTION_WHY)
 _OVERHEAD = Param("kernel_overhead", "time", "0ns", "fixed time added to every kernel "
                   "(launch)", minimum=0)
 _TF32 = Param("tf32", "str", "", "float32 kernels on TF32 tensor cores (Ampere and later): "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from sst_cdma.config import ConfigError
-from sst_cdma.element import Param
+from sst_cdma.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
 from sst_cdma.flows import FlowNetwork
 from sst_cdma.model.attention import ATTENTION_FORMS
 from sst_cdma.model.dtypes import DTYPES
@@ -24,7 +24,14 @@ from .interfaces import HostStep, MemoryPool, TransferCosts
 from .messages import MovedTensor, OffloadManifest
 from .workload_source import WorkloadSource
 
-__all__ = ["NetworkWorkload"]
+__all__ = ["NetworkWorkload", "MAX_GRAD_ACCUM"]
+
+#: the most micro-batches an optimizer step may accumulate: each is simulated in turn
+#: (``pascal_cdma.py --network alexnet --no-baselines --grad-accum 4096`` took 6.3 s and
+#: 280 MiB on a 2-core machine), so a network of hundreds of layers already takes minutes
+MAX_GRAD_ACCUM = 4096
+MAX_GRAD_ACCUM_WHY = ("each micro-batch is simulated in turn: 4,096 of AlexNet's take seconds, "
+                      "of a large network minutes, and a billion would run for weeks")
 
 
 class NetworkWorkload(WorkloadSource):
@@ -33,9 +40,12 @@ class NetworkWorkload(WorkloadSource):
     PARAMS = (
         Param("network", "str", None, "network to render the stream for: a shipped name or a "
               ".yaml network definition"),
-        Param("batch", "int", 64, "batch size (a transformer's micro-batch)", minimum=1),
+        Param("batch", "int", 64, "batch size (a transformer's micro-batch)", minimum=1,
+              maximum=MAX_EXACT_COUNT, why_maximum=f"a batch is {MAX_EXACT_COUNT_WHY}"),
         Param("seq_len", "int", 0, "sequence length of a transformer network (0: its "
-              "definition's)", minimum=0),
+              "definition's; a network with learned positions takes at most as many)",
+              minimum=0, maximum=MAX_EXACT_COUNT,
+              why_maximum=f"a sequence length is {MAX_EXACT_COUNT_WHY}"),
         Param("attention", "str", "", "attention form of a transformer network: naive "
               "(scores, softmax and context layers), flash2 or flash3 (FlashAttention-2/-3) or "
               "fused (the best the GPU runs); '': its definition's", choices=("", *ATTENTION_FORMS)),
@@ -69,7 +79,8 @@ class NetworkWorkload(WorkloadSource):
         Param("delayed_update", "bool", "false", "ZeRO-Offload's one-step delayed parameter "
               "update: the host CPU's step of the previous iteration overlaps this one"),
         Param("grad_accum", "int", 1, "micro-batches per optimizer step, their gradients "
-              "accumulated in place", minimum=1),
+              "accumulated in place", minimum=1, maximum=MAX_GRAD_ACCUM,
+              why_maximum=MAX_GRAD_ACCUM_WHY),
         Param("gradient_bucket", "bytes", "0B", "gradient bucket copied to the host CPU (0: "
               "DeepSpeed's reduce_bucket_size, 5e8 elements)", minimum=0),
         Param("plan_states", "str", "none", "policy auto: the tiers the planner may place the "

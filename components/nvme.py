@@ -19,6 +19,8 @@ from .interfaces import HostPath, StorageDrive
 from .messages import DrivePath, PathInfo
 from .pcie_bridge import link_params
 
+#: the most commands outstanding to a drive: an NVMe I/O queue's most entries
+MAX_QUEUE_DEPTH = 65536
 #: the link params a drive's PCIe link shares with a GPU's (the others are NVLink's)
 _LINK_PARAMS = {p.name: p for p in link_params()}
 
@@ -75,7 +77,9 @@ class NVMe(Component):
         Param("write_latency", "time", "0ps", "fixed service time of a write command (0: the "
               "preset's)", minimum=0),
         Param("queue_depth", "int", 8, "commands the host keeps outstanding to the drive "
-              "(DeepSpeed's aio default): with few, the latency caps throughput", minimum=1),
+              "(DeepSpeed's aio default): with few, the latency caps throughput", minimum=1,
+              maximum=MAX_QUEUE_DEPTH, why_maximum="an NVMe I/O queue holds at most 65,536 "
+              "commands: the NVMe base specification's CAP.MQES is a 16-bit count from 1"),
         Param("io_size", "bytes", "1MiB", "bytes per command (DeepSpeed's aio block_size "
               "default)", minimum=512),
         Param("generation", "int", 0, "PCIe generation of the drive's link (0: the preset's)",

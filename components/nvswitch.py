@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param, Port, StatisticSpec, SubComponentSlot
+from sst_cdma.element import (MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_FRACTION,
+                              MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec,
+                              SubComponentSlot)
 from sst_cdma.flows import FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.links import nvlink_bandwidth
 
@@ -62,11 +64,13 @@ class NVSwitch(Component):
 
     PARAMS = (
         Param("nvlink_links", "int", 18, "NVLink bricks from each GPU to the switches (H100 "
-              "SXM5: 18)", minimum=1),
+              "SXM5: 18)", minimum=1, maximum=MAX_EXACT_COUNT,
+              why_maximum=MAX_EXACT_COUNT_WHY),
         Param("nvlink_rate", "bandwidth", "25GB/s", "per-brick, per-direction signalling rate "
               "(NVLink4: 25GB/s)", minimum=0, exclusive_minimum=True),
         Param("nvlink_efficiency", "float", 0.9, "NVLink payload efficiency (headers), as the "
-              "host-link NVLink preset's", minimum=0, exclusive_minimum=True, maximum=1),
+              "host-link NVLink preset's", minimum=MIN_FRACTION, maximum=1,
+              why_minimum=MIN_FRACTION_WHY),
         Param("step_latency", "time", "2us", "fixed time of each step of the all-reduce (the "
               "ring's 2(N-1)) (an assumption: docs/model.md)", minimum=0),
         Param("bucket", "bytes", "25MiB", "gradient bucket size: layers' weight gradients "

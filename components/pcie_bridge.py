@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from sst_cdma.element import Component, Param, Port, StatisticSpec
+from sst_cdma.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
 from sst_cdma.flows import FlowNetwork
 from sst_cdma.interfaces import InterfaceError
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, c2c_bandwidth, nvlink_bandwidth
@@ -33,12 +33,13 @@ def link_params(default_gen: int = 3) -> tuple[Param, ...]:
         Param("nvlink_links", "int", 3, "NVLink bricks to the CPU (protocol nvlink)", minimum=1),
         Param("nvlink_rate", "bandwidth", "25GB/s", "per-brick, per-direction NVLink rate",
               minimum=0, exclusive_minimum=True),
-        Param("nvlink_efficiency", "float", 0.9, "NVLink payload efficiency", minimum=0,
-              exclusive_minimum=True, maximum=1),
+        Param("nvlink_efficiency", "float", 0.9, "NVLink payload efficiency", minimum=MIN_FRACTION, maximum=1,
+              why_minimum=MIN_FRACTION_WHY),
         Param("c2c_rate", "bandwidth", "450GB/s", "per-direction NVLink-C2C rate (protocol "
               "nvlink_c2c; GH200: 450GB/s)", minimum=0, exclusive_minimum=True),
         Param("c2c_efficiency", "float", 0.9, "NVLink-C2C payload efficiency (an assumption, "
-              "docs/model.md)", minimum=0, exclusive_minimum=True, maximum=1),
+              "docs/model.md)", minimum=MIN_FRACTION, maximum=1,
+              why_minimum=MIN_FRACTION_WHY),
         Param("latency", "time", "1us", "DMA start-up latency across this link", minimum=0),
     )
 

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 import networkx as nx
 
-from .element import Element, StatisticEnable
+from .element import SIM_TIME_LIMIT_PS, Element, StatisticEnable
 from .errors import ConfigError
 from .library import find_element
 
@@ -35,8 +35,6 @@ RUN_MODES = ("init", "run", "both")
 PROGRAM_OPTION_ALIASES = {"stopAtCycle": "stop-at"}
 #: SST-core 16's own partitioners; on one rank each puts every component on rank 0
 PARTITIONERS = ("sst.single", "sst.linear", "sst.roundrobin", "sst.simple", "sst.self")
-#: the longest simulated time: SST counts it in a 64-bit integer of core ticks (1 ps)
-SIM_TIME_LIMIT_PS = 2**64 - 1
 
 
 def beyond_sim_range(ps: int) -> str:

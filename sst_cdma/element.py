@@ -60,9 +60,26 @@ def _parse_int(raw: Any) -> int:
 _MAX_INT_DIGITS = 4300
 
 _FALSE = ("0", "false", "no", "off")
-#: the unit a parsed value of each quantity kind is in, as range errors print it
 #: the largest ``bytes`` param: all a 64-bit address reaches (16 EiB)
 MAX_BYTES = 2 ** 64
+#: the longest simulated time: SST counts it in a 64-bit integer of core ticks (1 ps); the
+#: most any ``time`` param may be
+SIM_TIME_LIMIT_PS = 2**64 - 1
+#: the slowest rate any non-zero ``bandwidth`` param takes, in B/s, and why (a codec's or a host
+#: CPU's rate has its own floor beside it)
+MIN_BANDWIDTH = 1e6
+MIN_BANDWIDTH_WHY = ("no memory, link, drive or codec of a computer is slower than a USB 1.1 "
+                     "port's 1.5 MB/s, and at 1 MB/s 80 GB, one accelerator's memory, would "
+                     "already take 22 hours to move")
+#: the largest count whose arithmetic stays exact where it meets a rate or a size: float64
+#: holds every whole number up to 2**53 and skips some above it
+MAX_EXACT_COUNT = 2 ** 53
+MAX_EXACT_COUNT_WHY = ("a count the model multiplies in float64, which holds whole numbers "
+                       "exactly only up to 2**53")
+#: the smallest fraction of a peak (an efficiency) a param takes, and why
+MIN_FRACTION = 1e-4
+MIN_FRACTION_WHY = ("below 1e-4 of its peak, one lane of ten thousand, no kernel, memory or "
+                    "link is at work, and the times it divides leave the simulated range")
 _BASE_UNITS = {"time": " ps", "frequency": " Hz", "bandwidth": " B/s", "bytes": " B"}
 #: how each quantity kind reads a value with units
 _IN_BASE_UNITS: dict[str, Callable[[UnitAlgebra], Any]] = {
@@ -90,6 +107,10 @@ class Param:
     exclusive_minimum: bool = False
     #: an extra check of the parsed value: raises ValueError with the reason it is refused
     check: Optional[Callable[[Any], None]] = None
+    #: why the minimum is what it is, and why the maximum: said with a value each refuses
+    #: (every rate's floor, every count's and size's upper bound says why)
+    why_minimum: str = ""
+    why_maximum: str = ""
 
     @property
     def required(self) -> bool:
@@ -133,24 +154,53 @@ class Param:
             raise ParamError(f"{raw!r} is not a valid {kind}") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise ParamError(f"{raw!r} is not a finite {kind}")
-        if kind == "bytes" and value > MAX_BYTES:
-            raise ParamError(f"{raw!r} is more than 2**64 B (16 EiB, all a 64-bit address "
-                             "reaches)")
         if self.choices is not None and value not in self.choices:
             raise ParamError(f"{raw!r} is not one of {', '.join(map(str, self.choices))}")
-        unit = _BASE_UNITS.get(kind, "")
-        if self.minimum is not None and kind not in ("str", "bool"):
-            if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
-                op = ">" if self.exclusive_minimum else ">="
-                raise ParamError(f"{raw!r} must be {op} {self.minimum:g}{unit}")
-        if self.maximum is not None and kind not in ("str", "bool") and value > self.maximum:
-            raise ParamError(f"{raw!r} must be <= {self.maximum:g}{unit}")
+        self._check_range(raw, value)
+        _check_kind_range(kind, raw, value)
         if self.check is not None:
             try:
                 self.check(value)
             except ValueError as exc:
                 raise ParamError(f"{raw!r}: {exc}") from None
         return value
+
+    def _check_range(self, raw: Any, value: Any) -> None:
+        """Refuse ``value`` outside ``minimum``/``maximum``, saying :attr:`why`."""
+        if self.kind in ("str", "bool"):
+            return
+        unit = _BASE_UNITS.get(self.kind, "")
+        if self.minimum is not None:
+            if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
+                op = ">" if self.exclusive_minimum else ">="
+                raise ParamError(f"{raw!r} must be {op} {_bound(self.minimum)}{unit}"
+                                 + _because(self.why_minimum))
+        if self.maximum is not None and value > self.maximum:
+            raise ParamError(f"{raw!r} must be <= {_bound(self.maximum)}{unit}"
+                             + _because(self.why_maximum))
+
+
+def _because(why: str) -> str:
+    """`` (why)``, or nothing without a reason."""
+    return f" ({why})" if why else ""
+
+
+def _bound(value: float) -> str:
+    """A range's end as an error prints it: a whole number in full, others as ``%g``."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _check_kind_range(kind: str, raw: Any, value: Any) -> None:
+    """The range every param of a quantity kind shares: a size within a 64-bit address space,
+    a time within the simulation's range, a non-zero rate at least :data:`MIN_BANDWIDTH`."""
+    if kind == "bytes" and value > MAX_BYTES:
+        raise ParamError(f"{raw!r} is more than 2**64 B (16 EiB, all a 64-bit address "
+                         "reaches)")
+    if kind == "time" and value > SIM_TIME_LIMIT_PS:
+        raise ParamError(f"{raw!r} is more than {SIM_TIME_LIMIT_PS} ps, about 213 days: the "
+                         "simulated time is a 64-bit count of ps")
+    if kind == "bandwidth" and 0 < value < MIN_BANDWIDTH:
+        raise ParamError(f"{raw!r} is slower than {MIN_BANDWIDTH:g} B/s ({MIN_BANDWIDTH_WHY})")
 
 
 @dataclass(frozen=True)

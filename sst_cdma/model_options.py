@@ -17,8 +17,8 @@ from .library import find_element
 from .model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
-           "given_options", "declared_param", "option_param", "CODEC", "RENDERED_ONLY",
-           "options_of"]
+           "given_options", "declared_param", "option_param", "param_type", "CODEC",
+           "RENDERED_ONLY", "options_of"]
 
 #: ``default`` of an option whose default is "not given" (the topology decides)
 UNSET = None
@@ -155,7 +155,7 @@ _METAVARS = {"int": "N", "float": "X", "bytes": "SIZE", "bandwidth": "RATE", "ti
              "frequency": "FREQ", "str": "TEXT"}
 
 
-def _checked(param: Param) -> Any:
+def param_type(param: Param) -> Any:
     """An argparse type: the param's own parse (kind, choices, range); the value for numbers
     and names, the text itself for quantities with units (``1MiB``) as the element reads them."""
     def convert(text: str) -> Any:
@@ -199,7 +199,7 @@ def add_element_options(parser: argparse.ArgumentParser,
                                 + (" (default: %(default)s)" if opt.negatable else ""))
             continue
         default = param.default if opt.default is ... else opt.default
-        parser.add_argument(opt.flag, dest=opt.dest, type=_checked(param),
+        parser.add_argument(opt.flag, dest=opt.dest, type=param_type(param),
                             metavar=_metavar(param),
                             default=default if default is UNSET or param.kind not in
                             ("int", "float") else param.parse(default),

@@ -6,6 +6,7 @@ line (:func:`stop_message`) and exits with ``128 + signal number`` (:func:`exit_
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from typing import Any, Iterator
@@ -42,7 +43,21 @@ def stop_message(exc: BaseException) -> str:
     return "interrupted"
 
 
+#: the stop under way (its signal's number) while :func:`stop_on_signals` holds: a second
+#: signal (Ctrl-C, then SIGTERM from a supervisor a moment later) is not raised over the first
+#: one's clean-up
+_stopping: list[int] = []
+
+
 def _raise_stopped(signum: int, frame: Any) -> None:
+    """The handler :func:`stop_on_signals` sets: the first stop signal raises (SIGINT as
+    ``KeyboardInterrupt``, others as :class:`Stopped`); any after it, while the first one's
+    clean-up runs, is let go."""
+    if _stopping:
+        return
+    _stopping.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Stopped(signum)
 
 
@@ -50,22 +65,55 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _ours(handler: Any) -> bool:
+    """True when ``handler`` is Python's Ctrl-C handler or :func:`stop_on_signals`'."""
+    return handler is signal.default_int_handler or handler is _raise_stopped
+
+
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """While it holds, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread (outside
-    it, where handlers cannot be set, the block simply runs); the handlers before are put back
+def stop_on_signals(ending: bool = False) -> Iterator[None]:
+    """While it holds, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread, as Ctrl-C
+    raises ``KeyboardInterrupt`` (outside it, where handlers cannot be set, the block simply
+    runs); only the first of them raises: one arriving while the first one's clean-up runs is
+    let go, so the command ends as the first signal asked. The handlers before are put back
     after. A signal the process was started ignoring stays ignored (``nohup`` ignores SIGHUP:
-    closing the terminal then does not stop the run)."""
+    closing the terminal then does not stop the run); so does Ctrl-C where a handler of
+    the caller's own holds it. Report the stop inside the block. ``ending``: for a command's
+    ``main``, whose process ends after the block: once a stop arrived, the signals stay
+    ignored instead of put back, so that one arriving while the interpreter shuts down does
+    not kill the process with another status."""
     if not _main_thread():
         yield
         return
     saved = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS
              if signal.getsignal(signum) is not signal.SIG_IGN}
+    if _ours(signal.getsignal(signal.SIGINT)):
+        saved[int(signal.SIGINT)] = signal.signal(signal.SIGINT, _raise_stopped)
+    _stopping.clear()
     try:
         yield
     finally:
+        stopped = bool(_stopping)
         for signum, handler in saved.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if ending and stopped else handler)
+        _stopping.clear()
+
+
+def _quiet_child() -> None:
+    """In a process forked while :func:`stop_on_signals` holds (a Dask worker starting, a
+    pool's process), the stop signals have their default action and Ctrl-C is ignored: only
+    the process that started it reports a stop, never a child's ``KeyboardInterrupt``
+    traceback."""
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is _raise_stopped:
+            signal.signal(signum, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) is _raise_stopped:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _stopping.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_quiet_child)
 
 
 @contextlib.contextmanager
@@ -81,15 +129,16 @@ def signals_deferred() -> Iterator[None]:
     caught: list[int] = []
     saved: dict[int, Any] = {}
     for signum in (int(signal.SIGINT), *STOP_SIGNALS):
-        current = signal.getsignal(signum)
-        if current is signal.default_int_handler or current is _raise_stopped:
+        if _ours(signal.getsignal(signum)):
             saved[signum] = signal.signal(signum, lambda s, frame: caught.append(s))
     try:
         yield
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
-    if caught:
+    if caught and not _stopping:  # (a stop already under way is not raised again)
+        if any(handler is _raise_stopped for handler in saved.values()):
+            _stopping.append(caught[0])  # stop_on_signals holds: the first stop
         if caught[0] == signal.SIGINT:
             raise KeyboardInterrupt
         raise Stopped(caught[0])

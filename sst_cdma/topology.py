@@ -11,17 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from components.baselines import add_baselines
 
 from .config import ConfigError
+from .machine import available_memory
 from .model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
 from .model.ssds import DEFAULT_SSD, SSDS
+from .element import Param
 from .model_options import (CODEC, NVME, RENDERED_ONLY, add_element_options, element_params,
-                            explicit, given_options, options_of)
+                            explicit, given_options, options_of, param_type)
 from .units import UnitError, parse_bytes
 
 #: model options that were renamed, and their names now
@@ -45,6 +46,17 @@ LINKS = {
     "nvlink1x4": {"protocol": "nvlink", "nvlink_links": 4, "nvlink_rate": "20GB/s"},
     "nvlink_c2c": {"protocol": "nvlink_c2c", "c2c_rate": "450GB/s"},
 }
+
+
+#: ``--nvme N``: the SSDs of each host, each a PCIe endpoint with a bus number of its own
+NVME_COUNT = Param("nvme", "int", 0, "NVMe SSDs per host", minimum=0, maximum=256,
+                   why_minimum="0: no SSD",
+                   why_maximum="each drive is a PCIe endpoint on a bus of its own, and a "
+                               "host's PCIe segment numbers at most 256 buses: the bus number "
+                               "is 8 bits")
+#: the options that describe the host CPU (``cdma.HostCPU``), which a run has only where the
+#: host CPU steps the optimizer
+HOST_CPU_OPTIONS = ("cpu_cores", "cpu_adam_throughput", "cpu_adam_file", "cpu_memory_bandwidth")
 
 
 class ModelOptionParser(argparse.ArgumentParser):
@@ -110,7 +122,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                         "convolution's fastest algorithm whose workspace fits; under "
                         "--kernel-model roofline every convolution kernel gets SIZE (default: "
                         "no limit; 0B under roofline)")
-    p.add_argument("--nvme", type=int, default=0, metavar="N",
+    p.add_argument("--nvme", type=param_type(NVME_COUNT), default=0, metavar="N",
                    help="NVMe SSDs per host, each on a PCIe link of its own behind the host's "
                         "PCIe switches (round robin) or its root complex; every GPU of the "
                         "host stripes its nvme-tier transfers across them (default: 0, none; "
@@ -319,19 +331,6 @@ def _refuse(message: str) -> None:
 GPU_MEMORY_BYTES = 700 * 1024
 
 
-def available_memory() -> Optional[int]:
-    """The bytes this process may use: the machine's memory, or less under an address-space
-    limit (None when neither is known)."""
-    try:
-        limits = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
-    except (ValueError, OSError, AttributeError):
-        limits = []
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if soft != resource.RLIM_INFINITY:
-        limits.append(soft)
-    return min(limits) if limits else None
-
-
 def _check_memory(gpus: int) -> None:
     """Refuse a GPU count whose simulation cannot fit in this machine's memory."""
     need, have = gpus * GPU_MEMORY_BYTES, available_memory()
@@ -375,8 +374,6 @@ def _check_storage(o: argparse.Namespace) -> None:
     """``--nvme N`` SSDs: a count, a known preset, and the options that need them."""
     from difflib import get_close_matches
 
-    if o.nvme < 0:
-        _refuse(f"--nvme must be >= 0 (0: no SSD), got {o.nvme}")
     if o.nvme_preset not in SSDS:
         close = get_close_matches(o.nvme_preset, SSDS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? " if close else ""
@@ -396,6 +393,17 @@ def _check_storage(o: argparse.Namespace) -> None:
             if explicit(o, name):
                 _refuse(f"{explicit(o, name)} needs --nvme N: it describes the SSDs, and this "
                         "run has none")
+
+
+def _check_host_cpu(o: argparse.Namespace) -> None:
+    """The host CPU's options need a host CPU that steps: refused, not ignored, without."""
+    if _steps_on_host(o):
+        return
+    for name in HOST_CPU_OPTIONS:
+        if explicit(o, name):
+            _refuse(f"{explicit(o, name)} needs the host CPU to step the optimizer: it "
+                    "describes that CPU, and in this run nothing steps on the host (give "
+                    "--optimizer adam --optimizer-states host, or nvme)")
 
 
 def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
@@ -539,6 +547,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     link_name = o.link or spec_gpu.host_link
     _check_topology(o)
     _check_storage(o)
+    _check_host_cpu(o)
     _check_contradictions(o, link_name)
     if not o.workload:
         _check_kernel_times(o)

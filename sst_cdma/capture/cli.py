@@ -34,6 +34,7 @@ from .model_loader import load_model, load_weights
 from .tensors import CONVERSIONS
 from .result import build_profile
 from .tool_main import ToolParser
+from .tool_main import run_tool
 
 __all__ = ["main", "build_parser", "ToolParser"]
 
@@ -223,17 +224,7 @@ def _run(argv: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``sst-cdma capture`` with ``argv`` (default ``sys.argv[1:]``); returns the status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(args)
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (CaptureError, ProfileError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+    return run_tool(PROG, _run, argv, (CaptureError, ProfileError, OSError))
 
 
 if __name__ == "__main__":

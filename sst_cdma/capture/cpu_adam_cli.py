@@ -21,8 +21,10 @@ from typing import Sequence
 from ..atomic_files import write_text_whole
 from ..model.cpu_adam import DEFAULT_CPU_ADAM, IMPLEMENTATIONS, CpuAdamError
 from ..units import UnitAlgebra, UnitError
-from .cpu_adam_timing import (AdamTiming, available_cores, cpu_adam_document,
-                              machine_description, time_cpu_adam)
+from ..machine import memory_fault
+from ..model.cpu_adam import MAX_CORES, MAX_CORES_WHY
+from .cpu_adam_timing import (BYTES_HELD_PER_PARAM, AdamTiming, available_cores,
+                              cpu_adam_document, machine_description, time_cpu_adam)
 from .tool_main import run_tool
 from .tool_parsers import CPU_ADAM_PROG as PROG
 from .tool_parsers import DEFAULT_SIZES
@@ -30,6 +32,13 @@ from .tool_parsers import cpu_adam_parser as build_parser
 from .errors import CaptureError
 
 __all__ = ["main", "build_parser", "DEFAULT_SIZES"]
+
+#: the most of ``--repeat`` and ``--warmup``: the fastest of 1,000 timed steps is as close to
+#: the CPU's floor as a measurement gets, and more only lengthen the run
+MAX_STEPS = 1000
+#: the most ``--tensors``: each tensor is an object the for-loop implementation steps in turn,
+#: so more would time Python's overhead rather than the CPU's Adam
+MAX_TENSORS = 65536
 
 
 def _list(option: str, text: str) -> list[str]:
@@ -50,6 +59,11 @@ def _sizes(text: str) -> list[int]:
         if value != exact or value < 1:
             raise CaptureError(f"--sizes: {item!r} is not a positive whole number of "
                                f"parameters")
+        fault = memory_fault(value * BYTES_HELD_PER_PARAM,
+                             f"{BYTES_HELD_PER_PARAM} bytes a parameter: fp32 weight, gradient "
+                             "and two moments, a bfloat16 copy")
+        if fault:
+            raise CaptureError(f"--sizes: {item} {fault}")
         sizes.append(int(value))
     return sorted(set(sizes))
 
@@ -58,17 +72,31 @@ def _threads(text: str) -> list[int]:
     cores = available_cores()
     out = []
     for item in _list("--threads", text):
-        value = cores if item == "all" else int(item) if item.isdigit() else 0
+        # (a number of more digits than Python reads is as far past the bound as 10**18)
+        value = cores if item == "all" else 0 if not item.isdigit() else \
+            int(item) if len(item) <= 18 else 10 ** 18
         if value < 1:
             raise CaptureError(f"--threads: {item!r} is not a positive whole number or 'all'")
+        if value > min(cores, MAX_CORES):
+            why = f"({MAX_CORES_WHY})" if value > MAX_CORES else \
+                "(more threads than cores time the scheduler sharing them, not the CPU's Adam)"
+            raise CaptureError(f"--threads: {item} is more than the {min(cores, MAX_CORES)} "
+                               f"cores this process may use {why}")
         out.append(value)
     return sorted(set(out))
 
 
 def _check(args: argparse.Namespace) -> Path:
-    for name, least in (("repeat", 1), ("warmup", 0), ("tensors", 1)):
+    for name, least, most, why in (
+            ("repeat", 1, MAX_STEPS, "the fastest of that many steps is the measurement"),
+            ("warmup", 0, MAX_STEPS, "the steps are warm long before"),
+            ("tensors", 1, MAX_TENSORS, "each is stepped in turn by the for-loop "
+                                        "implementation: more would time Python, not Adam")):
         if getattr(args, name) < least:
             raise CaptureError(f"--{name}: must be at least {least}, got {getattr(args, name)}")
+        if getattr(args, name) > most:
+            raise CaptureError(f"--{name}: must be at most {most} ({why}), got "
+                               f"{getattr(args, name)}")
     for name in _list("--implementations", args.implementations):
         if name not in IMPLEMENTATIONS:
             raise CaptureError(f"--implementations: {name!r} is not one of "

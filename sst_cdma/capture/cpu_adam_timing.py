@@ -25,11 +25,14 @@ from ..model.dtypes import DTYPES
 from .errors import CaptureError
 
 __all__ = ["AdamTiming", "Unavailable", "time_cpu_adam", "machine_description",
-           "cpu_adam_document", "available_cores"]
+           "cpu_adam_document", "available_cores", "BYTES_HELD_PER_PARAM"]
 
 #: the step's element types: fp32 master, moments and gradient, a bf16 weight copy
 MASTER_DTYPE = "float32"
 WEIGHT_COPY_DTYPE = "bfloat16"
+#: bytes a timed parameter holds: fp32 master weight, gradient and two moments, the 16-bit
+#: copy (the foreach implementation's temporaries come on top)
+BYTES_HELD_PER_PARAM = 4 * DTYPES[MASTER_DTYPE] + DTYPES[WEIGHT_COPY_DTYPE]
 
 
 @dataclass(frozen=True)

@@ -51,15 +51,20 @@ class TrainingRun:
 
 
 def _checkpoint_steps(steps: int, checkpoints: Sequence[float]) -> dict[int, float]:
-    """Training step -> progress, for each checkpoint; rejects duplicates and bad values."""
+    """Training step -> progress, for each checkpoint; rejects duplicates, bad values and
+    checkpoints out of order (a list read as given, not quietly sorted)."""
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     if not checkpoints:
         raise ValueError("at least one checkpoint is needed")
     out: dict[int, float] = {}
-    for progress in sorted(checkpoints):
+    for i, progress in enumerate(checkpoints):
         if not 0.0 <= progress <= 1.0:
             raise ValueError(f"checkpoint {progress} is not in [0, 1]")
+        if i and progress < checkpoints[i - 1]:
+            raise ValueError(f"checkpoint {progress:g} comes after {checkpoints[i - 1]:g}: give "
+                             f"them in the order training reaches them "
+                             f"({','.join(f'{p:g}' for p in sorted(checkpoints))})")
         step = round(progress * steps)
         if step in out:
             raise ValueError(f"checkpoints {out[step]} and {progress} both fall on step {step} "

@@ -27,6 +27,7 @@ import torch
 
 from .. import __version__
 from ..atomic_files import write_text_whole
+from ..machine import memory_fault
 from ..codecs.registry import algorithm_names, unknown_algorithm
 from ..profiles import ProfileError
 from ..profiles.model_states import MODEL_STATE_ROLES
@@ -43,6 +44,22 @@ from .text_model import TextConfig
 from .text_train import MODEL_NAME
 
 __all__ = ["main", "build_parser", "DEFAULT_CHECKPOINTS", "DEFAULT_STEPS"]
+
+#: the most AdamW steps it trains: each trains the model on this CPU (the small model's took
+#: about half a second of CPU time each on a 2-core machine), so 100,000 already take hours
+MAX_TRAINED_STEPS = 100_000
+#: bytes a parameter holds while training: fp32 weight, gradient and two Adam moments
+TRAINING_BYTES_PER_PARAM = 16
+
+
+def model_bytes(args: argparse.Namespace) -> int:
+    """A lower bound of the memory training the asked model takes: its embeddings' and
+    blocks' weights (biases and norms left out) at :data:`TRAINING_BYTES_PER_PARAM`, and each
+    block's float32 attention scores of a batch."""
+    h, vocab = args.hidden, SMALL_OPTIONS.config.vocab
+    params = (vocab + args.seq) * h + args.blocks * (4 * h * h + 2 * h * args.ffn)
+    scores = args.blocks * args.batch * args.heads * args.seq * args.seq * 4
+    return params * TRAINING_BYTES_PER_PARAM + scores
 
 
 def _algorithms(args: argparse.Namespace) -> tuple[str, ...]:
@@ -63,6 +80,17 @@ def _check(args: argparse.Namespace) -> None:
             raise CaptureError(f"--{name}: must be at least 1, got {getattr(args, name)}")
     if args.hidden % args.heads:
         raise CaptureError(f"--heads: {args.heads} does not divide --hidden {args.hidden}")
+    if not args.checkpoint:
+        if args.steps > MAX_TRAINED_STEPS:
+            raise CaptureError(f"--steps: {args.steps} is more than {MAX_TRAINED_STEPS} (each "
+                               "step trains the model here, about half a second of CPU time "
+                               "for the small model)")
+        fault = memory_fault(model_bytes(args), f"weights, gradients and Adam moments at "
+                             f"{TRAINING_BYTES_PER_PARAM} bytes a parameter, and the attention "
+                             "scores of a batch")
+        if fault:
+            raise CaptureError(f"the model of --blocks {args.blocks} --hidden {args.hidden} "
+                               f"--ffn {args.ffn} --seq {args.seq} --batch {args.batch} {fault}")
 
 
 def _show(capture: StateCapture) -> None:

@@ -193,11 +193,17 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     status = _tool_help(command, argv)
     if status is not None:
         return status
-    try:
-        tool = importlib.import_module(f"..capture.{module}", __package__)
-    except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
-        return _fail(f"{command}: not available ({type(exc).__name__}: {exc})")
-    return int(tool.main(argv) or 0)
+    # a stop while PyTorch imports (seconds) is one line too, as the tool's own run reports it
+    with stop_on_signals(ending=True):
+        try:
+            try:
+                tool = importlib.import_module(f"..capture.{module}", __package__)
+            except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
+                return _fail(f"{command}: not available ({type(exc).__name__}: {exc})")
+            return int(tool.main(argv) or 0)
+        except KeyboardInterrupt as exc:  # as the tool says it: ``sst-cdma COMMAND: ...``
+            print(f"{PROG} {command}: {stop_message(exc)}", file=sys.stderr)
+            return exit_status(exc)
 
 
 def _tool_help(command: str, argv: list[str]) -> Optional[int]:
@@ -410,10 +416,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.verbose:  # Dask's own error logs (a lost scheduler...) would add tracebacks
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     try:
-        with stop_on_signals():  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
-            return handler(args)
-    except KeyboardInterrupt as exc:
-        return _fail(stop_message(exc), exit_status(exc))
+        with stop_on_signals(ending=True):  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
+            try:
+                return handler(args)
+            except KeyboardInterrupt as exc:
+                return _fail(stop_message(exc), exit_status(exc))
     except BrokenPipeError:  # stdout's reader closed it (| head): run_main ends quietly
         raise
     except Exception as exc:  # a bug: one line, traceback with -v

@@ -256,8 +256,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{key}={os.environ[key]}")
     model_opts += after
     try:
-        with stop_on_signals():  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
-            result = _run(args, model_opts)
+        with stop_on_signals(ending=True):  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
+            try:
+                result = _run(args, model_opts)
+            except KeyboardInterrupt as exc:  # the staging folder is removed by now
+                print(f"sst: {stop_message(exc)}", file=sys.stderr)
+                return exit_status(exc)
     except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
         for line in exc.warnings:
             print(f"WARNING:  {line}", flush=True)
@@ -270,9 +274,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except SystemExit as exc:  # the script printed its own --help
         return int(exc.code or 0)
-    except KeyboardInterrupt as exc:  # the staging folder is removed by now
-        print(f"sst: {stop_message(exc)}", file=sys.stderr)
-        return exit_status(exc)
     except BrokenPipeError:  # stdout went to a pipe its reader closed: run_main ends quietly
         raise
     except Exception as exc:  # a bug in a component or in the engine

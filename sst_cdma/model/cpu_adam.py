@@ -38,7 +38,8 @@ from typing import Any, Mapping, Union
 from ..file_reads import MIB, FileKind, FileReadError, load_json
 
 __all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "CpuAdamError",
-           "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline"]
+           "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline", "MIN_PARAMS_PER_S",
+           "MAX_CORES", "MAX_PARAMS", "adam_rate_fault"]
 
 FORMAT = "sst-cdma-cpu-adam"
 VERSION = 1
@@ -49,6 +50,19 @@ CPU_ADAM_FILE = FileKind("a CPU-Adam file", 1 * MIB)
 #: PyTorch's CPU Adam implementations, fastest expected first: ``fused`` (one kernel over each
 #: tensor), ``foreach`` (multi-tensor ops), ``for-loop`` (one tensor at a time)
 IMPLEMENTATIONS: tuple[str, ...] = ("fused", "foreach", "for-loop")
+#: the slowest Adam a host CPU may run, in parameters per second on one core: a fortieth of
+#: the slowest measurement shipped (3.7e7 on one core of an AMD EPYC, the smallest size), and
+#: at it a 13-billion-parameter step on one core already takes 3.6 hours of simulated time
+MIN_PARAMS_PER_S = 1e6
+MIN_PARAMS_PER_S_WHY = ("no CPU of a GPU host is slower, the slowest measurement shipped "
+                        "being 3.7e7 on one core, and at 1e6 a 13-billion-parameter step on "
+                        "one core already takes 3.6 hours")
+#: the most cores (threads) a measurement or a host CPU may have: CONFIG_NR_CPUS of a Linux
+#: x86-64 kernel built with MAXSMP, the most that kernel schedules on
+MAX_CORES = 8192
+MAX_CORES_WHY = "the most CPUs a Linux x86-64 kernel can be built for: NR_CPUS with MAXSMP"
+#: the most parameters a measurement may have stepped: a count exact in float64
+MAX_PARAMS = 2 ** 53
 
 _TOP = ("format", "version", "machine", "date", "software", "command", "step", "measurements",
         "best_implementation", "best_implementation_all_cores", "size_params", "params_per_s_per_core", "params_per_s",
@@ -111,12 +125,35 @@ class CpuAdamProfile:
         return params / rate
 
 
-def _number(where: str, value: Any, *, integer: bool = False) -> float:
+def adam_rate_fault(rate: float) -> str:
+    """Why ``rate`` (parameters per second on one core) cannot be a CPU's Adam ("" when it
+    can)."""
+    if rate >= MIN_PARAMS_PER_S:
+        return ""
+    return (f"slower than {MIN_PARAMS_PER_S:g} parameters/s per core: "
+            f"{MIN_PARAMS_PER_S_WHY}")
+
+
+def _number(where: str, value: Any, *, integer: bool = False, most: float = math.inf,
+            why: str = "") -> float:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
         kind = "positive whole number" if integer else "positive finite number"
         raise CpuAdamError(f"{where}: {value!r} is not a {kind}")
+    if value > most:
+        shown = str(most) if isinstance(most, int) else f"{most:g}"
+        raise CpuAdamError(f"{where}: {value!r} is more than {shown} ({why})")
     return value
+
+
+def _rate(where: str, value: Any) -> float:
+    """A measured rate in parameters per second: positive, finite, and no slower than
+    :data:`MIN_PARAMS_PER_S`."""
+    rate = _number(where, value)
+    fault = adam_rate_fault(rate)
+    if fault:
+        raise CpuAdamError(f"{where}: {fault}")
+    return rate
 
 
 def _fields(where: str, value: Any, required: tuple[str, ...],
@@ -143,8 +180,12 @@ def _check_measurement(where: str, item: Any) -> None:
     if item["implementation"] not in IMPLEMENTATIONS:
         raise CpuAdamError(f"{where}.implementation: {item['implementation']!r} is not one of "
                            f"{', '.join(IMPLEMENTATIONS)}")
-    for key in ("params", "tensors", "threads"):
-        _number(f"{where}.{key}", item[key], integer=True)
+    _number(f"{where}.params", item["params"], integer=True, most=MAX_PARAMS,
+            why="a count exact in float64")
+    _number(f"{where}.tensors", item["tensors"], integer=True, most=item["params"],
+            why="the params, split into tensors of at least one")
+    _number(f"{where}.threads", item["threads"], integer=True, most=MAX_CORES,
+            why=MAX_CORES_WHY)
     if not isinstance(item["seconds"], list) or not item["seconds"]:
         raise CpuAdamError(f"{where}.seconds: expected a non-empty list of times")
     for i, seconds in enumerate(item["seconds"]):
@@ -154,7 +195,7 @@ def _check_measurement(where: str, item: Any) -> None:
     if not math.isclose(fastest, min(item["seconds"]), rel_tol=1e-6):
         raise CpuAdamError(f"{where}.min_s: {fastest!r} is not the fastest of seconds "
                            f"({min(item['seconds'])!r})")
-    rate = _number(f"{where}.params_per_s", item["params_per_s"])
+    rate = _rate(f"{where}.params_per_s", item["params_per_s"])
     if not math.isclose(rate, item["params"] / fastest, rel_tol=1e-6):
         raise CpuAdamError(f"{where}.params_per_s: {rate!r} is not params / min_s "
                            f"({item['params'] / fastest!r})")
@@ -194,7 +235,7 @@ def check_cpu_adam(doc: Any) -> None:
     _fields("", doc, _TOP, _OPTIONAL_TOP)
     machine = _fields("machine", doc["machine"], _MACHINE)
     _text("machine.cpu", machine["cpu"])
-    _number("machine.cores", machine["cores"], integer=True)
+    _number("machine.cores", machine["cores"], integer=True, most=MAX_CORES, why=MAX_CORES_WHY)
     step = _fields("step", doc["step"], _STEP)
     for key in ("bytes_per_param_read", "bytes_per_param_written"):
         _number(f"step.{key}", step[key])
@@ -206,7 +247,8 @@ def check_cpu_adam(doc: Any) -> None:
         raise CpuAdamError("measurements: expected a non-empty list")
     for i, item in enumerate(doc["measurements"]):
         _check_measurement(f"measurements[{i}]", item)
-    cores = int(_number("cores_measured", doc["cores_measured"], integer=True))
+    cores = int(_number("cores_measured", doc["cores_measured"], integer=True, most=MAX_CORES,
+                        why=MAX_CORES_WHY))
     for key, value in headline(doc["measurements"], cores).items():
         if doc[key] != value:
             raise CpuAdamError(f"{key}: {doc[key]!r} is not what the measurements give "

@@ -36,6 +36,10 @@ FORMAT = "sst-cdma-kernel-params"
 #: a fitted kernel-parameter file: parameters per family and device (the shipped are 13 KiB)
 PARAMS_FILE = FileKind("a kernel-parameter file", 16 * MIB)
 VERSION = 1
+#: the tensor-core families FlashAttention-2 runs on: "Ampere, Ada, or Hopper GPUs" (the
+#: FlashAttention README, Dao-AILab/flash-attention, "Installation and features"; Turing
+#: "is coming soon", FlashAttention 1.x there) and Blackwell after them
+FLASH2_FAMILIES = ("Ampere", "Hopper", "Blackwell")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,12 @@ class KernelModel:
         if asked == "flash3" and asked not in runs:
             raise ModelError(f"--attention flash3: GPU preset {self.preset!r} does not run "
                              "FlashAttention-3 (a Hopper kernel)")
+        family = GPUS[self.preset].tensor_family if self.preset in GPUS else ""
+        if asked == "flash2" and family not in FLASH2_FAMILIES:
+            raise ModelError(f"--attention flash2: GPU preset {self.preset!r} does not run "
+                             "FlashAttention-2 (it needs an Ampere or newer GPU, the "
+                             "FlashAttention README says; --attention fused prices this GPU's "
+                             "fused kernel)")
         return asked
 
     def describe(self, dtype: str = "float32", attention: str = "") -> str:

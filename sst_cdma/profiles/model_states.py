@@ -32,7 +32,7 @@ from ..model.dtypes import DTYPES
 from .errors import ProfileError
 from .interp import interpolate
 from .provenance import Provenance, provenance_from_dict
-from .schema import _Checker, _parse_provenance, _show
+from .schema import _Checker, _parse_provenance, _show, ratio_ceiling_fault
 
 __all__ = ["FORMAT", "VERSION", "MODEL_STATE_ROLES", "ROLE_DTYPES", "DEFAULT_MODEL_STATES",
            "StatePoint", "ModelStateProfile", "load_model_states", "model_state_ratio",
@@ -125,6 +125,7 @@ def _parse_point(c: _Checker, value: Any, path: str, role: str) -> dict[str, Any
             raise c.fail(where, f"{role} is measured in {', '.join(ROLE_DTYPES[role])}, not "
                                 f"{_show(dtype)}")
         measured = c.obj(entry, where, ("density", "ratios"))
+        density = c.unit_interval(measured["density"], f"{where}.density")
         ratios = {}
         for codec, ratio in c.mapping(measured["ratios"], f"{where}.ratios").items():
             if codec not in algorithm_names():
@@ -132,10 +133,12 @@ def _parse_point(c: _Checker, value: Any, path: str, role: str) -> dict[str, Any
                                                 f"{', '.join(algorithm_names())})")
             if c.number(ratio, f"{where}.ratios.{codec}") <= 0:
                 raise c.fail(f"{where}.ratios.{codec}", f"{_show(ratio)} is not positive")
+            fault = ratio_ceiling_fault(codec, float(ratio), dtype, density)
+            if fault:  # the density and the ratio cannot both be right
+                raise c.fail(f"{where}.ratios.{codec}", f"{_show(ratio)} exceeds {fault}")
             ratios[codec] = float(ratio)
         out["dtypes"][dtype] = StatePoint(  # type: ignore[index]
-            out["progress"], out["step"],  # type: ignore[arg-type]
-            c.unit_interval(measured["density"], f"{where}.density"), ratios)
+            out["progress"], out["step"], density, ratios)  # type: ignore[arg-type]
     return out
 
 

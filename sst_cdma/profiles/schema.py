@@ -311,18 +311,27 @@ def _parse_ratios(c: _Checker, value: Any, path: str, dtype: str,
             ratio = c.number(ratios[algorithm], rpath)
             if ratio <= 0:
                 raise c.fail(rpath, f"{_show(ratios[algorithm])} is not a positive number")
-            bits = _ELEMENT_BITS.get(dtype)
-            if algorithm == "zvc" and bits is not None:
-                ceiling = bits / (1 + bits * density)
-                if ratio > ceiling * 1.001:
-                    at = f"at the point's density {density:g}" if density else \
-                        "(one mask bit per element)"
-                    raise c.fail(rpath, f"{_show(ratios[algorithm])} exceeds {ceiling:.4g}, the "
-                                        f"most ZVC reaches on {dtype} {at}")
-            if algorithm in RATIO_CEILINGS and dtype in PROFILE_ITEMSIZES:
-                most = RATIO_CEILINGS[algorithm](PROFILE_ITEMSIZES[dtype])
-                if ratio > most:
-                    raise c.fail(rpath, f"{_show(ratios[algorithm])} exceeds {most:.6g}, the "
-                                        f"most {algorithm} can compress any {dtype} tensor")
+            fault = ratio_ceiling_fault(algorithm, ratio, dtype, density)
+            if fault:
+                raise c.fail(rpath, f"{_show(ratios[algorithm])} exceeds {fault}")
             out[algorithm] = ratio
     return out
+
+
+def ratio_ceiling_fault(algorithm: str, ratio: float, dtype: str, density: float) -> str:
+    """Why ``ratio`` of ``algorithm`` on ``dtype`` elements at ``density`` cannot be measured
+    ("" when it can): above ZVC's ``bits / (1 + bits x density)`` (a mask bit per element,
+    the non-zero ones whole; with ``density`` 0 only the mask binds) or above what a byte
+    codec reaches on anything (:data:`RATIO_CEILINGS`). The text follows "exceeds"."""
+    bits = _ELEMENT_BITS.get(dtype)
+    if algorithm == "zvc" and bits is not None:
+        ceiling = bits / (1 + bits * density)
+        if ratio > ceiling * 1.001:
+            at = f"at the point's density {density:g}" if density else \
+                "(one mask bit per element)"
+            return f"{ceiling:.4g}, the most ZVC reaches on {dtype} {at}"
+    if algorithm in RATIO_CEILINGS and dtype in PROFILE_ITEMSIZES:
+        most = RATIO_CEILINGS[algorithm](PROFILE_ITEMSIZES[dtype])
+        if ratio > most:
+            return f"{most:.6g}, the most {algorithm} can compress any {dtype} tensor"
+    return ""

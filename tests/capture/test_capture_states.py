@@ -91,6 +91,13 @@ def test_a_users_checkpoints_are_measured(tmp_path):
     (["--steps", "0"], "--steps: must be at least 1, got 0"),
     (["--checkpoints", "0,x"], "--checkpoints: '0,x' is not a list of numbers"),
     (["--checkpoints", "0,0.01"], "--checkpoints: checkpoints 0.0 and 0.01 both fall on step 0"),
+    # out of order: they were quietly sorted
+    (["--checkpoints", "1,0"], "--checkpoints: checkpoint 0 comes after 1: give them in the "
+                               "order training reaches them (0,1)"),
+    # counts past what trains here: PyTorch's allocator traceback, or a run of years
+    (["--hidden", "100000000", "--heads", "1"], "--hidden 100000000 --ffn 32 --seq 8 --batch "
+                                                "2 needs at least"),
+    (["--steps", "1000000000"], "--steps: 1000000000 is more than 100000 (each step trains"),
     (["--checkpoint", "0.5=missing.pt"], "--checkpoint: missing.pt: no such file"),
     (["--checkpoint", "2=x.pt"], "--checkpoint: '2=x.pt' is not P=FILE with P in [0, 1]"),
     (["--output", "no/such/folder/x.json"], "--output: folder 'no/such/folder' does not exist"),

@@ -44,6 +44,12 @@ def test_the_step_updates_the_weights_and_their_16_bit_copy():
     (["--implementations", "avx512"], "--implementations: 'avx512' is not one of"),
     (["--repeat", "0"], "--repeat: must be at least 1, got 0"),
     (["--tensors", "0"], "--tensors: must be at least 1, got 0"),
+    # counts past what this machine runs: a segfault, an allocator traceback, a run of years
+    (["--threads", "100000"], "--threads: 100000 is more than the"),
+    (["--threads", "9" * 5000], "is more than the"),
+    (["--sizes", "1e15"], "--sizes: 1e15 needs at least"),
+    (["--repeat", "1000000000"], "--repeat: must be at most 1000"),
+    (["--tensors", "1000000000"], "--tensors: must be at most 65536"),
     ([], "one of the arguments --output/-o --write-default is required"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, argv, message):

@@ -138,3 +138,47 @@ def test_under_nohup_sighup_does_not_stop_the_run(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and err == "sst: stopped by SIGTERM\n"
+
+
+def test_ctrl_c_then_sigterm_a_moment_later_ends_as_ctrl_c_asked(tmp_path):
+    # the attack: a supervisor sends SIGTERM 20 ms after the user's Ctrl-C, while the run
+    # cleans up; the second signal must not cut the clean-up short or change the exit
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    before = snapshot(out)
+    proc = start_long_run(out)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.02)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err == "sst: interrupted\n"
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+CHILD = """
+import os, signal, sys, time
+from sst_cdma.stop_signals import stop_on_signals
+with stop_on_signals():
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_process_forked_while_stops_are_caught_dies_of_sigterm_quietly():
+    # the attack: SIGTERM reaches a worker forked while the parent catches stops (a Dask
+    # worker starting); it must end as the signal asks, with no KeyboardInterrupt traceback
+    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                          env=ENV, timeout=60)
+    assert done.stdout == "True\n", done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr

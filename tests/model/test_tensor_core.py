@@ -306,3 +306,16 @@ def test_tensor_core_peak_bounds_every_gemm():
         t = price_gemm(m, n, k, hw, kp, dtype="bfloat16", tc=no_launch).seconds
         assert 2 * m * n * k / t <= hw.tensor_flops * min(1.0, top) * (1 + 1e-9)
         assert math.isfinite(t) and t > 0
+
+
+@pytest.mark.parametrize("preset", ["maxwell", "pascal", "volta", "t4"])
+def test_flashattention_2_asked_of_a_gpu_before_ampere_is_refused(preset):
+    # FlashAttention-2 runs on Ampere, Ada and Hopper (its README); it was priced on Pascal
+    with pytest.raises(ModelError, match=f"--attention flash2: GPU preset '{preset}' does not "
+                                         "run FlashAttention-2 \\(it needs an Ampere or newer"):
+        kernel_model_for(preset).attention_kernel("flash2")
+
+
+@pytest.mark.parametrize("preset", ["ampere", "hopper", "b200"])
+def test_flashattention_2_runs_from_ampere_on(preset):
+    assert kernel_model_for(preset).attention_kernel("flash2") == "flash2"

@@ -146,3 +146,24 @@ def test_a_changed_file_is_read_again(tmp_path):
     changed["parameters"] = 12345
     path.write_text(json.dumps(changed))
     assert load_model_states(path).parameters == 12345
+
+
+@pytest.mark.parametrize("dtype, density, ratio, message", [
+    # the attack: a ratio the density makes impossible (ZVC keeps every non-zero element whole)
+    ("bfloat16", 1.0, 50, "exceeds 0.9412, the most ZVC reaches on bfloat16 at the point's "
+                          "density 1"),
+    ("float32", 0.5, 2.0, "exceeds 1.882, the most ZVC reaches on float32 at the point's "
+                          "density 0.5"),
+    ("float32", 0.0, 40.0, "exceeds 32, the most ZVC reaches on float32 (one mask bit"),
+])
+def test_a_zvc_ratio_past_what_its_density_allows_is_refused(tmp_path, dtype, density, ratio,
+                                                             message):
+    doc = _doc()
+    entry = doc["roles"]["weights"]["points"][0]["dtypes"][dtype]
+    entry.update(density=density, ratios={"zvc": ratio})
+    path = _write(tmp_path, doc)
+    with pytest.raises(ProfileError) as info:
+        load_model_states(path)
+    text = str(info.value)
+    assert f"roles.weights.points[0].dtypes.{dtype}.ratios.zvc: {ratio}" in text
+    assert message in text and "\n" not in text

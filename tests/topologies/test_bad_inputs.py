@@ -173,6 +173,14 @@ def test_a_renamed_model_option_says_its_new_name(opts, message):
 
 
 def test_a_huge_batch_is_named_as_given_and_refused():
-    text = refused("--no-baselines", "--network", "alexnet", "--batch", "1e23")
-    assert "at batch 100000000000000000000000, more than the GPU memory" in text
+    text = refused("--no-baselines", "--network", "alexnet", "--batch", "1e15")
+    assert "at batch 1000000000000000, more than the GPU memory" in text
     assert "implausibly" not in text
+
+
+@pytest.mark.parametrize("batch", ["1e23", "1e400", str(2**53 + 1)])
+def test_a_batch_past_what_float64_counts_is_refused_at_the_option(batch):
+    # the attack: a batch the kernel model cannot turn into a float (1e400 overflowed there)
+    text = refused("--no-baselines", "--network", "alexnet", "--batch", batch)
+    assert f"argument --batch: '{batch}' must be <= {2**53} (a batch is a count the model " \
+           "multiplies in float64, which holds whole numbers exactly only up to 2**53)" in text

@@ -37,7 +37,14 @@ def refused(*opts: str) -> str:
     (["--nvme-path", "gds"], "--nvme-path needs --nvme N: it describes the SSDs, and this "
                              "run has none"),
     (["--nvme-capacity", "1TB"], "--nvme-capacity needs --nvme N"),
-    (["--nvme", "-1"], "--nvme must be >= 0 (0: no SSD), got -1"),
+    (["--nvme", "-1"], "argument --nvme: '-1' must be >= 0 (0: no SSD)"),
+    # the attack: more drives than a host's PCIe numbers (it ran until killed)
+    (["--nvme", "100000"], "argument --nvme: '100000' must be <= 256 (each drive is a PCIe "
+                           "endpoint on a bus of its own, and a host's PCIe segment numbers at "
+                           "most 256 buses: the bus number is 8 bits)"),
+    (["--nvme", "1", "--nvme-queue-depth", "1e23"], "argument --nvme-queue-depth: '1e23' must "
+     "be <= 65536 (an NVMe I/O queue holds at most 65,536 commands: the NVMe base "
+     "specification's CAP.MQES is a 16-bit count from 1)"),
     (["--nvme", "1", "--offload-to", "disk"], "argument --offload-to: 'disk' is not one of "
                                              "host, nvme"),
     (["--nvme", "1", "--nvme-path", "direct"], "argument --nvme-path: 'direct' is not one of "
