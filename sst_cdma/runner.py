@@ -314,6 +314,24 @@ def resolve_options(graph: ConfigGraph, cli: dict[str, Optional[str]]) -> dict[s
     return out
 
 
+def _script_arguments(script: Union[str, Path],
+                      model_options: Union[str, Sequence[str], None]) -> list[str]:
+    """The script's ``sys.argv[1:]`` from :func:`run`'s ``model_options`` (one string is split
+    like a shell would). RunError on a string that cannot be split (an unterminated quote) and
+    on any option given to a JSON graph."""
+    if isinstance(model_options, str):
+        try:
+            opts = shlex.split(model_options)
+        except ValueError as exc:  # an unterminated quote or a trailing backslash
+            raise RunError(f"model options {model_options!r}: {str(exc).lower()}") from None
+    else:
+        opts = list(model_options or [])
+    if opts and str(script).endswith(".json"):
+        raise RunError(f"{script}: a JSON graph takes no model options (they shaped the graph "
+                       f"when it was written), got: {shlex.join(opts)}")
+    return opts
+
+
 def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None] = None,
         output_directory: Union[str, Path, None] = None, stop_at: Optional[str] = None,
         run_mode: str = PROGRAM_OPTIONS["run-mode"], console: Optional[IO[str]] = None,
@@ -351,16 +369,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     the run has ended (:mod:`~sst_cdma.output_folder`); a run that fails or is interrupted
     removes its staging folder and leaves the previous run's files as they were.
     """
-    if isinstance(model_options, str):
-        try:
-            opts = shlex.split(model_options)
-        except ValueError as exc:  # an unterminated quote or a trailing backslash
-            raise RunError(f"model options {model_options!r}: {str(exc).lower()}") from None
-    else:
-        opts = list(model_options or [])
-    if opts and str(script).endswith(".json"):
-        raise RunError(f"{script}: a JSON graph takes no model options (they shaped the graph "
-                       f"when it was written), got: {shlex.join(opts)}")
+    opts = _script_arguments(script, model_options)
     phases = PhaseClock()
     if progress is not None:
         phases.progress = Progress(progress)

@@ -193,6 +193,54 @@ class _Recorder:
         return layers, samples
 
 
+def _checked_arguments(model: nn.Module, algorithms: Sequence[str], also_dtypes: Sequence[str]
+                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """:func:`capture_activations`' ``algorithms`` and ``also_dtypes`` as tuples, once the
+    model is a module, the codecs import and every algorithm and element type is known;
+    CaptureError otherwise."""
+    if not isinstance(model, nn.Module):
+        raise CaptureError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    algorithms = tuple(algorithms)
+    try:
+        from ..codecs import api  # noqa: F401  (the kernels the recorder compresses with)
+    except ImportError as exc:
+        raise CaptureError(f"the codecs (sst_cdma.codecs) cannot be imported: {exc}") from exc
+    for algorithm in algorithms:
+        if algorithm not in ALGORITHM_NAMES:
+            raise CaptureError(unknown_algorithm(algorithm, "algorithms"))
+    also_dtypes = tuple(also_dtypes)
+    for other in also_dtypes:
+        if other not in CONVERSIONS:
+            raise CaptureError(f"also_dtypes: cannot measure in {other!r} (expected one of "
+                               f"{', '.join(CONVERSIONS)})")
+    return algorithms, also_dtypes
+
+
+def _run_hooked(model: nn.Module, inputs: Any, selected: dict[str, str],
+                recorder: "_Recorder") -> int:
+    """Run ``model`` in eval mode under ``torch.no_grad()`` on every batch of ``inputs``, the
+    ``selected`` modules hooked to ``recorder``; the hooks are removed and every module's
+    train/eval flag restored afterwards, also on failure. Returns the number of batches."""
+    modules = dict(model.named_modules())
+    dtype, device = _model_dtype_device(model)
+    training = {module: module.training for module in model.modules()}
+    handles = [modules[name].register_forward_hook(recorder.hook(name)) for name in selected]
+    batches = 0
+    try:
+        model.eval()
+        with torch.no_grad():
+            for args in _batches(inputs, dtype, device):
+                recorder.start_batch()
+                _forward(model, args, batches)
+                batches += 1
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module, flag in training.items():
+            module.training = flag
+    return batches
+
+
 def capture_activations(model: nn.Module, inputs: Any, *,
                         names: Mapping[str, str] | Sequence[str] | None = None,
                         algorithms: Sequence[str] = ALGORITHM_NAMES,
@@ -231,43 +279,13 @@ def capture_activations(model: nn.Module, inputs: Any, *,
     to even), as a bf16 training run would store it; densities stay those of the float32
     tensor.
     """
-    if not isinstance(model, nn.Module):
-        raise CaptureError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    algorithms = tuple(algorithms)
-    try:
-        from ..codecs import api  # noqa: F401  (the kernels the recorder compresses with)
-    except ImportError as exc:
-        raise CaptureError(f"the codecs (sst_cdma.codecs) cannot be imported: {exc}") from exc
-    for algorithm in algorithms:
-        if algorithm not in ALGORITHM_NAMES:
-            raise CaptureError(unknown_algorithm(algorithm, "algorithms"))
-    also_dtypes = tuple(also_dtypes)
-    for other in also_dtypes:
-        if other not in CONVERSIONS:
-            raise CaptureError(f"also_dtypes: cannot measure in {other!r} (expected one of "
-                               f"{', '.join(CONVERSIONS)})")
+    algorithms, also_dtypes = _checked_arguments(model, algorithms, also_dtypes)
     if names is None and callable(getattr(model, "capture_names", None)):
         names = model.capture_names()  # type: ignore[operator]
     selected = _select(model, names, module_types)
-    modules = dict(model.named_modules())
     recorder = _Recorder(selected, algorithms, keep_samples=sample_dir is not None,
                          also_dtypes=also_dtypes)
-    dtype, device = _model_dtype_device(model)
-    training = {module: module.training for module in model.modules()}
-    handles = [modules[name].register_forward_hook(recorder.hook(name)) for name in selected]
-    batches = 0
-    try:
-        model.eval()
-        with torch.no_grad():
-            for args in _batches(inputs, dtype, device):
-                recorder.start_batch()
-                _forward(model, args, batches)
-                batches += 1
-    finally:
-        for handle in handles:
-            handle.remove()
-        for module, flag in training.items():
-            module.training = flag
+    batches = _run_hooked(model, inputs, selected, recorder)
     if batches == 0:
         raise CaptureError("inputs: no batches to run")
     layers, samples = recorder.result()

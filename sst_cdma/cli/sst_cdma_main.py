@@ -57,19 +57,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="sst-cdma tools: parameter sweeps on Dask, batch "
-                      "regression against reference outputs, reports, activation capture.",
-                      epilog="Run 'sst-cdma COMMAND --help' for a command's options; "
-                             "docs/sweeps.md describes spec and suite files.")
-    p.add_argument("-V", "--version", action="version", version=f"sst-cdma {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="errors show a traceback")
-    common = _Parser(add_help=False)
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="errors show a traceback")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
+def _add_sweep(sub: argparse._SubParsersAction[_Parser],
+               common: _Parser) -> None:
+    """``sst-cdma sweep``: run every point of a sweep spec."""
     s = sub.add_parser("sweep", parents=[common],
                        help="run every point of a sweep spec (cached, resumable)",
                        description="Run a sweep spec: every point is one simulation, run on "
@@ -88,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--retry-failed", action="store_true",
                    help="rerun points that failed in an earlier run (otherwise kept)")
 
+
+def _add_regress(sub: argparse._SubParsersAction[_Parser],
+                 common: _Parser) -> None:
+    """``sst-cdma regress``: run a regression suite against its references."""
     r = sub.add_parser("regress", parents=[common],
                        help="run a regression suite against its references",
                        description="Run every case of a suite and compare its figures with "
@@ -104,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--keep", metavar="DIR", default=None,
                    help="keep the runs' outputs in DIR")
 
+
+def _add_report(sub: argparse._SubParsersAction[_Parser],
+                common: _Parser) -> None:
+    """``sst-cdma report``: markdown and plots from a sweep's results."""
     rp = sub.add_parser("report", parents=[common],
                         help="markdown and plots from a sweep's results",
                         description="Write report.md and PNG plots from a sweep's "
@@ -120,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--x", metavar="COLUMN", default=None,
                     help="the parameter on the x axis (default: the first swept one)")
 
+
+def _add_table(sub: argparse._SubParsersAction[_Parser],
+               common: _Parser) -> None:
+    """``sst-cdma table``: a results table as a markdown pivot."""
     t = sub.add_parser("table", parents=[common],
                        help="print a results table as a markdown pivot (rows x columns)")
     t.add_argument("results", help="a sweep's output folder or its results.csv")
@@ -133,6 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--digits", type=int, default=3, help="decimals shown (0 to 30, default 3)")
     t.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only points where this parameter has this value (repeatable)")
+
+
+def _add_plans(sub: argparse._SubParsersAction[_Parser],
+               common: _Parser) -> None:
+    """``sst-cdma plans``: what each point's per-tensor plan chose."""
     pl = sub.add_parser("plans", parents=[common],
                         help="print what each point's per-tensor plan chose (markdown)",
                         description="One row per tensor (a transformer's blocks together), "
@@ -141,6 +148,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("results", help="a sweep's output folder or its results.csv")
     pl.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                     help="only points where this parameter has this value (repeatable)")
+
+
+def _add_calibrate(sub: argparse._SubParsersAction[_Parser],
+                   common: _Parser) -> None:
+    """``sst-cdma calibrate``: fit the kernel model to measured kernels."""
     c = sub.add_parser("calibrate", parents=[common],
                        help="fit the kernel model to measured kernels (kernel_params.json)",
                        description="Fit the kernel model's parameters to each GPU's measured "
@@ -158,6 +170,11 @@ def _parser() -> argparse.ArgumentParser:
                         "every later run uses (instead of --output)")
     c.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 unless FILE holds what the fit gives")
+
+
+def _add_topologies(sub: argparse._SubParsersAction[_Parser],
+                    common: _Parser) -> None:
+    """``sst-cdma topologies``: list the shipped topology scripts."""
     tp = sub.add_parser("topologies", parents=[common],
                         help="list the shipped topology scripts (sst NAME.py runs one)",
                         description="List the topology scripts installed with the package; "
@@ -165,6 +182,11 @@ def _parser() -> argparse.ArgumentParser:
                                     "file of that name.")
     tp.add_argument("--path", metavar="NAME", default=None,
                     help="print only the path of this shipped script (to copy and edit it)")
+
+
+def _add_torch_tools(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """The PyTorch-based tools (``capture``, ``time-layers``, ``time-cpu-adam``,
+    ``capture-states``): each parses its own arguments (:func:`_torch_tool`)."""
     sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
                                    "(sst-cdma capture --help)", add_help=False)
     sub.add_parser("time-layers", help="measure per-layer kernel times in PyTorch for "
@@ -176,6 +198,26 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("capture-states", help="measure what each codec does to weights, gradients "
                                           "and Adam moments (sst-cdma capture-states --help)",
                    add_help=False)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The ``sst-cdma`` parser: the global options and every command's subparser, in the
+    order ``--help`` lists them."""
+    p = _Parser(prog=PROG, description="sst-cdma tools: parameter sweeps on Dask, batch "
+                      "regression against reference outputs, reports, activation capture.",
+                      epilog="Run 'sst-cdma COMMAND --help' for a command's options; "
+                             "docs/sweeps.md describes spec and suite files.")
+    p.add_argument("-V", "--version", action="version", version=f"sst-cdma {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="errors show a traceback")
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="errors show a traceback")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in (_add_sweep, _add_regress, _add_report, _add_table, _add_plans,
+                _add_calibrate, _add_topologies):
+        add(sub, common)
+    _add_torch_tools(sub)
     return p
 
 

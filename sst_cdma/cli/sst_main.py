@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 import traceback
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import Callable, NoReturn, Optional, Sequence, Union
 
 from .. import __version__
 from ..config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
@@ -197,20 +197,20 @@ def _run(args: argparse.Namespace, model_opts: list[str]) -> RunResult:
                    else None})  # type: ignore[dict-item]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``sst`` command."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    own, after = _split_model_options(args_list)
-    parser = _parser()
+def _equals_forms(parser: argparse.ArgumentParser, own: list[str]
+                  ) -> tuple[Optional[str], Optional[int], Optional[int]]:
+    """SST's optional-argument forms ``--help=OPTION``, ``--timing-info=LEVEL`` and
+    ``--verbose=LEVEL``, taken out of ``own``: (the help text of ``--help=OPTION``, the timing
+    level, the verbose level). The first ``--help=OPTION`` ends the scan; a bad option or level
+    is a parser error."""
     level_given, verbose_given = None, None
-    for arg in list(own):  # SST's optional-argument forms --timing-info=LEVEL, --verbose=LEVEL
+    for arg in list(own):
         name, eq, value = arg.partition("=")
         if eq and name == "--help":
             text = _option_help(parser, value)
             if text is None:
                 parser.error(f"--help={value}: no such option")
-            print(text)
-            return 0
+            return text, None, None
         if eq and name in ("--timing-info", "--print-timing-info", "--verbose"):
             if not value.isdigit():
                 parser.error(f"argument {name}: invalid level {value!r}")
@@ -219,6 +219,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 level_given = int(value)
             own.remove(arg)
+    return None, level_given, verbose_given
+
+
+def _parse(parser: argparse.ArgumentParser, own: list[str], level_given: Optional[int],
+           verbose_given: Optional[int]) -> argparse.Namespace:
+    """``sst``'s own options parsed (``--sdl-file`` as the config file; the levels of the
+    ``=LEVEL`` forms applied); a parser error on an unrecognized argument, with a hint when it
+    looks like a model option."""
     args, unknown = parser.parse_known_args(own)
     if args.sdl_file and not args.config_file:
         args.config_file = args.sdl_file
@@ -231,6 +239,69 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.timing_info = level_given
     if verbose_given is not None:
         args.verbose += verbose_given
+    return args
+
+
+def _run_or_status(args: argparse.Namespace, model_opts: list[str]) -> Union[RunResult, int]:
+    """The run's result, or the exit status of a run that failed or was stopped, its message
+    printed as SST-core prints it (``-v`` adds the traceback)."""
+    try:
+        with stop_on_signals(ending=True):  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
+            try:
+                return _run(args, model_opts)
+            except KeyboardInterrupt as exc:  # the staging folder is removed by now
+                print(f"sst: {stop_message(exc)}", file=sys.stderr)
+                return exit_status(exc)
+    except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
+        for line in exc.warnings:
+            print(f"WARNING:  {line}", flush=True)
+        print("FATAL: # SST Core: Structure errors found in the ConfigGraph.", file=sys.stderr)
+        return 1
+    except RunError as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"sst: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:  # the script printed its own --help
+        return int(exc.code or 0)
+    except BrokenPipeError:  # stdout went to a pipe its reader closed: run_main ends quietly
+        raise
+    except Exception as exc:  # a bug in a component or in the engine
+        if args.verbose:
+            traceback.print_exc()
+        print(f"sst: internal error: {type(exc).__name__}: {exc} (run with -v for the "
+              "traceback)", file=sys.stderr)
+        return 1
+
+
+def _say_done(args: argparse.Namespace, result: RunResult) -> None:
+    """What ``sst`` prints after a run: the checked configuration (run-mode init), else
+    SST-core's last line and, at a timing level (the command line's, else the script's),
+    the timing block."""
+    if args.run_mode == "init":
+        print(f"Configuration checked: {len(result.graph.components)} components, "
+              f"{len(result.graph.links)} links (run-mode init: not run)")
+        return
+    # SST-core's last line, also when --stop-at or --exit-after ended the run
+    print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
+    level = args.timing_info
+    if level is None:
+        level = int(result.graph.program_options.get("timing-info") or
+                    result.graph.program_options.get("print-timing-info") or 0)
+    if level:
+        print(timing_info(result), end="")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``sst`` command."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    own, after = _split_model_options(args_list)
+    parser = _parser()
+    text, level_given, verbose_given = _equals_forms(parser, own)
+    if text is not None:
+        print(text)
+        return 0
+    args = _parse(parser, own, level_given, verbose_given)
     if args.usage:
         parser.print_help()
         return 0
@@ -255,45 +326,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for key in sorted(os.environ):
             print(f"{key}={os.environ[key]}")
     model_opts += after
-    try:
-        with stop_on_signals(ending=True):  # SIGTERM, SIGHUP: as Ctrl-C, with 128 + their number
-            try:
-                result = _run(args, model_opts)
-            except KeyboardInterrupt as exc:  # the staging folder is removed by now
-                print(f"sst: {stop_message(exc)}", file=sys.stderr)
-                return exit_status(exc)
-    except StructureRunError as exc:  # as SST-core prints it (warnings on stdout)
-        for line in exc.warnings:
-            print(f"WARNING:  {line}", flush=True)
-        print("FATAL: # SST Core: Structure errors found in the ConfigGraph.", file=sys.stderr)
-        return 1
-    except RunError as exc:
-        if args.verbose:
-            traceback.print_exc()
-        print(f"sst: {exc}", file=sys.stderr)
-        return 1
-    except SystemExit as exc:  # the script printed its own --help
-        return int(exc.code or 0)
-    except BrokenPipeError:  # stdout went to a pipe its reader closed: run_main ends quietly
-        raise
-    except Exception as exc:  # a bug in a component or in the engine
-        if args.verbose:
-            traceback.print_exc()
-        print(f"sst: internal error: {type(exc).__name__}: {exc} (run with -v for the "
-              "traceback)", file=sys.stderr)
-        return 1
-    if args.run_mode == "init":
-        print(f"Configuration checked: {len(result.graph.components)} components, "
-              f"{len(result.graph.links)} links (run-mode init: not run)")
-        return 0
-    # SST-core's last line, also when --stop-at or --exit-after ended the run
-    print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
-    level = args.timing_info
-    if level is None:
-        level = int(result.graph.program_options.get("timing-info") or
-                    result.graph.program_options.get("print-timing-info") or 0)
-    if level:
-        print(timing_info(result), end="")
+    result = _run_or_status(args, model_opts)
+    if isinstance(result, int):
+        return result
+    _say_done(args, result)
     return 0
 
 

@@ -142,8 +142,8 @@ def _tolerances(item: Located, path: Path, where: str) -> list[tuple[str, Tolera
     return out
 
 
-def _case(item: Located, index: int, folder: Path, path: Path,
-          defaults: list[tuple[str, Tolerance, int]]) -> Case:
+def _case_name(item: Located, path: Path) -> str:
+    """A case entry's name, once the entry is a mapping of known keys."""
     if item.kind != "mapping":
         raise SpecError(f"each case must be a mapping, not {kind_name(item)}", path, item.line)
     for key, value in item.items():
@@ -160,6 +160,13 @@ def _case(item: Located, index: int, folder: Path, path: Path,
     if not isinstance(name, str) or not CASE_NAME.match(name):
         raise SpecError(f"case name {name!r} must be letters, digits, '-', '_' or '.'", path,
                         body["name"].line)
+    return name
+
+
+def _case_script(item: Located, name: str, folder: Path, path: Path) -> tuple[Path, Located]:
+    """The case's topology script (resolved against the suite folder; it must be a file) and
+    its spec node."""
+    body = item.value
     if "topology" not in body:
         raise SpecError(f"case {name}: no topology", path, item.line)
     topo = body["topology"]
@@ -173,8 +180,13 @@ def _case(item: Located, index: int, folder: Path, path: Path,
     if not script.is_file():
         raise SpecError(f"case {name}: topology script {topo.value!r} not found", path,
                         topo.line)
+    return script, topo
+
+
+def _case_options(body: dict[str, Located], name: str, path: Path,
+                  lines: list[tuple[str, int]]) -> list[tuple[str, Any]]:
+    """The case's model options, ``(name, value)``; each one's line added to ``lines``."""
     options: list[tuple[str, Any]] = []
-    lines = [("topology", topo.line)]
     if "options" in body:
         opts = body["options"]
         if opts.kind != "mapping":
@@ -186,6 +198,13 @@ def _case(item: Located, index: int, folder: Path, path: Path,
                                 value.line)
             options.append((key, value.value))
             lines.append((f"opt.{key}", value.line))
+    return options
+
+
+def _case_params(body: dict[str, Located], name: str, path: Path,
+                 lines: list[tuple[str, int]]) -> list[tuple[str, str, Any]]:
+    """The case's param overrides, ``(pattern, param, value)``; each one's line added to
+    ``lines``."""
     params: list[tuple[str, str, Any]] = []
     if "params" in body:
         prm = body["params"]
@@ -202,6 +221,13 @@ def _case(item: Located, index: int, folder: Path, path: Path,
                                     path, value.line)
                 params.append((pattern, key, value.value))
                 lines.append((f"param.{pattern}.{key}", value.line))
+    return params
+
+
+def _case_compare(item: Located, name: str, path: Path) -> tuple[list[str], dict[str, int]]:
+    """The keys the case compares (default :data:`DEFAULT_COMPARE`; a ``stat.`` selector as
+    its column) and the line of each."""
+    body = item.value
     compare = list(DEFAULT_COMPARE)
     compare_lines = {entry: item.line for entry in compare}
     if "compare" in body:
@@ -225,6 +251,13 @@ def _case(item: Located, index: int, folder: Path, path: Path,
                 key = entry.value
             compare.append(key)
             compare_lines.setdefault(key, entry.line)
+    return compare, compare_lines
+
+
+def _case_tolerances(body: dict[str, Located], compare: list[str], name: str,
+                     path: Path) -> list[tuple[str, Tolerance, int]]:
+    """The case's own tolerances; SpecError on one that applies to no compared key (checked
+    when the compared keys are known, i.e. none is a glob)."""
     tolerances = _tolerances(body["tolerance"], path, f"case {name}: tolerance") \
         if "tolerance" in body else []
     if not any(is_glob(entry) for entry in compare):   # the compared keys are known already
@@ -232,6 +265,20 @@ def _case(item: Located, index: int, folder: Path, path: Path,
             if not any(applies(pattern, key) for key in compare):
                 raise SpecError(f"case {name}: tolerance {pattern!r} applies to no compared key "
                                 f"(compare: {', '.join(compare)})", path, line)
+    return tolerances
+
+
+def _case(item: Located, index: int, folder: Path, path: Path,
+          defaults: list[tuple[str, Tolerance, int]]) -> Case:
+    """One case of the suite, its keys checked in this order: name, topology, options,
+    params, compare, tolerance."""
+    name = _case_name(item, path)
+    script, topo = _case_script(item, name, folder, path)
+    lines = [("topology", topo.line)]
+    options = _case_options(item.value, name, path, lines)
+    params = _case_params(item.value, name, path, lines)
+    compare, compare_lines = _case_compare(item, name, path)
+    tolerances = _case_tolerances(item.value, compare, name, path)
     point = Point(index=index, topology=script, topology_name=Path(topo.value).as_posix(),
                   options=tuple(options), params=tuple(params), line=item.line,
                   lines=tuple(lines))

@@ -359,13 +359,15 @@ def _check_point_count(top: dict[str, Located], path: Path, grid_axes: list[Any]
                         f"{count} to run them all", path, line)
 
 
-def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
-    """Parse and check a sweep spec; expand its points. SpecError (``FILE:LINE: message``) on
-    any fault. ``check_files=False`` skips the checks that topology scripts exist."""
-    path = Path(path)
+_Topo = tuple[str, Path, int]
+_ParamAxes = list[tuple[tuple[str, str], list[tuple[Any, int]]]]
+
+
+def _read_top(path: Path) -> dict[str, Located]:
+    """The spec's top-level mapping, read from ``path``; SpecError on a spec that is not a
+    mapping or a top-level key outside :data:`TOP_KEYS` (with the closest allowed key)."""
     root = load_located(path)
     _require(root, "mapping", "the spec", path)
-    spec_dir = path.resolve().parent
     for key, item in root.items():
         if key not in TOP_KEYS:
             import difflib
@@ -374,7 +376,11 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
             raise SpecError(f"unknown key {key!r}"
                             + (f" (did you mean {close[0]!r}?)" if close else "")
                             + f" (allowed: {', '.join(TOP_KEYS)})", path, item.key_line)
-    top = root.value
+    return root.value
+
+
+def _header(top: dict[str, Located], path: Path) -> tuple[str, str, bool]:
+    """The spec's ``name`` (default: the file's stem), ``description`` and ``full_trace``."""
     name = path.stem
     if "name" in top:
         value = _scalar(top["name"], "name", path, allow_null=False)
@@ -388,13 +394,20 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
         if not isinstance(full_trace, bool):
             raise SpecError(f"full_trace must be true or false, got {full_trace!r}", path,
                             top["full_trace"].line)
+    return name, description, full_trace
 
-    topology = None
-    if "topology" in top:
-        topo_name, topo_path = _topology(top["topology"], "topology", spec_dir, path,
-                                         check_files)
-        topology = (topo_name, topo_path, top["topology"].line)
 
+def _top_topology(top: dict[str, Located], spec_dir: Path, path: Path,
+                  check_files: bool) -> Optional[_Topo]:
+    """The top-level ``topology`` (name as written, resolved path, line), if given."""
+    if "topology" not in top:
+        return None
+    topo_name, topo_path = _topology(top["topology"], "topology", spec_dir, path, check_files)
+    return topo_name, topo_path, top["topology"].line
+
+
+def _fixed_options(top: dict[str, Located], path: Path) -> dict[str, tuple[Any, int]]:
+    """The ``options`` section: option name -> (value, line)."""
     fixed_opts: dict[str, tuple[Any, int]] = {}
     if "options" in top:
         _require(top["options"], "mapping", "options", path)
@@ -404,77 +417,91 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
                 raise SpecError(f"options: {key!r} is not a model option (give it at the top "
                                 "level)", path, item.key_line)
             fixed_opts[key] = (_scalar(item, f"options: {key}", path), item.line)
+    return fixed_opts
 
+
+def _grid_axes(top: dict[str, Located], fixed_opts: dict[str, tuple[Any, int]],
+               spec_dir: Path, path: Path, check_files: bool
+               ) -> tuple[list[tuple[str, list[Any]]], int]:
+    """The ``grid`` section: its axes (option or ``topology`` -> its values, each with its
+    line) in spec order, and the grid's line (0 without a grid)."""
     grid_axes: list[tuple[str, list[Any]]] = []
-    grid_line = 0
-    if "grid" in top:
-        grid = top["grid"]
-        _require(grid, "mapping", "grid", path)
-        grid_line = grid.key_line or grid.line
-        if not grid.value:
-            raise SpecError("grid is empty (give at least one option and its values)", path,
-                            grid.line)
-        for key, item in grid.items():
-            if key == "params":
-                raise SpecError("grid: sweep params in the top-level 'params' (lists of "
-                                "values)", path, item.key_line)
-            if key != "topology":
-                _option_name(key, item.key_line, path, "grid")
-            if item.kind != "sequence":
-                raise SpecError(f"grid: {key!r} must be a list of values (e.g. [a, b]), not "
-                                f"{kind_name(item)}", path, item.line)
-            if not item.value:
-                raise SpecError(f"grid: {key!r}: the list of values is empty", path, item.line)
-            if key in fixed_opts:
-                raise SpecError(f"grid: option {key!r} is also fixed in 'options' (line "
-                                f"{fixed_opts[key][1]})", path, item.key_line)
-            values = []
-            for v in item.value:
-                if key == "topology":
-                    values.append(_topology(v, "grid: topology", spec_dir, path, check_files)
-                                  + (v.line,))
-                else:
-                    values.append((_scalar(v, f"grid: {key}", path), v.line))  # type: ignore[arg-type]
-            grid_axes.append((key, values))
+    if "grid" not in top:
+        return grid_axes, 0
+    grid = top["grid"]
+    _require(grid, "mapping", "grid", path)
+    grid_line = grid.key_line or grid.line
+    if not grid.value:
+        raise SpecError("grid is empty (give at least one option and its values)", path,
+                        grid.line)
+    for key, item in grid.items():
+        if key == "params":
+            raise SpecError("grid: sweep params in the top-level 'params' (lists of "
+                            "values)", path, item.key_line)
+        if key != "topology":
+            _option_name(key, item.key_line, path, "grid")
+        if item.kind != "sequence":
+            raise SpecError(f"grid: {key!r} must be a list of values (e.g. [a, b]), not "
+                            f"{kind_name(item)}", path, item.line)
+        if not item.value:
+            raise SpecError(f"grid: {key!r}: the list of values is empty", path, item.line)
+        if key in fixed_opts:
+            raise SpecError(f"grid: option {key!r} is also fixed in 'options' (line "
+                            f"{fixed_opts[key][1]})", path, item.key_line)
+        values = []
+        for v in item.value:
+            if key == "topology":
+                values.append(_topology(v, "grid: topology", spec_dir, path, check_files)
+                              + (v.line,))
+            else:
+                values.append((_scalar(v, f"grid: {key}", path), v.line))  # type: ignore[arg-type]
+        grid_axes.append((key, values))
+    return grid_axes, grid_line
 
-    explicit: list[_Assign] = []
-    if "points" in top:
-        points = top["points"]
-        if points.kind != "sequence":
-            raise SpecError(f"points must be a list of mappings, not {kind_name(points)}", path,
-                            points.line)
-        if not points.value:
-            raise SpecError("points is an empty list", path, points.line)
-        for item in points.value:
-            if item.kind != "mapping":
-                raise SpecError(f"each entry of points must be a mapping of option: value, not "
-                                f"{kind_name(item)}", path, item.line)
-            assign = _Assign(line=item.line)
-            for key, value in item.items():
-                if key == "topology":
-                    assign.topology = _topology(value, "points: topology", spec_dir, path,
-                                                check_files) + (value.line,)
-                elif key == "params":
-                    fixed, _ = _parse_params(value, path, False, "points: params")
-                    assign.params = fixed
-                else:
-                    _option_name(key, value.key_line, path, "points")
-                    if value.kind == "sequence":
-                        raise SpecError(f"points: {key!r} must be a single value (use the grid "
-                                        "to sweep lists)", path, value.line)
-                    if value.kind == "mapping":
-                        hint = " (did you mean params?)" if key in ("param", "parameters") \
-                            else ""
-                        raise SpecError(f"points: option {key!r} must be a single value, not a "
-                                        f"mapping{hint}", path, value.line)
-                    assign.options[key] = (_scalar(value, f"points: {key}", path), value.line)
-            explicit.append(assign)
 
-    fixed_params: dict[tuple[str, str], tuple[Any, int]] = {}
-    param_axes: list[tuple[tuple[str, str], list[tuple[Any, int]]]] = []
-    if "params" in top:
-        fixed_params, param_axes = _parse_params(top["params"], path, True, "params")
+def _point_entry(item: Located, spec_dir: Path, path: Path, check_files: bool) -> _Assign:
+    """One entry of ``points``: its topology, params and options, each with its line."""
+    if item.kind != "mapping":
+        raise SpecError(f"each entry of points must be a mapping of option: value, not "
+                        f"{kind_name(item)}", path, item.line)
+    assign = _Assign(line=item.line)
+    for key, value in item.items():
+        if key == "topology":
+            assign.topology = _topology(value, "points: topology", spec_dir, path,
+                                        check_files) + (value.line,)
+        elif key == "params":
+            fixed, _ = _parse_params(value, path, False, "points: params")
+            assign.params = fixed
+        else:
+            _option_name(key, value.key_line, path, "points")
+            if value.kind == "sequence":
+                raise SpecError(f"points: {key!r} must be a single value (use the grid "
+                                "to sweep lists)", path, value.line)
+            if value.kind == "mapping":
+                hint = " (did you mean params?)" if key in ("param", "parameters") \
+                    else ""
+                raise SpecError(f"points: option {key!r} must be a single value, not a "
+                                f"mapping{hint}", path, value.line)
+            assign.options[key] = (_scalar(value, f"points: {key}", path), value.line)
+    return assign
 
+
+def _explicit_points(top: dict[str, Located], spec_dir: Path, path: Path,
+                     check_files: bool) -> list[_Assign]:
+    """The ``points`` section, one :class:`_Assign` per entry."""
+    if "points" not in top:
+        return []
+    points = top["points"]
+    if points.kind != "sequence":
+        raise SpecError(f"points must be a list of mappings, not {kind_name(points)}", path,
+                        points.line)
+    if not points.value:
+        raise SpecError("points is an empty list", path, points.line)
+    return [_point_entry(item, spec_dir, path, check_files) for item in points.value]
+
+
+def _statistics(top: dict[str, Located], path: Path) -> tuple[list[str], dict[str, int]]:
+    """The ``statistics`` selectors (each parsed) and the line of each."""
     statistics: list[str] = []
     statistics_lines: dict[str, int] = {}
     if "statistics" in top:
@@ -490,18 +517,26 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
                 raise SpecError(f"statistics: {exc}", path, item.line) from None
             statistics.append(str(sel))
             statistics_lines[str(sel)] = item.line
+    return statistics, statistics_lines
 
-    exclude = DEFAULT_EXCLUDE
-    if "exclude" in top:
-        node = top["exclude"]
-        if node.kind != "sequence":
-            raise SpecError(f"exclude must be a list of key patterns, not {kind_name(node)}",
-                            path, node.line)
-        exclude = tuple(str(_scalar(item, "exclude", path, allow_null=False))  # type: ignore[assignment]
-                        for item in node.value)
 
-    # -- expansion ---------------------------------------------------------------------------
-    _check_point_count(top, path, grid_axes, explicit, param_axes)
+def _exclude(top: dict[str, Located], path: Path) -> tuple[str, ...]:
+    """The ``exclude`` key patterns (default :data:`DEFAULT_EXCLUDE`)."""
+    if "exclude" not in top:
+        return DEFAULT_EXCLUDE
+    node = top["exclude"]
+    if node.kind != "sequence":
+        raise SpecError(f"exclude must be a list of key patterns, not {kind_name(node)}",
+                        path, node.line)
+    return tuple(str(_scalar(item, "exclude", path, allow_null=False))
+                 for item in node.value)
+
+
+def _base_assigns(top: dict[str, Located], grid_axes: list[tuple[str, list[Any]]],
+                  grid_line: int, explicit: list[_Assign],
+                  topology: Optional[_Topo]) -> list[_Assign]:
+    """Every combination of the grid, then the explicit points; one empty assignment when the
+    spec has neither (a single point of the fixed options)."""
     base: list[_Assign] = []
     if grid_axes:
         for combo in itertools.product(*(values for _, values in grid_axes)):
@@ -516,7 +551,52 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
     if not base:
         base.append(_Assign(line=(top["options"].key_line if "options" in top else
                                   topology[2] if topology else 1)))
+    return base
 
+
+def _make_point(index: int, topo: _Topo, options: dict[str, tuple[Any, int]],
+                params: dict[tuple[str, str], tuple[Any, int]], line: int,
+                spec_dir: Path) -> Point:
+    """The :class:`Point` of one choice of topology, options and params (each with its
+    line), its file-naming values resolved against ``spec_dir``."""
+    lines = [("topology", topo[2])]
+    lines += [(f"opt.{k}", ln) for k, (_, ln) in options.items()]
+    lines += [(f"param.{p}.{n}", ln) for (p, n), (_, ln) in params.items()]
+    return Point(index=index, topology=topo[1], topology_name=topo[0],
+                 options=tuple((k, v) for k, (v, _) in options.items()),
+                 params=tuple((p, n, v) for (p, n), (v, _) in params.items()),
+                 line=line, lines=tuple(lines),
+                 files=tuple((k, f) for k, (v, _) in options.items()
+                             if (f := _named_file(v, spec_dir)) is not None),
+                 param_files=tuple((p, n, f) for (p, n), (v, _) in params.items()
+                                   if (f := _named_file(v, spec_dir)) is not None))
+
+
+def _refuse_repeat(point: Point, seen: dict[str, Point], path: Path) -> None:
+    """SpecError when ``point`` is the same simulation as one already in ``seen`` (naming
+    the value spelled otherwise, if any); else record it."""
+    ident = point.identity()
+    if ident in seen:
+        first = seen[ident]
+        unlike = point.spelled_unlike(first)
+        if unlike is None:
+            raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
+                            f"{first.index} (line {first.line})", path, point.line)
+        label, mine, theirs, line, first_line = unlike
+        raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
+                        f"{first.index} (line {first_line}): {label} "
+                        f"{format_value(mine)} and {format_value(theirs)} are the same "
+                        "number", path, line)
+    seen[ident] = point
+
+
+def _expand(base: list[_Assign], topology: Optional[_Topo],
+            fixed_opts: dict[str, tuple[Any, int]],
+            fixed_params: dict[tuple[str, str], tuple[Any, int]], param_axes: _ParamAxes,
+            spec_dir: Path, path: Path) -> list[Point]:
+    """The points, in spec order: each assignment (over the fixed options) times every
+    combination of the swept params (over the fixed params, under the point's own params).
+    SpecError on a point without a topology or one that repeats another."""
     result: list[Point] = []
     seen: dict[str, Point] = {}
     for assign in base:
@@ -531,32 +611,33 @@ def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
             for (pkey, _), choice in zip(param_axes, combo):
                 params[pkey] = choice
             params.update(assign.params)
-            lines = [("topology", topo[2])]
-            lines += [(f"opt.{k}", ln) for k, (_, ln) in options.items()]
-            lines += [(f"param.{p}.{n}", ln) for (p, n), (_, ln) in params.items()]
-            point = Point(index=len(result), topology=topo[1], topology_name=topo[0],
-                          options=tuple((k, v) for k, (v, _) in options.items()),
-                          params=tuple((p, n, v) for (p, n), (v, _) in params.items()),
-                          line=assign.line, lines=tuple(lines),
-                          files=tuple((k, f) for k, (v, _) in options.items()
-                                      if (f := _named_file(v, spec_dir)) is not None),
-                          param_files=tuple((p, n, f) for (p, n), (v, _) in params.items()
-                                            if (f := _named_file(v, spec_dir)) is not None))
-            ident = point.identity()
-            if ident in seen:
-                first = seen[ident]
-                unlike = point.spelled_unlike(first)
-                if unlike is None:
-                    raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
-                                    f"{first.index} (line {first.line})", path, point.line)
-                label, mine, theirs, line, first_line = unlike
-                raise SpecError(f"point {point.index} ({point.describe()}) repeats point "
-                                f"{first.index} (line {first_line}): {label} "
-                                f"{format_value(mine)} and {format_value(theirs)} are the same "
-                                "number", path, line)
-            seen[ident] = point
+            point = _make_point(len(result), topo, options, params, assign.line, spec_dir)
+            _refuse_repeat(point, seen, path)
             result.append(point)
-    return SweepSpec(path=path, name=name, description=description, points=result,
+    return result
+
+
+def load_spec(path: Union[str, Path], check_files: bool = True) -> SweepSpec:
+    """Parse and check a sweep spec; expand its points. SpecError (``FILE:LINE: message``) on
+    any fault. ``check_files=False`` skips the checks that topology scripts exist."""
+    path = Path(path)
+    top = _read_top(path)
+    spec_dir = path.resolve().parent
+    name, description, full_trace = _header(top, path)
+    topology = _top_topology(top, spec_dir, path, check_files)
+    fixed_opts = _fixed_options(top, path)
+    grid_axes, grid_line = _grid_axes(top, fixed_opts, spec_dir, path, check_files)
+    explicit = _explicit_points(top, spec_dir, path, check_files)
+    fixed_params: dict[tuple[str, str], tuple[Any, int]] = {}
+    param_axes: _ParamAxes = []
+    if "params" in top:
+        fixed_params, param_axes = _parse_params(top["params"], path, True, "params")
+    statistics, statistics_lines = _statistics(top, path)
+    exclude = _exclude(top, path)
+    _check_point_count(top, path, grid_axes, explicit, param_axes)
+    base = _base_assigns(top, grid_axes, grid_line, explicit, topology)
+    points = _expand(base, topology, fixed_opts, fixed_params, param_axes, spec_dir, path)
+    return SweepSpec(path=path, name=name, description=description, points=points,
                      statistics=statistics, exclude=exclude, full_trace=full_trace,
                      statistics_lines=statistics_lines)
 
