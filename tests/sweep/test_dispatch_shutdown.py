@@ -65,14 +65,31 @@ def test_the_cluster_closes_without_a_word():
     assert done.stderr.rstrip().endswith("Stream is closed"), done.stderr
 
 
-def test_quiet_shutdown_silences_only_the_block(caplog):
+class Kept(logging.Handler):
+    """A handler keeping what reaches it (attached to the logger itself: distributed's own
+    logging configuration, once it is imported, stops its loggers propagating to the root,
+    where pytest's caplog listens)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_quiet_shutdown_silences_only_the_block():
     from sst_cdma.sweep.dispatch import quiet_shutdown
 
     logger = logging.getLogger("distributed.core")
-    with caplog.at_level(logging.ERROR), quiet_shutdown():
-        logger.error("shut")
-    assert caplog.records == []
-    assert not logger.disabled
-    with caplog.at_level(logging.ERROR):
+    kept = Kept()
+    logger.addHandler(kept)
+    try:
+        with quiet_shutdown():
+            logger.error("shut")
+        assert kept.messages == []
+        assert not logger.disabled
         logger.error("open")
-    assert [r.getMessage() for r in caplog.records] == ["open"]
+        assert kept.messages == ["open"]
+    finally:
+        logger.removeHandler(kept)

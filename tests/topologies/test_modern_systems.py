@@ -117,7 +117,7 @@ def test_on_c2c_the_codec_not_the_link_limits_cdma():
 @pytest.mark.parametrize("opts,overrides,message", [
     ((), {"gpu0.pcie": {"c2c_rate": "0GB/s"}}, "parameter 'c2c_rate': '0GB/s' must be > 0"),
     ((), {"gpu0.pcie": {"c2c_efficiency": 1.5}}, "parameter 'c2c_efficiency': 1.5 must be <= 1"),
-    ((), {"gpu0.pcie": {"c2c_efficiency": 0}}, "parameter 'c2c_efficiency': 0 must be > 0"),
+    ((), {"gpu0.pcie": {"c2c_efficiency": 0}}, "parameter 'c2c_efficiency': 0 must be >= 0.0001"),
     ((), {"gpu0.pcie": {"protocol": "cxl"}},
      "parameter 'protocol': 'cxl' is not one of pcie, nvlink, nvlink_c2c"),
     ((), {"host": {"bandwidth": "-500GB/s"}}, "parameter 'bandwidth'"),
