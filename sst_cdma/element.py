@@ -17,6 +17,8 @@ from .statistics import Statistic
 from .units import UnitAlgebra, UnitError
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeForm  # an interface is a Protocol: abstract, never type[P]
+
     from .simulation import Simulation
 
 P = TypeVar("P")  # an interface (sst_cdma.interfaces)
@@ -312,7 +314,7 @@ class Element:
                 self._polled_ports.add((self.name, port))
         return end
 
-    def peer_provider(self, port: str, interface: type[P]) -> P:
+    def peer_provider(self, port: str, interface: TypeForm[P]) -> P:
         """The element at the far end of ``port``, as ``interface``: it must declare the
         interface on its own port (``Port(..., provides=...)``) and implement it. Ask from
         ``init()`` on; a port that is undeclared or not connected, or a peer that does not
