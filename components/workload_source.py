@@ -36,7 +36,7 @@ class WorkloadSource(SubComponent):
     @property
     def kernels(self) -> "KernelTimes":
         """The kernel times of the parent GPU (its ``kernels`` slot)."""
-        return self.parent.subcomponent("kernels")  # type: ignore[union-attr, return-value]
+        return self.owner.subcomponent("kernels")  # type: ignore[return-value]
 
     @property
     def modelled_times(self) -> bool:
