@@ -281,16 +281,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"sst: internal error: {type(exc).__name__}: {exc} (run with -v for the "
               "traceback)", file=sys.stderr)
         return 1
+    graph = result.graph
+    assert graph is not None, "run() returns the graph it built"
     if args.run_mode == "init":
-        print(f"Configuration checked: {len(result.graph.components)} components, "
-              f"{len(result.graph.links)} links (run-mode init: not run)")
+        print(f"Configuration checked: {len(graph.components)} components, "
+              f"{len(graph.links)} links (run-mode init: not run)")
         return 0
     # SST-core's last line, also when --stop-at or --exit-after ended the run
     print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
     level = args.timing_info
     if level is None:
-        level = int(result.graph.program_options.get("timing-info") or
-                    result.graph.program_options.get("print-timing-info") or 0)
+        level = int(graph.program_options.get("timing-info") or
+                    graph.program_options.get("print-timing-info") or 0)
     if level:
         print(timing_info(result), end="")
     return 0
