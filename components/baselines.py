@@ -181,11 +181,14 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
             raise ConfigError(f"add_baselines: GPU {gpu.name!r} has no memory on its 'hbm' "
                               "port", where)
         memory = graph.component(peer[0])
+        if memory is None:
+            raise ConfigError(f"add_baselines: GPU {gpu.name!r}'s 'hbm' port is linked to "
+                              f"{peer[0]!r}, which is not a component", where)
         # the oracle keeps every model state on its GPU (only where the main run moved one)
         placed = {k: v for k, v in ORACLE_STATES.items() if k in _workload(gpu, where).params}
         _copy_component(graph, gpu, "oracle.", {"system": "oracle"}, where,
                         {"policy": "none", "plan": "", "write_stream": "0", **placed})
-        _copy_component(graph, memory, "oracle.",  # type: ignore[arg-type]
+        _copy_component(graph, memory, "oracle.",
                         {"unlimited": "1"} if memory.type == MEMORY_TYPE else {}, where)
         _copy_link(graph, peer[1], "oracle.", where)
     fabric = [peers[(gpu.name, FABRIC_PORT)] for gpu in gpus if (gpu.name, FABRIC_PORT) in peers]

@@ -163,14 +163,16 @@ class CDMAEngine(Component):
                              f"'burst' ({p['burst']} bytes)")
         self.flows = self.service(FlowNetwork)
         self.codec: Optional[Codec] = self.subcomponent("codec")  # type: ignore[assignment]
-        self.gpu = self.configure_link("gpu", self._request)
-        self.hbm_link = self.configure_link("hbm", self.refuse_event)
-        self.pcie = self.configure_link("pcie", self.refuse_event)
+        self.gpu = self.connected_link("gpu", self._request)
+        self.hbm_link = self.connected_link("hbm", self.refuse_event)
+        self.pcie = self.connected_link("pcie", self.refuse_event)
         self.nvme_ports = sorted((port for port in self.connected_ports()
                                   if port.startswith("nvme")), key=lambda port: int(port[4:]))
         for port in self.nvme_ports:
             self.configure_link(port, self.refuse_event)
         self.drives: list[DrivePath] = []
+        #: the SSDs on the nvme ports, in port order: they keep what the nvme tier stores
+        self.drive_stores: list[StorageDrive] = []
         self.storage: Optional[StorageRoute] = None
         self.hbm_resource = ""
         self.path: Optional[PathInfo] = None
@@ -372,8 +374,8 @@ class CDMAEngine(Component):
         self.hbm_resource = self.peer_provider("hbm", MemoryPool).bandwidth_resource
         self.path = self.peer_provider("pcie", HostPath).host_path()
         self.host = self.path.host
-        self.drives = [self.peer_provider(port, StorageDrive).drive_path()
-                       for port in self.nvme_ports]
+        self.drive_stores = [self.peer_provider(port, StorageDrive) for port in self.nvme_ports]
+        self.drives = [drive.drive_path() for drive in self.drive_stores]
         if self.drives:
             self.storage = storage_route(self.name, self.path, self.drives,
                                          self.params["nvme_path"])
@@ -420,12 +422,29 @@ class CDMAEngine(Component):
         wire = self.wire[req.tensor]
         start = self.sim.now
         if req.tier == "host":
-            latency = self.path.latency_ps
+            latency = self.path_to_host.latency_ps
         elif req.near == "host":
-            latency = self.storage.host_latency_ps[req.direction]  # type: ignore[union-attr]
+            latency = self.route_to_drives.host_latency_ps[req.direction]
         else:
-            latency = self.storage.latency_ps[req.direction]  # type: ignore[union-attr]
+            latency = self.route_to_drives.latency_ps[req.direction]
         self.schedule_at(start + latency, self._move, (req, wire, start))
+
+    @property
+    def path_to_host(self) -> PathInfo:
+        """The path to the host store (the peer on port 'pcie'), from setup on."""
+        if self.path is None:
+            raise SimulationError(f"{self.name}: the path to the host is asked for before "
+                                  "setup")
+        return self.path
+
+    @property
+    def route_to_drives(self) -> StorageRoute:
+        """The route to the SSDs, from setup on; a transfer on the nvme tier without one is
+        refused by :meth:`_check_tier` on arrival."""
+        if self.storage is None:
+            raise SimulationError(f"{self.name}: the nvme tier is used, and no SSD is wired to "
+                                  "this engine's nvme0 port")
+        return self.storage
 
     def _check_tier(self, req: TransferRequest) -> None:
         """A request for a tier this engine cannot reach stops the run naming it."""
@@ -436,9 +455,9 @@ class CDMAEngine(Component):
             raise SimulationError(f"{self.name}: {req.direction} of {req.tensor!r} goes to the "
                                   "nvme tier, and no SSD is wired to this engine's nvme0 port")
 
-    def _coded(self, req: TransferRequest) -> bool:
-        """Whether ``req`` goes through the codec (there is one, and no plain copy is asked)."""
-        return self.codec is not None and req.codec != "none"
+    def _codec_of(self, req: TransferRequest) -> Optional[Codec]:
+        """The codec ``req`` goes through (None: a plain copy, with no codec or none asked)."""
+        return self.codec if req.codec != "none" else None
 
     def stage_weights(self, direction: str, raw: int, wire: int, codec: bool = True,
                       tier: str = "host") -> tuple[dict[str, float], dict[str, float]]:
@@ -447,10 +466,9 @@ class CDMAEngine(Component):
         stage is the route to the SSDs, at the compressed size."""
         resource, packed = self._codec_stage(direction, codec)
         inner, outer = transfer_weights(direction, raw, wire, self.hbm_resource, resource,
-                                        self.path,  # type: ignore[arg-type]
-                                        packed)
+                                        self.path_to_host, packed)
         if tier == "nvme":
-            outer = _storage_weights(self.storage, direction, raw, wire)  # type: ignore[arg-type]
+            outer = _storage_weights(self.route_to_drives, direction, raw, wire)
         return inner, outer
 
     def dram_side_bytes(self, direction: str, raw: int, wire: int, codec: bool = True) -> int:
@@ -469,7 +487,7 @@ class CDMAEngine(Component):
         req, wire, start = job
         raw = req.raw_bytes
         if req.near == "host":  # SSD <-> host DRAM: one flow, no GPU side to stage through
-            route = self.storage.host_weights  # type: ignore[union-attr]
+            route = self.route_to_drives.host_weights
             self.flows.start(raw, dict(route[req.direction]),
                              lambda f: self.transfer_done(req, wire, start), label=req.tensor)
         elif self.params["mode"] == "flow" or raw == 0:
@@ -504,8 +522,9 @@ class CDMAEngine(Component):
         self.copies.append((start, now, int(round(hbm_lost_ps))))
         self.dram_bytes += self.dram_side_bytes(req.direction, req.raw_bytes, wire,
                                                 req.codec != "none")
-        if self._coded(req):
-            self.codec.count(req.raw_bytes, wire)
+        codec = self._codec_of(req)
+        if codec is not None:
+            codec.count(req.raw_bytes, wire)
         if req.direction == "offload":
             self.stat_raw.add_data(req.raw_bytes)
             self.stat_wire.add_data(wire)
@@ -526,18 +545,19 @@ class CDMAEngine(Component):
     def _store_striped(self, key: str, nbytes: int, payload: Optional[bytes]) -> None:
         """Leave ``nbytes`` on the SSDs in equal stripes (the first drives take the remainder;
         a functional-mode payload is kept whole on the first drive)."""
-        count = len(self.drives)
+        count = len(self.drive_stores)
         part, extra = divmod(nbytes, count)
-        for i, drive in enumerate(self.drives):
-            drive.drive.store(key, part + (1 if i < extra else 0), payload if i == 0 else None)
+        for i, drive in enumerate(self.drive_stores):
+            drive.store(key, part + (1 if i < extra else 0), payload if i == 0 else None)
 
     def _store_of(self, tier: str) -> Any:
         """Where a tier's payloads are kept: the host store, or the first SSD."""
-        return self.drives[0].drive if tier == "nvme" else self.host
+        return self.drive_stores[0] if tier == "nvme" else self.host
 
     def _check_prefetch(self, req: TransferRequest) -> None:
         """Functional mode: decompress what the host returns and compare bit for bit."""
-        if not self.params["functional"] or req.tensor not in self.plan.payloads:
+        codec = self.codec  # a payload is what the codec wrote: none without one
+        if not self.params["functional"] or codec is None or req.tensor not in self.plan.payloads:
             return
         from sst_cdma import codecs
 
@@ -545,7 +565,7 @@ class CDMAEngine(Component):
         store = self._store_of(req.tier)
         payload = store.load(key)
         try:
-            restored = self.codec.decompress(payload)  # type: ignore[arg-type]
+            restored = codec.decompress(payload)
         except codecs.CodecError as exc:
             raise SimulationError(f"{self.name}: prefetch of {req.tensor!r}: the host returned a "
                                   f"corrupt compressed stream ({exc})") from None
@@ -563,8 +583,8 @@ class CDMAEngine(Component):
         self.functional_matches += 1
         self.stat_matches.add_data(1)
         if req.tier == "nvme":
-            for drive in self.drives:
-                drive.drive.release(key)
+            for drive in self.drive_stores:
+                drive.release(key)
         else:
             store.release(key)
 

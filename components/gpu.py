@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
 from sst_cdma.config import ConfigError
 from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
 from sst_cdma.flows import FlowNetwork, PS_PER_S
+from sst_cdma.kernel import LinkEnd, SimulationError
 from sst_cdma.model.gpus import GPUS
 
 from .interfaces import CodecKernels, HostStep, MemoryPool
@@ -23,7 +24,7 @@ from .model_state_driver import ModelStateDriver, state_compression
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
-    from .workload_source import StreamOp
+    from .workload_source import Stream, StreamOp
 
 
 #: the systems a GPU can belong to: the one studied and its two baselines
@@ -179,8 +180,8 @@ class GPU(Component):
         self.kernels: KernelTimes = self.subcomponent("kernels")  # type: ignore[assignment]
         #: the iteration's workload stream and its ops, from the workload at init once the
         #: GPU knows its memory (the fitted model picks algorithms whose workspace fits)
-        self.stream: Any = None
-        self.ops: list[Any] = []
+        self._stream: Optional[Stream] = None
+        self.ops: list[StreamOp] = []
         self.op_layer: list[str] = []
         #: where the kernel times come from, as the reports say it
         self.kernel_times = self.workload.kernel_times_source()
@@ -202,7 +203,6 @@ class GPU(Component):
         self.wgrads: dict[str, str] = {}
         #: weight gradients whose free waits for the all-reduce that still reads them
         self.frees_after_reduce: list[str] = []
-        self.kernel_op: Any = None
         self.reduced = not self.params["data_parallel"]
         self.flows = self.service(FlowNetwork)
         self.hbm: Optional[MemoryPool] = None  # the peer on port 'hbm', from init on
@@ -246,12 +246,49 @@ class GPU(Component):
         self.stat_layer = self.register_statistic("layer_time_ps")
 
     # -- wiring ------------------------------------------------------------------------------
+    @property
+    def stream(self) -> Stream:
+        """The iteration's workload stream, from init on."""
+        if self._stream is None:
+            raise SimulationError(f"{self.name}: the workload stream is asked for before init")
+        return self._stream
+
+    @property
+    def memory(self) -> MemoryPool:
+        """The GPU memory (the peer on port 'hbm'), from init on."""
+        if self.hbm is None:
+            raise SimulationError(f"{self.name}: the GPU memory is asked for before init")
+        return self.hbm
+
+    @property
+    def dma_link(self) -> LinkEnd:
+        """The link to the DMA/cDMA engine on port 'dma' (init refuses a workload that needs
+        it while the port is not connected)."""
+        return self._connected(self.dma, "dma")
+
+    @property
+    def cpu_link(self) -> LinkEnd:
+        """The link to the host CPU on port 'cpu' (init refuses model states on the host
+        while the port is not connected)."""
+        return self._connected(self.cpu, "cpu")
+
+    @property
+    def nvlink_link(self) -> LinkEnd:
+        """The link to the NVLink fabric on port 'nvlink' (construction refuses data_parallel
+        while the port is not connected)."""
+        return self._connected(self.nvlink, "nvlink")
+
+    def _connected(self, end: Optional[LinkEnd], port: str) -> LinkEnd:
+        if end is None:
+            raise ConfigError(f"{self.name}: port {port!r} is not connected")
+        return end
+
     def _take_stream(self, memory_capacity: Optional[int]) -> None:
         """Take the iteration's stream from the workload (rendered, where it renders one,
         for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which layer
         each op belongs to."""
-        self.stream = self.workload.stream(memory_capacity)
-        self.ops = self._micro_batched(self.stream.ops)
+        self._stream = self.workload.stream(memory_capacity)
+        self.ops = self._micro_batched(self._stream.ops)
         states = self.workload.model_states(self.stream)
         if self.dma is None and states is not None and states.placement.weights != "gpu":
             raise ConfigError(f"{self.name}: --weights {states.placement.weights}: each "
@@ -269,7 +306,7 @@ class GPU(Component):
                 upcoming = self.ops[i].name
             self.op_layer[i] = upcoming
 
-    def _micro_batched(self, ops: list[Any]) -> list[Any]:
+    def _micro_batched(self, ops: list[StreamOp]) -> list[StreamOp]:
         """The stream's ops with one micro-batch's ops repeated for each micro-batch of the
         step (``--grad-accum``); notes where each micro-batch starts."""
         count, start, end = self.workload.micro_batches(self.stream)
@@ -292,10 +329,13 @@ class GPU(Component):
         if self.cpu is None:
             raise ConfigError(f"{where}: the optimizer step runs on the host CPU, and port "
                               "'cpu' is not connected to a cdma.HostCPU")
-        self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1,
-                                       state_compression(self, plan, self.stream.dtype))
-        self.states_at = len(self.ops) - len(self.stream.plan.epilogue)
-        self.cpu.send_untimed(self.states.manifest())
+        cpu = self.cpu
+        states = self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1,
+                                                state_compression(self, plan, self.stream.dtype))
+        rendered = self.stream.plan
+        assert rendered is not None, "model states come from a rendered stream's plan"
+        self.states_at = len(self.ops) - len(rendered.epilogue)
+        cpu.send_untimed(states.manifest())
 
     def init(self, phase: int) -> None:
         """Find the GPU memory, render the iteration for it and tell the engine which tensors
@@ -324,20 +364,21 @@ class GPU(Component):
         tensors = self.stream.tensors
         self.wgrads = self.workload.weight_gradients(self.stream)
         gradients = [(layer, tensors[name].bytes) for name, layer in self.wgrads.items()]
-        self.nvlink.send_untimed(GradientManifest(self.name, self.params["system"],
-                                                  self.hbm.bandwidth_resource,
-                                                  tuple(gradients[::-1])))
+        self.nvlink_link.send_untimed(GradientManifest(self.name, self.params["system"],
+                                                       self.memory.bandwidth_resource,
+                                                       tuple(gradients[::-1])))
 
     def setup(self) -> None:
         """Check every tensor fits in the GPU memory on its own, then start issuing."""
-        self.hbm_resource = self.hbm.bandwidth_resource
-        if not self.hbm.unlimited:
+        memory = self.memory
+        self.hbm_resource = memory.bandwidth_resource
+        if not memory.unlimited:
             for t in self.stream.tensors.values():
-                if t.bytes > self.hbm.capacity:
+                if t.bytes > memory.capacity:
                     raise ConfigError(
                         f"{self.name}: tensor {t.name!r} of layer {t.layer} needs {t.bytes} bytes "
                         f"at batch {self.stream.batch}, more than the GPU memory "
-                        f"({self.hbm.capacity} bytes)")
+                        f"({memory.capacity} bytes)")
         self.dram_bandwidth = self.flows.resources[self.hbm_resource].capacity
         if self.dma is not None:
             self.codec_kernels = self.peer_provider("dma", CodecKernels)
@@ -355,8 +396,8 @@ class GPU(Component):
             op = ops[self.pc]
             if self.pc in self.micro_starts:
                 self._micro_batch_starts()
-            if self.pc == self.states_at and not self.states.done:
-                self._await_states()
+            if self.pc == self.states_at and self.states is not None and not self.states.done:
+                self._await_states(self.states)
                 return
             if op.phase == "update" and not self.reduced:
                 self.blocked = Wait(WaitReason.ALLREDUCE)
@@ -377,8 +418,9 @@ class GPU(Component):
         if not self.reduced:
             self.blocked = Wait(WaitReason.ALLREDUCE)
             return
-        if self.pc == self.states_at and not self.states.done:  # an empty epilogue
-            self._await_states()
+        if self.pc == self.states_at and self.states is not None and \
+                not self.states.done:  # an empty epilogue
+            self._await_states(self.states)
             return
         self.finished_at = self.sim.now
         self.primary_ok_to_end()
@@ -400,8 +442,8 @@ class GPU(Component):
 
     def _issue_alloc(self, op: StreamOp) -> bool:
         """A tensor's allocation in the GPU memory."""
-        self.hbm.allocate(op.name, self.stream.tensors[op.name].bytes,
-                          op.layer or self.op_layer[self.pc])
+        self.memory.allocate(op.name, self.stream.tensors[op.name].bytes,
+                             op.layer or self.op_layer[self.pc])
         return True
 
     def _issue_free(self, op: StreamOp) -> bool:
@@ -409,7 +451,7 @@ class GPU(Component):
         if not self.reduced and op.name in self.wgrads:
             self.frees_after_reduce.append(op.name)
         else:
-            self.hbm.free(op.name)
+            self.memory.free(op.name)
         return True
 
     def _issue_sync(self, op: StreamOp) -> bool:
@@ -450,10 +492,12 @@ class GPU(Component):
             return self._streams_busy()
         if reason is WaitReason.ALLREDUCE:
             return not self.reduced
-        if reason is WaitReason.STATES:
-            return not self.states.done
-        if reason is WaitReason.GRADIENTS:
-            return self.states.holds_back(_gradients_named(self.ops[self.pc]))
+        if reason in (WaitReason.STATES, WaitReason.GRADIENTS):
+            states = self.states
+            assert states is not None, "only a GPU with model states waits for them"
+            if reason is WaitReason.STATES:
+                return not states.done
+            return states.holds_back(_gradients_named(self.ops[self.pc]))
         return wait.tensor not in self.prefetched
 
     def _unblock(self) -> None:
@@ -463,13 +507,13 @@ class GPU(Component):
         self.blocked = None
         self._issue()
 
-    def _await_states(self) -> None:
+    def _await_states(self, states: ModelStateDriver) -> None:
         """The passes are over: the epilogue (which frees the weights and gradients) waits
         for the model states' copies and the host CPU's steps."""
         if self.update_at is None:
             self.update_at = self.sim.now
         self.blocked = Wait(WaitReason.STATES)
-        self.states.stream_ended()
+        states.stream_ended()
 
     def _micro_batch_starts(self) -> None:
         """A micro-batch begins: the previous one's prefetches are spent."""
@@ -477,7 +521,7 @@ class GPU(Component):
             self.micro_times.append(self.sim.now)
         self.prefetched.clear()
 
-    def _layer_boundary(self, op: Any) -> None:
+    def _layer_boundary(self, op: StreamOp) -> None:
         now = self.sim.now
         entry = {"layer": op.name, "phase": op.phase, "start_ps": self.layer_start,
                  "end_ps": now, "kernel_ps": self._layer_kernel}
@@ -504,7 +548,6 @@ class GPU(Component):
         if isinstance(op, CodecKernel):
             self._run_codec_kernel(op)
             return
-        self.kernel_op = op  # the kernel running (one at a time on the compute stream)
         start = self.sim.now
         # The host enqueues kernels ahead of the GPU, so a kernel's launch is hidden behind the
         # one before it; a kernel issued to an idle stream (after a synchronization) waits its
@@ -523,7 +566,10 @@ class GPU(Component):
             f"{op.name} ({op.pass_})"
         if op.algorithm:
             self._layer_algorithms.append(f"{op.pass_} {op.algorithm}")
-        done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
+        kernel_done = self._recompute_done if op.pass_ == "recompute" else self._kernel_done
+
+        def done(label: str, start: int) -> None:
+            kernel_done(op, label, start)
         if self.params["hbm_contention"] and op.dram and modelled and duration > 0:
             # The cap lets an uncontended kernel end exactly at its roofline time: the flow's
             # end is rounded up to whole ps, so aim half a picosecond early.
@@ -538,20 +584,21 @@ class GPU(Component):
         else:
             self.schedule_at(start + duration, lambda _: done(label, start))
 
-    def _recompute_done(self, label: str, start: int) -> None:
+    def _recompute_done(self, op: StreamOp, label: str, start: int) -> None:
         """A recompute kernel (a forward kernel re-run in the backward pass) ended."""
         self.recompute_total += self.sim.now - start
-        self._kernel_done(label, start)
+        self._kernel_done(op, label, start)
 
-    def _kernel_done(self, label: str, start: int) -> None:
+    def _kernel_done(self, op: StreamOp, label: str, start: int) -> None:
+        """Kernel ``op`` (one at a time on the compute stream) ended."""
         now = self.sim.now
         if self.wgrads:
-            for tensor in self.kernel_op.writes:
+            for tensor in op.writes:
                 if tensor in self.wgrads:
-                    self.nvlink.send(GradientReady(self.wgrads[tensor]))
+                    self.nvlink_link.send(GradientReady(self.wgrads[tensor]))
         if self.states is not None and \
                 len(self.micro_times) + 1 >= self.states.micro_batches:
-            self.states.written(self.kernel_op.writes)
+            self.states.written(op.writes)
         self.kernel_total += now - start
         self._layer_kernel += now - start
         self.stat_kernel.add_data(now - start)
@@ -569,7 +616,7 @@ class GPU(Component):
         return self.codec_kernels.codec_kernel(direction, tensor,
                                                 self.stream.tensors[tensor].bytes)
 
-    def _compress_first(self, op: Any) -> None:
+    def _compress_first(self, op: StreamOp) -> None:
         """An offload the SMs compress: its kernel joins the compute stream ahead of the
         kernels issued after it, and the copy waits for it."""
         kernel = self._codec_kernel("offload", op.name, op.codec)
@@ -615,13 +662,14 @@ class GPU(Component):
         op = self.copy_q.popleft()
         self.copy_busy = True
         t = self.stream.tensors[op.name]
-        self.dma.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
-                                      op.codec, op.tier or self.params["offload_to"]))
+        self.dma_link.send(TransferRequest(op.op, op.name, t.bytes, op.layer or "", t.sparse,
+                                           op.codec, op.tier or self.params["offload_to"]))
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request
         if req.stream:
             self.timeline.append((req.stream, req.tensor, done.started_ps, done.finished_ps))
+            assert self.states is not None, "only a GPU with model states asks copies on a stream"
             self.states.copied(req)
             self._unblock()
             return
@@ -644,13 +692,14 @@ class GPU(Component):
 
     def _cpu_step_done(self, done: CpuStepDone) -> None:
         self.timeline.append(("cpu", done.request.bucket, done.started_ps, done.finished_ps))
+        assert self.states is not None, "only a GPU with model states asks the CPU for steps"
         self.states.stepped(done.request, done.started_ps, done.finished_ps)
         self._unblock()
 
     def _reduced(self, _done: AllReduceDone) -> None:
         self.reduced = True
         for name in self.frees_after_reduce:
-            self.hbm.free(name)
+            self.memory.free(name)
         self.frees_after_reduce = []
         self._unblock()
 
@@ -666,16 +715,17 @@ class GPU(Component):
         count = len(self.micro_starts) or 1
         if self.states is None and count == 1:
             return {}
+        memory = self.memory
         ends = self.micro_times + [self.update_at if self.update_at is not None else end]
         starts = [0] + self.micro_times
         out: dict[str, Any] = {
             "micro_batches": count, "step_time_ps": end,
             "micro_batch_time_ps": [b - a for a, b in zip(starts, ends)],
-            "tiers": {"gpu": {"peak_bytes": self.hbm.peak,
-                              "average_bytes": self.hbm.average_usage(end),
-                              "capacity_bytes": self.hbm.capacity,
-                              "fits": self.hbm.peak <= self.hbm.capacity,
-                              "out_of_memory": self.hbm.oom}}}
+            "tiers": {"gpu": {"peak_bytes": memory.peak,
+                              "average_bytes": memory.average_usage(end),
+                              "capacity_bytes": memory.capacity,
+                              "fits": memory.peak <= memory.capacity,
+                              "out_of_memory": memory.oom}}}
         if self.states is not None:
             fields = self.states.fields(end)
             out["tiers"]["host"] = fields.pop("host")
@@ -733,6 +783,6 @@ class GPU(Component):
             self.declare_work_end(end)
 
 
-def _gradients_named(op: Any) -> tuple[str, ...]:
+def _gradients_named(op: StreamOp) -> tuple[str, ...]:
     """The tensors an op starts holding: a kernel's writes, an allocation's tensor."""
     return op.writes if op.op == "compute" else (op.name,)

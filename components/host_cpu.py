@@ -95,9 +95,9 @@ class HostCPU(Component):
             self.source = f"{profile.implementation} Adam on {profile.machine}, {profile.date}"
         self.flows = self.service(FlowNetwork)
         self.own = self.flows.resource(f"{name}.membw", p["memory_bandwidth"])
-        self.memory_link = self.configure_link("memory", self.refuse_event)
+        self.memory_link = self.connected_link("memory", self.refuse_event)
         self.ports = [port for port in self.connected_ports() if port.startswith("gpu")]
-        self.links = {port: self.configure_link(port, self._handler(port)) for port in self.ports}
+        self.links = {port: self.connected_link(port, self._handler(port)) for port in self.ports}
         self.memory: Optional[HostTier] = None
         self.route: Optional[Route] = None
         self.queue: deque[tuple[str, CpuStepRequest]] = deque()

@@ -123,7 +123,7 @@ class KernelTimes(SubComponent):
         from sst_cdma.model.kernel_model import ModelError
 
         try:
-            self.model = replace(kernel_model_for(self.parent.params["gpu_preset"], self.spec),
+            self.model = replace(kernel_model_for(self.owner.params["gpu_preset"], self.spec),
                                  tf32=self.params["tf32"])
             self.model.tf32_mode(self.model.tf32)
         except ModelError as exc:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .interfaces import HostStore, StorageDrive
+    from .interfaces import HostStore
 
 #: where a transfer's far end is: ``host`` (the pinned host pool on the engine's ``pcie`` path)
 #: or ``nvme`` (the SSDs on the engine's ``nvme%d`` ports, striped)
@@ -137,7 +137,6 @@ class DrivePath:
     write_latency_ps: int
     link_latency_ps: int
     to_host: PathInfo
-    drive: Optional["StorageDrive"] = None
 
 
 # -- timed events -------------------------------------------------------------------------------

@@ -34,17 +34,57 @@ weights after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from sst_cdma.config import ConfigError
+from sst_cdma.element import Element
+from sst_cdma.kernel import LinkEnd, Simulator
 from sst_cdma.model.compression import wire_bytes
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
 
-from .interfaces import HostStep, StateCodec
+from .interfaces import HostStep, MemoryPool, StateCodec
 from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
 
-__all__ = ["ModelStateDriver", "StateCompression", "state_compression", "COPY_STREAMS",
-           "idle_overlap"]
+if TYPE_CHECKING:
+    from .workload_source import ModelStatePlan
+
+__all__ = ["ModelStateDriver", "DriverGPU", "StateCompression", "state_compression",
+           "COPY_STREAMS", "idle_overlap"]
+
+
+class DriverGPU(Protocol):
+    """What the driver uses of the GPU it drives the model states of: its name and clock, its
+    links to the engine (the copies) and the host CPU (the steps), its memory (a gradient
+    bucket freed once copied) and its compute stream's busy spans (the report)."""
+
+    @property
+    def name(self) -> str:
+        """The GPU's name, for the host CPU's manifest."""
+        ...
+
+    @property
+    def sim(self) -> Simulator:
+        """The simulator, for the time a step is asked of the CPU."""
+        ...
+
+    @property
+    def dma_link(self) -> LinkEnd:
+        """The link to the cDMA engine the copies go through."""
+        ...
+
+    @property
+    def cpu_link(self) -> LinkEnd:
+        """The link to the host CPU that steps the buckets."""
+        ...
+
+    @property
+    def memory(self) -> MemoryPool:
+        """The GPU memory holding the gradients."""
+        ...
+
+    def compute_spans(self) -> list[tuple[int, int]]:
+        """[start, end] of every kernel the compute stream ran."""
+        ...
 
 #: the model-state copy streams the driver sends on (a request's ``stream``), each with what it
 #: moves: the GPU's timeline records each copy under its stream, and the Chrome trace draws
@@ -80,7 +120,7 @@ class StateCompression:
         return wire_bytes(raw, self.ratios[stream], self.bypass)
 
 
-def state_compression(gpu: Any, plan: Any, dtype: str) -> StateCompression:
+def state_compression(gpu: Element, plan: ModelStatePlan, dtype: str) -> StateCompression:
     """The compression ``plan``'s placement asks for, with the codec of the engine on
     ``gpu``'s ``dma`` port and the shipped model-state profile's ratios for ``dtype``; a codec
     that cannot serve it is a one-line ConfigError naming the option."""
@@ -131,7 +171,7 @@ def idle_overlap(busy: list[tuple[int, int]], waits: list[tuple[int, int]], end:
 class ModelStateDriver:
     """The gradient copies, CPU steps and weight copies of one GPU's optimizer step."""
 
-    def __init__(self, gpu: Any, plan: Any, micro_batches: int,
+    def __init__(self, gpu: DriverGPU, plan: ModelStatePlan, micro_batches: int,
                  compression: Optional[StateCompression] = None) -> None:
         self.gpu = gpu
         self.compression = compression or StateCompression()
@@ -229,7 +269,7 @@ class ModelStateDriver:
             return
         raw = bucket.grad_bytes if gradients else bucket.weight_bytes
         coded = self.compression.coded
-        self.gpu.dma.send(TransferRequest(
+        self.gpu.dma_link.send(TransferRequest(
             "offload" if gradients else "prefetch", name if gradients else f"{name}:w",
             raw, bucket.layers[-1], codec="" if coded else "none", stream=stream,
             wire_bytes=self.compression.wire(stream, raw) if coded else 0))
@@ -248,8 +288,8 @@ class ModelStateDriver:
     def _storage(self, direction: str, key: str, nbytes: int, stream: str) -> None:
         """A plain copy between host DRAM and the SSDs (``offload``: to the drives)."""
         layer = self.buckets[key.split(":")[0]].layers[-1]
-        self.gpu.dma.send(TransferRequest(direction, key, nbytes, layer, codec="none",
-                                          tier="nvme", stream=stream, near="host"))
+        self.gpu.dma_link.send(TransferRequest(direction, key, nbytes, layer, codec="none",
+                                               tier="nvme", stream=stream, near="host"))
 
     def _want_states(self, name: str) -> None:
         """Bucket ``name``'s states are wanted on the host: read once a buffer is free (the
@@ -278,7 +318,7 @@ class ModelStateDriver:
 
     def _step(self, name: str) -> None:
         self.asked[name] = self.gpu.sim.now
-        self.gpu.cpu.send(self.step_request(name))
+        self.gpu.cpu_link.send(self.step_request(name))
 
     def copied(self, req: TransferRequest) -> None:
         """A model-state copy ended."""
@@ -300,7 +340,7 @@ class ModelStateDriver:
         self.gradients_left -= 1
         if self.placement.gradients == "host":
             for tensor in self.buckets[req.tensor].wgrads:
-                self.gpu.hbm.free(tensor)
+                self.gpu.memory.free(tensor)
         self.landed.add(name)
         if not self.delayed:  # delayed: this iteration's gradients are the next one's step
             self._step_if_ready(name)

@@ -117,7 +117,7 @@ class NetworkWorkload(WorkloadSource):
         kernels = self.kernels
         try:
             tf32 = kernels.model.tf32 if kernels.model is not None else ""
-            return kernel_times_source(kernels.model_name, self.parent.params["gpu_preset"],
+            return kernel_times_source(kernels.model_name, self.owner.params["gpu_preset"],
                                        kernels.layer_times, self.params["dtype"], tf32,
                                        self._fused_attention())
         except (ModelError, WorkloadError) as exc:
@@ -156,7 +156,7 @@ class NetworkWorkload(WorkloadSource):
             self.allocation = stream.plan.allocation
         out = self.simulation.output_directory
         if out is not None and p["write_stream"]:
-            (out / f"{self.parent.name}.stream").write_text(stream_text(stream),
+            (out / f"{self.owner.name}.stream").write_text(stream_text(stream),
                                                              encoding="utf-8")
         return stream
 
@@ -186,7 +186,7 @@ class NetworkWorkload(WorkloadSource):
         """Run the planner for the GPU's memory, its kernels slot and its engine."""
         p = self.params
         kernels = self.kernels
-        gpu = self.parent
+        gpu = self.owner
         memory = gpu.peer_provider("hbm", MemoryPool)
         dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
 
@@ -226,18 +226,18 @@ class NetworkWorkload(WorkloadSource):
         ``plan_states`` lets it choose and a host CPU on port 'cpu' can step the states."""
         p = self.params
         if p["plan_states"] == "none" or p["optimizer"] != "adam" or \
-                "cpu" not in self.parent.connected_ports() or \
-                "dma" not in self.parent.connected_ports():
+                "cpu" not in self.owner.connected_ports() or \
+                "dma" not in self.owner.connected_ports():
             return [self.placement]
         return candidates(self.placement, True, p["plan_states"] == "nvme")
 
     def _engine(self) -> Any:
-        return self.parent.peer_provider("dma", TransferCosts)
+        return self.owner.peer_provider("dma", TransferCosts)
 
     def _weights_ps(self) -> Any:
         """Prices a prefetch of weights off the GPU (from the host or the SSDs) as the engine
         moves it, for the planner; None without an engine."""
-        if "dma" not in self.parent.connected_ports():
+        if "dma" not in self.owner.connected_ports():
             return None
         engine = self._engine()
 
@@ -250,7 +250,7 @@ class NetworkWorkload(WorkloadSource):
         """The engine's and the host CPU's prices of the model-state traffic, for the
         planner."""
         engine = self._engine()
-        cpu = self.parent.peer_provider("cpu", HostStep)
+        cpu = self.owner.peer_provider("cpu", HostStep)
 
         def storage(direction: str, nbytes: int) -> int:
             return engine.state_copy_ps(direction, nbytes, "host-nvme")
@@ -263,7 +263,7 @@ class NetworkWorkload(WorkloadSource):
     def _transfer_costs(self) -> Optional[dict[str, Any]]:
         """Each tensor's copy costs from the engine on the GPU's ``dma`` port (None without
         one)."""
-        gpu = self.parent
+        gpu = self.owner
         if "dma" not in gpu.connected_ports():
             return None
         p = self.params

@@ -144,7 +144,7 @@ class NVMe(Component):
                            beyond.latency_ps + latency, beyond.host,
                            [self.name, *beyond.link_names])
         return DrivePath(self.name, self.read.name, self.write.name, self.params["read_latency"],
-                         self.params["write_latency"], latency, to_host, self)
+                         self.params["write_latency"], latency, to_host)
 
     def setup(self) -> None:
         """Check, before the first event, that the drive's link leads to a host."""

@@ -99,7 +99,7 @@ class NVSwitch(Component):
                              f"on its gpuN ports, {len(ports)} connected")
         self.ports = [port for _, port in ports]
         self.collective: CollectiveAlgorithm = self.subcomponent("collective")  # type: ignore[assignment]
-        self.links = [self.configure_link(port, self._gradient_ready) for port in self.ports]
+        self.links = [self.connected_link(port, self._gradient_ready) for port in self.ports]
         self.bandwidth = nvlink_bandwidth(p["nvlink_links"], p["nvlink_rate"],
                                           p["nvlink_efficiency"])
         flows = self.flows = self.service(FlowNetwork)
@@ -131,12 +131,14 @@ class NVSwitch(Component):
     def setup(self) -> None:
         """Check every GPU registered the same gradients, cut them into buckets and resolve
         each GPU's route."""
+        registered: list[GradientManifest] = []
         for port, reg in zip(self.ports, self.registered):
             if reg is None:
                 raise ConfigError(f"{self.name}: the GPU on port {port} is not data parallel "
                                   "(set its 'data_parallel' param)")
-        first = self.registered[0]
-        for port, reg in zip(self.ports[1:], self.registered[1:]):
+            registered.append(reg)
+        first = registered[0]
+        for port, reg in zip(self.ports[1:], registered[1:]):
             if reg.gradients != first.gradients:
                 raise ConfigError(f"{self.name}: the GPU on port {port} ({reg.gpu}) has other "
                                   f"weight gradients than {first.gpu}: data-parallel replicas "
@@ -163,7 +165,7 @@ class NVSwitch(Component):
         for i in range(n):
             self.routes.append(self.flows.route(
                 {self.tx[i].name: 1.0, self.rx[i].name: 1.0,
-                 self.registered[i].hbm_resource: self.collective.hbm_per_byte_sent()},
+                 registered[i].hbm_resource: self.collective.hbm_per_byte_sent()},
                 f"{self.name} {i}"))
         if not self.bucket_bytes:
             self.schedule_at(0, lambda _: self._all_done())

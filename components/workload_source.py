@@ -11,12 +11,15 @@ from workloads.stats import REPORTED_CHOICES, tensor_choices
 from workloads.vdnn import wgrad_name
 
 if TYPE_CHECKING:
+    # the types of what a workload gives the GPU, for the components modules that may not
+    # import workloads themselves (tests/core/test_import_rules.py)
+    from workloads.model_states import ModelStatePlan
     from workloads.stream import Stream
     from workloads.stream_schema import StreamOp
 
     from .kernel_times import KernelTimes
 
-__all__ = ["WorkloadSource", "StreamOp"]
+__all__ = ["WorkloadSource", "ModelStatePlan", "Stream", "StreamOp"]
 
 
 class WorkloadSource(SubComponent):
@@ -36,7 +39,7 @@ class WorkloadSource(SubComponent):
     @property
     def kernels(self) -> "KernelTimes":
         """The kernel times of the parent GPU (its ``kernels`` slot)."""
-        return self.parent.subcomponent("kernels")  # type: ignore[union-attr, return-value]
+        return self.owner.subcomponent("kernels")  # type: ignore[return-value]
 
     @property
     def modelled_times(self) -> bool:
@@ -61,10 +64,9 @@ class WorkloadSource(SubComponent):
         layers = [t.layer for t in tensors.values() if t.kind == "weight" and t.layer]
         return {wgrad_name(layer): layer for layer in layers if wgrad_name(layer) in tensors}
 
-    def model_states(self, stream: "Stream") -> Any:
-        """The model states the GPU moves besides its stream (a
-        ``workloads.model_states.ModelStatePlan``: the placement and the gradient buckets the
-        host CPU steps), or None when every state is on the GPU."""
+    def model_states(self, stream: "Stream") -> Optional["ModelStatePlan"]:
+        """The model states the GPU moves besides its stream (the placement and the gradient
+        buckets the host CPU steps), or None when every state is on the GPU."""
         plan = stream.plan
         return plan.model_states if plan is not None else None
 

@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, TypeVar, \
     overload
 
+from .errors import ConfigError
 from .kernel import LinkEnd, Service, Simulator
 from .statistics import Statistic
 from .units import UnitAlgebra, UnitError
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeForm  # an interface is a Protocol: abstract, never type[P]
+
     from .simulation import Simulation
 
 P = TypeVar("P")  # an interface (sst_cdma.interfaces)
@@ -362,7 +365,19 @@ class Element:
                 self._polled_ports.add((self.name, port))
         return end
 
-    def peer_provider(self, port: str, interface: type[P]) -> P:
+    def connected_link(self, port: str, handler: Optional[Callable[[Any], Any]] = None
+                       ) -> LinkEnd:
+        """``configure_link`` for a port that is connected whenever the element runs: one
+        declared ``required`` (the configuration refuses it unconnected) or one of
+        :meth:`connected_ports`. Its link end, never None; an unconnected port raises
+        ConfigError naming the element and the port."""
+        end = self.configure_link(port, handler)
+        if end is None:
+            raise ConfigError(f"{self.name} ({self.type_name()}): port {port!r} is not "
+                              "connected")
+        return end
+
+    def peer_provider(self, port: str, interface: TypeForm[P]) -> P:
         """The element at the far end of ``port``, as ``interface``: it must declare the
         interface on its own port (``Port(..., provides=...)``) and implement it. Ask from
         ``init()`` on; a port that is undeclared or not connected, or a peer that does not
@@ -477,3 +492,12 @@ class SubComponent(Element):
     namespace (its statistics appear under the parent's name)."""
 
     parent: Optional[Element] = None
+
+    @property
+    def owner(self) -> Element:
+        """The element whose slot holds this subcomponent (:attr:`parent`, which the simulation
+        sets before ``__init__`` runs); one built outside a slot raises ConfigError."""
+        if self.parent is None:
+            raise ConfigError(f"{self.name} ({self.type_name()}): a subcomponent works in a "
+                              "component's slot, and this one is in none")
+        return self.parent

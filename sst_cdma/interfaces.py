@@ -20,6 +20,8 @@ from .errors import ConfigError
 from .kernel import Service
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeForm  # an interface is a Protocol: abstract, never type[P]
+
     from .element import Element
 
 __all__ = ["InterfaceError", "Service", "interface_members", "resolve_peer"]
@@ -47,9 +49,12 @@ def _label(element: "Element") -> str:
     return f"{element.name} ({element.type_name()})"
 
 
-def resolve_peer(asker: "Element", port: str, interface: type[P]) -> P:
+def resolve_peer(asker: "Element", port: str, interface: TypeForm[P]) -> P:
     """The element on the far end of ``asker``'s ``port``, checked to provide ``interface``
     on its own port (what ``Element.peer_provider`` does)."""
+    if not isinstance(interface, type):
+        raise InterfaceError(f"{_label(asker)}: asks on port {port!r} for {interface!r}, which "
+                             "is not an interface class")
     iface = interface.__name__
     if asker.find_port(port) is None:
         raise InterfaceError(f"{_label(asker)}: asks for {iface} on undeclared port {port!r}")

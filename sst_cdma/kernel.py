@@ -110,7 +110,9 @@ class LinkEnd:
         """Send untimed data during the init phases (SST's ``sendUntimedData``)."""
         if self._sim.phase != "init":
             raise SimulationError(f"link {self.name}: send_untimed is only allowed during init")
-        self.peer._untimed_in.append(data)
+        if self._peer is None:
+            raise SimulationError(f"link {self.name}: send_untimed on an end with no far end")
+        self._peer._untimed_in.append(data)
         self._sim._untimed_sent += 1
 
     def recv_untimed(self) -> Any:

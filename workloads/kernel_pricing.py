@@ -90,8 +90,9 @@ def _attention_kernels(info: LayerInfo, layer: Layer, model: KernelModel, dtype:
     hw, kp, tc = model.hardware, model.params, model.tensor
     if info.kind == "flash_attention":
         kernel = model.attention_kernel(params.get("kernel", "fused"))
-        return tuple([price_attention(n, heads, s, s, d, p, hw, kp, dtype=dtype, tc=tc,
-                                      kernel=kernel)] for p in ("fwd", "bwd"))
+        fwd, bwd = ([price_attention(n, heads, s, s, d, p, hw, kp, dtype=dtype, tc=tc,
+                                     kernel=kernel)] for p in ("fwd", "bwd"))
+        return fwd, bwd
 
     def gemm(m: int, cols: int, k: int) -> KernelPrice:
         return price_gemm(m, cols, k, hw, kp, batch=n * heads, dtype=dtype, tc=tc, tf32=tf32)
@@ -202,6 +203,7 @@ def limits_from_free_memory(plan: Plan, capacity: int) -> dict[str, dict[str, in
             beside = in_use - own
             if own and beside + own > capacity:
                 # a recompute kernel is the forward kernel: it limits the forward algorithm
+                assert op.pass_ is not None, f"compute {op.name} of a rendered plan has no pass"
                 pass_ = "fwd" if op.pass_ == "recompute" else op.pass_
                 mine = out.setdefault(op.name, {})
                 mine[pass_] = min(mine.get(pass_, capacity), max(0, capacity - beside))

@@ -4,9 +4,12 @@ grouped per phase and layer (the grouping and comments its text shows), and the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from .stream_schema import STREAM_VERSION, Stream, StreamOp, StreamTensor
+
+if TYPE_CHECKING:
+    from .model_states import ModelStatePlan
 
 __all__ = ["Block", "Plan"]
 
@@ -48,9 +51,9 @@ class Plan:
     micro_batches: int = 1
     #: the frees each micro-batch's backward pass ends with (several micro-batches)
     tail: list[StreamOp] = field(default_factory=list)
-    #: the model states the host CPU steps (a ``workloads.model_states.ModelStatePlan``;
-    #: None: every state on the GPU, as the plan's ops say)
-    model_states: Optional[Any] = None
+    #: the model states the host CPU steps (None: every state on the GPU, as the plan's ops
+    #: say)
+    model_states: Optional[ModelStatePlan] = None
 
     def ops(self) -> list[StreamOp]:
         """Every op in issue order (one micro-batch)."""

@@ -35,7 +35,7 @@ overflows, plans again for a capacity lowered by the overflow.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -155,7 +155,7 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
                 kernel_ps: Callable[[object], int], capacity: int,
                 copy_costs: Optional[Mapping[str, CopyCost]] = None,
                 elastic_workspace: bool = False,
-                extra_needs: Optional[Mapping[str, Sequence[int]]] = None,
+                extra_needs: Optional[Mapping[str, Collection[int]]] = None,
                 transfer_ps: Optional[Callable[[object, int], int]] = None) -> PlanModel:
     """The planner's cost model of ``network`` from its all-keep plan ``base`` (the same
     options, policy ``none``): ``kernel_ps(op)`` prices a compute op as the GPU does,
@@ -174,9 +174,9 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
     fixed, compute, fwd_ps, copies = _keep_slots(base, blocks, kernel_ps, elastic_workspace,
                                                  transfer_ps)
     need = _needs(infos, idx, tensors)
-    for t, at in (extra_needs or {}).items():
-        if t in need:
-            need[t].extend(k for k in at if k not in need[t])
+    for tensor, at in (extra_needs or {}).items():
+        if tensor in need:
+            need[tensor].extend(k for k in at if k not in need[tensor])
     # a rebuild re-runs forward kernels, whose weights must be on the GPU
     states = base.model_states
     recompute = states is None or states.placement.weights == "gpu"
@@ -386,7 +386,7 @@ def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
     rows_tensor = model.row_tensor
     all_rows = np.arange(len(rows_tensor))
     while _excess(state.memory, cap) > 0:
-        excess = _excess(state.memory, cap)
+        excess = float(_excess(state.memory, cap))
         delta = model.resident - model.resident[state.current[rows_tensor]]
         gain = excess - _excess(state.memory + delta, cap)
         dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
@@ -403,7 +403,7 @@ def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
         heapq.heapify(heap)
         applied = 0
         while heap and applied < REFRESH:
-            excess = _excess(state.memory, cap)
+            excess = float(_excess(state.memory, cap))
             if excess <= 0:
                 break
             _, row = heapq.heappop(heap)

@@ -161,3 +161,4 @@ def _token_shape(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]) 
         return (params["heads"], s, s)
     if kind == "flash_attention":
         return (s, params["heads"] * head_dim(params, d))
+    raise ValueError(f"no shape rule for kind '{kind}'")

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from .durations import format_ps, parse_duration
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "PHASES", "PASSES", "Form", "Key",
            "Statement", "STATEMENTS", "StreamTensor", "StreamOp", "Stream", "read_values",
@@ -187,8 +190,8 @@ class Stream:
     policy: str = _key("policy", WORD, ("stream",), required=True)
     tensors: dict[str, StreamTensor] = field(default_factory=dict)
     ops: list[StreamOp] = field(default_factory=list)
-    #: the workloads.plan.Plan it was made from (typed loosely: plan.py builds on this module)
-    plan: Optional[Any] = field(default=None, compare=False, repr=False)
+    #: the plan it was made from (plan.py builds on this module: the import is type-only)
+    plan: Optional[Plan] = field(default=None, compare=False, repr=False)
 
     def phase_ops(self, phase: str) -> list[StreamOp]:
         """The ops of ``phase`` ("forward", "backward" or "update") in issue order."""

@@ -260,6 +260,13 @@ class TorchNetwork(nn.Module):
         key = self._keys.get(layer)
         return list(self.blocks[key].parameters()) if key is not None else []
 
+    def shared_weights(self, layer: str) -> list[torch.Tensor]:
+        """The weights ``layer`` reads but does not own: a tied LM head's token table (none
+        for every other layer)."""
+        key = self._keys.get(layer)
+        module = self.blocks[key] if key is not None else None
+        return [t.weight for t in module.table] if isinstance(module, _TiedLinear) else []
+
     def forward_all(self, *inputs: torch.Tensor) -> tuple[dict[str, torch.Tensor],
                                                           dict[str, torch.Tensor]]:
         """Run the network; returns (tensors by stream name, layer outputs by layer name)."""

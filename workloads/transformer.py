@@ -69,7 +69,25 @@ def role_of(name: str) -> str:
 
 
 class TransformerConfig:
-    """A validated ``transformer:`` mapping (``label`` names the file in errors)."""
+    """A validated ``transformer:`` mapping (``label`` names the file in errors); its
+    attributes are the fields of ``FIELDS`` and ``_OPTIONAL``, with these types."""
+
+    style: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    positions: int
+    seq_len: int
+    activation: str
+    norm: str
+    attention: str
+    tie_embeddings: bool
+    bias: bool
+    embed_dim: int
+    norm_position: str
 
     def __init__(self, doc: Any, label: str, seq_len: int = 0, attention: str = "") -> None:
         def fail(field: str, message: str) -> WorkloadError:

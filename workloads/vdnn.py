@@ -48,7 +48,7 @@ from sst_cdma.progress import tick, timed
 
 from .dtypes import itemsize
 from .errors import WorkloadError
-from .model_states import ModelStatePlan, Placement, checked_placement, state_buckets
+from .model_states import ModelStatePlan, Placement, StateBucket, checked_placement, state_buckets
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Block, Plan
 from .policies import VDNN_POLICIES as POLICIES  # the vDNN offload policies
@@ -673,7 +673,7 @@ class _Schedule:
         plan.micro_batches = placement.grad_accum
         if placement.grad_accum > 1 and not self.wide:
             plan.tail = self.activation_frees("backward")
-        buckets = ()
+        buckets: tuple[StateBucket, ...] = ()
         if self.host_step:
             assert self.step is not None
             buckets = state_buckets(self.weighted, self.dtype, self.step, placement, wgrad_name)

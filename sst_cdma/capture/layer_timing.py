@@ -170,9 +170,9 @@ def _time_layer(model: TorchNetwork, net: Network, info: LayerInfo, dev: torch.d
     fwd = _median_ps(lambda: forward(xs), sync, repeat, warmup)
     y = forward(xs)
     dy = torch.randn(y.shape, generator=generator).to(device=dev, dtype=kind)
-    weights = model.parameters_of(info.name)
+    weights: list[torch.Tensor] = list(model.parameters_of(info.name))
     if layer.kind == "linear" and layer.params["tied"]:  # the shared table's gradient
-        weights = [t.weight for t in model.module_of(info.name).table]
+        weights = model.shared_weights(info.name)
     wrt = [x for x in xs if x.requires_grad] + [p for p in weights if p.requires_grad]
     if not (wrt and y.requires_grad):
         return {"fwd": fwd, "bwd": 0}  # nothing upstream needs a gradient, and no weights

@@ -123,9 +123,11 @@ def _print_calibration(times: LayerTimes, network: Network, preset: str) -> None
         print(f"no kernel of this network runs on tensor cores in the model of {preset} "
               f"({times.dtype})")
         return
+    tensor = kernel_model_for(preset).tensor
+    assert tensor is not None, "a kernel priced on tensor cores was priced by their model"
     print(f"tensor-core kernels ({check.kernels}): measured {check.measured_s * 1e3:.3f} ms, "
           f"modelled {check.modelled_s * 1e3:.3f} ms by the {spec.tensor_flops / 1e12:g} TFLOP/s "
-          f"dense peak at the constants of {kernel_model_for(preset).tensor.family} tensor "
+          f"dense peak at the constants of {tensor.family} tensor "
           f"cores: measured/modelled {check.ratio:.3f}")
 
 

@@ -278,16 +278,18 @@ def _say_done(args: argparse.Namespace, result: RunResult) -> None:
     """What ``sst`` prints after a run: the checked configuration (run-mode init), else
     SST-core's last line and, at a timing level (the command line's, else the script's),
     the timing block."""
+    graph = result.graph
+    assert graph is not None, "run() returns the graph it built"
     if args.run_mode == "init":
-        print(f"Configuration checked: {len(result.graph.components)} components, "
-              f"{len(result.graph.links)} links (run-mode init: not run)")
+        print(f"Configuration checked: {len(graph.components)} components, "
+              f"{len(graph.links)} links (run-mode init: not run)")
         return
     # SST-core's last line, also when --stop-at or --exit-after ended the run
     print(f"Simulation is complete, simulated time: {_human_time(result.sim_time_ps)}")
     level = args.timing_info
     if level is None:
-        level = int(result.graph.program_options.get("timing-info") or
-                    result.graph.program_options.get("print-timing-info") or 0)
+        level = int(graph.program_options.get("timing-info") or
+                    graph.program_options.get("print-timing-info") or 0)
     if level:
         print(timing_info(result), end="")
 

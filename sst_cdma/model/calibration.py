@@ -712,12 +712,13 @@ def check_params(path: Union[str, os.PathLike[str]], doc: Mapping[str, Any]) -> 
             if old.get(key) != entry[key]:
                 out.append(f"{name}: {fam}: {key}: committed {old.get(key)!r}, refit "
                            f"{entry[key]!r}")
-        params = old.get("params") if isinstance(old.get("params"), dict) else {}
+        committed = old.get("params")
+        params = committed if isinstance(committed, dict) else {}
         for p, value in entry["params"].items():
             was = params.get(p)
             if not isinstance(was, (int, float)) or significant(float(was)) != value:
                 out.append(f"{name}: {fam}: {p}: committed {was!r}, refit {value!r}")
-        for p in sorted(set(params) - set(entry["params"])):  # type: ignore[arg-type]
+        for p in sorted(set(params) - set(entry["params"])):
             out.append(f"{name}: {fam}: {p}: committed, but not a kernel parameter")
     return out
 

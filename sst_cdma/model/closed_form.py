@@ -89,6 +89,9 @@ def from_simulation(simulation: Any, gpu_name: str) -> ClosedFormResult:
         return gpu.kernels.after_sync_ps(op.time_ps is None or gpu.workload.modelled_times)
 
     def transfer(op: Any) -> int:
+        if dma is None:  # the GPU's init refuses a stream that moves tensors without one
+            raise ValueError(f"{gpu_name}: {op.op} of {op.name!r} needs the engine on port "
+                             "'dma', and none is connected")
         raw = gpu.stream.tensors[op.name].bytes
         wire = dma.wire.get(op.name, raw)
         weights = dma.weights(op.op, raw, wire, op.codec != "none")

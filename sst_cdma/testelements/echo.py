@@ -20,7 +20,7 @@ class Echo(Component):
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
-        self.link = self.configure_link("port", self.receive)
+        self.link = self.connected_link("port", self.receive)
         self.arrivals: list[int] = []
         self.stat = self.register_statistic("arrival_ps")
         self.counter = self.subcomponent("counter")

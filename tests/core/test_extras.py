@@ -77,6 +77,9 @@ def test_ci_runs_the_readmes_command_with_the_linter_and_the_type_checker():
     assert command.endswith("pytest -q && ruff check sst_cdma components && mypy")
     assert command in (REPO / ".ci" / "run").read_text("utf-8")
     tools = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]
-    assert tools["mypy"]["files"] == ["sst_cdma", "components"]
+    assert tools["mypy"]["files"] == ["sst_cdma", "components", "workloads"]
+    # every error code on, and no package exempt
+    assert "disable_error_code" not in tools["mypy"]
+    assert not [o for o in tools["mypy"].get("overrides", []) if o.get("ignore_errors")]
     assert "select" in tools["ruff"]["lint"]
     assert {"mypy", "ruff"} <= _names(PROJECT["optional-dependencies"]["test"])

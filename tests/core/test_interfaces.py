@@ -61,7 +61,9 @@ class Asker(Component):
     library = "iface"
     PARAMS = (Param("port", "str", "in", "the port to ask on"),
               Param("when", "str", "setup", "construct, init or setup",
-                    choices=("construct", "init", "setup")))
+                    choices=("construct", "init", "setup")),
+              Param("ask_for", "str", "Greeter", "the interface asked for, or a type form "
+                    "that is not a class", choices=("Greeter", "Greeter | None")))
     PORTS = (Port("in", "towards a greeter"), Port("spare", "another port"))
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
@@ -74,7 +76,8 @@ class Asker(Component):
 
     def ask(self) -> None:
         """Look the greeter up and report its greeting."""
-        greeter = self.peer_provider(self.params["port"], Greeter)
+        interface = Greeter if self.params["ask_for"] == "Greeter" else Greeter | None
+        greeter = self.peer_provider(self.params["port"], interface)
         self.simulation.reports[self.name] = greeter.greet()
 
     def init(self, phase: int) -> None:
@@ -129,6 +132,14 @@ def _run_pair(tmp_path, asker_params: str = "{}", asker_port: str = "in",
 def test_peer_provider_returns_the_peer_that_provides_it(iface_library, tmp_path, when):
     result = _run_pair(tmp_path, f'{{"when": "{when}"}}')
     assert result.reports["asker"] == "hello from peer"
+
+
+def test_an_interface_that_is_not_a_class_is_refused_with_the_asker_and_port(
+        iface_library, tmp_path):
+    with pytest.raises(RunError) as err:
+        _run_pair(tmp_path, '{"ask_for": "Greeter | None"}')
+    assert err.value.message.startswith("asker (iface.Asker): asks on port 'in' for ")
+    assert err.value.message.endswith(", which is not an interface class")
 
 
 def test_a_peer_that_does_not_provide_it_names_both_elements_the_ports_and_the_interface(

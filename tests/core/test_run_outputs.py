@@ -39,11 +39,11 @@ def interrupt_mid_run(monkeypatch) -> None:
     done = GPU._kernel_done
     calls = []
 
-    def kernel_done(self, label, start):
+    def kernel_done(self, op, label, start):
         calls.append(label)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        done(self, label, start)
+        done(self, op, label, start)
 
     monkeypatch.setattr(GPU, "_kernel_done", kernel_done)
 

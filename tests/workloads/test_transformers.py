@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import typing
 
 import pytest
 import yaml
@@ -18,7 +19,7 @@ from workloads import (TRANSFORMERS, WorkloadError, load_network, parse_stream,
                                 render_stream, stream_stats)
 from workloads.kernel_pricing import price_network
 from workloads.render import iteration_stream, stream_text
-from workloads.transformer import role_of, split_name
+from workloads.transformer import _OPTIONAL, FIELDS, TransformerConfig, role_of, split_name
 
 #: Published parameter counts (HF configs; GPT-2 and OPT with the LM head tied to the embedding).
 PUBLISHED = {
@@ -43,6 +44,11 @@ def write(tmp_path, name="tiny", **fields):
 
 def test_the_shipped_transformers_have_their_published_parameter_counts():
     assert {n: load_network(n).param_count() for n in TRANSFORMERS} == PUBLISHED
+
+
+def test_the_configs_attribute_types_are_the_fields_it_reads():
+    hints = typing.get_type_hints(TransformerConfig)
+    assert hints == {**FIELDS, **_OPTIONAL}
 
 
 def test_split_name_and_roles():

@@ -67,3 +67,15 @@ def test_causal_mask_keeps_the_future_out(tmp_path):
         a, b = model(ids), model(changed)
     assert torch.allclose(a[0, :10], b[0, :10], atol=1e-5)
     assert not torch.allclose(a[0, 10:], b[0, 10:], atol=1e-3)
+
+
+@pytest.mark.parametrize("style", ["gpt2", "llama"])
+def test_a_tied_lm_head_shares_the_token_table_and_nothing_else_shares(tmp_path, style):
+    model = build_torch(tiny(tmp_path, "naive", style), device="meta")
+    shared = model.shared_weights("lm_head")
+    if style == "gpt2":  # tie_embeddings
+        assert len(shared) == 1 and shared[0] is model.module_of("embed").tokens.weight
+        assert model.parameters_of("lm_head") == []
+    else:
+        assert shared == [] and model.parameters_of("lm_head")
+    assert model.shared_weights("blk0/qkv") == [] and model.shared_weights("tokens") == []
