@@ -23,7 +23,7 @@ TARGET = 1.10
 
 def wall_time(options: Sequence[str]) -> float:
     """Seconds of one ``sst topologies/pascal_cdma.py -- OPTIONS`` in a fresh process."""
-    cmd = [sys.executable, "-m", "sst_cdma.cli.sst_main", str(REPO / "topologies/pascal_cdma.py"),
+    cmd = [sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(REPO / "topologies/pascal_cdma.py"),
            "--", *options]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=REPO)

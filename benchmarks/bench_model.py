@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Callable
 
 from sst_cdma.codecs.registry import ALGORITHM_CHOICES
-from sst_cdma.flows import Flow, FlowNetwork, Route
-from sst_cdma.kernel import Simulator
-from sst_cdma.runner import run
+from sst_cdma.engine.flows import Flow, FlowNetwork, Route
+from sst_cdma.engine.kernel import Simulator
+from sst_cdma.engine.runner import run
 from workloads import CNNS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-import sst_cdma.units
-from sst_cdma.extras import MissingExtra, require
-from sst_cdma.runner import run
+import sst_cdma.engine.units
+from sst_cdma.tools.extras import MissingExtra, require
+from sst_cdma.engine.runner import run
 
 TOPOLOGY = Path(__file__).resolve().parent.parent / "topologies" / "phold_torus.py"
 SIZE, EVENTS = 10, 4
@@ -77,7 +77,7 @@ def main() -> int:
     except MissingExtra as exc:
         print(exc, file=sys.stderr)
         return 2
-    limit_ns = int(sst_cdma.units.parse_time_ps(args.time_limit) // 1000)
+    limit_ns = int(sst_cdma.engine.units.parse_time_ps(args.time_limit) // 1000)
     # Interleaved, so that both see the same machine: its speed drifts by tens of percent
     # within a minute. Each round runs ours then SimPy; the best rate of each counts.
     ours, theirs = (0.0, 0), (0.0, 0)

@@ -32,7 +32,7 @@ def _children_cpu() -> float:
 
 def timed(args: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds of ``sst-cdma ARGS`` in a fresh interpreter."""
-    command = [sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", *args]
+    command = [sys.executable, "-m", "sst_cdma.tools.cli.sst_cdma_main", *args]
     cpu, t0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     wall = time.perf_counter() - t0

@@ -47,7 +47,7 @@ def kind(package: str) -> str:
 def one_run(script: Path) -> tuple[float, dict[str, tuple[int, float]]]:
     """Wall seconds of one main-job process and its import times."""
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "sst_cdma.cli.sst_main",
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "sst_cdma.tools.cli.sst_main",
                            str(script)], cwd=REPO, check=True, capture_output=True, text=True)
     return time.perf_counter() - t0, import_times(done.stderr)
 

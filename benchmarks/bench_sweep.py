@@ -34,7 +34,7 @@ def default_spec() -> Path:
 
 def timed_sweep(spec: Path, output: Path, workers: int) -> tuple[float, object]:
     """Wall time and outcome of one sweep."""
-    from sst_cdma.sweep import run_sweep
+    from sst_cdma.tools.sweep import run_sweep
 
     t0 = time.perf_counter()
     outcome = run_sweep(spec, output=output, workers=workers, progress=False)

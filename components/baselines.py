@@ -1,5 +1,5 @@
 """The oracle and vDNN baselines of any cDMA system: :func:`add_baselines` copies the main
-system a topology script wired, by hand or with :func:`sst_cdma.topology.build`, into the two
+system a topology script wired, by hand or with :func:`sst_cdma.builder.topology.build`, into the two
 systems every summary compares it with. It names the cdma element types and params it
 changes, so it belongs to the element library, not to the engine.
 
@@ -27,9 +27,9 @@ from typing import Optional
 
 import networkx as nx
 
-from sst_cdma.config import (ConfigComponent, ConfigError, ConfigGraph, ConfigLink,
+from sst_cdma.engine.config import (ConfigComponent, ConfigError, ConfigGraph, ConfigLink,
                              ConfigSubComponent, LinkEndConfig)
-from sst_cdma.config_api import caller_location, current_graph
+from sst_cdma.engine.config_api import caller_location, current_graph
 
 __all__ = ["add_baselines", "BaselinesFollow", "GPU_TYPE", "ENGINE_TYPE"]
 

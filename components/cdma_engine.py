@@ -11,9 +11,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
-from sst_cdma.flows import Flow, FlowNetwork, Route
-from sst_cdma.kernel import SimulationError
+from sst_cdma.engine.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
+from sst_cdma.engine.flows import Flow, FlowNetwork, Route
+from sst_cdma.engine.kernel import SimulationError
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
@@ -606,7 +606,7 @@ def _alone_ps(raw: int, weights: Mapping[str, float], capacity: Mapping[str, flo
               latency: int) -> int:
     """Picoseconds a transfer of ``raw`` bytes takes alone on resources loaded ``weights`` per
     byte: its start-up ``latency`` and the flow's own arithmetic."""
-    from sst_cdma.flows import isolated_duration_ps
+    from sst_cdma.engine.flows import isolated_duration_ps
 
     pairs = [(capacity[r], w) for r, w in weights.items()]
     return latency + (isolated_duration_ps(raw, pairs) if raw else 0)

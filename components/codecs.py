@@ -18,8 +18,8 @@ from typing import Any, Callable, ClassVar, Optional
 import numpy as np
 
 from sst_cdma.codecs import registry
-from sst_cdma.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_BANDWIDTH, MIN_BANDWIDTH_WHY, Param, StatisticSpec, SubComponent
-from sst_cdma.flows import FlowNetwork
+from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_BANDWIDTH, MIN_BANDWIDTH_WHY, Param, StatisticSpec, SubComponent
+from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.model.compression import wire_bytes
 
 from .messages import CodecKernel
@@ -211,7 +211,7 @@ def _sync(forget_library: Callable[[], None] = lambda: None) -> None:
 
 
 def _on_registry_change() -> None:
-    from sst_cdma.library import load_library
+    from sst_cdma.engine.library import load_library
 
     _sync(load_library.cache_clear)
 

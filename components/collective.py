@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from sst_cdma.element import SubComponent
+from sst_cdma.engine.element import SubComponent
 
 __all__ = ["CollectiveAlgorithm"]
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import enum
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
-from sst_cdma.flows import FlowNetwork, PS_PER_S
-from sst_cdma.kernel import LinkEnd, SimulationError
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
+from sst_cdma.engine.flows import FlowNetwork, PS_PER_S
+from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.model.gpus import GPUS
 
 from .interfaces import CodecKernels, HostStep, MemoryPool

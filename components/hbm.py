@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sst_cdma.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
+from sst_cdma.engine.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
+from sst_cdma.engine.flows import FlowNetwork
 
 from .interfaces import MemoryPool
 

@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
+from sst_cdma.engine.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
                                      adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
+from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
+from sst_cdma.engine.flows import FlowNetwork
 
 from .interfaces import HostPath, HostStore, HostTier
 from .memory_ledger import MemoryLedger

@@ -1,7 +1,7 @@
 """The interfaces of the cdma element library: what one of its elements may ask of another
 (GPU memory, the host store, the path to it, what a transfer would cost). Elements declare them
 on their ports and ask with ``self.peer_provider(port, Interface)``
-(:mod:`sst_cdma.interfaces` checks the wiring); the records the queries return are in
+(:mod:`sst_cdma.engine.interfaces` checks the wiring); the records the queries return are in
 :mod:`components.messages`."""
 from __future__ import annotations
 

@@ -15,11 +15,11 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Optional
 
-from sst_cdma.element import MIN_FRACTION, MIN_FRACTION_WHY, Param, SubComponent
-from sst_cdma.flows import PS_PER_S
+from sst_cdma.engine.element import MIN_FRACTION, MIN_FRACTION_WHY, Param, SubComponent
+from sst_cdma.engine.flows import PS_PER_S
 from sst_cdma.model.dtypes import TF32_MODES
 from sst_cdma.model.gpus import GPUS, GPUSpec
-from sst_cdma.units import UnitError, parse_bytes
+from sst_cdma.engine.units import UnitError, parse_bytes
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel

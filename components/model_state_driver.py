@@ -36,9 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import Element
-from sst_cdma.kernel import LinkEnd, Simulator
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import Element
+from sst_cdma.engine.kernel import LinkEnd, Simulator
 from sst_cdma.model.compression import wire_bytes
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
 

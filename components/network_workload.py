@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
-from sst_cdma.flows import FlowNetwork
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
+from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.model.attention import ATTENTION_FORMS
 from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError

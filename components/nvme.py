@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
-from sst_cdma.kernel import SimulationError
+from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
+from sst_cdma.engine.flows import FlowNetwork
+from sst_cdma.engine.kernel import SimulationError
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS, queue_limited_bandwidth
 

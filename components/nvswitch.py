@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import (MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_FRACTION,
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import (MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_FRACTION,
                               MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec,
                               SubComponentSlot)
-from sst_cdma.flows import FlowNetwork, Route, isolated_duration_ps
+from sst_cdma.engine.flows import FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.links import nvlink_bandwidth
 
 from .collective import CollectiveAlgorithm

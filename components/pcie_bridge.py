@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from sst_cdma.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import InterfaceError
+from sst_cdma.engine.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
+from sst_cdma.engine.flows import FlowNetwork
+from sst_cdma.engine.interfaces import InterfaceError
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, c2c_bandwidth, nvlink_bandwidth
 
 from .interfaces import HostPath

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sst_cdma.element import Port, StatisticSpec
+from sst_cdma.engine.element import Port, StatisticSpec
 
 from .interfaces import HostPath
 from .pcie_bridge import DuplexLink

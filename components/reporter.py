@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any, Mapping
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import Component, Param
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import Component, Param
 
 from .console import console_summary
 from .summary import SystemResults, compose_summary

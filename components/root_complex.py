@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sst_cdma.element import Component, Param, Port, StatisticSpec
-from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import InterfaceError
+from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
+from sst_cdma.engine.flows import FlowNetwork
+from sst_cdma.engine.interfaces import InterfaceError
 
 from .interfaces import HostPath
 from .messages import PathInfo

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sst_cdma.interfaces import InterfaceError
+from sst_cdma.engine.interfaces import InterfaceError
 
 from .messages import DrivePath, PathInfo
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from sst_cdma.config import ConfigError
-from sst_cdma.element import Param
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.element import Param
 from workloads import WorkloadError
 from workloads.stream import Stream, StreamError, read_stream
 

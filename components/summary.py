@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from sst_cdma.config import ConfigError
+from sst_cdma.engine.config import ConfigError
 
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
@@ -70,7 +70,7 @@ class SystemResults:
             if others and len(others) != len(self.main):
                 raise ConfigError(f"the {label} system has {len(others)} GPU(s) and the main "
                                   f"system {len(self.main)}: a baseline system needs one GPU "
-                                  "per main GPU (sst_cdma.baselines.add_baselines builds them)")
+                                  "per main GPU (sst_cdma.builder.baselines.add_baselines builds them)")
             for name, other in zip(self.main, others):
                 self.baseline_of[name][label] = gpus[other]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from sst_cdma.element import Param
+from sst_cdma.engine.element import Param
 from workloads.stream import Stream, parse_stream
 
 from .workload_source import WorkloadSource

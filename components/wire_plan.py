@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 import numpy as np
 
 from sst_cdma.codecs import registry
-from sst_cdma.config import ConfigError
+from sst_cdma.engine.config import ConfigError
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 
 from .messages import MovedTensor, OffloadManifest

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from sst_cdma.element import SubComponent
+from sst_cdma.engine.element import SubComponent
 from workloads.stats import REPORTED_CHOICES, tensor_choices
 from workloads.vdnn import wgrad_name
 

@@ -20,11 +20,11 @@ def __getattr__(name: str) -> Any:
     """Import the runner and the statistics reader lazily so ``import sst_cdma`` stays light
     (codecs users need no simulator)."""
     if name in ("run", "RunResult", "RunError"):
-        from . import runner
+        from sst_cdma.engine import runner
 
         return getattr(runner, name)
     if name in ("read_statistics", "StatisticsFileError"):
-        from .statistics import reader
+        from sst_cdma.engine.statistics import reader
 
         return getattr(reader, name)
     raise AttributeError(f"module 'sst_cdma' has no attribute {name!r}")

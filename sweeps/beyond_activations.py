@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sst_cdma import run  # noqa: E402
-from sst_cdma.runner import RunError  # noqa: E402
+from sst_cdma.engine.runner import RunError  # noqa: E402
 
 #: Every run: bf16 mixed precision (fp16 on the V100, which has no bf16 tensor cores), Adam,
 #: one sequence of 1024 tokens (docs/workloads.md, section 9), fused attention, a plain copy

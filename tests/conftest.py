@@ -46,7 +46,7 @@ def write_script(tmp_path):
 @pytest.fixture
 def run_script(write_script):
     """Write a topology and run it in-process; returns (RunResult, console text)."""
-    from sst_cdma.runner import run
+    from sst_cdma.engine.runner import run
 
     def _run(body: str, *args, **kwargs):
         console = io.StringIO()

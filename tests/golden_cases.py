@@ -53,7 +53,7 @@ KEPT = ("StatisticOutput.csv", "summary.json")
 
 def run_case(case: str, out: Path) -> str:
     """Run ``case`` with its outputs in ``out``; return the console text."""
-    from sst_cdma.cli.sst_main import main
+    from sst_cdma.tools.cli.sst_main import main
 
     script, options = CASES[case]
     argv = ["--output-directory", str(out), str(REPO / "topologies" / script)]

@@ -6,7 +6,7 @@ the node's host; more GPUs (--gpus 64) are more such nodes, each with its own ho
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="dgx1_cdma.py", gpu="pascal", gpus=8, gpus_per_switch=2,
       gpus_per_host=8)

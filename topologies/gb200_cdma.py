@@ -12,7 +12,7 @@ Blackwell's Decompression Engine instead of a compressing cDMA engine (docs/mode
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="gb200_cdma.py", gpu="b200", link="nvlink_c2c", gpus_per_host=2,
       host_memory={"bandwidth": "500GB/s", "pinned_capacity": "480GB"})

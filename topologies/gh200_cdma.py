@@ -9,6 +9,6 @@ its own Grace CPU and LPDDR5X, so with ``--gpus N`` every GPU gets a host memory
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="gh200_cdma.py", gpu="gh200", link="nvlink_c2c", gpus_per_host=1)

@@ -11,7 +11,7 @@ buckets) while its cDMA engine offloads, both sharing the GPU's HBM.
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="hgx_h100_cdma.py", gpu="hopper", link="pcie5x16", gpus=8,
       gpus_per_switch=2, gpus_per_host=4, data_parallel=True,

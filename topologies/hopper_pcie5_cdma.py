@@ -6,6 +6,6 @@ compute grew ~5x since Pascal, the host link 4x (sources in docs/gpus.md).
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="hopper_pcie5_cdma.py", gpu="h100_pcie", link="pcie5x16")

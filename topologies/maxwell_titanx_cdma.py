@@ -6,6 +6,6 @@ the vDNN and cDMA papers' era.
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="maxwell_titanx_cdma.py", gpu="maxwell")

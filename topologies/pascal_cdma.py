@@ -6,6 +6,6 @@ and a compressing DMA engine (ZVC by default).
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="pascal_cdma.py", gpu="pascal")

@@ -5,6 +5,6 @@
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, ["--algorithm", "none", *sys.argv[1:]], prog="pascal_vdnn.py", gpu="pascal")

@@ -5,8 +5,8 @@
 import sys
 
 import sst
-from sst_cdma.config import ConfigError
-from sst_cdma.topology import ModelOptionParser
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.builder.topology import ModelOptionParser
 
 parser = ModelOptionParser(prog="phold_torus.py")
 parser.add_argument("--size", type=int, default=10, help="torus side (nodes = size^2)")

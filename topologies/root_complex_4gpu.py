@@ -12,7 +12,7 @@ import sst
 from components.baselines import add_baselines
 from components.codecs import element_type as codec_element
 from sst_cdma.model.gpus import GPUS
-from sst_cdma.topology import LINKS, ModelOptionParser
+from sst_cdma.builder.topology import LINKS, ModelOptionParser
 
 parser = ModelOptionParser(prog="root_complex_4gpu.py", allow_abbrev=False,
                            description="GPUs sharing one CPU root complex")

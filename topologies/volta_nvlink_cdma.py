@@ -6,6 +6,6 @@ as on POWER9 systems).
 import sys
 
 import sst
-from sst_cdma.topology import build
+from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="volta_nvlink_cdma.py", gpu="volta", link="nvlink2x3")

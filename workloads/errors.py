@@ -5,7 +5,7 @@ catch ``ValueError``; the subclasses carry where the problem is (file, layer, li
 """
 from __future__ import annotations
 
-from sst_cdma.file_reads import FileReadError
+from sst_cdma.engine.file_reads import FileReadError
 
 __all__ = ["WorkloadError", "StreamError", "not_utf8", "read_fault"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from sst_cdma.model.fitted import KernelModel
-from sst_cdma.progress import tick, timed
+from sst_cdma.engine.progress import tick, timed
 from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError,
                                          price_attention, price_convs, price_gemm)
 

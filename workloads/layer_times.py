@@ -18,7 +18,7 @@ sequence length the times were measured at: a run at another one refuses the fil
 scales each measured kernel by the kernel model's ratio (target over source) for that layer and
 pass; without it the times are used as measured.
 ``sst-cdma time-layers`` writes such a file by timing each layer of the definition in PyTorch
-(:mod:`sst_cdma.capture.layer_timing`); hand-written files are welcome. The times (integer
+(:mod:`sst_cdma.tools.capture.layer_timing`); hand-written files are welcome. The times (integer
 picoseconds once read: :attr:`LayerTimes.times_ps`) become the compute ops' ``time_ps``, written
 as the ``time=`` keys of a rendered stream's text (docs/workloads.md).
 """
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sst_cdma.atomic_files import write_text_whole
-from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.atomic_files import write_text_whole
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 
 from .errors import WorkloadError, read_fault
 from .network import Network

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_yaml, read_text
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_yaml, read_text
 
 from .errors import WorkloadError, read_fault
 from .kinds import KINDS, normalize_params

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, 
 
 import numpy as np
 
-from sst_cdma.progress import tick, timed
+from sst_cdma.engine.progress import tick, timed
 
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo

@@ -25,7 +25,7 @@ import os
 import re
 from typing import Callable, Mapping
 
-from sst_cdma.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 from sst_cdma.model.policies import VDNN_POLICIES  # scheduled by vdnn.plan_iteration as vDNN does
 
 from .errors import WorkloadError, read_fault

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
-from sst_cdma.progress import timed
+from sst_cdma.engine.progress import timed
 
 from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path

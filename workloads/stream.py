@@ -36,7 +36,7 @@ from typing import Any
 
 from .dtypes import DTYPES
 from .durations import parse_duration
-from sst_cdma.file_reads import MIB, FileKind, FileReadError, read_text
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, read_text
 
 from .errors import StreamError, WorkloadError, read_fault
 from .stream_schema import (LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION, TENSOR_KINDS,

@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from sst_cdma.progress import tick, timed
+from sst_cdma.engine.progress import tick, timed
 
 from .dtypes import itemsize
 from .errors import WorkloadError

@@ -28,12 +28,12 @@ import importlib
 from typing import Any
 
 # The built-in codecs register themselves on import, in the order users see.
-from . import zvc, rle, deflate, lz4block, zstdframe, byteplane  # noqa: F401  (isort: skip)
-from .dtypes import ELEMENT_TYPES
-from .errors import CodecError
-from .registry import ALGORITHM_NAMES as ALGORITHMS
-from .registry import algorithm_choices, algorithm_names
-from .zvc import zvc_ratio
+from sst_cdma.codecs import zvc, rle, deflate, lz4block, zstdframe, byteplane  # noqa: F401  (isort: skip)
+from sst_cdma.codecs.dtypes import ELEMENT_TYPES
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.registry import ALGORITHM_NAMES as ALGORITHMS
+from sst_cdma.codecs.registry import algorithm_choices, algorithm_names
+from sst_cdma.codecs.zvc import zvc_ratio
 
 __all__ = [
     "ALGORITHMS",

@@ -6,13 +6,13 @@ from typing import Union
 
 import numpy as np
 
-from . import format as _format
-from . import registry
-from .checksum import PARALLEL_MIN_BYTES
-from .codec import Codec
-from .dtypes import bits_view, element_type_of, from_bits
-from .format import Header, as_byte_array, parse_header, start_crc_check, verify_crc
-from .zvc_kernels import nonzero_count as _bits_nonzero_count
+from sst_cdma.codecs import format as _format
+from sst_cdma.codecs import registry
+from sst_cdma.codecs.checksum import PARALLEL_MIN_BYTES
+from sst_cdma.codecs.codec import Codec
+from sst_cdma.codecs.dtypes import bits_view, element_type_of, from_bits
+from sst_cdma.codecs.format import Header, as_byte_array, parse_header, start_crc_check, verify_crc
+from sst_cdma.codecs.zvc_kernels import nonzero_count as _bits_nonzero_count
 
 BytesLike = Union[bytes, bytearray, memoryview]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codec import Payload
-from .registry import register
-from .zstdframe import check_zstd_sizes, zstd_compress, zstd_decompress
+from sst_cdma.codecs.codec import Payload
+from sst_cdma.codecs.registry import register
+from sst_cdma.codecs.zstdframe import check_zstd_sizes, zstd_compress, zstd_decompress
 
 __all__ = ["BYTEPLANE", "to_planes", "from_planes"]
 

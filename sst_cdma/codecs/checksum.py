@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable
 
-from .parallel import PIECES_PER_THREAD, Job, num_threads, split_ranges
+from sst_cdma.codecs.parallel import PIECES_PER_THREAD, Job, num_threads, split_ranges
 
 __all__ = ["PARALLEL_MIN_BYTES", "crc32", "crc32_start", "crc32_combine"]
 

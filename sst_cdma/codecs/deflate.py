@@ -12,9 +12,9 @@ import zlib
 
 import numpy as np
 
-from .codec import Payload
-from .errors import CodecError
-from .registry import register
+from sst_cdma.codecs.codec import Payload
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.registry import register
 
 __all__ = ["ZLIB", "LEVEL", "MAX_DEFLATE_RATIO"]
 

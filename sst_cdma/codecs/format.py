@@ -26,11 +26,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .buffers import OutputBuffer
-from .checksum import crc32, crc32_start
-from .dtypes import ElementType, by_code
-from .errors import CodecError
-from .registry import by_format_id, get, specs
+from sst_cdma.codecs.buffers import OutputBuffer
+from sst_cdma.codecs.checksum import crc32, crc32_start
+from sst_cdma.codecs.dtypes import ElementType, by_code
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.registry import by_format_id, get, specs
 
 __all__ = [
     "MAGIC",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codec import Payload
-from .errors import CodecError
-from .registry import register
+from sst_cdma.codecs.codec import Payload
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.registry import register
 
 __all__ = ["LZ4", "CHUNK_BYTES", "MAX_LZ4_RATIO", "chunk_count"]
 

@@ -22,7 +22,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
 if TYPE_CHECKING:
-    from .codec import Codec
+    from sst_cdma.codecs.codec import Codec
 
 __all__ = [
     "NONE",

@@ -23,7 +23,7 @@ The number of tokens depends on where the zeros are, so the ratio from density i
 """
 from __future__ import annotations
 
-from .registry import register
+from sst_cdma.codecs.registry import register
 
 __all__ = ["MAX_RUN"]
 

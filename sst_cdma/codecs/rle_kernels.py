@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bitops import elem_units, field_units, load_elem, load_u32, store_elem, store_u32
-from .codec import Payload
-from .errors import CodecError
-from .rle import MAX_RUN
-from .zvc_kernels import unit_dtype, unit_view
+from sst_cdma.codecs.bitops import elem_units, field_units, load_elem, load_u32, store_elem, store_u32
+from sst_cdma.codecs.codec import Payload
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.rle import MAX_RUN
+from sst_cdma.codecs.zvc_kernels import unit_dtype, unit_view
 
 __all__ = ["RLE", "MAX_RUN", "token_count"]
 

@@ -16,9 +16,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..model.dtypes import DTYPES as SIMULATED_DTYPES
-from . import registry
-from .registry import CodecSpec
+from sst_cdma.model.dtypes import DTYPES as SIMULATED_DTYPES
+from sst_cdma.codecs import registry
+from sst_cdma.codecs.registry import CodecSpec
 
 __all__ = ["SAMPLE_ELEMENTS", "DENSITY_STEPS", "DTYPES", "itemsize_of", "density_step",
            "sample_ratio", "sampled_ratio", "forget", "estimate_ratio"]
@@ -44,7 +44,7 @@ def density_step(density: float) -> int:
 def sample_ratio(algorithm: str, step: int, dtype: str) -> float:
     """Raw/compressed ratio of ``algorithm`` on the seeded sample at density
     ``step / DENSITY_STEPS`` of element type ``dtype``."""
-    from .api import compressed_size
+    from sst_cdma.codecs.api import compressed_size
 
     density = step / DENSITY_STEPS
     seed = zlib.crc32(f"{algorithm}:{step}:{dtype}".encode())

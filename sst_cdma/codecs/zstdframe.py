@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codec import Payload
-from .errors import CodecError
-from .registry import register
+from sst_cdma.codecs.codec import Payload
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.registry import register
 
 __all__ = ["ZSTD", "LEVEL", "MAX_ZSTD_RATIO", "zstd_compress", "zstd_decompress",
            "check_zstd_sizes"]

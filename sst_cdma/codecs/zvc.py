@@ -13,7 +13,7 @@ large array (:func:`zvc_ratio`).
 """
 from __future__ import annotations
 
-from .registry import register
+from sst_cdma.codecs.registry import register
 
 __all__ = ["BLOCK", "size_formula", "zvc_ratio"]
 

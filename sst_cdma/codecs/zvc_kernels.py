@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bitops import (
+from sst_cdma.codecs.bitops import (
     ctz32,
     elem_units,
     field_units,
@@ -24,11 +24,11 @@ from .bitops import (
     store_elem,
     store_u32,
 )
-from .codec import Payload
-from .errors import CodecError
-from .parallel import PARALLEL_MIN_ITEMS, num_threads, run_ranges
-from .simd import compress_store, enabled as simd_enabled, expand_load, lanes
-from .zvc import BLOCK, size_formula
+from sst_cdma.codecs.codec import Payload
+from sst_cdma.codecs.errors import CodecError
+from sst_cdma.codecs.parallel import PARALLEL_MIN_ITEMS, num_threads, run_ranges
+from sst_cdma.codecs.simd import compress_store, enabled as simd_enabled, expand_load, lanes
+from sst_cdma.codecs.zvc import BLOCK, size_formula
 
 __all__ = ["ZVC", "BLOCK", "CHUNK_BLOCKS", "unit_dtype", "nonzero_count", "size_formula"]
 

@@ -35,11 +35,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ..file_reads import MIB, FileKind, FileReadError, load_json, read_text
-from .fitted import PARAMS_FILE
-from .gpus import GPUS
-from ..atomic_files import write_text_whole
-from .kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json, read_text
+from sst_cdma.model.fitted import PARAMS_FILE
+from sst_cdma.model.gpus import GPUS
+from sst_cdma.engine.atomic_files import write_text_whole
+from sst_cdma.model.kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
                            conv_times, gemm_times)
 
 __all__ = ["POOLED", "DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
@@ -595,7 +595,7 @@ def params_document(sets: Mapping[str, CalibrationSet],
     from ``fits``), parameters at 6 significant digits, with their provenance: source files,
     rows per kind, the in-sample fit error of the rounded parameters per kind, and the cuDNN and
     CUDA versions of the measurements."""
-    from .fitted import FORMAT, VERSION
+    from sst_cdma.model.fitted import FORMAT, VERSION
 
     families = {}
     for name, cset in sets.items():

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..flows import isolated_duration_ps
+from sst_cdma.engine.flows import isolated_duration_ps
 
 
 @dataclass

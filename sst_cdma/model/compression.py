@@ -27,9 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..codecs import registry
-from ..file_reads import MIB, FileKind, FileReadError, load_json
-from ..codecs.sampling import (DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step,
+from sst_cdma.codecs import registry
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.codecs.sampling import (DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step,
                                estimate_ratio, sample_ratio)
 
 __all__ = ["ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS", "TABLE_PATH",

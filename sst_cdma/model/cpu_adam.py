@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Union
 
-from ..file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 
 __all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "CpuAdamError",
            "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline", "MIN_PARAMS_PER_S",

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..file_reads import MIB, FileKind, FileReadError, load_json
-from .dtypes import NO_TF32, TF32_MODES
-from .gpus import GPUS, GPUSpec
-from .kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.model.dtypes import NO_TF32, TF32_MODES
+from sst_cdma.model.gpus import GPUS, GPUSpec
+from sst_cdma.model.kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
                            KernelParams, ModelError, TensorCores)
 
 __all__ = ["PARAMS_PATH", "TENSOR_PARAMS_PATH", "FORMAT", "VERSION", "TF32_MODES", "Family",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..units import parse_bandwidth
-from .dtypes import HALF_DTYPES
+from sst_cdma.engine.units import parse_bandwidth
+from sst_cdma.model.dtypes import HALF_DTYPES
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
-from .price_memo import PriceMemo, array_key
+from sst_cdma.model.dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
+from sst_cdma.model.price_memo import PriceMemo, array_key
 
 __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
            "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "AttentionParams",

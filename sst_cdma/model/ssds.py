@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..units import parse_bandwidth, parse_bytes, parse_time_ps
+from sst_cdma.engine.units import parse_bandwidth, parse_bytes, parse_time_ps
 
 PS_PER_S = 10 ** 12
 

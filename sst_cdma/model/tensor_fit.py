@@ -33,10 +33,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..atomic_files import write_text_whole
-from .calibration import (BOUNDS, CONV_FILE, DATA_DIR, GEMM_FILE, CalibrationError, FitError,
+from sst_cdma.engine.atomic_files import write_text_whole
+from sst_cdma.model.calibration import (BOUNDS, CONV_FILE, DATA_DIR, GEMM_FILE, CalibrationError, FitError,
                           _read, _time, _whole, fit_error, significant)
-from .kernel_model import (PASSES, AttentionParams, Hardware, KernelParams, TensorCores,
+from sst_cdma.model.kernel_model import (PASSES, AttentionParams, Hardware, KernelParams, TensorCores,
                            conv_times, gemm_times, price_attention)
 
 __all__ = ["TC_CONV_FILE", "TC_GEMM_FILE", "ATTENTION_DIR", "FLASH3_SPEEDUP",

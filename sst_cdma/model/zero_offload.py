@@ -47,8 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..flows import isolated_duration_ps
-from .closed_form import ClosedFormResult, iterate
+from sst_cdma.engine.flows import isolated_duration_ps
+from sst_cdma.model.closed_form import ClosedFormResult, iterate
 
 __all__ = ["ZeroOffloadResult", "zero_offload_step", "state_traffic", "from_simulation"]
 

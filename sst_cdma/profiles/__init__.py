@@ -12,19 +12,19 @@ The file format is documented in ``docs/profiles.md``; loading validates every f
 """
 from __future__ import annotations
 
-from .errors import ProfileError
-from .interp import interpolate
-from .profile import DensityProfile, ProfilePoint, TensorProfile
-from .provenance import DerivedProvenance, EstimatedProvenance, MeasuredProvenance, Provenance
-from .samples import Sample, SampleSet, load_sample_set, load_samples, read_npz, save_samples
-from .schema import FORMAT, KNOWN_DTYPES, VERSION
-from .store import load_profile, shipped_profile_path, shipped_profiles
+from sst_cdma.profiles.errors import ProfileError
+from sst_cdma.profiles.interp import interpolate
+from sst_cdma.profiles.profile import DensityProfile, ProfilePoint, TensorProfile
+from sst_cdma.profiles.provenance import DerivedProvenance, EstimatedProvenance, MeasuredProvenance, Provenance
+from sst_cdma.profiles.samples import Sample, SampleSet, load_sample_set, load_samples, read_npz, save_samples
+from sst_cdma.profiles.schema import FORMAT, KNOWN_DTYPES, VERSION
+from sst_cdma.profiles.store import load_profile, shipped_profile_path, shipped_profiles
 
 
 def __getattr__(name: str) -> object:
     """``KNOWN_ALGORITHMS``: the registered codecs as of the access (see :mod:`.schema`)."""
     if name == "KNOWN_ALGORITHMS":
-        from .schema import KNOWN_ALGORITHMS
+        from sst_cdma.profiles.schema import KNOWN_ALGORITHMS
 
         return KNOWN_ALGORITHMS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 The shipped transformer networks (``gpt2_*``, ``opt_*``, ``llama_7b``) cannot be trained here.
 Their profiles are carried over from the small models measured on the CPU
-(``text_relu``/``text_gelu``, :mod:`sst_cdma.capture.text_train`), tensor by tensor:
+(``text_relu``/``text_gelu``, :mod:`sst_cdma.tools.capture.text_train`), tensor by tensor:
 
 - ``blk{j}/ROLE`` of a network with *L* blocks takes the numbers of ``blk{i}/ROLE`` of the
   small model with *l* blocks, ``i = floor((j + 1/2) * l / L)``: the block at the same relative
@@ -29,10 +29,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from workloads.loader import TRANSFORMERS
 
-from ..model.attention import TENSOR_LAYOUTS
-from .errors import ProfileError
-from .profile import DensityProfile, TensorProfile
-from .provenance import DerivedProvenance
+from sst_cdma.model.attention import TENSOR_LAYOUTS
+from sst_cdma.profiles.errors import ProfileError
+from sst_cdma.profiles.profile import DensityProfile, TensorProfile
+from sst_cdma.profiles.provenance import DerivedProvenance
 
 __all__ = ["FAMILY_SOURCES", "ROLE_ALIASES", "NAME_ALIASES", "NOT_DERIVED", "APPROXIMATIONS", "split_tensor",
            "source_tensor", "source_profile_name", "derive_profile", "mapping"]
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
     from pathlib import Path
 
-    from .store import _shipped_dir, load_profile
+    from sst_cdma.profiles.store import _shipped_dir, load_profile
 
     parser = argparse.ArgumentParser(
         prog="python -m sst_cdma.profiles.derive",

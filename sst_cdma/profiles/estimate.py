@@ -64,7 +64,7 @@ dip, only a slow rise. Pooled, normalised, concatenated and dropped-out tensors 
 from their inputs at every point by the rules above.
 
 The shape agrees with the measured trend of the ``digits_cnn`` profile
-(``workloads/profiles/digits_cnn.json``, made by ``python -m sst_cdma.capture.digits_train``:
+(``workloads/profiles/digits_cnn.json``, made by ``python -m sst_cdma.tools.capture.digits_train``:
 DigitsCNN trained on the scikit-learn digits, 3000 steps, seed 0): its deeper ReLU outputs
 ``relu2`` / ``relu3`` (tensors ``conv2`` / ``fc1`` there) start at 0.51 / 0.55, bottom out at 0.34 / 0.35 within the first 5% of
 training (progress 0.05 / 0.02) and drift back up to 0.39 / 0.41 at the end, decelerating,
@@ -89,11 +89,11 @@ from typing import Iterable, Optional, Sequence
 
 from workloads.loader import CNNS
 
-from ..codecs import registry
-from ..codecs.sampling import estimate_ratio
-from ..file_reads import FileReadError, read_text
-from .profile import PROFILE_FILE, DensityProfile, ProfilePoint, TensorProfile
-from .provenance import EstimatedProvenance
+from sst_cdma.codecs import registry
+from sst_cdma.codecs.sampling import estimate_ratio
+from sst_cdma.engine.file_reads import FileReadError, read_text
+from sst_cdma.profiles.profile import PROFILE_FILE, DensityProfile, ProfilePoint, TensorProfile
+from sst_cdma.profiles.provenance import EstimatedProvenance
 
 __all__ = [
     "NETWORKS",
@@ -170,7 +170,7 @@ SOURCE = (
 
 DIGITS_COMPARISON = (
     "Compared with the measured trend of the digits_cnn profile "
-    "(workloads/profiles/digits_cnn.json, from python -m sst_cdma.capture.digits_train: "
+    "(workloads/profiles/digits_cnn.json, from python -m sst_cdma.tools.capture.digits_train: "
     "DigitsCNN on the scikit-learn digits, 3000 steps, seed 0): its deeper ReLU outputs "
     "relu2/relu3 (tensors conv2/fc1 there) start at 0.51/0.55, bottom out at 0.34/0.35 within the first 5% of training "
     "(progress 0.05/0.02) and drift back up to 0.39/0.41 at 1.0 (minimum 0.87/0.85 of the "

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ..codecs.registry import algorithm_names
-from .schema import (_POINT_OPTIONAL, _POINT_REQUIRED, _PROVENANCE_FIELDS, _TENSOR_OPTIONAL,
+from sst_cdma.codecs.registry import algorithm_names
+from sst_cdma.profiles.schema import (_POINT_OPTIONAL, _POINT_REQUIRED, _PROVENANCE_FIELDS, _TENSOR_OPTIONAL,
                      _TENSOR_REQUIRED, _TOP_REQUIRED, FORMAT, KNOWN_DTYPES, VERSION)
 
 __all__ = ["JSON_SCHEMA_PATH", "json_schema", "json_schema_text"]

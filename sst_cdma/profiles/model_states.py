@@ -27,12 +27,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Union
 
-from ..file_reads import MIB, FileKind, FileReadError, load_json
-from ..model.dtypes import DTYPES
-from .errors import ProfileError
-from .interp import interpolate
-from .provenance import Provenance, provenance_from_dict
-from .schema import _Checker, _parse_provenance, _show, ratio_ceiling_fault
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.model.dtypes import DTYPES
+from sst_cdma.profiles.errors import ProfileError
+from sst_cdma.profiles.interp import interpolate
+from sst_cdma.profiles.provenance import Provenance, provenance_from_dict
+from sst_cdma.profiles.schema import _Checker, _parse_provenance, _show, ratio_ceiling_fault
 
 __all__ = ["FORMAT", "VERSION", "MODEL_STATE_ROLES", "ROLE_DTYPES", "DEFAULT_MODEL_STATES",
            "StatePoint", "ModelStateProfile", "load_model_states", "model_state_ratio",
@@ -111,7 +111,7 @@ class ModelStateProfile:
 
 
 def _parse_point(c: _Checker, value: Any, path: str, role: str) -> dict[str, Any]:
-    from ..codecs.registry import algorithm_names
+    from sst_cdma.codecs.registry import algorithm_names
 
     point = c.obj(value, path, ("progress", "step", "dtypes"))
     out = {"progress": c.unit_interval(point["progress"], f"{path}.progress"),

@@ -13,9 +13,9 @@ import difflib
 import functools
 from typing import Iterable, Mapping, Optional
 
-from ..model.attention import TENSOR_LAYOUTS
-from .errors import ProfileError
-from .schema import tensor_path
+from sst_cdma.model.attention import TENSOR_LAYOUTS
+from sst_cdma.profiles.errors import ProfileError
+from sst_cdma.profiles.schema import tensor_path
 
 __all__ = ["network_tensor_shapes", "check_known_tensors"]
 

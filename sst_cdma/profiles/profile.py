@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..file_reads import MIB, FileKind, FileReadError, read_text
-from ..strict_parsing import StrictParseError, json_loads
-from .errors import ProfileError
-from .interp import interpolate
-from .provenance import Provenance, provenance_from_dict
-from ..codecs.registry import algorithm_names, unknown_algorithm
-from .schema import FORMAT, VERSION, parse_profile, tensor_path
+from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, read_text
+from sst_cdma.engine.strict_parsing import StrictParseError, json_loads
+from sst_cdma.profiles.errors import ProfileError
+from sst_cdma.profiles.interp import interpolate
+from sst_cdma.profiles.provenance import Provenance, provenance_from_dict
+from sst_cdma.codecs.registry import algorithm_names, unknown_algorithm
+from sst_cdma.profiles.schema import FORMAT, VERSION, parse_profile, tensor_path
 
 __all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
 

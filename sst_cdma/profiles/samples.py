@@ -27,8 +27,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..file_reads import GIB, MIB, FileKind, FileReadError, load_json, open_regular
-from .errors import ProfileError
+from sst_cdma.engine.file_reads import GIB, MIB, FileKind, FileReadError, load_json, open_regular
+from sst_cdma.profiles.errors import ProfileError
 
 __all__ = ["SAMPLES_FORMAT", "Sample", "SampleSet", "save_samples", "load_samples",
            "load_sample_set", "read_npz", "sample_file_name"]

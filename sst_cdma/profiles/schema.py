@@ -12,9 +12,9 @@ import re
 from datetime import datetime
 from typing import Any, Callable
 
-from ..codecs.registry import algorithm_names
-from ..model.dtypes import PROFILE_DTYPES, PROFILE_ITEMSIZES
-from .errors import ProfileError
+from sst_cdma.codecs.registry import algorithm_names
+from sst_cdma.model.dtypes import PROFILE_DTYPES, PROFILE_ITEMSIZES
+from sst_cdma.profiles.errors import ProfileError
 
 __all__ = [
     "FORMAT",

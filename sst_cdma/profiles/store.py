@@ -5,8 +5,8 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from .errors import ProfileError
-from .profile import DensityProfile
+from sst_cdma.profiles.errors import ProfileError
+from sst_cdma.profiles.profile import DensityProfile
 
 __all__ = ["load_profile", "shipped_profiles", "shipped_profile_path"]
 
@@ -40,7 +40,7 @@ def _read(path: str | os.PathLike[str]) -> DensityProfile:
     reads the same profile. The key holds the file's inode, size and modification time, so
     an edited or replaced file is read again, and the registered codecs, which decide what a
     file's ``ratios`` may name. Profiles are immutable, so engines can share one."""
-    from ..codecs.registry import algorithm_names
+    from sst_cdma.codecs.registry import algorithm_names
 
     try:
         st = os.stat(path)

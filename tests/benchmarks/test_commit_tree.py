@@ -32,9 +32,9 @@ def _worktrees() -> str:
 def test_the_other_tree_is_the_commit_checked_out_and_is_gone_after():
     tree = load("commit_tree")
     with tree.other_tree("HEAD") as other:
-        committed = subprocess.run(["git", "show", "HEAD:sst_cdma/flows.py"], cwd=BENCHMARKS,
+        committed = subprocess.run(["git", "show", "HEAD:sst_cdma/engine/flows.py"], cwd=BENCHMARKS,
                                    capture_output=True, text=True, check=True).stdout
-        assert (other / "sst_cdma" / "flows.py").read_text() == committed
+        assert (other / "sst_cdma" / "engine" / "flows.py").read_text() == committed
         assert str(other) in _worktrees()
     assert not other.exists()
     assert str(other) not in _worktrees()

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from sst_cdma.capture import CaptureError, build_profile, capture_activations  # noqa: E402
+from sst_cdma.tools.capture import CaptureError, build_profile, capture_activations  # noqa: E402
 from sst_cdma.codecs import compressed_size  # noqa: E402
 from sst_cdma.profiles import MeasuredProvenance, load_samples  # noqa: E402
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from sst_cdma.capture.cli import main  # noqa: E402
+from sst_cdma.tools.capture.cli import main  # noqa: E402
 from sst_cdma.profiles import DensityProfile, ProfileError, load_samples  # noqa: E402
 
 MODEL_FILE = textwrap.dedent("""
@@ -82,7 +82,7 @@ def test_capture_from_npz_with_import_path(tmp_path, capsys):
     inputs = tmp_path / "x.npz"
     np.savez(inputs, images=rng.random((10, 1, 8, 8)).astype(np.float32))
     out = tmp_path / "d.json"
-    assert main(["--model", "sst_cdma.capture.digits_cnn:DigitsCNN", "--inputs", str(inputs),
+    assert main(["--model", "sst_cdma.tools.capture.digits_cnn:DigitsCNN", "--inputs", str(inputs),
                  "--batch-size", "4", "--output", str(out), "--algorithms", "zvc", "-q"]) == 0
     assert capsys.readouterr().out == ""
     profile = DensityProfile.load(out)
@@ -146,9 +146,9 @@ def test_bad_input_is_one_line_error(model_file, tmp_path, capsys, argv, message
 
 
 def test_input_shape_the_model_cannot_take_exits_2_from_the_sst_cdma_command(capsys):
-    from sst_cdma.cli.sst_cdma_main import main as sst_cdma
+    from sst_cdma.tools.cli.sst_cdma_main import main as sst_cdma
 
-    status = sst_cdma(["capture", "--model", "sst_cdma.capture.digits_cnn:DigitsCNN",
+    status = sst_cdma(["capture", "--model", "sst_cdma.tools.capture.digits_cnn:DigitsCNN",
                        "--input-shape", "4,3,8,8", "--quiet"])
     err = capsys.readouterr().err
     assert status == 2
@@ -166,7 +166,7 @@ def test_seed_makes_runs_identical(tmp_path):
     outs = []
     for run in range(2):
         out = tmp_path / f"r{run}.json"
-        assert main(["--model", "sst_cdma.capture.digits_cnn:DigitsCNN", "--input-shape",
+        assert main(["--model", "sst_cdma.tools.capture.digits_cnn:DigitsCNN", "--input-shape",
                      "8,1,8,8", "--seed", "3", "--algorithms", "zvc", "-q", "-o", str(out)]) == 0
         outs.append(DensityProfile.load(out).tensors)
     assert outs[0] == outs[1]
@@ -175,7 +175,7 @@ def test_seed_makes_runs_identical(tmp_path):
 def test_weights_are_loaded(tmp_path, capsys):
     import torch
 
-    from sst_cdma.capture.digits_cnn import DigitsCNN
+    from sst_cdma.tools.capture.digits_cnn import DigitsCNN
 
     model = DigitsCNN()
     with torch.no_grad():
@@ -183,7 +183,7 @@ def test_weights_are_loaded(tmp_path, capsys):
     weights = tmp_path / "w.pt"
     torch.save(model.state_dict(), weights)
     out = tmp_path / "w.json"
-    base = ["--model", "sst_cdma.capture.digits_cnn:DigitsCNN", "--input-shape", "4,1,8,8",
+    base = ["--model", "sst_cdma.tools.capture.digits_cnn:DigitsCNN", "--input-shape", "4,1,8,8",
             "--fill", "rand", "-q"]
     assert main([*base, "--weights", str(weights), "-o", str(out)]) == 0
     profile = DensityProfile.load(out)
@@ -198,7 +198,7 @@ def test_weights_are_loaded(tmp_path, capsys):
 
 def test_names_capture_any_module_under_the_network_definitions_tensor_names(tmp_path, capsys):
     out = tmp_path / "p.json"
-    argv = ["--model", "sst_cdma.capture.digits_cnn:DigitsCNN", "--input-shape", "4,1,8,8",
+    argv = ["--model", "sst_cdma.tools.capture.digits_cnn:DigitsCNN", "--input-shape", "4,1,8,8",
             "--names", "relu1=conv1,pool,relu3=fc1", "--network", "digits_cnn",
             "--output", str(out), "--quiet"]
     assert main(argv) == 0

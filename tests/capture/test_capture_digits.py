@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
-from sst_cdma.capture.digits_train import (DEFAULT_CHECKPOINTS, DEFAULT_STEPS,  # noqa: E402
+from sst_cdma.tools.capture.digits_train import (DEFAULT_CHECKPOINTS, DEFAULT_STEPS,  # noqa: E402
                                            _checkpoint_steps, train_and_profile)
 from sst_cdma.profiles import load_profile  # noqa: E402
 
@@ -82,7 +82,7 @@ def test_density_moves_within_the_short_run(short):
 def test_provenance_of_a_run(short):
     prov = short.provenance
     assert prov.kind == "measured" and prov.steps == SHORT_STEPS and prov.seed == 0
-    assert prov.command == ("python -m sst_cdma.capture.digits_train --steps 300 "
+    assert prov.command == ("python -m sst_cdma.tools.capture.digits_train --steps 300 "
                             "--checkpoints 0,0.1,0.2,0.5,1 --seed 0")
     assert "held-out accuracy" in prov.notes
 
@@ -96,14 +96,14 @@ def test_checkpoint_validation():
 
 
 def test_command_line_writes_a_profile(tmp_path, capsys):
-    from sst_cdma.capture.digits_train import main
+    from sst_cdma.tools.capture.digits_train import main
     from sst_cdma.profiles import DensityProfile
 
     out = tmp_path / "d.json"
     assert main(["--steps", "20", "--checkpoints", "0,1", "--output", str(out)]) == 0
     assert "fc1" in capsys.readouterr().out
     profile = DensityProfile.load(out)
-    assert profile.provenance.command == ("python -m sst_cdma.capture.digits_train --steps 20 "
+    assert profile.provenance.command == ("python -m sst_cdma.tools.capture.digits_train --steps 20 "
                                           f"--checkpoints 0,1 --output {out}")
     assert [p.progress for p in profile.tensors["conv2"].points] == [0.0, 1.0]
     assert main(["--steps", "5", "--checkpoints", "0,0.01"]) == 2

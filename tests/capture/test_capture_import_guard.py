@@ -1,4 +1,4 @@
-"""Without torch, importing sst_cdma.capture says how to install it (runs without torch too)."""
+"""Without torch, importing sst_cdma.tools.capture says how to install it (runs without torch too)."""
 from __future__ import annotations
 
 import subprocess
@@ -11,7 +11,7 @@ def test_import_without_torch_gives_install_hint():
         import sys
         sys.modules["torch"] = None  # makes "import torch" raise ImportError
         try:
-            import sst_cdma.capture
+            import sst_cdma.tools.capture
         except ImportError as exc:
             print("ERR", exc.name, exc)
         else:

@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sst_cdma.capture.errors import CaptureError  # noqa: E402
-from sst_cdma.capture.model_states import measure_states, states_from_checkpoint  # noqa: E402
-from sst_cdma.capture.states_cli import main  # noqa: E402
+from sst_cdma.tools.capture.errors import CaptureError  # noqa: E402
+from sst_cdma.tools.capture.model_states import measure_states, states_from_checkpoint  # noqa: E402
+from sst_cdma.tools.capture.states_cli import main  # noqa: E402
 from sst_cdma.codecs import compressed_size  # noqa: E402
 from sst_cdma.codecs.sampling import bfloat16_words  # noqa: E402
 from sst_cdma.profiles.model_states import (MODEL_STATE_ROLES, load_model_states,  # noqa: E402
@@ -150,7 +150,7 @@ def test_a_checkpoint_that_is_a_fifo_is_refused_at_once(tmp_path, capsys):
 def test_the_shipped_profile_is_what_the_command_measures():
     """The shipped run's first two checkpoints (steps 0 and 10 of 200), measured again (about
     a minute on 2 cores)."""
-    from sst_cdma.capture.model_states import train_and_measure_states
+    from sst_cdma.tools.capture.model_states import train_and_measure_states
 
     shipped = load_model_states()
     captures = train_and_measure_states("relu", 200, (0.0, 0.05), 0,

@@ -12,11 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sst_cdma import codecs  # noqa: E402
-from sst_cdma.capture import CaptureError, capture_activations  # noqa: E402
-from sst_cdma.capture.cli import main as capture_main  # noqa: E402
-from sst_cdma.capture.text_data import load_corpus  # noqa: E402
-from sst_cdma.capture.text_model import TextConfig, TextTransformer, text_model  # noqa: E402
-from sst_cdma.capture.text_train import (TrainOptions, capture_command,  # noqa: E402
+from sst_cdma.tools.capture import CaptureError, capture_activations  # noqa: E402
+from sst_cdma.tools.capture.cli import main as capture_main  # noqa: E402
+from sst_cdma.tools.capture.text_data import load_corpus  # noqa: E402
+from sst_cdma.tools.capture.text_model import TextConfig, TextTransformer, text_model  # noqa: E402
+from sst_cdma.tools.capture.text_train import (TrainOptions, capture_command,  # noqa: E402
                                          train_and_profile)
 from sst_cdma.codecs.registry import algorithm_names  # noqa: E402
 from sst_cdma.codecs.sampling import bfloat16_words  # noqa: E402
@@ -122,7 +122,7 @@ def test_a_few_steps_make_a_complete_measured_profile(tiny_run):
     assert prov.kind == "measured" and prov.steps == 4 and prov.seed == 3
     assert "text_model" in prov.model and "activation relu" in prov.model
     assert "standard library" in prov.data
-    assert prov.command.startswith("python -m sst_cdma.capture.text_train --activation relu")
+    assert prov.command.startswith("python -m sst_cdma.tools.capture.text_train --activation relu")
     assert "bits per byte" in prov.notes
     assert {"torch", "numpy", "sst-cdma", "python"} <= set(prov.software)
     for name, tensor in profile.tensors.items():
@@ -155,7 +155,7 @@ def test_sst_cdma_capture_with_checkpoints_measures_the_same_profile(tiny_run, t
     (["--also-dtypes", "int8"], "--also-dtypes: cannot measure in 'int8'"),
 ])
 def test_bad_checkpoint_options_are_one_line(extra, message, capsys):
-    argv = ["--model", "sst_cdma.capture.text_model:text_model", "--model-kwargs",
+    argv = ["--model", "sst_cdma.tools.capture.text_model:text_model", "--model-kwargs",
             json.dumps(TINY), "--input-shape", "1,3", "--fill", "zeros", *extra]
     assert capture_main(argv) == 2
     err = capsys.readouterr().err.strip()

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from sst_cdma.capture.cpu_adam_cli import main  # noqa: E402
-from sst_cdma.capture.cpu_adam_timing import time_cpu_adam  # noqa: E402
+from sst_cdma.tools.capture.cpu_adam_cli import main  # noqa: E402
+from sst_cdma.tools.capture.cpu_adam_timing import time_cpu_adam  # noqa: E402
 from sst_cdma.model.cpu_adam import IMPLEMENTATIONS, load_cpu_adam  # noqa: E402
 
 

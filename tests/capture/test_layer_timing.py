@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("torch")
 
 import sst_cdma  # noqa: E402
-from sst_cdma.capture.layer_timing import time_layers  # noqa: E402
-from sst_cdma.capture.errors import CaptureError  # noqa: E402
-from sst_cdma.capture.timing_cli import main  # noqa: E402
+from sst_cdma.tools.capture.layer_timing import time_layers  # noqa: E402
+from sst_cdma.tools.capture.errors import CaptureError  # noqa: E402
+from sst_cdma.tools.capture.timing_cli import main  # noqa: E402
 from workloads import load_network  # noqa: E402
 from workloads.layer_times import (implied_compute_efficiency,  # noqa: E402
                                             load_layer_times, tensor_core_check)
@@ -142,7 +142,7 @@ def test_a_transformer_is_timed_in_bfloat16_one_layer_of_weights_at_a_time(
         tmp_path, monkeypatch, style, attention):
     import torch
 
-    from sst_cdma.capture import layer_timing
+    from sst_cdma.tools.capture import layer_timing
 
     built = []
     real_build = layer_timing.build_torch

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import errno
 
-from sst_cdma.capture.tool_main import run_tool
+from sst_cdma.tools.capture.tool_main import run_tool
 
 
 def test_a_file_error_names_the_file_not_an_errno(capsys):

@@ -41,7 +41,7 @@ def wait_for_torch(proc: subprocess.Popen) -> None:
 @pytest.mark.parametrize("command", sorted(LONG))
 def test_sigterm_stops_a_measuring_command_in_one_line(tmp_path, command):
     out = tmp_path / "out.json"
-    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", command,
+    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.tools.cli.sst_cdma_main", command,
                              *LONG[command], "--output", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=ENV)
     wait_for_torch(proc)                   # importing PyTorch: the command is under way

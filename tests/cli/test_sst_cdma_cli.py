@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sst_cdma.cli import sst_cdma_main
-from sst_cdma.cli.sst_cdma_main import main
+from sst_cdma.tools.cli import sst_cdma_main
+from sst_cdma.tools.cli.sst_cdma_main import main
 
 # A topology that sleeps in real runs (not in the up-front check) and can fail at build time in
 # them (a fault the up-front check, which builds the elements too, cannot foresee).
@@ -133,7 +133,7 @@ def _slow_sweep(tmp_path: Path) -> tuple[list[str], Path]:
           n: [1, 2, 3, 4, 5, 6, 7, 8]
     """)
     out = tmp_path / "out"
-    return [sys.executable, "-m", "sst_cdma.cli.sst_cdma_main", "sweep", str(spec), "-o",
+    return [sys.executable, "-m", "sst_cdma.tools.cli.sst_cdma_main", "sweep", str(spec), "-o",
             str(out), "--workers", "2", "--no-progress"], out
 
 
@@ -268,10 +268,10 @@ def test_report_of_a_truncated_results_csv_names_the_file(tmp_path, capsys, keep
     assert not (folder / "report").exists()
 
 
-@pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
-                                            ("time-layers", "sst_cdma.capture.timing_cli"),
-                                            ("time-cpu-adam", "sst_cdma.capture.cpu_adam_cli"),
-                                            ("capture-states", "sst_cdma.capture.states_cli")])
+@pytest.mark.parametrize("command,module", [("capture", "sst_cdma.tools.capture.cli"),
+                                            ("time-layers", "sst_cdma.tools.capture.timing_cli"),
+                                            ("time-cpu-adam", "sst_cdma.tools.capture.cpu_adam_cli"),
+                                            ("capture-states", "sst_cdma.tools.capture.states_cli")])
 def test_torch_tools_get_their_arguments(monkeypatch, command, module):
     seen = []
     fake = types.ModuleType(module)     # the real one imports torch (slow)
@@ -281,10 +281,10 @@ def test_torch_tools_get_their_arguments(monkeypatch, command, module):
     assert seen == [["--network", "m.yaml", "--quiet"]]
 
 
-@pytest.mark.parametrize("command,module", [("capture", "sst_cdma.capture.cli"),
-                                            ("time-layers", "sst_cdma.capture.timing_cli"),
-                                            ("time-cpu-adam", "sst_cdma.capture.cpu_adam_cli"),
-                                            ("capture-states", "sst_cdma.capture.states_cli")])
+@pytest.mark.parametrize("command,module", [("capture", "sst_cdma.tools.capture.cli"),
+                                            ("time-layers", "sst_cdma.tools.capture.timing_cli"),
+                                            ("time-cpu-adam", "sst_cdma.tools.capture.cpu_adam_cli"),
+                                            ("capture-states", "sst_cdma.tools.capture.states_cli")])
 def test_an_unavailable_torch_tool_is_one_line(monkeypatch, capsys, command, module):
     monkeypatch.setitem(sys.modules, module, None)   # import fails
     assert main([command, "--quiet"]) == 1
@@ -313,7 +313,7 @@ def test_a_missing_regress_suite_names_the_path_looked_for(tmp_path, capsys, mon
 def test_a_measuring_commands_help_does_not_import_torch(command):
     # PyTorch's import takes seconds (17 s on a cold machine): --help needs none of it
     pytest.importorskip("torch")
-    code = ("import sys\nfrom sst_cdma.cli.sst_cdma_main import main\n"
+    code = ("import sys\nfrom sst_cdma.tools.cli.sst_cdma_main import main\n"
             f"status = main([{command!r}, '--help'])\n"
             "print('STATUS', status, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -326,7 +326,7 @@ def test_a_measuring_commands_help_does_not_import_torch(command):
 def test_the_help_is_the_commands_own_parser(capsys, command, module):
     pytest.importorskip("torch")
     import importlib
-    tool = importlib.import_module(f"sst_cdma.capture.{module}")
+    tool = importlib.import_module(f"sst_cdma.tools.capture.{module}")
     assert main([command, "--help"]) == 0
     assert capsys.readouterr().out == tool.build_parser().format_help()
     assert main([command, "--output", "--help"]) == 2  # an error before the help: one line

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from sst_cdma import run
-from sst_cdma.cli.sst_main import main
-from sst_cdma.runner import RunError
+from sst_cdma.tools.cli.sst_main import main
+from sst_cdma.engine.runner import RunError
 
 
 @pytest.mark.parametrize("options, fault", [('--size "3', "no closing double quote"),
@@ -27,7 +27,7 @@ def test_a_model_options_string_that_cannot_be_split_is_one_line(repo, capsys, o
     ('--name=a" "b  c', ["--name=a b", "c"]),
     ("", [])])
 def test_model_options_split_as_sst_core_splits_them(text, parts):
-    from sst_cdma.cli.sst_main import split_model_options
+    from sst_cdma.tools.cli.sst_main import split_model_options
 
     assert split_model_options(text) == parts
 

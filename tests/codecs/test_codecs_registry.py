@@ -221,9 +221,9 @@ def test_the_codec_benchmark_times_a_registered_codec(toy, capsys):
 def test_options_and_the_engines_codec_slot_accept_exactly_the_registered_algorithms(toy):
     from components.cdma_engine import CDMAEngine
     from components.codecs import element_type
-    from sst_cdma.config import ConfigError
-    from sst_cdma.library import find_element, slot_fillers
-    from sst_cdma.topology import option_parser
+    from sst_cdma.engine.config import ConfigError
+    from sst_cdma.engine.library import find_element, slot_fillers
+    from sst_cdma.builder.topology import option_parser
 
     parser = option_parser("test")
     assert parser.parse_args(["--algorithm", "toy"]).algorithm == "toy"
@@ -335,8 +335,8 @@ def test_shipped_profiles_load_unchanged_with_a_new_codec_registered(toy):
 
 
 def test_a_sweep_spec_naming_an_unknown_algorithm_is_refused_up_front(toy, tmp_path):
-    from sst_cdma.sweep import SpecError, load_spec
-    from sst_cdma.sweep.validate import validate_points
+    from sst_cdma.tools.sweep import SpecError, load_spec
+    from sst_cdma.tools.sweep.validate import validate_points
 
     path = tmp_path / "sweep.yaml"
     path.write_text(f"topology: {TOPOLOGY}\noptions: {{network: alexnet, batch: 8}}\n"
@@ -352,8 +352,8 @@ def test_a_sweep_spec_naming_an_unknown_algorithm_is_refused_up_front(toy, tmp_p
 
 def test_capture_measures_every_registered_codec_by_default(toy):
     pytest.importorskip("torch")  # the capture extra; a '.[test]' install has no torch
-    from sst_cdma.capture.cli import build_parser
-    from sst_cdma.capture.digits_train import format_profile
+    from sst_cdma.tools.capture.cli import build_parser
+    from sst_cdma.tools.capture.digits_train import format_profile
     from sst_cdma.profiles import load_profile
 
     assert build_parser().parse_args(["--model", "m:f", "--input-shape", "1"]).algorithms == \

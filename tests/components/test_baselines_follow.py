@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"

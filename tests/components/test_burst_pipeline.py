@@ -9,8 +9,8 @@ import pytest
 
 from components.cdma_engine import _BurstPipeline
 from components.copy_bounds import CopyBounds
-from sst_cdma.flows import FlowNetwork, isolated_duration_ps
-from sst_cdma.kernel import Simulator
+from sst_cdma.engine.flows import FlowNetwork, isolated_duration_ps
+from sst_cdma.engine.kernel import Simulator
 
 FAST, SLOW = 4e12, 1e12  # bytes per second of the two stages
 

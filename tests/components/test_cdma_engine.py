@@ -11,7 +11,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma import codecs
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import parse_stream, render_stream
 
 TOPOLOGY = "topologies/pascal_cdma.py"
@@ -326,7 +326,7 @@ def test_a_truncated_tensors_npz_is_one_line_naming_the_file(repo, real_tensors)
 
 
 def test_sst_exits_non_zero_with_one_line_for_mismatched_tensors(repo, real_tensors, capsys):
-    from sst_cdma.cli.sst_main import main
+    from sst_cdma.tools.cli.sst_main import main
 
     path, _ = real_tensors
     status = main([str(repo / TOPOLOGY), "--", "--no-baselines", "--network", "alexnet",

@@ -12,8 +12,8 @@ import pytest
 import sst_cdma
 from components.codecs import Codec, codec_elements, element_type
 from sst_cdma.codecs import registry
-from sst_cdma.library import find_element
-from sst_cdma.runner import RunError
+from sst_cdma.engine.library import find_element
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"

@@ -12,8 +12,8 @@ import pytest
 import sst_cdma
 from components.interfaces import (CodecKernels, HostPath, HostStore, HostTier, MemoryPool,
                                    StateCodec, TransferCosts)
-from sst_cdma.interfaces import interface_members
-from sst_cdma.runner import RunError
+from sst_cdma.engine.interfaces import interface_members
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.fitted import kernel_model_for
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import parse_stream, stream_stats
 from workloads.render import iteration_stream
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.cli.sst_info import main as sst_info
+from sst_cdma.tools.cli.sst_info import main as sst_info
 from sst_cdma.model.gpus import GPUS
-from sst_cdma.runner import RunError
-from sst_cdma.topology import LINKS
+from sst_cdma.engine.runner import RunError
+from sst_cdma.builder.topology import LINKS
 from workloads import load_network
 from workloads.layer_times import LayerTimes
 

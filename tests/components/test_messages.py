@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import components.messages as messages
-from sst_cdma.kernel import LinkEnd
-from sst_cdma.runner import run
+from sst_cdma.engine.kernel import LinkEnd
+from sst_cdma.engine.runner import run
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = {

@@ -11,7 +11,7 @@ import pytest
 
 import sst_cdma
 from components.summary_schema import check_summary
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO / "topologies" / "pascal_cdma.py"

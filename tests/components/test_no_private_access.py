@@ -64,7 +64,7 @@ def test_components_reach_into_no_private_attribute():
     ("FlowNetwork._fill(group)", "FlowNetwork._fill"),
     ("getattr(self.sim, '_flow_network', None)", "getattr(self.sim, '_flow_network', None)"),
     ("setattr(sim, '_flow_network', net)", "setattr(sim, '_flow_network', net)"),
-    ("from sst_cdma.kernel import _Stop", "from sst_cdma.kernel import _Stop"),
+    ("from sst_cdma.engine.kernel import _Stop", "from sst_cdma.engine.kernel import _Stop"),
 ])
 def test_the_scan_catches_reaches_into_other_objects(line, reach):
     assert private_accesses(line) == [f"<source>:1: {reach}"]
@@ -78,7 +78,7 @@ def test_the_scan_catches_reaches_into_other_objects(line, reach):
     "x.__class__",
     "getattr(self, '_seen', None)",
     "self.sim.now",
-    "from sst_cdma.flows import FlowNetwork",
+    "from sst_cdma.engine.flows import FlowNetwork",
     "from .messages import TransferDone",
 ])
 def test_the_scan_allows_own_and_public_names(line):

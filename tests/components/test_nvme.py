@@ -102,7 +102,7 @@ def test_the_vdnn_baseline_offloads_to_its_own_copy_of_the_drives(repo):
 
 
 def test_sst_info_lists_the_drive_its_ports_and_statistics(repo):
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_info", "cdma.NVMe"],
+    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_info", "cdma.NVMe"],
                          capture_output=True, text=True, cwd=repo, timeout=60).stdout
     for word in ("NVMe", "queue_depth", "write_bandwidth", "dma%d", "StorageDrive",
                  "bytes_written", "peak_stored_bytes"):
@@ -151,7 +151,7 @@ def test_a_hand_wired_drive_on_the_root_complex(run_script, path):
 
 
 def test_an_engine_without_a_drive_refuses_a_transfer_to_the_nvme_tier(run_script):
-    from sst_cdma.runner import RunError
+    from sst_cdma.engine.runner import RunError
 
     with pytest.raises(RunError, match="dma: offload of '.*' goes to the nvme tier, and no "
                                        "SSD is wired to this engine's nvme0 port"):

@@ -13,7 +13,7 @@ import pytest
 import sst_cdma
 from components.nvswitch import AllReduceResult
 from components.summary_schema import check_summary
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"
@@ -171,7 +171,7 @@ def test_fabric_options_need_data_parallel():
 
 
 def test_bad_input_from_sst_is_one_line_and_non_zero():
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_main", str(HGX), "--",
+    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(HGX), "--",
                           "--network", "alexnet", "--gpus", "1"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode != 0
@@ -195,7 +195,7 @@ sst.Link("l", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
 
 
 def test_sst_info_lists_the_fabric():
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_info", "cdma.NVSwitch"],
+    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_info", "cdma.NVSwitch"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for word in ("nvlink_links", "nvlink_rate", "step_latency", "bucket", "first_bucket",
@@ -207,7 +207,7 @@ def test_the_flows_a_contended_ring_solves_together_do_not_grow_with_the_gpu_cou
     # with 300 GB/s of HBM the ring, the copies and the kernels contend, so starts and ends
     # re-solve the flows that share resources with them: with a host per GPU, those of one GPU,
     # however many GPUs there are
-    from sst_cdma.flows import FlowNetwork
+    from sst_cdma.engine.flows import FlowNetwork
 
     largest = []
     connected = FlowNetwork._connected

@@ -11,8 +11,8 @@ import pytest
 
 from components.pcie_bridge import LinkResult
 from components.interfaces import HostPath
-from sst_cdma.interfaces import interface_members
-from sst_cdma.runner import RunError
+from sst_cdma.engine.interfaces import interface_members
+from sst_cdma.engine.runner import RunError
 
 X = 100_000_000  # bytes each GPU offloads and prefetches
 LINK = 12_439_400_599.4006  # PCIe gen3 x16 payload bandwidth (docs/model.md)
@@ -216,7 +216,7 @@ def test_a_host_side_that_leads_back_downstream_is_named(run_script, move):
 
 
 def test_sst_info_documents_it():
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_info", "cdma.RootComplex"],
+    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_info", "cdma.RootComplex"],
                          capture_output=True, text=True, check=True).stdout
     assert "bandwidth: aggregate payload bandwidth per direction that all downstream ports " \
            "share" in out and "[31.1GB/s]" in out

@@ -16,7 +16,7 @@ import sst_cdma
 from components.summary_schema import check_summary
 from sst_cdma.model.zero_offload import from_simulation
 from sst_cdma.profiles.model_states import model_state_ratio
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 TOPOLOGY = "topologies/pascal_cdma.py"
 CODEC = "bplane_zstd"

@@ -6,7 +6,7 @@ import pytest
 
 from components.messages import DrivePath, PathInfo
 from components.storage_path import storage_route
-from sst_cdma.interfaces import InterfaceError
+from sst_cdma.engine.interfaces import InterfaceError
 
 HOST = object()  # stands for the host store both paths end at
 

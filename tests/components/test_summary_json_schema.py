@@ -13,7 +13,7 @@ import pytest
 
 from components.summary_schema import (JSON_SCHEMA_PATH, SCHEMA_VERSION, check_summary,
                                        json_schema, json_schema_text)
-from sst_cdma.runner import run
+from sst_cdma.engine.runner import run
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = sorted((REPO / "tests" / "data" / "golden").glob("*/summary.json"))
@@ -75,8 +75,8 @@ def test_the_schema_refuses_what_check_summary_refuses(validator, summary, break
 
 def test_sweep_tables_and_regress_globs_leave_the_version_out(summary):
     """The version describes the file, not the run: no constant column, no figure to compare."""
-    from sst_cdma.sweep.spec import DEFAULT_EXCLUDE
-    from sst_cdma.sweep.table import flatten
+    from sst_cdma.tools.sweep.spec import DEFAULT_EXCLUDE
+    from sst_cdma.tools.sweep.table import flatten
 
     row = flatten(summary, exclude=DEFAULT_EXCLUDE)
     assert "schema_version" not in row and "iteration_time_s" in row

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.atomic_files import replace_whole, write_text_whole
+from sst_cdma.engine.atomic_files import replace_whole, write_text_whole
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ def test_a_character_device_is_written_to_not_replaced(tmp_path):
 
 
 def test_dev_stdout_is_written_to_as_the_process_output(tmp_path):
-    script = ("from sst_cdma.atomic_files import write_text_whole; "
+    script = ("from sst_cdma.engine.atomic_files import write_text_whole; "
               "write_text_whole('/dev/stdout', 'to the pipe\\n')")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=REPO)

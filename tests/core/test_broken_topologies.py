@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.cli.sst_main import main
+from sst_cdma.tools.cli.sst_main import main
 
 BROKEN = sorted((Path(__file__).parent / "broken").glob("*.py"))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 PAIR = """
 import sst

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.library import find_element
-from sst_cdma.runner import RunError, run
-from sst_cdma.testelements.core.rng import MarsagliaRNG, MersenneRNG
+from sst_cdma.engine.library import find_element
+from sst_cdma.engine.runner import RunError, run
+from sst_cdma.engine.testelements.core.rng import MarsagliaRNG, MersenneRNG
 
 REF = Path(__file__).resolve().parents[1] / "data" / "sst-core-16"
 

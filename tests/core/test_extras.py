@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma import extras
-from sst_cdma.cli.sst_cdma_main import main
+from sst_cdma.tools import extras
+from sst_cdma.tools.cli.sst_cdma_main import main
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import pytest
 
-from sst_cdma.file_reads import (FileKind, FileReadError, load_json, load_yaml, open_regular,
+from sst_cdma.engine.file_reads import (FileKind, FileReadError, load_json, load_yaml, open_regular,
                                  read_bytes, read_text)
-from sst_cdma.strict_parsing import StrictParseError, json_loads, yaml_loads
+from sst_cdma.engine.strict_parsing import StrictParseError, json_loads, yaml_loads
 
 TINY = FileKind("a test file", 64)
 #: seconds a refusal may take: the attack blocked forever
@@ -140,7 +140,7 @@ def test_yaml_that_parses_ambiguously_or_crashes_the_parser_is_one_line(text, fa
 
 # -- every reader of the project ---------------------------------------------------------------
 class _PointNaming:
-    """The little of a sweep point :func:`~sst_cdma.sweep.keys.key_of` reads: one option naming
+    """The little of a sweep point :func:`~sst_cdma.tools.sweep.keys.key_of` reads: one option naming
     ``path``."""
 
     def __init__(self, path: Path) -> None:
@@ -160,15 +160,15 @@ class _PointNaming:
 
 
 def _key_of_a_point_naming(path: Path) -> str:
-    from sst_cdma.sweep.keys import key_of
+    from sst_cdma.tools.sweep.keys import key_of
 
     return key_of(_PointNaming(path), "0" * 64, inputs="0" * 64)
 
 
 def _point_statistics(path: Path) -> Any:
     """A sweep point's run_statistics.csv, made a link to ``path``."""
-    from sst_cdma.sweep.execute import STATISTICS
-    from sst_cdma.sweep.table import read_statistics
+    from sst_cdma.tools.sweep.execute import STATISTICS
+    from sst_cdma.tools.sweep.table import read_statistics
 
     folder = path.parent / "point"
     folder.mkdir()
@@ -184,12 +184,12 @@ def _readers() -> dict[str, Callable[[Path], Any]]:
     from sst_cdma.profiles.model_states import load_model_states
     from sst_cdma.profiles.profile import DensityProfile
     from sst_cdma.profiles.samples import load_sample_set, read_npz
-    from sst_cdma.regress.run import read_reference_file
-    from sst_cdma.runner import execute_script
-    from sst_cdma.statistics import read_statistics
-    from sst_cdma.sweep.marks import load_located
-    from sst_cdma.sweep.point_plots import read_summary
-    from sst_cdma.sweep.table import read_results
+    from sst_cdma.tools.regress.run import read_reference_file
+    from sst_cdma.engine.runner import execute_script
+    from sst_cdma.engine.statistics import read_statistics
+    from sst_cdma.tools.sweep.marks import load_located
+    from sst_cdma.tools.sweep.point_plots import read_summary
+    from sst_cdma.tools.sweep.table import read_results
     from workloads.layer_times import load_layer_times
     from workloads.loader import load_network
     from workloads.stream import read_stream

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.cli.sst_main import main
-from sst_cdma.runner import RunError
-from sst_cdma.statistics import outputs
+from sst_cdma.tools.cli.sst_main import main
+from sst_cdma.engine.runner import RunError
+from sst_cdma.engine.statistics import outputs
 
 REPO = Path(__file__).resolve().parents[2]
 PHOLD = REPO / "topologies" / "phold_torus.py"

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from sst_cdma import graph_files
-from sst_cdma.config import ConfigError
-from sst_cdma.graph_files import to_json
-from sst_cdma.runner import RunError, run
+from sst_cdma.engine import graph_files
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.graph_files import to_json
+from sst_cdma.engine.runner import RunError, run
 
 TOPO = """
 import sst
@@ -140,7 +140,7 @@ def test_a_graph_file_that_is_not_utf8_is_named(tmp_path):
 
 
 def test_sst_command_reports_a_bad_graph_in_one_line_with_status_1(tmp_path, capsys):
-    from sst_cdma.cli.sst_main import main
+    from sst_cdma.tools.cli.sst_main import main
 
     path = tmp_path / "g.json"
     path.write_text(json.dumps(_graph_with(params="rounds=4")))
@@ -152,7 +152,7 @@ def test_sst_command_reports_a_bad_graph_in_one_line_with_status_1(tmp_path, cap
 def test_a_graph_file_takes_no_model_options(tmp_path, capsys):
     """They shaped the graph when it was written: given to a saved graph they would be
     silently ignored (a user asking for another network would get the old one)."""
-    from sst_cdma.cli.sst_main import main
+    from sst_cdma.tools.cli.sst_main import main
 
     path = tmp_path / "g.json"
     path.write_text(json.dumps(GRAPH))
@@ -286,7 +286,7 @@ def test_a_saved_graph_replayed_without_a_folder_writes_there_what_the_topology_
         repo, tmp_path, monkeypatch, capsys):
     """Issue #34: ``sst g.json`` wrote StatisticOutput.csv into the working folder, where the
     topology run it replays writes nothing; with a folder it writes them there."""
-    from sst_cdma.cli.sst_main import main
+    from sst_cdma.tools.cli.sst_main import main
 
     monkeypatch.chdir(tmp_path)
     topo = [str(repo / "topologies/pascal_cdma.py"), "--", "--network", "digits_cnn",

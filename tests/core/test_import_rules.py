@@ -23,19 +23,19 @@ from typing import Iterator
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_MODULES = ("kernel", "element", "simulation", "config", "config_api", "graph_files",
-                  "units", "flows", "runner", "progress", "atomic_files", "library", "interfaces",
-                  "output_folder", "stale_folders", "stop_signals", "file_safety", "errors",
-                  "file_reads", "strict_parsing")
-ENGINE_PACKAGES = ("statistics",)
+#: the engine: every module of sst_cdma/engine (the package's root, which re-exports its API,
+#: with it)
+ENGINE_FOLDER = ROOT / "sst_cdma" / "engine"
+#: the engine's test elements (SST core's PHOLD and friends) may name what they test
+ENGINE_TEST_ELEMENTS = ENGINE_FOLDER / "testelements"
 #: sst_cdma modules outside the engine that the engine may import, and why
 ENGINE_EXCEPTIONS: set[str] = set()
 #: the modules of components/ that import workloads: the workload subcomponents (the slot's
 #: interface and the elements that fill it)
 WORKLOAD_IMPORTERS = {"workload_source.py", "network_workload.py", "stream_workload.py",
                       "synthetic_workload.py"}
-MODEL_PACKAGES = ("sst_cdma.model", "sst_cdma.codecs", "sst_cdma.profiles", "sst_cdma.topology",
-                  "sst_cdma.baselines", "sst_cdma.model_options")
+MODEL_PACKAGES = ("sst_cdma.model", "sst_cdma.codecs", "sst_cdma.profiles", "sst_cdma.builder.topology",
+                  "sst_cdma.builder.baselines", "sst_cdma.builder.model_options")
 #: words of the cDMA model that engine code (names and strings, docstrings aside) must not use
 CDMA_WORDS = re.compile(r"gpu|cdma|baseline|oracle|vdnn|hbm|pcie|nvlink|nvswitch|dma|"
                         r"main_?system|main_end|summary|reporter|workload|tensor|policy",
@@ -46,18 +46,12 @@ WORD_EXCEPTIONS: set[tuple[str, str]] = set()
 
 def engine_files() -> list[Path]:
     """The engine's source files."""
-    files = [ROOT / "sst_cdma" / f"{name}.py" for name in ENGINE_MODULES]
-    for package in ENGINE_PACKAGES:
-        files += sorted((ROOT / "sst_cdma" / package).glob("*.py"))
-    return files
+    return sorted(ENGINE_FOLDER.rglob("*.py"))
 
 
 def engine_module_names() -> set[str]:
-    """The dotted names of the engine's modules and packages."""
-    return ({f"sst_cdma.{name}" for name in ENGINE_MODULES}
-            | {f"sst_cdma.{name}" for name in ENGINE_PACKAGES}
-            | {f"sst_cdma.{path.parent.name}.{path.stem}" for path in engine_files()
-               if path.parent.name in ENGINE_PACKAGES})
+    """The dotted names of the engine's modules and packages, and the package root's."""
+    return {module_name(path) for path in engine_files()} | {"sst_cdma"}
 
 
 def module_name(path: Path) -> str:
@@ -197,7 +191,7 @@ def test_every_import_names_a_module_of_the_checkout():
 def test_the_engine_imports_only_itself():
     allowed = engine_module_names() | ENGINE_EXCEPTIONS
     files = engine_files()
-    assert len(files) >= len(ENGINE_MODULES) + 3  # the scan sees the statistics package
+    assert len(files) >= 25  # the scan sees the engine's modules and packages
     found = [f"{path.relative_to(ROOT)}:{line}: {name}"
              for path in files for line, name in _file_imports(path)
              if (_within(name, ("sst_cdma", "components", "workloads"))
@@ -206,7 +200,7 @@ def test_the_engine_imports_only_itself():
 
 
 def test_the_engine_code_names_nothing_of_the_cdma_model():
-    found = [hit for path in engine_files()
+    found = [hit for path in engine_files() if ENGINE_TEST_ELEMENTS not in path.parents
              for hit in cdma_words(path.read_text(encoding="utf-8"), path.name)]
     assert found == [], "engine code naming the cDMA model:\n" + "\n".join(found)
 
@@ -282,3 +276,44 @@ def test_no_import_cycle_anywhere():
     knots = sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
     assert knots == [], "import cycles:\n" + "\n".join(
         " -> ".join(a for a, _ in nx.find_cycle(graph.subgraph(knot))) for knot in knots)
+
+
+#: the floors, lowest first: each imports only its own and those below (type-only imports
+#: aside); the package root ``sst_cdma`` re-exports the engine's API and stands with it
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("engine", ("sst_cdma.engine", "sst_cdma")),
+    ("model", ("sst_cdma.model", "sst_cdma.codecs")),
+    ("workloads", ("workloads",)),
+    ("profiles", ("sst_cdma.profiles",)),
+    ("elements", ("components",)),
+    ("builder", ("sst_cdma.builder", "topologies")),
+    ("tools", ("sst_cdma.tools", "sst_cdma.__main__")),
+)
+
+
+def floor_of(module: str) -> int:
+    """The floor of ``module`` (its index in :data:`FLOORS`): the longest prefix that names
+    one."""
+    best = (-1, -1)
+    for index, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
+                best = (len(prefix), index)
+    assert best[1] >= 0, f"{module} is on no floor"
+    return best[1]
+
+
+def test_each_floor_imports_only_floors_below_it():
+    graph = import_graph()
+    up = [f"{a} ({FLOORS[floor_of(a)][0]}) imports {b} ({FLOORS[floor_of(b)][0]})"
+          for a, b in graph.edges() if floor_of(b) > floor_of(a)]
+    assert up == [], "imports reaching up a floor:\n" + "\n".join(sorted(up))
+
+
+def test_ls_shows_the_floors():
+    """Inside sst_cdma/ each floor is a folder: at most 8 rooms, every module in one."""
+    rooms = sorted(p.name for p in (ROOT / "sst_cdma").iterdir()
+                   if p.name != "__pycache__" and p.suffix != ".typed")
+    assert len(rooms) <= 8, rooms
+    assert rooms == ["__init__.py", "__main__.py", "builder", "codecs", "engine", "model",
+                     "profiles", "tools"]

@@ -8,12 +8,12 @@ from typing import Any, Protocol
 
 import pytest
 
-from sst_cdma import library
-from sst_cdma.element import Component, Param, Port
-from sst_cdma.flows import FlowNetwork
-from sst_cdma.interfaces import interface_members
-from sst_cdma.kernel import Service, SimulationError, Simulator
-from sst_cdma.runner import RunError, run
+from sst_cdma.engine import library
+from sst_cdma.engine.element import Component, Param, Port
+from sst_cdma.engine.flows import FlowNetwork
+from sst_cdma.engine.interfaces import interface_members
+from sst_cdma.engine.kernel import Service, SimulationError, Simulator
+from sst_cdma.engine.runner import RunError, run
 
 
 class Greeter(Protocol):
@@ -239,5 +239,5 @@ def test_a_service_is_one_instance_per_simulation():
 
 def test_only_declared_services_are_handed_out():
     with pytest.raises(SimulationError, match=r"'dict' is not a declared service \(a subclass of "
-                       r"sst_cdma.kernel.Service\)"):
+                       r"sst_cdma.engine.kernel.Service\)"):
         Simulator().service(dict)  # type: ignore[type-var]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.kernel import (CLOCK_PRIORITY, EVENT_PRIORITY, SimulationError, Simulator)
+from sst_cdma.engine.kernel import (CLOCK_PRIORITY, EVENT_PRIORITY, SimulationError, Simulator)
 
 
 def test_events_delivered_in_time_priority_send_order():

@@ -7,8 +7,8 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from sst_cdma import library
-from sst_cdma.library import ElementNotFound, find_element, load_library
+from sst_cdma.engine import library
+from sst_cdma.engine.library import ElementNotFound, find_element, load_library
 
 
 def test_builtin_libraries_list_their_elements():
@@ -22,7 +22,7 @@ def test_third_party_library_registers_through_an_entry_point(tmp_path, monkeypa
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "widget.py").write_text(textwrap.dedent('''
-        from sst_cdma.element import Component, Param
+        from sst_cdma.engine.element import Component, Param
 
         class Widget(Component):
             """A third-party widget."""

@@ -14,7 +14,7 @@ import pytest
 from components.model_state_driver import COPY_STREAMS
 from components.trace import TRACK_OF, TRACKS
 from sst_cdma import read_statistics
-from sst_cdma.cli.sst_main import main
+from sst_cdma.tools.cli.sst_main import main
 
 REPO = Path(__file__).resolve().parents[2]
 ADAM = ["--network", "digits_cnn", "--batch", "16", "--dtype", "float16", "--optimizer",

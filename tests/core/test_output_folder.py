@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma import output_folder
-from sst_cdma.runner import RunError
+from sst_cdma.engine import output_folder
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PHOLD = REPO / "topologies" / "phold_torus.py"
@@ -38,7 +38,7 @@ class Killed(BaseException):
 
 
 def test_a_run_killed_at_any_step_leaves_old_new_or_a_marked_folder(tmp_path, monkeypatch):
-    from sst_cdma.statistics.reader import StatisticsFileError
+    from sst_cdma.engine.statistics.reader import StatisticsFileError
 
     out, fresh = tmp_path / "out", tmp_path / "fresh"
     run(out, size=3)
@@ -120,7 +120,7 @@ def test_a_dangling_symlink_or_a_loop_is_one_line_naming_it(tmp_path):
 
 
 def test_sst_says_a_dangling_symlink_in_one_line(tmp_path, capsys):
-    from sst_cdma.cli.sst_main import main
+    from sst_cdma.tools.cli.sst_main import main
 
     (tmp_path / "out").symlink_to(tmp_path / "nowhere")
     assert main(["--output-directory", str(tmp_path / "out"), str(PHOLD)]) == 1
@@ -161,7 +161,7 @@ def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, 
     copied in one by one: ``.incomplete`` is there meanwhile, so one a stopped run left
     half-copied is refused by read_statistics, and the next run that finishes removes it
     and the half-copied files of killed runs."""
-    from sst_cdma.statistics.reader import StatisticsFileError
+    from sst_cdma.engine.statistics.reader import StatisticsFileError
 
     out, fresh = mounted(tmp_path / "out"), tmp_path / "fresh"
     run(out, size=3)
@@ -185,7 +185,7 @@ def test_a_mount_point_gets_the_files_copied_in_and_marked_until_done(tmp_path, 
         sst_cdma.read_statistics(out / "phold.csv")
     for leftover in tmp_path.glob("out.*-*"):
         output_folder.remove_tree(leftover)
-    from sst_cdma.stale_folders import owner_tag
+    from sst_cdma.engine.stale_folders import owner_tag
 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma import file_safety, output_folder
-from sst_cdma.runner import RunError
+from sst_cdma.engine import file_safety, output_folder
+from sst_cdma.engine.runner import RunError
 
 from test_output_folder import PHOLD, run, snapshot
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.element import Component, Param, ParamError
+from sst_cdma.engine.element import Component, Param, ParamError
 
 
 class Widget(Component):
@@ -100,7 +100,7 @@ def test_what_is_not_a_whole_number_is_refused(text):
 
 def test_a_value_with_units_is_read_once_per_text_and_its_range_checked_each_time(monkeypatch):
     # a system of thousands of GPUs gives each the same texts: the exact arithmetic once
-    import sst_cdma.element as element
+    import sst_cdma.engine.element as element
 
     read = []
     real = element.UnitAlgebra

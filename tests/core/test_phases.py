@@ -12,9 +12,9 @@ import time
 import pytest
 
 import sst_cdma
-from sst_cdma import runner
-from sst_cdma.cli.sst_main import main
-from sst_cdma.progress import PHASES, PhaseClock, Progress, tick, timed
+from sst_cdma.engine import runner
+from sst_cdma.tools.cli.sst_main import main
+from sst_cdma.engine.progress import PHASES, PhaseClock, Progress, tick, timed
 
 #: a progress line of a phase outside the event loop: what, how many done, of how many
 PHASE_LINE = re.compile(r"sst: (.+) (\d+) of (\d+), \d+ s$")

@@ -6,8 +6,8 @@ import io
 import pytest
 
 import sst_cdma
-from sst_cdma.kernel import PROGRESS_EVERY, Simulator
-from sst_cdma.progress import Progress
+from sst_cdma.engine.kernel import PROGRESS_EVERY, Simulator
+from sst_cdma.engine.progress import Progress
 
 
 def test_progress_waits_then_reports_now_and_then():
@@ -55,8 +55,8 @@ def test_a_short_run_prints_no_progress(repo):
 # ------------------------------------------------------------ SST-core's heartbeats and limits
 import re  # noqa: E402
 
-from sst_cdma.cli.sst_main import main  # noqa: E402
-from sst_cdma.progress import SimHeartbeat, WallWatch, parse_wall_time  # noqa: E402
+from sst_cdma.tools.cli.sst_main import main  # noqa: E402
+from sst_cdma.engine.progress import SimHeartbeat, WallWatch, parse_wall_time  # noqa: E402
 
 REFERENCE = "tests/data/sst-core-16"
 

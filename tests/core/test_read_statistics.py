@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sst_cdma
-from sst_cdma.statistics.reader import StatisticsFileError, split_full_name
+from sst_cdma.engine.statistics.reader import StatisticsFileError, split_full_name
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "tests" / "data" / "sst-core-16"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import sst_cdma
-from sst_cdma.cli.sst_main import main
+from sst_cdma.tools.cli.sst_main import main
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"
@@ -70,7 +70,7 @@ def test_a_script_that_enables_statistics_keeps_its_choice(run_script):
 
 
 def test_sst_without_output_directory_records_none(monkeypatch, capsys):
-    from sst_cdma.statistics.collector import StatisticsCollector
+    from sst_cdma.engine.statistics.collector import StatisticsCollector
 
     seen = []
     init = StatisticsCollector.__init__

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.cli.sst_main import main
-from sst_cdma.runner import RunError
+from sst_cdma.tools.cli.sst_main import main
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"
@@ -118,8 +118,8 @@ def test_a_new_run_replaces_the_old_outputs_whole(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_while_the_outputs_move_in_waits_for_the_move(tmp_path, monkeypatch,
                                                                      signum):
-    from sst_cdma import output_folder
-    from sst_cdma.stop_signals import exit_status, stop_on_signals
+    from sst_cdma.engine import output_folder
+    from sst_cdma.engine.stop_signals import exit_status, stop_on_signals
 
     out = tmp_path / "out"
     run(out, "--batch", "32")

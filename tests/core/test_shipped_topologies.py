@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma import library
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.runner import RunError, run
+from sst_cdma.engine import library
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.engine.runner import RunError, run
 
 REPO = Path(__file__).resolve().parents[2]
 

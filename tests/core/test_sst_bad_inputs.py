@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from sst_cdma.cli.sst_main import main
-from sst_cdma.runner import RunError, run
+from sst_cdma.tools.cli.sst_main import main
+from sst_cdma.engine.runner import RunError, run
 
 PROBE = 'import sst\nc = sst.Component("c", "testElement.StatProbe")\n'
 GRAPH = {"program_options": {"stop-at": "5ns"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 PROBE = 'import sst\nc = sst.Component("c", "testElement.StatProbe")\n'
 
@@ -163,7 +163,7 @@ def test_partitioner_unknown_refused_known_said(run_script, capsys):
 
 
 def test_a_subcomponent_link_survives_graph_files(write_script, tmp_path):
-    from sst_cdma.runner import run
+    from sst_cdma.engine.runner import run
 
     script = write_script("""
 import sst

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.statistics import AccumulatorStatistic, HistogramStatistic, make_output
+from sst_cdma.engine.statistics import AccumulatorStatistic, HistogramStatistic, make_output
 
 # Real SST-core 16.0.0 output (copied from shared/reference/sst-core-16).
 REF = Path(__file__).resolve().parents[1] / "data" / "sst-core-16"
@@ -77,7 +77,7 @@ def test_accumulator_counts_repeated_values():
 
 
 def test_integer_fields_wrap_at_their_width_like_sst():
-    from sst_cdma.statistics.outputs import format_value
+    from sst_cdma.engine.statistics.outputs import format_value
 
     assert format_value(2**64 + 5, "u64") == "5"
     assert format_value(2**32 + 7, "u32") == "7"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 PROBE = """
 import sst

@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sst_cdma.kernel import Simulator
-from sst_cdma.runner import run
-from sst_cdma.statistics.collector import StatisticsCollector
-from sst_cdma.statistics.outputs import fit_value, format_value
-from sst_cdma.statistics.types import AccumulatorStatistic
+from sst_cdma.engine.kernel import Simulator
+from sst_cdma.engine.runner import run
+from sst_cdma.engine.statistics.collector import StatisticsCollector
+from sst_cdma.engine.statistics.outputs import fit_value, format_value
+from sst_cdma.engine.statistics.types import AccumulatorStatistic
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "topologies" / "pascal_cdma.py"
 U64_MAX = (1 << 64) - 1

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.stale_folders import owner_tag
+from sst_cdma.engine.stale_folders import owner_tag
 
 REPO = Path(__file__).resolve().parents[2]
 PHOLD = REPO / "topologies" / "phold_torus.py"
@@ -27,7 +27,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
 def start_long_run(out: Path) -> subprocess.Popen:
     """``sst`` on a PHOLD torus that would run for minutes, writing into ``out``; returns once
     its staging folder is there (the run is then under way)."""
-    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.cli.sst_main", "--output-directory",
+    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", "--output-directory",
                              str(out), str(PHOLD), "--", "--size", "3", "--time-limit", "1s",
                              "--stats", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=out.parent, env=ENV)
@@ -125,7 +125,7 @@ def test_under_nohup_sighup_does_not_stop_the_run(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN);"
-         " from sst_cdma.cli.sst_main import main; sys.exit(main(sys.argv[1:]))",
+         " from sst_cdma.tools.cli.sst_main import main; sys.exit(main(sys.argv[1:]))",
          "--output-directory", str(out), str(PHOLD), "--", "--size", "3", "--time-limit", "1s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=ENV)
     deadline = time.monotonic() + 60
@@ -161,7 +161,7 @@ def test_ctrl_c_then_sigterm_a_moment_later_ends_as_ctrl_c_asked(tmp_path):
 
 CHILD = """
 import os, signal, sys, time
-from sst_cdma.stop_signals import stop_on_signals
+from sst_cdma.engine.stop_signals import stop_on_signals
 with stop_on_signals():
     pid = os.fork()
     if pid == 0:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.cli.sst_main import main
-from sst_cdma.runner import StructureRunError, run
+from sst_cdma.tools.cli.sst_main import main
+from sst_cdma.engine.runner import StructureRunError, run
 
 REFERENCE = "tests/data/sst-core-16"
 FATAL = "FATAL: # SST Core: Structure errors found in the ConfigGraph."

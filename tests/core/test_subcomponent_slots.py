@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sst_cdma.cli.sst_info import main as sst_info
-from sst_cdma.runner import RunError
+from sst_cdma.tools.cli.sst_info import main as sst_info
+from sst_cdma.engine.runner import RunError
 
 METER = 'import sst\nm = sst.Component("m", "testElement.Meter")\nm.addParam("ticks", 3)\n'
 ACCEPTS = "a Tally (testElement.DownTally, testElement.TapTally, testElement.UpTally)"
@@ -54,7 +54,7 @@ def test_a_wrong_filling_is_one_line_naming_component_slot_and_what_it_accepts(
 
 
 def test_a_json_graph_with_the_wrong_kind_in_a_slot_is_refused_when_built(tmp_path):
-    from sst_cdma.runner import run
+    from sst_cdma.engine.runner import run
 
     graph = {"program_options": {}, "components": [{
         "name": "m", "type": "testElement.Meter", "params": {},

@@ -60,7 +60,7 @@ def test_every_list_of_dtypes_is_the_declared_one():
     from sst_cdma.model import kernel_model
     from sst_cdma.model.gpus import GPUS
     from sst_cdma.profiles import KNOWN_DTYPES
-    from sst_cdma.topology import option_parser
+    from sst_cdma.builder.topology import option_parser
 
     assert kernel_model.DTYPES is DTYPES and workloads.DTYPES is DTYPES
     assert {p.name: p.choices for p in NetworkWorkload.PARAMS}["dtype"] == tuple(DTYPES)
@@ -118,7 +118,7 @@ def test_the_network_names_are_listed_once():
 
 def test_the_layer_timing_help_lists_every_network():
     pytest.importorskip("torch")
-    from sst_cdma.capture.timing_cli import build_parser
+    from sst_cdma.tools.capture.timing_cli import build_parser
     from workloads import NETWORKS
     from workloads.loader import CAPTURE_NETWORKS
 
@@ -149,8 +149,8 @@ def test_the_network_workload_accepts_every_vdnn_policy():
 
 # -- SST program options ------------------------------------------------------------------------
 def test_the_graph_files_program_options_are_the_declared_ones():
-    from sst_cdma.config import PROGRAM_OPTIONS
-    from sst_cdma.graph_files import SST_PROGRAM_OPTIONS
+    from sst_cdma.engine.config import PROGRAM_OPTIONS
+    from sst_cdma.engine.graph_files import SST_PROGRAM_OPTIONS
 
     assert set(SST_PROGRAM_OPTIONS) <= set(PROGRAM_OPTIONS)
     assert {k: v for k, v in SST_PROGRAM_OPTIONS.items() if v != PROGRAM_OPTIONS[k]} == \
@@ -158,8 +158,8 @@ def test_the_graph_files_program_options_are_the_declared_ones():
 
 
 def test_every_sst_command_line_option_is_a_program_option():
-    from sst_cdma.cli.sst_main import _parser
-    from sst_cdma.config import PROGRAM_OPTIONS, RUN_MODES
+    from sst_cdma.tools.cli.sst_main import _parser
+    from sst_cdma.engine.config import PROGRAM_OPTIONS, RUN_MODES
 
     parser = _parser()
     # the command line's, not the run's (SST-core's options a script cannot set)

@@ -1,4 +1,4 @@
-"""Tests for sst_cdma.units: SST-core's UnitAlgebra rules, exact arithmetic, conversions and
+"""Tests for sst_cdma.engine.units: SST-core's UnitAlgebra rules, exact arithmetic, conversions and
 error messages. Property-based where the rule is general, example-based for SST's fixed facts."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sst_cdma.units import (
+from sst_cdma.engine.units import (
     BINARY_PREFIXES,
     SI_PREFIXES,
     UnitAlgebra,

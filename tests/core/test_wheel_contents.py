@@ -60,7 +60,7 @@ def test_from_an_empty_folder_a_bare_name_runs_the_shipped_script(installed, tmp
     listing = subprocess.run([python, "-m", "sst_cdma", "topologies"], cwd=tmp_path,
                              capture_output=True, text=True, env=env)
     assert listing.returncode == 0 and str(site / "topologies") in listing.stdout
-    run = subprocess.run([python, "-m", "sst_cdma.cli.sst_main", "phold_torus.py", "--",
+    run = subprocess.run([python, "-m", "sst_cdma.tools.cli.sst_main", "phold_torus.py", "--",
                           "--size", "3", "--events", "2", "--time-limit", "100ns"],
                          cwd=tmp_path, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 #: how a page's command names the program, and what runs it here (the checkout's code)
 PROGRAMS = {"sst-cdma": [sys.executable, "-m", "sst_cdma"],
-            "sst": [sys.executable, "-m", "sst_cdma.cli.sst_main"],
+            "sst": [sys.executable, "-m", "sst_cdma.tools.cli.sst_main"],
             "python": [sys.executable], "python3": [sys.executable]}
 _SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
 _HEADING = re.compile(r"^#{1,6} ")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from doc_tables import REPO
 
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.model_options import ELEMENT_OPTIONS, option_param
-from sst_cdma.sweep import run_sweep
-from sst_cdma.sweep.driver import SweepOutcome
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.builder.model_options import ELEMENT_OPTIONS, option_param
+from sst_cdma.tools.sweep import run_sweep
+from sst_cdma.tools.sweep.driver import SweepOutcome
 
 
 def _page(name: str) -> str:
@@ -60,7 +60,7 @@ def test_sweeps_md_lists_the_fields_of_sweep_outcome():
 
 def test_sweeps_md_gives_run_sweeps_signature():
     text = " ".join(_page("sweeps.md").split())
-    match = re.search(r"`sst_cdma\.sweep\.run_sweep\(([^)]*)\) -> SweepOutcome`", text)
+    match = re.search(r"`sst_cdma\.tools\.sweep\.run_sweep\(([^)]*)\) -> SweepOutcome`", text)
     assert match
     documented = [p.strip().split("=") for p in match.group(1).split(",")]
     params = inspect.signature(run_sweep).parameters
@@ -118,7 +118,7 @@ def test_host_cpu_mds_measurement_table_is_the_shipped_files():
 def test_sweeps_md_lists_every_shipped_spec_with_its_topologies():
     from doc_tables import page_tables
 
-    from sst_cdma.sweep import load_spec
+    from sst_cdma.tools.sweep import load_spec
 
     (table,) = [t for t in page_tables(REPO / "docs" / "sweeps.md")
                 if t.heading.startswith("7. Shipped specs")]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sst_cdma.cli.sst_cdma_main import main
+from sst_cdma.tools.cli.sst_cdma_main import main
 from sst_cdma.model import calibration as cal
 from sst_cdma.model.fitted import PARAMS_PATH
 from sst_cdma.model.gpus import GPUS

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.flows import FlowNetwork, isolated_duration_ps
-from sst_cdma.kernel import SimulationError, Simulator
+from sst_cdma.engine.flows import FlowNetwork, isolated_duration_ps
+from sst_cdma.engine.kernel import SimulationError, Simulator
 
 
 def _net(**caps):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from sst_cdma.model.links import PCIeLink, c2c_bandwidth
-from sst_cdma.topology import LINKS
-from sst_cdma.units import parse_bandwidth
+from sst_cdma.builder.topology import LINKS
+from sst_cdma.engine.units import parse_bandwidth
 
 
 def test_c2c_preset_signals_450GBps_each_way_900_in_all():

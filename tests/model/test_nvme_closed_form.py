@@ -12,7 +12,7 @@ import pytest
 import sst_cdma
 from sst_cdma.model.links import PCIeLink
 from sst_cdma.model.ssds import SSDS
-from sst_cdma.units import parse_bandwidth
+from sst_cdma.engine.units import parse_bandwidth
 
 US = 1_000_000  # ps
 

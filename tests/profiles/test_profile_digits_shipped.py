@@ -23,7 +23,7 @@ def test_provenance_is_measured_and_reproducible(digits):
     prov = digits.provenance
     assert isinstance(prov, MeasuredProvenance)
     assert prov.steps == 3000 and prov.seed == 0
-    assert prov.command == ("python -m sst_cdma.capture.digits_train "
+    assert prov.command == ("python -m sst_cdma.tools.capture.digits_train "
                             "--output workloads/profiles/digits_cnn.json")
     assert "DigitsCNN" in prov.model and "load_digits" in prov.data
     # named as the digits_cnn network definition names them, so the simulator takes it as is

@@ -53,7 +53,7 @@ def test_a_profile_whose_sample_shape_is_not_the_simulated_tensors_is_refused(tm
     from pathlib import Path
 
     import sst_cdma
-    from sst_cdma.runner import RunError
+    from sst_cdma.engine.runner import RunError
 
     repo = Path(__file__).resolve().parents[2]
     doc = json.loads((repo / "workloads" / "profiles" / "alexnet.json").read_text())

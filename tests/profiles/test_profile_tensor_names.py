@@ -13,7 +13,7 @@ import pytest
 import sst_cdma
 from sst_cdma.profiles import load_profile, shipped_profiles
 from sst_cdma.profiles.network_names import network_tensor_shapes
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"

@@ -24,7 +24,7 @@ def test_profile_loads_with_complete_provenance(activation):
     assert profile.network == f"text_{activation}" and profile.dtype == "float32"
     prov = profile.provenance
     assert isinstance(prov, MeasuredProvenance)
-    assert prov.command.startswith(f"python -m sst_cdma.capture.text_train --activation "
+    assert prov.command.startswith(f"python -m sst_cdma.tools.capture.text_train --activation "
                                    f"{activation}")
     assert prov.steps == 640 and prov.seed == 0 and re.match(r"\d{4}-\d\d-\d\d\Z", prov.date)
     assert f"activation {activation}" in prov.model and "blocks 4" in prov.model
@@ -65,7 +65,7 @@ def test_what_the_tensors_are():
 def test_the_docs_tables_are_what_text_report_prints():
     from pathlib import Path
 
-    from sst_cdma.capture.text_report import report
+    from sst_cdma.tools.capture.text_report import report
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "profiles.md").read_text()
     block = docs.split("<!-- text_report begin -->\n")[1].split("<!-- text_report end -->")[0]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.regress import Tolerance, load_suite, run_suite
-from sst_cdma.sweep import SpecError
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.tools.regress import Tolerance, load_suite, run_suite
+from sst_cdma.tools.sweep import SpecError
 
 REPO = Path(__file__).resolve().parents[2]
 PHOLD = REPO / "topologies" / "phold_torus.py"

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from sst_cdma.runner import apply_overrides, execute_script
+from sst_cdma.engine.runner import apply_overrides, execute_script
 from workloads import load_network
 
 REPO = Path(__file__).resolve().parents[2]

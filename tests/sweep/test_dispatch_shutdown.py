@@ -43,7 +43,7 @@ class NoisySchedulerClose(SchedulerPlugin):
 '''
 
 CLOSE = NOISE + '''
-from sst_cdma.sweep.dispatch import Dispatcher
+from sst_cdma.tools.sweep.dispatch import Dispatcher
 
 dispatcher = Dispatcher(workers=1)
 client = dispatcher._connect()
@@ -79,12 +79,13 @@ class Kept(logging.Handler):
 
 
 def test_quiet_shutdown_silences_only_the_block():
-    from sst_cdma.sweep.dispatch import quiet_shutdown
+    from sst_cdma.tools.sweep.dispatch import quiet_shutdown
 
     logger = logging.getLogger("distributed.core")
-    kept = Kept()
+    kept, level = Kept(), logger.level
     logger.addHandler(kept)
-    try:
+    logger.setLevel(logging.DEBUG)    # (sst-cdma's CLI, run in-process by other tests, quiets
+    try:                              # the distributed loggers to CRITICAL)
         with quiet_shutdown():
             logger.error("shut")
         assert kept.messages == []
@@ -93,3 +94,4 @@ def test_quiet_shutdown_silences_only_the_block():
         assert kept.messages == ["open"]
     finally:
         logger.removeHandler(kept)
+        logger.setLevel(level)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sst_cdma.sweep.execute import DONE, PointTask, is_complete, load_result, run_point
+from sst_cdma.tools.sweep.execute import DONE, PointTask, is_complete, load_result, run_point
 
 
 def _task(counting, tmp_path, *opts, key="k1"):
@@ -102,8 +102,8 @@ def test_a_cached_result_that_is_a_fifo_is_not_waited_on(counting, tmp_path):
 def test_a_path_in_the_way_of_a_point_is_a_storage_error_naming_it(counting, tmp_path):
     import pytest
 
-    from sst_cdma.sweep.dispatch import Dispatcher
-    from sst_cdma.sweep.execute import PointStorageError
+    from sst_cdma.tools.sweep.dispatch import Dispatcher
+    from sst_cdma.tools.sweep.execute import PointStorageError
 
     points = tmp_path / "points"
     points.mkdir()
@@ -128,8 +128,8 @@ PROFILE = REPO / "workloads" / "profiles" / "alexnet.json"
 
 def _planned(spec_path, points_dir):
     """The tasks of a spec as the sweep makes them, after the trip to a Dask worker."""
-    from sst_cdma.sweep.driver import point_tasks
-    from sst_cdma.sweep.spec import load_spec
+    from sst_cdma.tools.sweep.driver import point_tasks
+    from sst_cdma.tools.sweep.spec import load_spec
 
     return [pickle.loads(pickle.dumps(task)) for _, task in point_tasks(load_spec(spec_path),
                                                                  Path(points_dir))]
@@ -179,9 +179,9 @@ def test_errors_show_files_as_written_once_wherever_the_spec_is_run(tmp_path, mo
 
 
 def test_a_run_error_names_its_place_once(tmp_path):
-    from sst_cdma.runner import RunError
-    from sst_cdma.sweep.execute import clean_message, script_error
-    from sst_cdma.sweep.spec import SpecPath
+    from sst_cdma.engine.runner import RunError
+    from sst_cdma.tools.sweep.execute import clean_message, script_error
+    from sst_cdma.tools.sweep.spec import SpecPath
 
     where = str(tmp_path / "prof" / "bad.json")
     exc = RunError(f"gpu0.dma: {where}: not valid JSON", where)

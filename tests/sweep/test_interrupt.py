@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from sst_cdma.sweep import SweepInterrupted, run_sweep
-from sst_cdma.sweep.execute import DONE
+from sst_cdma.tools.sweep import SweepInterrupted, run_sweep
+from sst_cdma.tools.sweep.execute import DONE
 
 
 def test_ctrl_c_keeps_finished_points_and_rerun_resumes(counting, tmp_path, client2):
@@ -59,7 +59,7 @@ def test_an_interrupt_after_the_last_point_still_writes_the_table(counting, tmp_
                                                                   monkeypatch):
     """Ctrl-C (or SIGTERM) while the cluster shuts down, every point done: nothing is left to
     resume, so the table is written as if the sweep had ended."""
-    import sst_cdma.sweep.driver as driver
+    import sst_cdma.tools.sweep.driver as driver
 
     real = driver.Dispatcher
 

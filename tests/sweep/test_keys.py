@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sst_cdma
-from sst_cdma.sweep.keys import (digest_tree, file_digest, inputs_digest, point_key,
+from sst_cdma.tools.sweep.keys import (digest_tree, file_digest, inputs_digest, point_key,
                                  script_digest)
 
 
@@ -78,20 +78,21 @@ def test_tree_digest_sees_every_model_input_but_not_caches(tmp_path):
 
 
 def test_inputs_digest_covers_the_model_not_the_tools():
-    from sst_cdma.sweep.keys import TOOL_PACKAGES, _files, _package_dir
+    from sst_cdma.tools.sweep.keys import TOOL_PACKAGES, _files, _package_dir
 
     root = _package_dir("sst_cdma")
     names = {p.relative_to(root).as_posix() for p in _files(root, TOOL_PACKAGES)}
-    assert {"kernel.py", "simulation.py", "testelements/phold.py"} <= names
-    assert not any(n.startswith(("sweep/", "regress/", "cli/", "capture/")) for n in names)
+    assert {"engine/kernel.py", "engine/simulation.py", "engine/testelements/phold.py",
+            "model/kernel_model.py", "builder/topology.py"} <= names
+    assert not any(n.startswith("tools/") for n in names)
     workloads = _package_dir("workloads")
     assert workloads is not None and any(_files(workloads))
     assert len(inputs_digest()) == 64
 
 
 def test_option_order_is_not_part_of_the_key(counting):
-    from sst_cdma.sweep import load_spec
-    from sst_cdma.sweep.keys import key_of, script_digest
+    from sst_cdma.tools.sweep import load_spec
+    from sst_cdma.tools.sweep.keys import key_of, script_digest
 
     sha = script_digest(counting.script)
     one = load_spec(counting.spec("topology: {script}\noptions: {n: 1, mode: b, value: 2}\n"
@@ -134,8 +135,8 @@ def test_script_digest_follows_packages_of_its_folder(tmp_path):
 
 
 def test_key_follows_the_content_of_files_params_name(counting):
-    from sst_cdma.sweep import load_spec
-    from sst_cdma.sweep.keys import key_of
+    from sst_cdma.tools.sweep import load_spec
+    from sst_cdma.tools.sweep.keys import key_of
 
     (counting.folder / "prof").mkdir()
     data = counting.folder / "prof" / "b.json"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.sweep.pivot import PivotError, pivot_markdown
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.tools.sweep.pivot import PivotError, pivot_markdown
 
 CSV = """point,status,opt.network,opt.algorithm,iteration_time_s,baselines.oracle.iteration_time_s
 0,ok,alexnet,none,2.0,1.0

@@ -7,8 +7,8 @@ import json
 
 import pandas as pd
 import sst_cdma
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.sweep.plan_table import plan_rows
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.tools.sweep.plan_table import plan_rows
 
 
 def test_rows_gather_a_tensor_over_its_blocks():

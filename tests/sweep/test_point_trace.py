@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from sst_cdma.sweep.driver import point_tasks
-from sst_cdma.sweep.execute import run_point
-from sst_cdma.sweep.spec import SpecError, load_spec
+from sst_cdma.tools.sweep.driver import point_tasks
+from sst_cdma.tools.sweep.execute import run_point
+from sst_cdma.tools.sweep.spec import SpecError, load_spec
 
 
 def _spec(tmp_path, repo, extra=""):

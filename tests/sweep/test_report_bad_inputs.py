@@ -12,8 +12,8 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.sweep.report import ReportError, write_report
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.tools.sweep.report import ReportError, write_report
 
 
 def _one_line_error(capsys) -> str:
@@ -122,7 +122,7 @@ def test_a_report_removes_the_staging_folder_a_killed_report_left(tmp_path):
     import subprocess
     import sys
 
-    from sst_cdma.stale_folders import owner_tag
+    from sst_cdma.engine.stale_folders import owner_tag
 
     folder = _table(tmp_path / "res")
     out = write_report(folder).markdown.parent

@@ -12,8 +12,8 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sst_cdma.sweep.facets import UNFIT_GID
-from sst_cdma.sweep.report import ReportError, write_report
+from sst_cdma.tools.sweep.facets import UNFIT_GID
+from sst_cdma.tools.sweep.report import ReportError, write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "report"
 PAPER_ORDER = ["alexnet", "overfeat", "nin", "vgg16", "squeezenet", "googlenet"]

@@ -19,13 +19,13 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sst_cdma.sweep.driver import run_sweep
-from sst_cdma.sweep.facets import CAPACITY_GID, COLOURS, UNFIT_GID, Layout, Marks, Style, draw
-from sst_cdma.sweep.figure_units import Axis
-from sst_cdma.sweep.fit import does_not_fit, memories
-from sst_cdma.sweep.point_plots import MAX_ROWS, draw_timeline
-from sst_cdma.sweep import report as report_module
-from sst_cdma.sweep.report import write_report
+from sst_cdma.tools.sweep.driver import run_sweep
+from sst_cdma.tools.sweep.facets import CAPACITY_GID, COLOURS, UNFIT_GID, Layout, Marks, Style, draw
+from sst_cdma.tools.sweep.figure_units import Axis
+from sst_cdma.tools.sweep.fit import does_not_fit, memories
+from sst_cdma.tools.sweep.point_plots import MAX_ROWS, draw_timeline
+from sst_cdma.tools.sweep import report as report_module
+from sst_cdma.tools.sweep.report import write_report
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "report"

@@ -7,8 +7,8 @@ import json
 import pandas as pd
 
 import sst_cdma
-from sst_cdma.sweep.plan_plot import MAX_BARS, plan_bars
-from sst_cdma.sweep.report import write_report
+from sst_cdma.tools.sweep.plan_plot import MAX_BARS, plan_bars
+from sst_cdma.tools.sweep.report import write_report
 
 
 def test_report_draws_the_plan_of_the_timeline_point(tmp_path, repo):

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from components.summary_schema import SYSTEM_SHAPE
-from sst_cdma.sweep import report
-from sst_cdma.sweep.report import ReportError, system_keys, write_report
+from sst_cdma.tools.sweep import report
+from sst_cdma.tools.sweep.report import ReportError, system_keys, write_report
 
 
 def test_the_cdma_library_declares_its_schemas_system_keys():

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import sst_cdma
-from sst_cdma.sweep.report import ReportError, memory_tracks, write_report
+from sst_cdma.tools.sweep.report import ReportError, memory_tracks, write_report
 
 
 @pytest.fixture

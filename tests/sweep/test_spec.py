@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sst_cdma.sweep import SpecError, load_spec, run_sweep
-from sst_cdma.sweep.validate import validate_points
+from sst_cdma.tools.sweep import SpecError, load_spec, run_sweep
+from sst_cdma.tools.sweep.validate import validate_points
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_grid_points_and_params_expand_in_spec_order(counting):
 
 
 def test_exclude_defaults_to_per_layer_detail(counting):
-    from sst_cdma.sweep.spec import DEFAULT_EXCLUDE
+    from sst_cdma.tools.sweep.spec import DEFAULT_EXCLUDE
 
     spec = load_spec(counting.spec("topology: {script}\noptions: {n: 1}\n"))
     assert spec.exclude == DEFAULT_EXCLUDE

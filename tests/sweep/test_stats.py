@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sst_cdma.cli.sst_cdma_main import main
-from sst_cdma.sweep.stats import SelectorError, parse_selector, select
+from sst_cdma.tools.cli.sst_cdma_main import main
+from sst_cdma.tools.sweep.stats import SelectorError, parse_selector, select
 
 REPO = Path(__file__).resolve().parents[2]
 PHOLD = REPO / "topologies" / "phold_torus.py"

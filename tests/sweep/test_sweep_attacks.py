@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sst_cdma.sweep import SpecError, run_sweep
-from sst_cdma.sweep.table import build_table, write_tables
+from sst_cdma.tools.sweep import SpecError, run_sweep
+from sst_cdma.tools.sweep.table import build_table, write_tables
 
 SPEC = "topology: {script}\ngrid: {n: [1, 2]}\n"
 

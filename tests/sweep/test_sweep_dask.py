@@ -11,8 +11,8 @@ import time
 
 import pandas as pd
 
-from sst_cdma.sweep import run_sweep
-from sst_cdma.sweep.execute import DONE
+from sst_cdma.tools.sweep import run_sweep
+from sst_cdma.tools.sweep.execute import DONE
 
 SPEC = """
 name: counting
@@ -231,7 +231,7 @@ def test_an_output_in_the_way_is_refused_naming_it_before_anything_runs(counting
                                                                        client1):
     import pytest
 
-    from sst_cdma.sweep import SpecError
+    from sst_cdma.tools.sweep import SpecError
 
     spec = counting.spec("topology: {script}\ngrid: {n: [1, 2]}\n")
     afile = tmp_path / "afile"
@@ -260,8 +260,8 @@ def test_an_output_in_the_way_is_refused_naming_it_before_anything_runs(counting
 
 def test_a_point_that_cannot_be_published_on_dask_is_a_failed_point_not_a_lost_scheduler(
         counting, tmp_path, client1):
-    from sst_cdma.sweep.dispatch import Dispatcher
-    from sst_cdma.sweep.execute import PointTask
+    from sst_cdma.tools.sweep.dispatch import Dispatcher
+    from sst_cdma.tools.sweep.execute import PointTask
 
     points = tmp_path / "points"
     points.mkdir()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sst_cdma.sweep.table import build_table, flatten, write_tables
+from sst_cdma.tools.sweep.table import build_table, flatten, write_tables
 
 
 def test_flatten_joins_keys_and_indexes_lists():
@@ -35,7 +35,7 @@ def test_columns_are_typed_and_missing_values_stay_empty(tmp_path):
 
 
 def test_flatten_leaves_out_excluded_keys_and_long_lists():
-    from sst_cdma.sweep.spec import DEFAULT_EXCLUDE
+    from sst_cdma.tools.sweep.spec import DEFAULT_EXCLUDE
 
     summary = {"t": 1, "layers": [{"end_s": 1}], "gpus": [{"t": 2, "layers": [{"x": 1}]}],
                "samples": list(range(100)), "few": [1, 2],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"
@@ -33,7 +33,7 @@ def refused(*opts: str, topology: Path = PASCAL, **kwargs) -> str:
 
 def sst(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """The ``sst`` command in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_main", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=120)
 
 

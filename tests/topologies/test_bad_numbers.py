@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads.errors import WorkloadError
 from workloads.loader import load_network
 
@@ -65,7 +65,7 @@ def test_a_transformer_of_a_million_blocks_is_refused(tmp_path):
 def test_more_gpus_than_the_memory_holds_is_refused_up_front(monkeypatch):
     import resource
 
-    from sst_cdma.topology import GPU_MEMORY_BYTES, available_memory
+    from sst_cdma.builder.topology import GPU_MEMORY_BYTES, available_memory
 
     have = available_memory()
     assert have is not None and have > 0

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import sst_cdma
-from sst_cdma.element import MAX_BYTES, SIM_TIME_LIMIT_PS, ParamError
+from sst_cdma.engine.element import MAX_BYTES, SIM_TIME_LIMIT_PS, ParamError
 from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, headline
-from sst_cdma.model_options import ELEMENT_OPTIONS, option_param
-from sst_cdma.runner import RunError
-from sst_cdma.topology import NVME_COUNT
+from sst_cdma.builder.model_options import ELEMENT_OPTIONS, option_param
+from sst_cdma.engine.runner import RunError
+from sst_cdma.builder.topology import NVME_COUNT
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"

@@ -11,10 +11,10 @@ pytest.importorskip("sklearn")
 
 import sst_cdma  # noqa: E402
 from sst_cdma import codecs  # noqa: E402
-from sst_cdma.capture import capture_activations  # noqa: E402
-from sst_cdma.capture.digits_cnn import PROFILE_TENSORS as TENSORS  # noqa: E402
-from sst_cdma.capture.digits_cnn import DigitsCNN  # noqa: E402
-from sst_cdma.capture.digits_data import load_digits_split  # noqa: E402
+from sst_cdma.tools.capture import capture_activations  # noqa: E402
+from sst_cdma.tools.capture.digits_cnn import PROFILE_TENSORS as TENSORS  # noqa: E402
+from sst_cdma.tools.capture.digits_cnn import DigitsCNN  # noqa: E402
+from sst_cdma.tools.capture.digits_data import load_digits_split  # noqa: E402
 from sst_cdma.profiles import load_samples  # noqa: E402
 
 
@@ -55,7 +55,7 @@ def _run_digits(repo, samples, *opts):
 
 
 def test_samples_captured_at_batch_64_are_refused_at_batch_32(repo, samples):
-    from sst_cdma.runner import RunError
+    from sst_cdma.engine.runner import RunError
 
     with pytest.raises(RunError) as err:
         _run_digits(repo, samples, "--network", "digits_cnn", "--batch", "32")
@@ -66,7 +66,7 @@ def test_samples_captured_at_batch_64_are_refused_at_batch_32(repo, samples):
 
 
 def test_digits_samples_recorded_with_their_network_are_refused_on_alexnet(repo, tmp_path):
-    from sst_cdma.runner import RunError
+    from sst_cdma.engine.runner import RunError
 
     torch.manual_seed(0)
     images = load_digits_split().held_x[:64]

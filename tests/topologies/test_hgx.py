@@ -66,7 +66,7 @@ def test_offloads_share_the_switches_and_the_summary_says_so():
 
 
 def test_a_switch_that_splits_the_default_host_names_the_default():
-    from sst_cdma.runner import RunError
+    from sst_cdma.engine.runner import RunError
 
     with pytest.raises(RunError, match=r"--gpus-per-host 4 \(this topology's default\) is not "
                                        r"a multiple of --gpus-per-switch 3"):

@@ -9,8 +9,8 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.gpus import GPUS
-from sst_cdma.runner import RunError
-from sst_cdma.units import parse_bytes
+from sst_cdma.engine.runner import RunError
+from sst_cdma.engine.units import parse_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 GH200 = REPO / "topologies" / "gh200_cdma.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 PASCAL = REPO / "topologies" / "pascal_cdma.py"
@@ -73,7 +73,7 @@ def test_striping_and_compression_each_make_the_tier_hold_more():
 
 
 def test_sst_prints_the_overshoot_in_one_line_and_exits_non_zero():
-    done = subprocess.run([sys.executable, "-m", "sst_cdma.cli.sst_main", str(PASCAL), "--",
+    done = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(PASCAL), "--",
                            *SMALL, "--nvme", "1", "--offload-to", "nvme", "--nvme-capacity",
                            "10MB"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode != 0

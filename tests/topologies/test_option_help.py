@@ -11,7 +11,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.gpus import GPU_ALIASES, GPUS, gpu_preset
-from sst_cdma.topology import option_parser
+from sst_cdma.builder.topology import option_parser
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,6 +55,6 @@ def test_h100_runs_the_hopper_preset(alias):
 
 
 def test_an_unknown_gpu_is_still_refused():
-    with pytest.raises(sst_cdma.runner.RunError, match="--gpu: invalid choice: 'h1000'"):
+    with pytest.raises(sst_cdma.engine.runner.RunError, match="--gpu: invalid choice: 'h1000'"):
         sst_cdma.run(REPO / "topologies" / "pascal_cdma.py", ["--gpu", "h1000"],
                      console=io.StringIO())

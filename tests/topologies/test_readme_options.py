@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sst_cdma.topology import option_parser
+from sst_cdma.builder.topology import option_parser
 from workloads import NETWORKS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 
 import sst_cdma
 from components.console import binary_size
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 #: topology scripts that take no cDMA model options, and why

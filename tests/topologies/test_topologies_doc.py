@@ -33,15 +33,15 @@ from typing import Any
 import pytest
 
 import sst_cdma
-from sst_cdma.model_options import ELEMENT_OPTIONS
-from sst_cdma.sweep.spec import load_spec
+from sst_cdma.builder.model_options import ELEMENT_OPTIONS
+from sst_cdma.tools.sweep.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "topologies.md"
 KINDS = ("file", "excerpt", "topology", "edit", "python", "shell", "sweep-spec")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
 MARK = re.compile(r"<!-- test: ([\w-]+)(?: (.*?))? -->\n$")
-COMMANDS = {"sst": "sst_cdma.cli.sst_main", "sst-info": "sst_cdma.cli.sst_info"}
+COMMANDS = {"sst": "sst_cdma.tools.cli.sst_main", "sst-info": "sst_cdma.tools.cli.sst_info"}
 RC = "root_complex_4gpu.py"
 RC_OPTIONS = ["--network", "alexnet", "--batch", "32", "--policy", "all"]
 

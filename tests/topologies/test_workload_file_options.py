@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
-from sst_cdma.model_options import RENDERED_ONLY, options_of, option_param
-from sst_cdma.runner import RunError
+from sst_cdma.builder.model_options import RENDERED_ONLY, options_of, option_param
+from sst_cdma.engine.runner import RunError
 
 REPO = Path(__file__).resolve().parents[2]
 

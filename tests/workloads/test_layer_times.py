@@ -10,7 +10,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import WorkloadError, load_network
 from sst_cdma.model.fitted import kernel_model_for
 from workloads.kernel_pricing import price_network

@@ -12,7 +12,7 @@ import pytest
 import sst_cdma
 from components.kernel_times import roofline_ps
 from components.messages import CopyCost
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import load_network
 from workloads.planner import PlanInfeasible, build_model, \
     lower_bound_peak, plan_greedy, plan_milp, plan_peak, plan_to_fit

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sst_cdma.strict_parsing import StrictParseError, json_loads, yaml_loads
+from sst_cdma.engine.strict_parsing import StrictParseError, json_loads, yaml_loads
 from workloads import WorkloadError, load_network
 from workloads.layer_times import load_layer_times
 from workloads.policies import load_plan_file
@@ -72,8 +72,8 @@ def test_a_layer_times_file_with_a_key_twice_is_refused(tmp_path) -> None:
 
 
 def test_a_regress_suite_with_a_python_tag_is_one_line_naming_the_line(tmp_path) -> None:
-    from sst_cdma.regress.suite import load_suite
-    from sst_cdma.sweep.marks import SpecError
+    from sst_cdma.tools.regress.suite import load_suite
+    from sst_cdma.tools.sweep.marks import SpecError
 
     (tmp_path / "suite.yaml").write_text(
         "name: t\ncases:\n  - name: a\n    topology: !!python/name:os.system x.py\n")

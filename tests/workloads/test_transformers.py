@@ -14,7 +14,7 @@ import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
 from sst_cdma.model.fitted import kernel_model_for
 from sst_cdma.model.kernel_model import price_gemm
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import (TRANSFORMERS, WorkloadError, load_network, parse_stream,
                                 render_stream, stream_stats)
 from workloads.kernel_pricing import price_network

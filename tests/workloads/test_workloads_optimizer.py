@@ -10,7 +10,7 @@ import pytest
 
 import sst_cdma
 from sst_cdma.model.closed_form import from_simulation
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import NETWORKS, StreamError, load_network, parse_stream, stream_stats
 from workloads.render import render_plan, render_stream
 from workloads.vdnn import OPTIMIZERS, plan_iteration

@@ -8,7 +8,7 @@ import io
 import pytest
 
 import sst_cdma
-from sst_cdma.runner import RunError
+from sst_cdma.engine.runner import RunError
 from workloads import (CNNS, WorkloadError, load_network, parse_stream,
                                 stream_stats)
 from workloads.render import render_stream

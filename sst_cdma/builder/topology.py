@@ -1,0 +1,578 @@
+"""Building blocks for cDMA topology scripts: the model options every topology takes, and
+functions that add a GPU system (cores, HBM, cDMA engine, host link) to the configuration with
+the ``sst`` API. A topology script picks a GPU and a host link and calls :func:`build`.
+
+Every run also simulates the same network as the *oracle* (no offload, on a hypothetical GPU
+with enough memory) and as *vDNN* (offload without compression), in separate systems of the
+same graph, so the summary can put the speed-up in front of the user.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from components.baselines import add_baselines
+
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.machine import available_memory
+from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
+from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
+from sst_cdma.engine.element import Param
+from sst_cdma.builder.model_options import (CODEC, NVME, RENDERED_ONLY, add_element_options, element_params,
+                            explicit, given_options, options_of, param_type)
+from sst_cdma.engine.units import UnitError, parse_bytes
+
+#: model options that were renamed, and their names now
+RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
+
+#: Blackwell's Decompression Engine as ``--engine blackwell-de`` builds it: one block of 600 GB/s
+#: (nvCOMP documentation, "Decompression Engine"; docs/model.md) and LZ4 unless asked otherwise
+DECOMPRESSION_ENGINE = {"codec_units": 1, "codec_unit_throughput": "600GB/s", "algorithm": "lz4"}
+#: the options that describe Blackwell's Decompression Engine
+DE_OPTIONS = ("sm_compress_throughput", "sm_decompress_throughput", "de_chunk", "de_max_buffer")
+
+#: ``--kernel-model`` -> the element that fills each GPU's ``kernels`` slot (with
+#: ``--layer-times``, ``cdma.MeasuredKernels`` with that model beside the measurement)
+KERNEL_ELEMENTS = {"fitted": "cdma.FittedKernels", "roofline": "cdma.RooflineKernels"}
+
+LINKS = {
+    "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
+    "pcie4x16": {"protocol": "pcie", "generation": 4, "lanes": 16},
+    "pcie5x16": {"protocol": "pcie", "generation": 5, "lanes": 16},
+    "nvlink2x3": {"protocol": "nvlink", "nvlink_links": 3, "nvlink_rate": "25GB/s"},
+    "nvlink1x4": {"protocol": "nvlink", "nvlink_links": 4, "nvlink_rate": "20GB/s"},
+    "nvlink_c2c": {"protocol": "nvlink_c2c", "c2c_rate": "450GB/s"},
+}
+
+
+#: ``--nvme N``: the SSDs of each host, each a PCIe endpoint with a bus number of its own
+NVME_COUNT = Param("nvme", "int", 0, "NVMe SSDs per host", minimum=0, maximum=256,
+                   why_minimum="0: no SSD",
+                   why_maximum="each drive is a PCIe endpoint on a bus of its own, and a "
+                               "host's PCIe segment numbers at most 256 buses: the bus number "
+                               "is 8 bits")
+#: the options that describe the host CPU (``cdma.HostCPU``), which a run has only where the
+#: host CPU steps the optimizer
+HOST_CPU_OPTIONS = ("cpu_cores", "cpu_adam_throughput", "cpu_adam_file", "cpu_memory_bandwidth")
+
+
+class ModelOptionParser(argparse.ArgumentParser):
+    """argparse whose errors become ConfigError (one line, naming the option) instead of
+    printing usage and exiting."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        """Raise instead of exiting; an option that was renamed says its new name."""
+        for old, new in RENAMED_OPTIONS.items():
+            if "unrecognized arguments" in message and \
+                    re.search(rf"(^|\s){re.escape(old)}(=|\s|$)", message):
+                message += f" ({old} is now {new})"
+                break
+        else:
+            message += self._did_you_mean(message)
+        raise ConfigError(f"model option error: {message}")
+
+    def _did_you_mean(self, message: str) -> str:
+        """`` (did you mean --network?)`` for each unrecognized option close to a known one."""
+        if "unrecognized arguments" not in message:
+            return ""
+        import difflib
+
+        flags = [f for action in self._actions for f in action.option_strings
+                 if f.startswith("--")]
+        hints = []
+        for word in message.split("unrecognized arguments:", 1)[1].split():
+            flag = word.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, flags, n=1) if flag.startswith("--") else []
+            if close:
+                hints.append(f"{flag}: did you mean {close[0]}?")
+        return f" ({'; '.join(hints)})" if hints else ""
+
+
+def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
+                  gpus: int = 1) -> ModelOptionParser:
+    """The model options of every cDMA topology (defaults differ per script): the element
+    params' options (:mod:`sst_cdma.builder.model_options`) and the topology's own."""
+    p = ModelOptionParser(prog=prog, description="cDMA system model options",
+                          allow_abbrev=False)
+    add_element_options(p)
+    p.add_argument("--kernel-model", default="fitted", choices=sorted(KERNEL_ELEMENTS),
+                   help="how kernels are priced: 'fitted' (cdma.FittedKernels: the "
+                        "algorithm-aware model fitted to measured cuDNN kernels; "
+                        "docs/kernel_model.md) or 'roofline' (cdma.RooflineKernels: peak FLOP/s "
+                        "x --compute-efficiency against DRAM bandwidth); with --layer-times, "
+                        "the model beside the measurement (default: fitted)")
+    p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
+                   metavar=gpu_choices(),
+                   help=f"GPU preset (default: {gpu}; h100 and h100_sxm name hopper, v100 "
+                        "volta, p100 pascal; docs/gpus.md)")
+    p.add_argument("--link", default=link, choices=sorted(LINKS),
+                   help="host link preset (default: the GPU preset's)")
+    p.add_argument("--gpus", type=int, default=gpus, help=f"number of GPUs (default: {gpus}; refused when more than this machine's "
+                        f"memory holds, at about 0.7 MiB a GPU)")
+    p.add_argument("--gpus-per-host", type=int, default=0,
+                   help="GPUs per host (node): each host has its own memory and PCIe root "
+                        "(default: 0, every GPU on one host)")
+    p.add_argument("--gpus-per-switch", type=int, default=0,
+                   help="GPUs sharing one PCIe switch upstream port (default: 0, no switch)")
+    p.add_argument("--workspace", default="", metavar="SIZE",
+                   help="cuDNN workspace limit, e.g. 256MiB: the fitted model picks each "
+                        "convolution's fastest algorithm whose workspace fits; under "
+                        "--kernel-model roofline every convolution kernel gets SIZE (default: "
+                        "no limit; 0B under roofline)")
+    p.add_argument("--nvme", type=param_type(NVME_COUNT), default=0, metavar="N",
+                   help="NVMe SSDs per host, each on a PCIe link of its own behind the host's "
+                        "PCIe switches (round robin) or its root complex; every GPU of the "
+                        "host stripes its nvme-tier transfers across them (default: 0, none; "
+                        "docs/storage.md)")
+    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
+                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
+                        f"{DEFAULT_SSD}; docs/storage.md)")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="skip the oracle and vDNN baselines")
+    p.add_argument("--stats", default="", choices=("", "csv", "json", "txt", "console"),
+                   metavar="{csv,json,txt,console}", help="statistic output format (default: csv with --output-directory, "
+                        "else none)")
+    return p
+
+
+@dataclass
+class SystemSpec:
+    """Everything :func:`build` needs to know about one system."""
+
+    gpu: GPUSpec
+    link: dict[str, Any]
+    options: argparse.Namespace
+    #: the host memories' params beyond the GPU preset's (a node's DDR5)
+    host_memory: Optional[dict[str, Any]] = None
+
+
+def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
+    """Add one GPU with its workload and kernel times, HBM, engine and host link; returns the
+    host link component."""
+    o = spec.options
+    gpu = sst.Component(name, "cdma.GPU")
+    gpu.addParams({**element_params(o, "cdma.GPU"), "gpu_preset": o.gpu})
+    _fill_workload(gpu, o, first)
+    _fill_kernels(gpu, o)
+    hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
+    hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity})
+    sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
+    dma.addParams(element_params(o, "cdma.CDMAEngine"))
+    if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
+        from components.codecs import element_type
+
+        codec = dma.setSubComponent("codec", element_type(o.algorithm))
+        codec.addParams(element_params(o, CODEC))
+    link = sst.Component(f"{name}.pcie", "cdma.PCIeBridge")
+    link.addParams(spec.link)
+    sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
+    sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
+    sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
+    return link
+
+
+def _drives(sst: Any, o: argparse.Namespace, host: Any, port: int, switches: list[Any],
+            engines: list[Any], prefix: str) -> None:
+    """``--nvme`` SSDs for one host: each on its own link to the host's switches in turn
+    (after their GPUs' ports) or, with none, to the host's root ports from ``port`` on; every
+    engine of the host on every drive."""
+    params = {"preset": o.nvme_preset, **element_params(o, NVME)}
+    for d in range(o.nvme):
+        drive = sst.Component(f"{prefix}nvme{d}", NVME)
+        drive.addParams(params)
+        if switches:
+            switch = switches[d % len(switches)]
+            up = (switch, f"down{o.gpus_per_switch + d // len(switches)}")
+        else:
+            up = (host, f"pcie{port + d}")
+        sst.Link(f"{prefix}nvme{d}.l_host", "0ps").connect((drive, "host"), up)
+        for g, engine in enumerate(engines):
+            sst.Link(f"{engine.getFullName()}.l_nvme{d}", "0ps").connect((engine, f"nvme{d}"),
+                                                               (drive, f"dma{g}"))
+
+
+def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
+    """The GPU's ``workload`` slot: the ``--workload`` stream file, or the network rendered
+    (the first GPU writes its stream into the output directory)."""
+    if o.workload:
+        gpu.setSubComponent("workload", "cdma.StreamWorkload").addParams(
+            element_params(o, "cdma.StreamWorkload"))
+        return
+    fitted = o.kernel_model == "fitted"
+    params = {**element_params(o, "cdma.NetworkWorkload"),
+              "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first}
+    if _steps_on_host(o) and explicit(o, "bucket_size"):
+        params["gradient_bucket"] = o.bucket_size  # the buckets copied to the host CPU
+    if _plans_states(o):
+        params["plan_states"] = "nvme" if o.nvme else "host"
+    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(params)
+
+
+def _host_step(o: argparse.Namespace) -> bool:
+    """True when the optimizer states live off the GPU: the host CPU steps them."""
+    return getattr(o, "optimizer_states", "gpu") != "gpu" and not o.workload
+
+
+#: the options that place the model states (given, ``--policy auto`` leaves them be)
+PLACEMENT_OPTIONS = ("optimizer_states", "weights", "gradients")
+
+
+def _plans_states(o: argparse.Namespace) -> bool:
+    """True when ``--policy auto`` places the model states itself: Adam (the host CPU's step
+    is measured for it) and no placement option given."""
+    return (o.policy == "auto" and getattr(o, "optimizer", "none") == "adam" and not o.workload
+            and not any(explicit(o, name) for name in PLACEMENT_OPTIONS))
+
+
+def _steps_on_host(o: argparse.Namespace) -> bool:
+    """True when the host CPU steps the model states, or the planner may have it do so."""
+    return _host_step(o) or _plans_states(o)
+
+
+def _host_cpu(sst: Any, o: argparse.Namespace, host: Any, name: str) -> Any:
+    """The host's CPU (``cdma.HostCPU``) on the host memory's ``cpu`` port."""
+    cpu = sst.Component(name, "cdma.HostCPU")
+    cpu.addParams(element_params(o, "cdma.HostCPU"))
+    sst.Link(f"{name}.l_memory", "0ps").connect((cpu, "memory"), (host, "cpu"))
+    return cpu
+
+
+def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
+    """The GPU's ``kernels`` slot: ``--layer-times`` measured (beside ``--kernel-model``), or
+    the ``--kernel-model``; a ``--workload`` stream's kernels without a time take the
+    roofline."""
+    limit = o.workspace if o.kernel_model == "fitted" else ""
+    if o.workload:
+        kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
+    elif o.layer_times:
+        kind = "cdma.MeasuredKernels"
+        params = {**element_params(o, kind), "kernel_model": o.kernel_model,
+                  "workspace_limit": limit, "tf32": o.tf32}
+    elif o.kernel_model == "fitted":
+        kind, params = "cdma.FittedKernels", {"workspace_limit": limit, "tf32": o.tf32}
+    else:
+        kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
+    gpu.setSubComponent("kernels", kind).addParams(params)
+
+
+def _host_memory_params(gpu: GPUSpec) -> dict[str, str]:
+    """The host memory the GPU preset's system comes with (a superchip's CPU memory), if any."""
+    return {k: v for k, v in (("bandwidth", gpu.host_memory_bandwidth),
+                              ("pinned_capacity", gpu.host_memory_capacity)) if v}
+
+
+def _fabric(sst: Any, o: argparse.Namespace) -> None:
+    """Data parallel: one ``cdma.NVSwitch`` fabric with every GPU's ``nvlink`` port on its
+    ``gpuI`` port (the ring visits them in order)."""
+    fabric = sst.Component("nvswitch", "cdma.NVSwitch")
+    fabric.addParams(element_params(o, "cdma.NVSwitch"))
+    if explicit(o, "bucket_size"):
+        fabric.addParam("first_bucket", "0B")  # as DDP given a bucket_cap_mb: every bucket
+    for i in range(o.gpus):
+        gpu = sst.findComponentByName(f"gpu{i}")
+        sst.Link(f"gpu{i}.l_nvlink", "0ps").connect((gpu, "nvlink"), (fabric, f"gpu{i}"))
+
+
+def _system(sst: Any, spec: SystemSpec) -> None:
+    """Add ``--gpus`` GPUs, their switches and host memories: one host per ``--gpus-per-host``
+    GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
+    o = spec.options
+    per_host = o.gpus_per_host or o.gpus
+    hosts = -(-o.gpus // per_host)
+    host = None
+    port = 0
+    switch = None
+    cpu = None
+    switches: list[Any] = []
+    engines: list[Any] = []
+    for i in range(o.gpus):
+        if i % per_host == 0:
+            h = i // per_host
+            host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
+            host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
+            port = 0
+            if _steps_on_host(o):
+                cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
+            switches, engines = [], []
+        link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
+        engines.append(sst.findComponentByName(f"gpu{i}.dma"))
+        if cpu is not None:
+            sst.Link(f"gpu{i}.l_cpu", "0ps").connect(
+                (sst.findComponentByName(f"gpu{i}"), "cpu"), (cpu, f"gpu{i % per_host}"))
+        if o.gpus_per_switch:
+            k, j = divmod(i, o.gpus_per_switch)
+            if j == 0:
+                switch = sst.Component(f"switch{k}", "cdma.PCIeSwitch")
+                switch.addParams({**{k2: v for k2, v in spec.link.items()}, "latency": "0ns"})
+                sst.Link(f"switch{k}.l_up", "0ps").connect((switch, "up"), (host, f"pcie{port}"))
+                port += 1
+                switches.append(switch)
+            sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (switch, f"down{j}"))
+        else:
+            sst.Link(f"gpu{i}.l_host", "0ps").connect((link, "host"), (host, f"pcie{port}"))
+            port += 1
+        if o.nvme and (i % per_host == per_host - 1 or i == o.gpus - 1):
+            _drives(sst, o, host, port, switches, engines, "" if hosts == 1 else f"host{h}.")
+    if o.data_parallel:
+        _fabric(sst, o)
+
+
+def _refuse(message: str) -> None:
+    raise ConfigError(f"model option error: {message}")
+
+
+#: memory a simulated GPU takes, its oracle and vDNN copies included: the peak resident size of
+#: ``pascal_cdma.py --network alexnet --batch 32`` grew from 59.4 MiB at --gpus 16 to 93.3 MiB
+#: at --gpus 64 (a lower bound: bigger networks take more)
+GPU_MEMORY_BYTES = 700 * 1024
+
+
+def _check_memory(gpus: int) -> None:
+    """Refuse a GPU count whose simulation cannot fit in this machine's memory."""
+    need, have = gpus * GPU_MEMORY_BYTES, available_memory()
+    if have is not None and need > have:
+        _refuse(f"--gpus {gpus} needs at least {need / 2**30:.1f} GiB of memory (about "
+                f"{GPU_MEMORY_BYTES / 2**20:.1f} MiB per simulated GPU, baselines included), "
+                f"more than the {have / 2**30:.1f} GiB this process may use")
+
+
+def _check_topology(o: argparse.Namespace) -> None:
+    """The topology's own options: counts and how GPUs group into hosts and switches."""
+    if o.gpus < 1:
+        _refuse(f"--gpus must be >= 1, got {o.gpus}")
+    _check_memory(o.gpus)
+    if o.gpus_per_host < 0:
+        _refuse(f"--gpus-per-host must be >= 0 (0: one host), got {o.gpus_per_host}")
+    if o.gpus_per_switch < 0:
+        _refuse(f"--gpus-per-switch must be >= 0 (0: no switch), got {o.gpus_per_switch}")
+    if o.data_parallel and o.gpus < 2:
+        _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
+                f"{o.gpus} (give --gpus N or --no-data-parallel)")
+    for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
+        if name == "bucket_size" and _steps_on_host(o):
+            continue  # it sizes the gradient buckets copied to the host CPU too
+        if explicit(o, name) and not o.data_parallel:
+            _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
+                    "all-reduce, and this run is not data parallel")
+    try:
+        o.workspace_bytes = parse_bytes(o.workspace) if o.workspace else 0
+    except UnitError as exc:
+        _refuse(f"--workspace: {exc}")
+    except ValueError:  # a number of more digits than Python converts
+        _refuse(f"--workspace: {len(o.workspace)} characters is not a size (e.g. 256MiB)")
+
+
+#: the options that describe the ``--nvme`` SSDs
+NVME_OPTIONS = ("nvme_preset", "nvme_path", "nvme_capacity", "nvme_queue_depth")
+
+
+def _check_storage(o: argparse.Namespace) -> None:
+    """``--nvme N`` SSDs: a count, a known preset, and the options that need them."""
+    from difflib import get_close_matches
+
+    if o.nvme_preset not in SSDS:
+        close = get_close_matches(o.nvme_preset, SSDS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        _refuse(f"--nvme-preset {o.nvme_preset!r} is not a known SSD ({hint}one of "
+                f"{', '.join(sorted(SSDS))}; docs/storage.md)")
+    if o.offload_to == "nvme" and not o.nvme:
+        _refuse("--offload-to nvme needs an NVMe SSD to offload to: give --nvme N (N >= 1)")
+    for name in ("optimizer_states", "weights"):
+        if getattr(o, name, "gpu") != "nvme":
+            continue
+        flag = f"--{name.replace('_', '-')} nvme"
+        if not o.nvme:
+            _refuse(f"{flag} needs an NVMe SSD to hold it: this system has no NVMe element "
+                    "(give --nvme N, N >= 1)")
+    if not o.nvme:
+        for name in NVME_OPTIONS:
+            if explicit(o, name):
+                _refuse(f"{explicit(o, name)} needs --nvme N: it describes the SSDs, and this "
+                        "run has none")
+
+
+def _check_host_cpu(o: argparse.Namespace) -> None:
+    """The host CPU's options need a host CPU that steps: refused, not ignored, without."""
+    if _steps_on_host(o):
+        return
+    for name in HOST_CPU_OPTIONS:
+        if explicit(o, name):
+            _refuse(f"{explicit(o, name)} needs the host CPU to step the optimizer: it "
+                    "describes that CPU, and in this run nothing steps on the host (give "
+                    "--optimizer adam --optimizer-states host, or nvme)")
+
+
+def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
+    """Options that contradict each other: an error naming both."""
+    nvlink = LINKS[link_name]["protocol"] != "pcie"  # type: ignore[index]
+    if o.pcie_gen is not None and nvlink:
+        _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name}: the generation "
+                "applies to a PCIe host link, and this one is NVLink; pick a PCIe --link")
+    chosen: Any = LINKS[link_name]
+    if o.pcie_gen is not None and explicit(o, "link") and \
+            (chosen["generation"], chosen["lanes"]) != (o.pcie_gen, 16):
+        _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name} (PCIe gen "
+                f"{chosen['generation']} x{chosen['lanes']}): give one of them"
+                + (f" (--link pcie{o.pcie_gen}x16 is gen {o.pcie_gen} x16)"
+                   if f"pcie{o.pcie_gen}x16" in LINKS else ""))
+    if o.gpus_per_switch and nvlink:
+        _refuse(f"--gpus-per-switch {o.gpus_per_switch} contradicts --link {link_name}: GPUs "
+                "share a PCIe switch, and this host link is NVLink")
+    if o.gpus_per_host and o.gpus_per_switch and o.gpus_per_host % o.gpus_per_switch:
+        default = "" if explicit(o, "gpus_per_host") else " (this topology's default)"
+        _refuse(f"--gpus-per-host {o.gpus_per_host}{default} is not a multiple of "
+                f"--gpus-per-switch {o.gpus_per_switch} (a switch sits in one host)")
+    if explicit(o, "compute_efficiency") and o.layer_times:
+        _refuse("--compute-efficiency contradicts --layer-times: every kernel takes its "
+                "measured time, so no roofline efficiency applies")
+    if explicit(o, "compute_efficiency") and o.kernel_model == "fitted":
+        _refuse("--compute-efficiency contradicts --kernel-model fitted: the roofline's "
+                "efficiency applies to --kernel-model roofline (the fitted model has its own)")
+    for name in ("codec_units", "codec_unit_throughput"):
+        if explicit(o, name) and o.algorithm == "none":
+            _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
+                    "exist in an engine with a codec, and a plain copy engine has none")
+    _check_engine(o)
+    for name in ("burst", "buffer"):
+        if explicit(o, name) and o.mode == "flow":
+            _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "
+                    "--mode chunk")
+    if parse_bytes(o.buffer) < parse_bytes(o.burst):
+        _refuse(f"--buffer {o.buffer} is smaller than one --burst ({o.burst}): the staging "
+                "buffer must hold a burst")
+    if o.functional and not o.tensors:
+        _refuse("--functional needs --tensors: functional mode moves and checks real tensors' "
+                "bytes")
+    if o.workload:
+        # the options of the elements a --workload run does not build (the network renderer,
+        # the fitted and measured kernel times), from their declarations
+        for opt in options_of(*RENDERED_ONLY):
+            if explicit(o, opt.dest):
+                _refuse(f"{opt.flag} contradicts --workload: it applies to a rendered "
+                        "--network, and a --workload stream declares its own")
+        if o.workspace_bytes:
+            _refuse("--workspace contradicts --workload: it applies to a rendered --network, "
+                    "and a --workload stream declares its own")
+        if not o.no_baselines:
+            _refuse("--workload needs --no-baselines: the oracle (the same stream with nothing "
+                    "offloaded) cannot be derived from an arbitrary stream, and baselines "
+                    "rendered from --network would compare another workload")
+
+
+def _check_engine(o: argparse.Namespace) -> None:
+    """``--engine blackwell-de``: a codec the Decompression Engine takes (LZ4 unless given),
+    one 600 GB/s block unless ``--codec-units``/``--codec-unit-throughput`` say otherwise;
+    the DE's own options need it."""
+    from components.codecs import DE_CODECS
+
+    if o.engine != "blackwell-de":
+        for name in DE_OPTIONS:
+            if explicit(o, name):
+                _refuse(f"--{name.replace('_', '-')} needs --engine blackwell-de: it describes "
+                        "Blackwell's Decompression Engine, and this engine is cdma")
+        return
+    if explicit(o, "algorithm") and o.algorithm not in DE_CODECS:
+        _refuse(f"--engine blackwell-de contradicts --algorithm {o.algorithm}: the "
+                "Decompression Engine decompresses Snappy, LZ4, Deflate and GZip (--algorithm "
+                f"{' or '.join(DE_CODECS)})")
+    for name, value in DECOMPRESSION_ENGINE.items():
+        if not explicit(o, name):
+            setattr(o, name, value)
+
+
+def _check_kernel_times(o: argparse.Namespace) -> None:
+    """The network renders, the fitted model prices this preset, and a layer-times file
+    matches the network (and, measured on another preset, can be scaled)."""
+    from workloads import NETWORKS, WorkloadError, load_network
+    from workloads.layer_times import kernel_times_source, load_layer_times
+    from workloads.loader import CAPTURE_NETWORKS, network_path
+
+    from sst_cdma.model.kernel_model import ModelError
+
+    try:
+        network_path(o.network)
+    except WorkloadError:
+        if o.network.endswith((".yaml", ".yml")) or os.sep in o.network:
+            _refuse(f"--network {o.network}: no such file")
+        import difflib
+
+        names = NETWORKS + CAPTURE_NETWORKS
+        close = difflib.get_close_matches(o.network, names, n=1)
+        _refuse(f"unknown network {o.network!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f" (one of {', '.join(names)}, or a .yaml network definition)")
+    if o.layer_times:
+        try:
+            measured = load_layer_times(o.layer_times)
+            net = load_network(o.network, getattr(o, "seq_len", 0) or 0,
+                               getattr(o, "attention", "") or "")
+            measured.check(net, o.batch, o.dtype)
+        except WorkloadError as exc:
+            _refuse(f"--layer-times: {exc}")
+        if measured.gpu and measured.gpu != o.gpu and o.kernel_model != "fitted":
+            _refuse(f"--layer-times {o.layer_times} was measured on GPU preset "
+                    f"{measured.gpu!r}, not {o.gpu!r}: scaling it needs --kernel-model fitted")
+    try:
+        kernel_times_source(o.kernel_model, o.gpu)
+    except ModelError as exc:
+        _refuse(f"--gpu {o.gpu}: {exc}")
+    if o.kernel_model == "fitted":
+        from sst_cdma.model.fitted import kernel_model_for
+
+        model = kernel_model_for(o.gpu)
+        try:
+            model.tf32_mode(o.tf32)
+            if getattr(o, "attention", ""):
+                model.attention_kernel(o.attention)
+        except ModelError as exc:
+            _refuse(str(exc))
+
+
+def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
+          link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
+          gpus_per_host: int = 0,
+          system: str = "", data_parallel: bool = False,
+          host_memory: Optional[dict[str, Any]] = None) -> argparse.Namespace:
+    """Parse the model options and add the main system plus its oracle and vDNN baselines."""
+    parser = option_parser(prog, gpu, link, gpus)
+    parser.set_defaults(gpus_per_switch=gpus_per_switch, gpus_per_host=gpus_per_host,
+                        data_parallel=data_parallel)
+    o = parser.parse_args(list(argv))
+    o.given = given_options(argv, parser)
+    spec_gpu = GPUS[o.gpu]
+    link_name = o.link or spec_gpu.host_link
+    _check_topology(o)
+    _check_storage(o)
+    _check_host_cpu(o)
+    _check_contradictions(o, link_name)
+    if not o.workload:
+        _check_kernel_times(o)
+    link_params = dict(LINKS[link_name])  # type: ignore[call-overload]
+    if o.pcie_gen is not None:
+        link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
+    spec = SystemSpec(spec_gpu, link_params, o, host_memory)
+    _system(sst, spec)
+    if not o.no_baselines:
+        add_baselines()
+    reporter = sst.Component("report", "cdma.Reporter")
+    if system:  # the topology's own name for its shape, which --gpus may have changed
+        reporter.addParam("system", system if o.gpus == gpus else
+                          f"{system}, run with {o.gpus} of its {gpus} GPUs")
+    options = sst.getProgramOptions()
+    # statistics are written where there is a folder for them; a saved graph carries them
+    # so that replaying it into a folder writes them too
+    fmt = o.stats or ("csv" if any(options.get(k) for k in ("output-directory", "output-json",
+                                                             "output-config")) else "")
+    if fmt:
+        sst.setStatisticLoadLevel(2)
+        sst.enableAllStatisticsForAllComponents()
+        kind = {"csv": "CSV", "json": "JSON", "txt": "TXT", "console": "Console"}[fmt]
+        params = {} if fmt == "console" else {"filepath": f"StatisticOutput.{fmt}"}
+        sst.setStatisticOutput(f"sst.statOutput{kind}", params)
+        if not o.stats:  # there for a saved graph: written where there is a folder only
+            reporter.addParam("statistics_need_folder", "true")
+    return o

@@ -1,0 +1,168 @@
+"""Element libraries found by name: ``cdma.GPU`` is element ``GPU`` of library ``cdma``.
+
+A library is a Python package; every module in it is imported and each concrete
+:class:`~sst_cdma.engine.element.Element` subclass defined there becomes an element named after its
+class (or its ``element_name``). Only the engine's test libraries are built in; every other
+library, this distribution's ``cdma`` (the package ``components``) included, registers its
+package under the entry-point group ``sst_cdma.elements``.
+
+Topology scripts ship the same way: a package registered under ``sst_cdma.topologies`` holds
+scripts (``*.py`` beside its ``__init__.py``) that ``sst NAME.py`` finds by name when no such
+file is in the working folder (:func:`shipped_topologies`, :func:`find_topology`).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Optional
+
+from sst_cdma.engine.element import Element, SubComponent, SubComponentSlot
+
+ENTRY_POINT_GROUP = "sst_cdma.elements"
+#: packages of topology scripts, found by name (``sst NAME.py``)
+TOPOLOGY_ENTRY_POINT_GROUP = "sst_cdma.topologies"
+#: the engine's own test elements; every other library (the cdma element library included)
+#: registers under :data:`ENTRY_POINT_GROUP`
+BUILTIN_LIBRARIES = {"testElement": "sst_cdma.engine.testelements",
+                     "coreTestElement": "sst_cdma.engine.testelements.core"}
+
+
+class ElementNotFound(LookupError):
+    """No library or element of that name."""
+
+    def __str__(self) -> str:  # LookupError would quote the message
+        return str(self.args[0])
+
+
+@lru_cache(maxsize=1)
+def library_modules() -> dict[str, str]:
+    """Library name -> package import path, built-ins first, then entry points."""
+    libs = dict(BUILTIN_LIBRARIES)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        libs.setdefault(ep.name, ep.value)
+    return libs
+
+
+@lru_cache(maxsize=None)
+def load_library(name: str) -> dict[str, type[Element]]:
+    """Element name -> class for library ``name`` (imports every module of the package)."""
+    modules = library_modules()
+    if name not in modules:
+        from difflib import get_close_matches  # only when a name is wrong
+
+        close = get_close_matches(name, modules, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else \
+            f" (available: {', '.join(sorted(modules))})"
+        raise ElementNotFound(f"unknown element library {name!r}{hint}")
+    package = importlib.import_module(modules[name])
+    found: dict[str, type[Element]] = {}
+    module_names = [package.__name__]
+    if hasattr(package, "__path__"):
+        module_names += [f"{package.__name__}.{m.name}"
+                         for m in pkgutil.iter_modules(package.__path__) if not m.ispkg]
+    for mod_name in sorted(module_names):
+        module = importlib.import_module(mod_name)
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and issubclass(obj, Element) and obj.__module__ == mod_name
+                    and not obj.__dict__.get("ABSTRACT", False)):
+                obj.library = name
+                found[obj.element_name or obj.__name__] = obj
+    return dict(sorted(found.items()))
+
+
+def find_element(type_name: str) -> type[Element]:
+    """The class for ``library.Element``; ElementNotFound with close matches otherwise."""
+    if "." not in type_name:
+        raise ElementNotFound(f"element type {type_name!r} must be 'library.Element'")
+    lib, elem = type_name.split(".", 1)
+    elements = load_library(lib)
+    if elem not in elements:
+        from difflib import get_close_matches  # only when a name is wrong
+
+        close = get_close_matches(elem, elements, n=3)
+        hint = f" (did you mean {', '.join(f'{lib}.{c}' for c in close)}?)" if close else \
+            f" (library {lib} has: {', '.join(elements)})"
+        raise ElementNotFound(f"unknown element {type_name!r}{hint}")
+    return elements[elem]
+
+
+def elements_deriving_from(base: type) -> list[str]:
+    """``library.Element`` of every element of the libraries that load whose class derives
+    from ``base`` (what fills a subcomponent slot that accepts ``base``), sorted. A library
+    that fails to import is left out: this only lists."""
+    out: list[str] = []
+    for lib in library_modules():
+        try:
+            elements = load_library(lib)
+        except Exception:  # noqa: BLE001 - a broken third-party library lists nothing
+            continue
+        out += [f"{lib}.{name}" for name, cls in elements.items() if issubclass(cls, base)]
+    return sorted(out)
+
+
+def _package_folders(package: str) -> list[Path]:
+    """The folders of ``package``, found without importing it (none when it is missing)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return []
+    return [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+
+
+@lru_cache(maxsize=1)
+def shipped_topologies() -> dict[str, Path]:
+    """Script file name (``pascal_cdma.py``) -> path, for every script of the packages
+    registered under :data:`TOPOLOGY_ENTRY_POINT_GROUP`; the first package to ship a name
+    keeps it."""
+    found: dict[str, Path] = {}
+    for ep in entry_points(group=TOPOLOGY_ENTRY_POINT_GROUP):
+        for folder in _package_folders(ep.value):
+            for path in sorted(folder.glob("*.py")):
+                if not path.name.startswith("_"):
+                    found.setdefault(path.name, path)
+    return found
+
+
+def find_topology(name: str) -> Optional[Path]:
+    """The shipped script ``name`` (``pascal_cdma.py`` or ``pascal_cdma``) names, or None. Only
+    a bare file name is looked up: a path with a folder in it names that file alone."""
+    if not name or Path(name).name != name:
+        return None
+    shipped = shipped_topologies()
+    return shipped.get(name) or shipped.get(f"{name}.py")
+
+
+# -- what fills a slot: the libraries' elements, asked by the slot's owner -------------------------
+def slot_fillers(slot: SubComponentSlot) -> list[str]:
+    """Every element type of the known libraries that can fill ``slot``, sorted."""
+    return elements_deriving_from(slot.accepts or SubComponent)
+
+
+def describe_slot(slot: SubComponentSlot) -> str:
+    """What ``slot`` takes, for error messages: the interface and the elements that implement
+    it."""
+    fillers = slot_fillers(slot)
+    return f"a {slot.interface} ({', '.join(fillers) if fillers else 'none known'})"
+
+
+def slot_refusal(slot: SubComponentSlot, owner: str, element: type, slot_num: int = 0
+                 ) -> Optional[str]:
+    """Why ``element`` cannot go into ``slot`` of ``owner`` at ``slot_num`` (None: it can)."""
+    where = f"{owner}: slot {slot.name!r}"
+    if not issubclass(element, SubComponent):
+        name = element.type_name()  # type: ignore[attr-defined]  # not a SubComponent
+        return f"{where} takes {describe_slot(slot)}; {name} is a component, not a " \
+               "subcomponent"
+    if slot.accepts is not None and not issubclass(element, slot.accepts):
+        kinds = [base.__name__ for base in element.__mro__[1:]
+                 if issubclass(base, SubComponent) and base is not SubComponent
+                 and base.__dict__.get("ABSTRACT", False)]
+        what = f" (a {kinds[0]})" if kinds else ""
+        return f"{where} takes {describe_slot(slot)}, not {element.type_name()}{what}"
+    if slot_num and not slot.multiple:
+        return f"{where} takes one subcomponent, in slot number 0 (not {slot_num})"
+    return None
