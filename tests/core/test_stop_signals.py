@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from progress_lines import without_progress
 
 import sst_cdma
 from sst_cdma.stale_folders import owner_tag
@@ -55,7 +56,7 @@ def test_a_stop_signal_ends_sst_in_one_line_and_keeps_the_previous_folder(tmp_pa
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum, err
-    assert err == f"sst: stopped by {signal.Signals(signum).name}\n"
+    assert without_progress(err) == f"sst: stopped by {signal.Signals(signum).name}\n"
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]      # staging removed
 
@@ -137,4 +138,4 @@ def test_under_nohup_sighup_does_not_stop_the_run(tmp_path):
     assert proc.poll() is None                          # still running
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 143 and err == "sst: stopped by SIGTERM\n"
+    assert proc.returncode == 143 and without_progress(err) == "sst: stopped by SIGTERM\n"
