@@ -109,15 +109,21 @@ def _ci_copy(tmp_path: Path, command: str) -> Path:
 
 def test_ci_runs_the_command_in_a_fresh_environment_and_exits_with_its_status(tmp_path):
     """Inside, python is a new virtual environment's that sees none of the machine's packages
-    (PyYAML, installed here, is not importable), stdin is empty; pytest's 5 (no tests) or any
-    other status comes out as .ci/run's own; the environment is removed afterwards."""
+    (PyYAML, installed here, is not importable), stdin is empty, and SIGINT is at its default
+    though .ci/run was started with it ignored (as ``nohup .ci/run &`` does); pytest's 5 (no
+    tests) or any other status comes out as .ci/run's own; the environment is removed."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     command = ("python -c 'import sys; print(\"inside\", sys.prefix)' && "
-               "! python -c 'import yaml' 2>/dev/null && ! read -r line && exit 5")
+               "! python -c 'import yaml' 2>/dev/null && ! read -r line && "
+               "python -c 'import signal as s; assert s.getsignal(s.SIGINT) is "
+               "s.default_int_handler' && exit 5")
     env = {**os.environ, "TMPDIR": str(scratch), "CI": "true"}
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(["bash", str(_ci_copy(tmp_path, command) / ".ci" / "run")], env=env,
+    ignoring = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "os.execvp('bash', ['bash', sys.argv[1]])")
+    ci = _ci_copy(tmp_path, command) / ".ci" / "run"
+    done = subprocess.run([sys.executable, "-c", ignoring, str(ci)], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     assert done.returncode == 5, done.stdout + done.stderr
     prefix = Path(next(ln for ln in done.stdout.splitlines() if ln.startswith("inside ")).split(

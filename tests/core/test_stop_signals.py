@@ -28,10 +28,14 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
 def start_long_run(out: Path) -> subprocess.Popen:
     """``sst`` on a PHOLD torus that would run for minutes, writing into ``out``; returns once
     its staging folder is there (the run is then under way)."""
-    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.cli.sst_main", "--output-directory",
-                             str(out), str(PHOLD), "--", "--size", "3", "--time-limit", "1s",
-                             "--stats", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=out.parent, env=ENV)
+    # SIGHUP at its default whatever the tests inherited (under nohup it is ignored, and sst
+    # then keeps it so: test_under_nohup_sighup_does_not_stop_the_run)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL);"
+         " from sst_cdma.cli.sst_main import main; sys.exit(main(sys.argv[1:]))",
+         "--output-directory", str(out), str(PHOLD), "--", "--size", "3", "--time-limit", "1s",
+         "--stats", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=out.parent, env=ENV)
     deadline = time.monotonic() + 60
     while not list(out.parent.glob(f"{out.name}.partial-*")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
