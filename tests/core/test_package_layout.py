@@ -4,15 +4,12 @@ work from the repository root (where the source folders shadow the installed one
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import shutil
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
+from installed_copy import install_a_copy
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("sst_cdma", "components", "workloads")
@@ -69,20 +66,8 @@ def _readme_example() -> str:
 def test_after_a_plain_install_the_readme_example_and_python_m_run_from_the_checkout(tmp_path):
     """A copy of the tracked files, installed (not editable) into a fresh environment that sees
     this one's dependencies; then run from the copy's root."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    root = tmp_path / "checkout"
-    for rel in filter(None, files):
-        if (REPO / rel).is_file():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, root / rel)
+    root, python, _, env = install_a_copy(tmp_path)
     env_dir = tmp_path / "env"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
-    python = str(env_dir / "bin" / "python")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-                    "--no-build-isolation", "--no-index", "-q", str(root)], check=True,
-                   capture_output=True)
     installed = subprocess.run([python, "-c", "import components, workloads, sst_cdma; "
                                 "print(components.__file__, workloads.__file__)"],
                                cwd=tmp_path, capture_output=True, text=True, check=True, env=env)

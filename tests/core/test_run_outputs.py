@@ -115,9 +115,18 @@ def test_a_new_run_replaces_the_old_outputs_whole(tmp_path):
     assert snapshot(out) == snapshot(fresh)
 
 
+@pytest.fixture
+def default_sighup():
+    """SIGHUP at its default for the test, whatever the suite inherited (under nohup it is
+    ignored, and stop_on_signals then leaves it so)."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, previous)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_while_the_outputs_move_in_waits_for_the_move(tmp_path, monkeypatch,
-                                                                     signum):
+                                                                     signum, default_sighup):
     from sst_cdma.engine import output_folder
     from sst_cdma.engine.stop_signals import exit_status, stop_on_signals
 

@@ -2,14 +2,11 @@
 name from any folder), ``py.typed``, the JSON Schemas, the LICENSE, the classifiers."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
+from installed_copy import install_a_copy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,24 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 def installed(tmp_path_factory):
     """A copy of the tracked files installed (not editable, no dependencies) into a fresh
     environment that sees this one's dependencies: (its python, its site-packages, env)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    root = tmp / "checkout"
-    for rel in filter(None, files):
-        if (REPO / rel).is_file():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, root / rel)
-    env_dir = tmp / "env"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
-    python = str(env_dir / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-                    "--no-build-isolation", "--no-index", "-q", str(root)], check=True,
-                   capture_output=True)
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return python, Path(site), env
+    _, python, site, env = install_a_copy(tmp_path_factory.mktemp("wheel"))
+    return python, site, env
 
 
 def test_the_install_carries_scripts_markers_schemas_and_license(installed):

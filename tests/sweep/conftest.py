@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -10,12 +11,15 @@ import pytest
 # A tiny topology that records every real run (not the up-front check, which runs in a scratch
 # folder) in RUNS, can sleep, can fail in its real run (an Echo with its required port left
 # unconnected, which the build refuses: added only in the real run, as a fault the up-front
-# check cannot foresee), and writes a summary.json.
+# check cannot foresee), and writes a summary.json. Point ``--hold N`` holds its worker on its
+# first real run: it writes the worker's pid to HELD.pid, then waits until HELD.release exists
+# (two minutes at most).
 COUNTING_TOPOLOGY = '''
 import argparse, json, os, sys, time
 import sst
 
 RUNS = {runs!r}
+HELD = {held!r}
 parser = argparse.ArgumentParser(prog="counting.py")
 parser.add_argument("--n", type=int, required=True)
 parser.add_argument("--value", type=float, default=1.0)
@@ -23,6 +27,7 @@ parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--mode", choices=["a", "b"], default="a")
 parser.add_argument("--data", default="", help="a file holding the value")
+parser.add_argument("--hold", type=int, default=0, help="point n holds on its first run")
 args = parser.parse_args(sys.argv[1:])
 if args.data:
     with open(args.data) as f:
@@ -30,9 +35,18 @@ if args.data:
 
 real = os.sep + "points" + os.sep in os.getcwd() + os.sep
 if real:
-    with open(os.path.join(RUNS, f"{{args.n}}.{{args.mode}}"), "a") as f:
+    record = os.path.join(RUNS, f"{{args.n}}.{{args.mode}}")
+    first = not os.path.exists(record)
+    with open(record, "a") as f:
         f.write("run\\n")
     time.sleep(args.sleep)
+    if args.hold == args.n and first:
+        with open(HELD + ".pid.tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(HELD + ".pid.tmp", HELD + ".pid")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(HELD + ".release") and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 probe = sst.Component("probe", "testElement.StatProbe")
 probe.addParams({{"count": args.n + 1, "seed": 7}})
@@ -56,7 +70,9 @@ class Counting:
         self.runs = folder / "runs"
         self.runs.mkdir(parents=True, exist_ok=True)
         self.script = folder / "counting.py"
-        self.script.write_text(COUNTING_TOPOLOGY.format(runs=str(self.runs)), encoding="utf-8")
+        self.held = folder / "held"
+        self.script.write_text(COUNTING_TOPOLOGY.format(runs=str(self.runs), held=str(self.held)),
+                               encoding="utf-8")
 
     def count(self, n: int, mode: str = "a") -> int:
         """How many times point n (in mode) really ran."""
@@ -66,6 +82,19 @@ class Counting:
     def total(self) -> int:
         """Real runs of every point together."""
         return sum(len(p.read_text().splitlines()) for p in self.runs.iterdir())
+
+    def held_pid(self, timeout: float = 120) -> int:
+        """The pid of the process running the point given ``--hold`` (its worker), once that
+        point holds; AssertionError after ``timeout`` seconds without one."""
+        deadline = time.monotonic() + timeout
+        while not self.held.with_suffix(".pid").exists():
+            assert time.monotonic() < deadline, "the held point never started"
+            time.sleep(0.02)
+        return int(self.held.with_suffix(".pid").read_text())
+
+    def release(self) -> None:
+        """Let the held point go on (if it still runs)."""
+        self.held.with_suffix(".release").touch()
 
     def spec(self, body: str, name: str = "spec.yaml") -> Path:
         """Write a spec (dedented) next to the script; ``{script}`` is the script's name."""

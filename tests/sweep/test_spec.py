@@ -311,7 +311,7 @@ def test_validation_errors_show_files_as_written(counting, monkeypatch):
     with pytest.raises(SpecError) as info:
         validate_points("spec.yaml", load_spec("spec.yaml").points)
     assert str(info.value) == ("spec.yaml:4: point 0 (counting.py --n 1 --data inputs/): "
-                               "counting.py:15: IsADirectoryError: [Errno 21] Is a "
+                               "counting.py:17: IsADirectoryError: [Errno 21] Is a "
                                "directory: 'inputs/'")
     assert str(counting.folder) not in str(info.value)
     assert info.value.line == 4                     # the option naming it

@@ -150,9 +150,12 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(counting, tmp_path, clie
 
 
 def test_killed_worker_mid_sweep_loses_nothing(counting, tmp_path, client2):
+    """The last point holds its worker on its first run (the points go out in order, so the
+    other worker runs the five before it); once those five are done, the held worker is killed
+    mid-point: the point runs again elsewhere, nothing finished runs twice, nothing is lost."""
     spec = counting.spec("""
         topology: {script}
-        options: {sleep: 0.6}
+        options: {hold: 6}
         grid:
           n: [1, 2, 3, 4, 5, 6]
     """)
@@ -165,36 +168,35 @@ def test_killed_worker_mid_sweep_loses_nothing(counting, tmp_path, client2):
         except BaseException as exc:  # pragma: no cover - reported below
             result["error"] = exc
 
+    def finished() -> set:
+        return {p.name for p in (out / "points").glob("*") if (p / DONE).is_file()}
+
     thread = threading.Thread(target=sweep)
     thread.start()
-    deadline = time.monotonic() + 60
-    finished_before: set = set()
-    while time.monotonic() < deadline:              # wait until some finished, some running
-        done = {p.name for p in (out / "points").glob("*") if (p / DONE).is_file()} \
-            if (out / "points").exists() else set()
-        busy = [w for w, tasks in client2.processing().items() if tasks]
-        if len(done) >= 2 and busy:
-            finished_before = done
-            break
-        time.sleep(0.05)
-    assert finished_before, "the sweep never got going"
-    pid = client2.run(os.getpid, workers=[busy[0]])[busy[0]]
-    os.kill(pid, signal.SIGKILL)                    # the worker dies mid-point
-    thread.join(120)
+    try:
+        pid = counting.held_pid()                   # point 6 is running in that worker
+        deadline = time.monotonic() + 120
+        while len(finished()) < 5:                  # the other worker runs points 1 to 5
+            assert thread.is_alive() and time.monotonic() < deadline, result
+            time.sleep(0.05)
+        finished_before = finished()
+        assert counting.count(6) == 1 and len(list((out / "points").glob("*.tmp-*"))) == 1
+        os.kill(pid, signal.SIGKILL)                # the worker dies mid-point
+        thread.join(120)
+    finally:
+        counting.release()                          # a failure above must not hang the worker
+        thread.join(150)
     assert not thread.is_alive()
     assert "error" not in result, result.get("error")
     outcome = result["outcome"]
     assert (outcome.total, outcome.failed) == (6, 0)
     table = outcome.table
     assert all(table["status"] == "ok")
-    for key in finished_before:                     # finished points never ran again
-        n = int(table[table["key"] == key]["opt.n"].iloc[0])
-        assert counting.count(n) == 1
-    assert counting.total() >= 7                    # the killed point ran again
+    assert set(table[table["opt.n"] != 6]["key"]) == finished_before
+    assert [counting.count(n) for n in range(1, 7)] == [1, 1, 1, 1, 1, 2]   # 6 ran again
     assert not list((out / "points").glob("*.tmp-*"))   # the dead worker's leftovers removed
-    runs = counting.total()
     again = run_sweep(spec, output=out, client=client2, progress=False)
-    assert (again.ran, again.cached) == (0, 6) and counting.total() == runs
+    assert (again.ran, again.cached) == (0, 6) and counting.total() == 7
 
 
 def test_points_differing_only_in_option_order_are_one_cached_point(counting, tmp_path,
