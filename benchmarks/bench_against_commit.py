@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 PHOLD = """
 import io, sys
-from sst_cdma.engine.runner import run
+from sst_cdma import run
 r = run(sys.argv[1], ["--size", "10", "--events", "4", "--time-limit", sys.argv[2]],
         console=io.StringIO())
 print(r.events / r.timing["run_s"])
@@ -54,7 +54,8 @@ class Tree:
     def main_job_s(self) -> float:
         """Wall seconds of one main-job process."""
         t0 = time.perf_counter()
-        subprocess.run([self.python, "-m", "sst_cdma.tools.cli.sst_main",
+        # the installed `sst` script: the same command whatever the tree's layout
+        subprocess.run([str(Path(self.python).parent / "sst"),
                         str(self.source / "topologies" / "pascal_cdma.py")], cwd=self.home,
                        env=self.env, check=True, stdout=subprocess.DEVNULL)
         return time.perf_counter() - t0

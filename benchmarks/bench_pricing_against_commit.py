@@ -39,8 +39,9 @@ def _run(tree: Path, args: list[str]) -> tuple[float, str]:
     """Wall seconds and the output (stdout and stderr) of ``sst-cdma ARGS`` from ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_cdma_main", *args], cwd=tree,
-                          env=env, capture_output=True, text=True)
+    # ``python -m sst_cdma`` is sst-cdma in every layout of the package
+    done = subprocess.run([sys.executable, "-m", "sst_cdma", *args], cwd=tree, env=env,
+                          capture_output=True, text=True)
     return time.perf_counter() - t0, done.stdout + done.stderr
 
 

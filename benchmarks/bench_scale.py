@@ -52,7 +52,7 @@ def one_run(gpus: int, options: Sequence[str], tree: Path = REPO) -> tuple[float
 
 def _timed_run(gpus: int, options: Sequence[str], tree: Path) -> tuple[float, dict[str, float],
                                                                         Any]:
-    from sst_cdma.engine.runner import run
+    from sst_cdma import run  # the public API: the same in every layout of the package
 
     start = time.perf_counter()
     result = run(tree / "topologies/dgx1_cdma.py", ["--gpus", str(gpus), *options],
@@ -63,7 +63,7 @@ def _timed_run(gpus: int, options: Sequence[str], tree: Path) -> tuple[float, di
 def _child(gpus: int, options: Sequence[str], tree: Path) -> dict[str, Any]:
     """What a fresh process measures of one run: wall and CPU seconds, phase timings, peak RSS
     and the RSS before the run in MiB, and a digest of what it simulated."""
-    import sst_cdma.engine.runner  # noqa: F401  (imports before the baseline memory figure)
+    import sst_cdma  # noqa: F401  (imports before the baseline memory figure)
 
     base_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     cpu = time.process_time()

@@ -72,7 +72,7 @@ def test_the_tests_recognise_every_progress_line():
     p(5, 1)
     p.phase("pricing kernels: layer", 3, 23)
     p.phase("scheduling the backward pass: layer", 1_200, 5_240)
-    p.phase("planning memory (policy auto): round", 0, 4)
+    p.phase("planning memory (policy auto): round", 1, 4)
     assert p.lines == 5 and len(out.getvalue().splitlines()) == 5
     error = "sst: gpu0.nvme: capacity exhausted: layer 3 of 23 needs 10 MB more\n"
     assert without_progress(out.getvalue() + error + out.getvalue()) == error
