@@ -7,6 +7,8 @@ Commands::
     render NETWORK [--batch N] [--dtype T] [--policy P] [--optimizer O] [--allocation A]
            [-o FILE]                       a stream
     stats FILE...                          parse streams, print peak memory and transfers
+    table NETWORK...                       markdown: the CNNs' or the transformers' figures
+    memory NETWORK:BATCH...                markdown: the vDNN policies' peaks and offloads
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from .loader import CAPTURE_NETWORKS, NETWORKS, load_network
 from .render import render_stream
 from .stats import stream_stats
 from .stream import read_stream
+from .tables import (is_transformer, memory_table, networks_table, parse_case,
+                     transformers_table)
 from .vdnn import ALLOCATIONS, OPTIMIZERS
 
 __all__ = ["main"]
@@ -53,7 +57,20 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     stats = sub.add_parser("stats", help="validate streams and print their figures")
     stats.add_argument("files", nargs="+", type=Path)
+    table = sub.add_parser("table", help="markdown table of CNNs' or transformers' figures "
+                                         "(docs/workloads.md)")
+    table.add_argument("networks", nargs="+", help="networks, all CNNs or all transformers")
+    memory = sub.add_parser("memory", help="markdown table of the vDNN policies' peak memory "
+                                           "and offloaded bytes (docs/workloads.md)")
+    memory.add_argument("cases", nargs="+", metavar="NETWORK:BATCH")
     return p
+
+
+def _table(names: list[str]) -> str:
+    """The table of ``names``: the transformers' if the first is one, else the CNNs'."""
+    if is_transformer(load_network(names[0])):
+        return transformers_table(names)
+    return networks_table(names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"offloaded {st.offloaded_bytes / 1e9:.3f} GB, "
                       f"prefetched {st.prefetched_bytes / 1e9:.3f} GB, "
                       f"{(st.flops_fwd + st.flops_bwd) / 1e12:.3f} TFLOP")
+        elif args.command == "table":
+            print(_table(args.networks))
+        elif args.command == "memory":
+            print(memory_table([parse_case(case) for case in args.cases]))
     except WorkloadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -36,6 +36,12 @@ CHECKS = [
     Check("docs/kernel_model.md", "python benchmarks/bench_tensor_core.py --markdown"),
     Check("docs/codecs.md", "python benchmarks/bench_codecs.py --dense-report --mib 16",
           measured=(2,), slow=True),
+    Check("docs/workloads.md",
+          "python -m workloads table alexnet overfeat nin vgg16 squeezenet googlenet resnet50"),
+    Check("docs/workloads.md", "python -m workloads memory alexnet:128 overfeat:128 nin:128 "
+          "googlenet:128 squeezenet:128 resnet50:128 vgg16:64 vgg16:128 vgg16:256"),
+    Check("docs/workloads.md", "python -m workloads table gpt2_small gpt2_medium gpt2_large "
+          "gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b"),
 ]
 
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each
@@ -52,7 +58,7 @@ SOURCES = {
     "docs/storage.md § Presets #1": "source column",
     "docs/topologies.md § 6. An HGX H100 node: data-parallel all-reduce beside offloads #1":
         "source column",
-    "docs/workloads.md § Figures (GB = 1e9 bytes, fp32) #2":
+    "docs/workloads.md § Against vDNN (MICRO 2016) #1":
         "the paragraph above (vDNN, MICRO 2016, paraphrased)",
 }
 
@@ -77,7 +83,7 @@ REFERENCE = {
     "docs/topologies.md § 4. Adding an element #1",
     "docs/topologies.md § 8. How the code is laid out #1",
     "docs/workloads.md § Workloads: networks and vDNN streams #1",
-    "docs/workloads.md § Kinds #1", "docs/workloads.md § Kinds #2",
+    "docs/workloads.md § Kinds #1", "docs/workloads.md § Shipped networks #1", "docs/workloads.md § Kinds #2",
     "docs/workloads.md § vDNN policies and rules #1",
     "docs/workloads.md § 7. Per-tensor policies (`policies.py`) #1",
     "docs/workloads.md § 9. Model states off the GPU and gradient accumulation "
@@ -140,11 +146,6 @@ NOT_YET = {
         "one sst run per row, each read off its console",
     "docs/storage.md § ZeRO-Infinity: Llama-7B on an H100 PCIe #1":
         "one sst run per row, each read off its summary",
-    "docs/workloads.md § Shipped networks #1":
-        "python -m workloads list prints some of the columns, not as a table",
-    "docs/workloads.md § Figures (GB = 1e9 bytes, fp32) #1":
-        "python -m workloads stats per network and batch, read off by hand",
-    "docs/workloads.md § Shipped transformers #1": "worked out per network, by hand",
     "docs/workloads.md § 9. Model states off the GPU and gradient accumulation "
     "(`model_states.py`) #3": "one sst run per cell, each read off its summary",
 }
