@@ -42,6 +42,8 @@ CHECKS = [
           "googlenet:128 squeezenet:128 resnet50:128 vgg16:64 vgg16:128 vgg16:256"),
     Check("docs/workloads.md", "python -m workloads table gpt2_small gpt2_medium gpt2_large "
           "gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b"),
+    Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report digits"),
+    Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
 ]
 
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each
@@ -138,10 +140,6 @@ NOT_YET = {
         "read off a run's summary (its layers), per kernel in microseconds",
     "docs/kernel_model.md § Transformer layers #2":
         "simulated throughput worked out from four runs, beside published figures",
-    "docs/profiles.md § What it shows #1": "read off the shipped digits_cnn.json profile",
-    "docs/profiles.md § What it shows #2": "read off the shipped digits_cnn.json profile",
-    "docs/profiles.md § The shipped profile: `text_relu_small` #1":
-        "read off the shipped model-state profile",
     "docs/storage.md § What the tier gives: VGG-16 on a P100 #1":
         "one sst run per row, each read off its console",
     "docs/storage.md § ZeRO-Infinity: Llama-7B on an H100 PCIe #1":
