@@ -4,6 +4,7 @@ simulator used before.
 Usage::
 
     python benchmarks/bench_kernel_model.py [--data DIR] [--strict] [--markdown]
+    python benchmarks/bench_kernel_model.py --committed-params
 
 The measurements are Baidu DeepBench's cuDNN/cuBLAS fp32 training kernels on four GPUs (P100,
 Titan X Maxwell, Titan X Pascal, Titan Xp; ``sst_cdma/model/calibration_data/deepbench``). For
@@ -30,6 +31,9 @@ The closing block compares the pooled figures (all four GPUs) with the targets a
 or MISS with the measured number. The fits take about a minute. Exit status 0, or with
 ``--strict`` 1 when a target is missed.
 
+``--committed-params`` prints only the table of the parameters ``kernel_params.json`` holds
+(each GPU's own fit and the pooled one), read off the file in a second, without fitting.
+
 ``--markdown`` prints the same evaluation as the markdown tables of ``docs/kernel_model.md``
 instead (fitted parameters per GPU, the pooled summary, the in-sample, leave-one-GPU-out and
 cross-GPU tables per GPU with the roofline beside, the cross matrix, the time-weighted,
@@ -48,6 +52,7 @@ import numpy as np
 from sst_cdma.model.calibration import (BOUNDS, KINDS, CalibrationError, CalibrationSet,
                                         Evaluation, FitError, RatioTable, evaluate, fit,
                                         fit_error, load, pooled, predict, ratios)
+from sst_cdma.model.fitted import load_families
 from sst_cdma.model.kernel_model import PASSES
 
 #: (what, table, kinds, figure, bound, at most?, architecture) of each target, per pass, on
@@ -354,14 +359,28 @@ def markdown_params(ev: Evaluation, fits: str = "own") -> list[str]:
     fit on the other GPUs) or ``loao`` (one column per architecture: the fit on the others).
     Values at a fit bound (:data:`BOUNDS`) are bold."""
     table = {"own": ev.own, "logo": ev.logo, "loao": ev.loao}[fits]
-    names = list(next(iter(table.values())).as_dict())
+    return _params_table({g: p.as_dict() for g, p in table.items()})
+
+
+def markdown_committed_params(path: Optional[str] = None) -> list[str]:
+    """The parameters ``kernel_params.json`` (or the file at ``path``) holds, one column per
+    family as the file orders them (each GPU's own fit, then the pooled one), without fitting
+    anything. Values at a fit bound (:data:`BOUNDS`) are bold."""
+    return _params_table({name: family.params.as_dict()
+                          for name, family in load_families(path).items()})
+
+
+def _params_table(table: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Rows of parameters, columns of ``table``'s fits; ``launch_s`` in microseconds; four
+    significant digits; a value at a fit bound in bold."""
+    names = list(next(iter(table.values())))
     columns = list(table)
     out = [_row(["parameter"] + columns), _row(["---"] + ["---:"] * len(columns))]
     for n in names:
         scale, label = (1e6, f"`{n}` (us)") if n == "launch_s" else (1.0, f"`{n}`")
         cells = []
         for g in columns:
-            v = table[g].as_dict()[n]
+            v = table[g][n]
             cell = f"{v * scale:.4g}"
             cells.append(f"**{cell}**" if _at_bound(n, v) else cell)
         out.append(_row([label] + cells))
@@ -546,7 +565,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("--markdown", action="store_true",
                     help="print the tables as markdown (docs/kernel_model.md)")
+    ap.add_argument("--committed-params", action="store_true",
+                    help="print only the table of the parameters kernel_params.json holds "
+                         "(no fit; docs/kernel_model.md, 'The parameters')")
     args = ap.parse_args(argv)
+    if args.committed_params:
+        print("\n".join(markdown_committed_params()))
+        return 0
     try:
         sets = load(args.data)
     except CalibrationError as exc:

@@ -101,6 +101,25 @@ def test_the_kernel_model_benchmark_weighs_kernels_by_their_measured_time():
     assert "| A | bwd_filter | 4.0 | 1.38 | 0% | 1.10 | 100% | 1.38 | 0% |" in text
 
 
+def test_the_committed_parameters_table_is_the_files(tmp_path):
+    import json
+
+    from sst_cdma.model.fitted import PARAMS_PATH
+
+    bench = load("bench_kernel_model")
+    doc = json.loads(PARAMS_PATH.read_text(encoding="utf-8"))
+    rows = bench.markdown_committed_params()
+    assert rows[0] == "| parameter | " + " | ".join(doc["families"]) + " |"
+    p100 = doc["families"]["P100"]["params"]
+    assert f"| `tile_reuse` | {p100['tile_reuse']:.4g} |" in "\n".join(rows)
+    # a value moved onto its fit bound turns bold; launch_s is shown in microseconds
+    doc["families"]["P100"]["params"]["launch_s"] = 30e-6
+    moved = tmp_path / "kernel_params.json"
+    moved.write_text(json.dumps(doc), encoding="utf-8")
+    assert "| `launch_s` (us) | **30** |" in "\n".join(bench.markdown_committed_params(
+        str(moved)))
+
+
 def test_the_scale_benchmark_fits_the_growth_exponent():
     bench = load("bench_scale")
     assert bench.growth_exponent([64, 256, 1024], [1.0, 4.0, 16.0]) == pytest.approx(1.0)
