@@ -44,6 +44,8 @@ CHECKS = [
     Check("docs/workloads.md", "python -m workloads table gpt2_small gpt2_medium gpt2_large "
           "gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report digits"),
+    Check("docs/storage.md", "python sweeps/storage_tiers.py --only vgg16"),
+    Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
 ]
 
@@ -139,10 +141,6 @@ NOT_YET = {
         "read off a run's summary (its layers), per kernel in microseconds",
     "docs/kernel_model.md § Transformer layers #2":
         "simulated throughput worked out from four runs, beside published figures",
-    "docs/storage.md § What the tier gives: VGG-16 on a P100 #1":
-        "one sst run per row, each read off its console",
-    "docs/storage.md § ZeRO-Infinity: Llama-7B on an H100 PCIe #1":
-        "one sst run per row, each read off its summary",
     "docs/workloads.md § 9. Model states off the GPU and gradient accumulation "
     "(`model_states.py`) #3": "one sst run per cell, each read off its summary",
 }
