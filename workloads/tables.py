@@ -12,14 +12,16 @@ from .errors import WorkloadError
 from .loader import load_network
 from .network import Network
 from .render import iteration_stream
+from .policies import VDNN_POLICIES
 from .stats import StreamStats, stream_stats
 
 __all__ = ["is_transformer", "markdown", "memory_table", "networks_table", "parse_case",
            "transformers_table"]
 
-#: the policies whose peaks :func:`memory_table` shows, then those whose offloads it shows
-MEMORY_POLICIES = ("none", "conv", "all")
-OFFLOAD_POLICIES = ("conv", "all")
+#: the vDNN policies that offload, least first (conv's offloads are a subset of all's): those
+#: whose offloads :func:`memory_table` shows; with nothing offloaded first, those whose peaks
+OFFLOAD_POLICIES = tuple(reversed([p for p in VDNN_POLICIES if p != "none"]))
+MEMORY_POLICIES = ("none", *OFFLOAD_POLICIES)
 
 
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
