@@ -118,18 +118,18 @@ class Dispatcher:
 
     def close(self) -> None:
         """Close the client and cluster this dispatcher started (not a client it was given):
-        the workers first silence their own shutdown logging, then the client and the cluster
-        close with this process's Dask logging silenced, so that no connection the close shuts
-        under a heartbeat prints a traceback after a sweep that went well."""
+        with this process's Dask logging silenced throughout, the workers first silence their
+        own shutdown logging, then the client and the cluster close, so that no connection the
+        close shuts under a heartbeat (nor a worker a stop signal killed) prints a traceback."""
         if not self._own_client and self._cluster is None:
             return
-        if self._cluster is not None and self.client is not None and \
-                self.client.status == "running":  # a lost scheduler would keep it waiting
-            try:
-                self.client.run(quiet_worker, on_error="ignore")
-            except Exception:  # a lost scheduler: the close below says nothing either way
-                pass
-        with quiet_shutdown():
+        with quiet_shutdown():  # (the broadcast too: workers a stop signal killed fail it)
+            if self._cluster is not None and self.client is not None and \
+                    self.client.status == "running":  # a lost scheduler would keep it waiting
+                try:
+                    self.client.run(quiet_worker, on_error="ignore")
+                except Exception:  # a lost scheduler: the close below says nothing either way
+                    pass
             if self._own_client and self.client is not None:
                 try:
                     self.client.close()
