@@ -47,6 +47,7 @@ CHECKS = [
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only vgg16"),
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
+    Check("docs/workloads.md", "python sweeps/state_compression.py"),
 ]
 
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each
@@ -141,8 +142,6 @@ NOT_YET = {
         "read off a run's summary (its layers), per kernel in microseconds",
     "docs/kernel_model.md § Transformer layers #2":
         "simulated throughput worked out from four runs, beside published figures",
-    "docs/workloads.md § 9. Model states off the GPU and gradient accumulation "
-    "(`model_states.py`) #3": "one sst run per cell, each read off its summary",
 }
 
 
