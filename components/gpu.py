@@ -24,7 +24,7 @@ from .model_state_driver import ModelStateDriver, state_compression
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
-    from .workload_source import Stream, StreamOp
+    from .workload_source import Step, Stream, StreamOp
 
 
 #: the systems a GPU can belong to: the one studied and its two baselines
@@ -288,7 +288,7 @@ class GPU(Component):
         for ``memory_capacity`` bytes of GPU memory, None: unlimited), and note which layer
         each op belongs to."""
         self._stream = self.workload.stream(memory_capacity)
-        self.ops = self._micro_batched(self._stream.ops)
+        self.ops = self._scheduled(self._stream.ops, self.workload.schedule(self._stream))
         states = self.workload.model_states(self.stream)
         if self.dma is None and states is not None and states.placement.weights != "gpu":
             raise ConfigError(f"{self.name}: --weights {states.placement.weights}: each "
@@ -306,15 +306,19 @@ class GPU(Component):
                 upcoming = self.ops[i].name
             self.op_layer[i] = upcoming
 
-    def _micro_batched(self, ops: list[StreamOp]) -> list[StreamOp]:
-        """The stream's ops with one micro-batch's ops repeated for each micro-batch of the
-        step (``--grad-accum``); notes where each micro-batch starts."""
-        count, start, end = self.workload.micro_batches(self.stream)
-        if count == 1:
-            return ops
-        span = end - start
-        self.micro_starts = {start + k * span: k for k in range(count)}
-        return ops[:start] + ops[start:end] * count + ops[end:]
+    def _scheduled(self, ops: list[StreamOp], steps: list[Step]) -> list[StreamOp]:
+        """The stream's ops in the order of the workload's schedule (``--grad-accum``: each
+        micro-batch's passes in turn); with several micro-batches, notes where each one's
+        forward pass starts."""
+        out: list[StreamOp] = []
+        starts: dict[int, int] = {}
+        for step in steps:
+            if step.phase == "forward" and step.micro_batch is not None:
+                starts[len(out)] = step.micro_batch
+            out.extend(ops[step.start:step.end])
+        if len(starts) > 1:
+            self.micro_starts = starts
+        return out
 
     def _take_model_states(self) -> None:
         """The model states the host CPU steps: they need the CPU on port 'cpu' and a host

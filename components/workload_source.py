@@ -8,18 +8,20 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from sst_cdma.engine.element import SubComponent
 from workloads.stats import REPORTED_CHOICES, tensor_choices
+from workloads.schedule import single_pass
 from workloads.vdnn import wgrad_name
 
 if TYPE_CHECKING:
     # the types of what a workload gives the GPU, for the components modules that may not
     # import workloads themselves (tests/core/test_import_rules.py)
     from workloads.model_states import ModelStatePlan
+    from workloads.schedule import Step
     from workloads.stream import Stream
     from workloads.stream_schema import StreamOp
 
     from .kernel_times import KernelTimes
 
-__all__ = ["WorkloadSource", "ModelStatePlan", "Stream", "StreamOp"]
+__all__ = ["WorkloadSource", "ModelStatePlan", "Step", "Stream", "StreamOp"]
 
 
 class WorkloadSource(SubComponent):
@@ -70,14 +72,12 @@ class WorkloadSource(SubComponent):
         plan = stream.plan
         return plan.model_states if plan is not None else None
 
-    def micro_batches(self, stream: "Stream") -> tuple[int, int, int]:
-        """How many micro-batches one optimizer step runs, and the [start, end) of one
-        micro-batch's ops in ``stream.ops`` (1 and the whole stream for a parsed one)."""
+    def schedule(self, stream: "Stream") -> list["Step"]:
+        """The order one optimizer step runs the spans of ``stream.ops`` in: the plan's
+        (several micro-batches: each one's forward and backward passes in turn), or the
+        stream once as it stands (a parsed one)."""
         plan = stream.plan
-        if plan is None or plan.micro_batches == 1:
-            return 1, 0, len(stream.ops)
-        start, end = plan.micro_batch_span()
-        return plan.micro_batches, start, end
+        return plan.schedule() if plan is not None else single_pass(len(stream.ops))
 
     def tensor_choices(self, stream: "Stream") -> tuple[dict[str, str], dict[str, int]]:
         """What ``stream`` does with each activation tensor (keep, offload, compress,

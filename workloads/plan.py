@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from .schedule import Step, micro_batch_steps, single_pass
 from .stream_schema import STREAM_VERSION, Stream, StreamOp, StreamTensor
 
 if TYPE_CHECKING:
@@ -66,6 +67,17 @@ class Plan:
             ops.extend(block.ops)
         ops.extend(self.epilogue)
         return ops
+
+    def schedule(self) -> list[Step]:
+        """The order the GPU runs :meth:`ops` in: one pass, or with several micro-batches
+        the prologue, each micro-batch's forward and backward passes, the update and the
+        epilogue."""
+        n_ops = len(self.ops())
+        if self.micro_batches == 1:
+            return single_pass(n_ops)
+        start, end = self.micro_batch_span()
+        forward_end = start + sum(len(b.ops) for b in self.forward)
+        return micro_batch_steps(n_ops, start, forward_end, end, self.micro_batches)
 
     def micro_batch_span(self) -> tuple[int, int]:
         """The indices [start, end) in :meth:`ops` of one micro-batch's ops: its forward and
