@@ -19,9 +19,11 @@ from components.baselines import add_baselines
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.machine import available_memory
 from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
+from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.element import Param
-from sst_cdma.builder.model_options import (CODEC, NVME, RENDERED_ONLY, add_element_options, element_params,
+from sst_cdma.builder.model_options import (CODEC, FITTED, LINK, NVME, RENDERED_ONLY,
+                                         add_element_options, element_params,
                             explicit, given_options, options_of, param_type)
 from sst_cdma.engine.units import UnitError, parse_bytes
 
@@ -38,14 +40,8 @@ DE_OPTIONS = ("sm_compress_throughput", "sm_decompress_throughput", "de_chunk", 
 #: ``--layer-times``, ``cdma.MeasuredKernels`` with that model beside the measurement)
 KERNEL_ELEMENTS = {"fitted": "cdma.FittedKernels", "roofline": "cdma.RooflineKernels"}
 
-LINKS = {
-    "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
-    "pcie4x16": {"protocol": "pcie", "generation": 4, "lanes": 16},
-    "pcie5x16": {"protocol": "pcie", "generation": 5, "lanes": 16},
-    "nvlink2x3": {"protocol": "nvlink", "nvlink_links": 3, "nvlink_rate": "25GB/s"},
-    "nvlink1x4": {"protocol": "nvlink", "nvlink_links": 4, "nvlink_rate": "20GB/s"},
-    "nvlink_c2c": {"protocol": "nvlink_c2c", "c2c_rate": "450GB/s"},
-}
+#: the host-link presets ``--link`` names (the model's table)
+LINKS = HOST_LINKS
 
 
 #: ``--nvme N``: the SSDs of each host, each a PCIe endpoint with a bus number of its own
@@ -250,10 +246,11 @@ def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
         kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
     elif o.layer_times:
         kind = "cdma.MeasuredKernels"
+        # measured times beside the fitted model: the model's params as the options set them
         params = {**element_params(o, kind), "kernel_model": o.kernel_model,
-                  "workspace_limit": limit, "tf32": o.tf32}
+                  "workspace_limit": limit, **element_params(o, FITTED)}
     elif o.kernel_model == "fitted":
-        kind, params = "cdma.FittedKernels", {"workspace_limit": limit, "tf32": o.tf32}
+        kind, params = FITTED, {"workspace_limit": limit, **element_params(o, FITTED)}
     else:
         kind, params = "cdma.RooflineKernels", element_params(o, "cdma.RooflineKernels")
     gpu.setSubComponent("kernels", kind).addParams(params)
@@ -551,9 +548,9 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     _check_contradictions(o, link_name)
     if not o.workload:
         _check_kernel_times(o)
-    link_params = dict(LINKS[link_name])  # type: ignore[call-overload]
-    if o.pcie_gen is not None:
-        link_params = {"protocol": "pcie", "generation": o.pcie_gen, "lanes": 16}
+    # the preset, then what the options set on the link through its params' declarations
+    # (--pcie-gen: 'generation'; refused above on an NVLink preset)
+    link_params = {**LINKS[link_name], **element_params(o, LINK)}
     spec = SystemSpec(spec_gpu, link_params, o, host_memory)
     _system(sst, spec)
     if not o.no_baselines:

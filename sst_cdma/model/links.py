@@ -84,3 +84,16 @@ def c2c_bandwidth(per_direction: float, efficiency: float = 0.9) -> float:
     ``efficiency`` for packet headers (an assumption: NVIDIA publishes no payload efficiency;
     docs/model.md)."""
     return per_direction * efficiency
+
+
+#: The host-link presets ``--link`` names: a cdma.PCIeBridge's params for each (PCIe
+#: generation and lanes; NVLink bricks and their rate; NVLink-C2C's per-direction rate); what
+#: each figure rests on: docs/model.md, "Host links from first principles".
+HOST_LINKS: dict[str, dict[str, object]] = {
+    "pcie3x16": {"protocol": "pcie", "generation": 3, "lanes": 16},
+    "pcie4x16": {"protocol": "pcie", "generation": 4, "lanes": 16},
+    "pcie5x16": {"protocol": "pcie", "generation": 5, "lanes": 16},
+    "nvlink2x3": {"protocol": "nvlink", "nvlink_links": 3, "nvlink_rate": "25GB/s"},
+    "nvlink1x4": {"protocol": "nvlink", "nvlink_links": 4, "nvlink_rate": "20GB/s"},
+    "nvlink_c2c": {"protocol": "nvlink_c2c", "c2c_rate": "450GB/s"},
+}
