@@ -150,8 +150,8 @@ def _rename_new(staging: Path, target: Path) -> bool:
                      rename_noreplace) == 0:
             return True
         code = ctypes.get_errno()
-        if code == errno.EEXIST:
-            return False
+        if code in (errno.EEXIST, errno.ENOTEMPTY, errno.EXDEV, errno.EBUSY):
+            return False  # there already, or a mount point (a bind mount too): moved into
         if code not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
             raise OSError(code, os.strerror(code), str(staging), None, str(target))
     if os.path.lexists(target):
@@ -234,6 +234,18 @@ def _copy_file(src: Path, fd: int, name: str) -> None:
         os.close(out)
 
 
+def _move_file(src_fd: int, src: Path, fd: int, name: str) -> None:
+    """Move the file ``name`` of the open folder ``src_fd`` (at ``src``) into the open folder
+    ``fd`` in one step: a rename, or where the two are on different mounts (another file
+    system, or a bind mount of the same one, which a rename cannot cross) a copy."""
+    try:
+        os.replace(name, name, src_dir_fd=src_fd, dst_dir_fd=fd)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        _copy_file(src, fd, name)
+
+
 def _move_folder(src: Path, fd: int) -> None:
     """Move every file of ``src`` into the open folder ``fd``, each in one step: a rename on
     the same file system, else a copy (:func:`_copy_file`); folders are made (with
@@ -241,7 +253,6 @@ def _move_folder(src: Path, fd: int) -> None:
     _drop_dead_copies(fd)
     src_fd = open_folder(src)
     try:
-        same_fs = os.fstat(src_fd).st_dev == os.fstat(fd).st_dev
         for entry in sorted(os.scandir(src), key=lambda e: e.name):
             if entry.is_dir(follow_symlinks=False):
                 if _entry(fd, entry.name) is None:
@@ -251,10 +262,8 @@ def _move_folder(src: Path, fd: int) -> None:
                     _move_folder(Path(entry.path), sub)
                 finally:
                     os.close(sub)
-            elif same_fs:
-                os.replace(entry.name, entry.name, src_dir_fd=src_fd, dst_dir_fd=fd)
             else:
-                _copy_file(Path(entry.path), fd, entry.name)
+                _move_file(src_fd, Path(entry.path), fd, entry.name)
     finally:
         os.close(src_fd)
 

@@ -24,3 +24,22 @@ def mounted(tmp_path):
     yield mount
     for path in reversed(done):
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def bound(tmp_path):
+    """Bind-mount the folder given at the path given (skips where this process cannot
+    mount): a mount of the same file system, which a rename cannot cross; undone after."""
+    done = []
+
+    def bind(source: Path, path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["mount", "--bind", str(source), str(path)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot bind-mount here (not root, or no mount)")
+        done.append(path)
+        return path
+
+    yield bind
+    for path in reversed(done):
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)

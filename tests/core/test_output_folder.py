@@ -229,3 +229,18 @@ def test_an_existing_folder_stays_the_same_folder_with_its_owner_and_attributes(
     assert {name: os.getxattr(out, name) for name in os.listxattr(out)} == attrs
     assert snapshot(out) == {**snapshot(fresh), **{f"mine{n}.txt": b"mine\n" for n in range(3)}}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
+
+
+def test_a_bind_mount_of_the_same_file_system_gets_the_files_moved_in(tmp_path, bound):
+    """A bind mount has the file system's device number but is a mount of its own, which a
+    rename cannot cross (EXDEV): the run copies its files in, one step each."""
+    out, fresh, real = tmp_path / "out", tmp_path / "fresh", tmp_path / "real"
+    real.mkdir()
+    (real / "notes.txt").write_text("mine\n")
+    bound(real, out)
+    assert os.stat(out).st_dev == os.stat(tmp_path).st_dev
+    run(out)
+    run(out)                                   # and once more, over its own files
+    run(fresh)
+    assert snapshot(real) == {**snapshot(fresh), "notes.txt": b"mine\n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out", "real"]
