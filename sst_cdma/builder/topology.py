@@ -19,6 +19,7 @@ from components.baselines import add_baselines
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.machine import available_memory
 from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
+from sst_cdma.model.compression import DECOMPRESSION_ENGINE
 from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.element import Param
@@ -30,9 +31,6 @@ from sst_cdma.engine.units import UnitError, parse_bytes
 #: model options that were renamed, and their names now
 RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
 
-#: Blackwell's Decompression Engine as ``--engine blackwell-de`` builds it: one block of 600 GB/s
-#: (nvCOMP documentation, "Decompression Engine"; docs/model.md) and LZ4 unless asked otherwise
-DECOMPRESSION_ENGINE = {"codec_units": 1, "codec_unit_throughput": "600GB/s", "algorithm": "lz4"}
 #: the options that describe Blackwell's Decompression Engine
 DE_OPTIONS = ("sm_compress_throughput", "sm_decompress_throughput", "de_chunk", "de_max_buffer")
 
@@ -158,11 +156,12 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
     dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
     dma.addParams(element_params(o, "cdma.CDMAEngine"))
-    if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
+    algorithm, codec_params = _codec(o)
+    if algorithm != "none":  # none: the slot stays empty, a plain copy engine
         from components.codecs import element_type
 
-        codec = dma.setSubComponent("codec", element_type(o.algorithm))
-        codec.addParams(element_params(o, CODEC))
+        codec = dma.setSubComponent("codec", element_type(algorithm))
+        codec.addParams(codec_params)
     link = sst.Component(f"{name}.pcie", "cdma.PCIeBridge")
     link.addParams(spec.link)
     sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
@@ -476,9 +475,18 @@ def _check_engine(o: argparse.Namespace) -> None:
         _refuse(f"--engine blackwell-de contradicts --algorithm {o.algorithm}: the "
                 "Decompression Engine decompresses Snappy, LZ4, Deflate and GZip (--algorithm "
                 f"{' or '.join(DE_CODECS)})")
-    for name, value in DECOMPRESSION_ENGINE.items():
-        if not explicit(o, name):
-            setattr(o, name, value)
+
+
+def _codec(o: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The codec in each engine's slot and its params: the options', and with ``--engine
+    blackwell-de`` the Decompression Engine's preset for those the options do not give."""
+    algorithm, params = o.algorithm, element_params(o, CODEC)
+    if o.engine == "blackwell-de":
+        given = {name: value for name, value in DECOMPRESSION_ENGINE.items()
+                 if not explicit(o, name)}
+        algorithm = given.pop("algorithm", algorithm)
+        params.update({name: value for name, value in given.items() if name in params})
+    return algorithm, params
 
 
 def _check_kernel_times(o: argparse.Namespace) -> None:

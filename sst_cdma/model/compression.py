@@ -32,9 +32,14 @@ from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 from sst_cdma.codecs.sampling import (DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, density_step,
                                estimate_ratio, sample_ratio)
 
-__all__ = ["ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS", "TABLE_PATH",
-           "algorithm_choices", "sampled_algorithms", "ratio_from_density", "wire_bytes",
+__all__ = ["DECOMPRESSION_ENGINE", "ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS",
+           "TABLE_PATH", "algorithm_choices", "sampled_algorithms", "ratio_from_density", "wire_bytes",
            "compute_table", "library_versions", "main"]
+
+#: Blackwell's Decompression Engine as ``--engine blackwell-de`` builds it: one block of 600 GB/s
+#: (nvCOMP documentation, "Decompression Engine"; docs/model.md) and LZ4 unless asked otherwise
+DECOMPRESSION_ENGINE: dict[str, Any] = {"codec_units": 1, "codec_unit_throughput": "600GB/s",
+                                        "algorithm": "lz4"}
 
 TABLE_PATH = Path(__file__).with_name("ratio_table.json")
 #: the shipped table of compression ratios (72 KiB)
