@@ -81,20 +81,30 @@ def json_loads(text: str, *, finite: bool = True) -> Any:
     constant: Optional[Callable[[str], Any]] = _refuse_constant if finite else None
     number: Optional[Callable[[str], Any]] = _finite_float if finite else None
     try:
-        value = json.loads(text, object_pairs_hook=_unique, parse_constant=constant,
-                           parse_float=number)
+        value = _limited("JSON", lambda: json.loads(text, object_pairs_hook=_unique,
+                                                    parse_constant=constant,
+                                                    parse_float=number))
     except json.JSONDecodeError as exc:
         raise StrictParseError(f"invalid JSON at line {exc.lineno} column {exc.colno}: "
                                f"{exc.msg}") from None
+    check_depth(value)
+    return value
+
+
+def _limited(kind: str, parse: Callable[[], Any]) -> Any:
+    """``parse()``, its nesting past Python's recursion limit and its integers past Python's
+    digit limit each one StrictParseError (the parser's own errors propagate)."""
+    try:
+        return parse()
     except RecursionError:
-        raise StrictParseError(f"its JSON is nested too deeply (over {MAX_DEPTH} levels)") \
+        raise StrictParseError(f"its {kind} is nested too deeply (over {MAX_DEPTH} levels)") \
             from None
     except StrictParseError:
         raise
     except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise  # the caller says where in the text
         raise _digits_error(exc) from None
-    check_depth(value)
-    return value
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -136,7 +146,7 @@ def explicit_tag(resolver: yaml.resolver.BaseResolver, node: yaml.Node) -> bool:
 def yaml_loads(text: str) -> Any:
     """Parse YAML text safely, refusing duplicate keys and explicit tags."""
     try:
-        value = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        value = _limited("YAML", lambda: yaml.load(text, Loader=_StrictLoader))  # noqa: S506
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(" ".join(str(x) for x in (exc.context, exc.problem) if x).split())
@@ -144,12 +154,5 @@ def yaml_loads(text: str) -> Any:
         raise StrictParseError(f"invalid YAML: {where}{what}") from None
     except yaml.YAMLError as exc:
         raise StrictParseError(f"invalid YAML: {' '.join(str(exc).split())}") from None
-    except RecursionError:
-        raise StrictParseError(f"its YAML is nested too deeply (over {MAX_DEPTH} levels)") \
-            from None
-    except StrictParseError:
-        raise
-    except ValueError as exc:
-        raise _digits_error(exc) from None
     check_depth(value)
     return value
