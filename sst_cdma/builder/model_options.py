@@ -14,11 +14,12 @@ from typing import Any, Optional, Sequence
 
 from sst_cdma.engine.element import Param, ParamError
 from sst_cdma.engine.library import find_element
+from sst_cdma.engine.param_words import Flag
 from sst_cdma.model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
            "given_options", "declared_param", "option_param", "param_type", "CODEC",
-           "RENDERED_ONLY", "options_of"]
+           "RENDERED_ONLY", "options_of", "flag_words"]
 
 #: ``default`` of an option whose default is "not given" (the topology decides)
 UNSET = None
@@ -234,3 +235,12 @@ def given_options(argv: Sequence[str], parser: argparse.ArgumentParser) -> set[s
 def explicit(o: argparse.Namespace, name: str) -> Optional[str]:
     """The flag of destination ``name`` when the options gave it explicitly, else None."""
     return f"--{name.replace('_', '-')}" if name in getattr(o, "given", set()) else None
+
+
+def flag_words() -> dict[tuple[str, str], Flag]:
+    """Each element param a model option sets, keyed by (element type, param), with its flag:
+    the vocabulary the builder installs (:func:`sst_cdma.engine.param_words.speak_flags`) so
+    that errors raised below name the flags the user typed. A slot's params (``ELEMENT:SLOT``)
+    are keyed by the slot's own name, as the elements filling it name them."""
+    return {(opt.element, opt.param): Flag(opt.flag, opt.invert)
+            for opt in ELEMENT_OPTIONS if opt.declaration is None}

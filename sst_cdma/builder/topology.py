@@ -25,8 +25,10 @@ from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.element import Param
 from sst_cdma.builder.model_options import (CODEC, FITTED, LINK, NVME, RENDERED_ONLY,
                                          add_element_options, element_params,
-                            explicit, given_options, options_of, param_type)
+                            explicit, flag_words, given_options, options_of,
+                                         param_type)
 from sst_cdma.engine.units import UnitError, parse_bytes
+from sst_cdma.engine.param_words import speak_flags
 
 #: model options that were renamed, and their names now
 RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
@@ -548,6 +550,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
                         data_parallel=data_parallel)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
+    speak_flags(flag_words())  # errors raised below name the flags the user typed
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
     _check_topology(o)

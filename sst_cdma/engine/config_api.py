@@ -14,6 +14,7 @@ from sst_cdma.engine.config import (ENABLE_ALL, PROGRAM_OPTION_ALIASES, PROGRAM_
                      ConfigError, ConfigGraph, ConfigLink, ConfigSubComponent, LinkEndConfig,
                      program_option_fault)
 from sst_cdma.engine.element import ParamError, StatisticEnable
+from sst_cdma.engine.param_words import speak_params
 from sst_cdma.engine.library import ElementNotFound, describe_slot, find_element, slot_refusal
 from sst_cdma.engine.statistics import OUTPUT_TYPES
 from sst_cdma.engine.units import UnitAlgebra
@@ -45,6 +46,7 @@ def _reset(graph: ConfigGraph, script: str = "") -> None:
     _script = script
     _started = time.perf_counter()
     _prefixes.clear()
+    speak_params()  # the builder speaks in flags again once it parses a command line
 
 
 def _notice(message: str) -> None:
