@@ -5,7 +5,7 @@ reference executor (``pipeline``). Docs: docs/parallel.md.
 Public API::
 
     from workloads.parallel import ModelShape, make_layout, ParallelPlan
-    shape = ModelShape(layers=32, heads=32, kv_heads=8, hidden=4096, ffn=14336, vocab=128256)
+    shape = ModelShape(layers=32, heads=32, kv_heads=8, hidden=4096, ffn=14336, vocab=32000)
     layout = make_layout(shape, tp=2, pp=4, gpus=32, global_batch=64, schedule="1f1b")
     plan = ParallelPlan(layout, shape)
     plan.rank(9).coords, plan.rank(9).stage.order       # (tp, pp, dp) and its passes

@@ -7,7 +7,7 @@ import pytest
 from workloads.errors import WorkloadError
 from workloads.parallel import LayoutError, ModelShape, ParallelLayout, make_layout
 
-#: a Llama-3-8B-like shape: 32 layers, 32 heads, 8 KV heads, FFN 14336
+#: a model with grouped-query attention: 32 layers, 32 heads, 8 KV heads, FFN 14336
 SHAPE = ModelShape(layers=32, heads=32, kv_heads=8, hidden=4096, ffn=14336, vocab=128256)
 
 

@@ -123,7 +123,7 @@ def test_ranks_of_one_stage_share_one_stage_plan_and_order():
 
 
 def test_the_tables_grow_with_the_ranks_not_faster():
-    # 16,384 GPUs as Llama 3 405B trained (TP 8, PP 16, DP 128): each rank once a kind
+    # 16,384 GPUs (tp 8, pp 16, dp 128) for a 128-layer model: each rank once in each kind
     big = ModelShape(layers=128, heads=128, kv_heads=8, hidden=16384, ffn=53248, vocab=128256)
     layout = make_layout(big, tp=8, pp=16, gpus=16384, micro_batches=16)
     plan = ParallelPlan(layout, big)
