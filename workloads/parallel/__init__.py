@@ -1,0 +1,1 @@
+"""Many GPUs, one model: the parallel layouts of a network on the workload floor."""
