@@ -45,7 +45,7 @@ __all__ = ["CommOp", "COMM_KINDS", "COMM_PHASES", "TP_GROUP", "MAKE_VOCAB_SIZE_D
            "CROSS_ENTROPY_ALL_REDUCES", "RECOMPUTE", "TransformerDims", "TensorShard",
            "transformer_dims", "padded_vocab", "shard_transformer", "saved_activations",
            "block_input", "PaperTerm", "PAPER_TERMS", "KorthikantiRow", "korthikanti_rows",
-           "gpt3_like", "comparison_tables", "main"]
+           "GPT3", "gpt3_like", "comparison_tables", "main"]
 
 #: The collectives a tensor-parallel rank runs (NCCL's names, snake case).
 COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
