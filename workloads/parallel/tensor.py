@@ -119,6 +119,10 @@ def transformer_dims(network: Network) -> TransformerDims:
     blocks = sorted({b for b, _ in map(split_name, names) if b is not None})
     missing = [n for n in ("tokens", "embed", "lm_head", "loss", "blk0/qkv", "blk0/fc1",
                            "blk0/act") if n not in names]
+    attention = next((layer for layer in network.layers
+                      if layer.kind in _HEADED and split_name(layer.name)[0] == 0), None)
+    if attention is None:
+        missing.append("attention in blk0")
     if missing or not blocks:
         raise WorkloadError(f"tensor parallelism shards a transformer (expand_transformer's "
                             f"layers); this network has no {', '.join(missing) or 'blocks'}",
@@ -126,8 +130,7 @@ def transformer_dims(network: Network) -> TransformerDims:
     if "proj_in" in names or "proj_out" in names:
         raise WorkloadError("tensor parallelism of a projected embedding (proj_in/proj_out, "
                             "embed_dim != hidden) is not modelled", file=network.file)
-    attention = next(layer for layer in network.layers
-                     if layer.kind in _HEADED and split_name(layer.name)[0] == 0)
+    assert attention is not None
     embed = network.layer("embed").params
     gated = network.layer("blk0/act").kind == "swiglu"
     width = network.layer("blk0/fc1").params["num_output"]
