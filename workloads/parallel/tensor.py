@@ -142,7 +142,8 @@ def transformer_dims(network: Network) -> TransformerDims:
 
 def padded_vocab(vocab: int, tp: int, divisible_by: int = MAKE_VOCAB_SIZE_DIVISIBLE_BY) -> int:
     """Megatron's padded vocabulary: ``vocab`` rounded up to a multiple of ``divisible_by`` x
-    ``tp`` (megatron/training/tokenizer/tokenizer.py, ``_vocab_size_with_padding``)."""
+    ``tp`` (megatron/training/vocab_utils.py, ``calculate_padded_vocab_size``; formerly
+    megatron/training/tokenizer/tokenizer.py, ``_vocab_size_with_padding``)."""
     multiple = divisible_by * tp
     return -(-vocab // multiple) * multiple
 
