@@ -42,8 +42,8 @@ def macs_per_sample(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape
         return math.prod(out) * (inputs[0][0] // params["group"]) * kh * kw
     if kind == "fc":
         return math.prod(inputs[0]) * params["num_output"]
-    if kind == "linear":
-        return math.prod(inputs[0]) * params["num_output"]
+    if kind == "linear":  # over the gathered tokens with sequence parallelism
+        return math.prod(inputs[0]) * params["sequence_gather"] * params["num_output"]
     return 0
 
 
@@ -115,8 +115,8 @@ def _elementwise_fwd(kind: str, params: Mapping[str, Any], inputs: Sequence[Shap
     if kind == "rope":
         return 3 * n * (params["heads"] + params["kv_heads"]) // (
             params["heads"] + 2 * params["kv_heads"])
-    if kind == "embedding":
-        return n if params["positions"] else 0
+    if kind == "embedding":  # the positions are added before the sequence is scattered
+        return n * params["sequence_scatter"] if params["positions"] else 0
     if kind == "flash_attention":
         return 5 * params["heads"] * out[0] * out[0] // 2
     return 0
@@ -150,8 +150,8 @@ def backward_flops(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]
     n = batch * math.prod(out)
     if kind == "batchnorm":
         return 12 * n if need_dx else 4 * n
-    if kind == "embedding":
-        return n  # scatter-add into the tables (the ids need no gradient)
+    if kind == "embedding":  # scatter-add into the tables (the ids need no gradient), over
+        return n * params["sequence_scatter"]  # the gathered sequence's gradient
     if kind in ("layernorm", "rmsnorm"):
         return _PER_ELEMENT[kind][1] * n if need_dx else 4 * n
     if not need_dx:

@@ -66,8 +66,10 @@ def _gemm_kernels(info: LayerInfo, batch: int, model: KernelModel, dtype: str,
     data-gradient (where its input needs one) and weight-gradient GEMMs."""
     if info.kind == "fc":
         n, f_in, f_out = batch, math.prod(info.input_shapes[0][1:]), info.shape[1]
-    else:  # a GEMM over every token: M = batch x sequence length
-        n, f_in, f_out = math.prod(info.shape[:-1]), info.input_shapes[0][-1], info.shape[-1]
+    else:  # a GEMM over every token: M = batch x sequence length (the gathered sequence of a
+        # sequence-parallel GEMM, the input's or the output's: the larger)
+        n = max(math.prod(info.shape[:-1]), math.prod(info.input_shapes[0][:-1]))
+        f_in, f_out = info.input_shapes[0][-1], info.shape[-1]
     def gemm(m: int, cols: int, k: int) -> KernelPrice:
         return price_gemm(m, cols, k, model.hardware, model.params, dtype=dtype,
                           tc=model.tensor, tf32=tf32)

@@ -245,6 +245,9 @@ KINDS: dict[str, KindSpec] = {
                 ParamSpec("position_dim", _int(0), 0, "width of the position table (0: "
                           "hidden; OPT-350m adds its 1024-wide positions after projecting "
                           "its 512-wide embedding in)"),
+                ParamSpec("sequence_scatter", _int(1), 1, "ranks the output's sequence is "
+                          "split over (sequence parallelism): the output keeps 1/n of the "
+                          "tokens"),
             ),
             bwd_needs_inputs=True,
         ),
@@ -257,6 +260,13 @@ KINDS: dict[str, KindSpec] = {
                 ParamSpec("bias", _bool, True, "learnable bias"),
                 ParamSpec("tied", _bool, False, "weight shared with the embedding (LM head "
                           "tied to it): no parameters of its own"),
+                ParamSpec("sequence_gather", _int(1), 1, "ranks whose sequence shards are "
+                          "all-gathered into the GEMM's input (sequence parallelism): the "
+                          "output has n times the input's tokens; the backward pass keeps "
+                          "only the shard"),
+                ParamSpec("sequence_scatter", _int(1), 1, "ranks the output's sequence is "
+                          "reduce-scattered over (sequence parallelism): the output keeps 1/n "
+                          "of the GEMM's tokens"),
             ),
             bwd_needs_inputs=True,
         ),

@@ -115,6 +115,14 @@ def _need_tokens(kind: str, shape: Shape) -> Shape:
     return shape
 
 
+def _scattered(tokens: int, params: Mapping[str, Any]) -> int:
+    """The tokens a rank keeps of ``tokens`` split over ``sequence_scatter`` ranks."""
+    ranks = params["sequence_scatter"]
+    if tokens % ranks:
+        raise ValueError(f"sequence_scatter {ranks} does not divide the {tokens} tokens")
+    return tokens // ranks
+
+
 def head_dim(params: Mapping[str, Any], qkv_width: int) -> int:
     """Per-head width d of a fused QKV tensor of ``qkv_width`` = (heads + 2 kv_heads) d."""
     parts = params["heads"] + 2 * params["kv_heads"]
@@ -132,7 +140,7 @@ def _token_shape(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]) 
         if params["positions"] and s > params["positions"]:
             raise ValueError(f"sequence length {s} exceeds the {params['positions']} learned "
                              "positions")
-        return (s, params["hidden"])
+        return (_scattered(s, params), params["hidden"])
     if kind == "attn_softmax":
         if len(inputs[0]) != 3:
             raise ValueError("attn_softmax needs (N, heads, S, S) scores")
@@ -146,7 +154,7 @@ def _token_shape(kind: str, params: Mapping[str, Any], inputs: Sequence[Shape]) 
         return (s, params["heads"] * head_dim(params, w))
     s, d = _need_tokens(kind, inputs[0])
     if kind == "linear":
-        return (s, params["num_output"])
+        return (_scattered(s * params["sequence_gather"], params), params["num_output"])
     if kind in ("layernorm", "rmsnorm", "gelu", "cross_entropy", "rope"):
         if kind == "rope" and head_dim(params, d) % 2:
             raise ValueError(f"rope rotates pairs of a head's channels: its head dimension "

@@ -48,6 +48,7 @@ CHECKS = [
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
     Check("docs/workloads.md", "python sweeps/state_compression.py"),
+    Check("docs/tensor_parallel.md", "python -m workloads.parallel.tensor --table"),
 ]
 
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each
