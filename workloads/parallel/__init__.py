@@ -1,0 +1,1 @@
+"""Parallel training arithmetic and plans on the workload floor (ranks, groups, sharding)."""
