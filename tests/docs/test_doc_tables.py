@@ -49,6 +49,9 @@ CHECKS = [
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
     Check("docs/workloads.md", "python sweeps/state_compression.py"),
+    Check("docs/zero.md", "python -m workloads.parallel.zero"),
+    Check("docs/zero.md", "python -m workloads.parallel.zero --network llama3_405b --dp 1 8 64 "
+          "128 --dtype bfloat16"),
 ]
 
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each

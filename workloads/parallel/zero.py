@@ -176,8 +176,9 @@ class ShardOp:
 
 def fsdp_units(infos: Sequence[LayerInfo]) -> tuple[FsdpUnit, ...]:
     """The FSDP units of layers ``infos`` (forward order): one per transformer block
-    ``blk{i}/`` (FSDP's transformer auto-wrap policy wraps each block), and one per weighted
-    layer outside the blocks (the embedding, the LM head); weightless layers outside the blocks
+    ``blk{i}/`` (as FSDP's transformer auto-wrap policy wraps each block), and one per weighted
+    layer outside the blocks (the embedding, the final norm, the LM head: that policy's
+    outermost unit holds them together; docs/zero.md); weightless layers outside the blocks
     belong to none."""
     units: list[list[LayerInfo]] = []
     keys: list[str] = []
