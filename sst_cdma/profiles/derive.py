@@ -1,6 +1,7 @@
 """Profiles of full-size transformer networks, derived from a small measured model's roles.
 
-The shipped transformer networks (``gpt2_*``, ``opt_*``, ``llama_7b``) cannot be trained here.
+The shipped transformer networks (``gpt2_*``, ``gpt3_*``, ``opt_*``, ``llama_*``, ``llama3_*``)
+cannot be trained here.
 Their profiles are carried over from the small models measured on the CPU
 (``text_relu``/``text_gelu``, :mod:`sst_cdma.tools.capture.text_train`), tensor by tensor:
 
@@ -13,8 +14,8 @@ Their profiles are carried over from the small models measured on the CPU
   (the same values, probs @ V), Llama's ``rope`` takes ``qkv`` (a rotation of its Q and K);
   OPT-350M's embedding projections ``proj_in``/``proj_out`` take ``embed``/``ln_f``.
 
-GPT-2 (GELU) networks and Llama (SwiGLU) take ``text_gelu``, OPT (ReLU) networks
-``text_relu``. SwiGLU is *approximated* by GELU: Llama's ``blk{i}/act`` (silu(gate) * up)
+GPT-2 and GPT-3 (GELU) networks and Llama and Llama 3 (SwiGLU) take ``text_gelu``, OPT (ReLU)
+networks ``text_relu``. SwiGLU is *approximated* by GELU: Llama's ``blk{i}/act`` (silu(gate) * up)
 takes GELU's output and its fused gate/up ``blk{i}/fc1`` GELU's pre-activation. The densities
 and the measured ratios (every dtype) are copied as they are, with the small run's progress
 axis; sample shapes are left out (the networks' tensors are larger).
@@ -37,7 +38,8 @@ from sst_cdma.profiles.provenance import DerivedProvenance
 __all__ = ["FAMILY_SOURCES", "ROLE_ALIASES", "NAME_ALIASES", "NOT_DERIVED", "APPROXIMATIONS", "split_tensor",
            "source_tensor", "source_profile_name", "derive_profile", "mapping"]
 
-FAMILY_SOURCES: dict[str, str] = {"gpt2": "text_gelu", "opt": "text_relu", "llama": "text_gelu"}
+FAMILY_SOURCES: dict[str, str] = {"gpt2": "text_gelu", "gpt3": "text_gelu", "opt": "text_relu",
+                                   "llama": "text_gelu", "llama3": "text_gelu"}
 """Network name prefix (``gpt2_small`` -> ``gpt2``) -> the measured profile it derives from."""
 
 ROLE_ALIASES: dict[str, str] = {"attn": "context", "rope": "qkv"}
@@ -50,9 +52,9 @@ NAME_ALIASES: dict[str, str] = {"proj_in": "embed", "proj_out": "ln_f"}
 NOT_DERIVED = ("tokens", "loss")
 """Tensors that are not activations a profile describes (token ids, the scalar loss)."""
 
-APPROXIMATIONS: dict[str, str] = {
-    "llama": "SwiGLU is approximated by GELU: blk{i}/act (silu(gate)*up) takes the GELU output "
-             "and the fused gate/up blk{i}/fc1 the GELU model's pre-activation fc1"}
+_SWIGLU = ("SwiGLU is approximated by GELU: blk{i}/act (silu(gate)*up) takes the GELU output "
+           "and the fused gate/up blk{i}/fc1 the GELU model's pre-activation fc1")
+APPROXIMATIONS: dict[str, str] = {"llama": _SWIGLU, "llama3": _SWIGLU}
 """Per family, what the derivation approximates beyond the depth mapping."""
 
 _BLOCK = re.compile(r"blk(\d+)/(.+)\Z")

@@ -42,13 +42,17 @@ CHECKS = [
     Check("docs/workloads.md", "python -m workloads memory alexnet:128 overfeat:128 nin:128 "
           "googlenet:128 squeezenet:128 resnet50:128 vgg16:64 vgg16:128 vgg16:256"),
     Check("docs/workloads.md", "python -m workloads table gpt2_small gpt2_medium gpt2_large "
-          "gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b"),
+          "gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b llama3_8b llama3_70b "
+          "llama3_405b gpt3_175b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report digits"),
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only vgg16"),
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
     Check("docs/workloads.md", "python sweeps/state_compression.py"),
     Check("docs/tensor_parallel.md", "python -m workloads.parallel.tensor --table"),
+    Check("docs/zero.md", "python -m workloads.parallel.zero"),
+    Check("docs/zero.md", "python -m workloads.parallel.zero --network llama3_405b --dp 1 8 64 "
+          "128 --dtype bfloat16"),
 ]
 
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each

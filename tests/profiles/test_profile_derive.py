@@ -110,6 +110,7 @@ def test_unknown_names_and_families_are_refused():
     assert source_profile_name("gpt2_xl") == "text_gelu"
     assert source_profile_name("opt_1_3b") == "text_relu"
     assert source_profile_name("llama_7b") == "text_gelu"
+    assert source_profile_name("llama3_70b") == source_profile_name("gpt3_175b") == "text_gelu"
     with pytest.raises(ProfileError, match=r"bert_base: no measured profile .*gpt2_\*"):
         source_profile_name("bert_base")
 
@@ -120,7 +121,8 @@ def test_opt_350m_embedding_projections_take_embed_and_ln_f():
     assert m["proj_in"] == "embed" and m["proj_out"] == "ln_f"
 
 
-@pytest.mark.parametrize("network", ["gpt2_xl", "opt_1_3b", "llama_7b"])
+@pytest.mark.parametrize("network", ["gpt2_xl", "opt_1_3b", "llama_7b", "llama3_8b",
+                                     "gpt3_175b"])
 def test_shipped_derived_profiles_are_what_derive_writes_today(network):
     """The shipped network profiles carry the shipped small models' numbers: regenerated from
     text_relu / text_gelu now, every tensor's points are the same (a retrained small model
