@@ -21,8 +21,9 @@ from sst_cdma.builder.model_options import (CODEC, ELEMENT_OPTIONS, ENGINE, FABR
                                             HOST_CPU, MEASURED, NETWORK, RENDERED_ONLY, STREAM,
                                             ElementOption, explicit, options_of)
 from sst_cdma.engine.param_words import NO_VALUE, param_word
+from sst_cdma.engine.units import parse_bytes
 
-__all__ = ["Chosen", "Rule", "RULES", "TOPOLOGY", "broken_rule"]
+__all__ = ["Chosen", "Rule", "RULES", "STREAM_RULES", "TOPOLOGY", "broken_rule"]
 
 #: the "element" of the topology's own options (``--kernel-model``): a rule names them by
 #: their destination
@@ -131,15 +132,26 @@ def _needs_the_de(param: str) -> Rule:
                           f"Decompression Engine, and this engine is {c.value(CODEC, 'engine')}")
 
 
-def _rendered_only(option: ElementOption) -> Rule:
-    """The options of the elements only a rendered network uses, refused beside a
-    ``--workload`` stream (which declares its own tensors, ops and kernel times)."""
-    return Rule(((option.element, option.param), (STREAM, "file")),
-                lambda c: c.given(option.element, option.param) and bool(c.value(STREAM, "file")),
-                lambda c: f"{c.word(option.element, option.param)} contradicts "
-                          f"{c.word(STREAM, 'file')}: it applies to a rendered "
-                          f"{c.word(NETWORK, 'network')}, and a "
+def _rendered_only(element: str, param: str,
+                   gives: Optional[Callable[[Chosen], bool]] = None) -> Rule:
+    """An option of what only a rendered network uses (its element's, or the topology's
+    ``--workspace``), refused beside a ``--workload`` stream, which declares its own tensors,
+    ops and kernel times; ``gives``: whether the options give it, where that is not whether
+    the command line named it."""
+    def broken(c: Chosen) -> bool:
+        named = gives(c) if gives is not None else c.given(element, param)
+        return named and bool(c.value(STREAM, "file"))
+
+    return Rule(((element, param), (STREAM, "file")), broken,
+                lambda c: f"{c.word(element, param)} contradicts {c.word(STREAM, 'file')}: it "
+                          f"applies to a rendered {c.word(NETWORK, 'network')}, and a "
                           f"{c.word(STREAM, 'file')} stream declares its own")
+
+
+def _workspace(c: Chosen) -> bool:
+    """A workspace other than none: the cuDNN workspace applies to a rendered network."""
+    text = str(c.value(TOPOLOGY, "workspace"))
+    return bool(text) and parse_bytes(text) > 0
 
 
 RULES: tuple[Rule, ...] = (
@@ -168,7 +180,19 @@ RULES: tuple[Rule, ...] = (
                    f"Decompression Engine decompresses {DE_WORDS} "
                    f"({c.word(CODEC, 'algorithm', ' or '.join(DE_CODECS))})"),
     *(_not_in_flow_mode(param) for param in ("burst", "buffer")),
-    *(_rendered_only(option) for option in options_of(*RENDERED_ONLY)),
+)
+
+#: the rules of a ``--workload`` stream, which brings what a rendered network's options set
+#: (checked after the elements' own rules: a fault of those is named first)
+STREAM_RULES: tuple[Rule, ...] = (
+    *(_rendered_only(option.element, option.param) for option in options_of(*RENDERED_ONLY)),
+    _rendered_only(TOPOLOGY, "workspace", _workspace),
+    Rule(((STREAM, "file"), (TOPOLOGY, "no_baselines")),
+         lambda c: bool(c.value(STREAM, "file")) and not c.value(TOPOLOGY, "no_baselines"),
+         lambda c: f"{c.word(STREAM, 'file')} needs {c.word(TOPOLOGY, 'no_baselines')}: the "
+                   "oracle (the same stream with nothing offloaded) cannot be derived from an "
+                   f"arbitrary stream, and baselines rendered from {c.word(NETWORK, 'network')} "
+                   "would compare another workload"),
 )
 
 

@@ -30,7 +30,7 @@ from sst_cdma.builder.model_options import (CODEC, ENGINE, FITTED, LINK, NETWORK
                                             STREAM, add_element_options, element_params,
                                             explicit, flag_words, given_options, options_of,
                                             param_type)
-from sst_cdma.builder.option_rules import Chosen, broken_rule
+from sst_cdma.builder.option_rules import STREAM_RULES, Chosen, broken_rule
 from sst_cdma.engine.units import UnitError, parse_bytes
 from sst_cdma.engine.param_words import speak_flags
 
@@ -417,17 +417,16 @@ def _check_links(o: argparse.Namespace, link_name: str) -> None:
                 f"--gpus-per-switch {o.gpus_per_switch} (a switch sits in one host)")
 
 
-def _check_workload_file(o: argparse.Namespace) -> None:
-    """A ``--workload`` stream: the topology's options for a rendered network, and the
-    baselines, cannot apply to it."""
-    if o.workload:
-        if o.workspace_bytes:
-            _refuse("--workspace contradicts --workload: it applies to a rendered --network, "
-                    "and a --workload stream declares its own")
-        if not o.no_baselines:
-            _refuse("--workload needs --no-baselines: the oracle (the same stream with nothing "
-                    "offloaded) cannot be derived from an arbitrary stream, and baselines "
-                    "rendered from --network would compare another workload")
+def _check_rules(chosen: Chosen) -> None:
+    """The rules between options (:mod:`sst_cdma.builder.option_rules`) and the engine's own
+    rules between its params, as the options set them."""
+    fault = broken_rule(chosen)
+    if fault:
+        _refuse(fault)
+    _validated(ENGINE, element_params(chosen.options, ENGINE))
+    fault = broken_rule(chosen, STREAM_RULES)
+    if fault:
+        _refuse(fault)
 
 
 def _codec(o: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -509,11 +508,7 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     _check_links(o, link_name)
     workload = _workload(o)
     host_cpu = _needs_host_cpu(*workload)
-    fault = broken_rule(Chosen(o, host_cpu))
-    if fault:
-        _refuse(fault)
-    _validated(ENGINE, element_params(o, ENGINE))  # the engine's own rules
-    _check_workload_file(o)
+    _check_rules(Chosen(o, host_cpu))
     if not o.workload:
         _check_kernel_times(o)
     # the preset, then what the options set on the link through its params' declarations

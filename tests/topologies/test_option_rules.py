@@ -14,7 +14,7 @@ import pytest
 import sst_cdma
 from components.network_workload import NetworkWorkload
 from sst_cdma.builder.model_options import ELEMENT_OPTIONS
-from sst_cdma.builder.option_rules import RULES, TOPOLOGY
+from sst_cdma.builder.option_rules import RULES, STREAM_RULES, TOPOLOGY
 from sst_cdma.builder.topology import option_parser
 from sst_cdma.engine.config import ConfigGraph
 from sst_cdma.engine.library import find_element
@@ -133,14 +133,14 @@ def _option(element: str, param: str) -> Optional[str]:
 
 def test_every_rule_relates_params_an_option_sets():
     assert RULES
-    for rule in RULES:
+    for rule in (*RULES, *STREAM_RULES):
         assert len(rule.params) >= 2
         for element, param in rule.params:
             assert _option(element, param) is not None, (element, param)
 
 
 def test_the_options_of_elements_a_run_does_not_build_come_from_their_declarations():
-    relates = {rule.params[0] for rule in RULES}
+    relates = {rule.params[0] for rule in (*RULES, *STREAM_RULES)}
     for opt in ELEMENT_OPTIONS:
         if opt.element in ("cdma.HostCPU", "cdma.NVSwitch", "cdma.NetworkWorkload",
                            "cdma.FittedKernels", "cdma.MeasuredKernels"):
