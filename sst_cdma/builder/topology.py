@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, Optional, Sequence
 
 from components.baselines import add_baselines
@@ -142,7 +142,7 @@ class SystemSpec:
     #: the host memories' params beyond the GPU preset's (a node's DDR5)
     host_memory: Optional[dict[str, Any]] = None
     #: the element in each GPU's ``workload`` slot and the first GPU's params for it
-    workload: tuple[str, dict[str, Any]] = (STREAM, {})
+    workload: tuple[str, dict[str, Any]] = field(default_factory=lambda: (STREAM, {}))
     #: each host has a CPU stepping model states: the workload element needs one
     host_cpu: bool = False
 
