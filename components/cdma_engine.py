@@ -14,6 +14,7 @@ import numpy as np
 from sst_cdma.engine.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
 from sst_cdma.engine.flows import Flow, FlowNetwork, Route
 from sst_cdma.engine.kernel import SimulationError
+from sst_cdma.engine.param_words import param_word
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
@@ -93,6 +94,11 @@ def transfer_weights(direction: str, raw: int, wire: int, hbm: str, codec: Optio
     return inner, outer
 
 
+def _declared(name: str) -> Param:
+    """The engine's declaration of its param ``name``."""
+    return next(p for p in CDMAEngine.PARAMS if p.name == name)
+
+
 class CDMAEngine(Component):
     """Compressing DMA engine between GPU DRAM and the host link."""
 
@@ -155,12 +161,22 @@ class CDMAEngine(Component):
                              "'cdma.ZVC').addParam(...); overrides name it ENGINE:codec[0])")
         return super().validate_params(given, where)
 
+    @classmethod
+    def check_params(cls, values: Mapping[str, Any], given: Mapping[str, Any]) -> Optional[str]:
+        """The staging buffer holds a burst; functional mode has real tensors to move."""
+        me = cls.type_name()
+        if values["buffer"] < values["burst"]:
+            burst = given.get("burst", _declared("burst").default)
+            return (f"{param_word(me, 'buffer', given.get('buffer', _declared('buffer').default))}"
+                    f" is smaller than one {param_word(me, 'burst')} ({burst}): the staging "
+                    "buffer must hold a burst")
+        if values["functional"] and not values["tensors"]:
+            return (f"{param_word(me, 'functional', True)} needs {param_word(me, 'tensors')}: "
+                    "functional mode moves and checks real tensors' bytes")
+        return None
+
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
-        p = self.params
-        if p["buffer"] < p["burst"]:
-            raise ValueError(f"{name}: 'buffer' ({p['buffer']} bytes) must hold at least one "
-                             f"'burst' ({p['burst']} bytes)")
         self.flows = self.service(FlowNetwork)
         self.codec: Optional[Codec] = self.subcomponent("codec")  # type: ignore[assignment]
         self.gpu = self.connected_link("gpu", self._request)
@@ -200,8 +216,7 @@ class CDMAEngine(Component):
         self.stat_matches = self.register_statistic("functional_matches")
         self.functional_checks = 0   # prefetches checked bit for bit (functional mode)
         self.functional_matches = 0  # of those, the ones that matched
-        if p["functional"] and not p["tensors"]:
-            raise ValueError(f"{name}: functional mode needs 'tensors' (an NPZ of real tensors)")
+        p = self.params
         samples = self._load_tensors(p["tensors"]) if p["tensors"] else None
         self.sources = DensitySources(name, p["profile"], p["progress"], p["tensors"],
                                       p["functional"], samples,

@@ -4,7 +4,7 @@ priced through the GPU's ``kernels`` slot; the rendered stream is written into t
 directory as ``<gpu>.stream``."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
@@ -92,6 +92,20 @@ class NetworkWorkload(WorkloadSource):
               "both ends of the link) or host (the engine's codec at the GPU, the host CPU's "
               "at the host; docs/workloads.md)", choices=STATE_COMPRESSION),
     )
+
+    @classmethod
+    def plans_states(cls, params: Mapping[str, Any]) -> bool:
+        """True when, with ``params`` (this element's, validated), policy auto's planner
+        places the model states itself: Adam, whose host-CPU step it prices, and tiers besides
+        the GPU to place them on (``plan_states``)."""
+        return params["policy"] == "auto" and params["optimizer"] == "adam" and \
+            params["plan_states"] != "none"
+
+    @classmethod
+    def needs_host_cpu(cls, params: Mapping[str, Any]) -> bool:
+        """True when the host CPU steps the model states (the optimizer states live off the
+        GPU) or the planner may have it do so (:meth:`plans_states`)."""
+        return params["optimizer_states"] != "gpu" or cls.plans_states(params)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
@@ -225,8 +239,7 @@ class NetworkWorkload(WorkloadSource):
         """The model-state placements policy auto weighs: the options' alone, unless
         ``plan_states`` lets it choose and a host CPU on port 'cpu' can step the states."""
         p = self.params
-        if p["plan_states"] == "none" or p["optimizer"] != "adam" or \
-                "cpu" not in self.owner.connected_ports() or \
+        if not self.plans_states(p) or "cpu" not in self.owner.connected_ports() or \
                 "dma" not in self.owner.connected_ports():
             return [self.placement]
         return candidates(self.placement, True, p["plan_states"] == "nvme")

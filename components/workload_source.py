@@ -4,7 +4,7 @@ from. ``cdma.NetworkWorkload`` (components/network_workload.py) renders a networ
 what either gives it and makes no stream itself."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from sst_cdma.engine.element import SubComponent
 from workloads.stats import REPORTED_CHOICES, tensor_choices
@@ -32,6 +32,13 @@ class WorkloadSource(SubComponent):
     optimizer = "none"
     #: the GPU memory allocation mode, as the GPU reports it
     allocation = "stream"
+
+    @classmethod
+    def needs_host_cpu(cls, params: Mapping[str, Any]) -> bool:
+        """True when a workload with ``params`` (this element's, validated) has a host CPU
+        step model states, so the GPU needs one on its ``cpu`` port; a stream brings no
+        model states."""
+        return False
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Optional, Sequence
 
 from components.baselines import add_baselines
+from components.network_workload import NetworkWorkload
+from components.workload_source import WorkloadSource
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.machine import available_memory
@@ -22,19 +24,18 @@ from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
 from sst_cdma.model.compression import DECOMPRESSION_ENGINE
 from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
-from sst_cdma.engine.element import Param
-from sst_cdma.builder.model_options import (CODEC, FITTED, LINK, NVME, RENDERED_ONLY,
-                                         add_element_options, element_params,
-                            explicit, flag_words, given_options, options_of,
-                                         param_type)
+from sst_cdma.engine.element import Param, ParamRuleError
+from sst_cdma.engine.library import find_element
+from sst_cdma.builder.model_options import (CODEC, ENGINE, FITTED, LINK, NETWORK, NVME,
+                                            STREAM, add_element_options, element_params,
+                                            explicit, flag_words, given_options, options_of,
+                                            param_type)
+from sst_cdma.builder.option_rules import STREAM_RULES, Chosen, broken_rule
 from sst_cdma.engine.units import UnitError, parse_bytes
 from sst_cdma.engine.param_words import speak_flags
 
 #: model options that were renamed, and their names now
 RENAMED_OPTIONS = {"--engines": "--codec-units", "--engine-throughput": "--codec-unit-throughput"}
-
-#: the options that describe Blackwell's Decompression Engine
-DE_OPTIONS = ("sm_compress_throughput", "sm_decompress_throughput", "de_chunk", "de_max_buffer")
 
 #: ``--kernel-model`` -> the element that fills each GPU's ``kernels`` slot (with
 #: ``--layer-times``, ``cdma.MeasuredKernels`` with that model beside the measurement)
@@ -50,9 +51,6 @@ NVME_COUNT = Param("nvme", "int", 0, "NVMe SSDs per host", minimum=0, maximum=25
                    why_maximum="each drive is a PCIe endpoint on a bus of its own, and a "
                                "host's PCIe segment numbers at most 256 buses: the bus number "
                                "is 8 bits")
-#: the options that describe the host CPU (``cdma.HostCPU``), which a run has only where the
-#: host CPU steps the optimizer
-HOST_CPU_OPTIONS = ("cpu_cores", "cpu_adam_throughput", "cpu_adam_file", "cpu_memory_bandwidth")
 
 
 class ModelOptionParser(argparse.ArgumentParser):
@@ -143,6 +141,10 @@ class SystemSpec:
     options: argparse.Namespace
     #: the host memories' params beyond the GPU preset's (a node's DDR5)
     host_memory: Optional[dict[str, Any]] = None
+    #: the element in each GPU's ``workload`` slot and the first GPU's params for it
+    workload: tuple[str, dict[str, Any]] = field(default_factory=lambda: (STREAM, {}))
+    #: each host has a CPU stepping model states: the workload element needs one
+    host_cpu: bool = False
 
 
 def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
@@ -151,7 +153,9 @@ def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
     o = spec.options
     gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({**element_params(o, "cdma.GPU"), "gpu_preset": o.gpu})
-    _fill_workload(gpu, o, first)
+    kind, params = spec.workload
+    gpu.setSubComponent("workload", kind).addParams(
+        params if first or kind != NETWORK else {**params, "write_stream": False})
     _fill_kernels(gpu, o)
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.gpu.dram_bandwidth, "capacity": spec.gpu.dram_capacity})
@@ -192,42 +196,44 @@ def _drives(sst: Any, o: argparse.Namespace, host: Any, port: int, switches: lis
                                                                (drive, f"dma{g}"))
 
 
-def _fill_workload(gpu: Any, o: argparse.Namespace, first: bool) -> None:
-    """The GPU's ``workload`` slot: the ``--workload`` stream file, or the network rendered
-    (the first GPU writes its stream into the output directory)."""
+def _workload(o: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The element in the GPU's ``workload`` slot and the first GPU's params for it (it writes
+    its stream into the output directory): the ``--workload`` stream file, or the network
+    rendered. Where no option places the model states, policy auto's planner may (when the
+    element says it plans them); where the element has a host CPU step them, an explicit
+    bucket size sizes the gradient buckets copied to it."""
     if o.workload:
-        gpu.setSubComponent("workload", "cdma.StreamWorkload").addParams(
-            element_params(o, "cdma.StreamWorkload"))
-        return
+        return STREAM, element_params(o, STREAM)
     fitted = o.kernel_model == "fitted"
-    params = {**element_params(o, "cdma.NetworkWorkload"),
-              "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": first}
-    if _steps_on_host(o) and explicit(o, "bucket_size"):
+    params = {**element_params(o, NETWORK),
+              "workspace": "0B" if fitted else (o.workspace or "0B"), "write_stream": True}
+    states = {"plan_states": "nvme" if o.nvme else "host"}
+    if any(explicit(o, name) for name in PLACEMENT_OPTIONS) or \
+            not NetworkWorkload.plans_states(_validated(NETWORK, {**params, **states})):
+        states = {}  # the options' placement
+    if explicit(o, "bucket_size") and _needs_host_cpu(NETWORK, {**params, **states}):
         params["gradient_bucket"] = o.bucket_size  # the buckets copied to the host CPU
-    if _plans_states(o):
-        params["plan_states"] = "nvme" if o.nvme else "host"
-    gpu.setSubComponent("workload", "cdma.NetworkWorkload").addParams(params)
+    return NETWORK, {**params, **states}
 
 
-def _host_step(o: argparse.Namespace) -> bool:
-    """True when the optimizer states live off the GPU: the host CPU steps them."""
-    return getattr(o, "optimizer_states", "gpu") != "gpu" and not o.workload
+def _needs_host_cpu(element: str, params: dict[str, Any]) -> bool:
+    """What the workload element ``element`` says of ``params``: a host CPU steps its model
+    states."""
+    cls = find_element(element)
+    return issubclass(cls, WorkloadSource) and cls.needs_host_cpu(_validated(element, params))
 
 
-#: the options that place the model states (given, ``--policy auto`` leaves them be)
+def _validated(element: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as ``element`` reads them (a broken rule of its own refused in the options'
+    words)."""
+    try:
+        return find_element(element).validate_params(params, where=element)
+    except ParamRuleError as exc:
+        _refuse(exc.reason)
+
+
+#: the workload params that place the model states (given, ``--policy auto`` leaves them be)
 PLACEMENT_OPTIONS = ("optimizer_states", "weights", "gradients")
-
-
-def _plans_states(o: argparse.Namespace) -> bool:
-    """True when ``--policy auto`` places the model states itself: Adam (the host CPU's step
-    is measured for it) and no placement option given."""
-    return (o.policy == "auto" and getattr(o, "optimizer", "none") == "adam" and not o.workload
-            and not any(explicit(o, name) for name in PLACEMENT_OPTIONS))
-
-
-def _steps_on_host(o: argparse.Namespace) -> bool:
-    """True when the host CPU steps the model states, or the planner may have it do so."""
-    return _host_step(o) or _plans_states(o)
 
 
 def _host_cpu(sst: Any, o: argparse.Namespace, host: Any, name: str) -> Any:
@@ -293,7 +299,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
             host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
             port = 0
-            if _steps_on_host(o):
+            if spec.host_cpu:
                 cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
             switches, engines = [], []
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
@@ -319,7 +325,8 @@ def _system(sst: Any, spec: SystemSpec) -> None:
         _fabric(sst, o)
 
 
-def _refuse(message: str) -> None:
+def _refuse(message: str) -> NoReturn:
+    """Refuse the model options: one line, ``message`` naming them and the fault."""
     raise ConfigError(f"model option error: {message}")
 
 
@@ -350,12 +357,6 @@ def _check_topology(o: argparse.Namespace) -> None:
     if o.data_parallel and o.gpus < 2:
         _refuse(f"--data-parallel needs at least 2 GPUs to reduce gradients among, got --gpus "
                 f"{o.gpus} (give --gpus N or --no-data-parallel)")
-    for name in ("bucket_size", "nvlink_links", "nvlink_rate", "allreduce_step_latency"):
-        if name == "bucket_size" and _steps_on_host(o):
-            continue  # it sizes the gradient buckets copied to the host CPU too
-        if explicit(o, name) and not o.data_parallel:
-            _refuse(f"--{name.replace('_', '-')} needs --data-parallel: it sets the gradient "
-                    "all-reduce, and this run is not data parallel")
     try:
         o.workspace_bytes = parse_bytes(o.workspace) if o.workspace else 0
     except UnitError as exc:
@@ -364,8 +365,9 @@ def _check_topology(o: argparse.Namespace) -> None:
         _refuse(f"--workspace: {len(o.workspace)} characters is not a size (e.g. 256MiB)")
 
 
-#: the options that describe the ``--nvme`` SSDs
-NVME_OPTIONS = ("nvme_preset", "nvme_path", "nvme_capacity", "nvme_queue_depth")
+#: the options that describe the ``--nvme`` SSDs: their preset, how the engines reach them,
+#: and the SSD element's own
+NVME_OPTIONS = ("nvme_preset", "nvme_path", *(opt.dest for opt in options_of(NVME)))
 
 
 def _check_storage(o: argparse.Namespace) -> None:
@@ -393,19 +395,8 @@ def _check_storage(o: argparse.Namespace) -> None:
                         "run has none")
 
 
-def _check_host_cpu(o: argparse.Namespace) -> None:
-    """The host CPU's options need a host CPU that steps: refused, not ignored, without."""
-    if _steps_on_host(o):
-        return
-    for name in HOST_CPU_OPTIONS:
-        if explicit(o, name):
-            _refuse(f"{explicit(o, name)} needs the host CPU to step the optimizer: it "
-                    "describes that CPU, and in this run nothing steps on the host (give "
-                    "--optimizer adam --optimizer-states host, or nvme)")
-
-
-def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
-    """Options that contradict each other: an error naming both."""
+def _check_links(o: argparse.Namespace, link_name: str) -> None:
+    """The host link and the switches and hosts GPUs share: an error naming both options."""
     nvlink = LINKS[link_name]["protocol"] != "pcie"  # type: ignore[index]
     if o.pcie_gen is not None and nvlink:
         _refuse(f"--pcie-gen {o.pcie_gen} contradicts --link {link_name}: the generation "
@@ -424,59 +415,18 @@ def _check_contradictions(o: argparse.Namespace, link_name: str) -> None:
         default = "" if explicit(o, "gpus_per_host") else " (this topology's default)"
         _refuse(f"--gpus-per-host {o.gpus_per_host}{default} is not a multiple of "
                 f"--gpus-per-switch {o.gpus_per_switch} (a switch sits in one host)")
-    if explicit(o, "compute_efficiency") and o.layer_times:
-        _refuse("--compute-efficiency contradicts --layer-times: every kernel takes its "
-                "measured time, so no roofline efficiency applies")
-    if explicit(o, "compute_efficiency") and o.kernel_model == "fitted":
-        _refuse("--compute-efficiency contradicts --kernel-model fitted: the roofline's "
-                "efficiency applies to --kernel-model roofline (the fitted model has its own)")
-    for name in ("codec_units", "codec_unit_throughput"):
-        if explicit(o, name) and o.algorithm == "none":
-            _refuse(f"--{name.replace('_', '-')} contradicts --algorithm none: the codec units "
-                    "exist in an engine with a codec, and a plain copy engine has none")
-    _check_engine(o)
-    for name in ("burst", "buffer"):
-        if explicit(o, name) and o.mode == "flow":
-            _refuse(f"--{name} contradicts --mode flow: bursts and the staging buffer exist in "
-                    "--mode chunk")
-    if parse_bytes(o.buffer) < parse_bytes(o.burst):
-        _refuse(f"--buffer {o.buffer} is smaller than one --burst ({o.burst}): the staging "
-                "buffer must hold a burst")
-    if o.functional and not o.tensors:
-        _refuse("--functional needs --tensors: functional mode moves and checks real tensors' "
-                "bytes")
-    if o.workload:
-        # the options of the elements a --workload run does not build (the network renderer,
-        # the fitted and measured kernel times), from their declarations
-        for opt in options_of(*RENDERED_ONLY):
-            if explicit(o, opt.dest):
-                _refuse(f"{opt.flag} contradicts --workload: it applies to a rendered "
-                        "--network, and a --workload stream declares its own")
-        if o.workspace_bytes:
-            _refuse("--workspace contradicts --workload: it applies to a rendered --network, "
-                    "and a --workload stream declares its own")
-        if not o.no_baselines:
-            _refuse("--workload needs --no-baselines: the oracle (the same stream with nothing "
-                    "offloaded) cannot be derived from an arbitrary stream, and baselines "
-                    "rendered from --network would compare another workload")
 
 
-def _check_engine(o: argparse.Namespace) -> None:
-    """``--engine blackwell-de``: a codec the Decompression Engine takes (LZ4 unless given),
-    one 600 GB/s block unless ``--codec-units``/``--codec-unit-throughput`` say otherwise;
-    the DE's own options need it."""
-    from components.codecs import DE_CODECS
-
-    if o.engine != "blackwell-de":
-        for name in DE_OPTIONS:
-            if explicit(o, name):
-                _refuse(f"--{name.replace('_', '-')} needs --engine blackwell-de: it describes "
-                        "Blackwell's Decompression Engine, and this engine is cdma")
-        return
-    if explicit(o, "algorithm") and o.algorithm not in DE_CODECS:
-        _refuse(f"--engine blackwell-de contradicts --algorithm {o.algorithm}: the "
-                "Decompression Engine decompresses Snappy, LZ4, Deflate and GZip (--algorithm "
-                f"{' or '.join(DE_CODECS)})")
+def _check_rules(chosen: Chosen) -> None:
+    """The rules between options (:mod:`sst_cdma.builder.option_rules`) and the engine's own
+    rules between its params, as the options set them."""
+    fault = broken_rule(chosen)
+    if fault:
+        _refuse(fault)
+    _validated(ENGINE, element_params(chosen.options, ENGINE))
+    fault = broken_rule(chosen, STREAM_RULES)
+    if fault:
+        _refuse(fault)
 
 
 def _codec(o: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -555,14 +505,16 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     link_name = o.link or spec_gpu.host_link
     _check_topology(o)
     _check_storage(o)
-    _check_host_cpu(o)
-    _check_contradictions(o, link_name)
+    _check_links(o, link_name)
+    workload = _workload(o)
+    host_cpu = _needs_host_cpu(*workload)
+    _check_rules(Chosen(o, host_cpu))
     if not o.workload:
         _check_kernel_times(o)
     # the preset, then what the options set on the link through its params' declarations
     # (--pcie-gen: 'generation'; refused above on an NVLink preset)
     link_params = {**LINKS[link_name], **element_params(o, LINK)}
-    spec = SystemSpec(spec_gpu, link_params, o, host_memory)
+    spec = SystemSpec(spec_gpu, link_params, o, host_memory, workload, host_cpu)
     _system(sst, spec)
     if not o.no_baselines:
         add_baselines()

@@ -33,6 +33,16 @@ class ParamError(ValueError):
     """A param is unknown, missing, does not parse, or is out of range."""
 
 
+class ParamRuleError(ParamError):
+    """A rule between an element's params is broken (:meth:`Element.check_params`).
+    ``reason`` says which and why, without naming the element: the builder reports it as a
+    fault of the options that set the params."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
+
+
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -322,7 +332,19 @@ class Element:
             else:
                 values[p.name] = p.parse(p.default) if isinstance(p.default, str) \
                     and p.kind != "str" else p.default
+        fault = cls.check_params(values, given)
+        if fault:
+            raise ParamRuleError(where, fault)
         return values
+
+    @classmethod
+    def check_params(cls, values: Mapping[str, Any], given: Mapping[str, Any]) -> Optional[str]:
+        """The rules between this element's own params: the fault of the first one
+        ``values`` (every param, parsed) break, in the caller's words
+        (:func:`sst_cdma.engine.param_words.param_word`), else None. ``given`` holds the
+        params as they were given (their text); :meth:`validate_params` asks, so every
+        graph that builds the element, by hand or by the builder, is checked."""
+        return None
 
     @classmethod
     def find_port(cls, port: str) -> Optional[Port]:
