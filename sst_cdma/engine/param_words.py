@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["Flag", "param_word", "speak_flags", "speak_params", "NO_VALUE"]
+__all__ = ["Flag", "param_word", "speak_flags", "speak_params", "forget_flag", "NO_VALUE"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,12 @@ def speak_flags(flags: Mapping[tuple[str, str], Flag]) -> None:
 def speak_params() -> None:
     """From now on, name every param by its own name (a graph built by hand)."""
     _vocabulary.clear()
+
+
+def forget_flag(element: str, param: str) -> None:
+    """Name ``param`` of ``element`` by itself from now on: its value came from elsewhere than
+    the command line (a param override), so its flag is not what the user typed."""
+    _vocabulary.pop((element, param), None)
 
 
 def _text(value: object) -> str:

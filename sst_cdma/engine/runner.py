@@ -279,6 +279,7 @@ def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) ->
     import fnmatch
 
     from sst_cdma.engine.element import ParamError
+    from sst_cdma.engine.param_words import forget_flag
 
     elements = configured_elements(graph)
     for pattern, params in overrides.items():
@@ -304,6 +305,7 @@ def apply_overrides(graph: ConfigGraph, overrides: dict[str, dict[str, Any]]) ->
                                    f"{key!r}: {exc}", _display(graph.source)) from None
                 comp.params[key] = str(value)
                 comp.param_where[key] = "param override"
+                forget_flag(comp.type, key)  # an error names what the user set: the param
 
 
 def resolve_options(graph: ConfigGraph, cli: dict[str, Optional[str]]) -> dict[str, str]:

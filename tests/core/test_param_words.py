@@ -59,3 +59,13 @@ def test_a_topology_build_speaks_in_flags_and_the_next_script_in_params(tmp_path
     assert param_word("cdma.NetworkWorkload", "batch") == "--batch"
     sst_cdma.run(str(script), console=io.StringIO())
     assert param_word("cdma.NetworkWorkload", "batch") == "batch"
+
+
+def test_a_param_override_is_named_as_the_param_it_set():
+    from sst_cdma.engine.param_words import forget_flag
+
+    speak_flags(flag_words())
+    assert param_word("cdma.CDMAEngine", "buffer", "32KiB") == "--buffer 32KiB"
+    forget_flag("cdma.CDMAEngine", "buffer")
+    assert param_word("cdma.CDMAEngine", "buffer", "32KiB") == "buffer=32KiB"
+    assert param_word("cdma.CDMAEngine", "burst") == "--burst"

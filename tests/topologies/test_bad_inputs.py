@@ -101,10 +101,10 @@ def test_the_smallest_burst_and_a_one_burst_buffer_run():
 
 @pytest.mark.parametrize("params,message", [
     ({"burst": "1KiB"}, "'burst': '1KiB' must be >= 4096"),
-    # the engine's own rule, met where its params are checked (here under the command line's
-    # words: the run parsed options)
-    ({"burst": "64KiB", "buffer": "32KiB"}, "gpu0.dma (cdma.CDMAEngine): --buffer 32KiB is "
-                                            "smaller than one --burst (64KiB): the staging "
+    # the engine's own rule, met where its params are checked: the overrides are named as
+    # the params they set, not as the flags the user did not type
+    ({"burst": "64KiB", "buffer": "32KiB"}, "gpu0.dma (cdma.CDMAEngine): buffer=32KiB is "
+                                            "smaller than one burst (64KiB): the staging "
                                             "buffer must hold a burst"),
 ])
 def test_the_engine_params_refuse_the_same_bursts(params, message):
