@@ -39,12 +39,14 @@ Vertex = tuple[str, dict[str, object]]
 
 @dataclass(frozen=True)
 class Cluster:
-    """A built cluster: its node preset, fabric preset, node count and graph."""
+    """A built cluster: its node preset, fabric preset, node count, graph and the name of
+    its node preset (what the collectives' fits are keyed by)."""
 
     node: NodeSpec
     fabric: FabricSpec
     nodes: int
     graph: nx.Graph
+    preset: str = ""
 
     @property
     def gpus(self) -> int:
@@ -204,7 +206,7 @@ def build_cluster(node: str = "dgx_h100", nodes: int = 1, fabric: str = "rail_nd
     vertices, edges = _fabric(net, leaves)
     g.add_nodes_from(vertices)
     g.add_edges_from(edges)
-    return Cluster(spec, net, nodes, g)
+    return Cluster(spec, net, nodes, g, node)
 
 
 def route(cluster: Cluster, a: str, b: str) -> list[str]:

@@ -28,12 +28,13 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from sst_cdma.engine.file_reads import MIB, FileKind, load_json
+from sst_cdma.model.cluster_graph import Cluster, group_shape
 from sst_cdma.model.clusters import nic_preset, node_preset
 
 __all__ = ["OPS", "ALGORITHMS", "DATA_PATH", "CollectiveError", "Line", "Tier", "SystemTiers",
            "Phase", "CollectiveCost", "bus_factor", "busbw_from_algbw", "algbw_from_busbw",
            "ring_steps", "bytes_per_rank", "ring_cost", "tree_cost", "hierarchical_cost",
-           "send_recv_cost", "collective_cost", "Dataset", "Fit", "load_datasets",
+           "send_recv_cost", "collective_cost", "group_cost", "Dataset", "Fit", "load_datasets",
            "fit_dataset", "fits", "system_tiers", "fit_table", "main"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "send_recv")
@@ -335,6 +336,15 @@ def collective_cost(algorithm: str, op: str, nbytes: float, ranks: int, nodes: i
     if algorithm == "tree":
         return tree_cost(op, nbytes, ranks, nodes, tiers)
     return hierarchical_cost(op, nbytes, ranks, nodes, tiers, overlap)
+
+
+def group_cost(cluster: Cluster, ranks: Sequence[int], algorithm: str, op: str,
+               nbytes: float, overlap: bool = False) -> CollectiveCost:
+    """The cost of ``op`` over the process group ``ranks`` of a built cluster: its shape
+    (nodes, ranks per node) from the ranks' places, its system from the cluster's preset."""
+    nodes, per_node = group_shape(cluster, ranks)
+    return collective_cost(algorithm, op, nbytes, nodes * per_node, nodes, cluster.preset,
+                           overlap)
 
 
 @dataclass(frozen=True)

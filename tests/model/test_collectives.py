@@ -9,9 +9,11 @@ import math
 
 import pytest
 
+from sst_cdma.model.cluster_graph import build_cluster
 from sst_cdma.model.collectives import (ALGORITHMS, DATA_PATH, CollectiveError, bus_factor,
                                         algbw_from_busbw, busbw_from_algbw, bytes_per_rank,
-                                        collective_cost, fit_dataset, fits, hierarchical_cost,
+                                        collective_cost, fit_dataset, fits, group_cost,
+                                        hierarchical_cost,
                                         load_datasets, main, ring_steps, send_recv_cost,
                                         system_tiers)
 
@@ -149,6 +151,17 @@ def test_one_rank_or_no_bytes_cost_nothing(algorithm, op):
 def test_bad_inputs_are_refused_naming_the_parameter(args, words):
     with pytest.raises(CollectiveError, match=words.replace("(", r"\(")):
         collective_cost(*args, "dgx_h100")
+
+
+def test_a_groups_cost_comes_from_where_its_ranks_are_placed():
+    cluster = build_cluster("dgx_h100", 4, "rail_ndr")
+    tp = group_cost(cluster, range(8, 16), "ring", "all_reduce", GIB)
+    dp = group_cost(cluster, range(3, 32, 8), "ring", "all_reduce", GIB)
+    assert tp == collective_cost("ring", "all_reduce", GIB, 8, 1, "dgx_h100")
+    assert dp == collective_cost("ring", "all_reduce", GIB, 4, 4, "dgx_h100")
+    assert dp.time_s > tp.time_s                      # 4 ranks over the network, 8 on NVLink
+    pipe = group_cost(cluster, [7, 15], "ring", "send_recv", GIB)
+    assert pipe.phases[0].tier == "inter"
 
 
 def test_send_recv_has_no_hierarchical_form_of_its_own():
