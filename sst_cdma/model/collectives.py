@@ -13,8 +13,9 @@ the buffer per rank; NCCL prices each protocol (low-latency and simple) and runs
 Each tier carries two lines, low-latency (LL) and simple: inside a node they are FITTED to
 published nccl-tests sweeps of the systems (``calibration_data/nccl_tests.json``, the fit:
 :func:`fit_dataset`, its residuals: ``python -m sst_cdma.model.collectives --fit``); across
-nodes no published sweep of a DGX was found, so the network tier is the NIC's line rate with
-NCCL's own per-step network latencies (tuning.cc), flagged ``fitted=False``. docs/clusters.md
+nodes no published sweep of a DGX was found, so the network tier is the NIC's line rate times
+the share of it NVIDIA states NCCL gets per NDR NIC (46-48 of 50 GB/s), with NCCL's own
+per-step network latencies (tuning.cc), flagged ``fitted=False``. docs/clusters.md
 says where every number comes from."""
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ __all__ = ["OPS", "ALGORITHMS", "DATA_PATH", "CollectiveError", "Line", "Tier", 
            "Phase", "CollectiveCost", "bus_factor", "busbw_from_algbw", "algbw_from_busbw",
            "ring_steps", "bytes_per_rank", "ring_cost", "tree_cost", "hierarchical_cost",
            "send_recv_cost", "collective_cost", "group_cost", "Dataset", "Fit", "load_datasets",
-           "fit_dataset", "fits", "system_tiers", "fit_table", "main"]
+           "fit_dataset", "fits", "network_efficiency", "system_tiers", "fit_table", "main"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical")
@@ -474,18 +475,32 @@ def fits() -> dict[str, Fit]:
     return {d.system: fit_dataset(d) for d in load_datasets() if d.use == "fit"}
 
 
+@functools.lru_cache(maxsize=1)
+def network_efficiency() -> float:
+    """The share of a NIC's line rate NCCL's rings get across nodes: the mean of the shipped
+    ``network`` figures (per-NIC bus bandwidth NVIDIA states for NDR) over the line rate of
+    their system's NIC; applied to every NIC preset."""
+    shares = [bw / nic_preset(node_preset(d.system).nic).line_rate_Bps
+              for d in load_datasets() if d.use == "network" for bw in d.busbw_Bps]
+    if not shares:
+        raise CollectiveError(f"{DATA_PATH}: no network data set to calibrate the NICs with")
+    return sum(shares) / len(shares)
+
+
 @functools.lru_cache(maxsize=8)
 def system_tiers(system: str) -> SystemTiers:
     """The tiers of a node preset: inside the node, the fit to its nccl-tests sweep; across
-    nodes, its NIC's line rate with NCCL's network step latencies (not fitted)."""
+    nodes, its NIC's line rate times :func:`network_efficiency` with NCCL's network step
+    latencies (not fitted to a sweep)."""
     node = node_preset(system)
     if system not in fits():
         raise CollectiveError(f"system: {system!r} has no nccl-tests data to fit")
     nic = nic_preset(node.nic)
-    rate = nic.line_rate_Bps
+    rate = nic.line_rate_Bps * network_efficiency()
     inter = Tier((Line("LL", NET_STEP_LATENCY_S["LL"], rate * NET_LL_SHARE),
                   Line("simple", NET_STEP_LATENCY_S["simple"], rate)), False,
-                 f"{nic.name} line rate; NCCL tuning.cc network step latencies")
+                 f"{nic.name}: {network_efficiency():.0%} of its line rate; NCCL tuning.cc "
+                 "network step latencies")
     return SystemTiers(system, node.gpus, fits()[system].tier(), inter)
 
 

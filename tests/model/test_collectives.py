@@ -13,7 +13,7 @@ from sst_cdma.model.cluster_graph import build_cluster
 from sst_cdma.model.collectives import (ALGORITHMS, DATA_PATH, CollectiveError, bus_factor,
                                         algbw_from_busbw, busbw_from_algbw, bytes_per_rank,
                                         collective_cost, fit_dataset, fits, group_cost,
-                                        hierarchical_cost,
+                                        hierarchical_cost, network_efficiency,
                                         load_datasets, main, ring_steps, send_recv_cost,
                                         system_tiers)
 
@@ -79,15 +79,23 @@ def test_a_refit_of_the_shipped_data_is_the_same_fit():
             assert fit_dataset(data) == fits()[data.system]
 
 
+def test_the_network_gets_the_share_of_line_rate_nvidia_states_for_ndr():
+    # "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (NVIDIA/nccl-tests issue #290)
+    assert network_efficiency() == pytest.approx(47 / 50)
+    inter = system_tiers("dgx_a100").inter
+    assert not inter.fitted and inter.line("simple").busbw_Bps == pytest.approx(25e9 * 0.94)
+    assert inter.line("LL").busbw_Bps == pytest.approx(inter.line("simple").busbw_Bps / 4)
+
+
 def test_across_two_nodes_the_measured_dgx_a100_peak_sits_where_the_model_puts_it():
-    # NVIDIA's 192 GB/s all-reduce bus bandwidth on 2 DGX A100 (8x HDR each): below the
-    # multi-rail ring's bound (8 NICs x 25 GB/s) by less than 5%, and between the hierarchical
-    # all-reduce with its phases one after another and pipelined
+    # NVIDIA's 192 GB/s all-reduce bus bandwidth on 2 DGX A100 (8x HDR each), a figure the
+    # model is not calibrated on: the multi-rail ring (8 NICs at the NDR share of line rate)
+    # comes within 5% of it, and it lies between the hierarchical all-reduce with its phases
+    # one after another and pipelined
     (measured,) = _dataset("dgx_a100_2node_all_reduce_peak").busbw_Bps
     cost = {(alg, ov): collective_cost(alg, "all_reduce", 8 * GIB, 16, 2, "dgx_a100", ov)
             for alg, ov in [("ring", False), ("hierarchical", False), ("hierarchical", True)]}
-    ring = cost["ring", False].busbw_Bps
-    assert measured <= ring <= 200e9 and ring / measured - 1 < 0.05
+    assert abs(cost["ring", False].busbw_Bps / measured - 1) < 0.05
     assert cost["hierarchical", False].busbw_Bps < measured < cost["hierarchical", True].busbw_Bps
 
 
@@ -122,7 +130,7 @@ def test_hierarchical_phases_move_the_shards_over_the_rails():
 def test_send_recv_crosses_nvlink_or_one_nic():
     inside = collective_cost("ring", "send_recv", GIB, 2, 1, "dgx_h100")
     across = collective_cost("ring", "send_recv", GIB, 2, 2, "dgx_h100")
-    assert across.time_s == pytest.approx(9.6e-6 + 8.4e-6 + GIB / 50e9)
+    assert across.time_s == pytest.approx(9.6e-6 + 8.4e-6 + GIB / 47e9)
     assert inside.time_s < across.time_s and inside.phases[0].tier == "intra"
 
 
