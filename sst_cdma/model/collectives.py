@@ -22,20 +22,21 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from sst_cdma.engine.file_reads import MIB, FileKind, load_json
-from sst_cdma.model.cluster_graph import Cluster, group_shape
+from sst_cdma.model.cluster_graph import Cluster, group_shape, rank_place
 from sst_cdma.model.clusters import nic_preset, node_preset
 
 __all__ = ["OPS", "ALGORITHMS", "DATA_PATH", "CollectiveError", "Line", "Tier", "SystemTiers",
            "Phase", "CollectiveCost", "bus_factor", "busbw_from_algbw", "algbw_from_busbw",
            "ring_steps", "bytes_per_rank", "ring_cost", "tree_cost", "hierarchical_cost",
-           "send_recv_cost", "collective_cost", "group_cost", "Dataset", "Fit", "load_datasets",
+           "send_recv_cost", "collective_cost", "group_cost", "network_share",
+           "with_network_share", "Dataset", "Fit", "load_datasets",
            "fit_dataset", "fits", "network_efficiency", "system_tiers", "fit_table", "main"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "send_recv")
@@ -319,14 +320,28 @@ def send_recv_cost(nbytes: float, same_node: bool, tiers: SystemTiers) -> Collec
     return CollectiveCost("p2p", "send_recv", nbytes, 2, phase.time_s, (phase,))
 
 
+def with_network_share(tiers: SystemTiers, share: float) -> SystemTiers:
+    """``tiers`` with the network tier's bandwidths times ``share`` (0 < share <= 1): what
+    an oversubscribed fabric leaves each NIC where the traffic crosses its spines."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) \
+            or not 0 < share <= 1:
+        raise CollectiveError(f"network_share: {share!r} must be a number in (0, 1]")
+    if share == 1:
+        return tiers
+    lines = tuple(replace(line, busbw_Bps=line.busbw_Bps * share) for line in tiers.inter.lines)
+    return replace(tiers, inter=replace(tiers.inter, lines=lines))
+
+
 def collective_cost(algorithm: str, op: str, nbytes: float, ranks: int, nodes: int,
-                    system: str, overlap: bool = False) -> CollectiveCost:
+                    system: str, overlap: bool = False,
+                    network_share: float = 1.0) -> CollectiveCost:
     """The cost of ``op`` on ``nbytes`` over ``ranks`` ranks spread evenly over ``nodes``
     nodes of ``system`` (a node preset) with ``algorithm`` (ring, tree, hierarchical);
-    ``overlap`` pipelines the hierarchical phases. A send/recv is between two ranks."""
+    ``overlap`` pipelines the hierarchical phases; ``network_share`` scales the network's
+    bandwidth (:func:`with_network_share`). A send/recv is between two ranks."""
     if algorithm not in ALGORITHMS:
         raise CollectiveError(f"algorithm: {algorithm!r} is none of {', '.join(ALGORITHMS)}")
-    tiers = system_tiers(system)
+    tiers = with_network_share(system_tiers(system), network_share)
     if op == "send_recv":
         if ranks != 2 or nodes not in (1, 2):
             raise CollectiveError(f"ranks: a send_recv is between 2 ranks on 1 or 2 nodes, "
@@ -339,13 +354,31 @@ def collective_cost(algorithm: str, op: str, nbytes: float, ranks: int, nodes: i
     return hierarchical_cost(op, nbytes, ranks, nodes, tiers, overlap)
 
 
+def network_share(cluster: Cluster, ranks: Sequence[int]) -> float:
+    """The share of each NIC's bandwidth a group's traffic gets from the fabric: 1 while its
+    NICs sit on leaves that reach each other without spines (one scalable unit of a
+    rail-optimized fabric, one leaf of a fat-tree), else the leaves' up:down port ratio (the
+    worst case: every flow crosses the spines)."""
+    fabric = cluster.fabric
+    nodes = {rank_place(cluster, r).node for r in ranks}
+    if fabric.kind == "rail_optimized":
+        units = {node // fabric.down_ports for node in nodes}
+        local = len(units) == 1
+    else:
+        per = cluster.node.gpus
+        leaves = {(node * per + j) // fabric.down_ports for node in nodes for j in range(per)}
+        local = len(leaves) == 1
+    return 1.0 if local else min(1.0, fabric.up_ports / fabric.down_ports)
+
+
 def group_cost(cluster: Cluster, ranks: Sequence[int], algorithm: str, op: str,
                nbytes: float, overlap: bool = False) -> CollectiveCost:
     """The cost of ``op`` over the process group ``ranks`` of a built cluster: its shape
-    (nodes, ranks per node) from the ranks' places, its system from the cluster's preset."""
+    (nodes, ranks per node) from the ranks' places, its system from the cluster's preset,
+    the network's share from where its NICs sit on the fabric (:func:`network_share`)."""
     nodes, per_node = group_shape(cluster, ranks)
     return collective_cost(algorithm, op, nbytes, nodes * per_node, nodes, cluster.preset,
-                           overlap)
+                           overlap, network_share(cluster, ranks))
 
 
 @dataclass(frozen=True)

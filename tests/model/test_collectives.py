@@ -13,7 +13,7 @@ from sst_cdma.model.cluster_graph import build_cluster
 from sst_cdma.model.collectives import (ALGORITHMS, DATA_PATH, CollectiveError, bus_factor,
                                         algbw_from_busbw, busbw_from_algbw, bytes_per_rank,
                                         collective_cost, fit_dataset, fits, group_cost,
-                                        hierarchical_cost, network_efficiency,
+                                        hierarchical_cost, network_efficiency, network_share,
                                         load_datasets, main, ring_steps, send_recv_cost,
                                         system_tiers)
 
@@ -170,6 +170,23 @@ def test_a_groups_cost_comes_from_where_its_ranks_are_placed():
     assert dp.time_s > tp.time_s                      # 4 ranks over the network, 8 on NVLink
     pipe = group_cost(cluster, [7, 15], "ring", "send_recv", GIB)
     assert pipe.phases[0].tier == "inter"
+
+
+def test_an_oversubscribed_fabric_slows_groups_that_cross_its_spines():
+    blocking = build_cluster("dgx_h100", 64, "rail_ndr", oversubscription=3.0)
+    within = list(range(0, 8 * 8, 8))                 # rail 0 of nodes 0-7: one unit
+    across = [8 * n for n in (0, 8, 16, 24, 40, 48, 56, 63)]   # 48 nodes a unit at 3:1
+    assert network_share(blocking, within) == 1.0
+    assert network_share(blocking, across) == pytest.approx(16 / 48)
+    fast, slow = (group_cost(blocking, g, "ring", "all_reduce", GIB) for g in (within, across))
+    assert slow.time_s > 2.5 * fast.time_s
+    open_fabric = build_cluster("dgx_h100", 64, "rail_ndr")
+    assert network_share(open_fabric, across) == 1.0
+    tree = build_cluster("dgx_a100", 6, "fat_tree_hdr", oversubscription=3.0)   # 30 NICs a leaf
+    assert network_share(tree, [0, 8]) == 1.0
+    assert network_share(tree, [0, 40]) == pytest.approx(10 / 30)
+    with pytest.raises(CollectiveError, match=r"network_share: 0 must be a number in \(0, 1\]"):
+        collective_cost("ring", "all_reduce", GIB, 16, 2, "dgx_h100", network_share=0)
 
 
 def test_send_recv_has_no_hierarchical_form_of_its_own():
