@@ -237,9 +237,16 @@ def offload_route(cluster: Cluster, gpu: str) -> list[str]:
     return [gpu, cluster.pcie_switch_of(gpu), socket, socket.replace("/cpu", "/mem")]
 
 
-def nic_route(cluster: Cluster, gpu: str) -> list[str]:
-    """The vertices from a GPU to its own NIC (GPUDirect RDMA): through its PCIe switch."""
-    return [gpu, cluster.pcie_switch_of(gpu), cluster.nic_of(gpu)]
+def nic_route(cluster: Cluster, gpu: str, gpudirect: bool = True) -> list[str]:
+    """The vertices from a GPU to its own NIC: with GPUDirect RDMA through its PCIe switch;
+    without, staged in host memory (up the switch's uplink to the socket's memory and down
+    again to the NIC)."""
+    switch, nic = cluster.pcie_switch_of(gpu), cluster.nic_of(gpu)
+    if gpudirect:
+        return [gpu, switch, nic]
+    socket = cluster.socket_of(gpu)
+    memory = socket.replace("/cpu", "/mem")
+    return [gpu, switch, socket, memory, socket, switch, nic]
 
 
 def links_of(path: Sequence[str]) -> list[tuple[str, str]]:

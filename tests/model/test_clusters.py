@@ -121,6 +121,15 @@ def test_offloads_share_the_gpus_pcie_link_with_its_nic_and_the_uplink_with_a_ne
     assert far[2] == "n0/cpu1" and shared_links(offload_route(c, gpu0), far) == []
 
 
+def test_without_gpudirect_the_nic_traffic_shares_the_uplink_and_memory_with_offloads():
+    c = build_cluster("dgx_a100", 1, "rail_hdr")
+    gpu = c.gpu(0, 3)
+    staged = nic_route(c, gpu, gpudirect=False)
+    assert staged == ["n0/gpu3", "n0/pcie1", "n0/cpu0", "n0/mem0", "n0/cpu0", "n0/pcie1",
+                      "n0/nic3"]
+    assert shared_links(offload_route(c, gpu), staged) == links_of(offload_route(c, gpu))
+
+
 def test_shared_links_are_directed_unless_asked():
     there, back = ["a", "b", "c"], ["c", "b"]
     assert shared_links(there, back) == []
