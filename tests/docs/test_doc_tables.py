@@ -32,6 +32,7 @@ class Check:
 
 
 CHECKS = [
+    Check("docs/clusters.md", "python -m sst_cdma.model.collectives --fit"),
     Check("docs/gpus.md", "sst-cdma sweep sweeps/systems.yaml -o results/systems", slow=True),
     Check("docs/kernel_model.md", "python benchmarks/bench_tensor_core.py --markdown"),
     Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --committed-params"),
@@ -58,6 +59,10 @@ CHECKS = [
 #: tables of facts from sources (datasheets, specifications, papers): not regenerated; each
 #: names its source, in a column or in the text above it (where)
 SOURCES = {
+    "docs/clusters.md § Network cards #1": "source column",
+    "docs/clusters.md § Nodes #1": "source column",
+    "docs/clusters.md § Fabrics #1": "source column",
+    "docs/clusters.md § The data #1": "source column",
     "docs/gpus.md § GPU presets #1": "the paragraph above (datasheets and whitepapers)",
     "docs/gpus.md § Where each figure comes from #1": "source column",
     "docs/gpus.md § Tensor-core peaks (`tensor_flops`) #1": "source column",
@@ -75,6 +80,7 @@ SOURCES = {
 
 #: reference tables: options, fields, formats, modules; no figure to regenerate
 REFERENCE = {
+    "docs/clusters.md § Many nodes: clusters, routes and collectives #1",
     "docs/codecs.md § API #1", "docs/codecs.md § Element types #1",
     "docs/codecs.md § Stream layout #1", "docs/codecs.md § ZVC payload (algorithm 1) #1",
     "docs/codecs.md § RLE payload (algorithm 2) #1",
