@@ -36,7 +36,7 @@ def summary(tmp_path_factory):
 
 def test_the_shipped_schema_is_the_generated_one():
     assert JSON_SCHEMA_PATH.read_text("utf-8") == json_schema_text(), \
-        "regenerate it: python -m components.summary_schema --json-schema"
+        "regenerate it: python -m sst_cdma.tools.summary_schema --json-schema"
 
 
 def test_a_summary_carries_its_schema_version(summary):
