@@ -30,7 +30,7 @@ __all__ = ["PARAMS_PATH", "TENSOR_PARAMS_PATH", "FORMAT", "VERSION", "TF32_MODES
 
 #: Where the committed fit lives.
 PARAMS_PATH = Path(__file__).with_name("kernel_params.json")
-#: Where the committed tensor-core fit lives (``python -m sst_cdma.model.tensor_fit``).
+#: Where the committed tensor-core fit lives (``python -m sst_cdma.tools.tensor_fit``).
 TENSOR_PARAMS_PATH = Path(__file__).with_name("tensor_core_params.json")
 TENSOR_FORMAT = "sst-cdma-tensor-core-params"
 FORMAT = "sst-cdma-kernel-params"
