@@ -116,7 +116,7 @@ class CDMAEngine(Component):
         Param("progress", "float", 0.5, "point of training (0..1) the densities are taken at",
               minimum=0, maximum=1),
         Param("tensors", "str", "", "real tensors named as in the workload — an NPZ file or a "
-              "folder written by 'sst-cdma capture --samples': compress their real bytes "
+              "folder of samples written by 'sst-cdma capture': compress their real bytes "
               "instead of estimating from density (each must be the simulated tensor: same "
               "network where recorded, dtype and shape, batch included)"),
         Param("functional", "bool", "false", "store the real compressed bytes in host memory "
@@ -248,8 +248,8 @@ class CDMAEngine(Component):
         """Each tensor's offload and prefetch time alone on the path, as a plain copy and
         through the codec, with the wire size the engine would send and the SM kernels a
         transfer through the codec runs on the compute stream (the same ratios and the
-        same flow arithmetic as the transfers themselves; the planner of ``--policy auto``
-        asks before the workload is scheduled). A fresh plan, dropped after: asking changes
+        same flow arithmetic as the transfers themselves; the planner of policy
+        ``auto`` asks before the workload is scheduled). A fresh plan, dropped after: asking changes
         nothing in the engine."""
         wire = plan_wires(replace(workload, tensors=tuple(replace(t, plain=False)
                                                           for t in workload.tensors)),
@@ -286,7 +286,7 @@ class CDMAEngine(Component):
 
     def state_copy_ps(self, direction: str, raw: int, route: str = "gpu-host") -> int:
         """A plain model-state copy of ``raw`` bytes alone (see :class:`TransferCosts`), with
-        the flows' own arithmetic, as the planner of ``--policy auto`` prices a placement."""
+        the flows' own arithmetic, as the planner of policy ``auto`` prices a placement."""
         if route not in STATE_ROUTES:
             raise ValueError(f"{self.name}: unknown model-state route {route!r}")
         path = self.peer_provider("pcie", HostPath).host_path()

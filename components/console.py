@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sst_cdma.model.element_params import network_word
 from sst_cdma.model.policies import VDNN_POLICIES
 
 from .nvswitch import allreduce_line
@@ -200,7 +201,7 @@ def _stopped_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     stopped = s.get("stopped_at_s", s["iteration_time_s"])
     raw, wire = _sizes(s["offloaded_bytes"], s["wire_bytes"])
     return [
-        f"STOPPED:         the run was stopped at {stopped * MS:.3f} ms (--stop-at) before "
+        f"STOPPED:         the run was stopped at {stopped * MS:.3f} ms (its stop-at time) before "
         "the iteration ended: no iteration time, stall, speed-up or slowdown",
         _row(f"offloaded{scope.total}", f"{raw} raw, {wire} on the wire so far"),
         _row(f"peak GPU memory{scope.largest}",
@@ -436,7 +437,7 @@ def _baseline_lines(s: dict[str, Any], scope: _Scope) -> list[str]:
     b = s.get("baselines", {})
     for label, name in (("oracle", "oracle"), ("vdnn", "vDNN baseline")):
         if label in b and not b[label].get("complete", True):
-            lines.append(f"{name + ':':<16} stopped (--stop-at) before its iteration ended: "
+            lines.append(f"{name + ':':<16} stopped (the run's stop-at time) before its iteration ended: "
                          "no comparison")
     if "oracle" in b and b["oracle"].get("complete", True):
         o = b["oracle"]
@@ -532,7 +533,8 @@ def no_offload_hint(s: dict[str, Any]) -> str:
     that would offload ("" otherwise)."""
     if s["offloaded_bytes"] or s["fits_in_memory"] or not s.get("complete", True):
         return ""
-    others = [f"--policy {name} ({what})" for name, what in _OFFLOADING if name != s["policy"]]
+    others = [f"{network_word('policy', name)} ({what})" for name, what in _OFFLOADING
+              if name != s["policy"]]
     why = " (it offloads convolutions' inputs only)" if s["policy"] == "conv" else ""
     return (f"policy {s['policy']}{why} moved nothing, and the run does not fit in GPU memory; "
             f"{' or '.join(others)} would offload")
@@ -541,7 +543,7 @@ def no_offload_hint(s: dict[str, Any]) -> str:
 def fits_hint(s: dict[str, Any]) -> str:
     """A hint where the run offloads or recomputes activations though everything fits: the
     oracle (the same run with nothing offloaded) fits in GPU memory and is faster, so
-    ``--policy none`` (and ``auto``, which moves nothing when everything fits) would give the
+    policy ``none`` (and ``auto``, which moves nothing when everything fits) would give the
     oracle's time ("" otherwise; also where model states are off the GPU, which the oracle
     keeps on it)."""
     oracle = s.get("baselines", {}).get("oracle")

@@ -4,7 +4,7 @@ per core x cores)``; its DRAM traffic is a flow on the host memory's DRAM resour
 CPU's own memory bandwidth) capped at that rate, so it competes with the offload copies for
 host DRAM bandwidth and slows when they saturate it. Steps run one at a time, in the order
 the GPUs ask (every core on one bucket, as DeepSpeed's CPU Adam spreads a parameter group
-over its threads). With ``--state-compression host`` a step request also asks the CPU to
+over its threads). With the workload's ``state_compression`` ``host`` a step request also asks the CPU to
 decompress the bucket's gradients before the step and compress its weights after it, at the
 measured per-core codec throughput (:mod:`sst_cdma.model.cpu_codecs`) on every core: the
 bucket's CPU time is the codecs' and the step's together."""
@@ -18,6 +18,7 @@ from typing import Any, Optional
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
+from sst_cdma.engine.param_words import param_word
 from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
                                      adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
@@ -77,18 +78,18 @@ class HostCPU(Component):
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
-        p = self.params
+        p, kind = self.params, self.type_name()
         if p["adam_throughput"] > 0 and p["adam_file"]:
-            raise ConfigError(f"{name} (cdma.HostCPU): adam_throughput (--cpu-adam-throughput) "
-                              "contradicts adam_file (--cpu-adam-file): each sets the CPU's "
-                              "Adam rate; give one")
+            raise ConfigError(f"{name} ({kind}): {param_word(kind, 'adam_throughput')} "
+                              f"contradicts {param_word(kind, 'adam_file')}: each sets the "
+                              "CPU's Adam rate; give one")
         if p["adam_throughput"] > 0:
             self.rate, self.source = p["adam_throughput"], "adam_throughput param"
         else:
             try:
                 profile = load_cpu_adam(p["adam_file"] or DEFAULT_CPU_ADAM)
             except CpuAdamError as exc:
-                raise ConfigError(f"{name} (cdma.HostCPU): adam_file (--cpu-adam-file): "
+                raise ConfigError(f"{name} ({kind}): {param_word(kind, 'adam_file')}: "
                                   f"{exc}") from None
             # one thread's rate: the step spreads over this element's cores from it
             self.rate = profile.params_per_s_per_core
@@ -153,7 +154,7 @@ class HostCPU(Component):
 
     def _route(self) -> Route:
         """The step's flow route over the host DRAM and the CPU's own memory bandwidth (built
-        on first use: the planner of ``--policy auto`` asks before setup)."""
+        on first use: the planner of policy ``auto`` asks before setup)."""
         if self.route is None:
             memory = self.peer_provider("memory", HostTier)
             self.route = self.flows.route({memory.resource.name: 1.0, self.own.name: 1.0})

@@ -122,7 +122,7 @@ class StorageDrive(Protocol):
 
 @runtime_checkable
 class TransferCosts(Protocol):
-    """What moving tensors would cost (``cdma.CDMAEngine``): the planner of ``--policy auto``
+    """What moving tensors would cost (``cdma.CDMAEngine``): the planner of policy ``auto``
     asks before the iteration is scheduled, so it prices offloads with the engine's own wire
     sizes, codec throughput and host path."""
 
@@ -162,7 +162,7 @@ class CodecKernels(Protocol):
 @runtime_checkable
 class StateCodec(Protocol):
     """The codec a compressed model-state copy goes through (``cdma.CDMAEngine``,
-    ``--state-compression``): the GPU sizes the copies' wire bytes from the model-state
+    the workload's ``state_compression``): the GPU sizes the copies' wire bytes from the model-state
     profile's ratio of that codec."""
 
     name: str
@@ -212,7 +212,7 @@ class HostStep(Protocol):
         ...
 
     def codec_ps(self, req: CpuStepRequest) -> int:
-        """The CPU codec work of a step request (``--state-compression host``), 0 without."""
+        """The CPU codec work of a step request (``state_compression=host``), 0 without."""
         ...
 
     def request_alone_ps(self, req: CpuStepRequest) -> int:

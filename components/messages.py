@@ -198,7 +198,7 @@ class CpuStepRequest:
     bucket: str
     params: int
     dram_bytes: int
-    #: ``--state-compression host``: the CPU codec that decompresses the bucket's
+    #: ``state_compression=host``: the CPU codec that decompresses the bucket's
     #: ``decompress_bytes`` of gradients before the step and compresses its ``compress_bytes``
     #: of weights after it, on ``dtype`` data ('' : none)
     codec: str = ""

@@ -12,6 +12,7 @@ from typing import Any, Optional
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.engine.kernel import SimulationError
+from sst_cdma.engine.param_words import param_word
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS, queue_limited_bandwidth
 
@@ -158,8 +159,8 @@ class NVMe(Component):
         if in_use > capacity:
             raise SimulationError(
                 f"{self.name} ({self.type_name()}): NVMe capacity exhausted storing {key!r}: "
-                f"{in_use} bytes of {capacity} ({in_use - capacity} bytes short; param "
-                "'capacity', --nvme-capacity, or stripe over more drives with --nvme N)")
+                f"{in_use} bytes of {capacity} ({in_use - capacity} bytes short; raise "
+                f"{param_word(self.type_name(), 'capacity')} or stripe over more drives)")
         self.in_use = in_use
         self.stored[key] = nbytes
         if payload is not None:

@@ -30,7 +30,7 @@ class Reporter(Component):
         Param("system", "str", "", "a one-line description of the simulated system (default: "
               "composed from the GPUs' presets and the host link)"),
         Param("statistics_need_folder", "bool", "false",
-              "write the statistic file only into an output folder (--output-directory); "
+              "write the statistic file only into the run's output folder, where it has one; "
               "without one the statistics stay in memory, as the cDMA topologies write theirs "
               "only where there is a folder for them (a graph saved from one keeps the rule)"),
     )

@@ -233,7 +233,7 @@ def _add_baselines(out: dict[str, Any], baseline_of: dict[str, GPUResult]) -> No
     baselines = {label: _baseline(other) for label, other in baseline_of.items()}
     if baselines:
         out["baselines"] = baselines
-        # a ratio of cut-off iterations (--stop-at) is no speed-up: only whole ones compare
+        # a ratio of iterations cut off (stop-at) is no speed-up: only whole ones compare
         if "oracle" in baselines and out["complete"] and baselines["oracle"]["complete"]:
             out["slowdown_vs_oracle"] = out["iteration_time_s"] / \
                 baselines["oracle"]["iteration_time_s"]
@@ -319,7 +319,7 @@ def multi_gpu_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
         summary["aggregation"]["copy_bounds"] = "mean"
     if "sm_codec_time_s" in first:  # the largest GPU's, as the iteration time
         summary["sm_codec_time_s"] = max(e["sm_codec_time_s"] for e in entries)
-    for key in ("functional_checks", "functional_matches"):  # --functional: every GPU's checks
+    for key in ("functional_checks", "functional_matches"):  # the engines' functional param: every GPU's checks
         if key in first:
             summary[key] = sum(e[key] for e in entries)
             summary["aggregation"][key] = "sum"

@@ -1,9 +1,8 @@
 """The ``summary.json`` contract: every key the Reporter writes, its JSON type, when it is
-there and what it means. The README's table is rendered from it (``python -m
-components.summary_schema``), so is the JSON Schema shipped beside it
-(``summary.schema.json``, rewritten by ``python -m components.summary_schema
---json-schema``), and the tests check every summary the Reporter writes against it, so they
-never disagree.
+there and what it means. The README's table is rendered from it (:func:`markdown`), so is the
+JSON Schema shipped beside it (``summary.schema.json``, rewritten by
+:func:`write_json_schema`; both are printed or written by :mod:`sst_cdma.tools.summary_schema`),
+and the tests check every summary the Reporter writes against it, so they never disagree.
 """
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from sst_cdma.model.dtypes import DTYPES
 
 __all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN", "NVME",
            "MODEL_STATES", "TIER", "SYSTEM_SHAPE", "SCHEMA_VERSION", "JSON_SCHEMA_PATH",
-           "check_summary", "markdown", "json_schema"]
+           "check_summary", "markdown", "json_schema", "json_schema_text", "write_json_schema"]
 
 ALWAYS = "always"
 
@@ -60,10 +59,10 @@ SUMMARY: tuple[Key, ...] = (
     _k("optimizer", "string", "optimizer step ending the iteration (`none`, `sgd`, ...)"),
     _k("allocation", "string", "what the main run's schedule did: `liveness`, `network-wide` "
        "(every buffer for the whole iteration: only where the schedule moves no tensor; a "
-       "`--allocation network-wide` run that offloads is allocated layer-wise, as vDNN's memory "
-       "manager, and says `liveness`), or `stream` for a --workload"),
+       "run with allocation `network-wide` that offloads is allocated layer-wise, as vDNN's memory "
+       "manager, and says `liveness`), or `stream` for a workload stream"),
     _k("complete", "boolean", "true when every main GPU ended its iteration; false for a run "
-       "--stop-at or --exit-after cut off (its times are then of the cut-off iteration)"),
+       "its stop-at or exit-after time cut off (its times are then of the cut-off iteration)"),
     _k("stopped_at_s", "number", "when the run was stopped", "when not complete"),
     _k("system", "string", "one line: GPU model, host link, GPU count"),
     _k("gpu_preset", "string", "GPU preset of the main GPUs"),
@@ -85,16 +84,16 @@ SUMMARY: tuple[Key, ...] = (
        "and `source` (what it rests on), and `real_tensors` compressed from real bytes instead",
        "when an engine read a profile or real tensors"),
     _k("engine", "string", "`blackwell-de`: Blackwell's Decompression Engine decompressed "
-       "prefetches, SM kernels compressed offloads (docs/model.md)", "with --engine blackwell-de"),
+       "prefetches, SM kernels compressed offloads (docs/model.md)", "with engine `blackwell-de`"),
     _k("sm_codec_time_s", "number", "compute-stream time of the SM (de)compression kernels "
-       "(part of `compute_time_s`)", "with --engine blackwell-de"),
+       "(part of `compute_time_s`)", "with engine `blackwell-de`"),
     _k("kernel_times", "string", "where kernel times come from: `model fitted on ...`, "
        "`roofline`, `measured on DEVICE (FILE)` followed by how the times reach this GPU "
        "(scaled from the preset the file names, or used unscaled), or a `workload stream`"),
     _k("iteration_time_s", "number", "iteration time"),
-    _k("forward_time_s", "number", "forward pass (with `--grad-accum N`, all N micro-batches' "
+    _k("forward_time_s", "number", "forward pass (with `grad_accum` N, all N micro-batches' "
        "forward passes)"),
-    _k("backward_time_s", "number", "backward pass (with `--grad-accum N`, all N micro-batches' "
+    _k("backward_time_s", "number", "backward pass (with `grad_accum` N, all N micro-batches' "
        "backward passes)"),
     _k("update_time_s", "number", "optimizer step (0 without one)"),
     _k("compute_time_s", "number", "time kernels ran"),
@@ -114,9 +113,9 @@ SUMMARY: tuple[Key, ...] = (
        "uplink, a CPU root complex): its `kind` (`switch`, `root complex`), `bandwidth_Bps` and "
        "busy `d2h`, `h2d` fractions", "where GPUs share a link"),
     _k("allreduce", "object", "the data-parallel gradient all-reduce over NVLink: see "
-       "`allreduce` below", "with --data-parallel"),
+       "`allreduce` below", "with `data_parallel`"),
     _k("nvme", "object", "the NVMe SSDs the main GPUs' engines stripe across: see `nvme` "
-       "below", "with --nvme"),
+       "below", "with NVMe SSDs"),
     _k("peak_gpu_memory_bytes", "integer", "peak allocated GPU memory"),
     _k("average_gpu_memory_bytes", "integer", "allocated memory averaged over the iteration, "
        "as vDNN reports it"),
@@ -125,8 +124,8 @@ SUMMARY: tuple[Key, ...] = (
     _k("out_of_memory", "null|object", "null, or the `layer`, `tensor` and `bytes_short` where "
        "memory ran out"),
     _k("functional_checks", "integer", "prefetches whose real compressed bytes were checked bit "
-       "for bit against what was offloaded (a mismatch stops the run)", "with --functional"),
-    _k("functional_matches", "integer", "of those, the ones that matched", "with --functional"),
+       "for bit against what was offloaded (a mismatch stops the run)", "with `functional`"),
+    _k("functional_matches", "integer", "of those, the ones that matched", "with `functional`"),
     _k("baselines", "object", "`oracle` and `vdnn`: see `baselines.*` below",
        "with baselines"),
     _k("slowdown_vs_oracle", "number", "iteration_time_s / the oracle's", WHOLE),
@@ -140,7 +139,7 @@ SUMMARY: tuple[Key, ...] = (
        "below", "with one GPU"),
     _k("model_states", "object", "where the model states live, the memory of each tier, the "
        "host CPU's optimizer step and the micro-batches: see `model_states` below",
-       "with `--optimizer-states` off the GPU or `--grad-accum` above 1, one GPU"),
+       "with `optimizer_states` off the GPU or `grad_accum` above 1, one GPU"),
     _k("gpus", "array", "one entry per main GPU, with the one-GPU keys", SEVERAL),
     _k("aggregation", "object", "how each top-level figure combines the GPUs' (`max`, `sum`, "
        "`min`, `mean`, `all`)", SEVERAL),
@@ -174,7 +173,7 @@ HOST_LINK: tuple[Key, ...] = (
 ALLREDUCE: tuple[Key, ...] = (
     _k("gpus", "integer", "GPUs in the ring"),
     _k("buckets", "integer", "gradient buckets reduced"),
-    _k("bucket_cap_bytes", "integer", "bucket size (`--bucket-size`)"),
+    _k("bucket_cap_bytes", "integer", "bucket size (the fabric's `bucket`)"),
     _k("gradient_bytes", "integer", "weight-gradient bytes of one replica"),
     _k("bytes_per_gpu", "integer", "bytes each GPU sent (and received) over NVLink: 2(N-1)/N "
        "of the gradient bytes"),
@@ -225,7 +224,7 @@ PLAN: tuple[Key, ...] = (
 MODEL_STATES: tuple[Key, ...] = (
     _k("placement", "object", "`optimizer_states`, `weights`, `gradients` (`gpu`, `host`) and "
        "`delayed_update` (boolean)"),
-    _k("micro_batches", "integer", "micro-batches per optimizer step (`--grad-accum`)"),
+    _k("micro_batches", "integer", "micro-batches per optimizer step (`grad_accum`)"),
     _k("step_time_s", "number", "one optimizer step: every micro-batch, the update and the "
        "model-state traffic (the same as `iteration_time_s`)"),
     _k("micro_batch_time_s", "array", "each micro-batch's forward and backward passes, from its "
@@ -241,18 +240,19 @@ MODEL_STATES: tuple[Key, ...] = (
     _k("weights_to_gpu_bytes", "integer", "updated weight bytes copied host to GPU",
        "with the host CPU's step"),
     _k("state_compression", "object", "`mode` (`engine`, `host`), `codec` (the engine's "
-       "`--algorithm`), `dtype`, `gradients_ratio`, `weights_ratio` (the model-state "
-       "profile's raw / compressed bytes)", "with --state-compression engine or host"),
+       "codec), `dtype`, `gradients_ratio`, `weights_ratio` (the model-state "
+       "profile's raw / compressed bytes)", "with `state_compression` `engine` or `host`"),
     _k("gradients_wire_bytes", "integer", "gradient bytes that crossed the link (compressed)",
-       "with --state-compression engine or host"),
+       "with `state_compression` `engine` or `host`"),
     _k("weights_wire_bytes", "integer", "weight bytes that crossed the link (compressed)",
-       "with --state-compression engine or host"),
+       "with `state_compression` `engine` or `host`"),
     _k("cpu_codec_time_s", "number", "host CPU time decompressing gradients and compressing "
        "weights, alone (part of `cpu_step_alone_s`; 0 with `engine`)",
-       "with --state-compression engine or host"),
+       "with `state_compression` `engine` or `host`"),
     _k("host_state_bytes", "object", "pinned host bytes by role (`optimizer_states`: fp32 "
-       "master weights and moments; `optimizer_state_buffers` instead with `--optimizer-states "
-       "nvme`: two buckets' states; `gradients`; `weights` with `--weights host`)",
+       "master weights and moments; `optimizer_state_buffers` instead with "
+       "`optimizer_states=nvme`: two buckets' states; `gradients`; `weights` with "
+       "`weights=host`)",
        "with the host CPU's step"),
     _k("nvme_state_bytes", "object", "bytes held on the SSDs per bucket (`bucketN:s`: its "
        "optimizer states; `bucketN:w`: its 16-bit weights)", "with a model state on nvme"),
@@ -261,7 +261,7 @@ MODEL_STATES: tuple[Key, ...] = (
     _k("states_to_nvme_bytes", "integer", "optimizer-state bytes written back to the SSDs "
        "after the steps", "with a model state on nvme"),
     _k("weights_to_nvme_bytes", "integer", "updated weight bytes written host to SSDs "
-       "(`--weights nvme`)", "with a model state on nvme"),
+       "(`weights=nvme`)", "with a model state on nvme"),
     _k("cpu_step_time_s", "number", "time the host CPU spent stepping this GPU's buckets",
        "with the host CPU's step"),
     _k("cpu_step_alone_s", "number", "the same steps each alone: at the CPU's Adam throughput, or "
@@ -289,7 +289,7 @@ TIER: tuple[Key, ...] = (
 NVME: tuple[Key, ...] = (
     _k("drives", "integer", "SSDs the main engines stripe across"),
     _k("model", "string", "the drive, as its datasheet names it (docs/storage.md)"),
-    _k("preset", "string", "`--nvme-preset`"),
+    _k("preset", "string", "the drives' preset (`cdma.NVMe`'s `preset`)"),
     _k("path", "string", "`bounce` (through a pinned host buffer) or `gds` (GPUDirect Storage)"),
     _k("link", "string", "each drive's own PCIe link: `pcie4x4`, `pcie5x4`, ..."),
     _k("queue_depth", "integer", "commands kept outstanding to each drive"),
@@ -424,8 +424,8 @@ def json_schema() -> dict[str, Any]:
                          if name in {k.name for k in per_gpu}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$comment": "generated by python -m components.summary_schema --json-schema; do not "
-                    "edit",
+        "$comment": "generated by sst_cdma.tools.summary_schema from "
+                    "components/summary_schema.py; do not edit",
         **schema,
         "description": f"What an sst-cdma run writes to summary.json, schema_version "
                        f"{SCHEMA_VERSION}: times in seconds, sizes in bytes, bandwidths in "
@@ -445,24 +445,7 @@ def json_schema_text() -> str:
     return json.dumps(json_schema(), indent=2) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    """``python -m components.summary_schema [--json-schema]``: print the README's tables, or
-    rewrite the shipped JSON Schema."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m components.summary_schema",
-                                     description="Print summary.json's tables (markdown, as "
-                                                 "the README holds them).")
-    parser.add_argument("--json-schema", action="store_true",
-                        help=f"rewrite {JSON_SCHEMA_PATH.name} (the shipped JSON Schema) instead")
-    args = parser.parse_args(argv)
-    if args.json_schema:
-        JSON_SCHEMA_PATH.write_text(json_schema_text(), encoding="utf-8")
-        print(f"wrote {JSON_SCHEMA_PATH}")
-    else:
-        print(markdown(), end="")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write_json_schema() -> Path:
+    """Rewrite the shipped JSON Schema (:data:`JSON_SCHEMA_PATH`) from the keys; its path."""
+    JSON_SCHEMA_PATH.write_text(json_schema_text(), encoding="utf-8")
+    return JSON_SCHEMA_PATH

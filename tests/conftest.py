@@ -27,6 +27,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def _errors_speak_params():
+    """Each test starts as a fresh process does: errors name params, not flags (a topology
+    an earlier test built from a command line left its flags as the vocabulary)."""
+    from sst_cdma.engine.param_words import speak_params
+
+    speak_params()
+
+
 @pytest.fixture
 def repo() -> Path:
     """The repository root."""

@@ -265,7 +265,7 @@ def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
                      "per-layer ratio")
         elif not measured.gpu:
             text += (f", used unscaled on {preset} (the file names no GPU preset to scale "
-                     "from: time-layers --gpu records one)")
+                     "from: it has no 'gpu' field)")
         return text
     if kernel_model == "roofline":
         return "roofline"

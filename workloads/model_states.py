@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
 
+from sst_cdma.model.element_params import network_word
+
 from .errors import WorkloadError
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ PLACES = ("gpu", "host", "nvme")
 #: the tiers gradients may be placed on (the CPU step reads them from host memory)
 GRADIENT_PLACES = ("gpu", "host")
 #: who compresses the gradient and weight copies of the host CPU's step
-#: (``--state-compression``): nobody, the cDMA engine at both ends of the link, or the engine
+#: (the workload's ``state_compression``): nobody, the cDMA engine at both ends of the link, or the engine
 #: at the GPU's end and the host CPU's codec at the host's (docs/workloads.md section 9)
 STATE_COMPRESSION = ("none", "engine", "host")
 #: gradient buckets the GPU holds at once with the gradients on the host: DeepSpeed's two
@@ -76,41 +78,45 @@ class Placement:
         return self == Placement()
 
     def check(self, optimizer: str) -> None:
-        """A :class:`WorkloadError` naming the option for a placement this model cannot run."""
-        for option, value, allowed in (("optimizer-states", self.optimizer_states, PLACES),
-                                       ("weights", self.weights, PLACES),
-                                       ("gradients", self.gradients, GRADIENT_PLACES)):
+        """A :class:`WorkloadError` naming the param for a placement this model cannot run."""
+        for param, value, allowed in (("optimizer_states", self.optimizer_states, PLACES),
+                                      ("weights", self.weights, PLACES),
+                                      ("gradients", self.gradients, GRADIENT_PLACES)):
             if value not in allowed:
-                raise WorkloadError(f"--{option} {value!r}: expected one of "
+                raise WorkloadError(f"{network_word(param, repr(value))}: expected one of "
                                     f"{', '.join(allowed)}")
         if self.compression not in STATE_COMPRESSION:
-            raise WorkloadError(f"--state-compression {self.compression!r}: expected one of "
-                                f"{', '.join(STATE_COMPRESSION)}")
+            raise WorkloadError(f"{network_word('state_compression', repr(self.compression))}: "
+                                f"expected one of {', '.join(STATE_COMPRESSION)}")
+        offloaded = f"{network_word('optimizer_states', 'host')} or nvme"
         if self.compression != "none" and not self.offloaded:
-            raise WorkloadError(f"--state-compression {self.compression} compresses the "
-                                "gradient and weight copies of the host CPU's step: it needs "
-                                "--optimizer-states host")
+            raise WorkloadError(f"{network_word('state_compression', self.compression)} "
+                                "compresses the gradient and weight copies of the host CPU's "
+                                f"step: it needs {network_word('optimizer_states', 'host')}")
         if self.grad_accum < 1:
-            raise WorkloadError(f"--grad-accum must be at least 1 (micro-batches per optimizer "
-                                f"step), got {self.grad_accum}")
+            raise WorkloadError(f"{network_word('grad_accum')} must be at least 1 "
+                                f"(micro-batches per optimizer step), got {self.grad_accum}")
         if self.offloaded and optimizer != "adam":
-            raise WorkloadError(f"--optimizer-states {self.optimizer_states} runs the optimizer "
-                                "step on the host CPU, whose throughput is measured for Adam: "
-                                f"it needs --optimizer adam, not {optimizer!r}")
+            raise WorkloadError(f"{network_word('optimizer_states', self.optimizer_states)} "
+                                "runs the optimizer step on the host CPU, whose throughput is "
+                                f"measured for Adam: it needs {network_word('optimizer', 'adam')}"
+                                f", not {optimizer!r}")
         if self.delayed_update and not self.offloaded:
-            raise WorkloadError("--delayed-update overlaps the host CPU's optimizer step with "
-                                "the next iteration: it needs --optimizer-states host or nvme")
+            raise WorkloadError(f"{network_word('delayed_update', True)} overlaps the host CPU's "
+                                f"optimizer step with the next iteration: it needs {offloaded}")
         if self.weights != "gpu" and not self.offloaded:
-            raise WorkloadError(f"--weights {self.weights}: the update kernels on the GPU read "
-                                "and write the weights; with the weights off the GPU the host "
-                                "CPU steps them, which needs --optimizer-states host or nvme")
+            raise WorkloadError(f"{network_word('weights', self.weights)}: the update kernels on "
+                                "the GPU read and write the weights; with the weights off the "
+                                f"GPU the host CPU steps them, which needs {offloaded}")
         if self.gradients == "host" and not self.offloaded:
-            raise WorkloadError("--gradients host: the gradients go to the host for the CPU's "
-                                "optimizer step, which needs --optimizer-states host or nvme")
+            raise WorkloadError(f"{network_word('gradients', 'host')}: the gradients go to the "
+                                "host for the CPU's optimizer step, which needs "
+                                f"{offloaded}")
         if self.gradients == "host" and self.grad_accum > 1:
-            raise WorkloadError("--gradients host with --grad-accum "
-                                f"{self.grad_accum}: gradients accumulate in place on the GPU "
-                                "and go to the host once per step; give --gradients gpu")
+            raise WorkloadError(f"{network_word('gradients', 'host')} with "
+                                f"{network_word('grad_accum', self.grad_accum)}: gradients "
+                                "accumulate in place on the GPU and go to the host once per "
+                                f"step; give {network_word('gradients', 'gpu')}")
 
 
 def bucket_name(index: int) -> str:
@@ -183,7 +189,8 @@ def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: OptimizerSt
     total = sum(i.weight_bytes for i in weighted)
     size = placement.bucket_bytes
     if size > total:
-        raise WorkloadError(f"--bucket-size {size} bytes is larger than the gradients "
+        raise WorkloadError(f"{network_word('gradient_bucket', size)} bytes is larger than "
+                            f"the gradients "
                             f"({total} bytes): at most one bucket of all of them")
     itemsize = total // max(1, sum(i.params for i in weighted)) or 1
     cap = size or DEEPSPEED_BUCKET_ELEMENTS * itemsize

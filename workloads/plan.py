@@ -47,7 +47,7 @@ class Plan:
     choices: dict[str, str] = field(default_factory=dict)
     #: recomputed tensors (their producer's forward kernels re-run in the backward pass)
     recomputed: tuple[str, ...] = ()
-    #: micro-batches per optimizer step (``--grad-accum``): the GPU runs the ops of
+    #: micro-batches per optimizer step (``grad_accum``): the GPU runs the ops of
     #: :meth:`micro_batch_span` this many times, then the update and the epilogue once
     micro_batches: int = 1
     #: the frees each micro-batch's backward pass ends with (several micro-batches)

@@ -1,4 +1,4 @@
-"""The automatic planner behind ``--policy auto``: per activation tensor, the cheapest of keep,
+"""The automatic planner behind policy ``auto``: per activation tensor, the cheapest of keep,
 offload (plain copy), compress (through the cDMA codec) and recompute that makes the iteration
 fit the GPU memory.
 

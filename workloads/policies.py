@@ -26,6 +26,7 @@ import re
 from typing import Callable, Mapping
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.model.element_params import network_word
 from sst_cdma.model.policies import VDNN_POLICIES  # scheduled by vdnn.plan_iteration as vDNN does
 
 from .errors import WorkloadError, read_fault
@@ -142,13 +143,13 @@ def resolve_choices(network: Network, batch: int, dtype: str, policy: str,
     choices = {t: "keep" for t in tensors}
     if policy == "plan":
         if plan is None:
-            raise WorkloadError("policy 'plan' needs a plan file (--plan FILE)")
+            raise WorkloadError(f"policy 'plan' needs a plan file ({network_word('plan', 'FILE')})")
         choices.update(plan)
         return choices
     if is_vdnn(policy) or policy == "auto":
         raise WorkloadError(f"policy {policy!r} is not a per-tensor term policy" + (
             ": the planner needs a machine (GPU memory, host link, codec); run a topology "
-            "with --policy auto" if policy == "auto" else ""))
+            f"with {network_word('policy', 'auto')}" if policy == "auto" else ""))
     transformer = any(_in_block(t) for t in tensors.values())
     for choice, group in _terms(policy):
         if not group:

@@ -255,7 +255,7 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
               workspace_limit: Optional[int] = None, label: str = "", seq_len: int = 0,
               attention: str = "", placement: Optional["Placement"] = None,
               transfer_ps: "Optional[Callable[[object, int], int]]" = None) -> "PlanResult":
-    """``--policy auto``: the planner's choices for ``network`` on a machine with
+    """Policy ``auto``: the planner's choices for ``network`` on a machine with
     ``capacity`` bytes of GPU memory, kernels priced by ``kernel_ps(op)`` (as the GPU prices
     them) and copies by ``copy_costs`` (tensor -> :class:`~components.messages.CopyCost`,
     None without an engine); see :func:`workloads.planner.plan_to_fit`.

@@ -1,4 +1,4 @@
-"""Where ``--policy auto`` puts the model states: the placements the machine can serve
+"""Where policy ``auto`` puts the model states: the placements the machine can serve
 (:func:`candidates`), each planned for its activations and priced with its model-state
 traffic, and the fastest that fits the GPU and the host chosen (:func:`choose_placement`),
 with a verdict for every one.

@@ -228,8 +228,8 @@ class _Parser:
         return given
 
     def host_weight(self, name: str) -> bool:
-        """True for a weight tensor never offloaded: weights kept on the host (``--weights
-        host``), which a prefetch brings in as a plain copy."""
+        """True for a weight tensor never offloaded: weights kept on the host
+        (``weights=host``), which a prefetch brings in as a plain copy."""
         tensor = self.stream.tensors.get(name) if self.stream is not None else None
         return tensor is not None and tensor.kind == "weight" and name not in self.host
 

@@ -171,7 +171,7 @@ class StreamOp:
     codec: str = _key("codec", CODEC, ("offload",), default="")
     #: ``host`` or ``nvme`` on an offload (and its prefetch): where the tensor goes; '' = the
     #: GPU's ``offload_to``. On the prefetch of a weight never offloaded: the tier it starts on
-    #: (``--weights host|nvme``)
+    #: (``weights`` ``host`` or ``nvme``)
     tier: str = _key("tier", TIER, ("offload", "prefetch"), default="")
     line: int = field(default=0, compare=False)
 

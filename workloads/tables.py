@@ -3,7 +3,7 @@
 :func:`networks_table` prints a CNN's parameters, multiply-adds, FLOPs and activations per
 image; :func:`transformers_table` a transformer's per sequence (FLOPs with naive attention,
 activations in bfloat16 with naive and fused attention); :func:`memory_table` the vDNN
-schedules' peaks and offloaded bytes (``python -m workloads table`` and ``memory``)."""
+schedules' peaks and offloaded bytes (``python -m sst_cdma.tools.workloads table`` and ``memory``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from sst_cdma.engine.progress import tick, timed
+from sst_cdma.model.element_params import network_word
 
 from .dtypes import itemsize
 from .errors import WorkloadError
@@ -353,7 +354,8 @@ class _Schedule:
         self.recomputed = {t for ts in self.recompute_at.values() for t in ts}
         if self.recomputed and self.host_weights:
             where = self.placement.weights
-            raise WorkloadError(f"--weights {where} with a policy that recomputes: a rebuild "
+            raise WorkloadError(f"{network_word('weights', where)} with a policy that "
+                                "recomputes: a rebuild "
                                 f"re-runs forward kernels whose weights are on the {where}; "
                                 "give a vDNN "
                                 "policy (none, all, conv)", file=self.network.file)

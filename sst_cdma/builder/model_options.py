@@ -123,6 +123,12 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--nvme-queue-depth", NVME, "queue_depth"),
 )
 
+#: params the topology sets from the option of another param, (element, param) -> that
+#: param's (element, param): ``--bucket-size`` also sizes the gradient buckets copied to the
+#: host CPU (:mod:`sst_cdma.builder.topology`), so their errors name it too
+ALSO_SETS: dict[tuple[str, str], tuple[str, str]] = {
+    (NETWORK, "gradient_bucket"): (FABRIC, "bucket"),
+}
 
 #: the elements only a rendered network uses: a ``--workload`` stream brings its own tensors,
 #: ops and kernel times (it runs with the roofline's)
@@ -242,5 +248,7 @@ def flag_words() -> dict[tuple[str, str], Flag]:
     the vocabulary the builder installs (:func:`sst_cdma.engine.param_words.speak_flags`) so
     that errors raised below name the flags the user typed. A slot's params (``ELEMENT:SLOT``)
     are keyed by the slot's own name, as the elements filling it name them."""
-    return {(opt.element, opt.param): Flag(opt.flag, opt.invert)
-            for opt in ELEMENT_OPTIONS if opt.declaration is None}
+    words = {(opt.element, opt.param): Flag(opt.flag, opt.invert)
+             for opt in ELEMENT_OPTIONS if opt.declaration is None}
+    words.update({key: words[by] for key, by in ALSO_SETS.items()})
+    return words

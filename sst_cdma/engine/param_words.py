@@ -62,7 +62,9 @@ def _text(value: object) -> str:
 
 def param_word(element: str, param: str, value: object = NO_VALUE) -> str:
     """How an error names ``param`` of an element of type ``element`` (``cdma.GPU``; a
-    subcomponent's own type, ``cdma.NetworkWorkload``), with ``value`` when given: the flag
+    subcomponent's own type, ``cdma.NetworkWorkload``; for the element in a slot whose
+    interface declares the params every filler shares, ``OWNER:SLOT``, as a codec in the
+    engine's slot names ``cdma.CDMAEngine:codec``), with ``value`` when given: the flag
     (``--optimizer-states nvme``; a boolean as the flag alone, or its ``--no-`` form) under a
     command line that sets it, else ``optimizer_states=nvme``."""
     flag = _vocabulary.get((element, param))

@@ -6,7 +6,7 @@ __all__ = ["NAIVE", "ATTENTION_FORMS", "FUSED_FORMS", "TENSOR_LAYOUTS"]
 
 #: separate scores, softmax and context layers (each a tensor of its own)
 NAIVE = "naive"
-#: every form ``--attention`` and a network's ``attention`` field take: naive, FlashAttention-2
+#: every form the workload's ``attention`` and a network's ``attention`` field take: naive, FlashAttention-2
 #: and -3, or ``fused`` (the best fused kernel the GPU runs)
 ATTENTION_FORMS: tuple[str, ...] = (NAIVE, "flash2", "flash3", "fused")
 #: the forms that run attention as one fused kernel (a ``flash_attention`` layer's ``kernel``)

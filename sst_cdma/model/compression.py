@@ -10,22 +10,21 @@ zeros placed independently at that density (seeded, so runs are reproducible;
 cluster their zeros.
 
 Those samples are the same on every run, so the ratios of the registered sampled codecs are
-computed once, on the density grid, by ``python -m sst_cdma.model.compression --write`` into
-``ratio_table.json`` beside this module; a run looks them up instead of loading the codecs
-(which costs a second of JIT start-up per process). ``--check`` recomputes every entry and
-reports any that differ; the tests check a spread of them. Element types and codecs outside
+computed once, on the density grid, by :func:`write_table` into ``ratio_table.json`` beside
+this module; a run looks them up instead of loading the codecs (which costs a second of JIT
+start-up per process). :func:`table_differences` recomputes every entry and names any that
+differ; the tests check a spread of them. Both are run as ``python -m
+sst_cdma.tools.ratio_table``. Element types and codecs outside
 the table are sampled live.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import zlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from sst_cdma.codecs import registry
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
@@ -34,9 +33,9 @@ from sst_cdma.codecs.sampling import (DENSITY_STEPS, DTYPES, SAMPLE_ELEMENTS, de
 
 __all__ = ["DECOMPRESSION_ENGINE", "ALGORITHMS", "DENSITY_STEPS", "DTYPES", "SAMPLE_ELEMENTS",
            "TABLE_PATH", "algorithm_choices", "sampled_algorithms", "ratio_from_density", "wire_bytes",
-           "compute_table", "library_versions", "main"]
+           "compute_table", "library_versions", "write_table", "table_differences"]
 
-#: Blackwell's Decompression Engine as ``--engine blackwell-de`` builds it: one block of 600 GB/s
+#: Blackwell's Decompression Engine as the codec's ``engine`` ``blackwell-de`` builds it: one block of 600 GB/s
 #: (nvCOMP documentation, "Decompression Engine"; docs/model.md) and LZ4 unless asked otherwise
 DECOMPRESSION_ENGINE: dict[str, Any] = {"codec_units": 1, "codec_unit_throughput": "600GB/s",
                                         "algorithm": "lz4"}
@@ -122,35 +121,25 @@ def _ratio_table() -> Optional[dict[str, dict[str, list[float]]]]:
     return data["ratios"]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``--write`` regenerates ratio_table.json; ``--check`` compares it with fresh samples."""
-    ap = argparse.ArgumentParser(prog="python -m sst_cdma.model.compression",
-                                 description="the table of the sampled codecs' ratios (RLE, "
-                                             "zlib, ...) on the density grid")
-    action = ap.add_mutually_exclusive_group(required=True)
-    action.add_argument("--write", action="store_true", help="regenerate the table")
-    action.add_argument("--check", action="store_true", help="recompute and compare every entry")
-    args = ap.parse_args(argv)
-    fresh = compute_table()
-    if args.write:
-        TABLE_PATH.write_text(json.dumps(fresh, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {TABLE_PATH}")
-        return 0
+def write_table() -> Path:
+    """Regenerate ratio_table.json from fresh samples; its path."""
+    TABLE_PATH.write_text(json.dumps(compute_table(), indent=1) + "\n", encoding="utf-8")
+    return TABLE_PATH
+
+
+def table_differences() -> Optional[tuple[list[str], int]]:
+    """Every entry of ratio_table.json that a fresh sample does not reproduce, one line each,
+    with the number of entries compared; None where the shipped table is missing or was made
+    for other sampling settings."""
     shipped = _ratio_table()
     if shipped is None:
-        print(f"{TABLE_PATH}: missing or made for other sampling settings")
-        return 1
+        return None
+    fresh = compute_table()
     sampled = sampled_algorithms()
     bad = [(algo, dtype, step) for algo in sampled for dtype in DTYPES
            for step, value in enumerate(fresh["ratios"][algo][dtype])
            if _table_entry(shipped, algo, dtype, step) != value]
-    for algo, dtype, step in bad:
-        print(f"{algo} {dtype} density {step / DENSITY_STEPS:.3f}: table "
-              f"{_table_entry(shipped, algo, dtype, step)!r}, sample "
-              f"{fresh['ratios'][algo][dtype][step]!r}")
-    print(f"{len(bad)} of {len(sampled) * len(DTYPES) * (DENSITY_STEPS + 1)} entries differ")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    lines = [f"{algo} {dtype} density {step / DENSITY_STEPS:.3f}: table "
+             f"{_table_entry(shipped, algo, dtype, step)!r}, sample "
+             f"{fresh['ratios'][algo][dtype][step]!r}" for algo, dtype, step in bad]
+    return lines, len(sampled) * len(DTYPES) * (DENSITY_STEPS + 1)

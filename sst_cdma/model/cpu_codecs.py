@@ -1,5 +1,5 @@
 """The host CPU's codecs: how fast one core compresses and decompresses model states with each
-of the project's codecs (``--state-compression host``: the host CPU decompresses the gradients
+of the project's codecs (``state_compression=host``: the host CPU decompresses the gradients
 before its optimizer step and compresses the weights after it).
 
 Measured on this project's machine (a 2-vCPU AMD EPYC VM, shared) with one codec thread::

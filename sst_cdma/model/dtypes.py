@@ -20,11 +20,11 @@ PROFILE_DTYPES: tuple[str, ...] = tuple(PROFILE_ITEMSIZES)
 """The names of :data:`PROFILE_ITEMSIZES`."""
 
 NO_TF32 = "none"
-"""``--tf32``: float32 kernels in float32."""
+"""The fitted kernels' ``tf32``: float32 kernels in float32."""
 
 TF32_SCOPES: tuple[str, ...] = ("conv", "all")
-"""``--tf32``: which float32 kernels run as TF32: convolutions only (PyTorch's default on Ampere
-and later), or convolutions and matmuls."""
+"""The fitted kernels' ``tf32``: which float32 kernels run as TF32: convolutions only
+(PyTorch's default on Ampere and later), or convolutions and matmuls."""
 
 TF32_MODES: tuple[str, ...] = (NO_TF32, *TF32_SCOPES)
-"""Every ``--tf32`` mode."""
+"""Every ``tf32`` mode of the fitted kernels."""

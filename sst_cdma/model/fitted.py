@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 from sst_cdma.model.dtypes import NO_TF32, TF32_MODES
+from sst_cdma.model.element_params import fitted_word, network_word
 from sst_cdma.model.gpus import GPUS, GPUSpec
 from sst_cdma.model.kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
                            KernelParams, ModelError, TensorCores)
@@ -29,7 +30,7 @@ __all__ = ["PARAMS_PATH", "TENSOR_PARAMS_PATH", "FORMAT", "VERSION", "TF32_MODES
 
 #: Where the committed fit lives.
 PARAMS_PATH = Path(__file__).with_name("kernel_params.json")
-#: Where the committed tensor-core fit lives (``python -m sst_cdma.model.tensor_fit``).
+#: Where the committed tensor-core fit lives (``python -m sst_cdma.tools.tensor_fit``).
 TENSOR_PARAMS_PATH = Path(__file__).with_name("tensor_core_params.json")
 TENSOR_FORMAT = "sst-cdma-tensor-core-params"
 FORMAT = "sst-cdma-kernel-params"
@@ -64,7 +65,8 @@ class KernelModel:
     preset: str
     measured: bool
     tensor: Optional[TensorCores] = None
-    #: ``--tf32`` as asked (:data:`TF32_MODES`; '': PyTorch's default, :meth:`tf32_mode`)
+    #: the TF32 mode as asked, the fitted kernels' ``tf32`` (:data:`TF32_MODES`; '': PyTorch's
+    #: default, :meth:`tf32_mode`)
     tf32: str = ""
 
     @property
@@ -84,9 +86,11 @@ class KernelModel:
         if not asked:
             return "conv" if has else NO_TF32
         if asked not in TF32_MODES:
-            raise ModelError(f"--tf32 {asked}: unknown mode (one of {', '.join(TF32_MODES)})")
+            raise ModelError(f"{fitted_word('tf32', asked)}: unknown mode (one of "
+                             f"{', '.join(TF32_MODES)})")
         if asked != NO_TF32 and not has:
-            raise ModelError(f"--tf32 {asked}: GPU preset {self.preset!r} has no TF32 (tensor "
+            raise ModelError(f"{fitted_word('tf32', asked)}: GPU preset {self.preset!r} has "
+                             "no TF32 (tensor "
                              "cores with TF32 came with Ampere)")
         return asked
 
@@ -97,14 +101,16 @@ class KernelModel:
         if asked == "fused":
             return runs[-1] if runs else "flash2"
         if asked == "flash3" and asked not in runs:
-            raise ModelError(f"--attention flash3: GPU preset {self.preset!r} does not run "
+            raise ModelError(f"{network_word('attention', 'flash3')}: GPU preset "
+                             f"{self.preset!r} does not run "
                              "FlashAttention-3 (a Hopper kernel)")
         family = GPUS[self.preset].tensor_family if self.preset in GPUS else ""
         if asked == "flash2" and family not in FLASH2_FAMILIES:
-            raise ModelError(f"--attention flash2: GPU preset {self.preset!r} does not run "
-                             "FlashAttention-2 (it needs an Ampere or newer GPU, the "
-                             "FlashAttention README says; --attention fused prices this GPU's "
-                             "fused kernel)")
+            raise ModelError(f"{network_word('attention', 'flash2')}: GPU preset "
+                             f"{self.preset!r} does not run FlashAttention-2 (it needs an "
+                             "Ampere or newer GPU, the FlashAttention README says; "
+                             f"{network_word('attention', 'fused')} prices this GPU's fused "
+                             "kernel)")
         return asked
 
     def describe(self, dtype: str = "float32", attention: str = "") -> str:
@@ -120,7 +126,7 @@ class KernelModel:
             what = ("no TF32" if mode == NO_TF32 else "TF32 convolutions (PyTorch's default: "
                     "cudnn.allow_tf32), fp32 matmuls" if mode == "conv" else
                     "TF32 convolutions and matmuls")
-            parts.append(f"--tf32 {mode}: {what}" + (
+            parts.append(f"{fitted_word('tf32', mode)}: {what}" + (
                 "" if mode == NO_TF32 or tc is None else
                 f" at {hw.tf32_flops / 1e12:g} TFLOP/s dense (no TF32 measurement: the "
                 f"{tc.family} tensor-core constants at the TF32 peak)"))

@@ -126,6 +126,6 @@ def gpu_preset(name: str) -> str:
 
 
 def gpu_choices() -> str:
-    """The ``--gpu`` option's metavar: every preset and alias, sorted."""
+    """Every preset and alias, sorted: the metavar of the option that picks a GPU."""
     return "{" + ",".join(sorted([*GPUS, *GPU_ALIASES])) + "}"
 

@@ -86,7 +86,7 @@ def c2c_bandwidth(per_direction: float, efficiency: float = 0.9) -> float:
     return per_direction * efficiency
 
 
-#: The host-link presets ``--link`` names: a cdma.PCIeBridge's params for each (PCIe
+#: The host-link presets (a topology's host link): a cdma.PCIeBridge's params for each (PCIe
 #: generation and lanes; NVLink bricks and their rate; NVLink-C2C's per-direction rate); what
 #: each figure rests on: docs/model.md, "Host links from first principles".
 HOST_LINKS: dict[str, dict[str, object]] = {

@@ -1,4 +1,4 @@
-"""Data-center NVMe SSD presets (``--nvme-preset``, ``cdma.NVMe``'s ``preset``) and the
+"""Data-center NVMe SSD presets (``cdma.NVMe``'s ``preset``) and the
 queue-depth model of a drive's throughput. The figures are the vendors' datasheet ones;
 docs/storage.md names each datasheet and explains the model."""
 from __future__ import annotations

@@ -42,7 +42,8 @@ from sst_cdma.model.kernel_model import (PASSES, AttentionParams, Hardware, Kern
 __all__ = ["TC_CONV_FILE", "TC_GEMM_FILE", "ATTENTION_DIR", "FLASH3_SPEEDUP",
            "MEASURED_HARDWARE", "FIXED", "TensorSheet", "load_tensor_sheet", "predict_sheet",
            "fit_sheet", "gemm_peak_rows", "attention_rows", "fit_blas", "fit_attention",
-           "predict_attention", "tensor_params_document", "TENSOR_PARAMS_PATH"]
+           "predict_attention", "tensor_params_document", "write_tensor_params",
+           "TENSOR_PARAMS_PATH"]
 
 TC_CONV_FILE = "conv_train_fp16_tensor_op.csv"
 TC_GEMM_FILE = "gemm_train_fp16_tensor_op.csv"
@@ -351,21 +352,13 @@ def tensor_params_document() -> dict[str, Any]:
                     "attention": att[f]} for f in ("Turing", "Volta", "Ampere", "Hopper",
                                                   "Blackwell")}
     return {"format": "sst-cdma-tensor-core-params", "version": 1,
-            "calibrated_by": "python -m sst_cdma.model.tensor_fit",
+            "calibrated_by": "python -m sst_cdma.tools.tensor_fit",
             "families": families, "fit_error": errors}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Refit the tensor-core path, rewrite ``tensor_core_params.json`` and print the fit
-    errors."""
-    import argparse
-
-    argparse.ArgumentParser(prog="python -m sst_cdma.model.tensor_fit",
-                            description=main.__doc__).parse_args(argv)
+def write_tensor_params() -> dict[str, Any]:
+    """Refit the tensor-core path and rewrite ``tensor_core_params.json``; the document
+    written (its ``fit_error`` says how well each kind fits)."""
     doc = tensor_params_document()
     write_text_whole(TENSOR_PARAMS_PATH, json.dumps(doc, indent=1) + "\n")
-    print(json.dumps(doc["fit_error"], indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    return doc

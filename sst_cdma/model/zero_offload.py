@@ -5,26 +5,26 @@ number:
 
     gradients b:  start = max(last kernel writing b's gradients ends, gradients_free)
                   gradients_free = start + latency + grad_bytes / rate
-                  (--state-compression: rate the flow's through the codec units and the
+                  (state_compression: rate the flow's through the codec units and the
                   link at grad_bytes / ratio, as the engine moves it)
     CPU step b:   start = max(b's gradients on the host, cpu_free)       (delayed: cpu_free,
                   from 0: the previous iteration's gradients are there)
                   cpu_free = start + step time alone (with the CPU codec's time for
-                  --state-compression host)
+                  state_compression=host)
     weights b:    start = max(b stepped, weights_free)                   (delayed: and the
                   stream's end)
                   weights_free = start + latency + weight_bytes / rate
     step:         max(stream end, gradients_free, cpu_free, weights_free)
 
-With the gradients on the host (``--gradients host``) the GPU holds two buckets of them: the
+With the gradients on the host (``gradients=host``) the GPU holds two buckets of them: the
 stream's allocation that starts bucket b is issued no earlier than bucket b-2's gradients land
 (the walk of the stream waits there, as for a ``wait``), which the gradients queue, computed
 as each bucket is written, gives in time.
 
-With the weights on the host (``--weights host``) the stream itself prefetches each layer's
+With the weights on the host (``weights=host``) the stream itself prefetches each layer's
 weights (its closed form prices them as any prefetch) and nothing is copied back.
 
-ZeRO-Infinity (``--optimizer-states nvme``) adds two queues between the SSDs and host DRAM,
+ZeRO-Infinity (``optimizer_states=nvme``) adds two queues between the SSDs and host DRAM,
 the states read (two host buffers: a read waits for the write-back of the bucket two before)
 and written back; the CPU step waits for both the gradients and the states:
 
@@ -34,13 +34,13 @@ and written back; the CPU step waits for both the gradients and the states:
     write b:      start = max(b stepped, write_free); write_free = start + ... / rate
     step:         max(stream end, gradients_free, cpu_free, weights_free, write_free)
 
-With the weights on the SSDs (``--weights nvme``) the stream prefetches them from the drives
+With the weights on the SSDs (``weights=nvme``) the stream prefetches them from the drives
 and the weights queue writes each stepped bucket's 16-bit weights from host DRAM to them.
 
 exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
 the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
 resource the copies and the CPU share (host DRAM) saturated. Only kernels of the step's last
-micro-batch send gradients (``--grad-accum``: they accumulate on the GPU until then).
+micro-batch send gradients (``grad_accum``: they accumulate on the GPU until then).
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def state_traffic(ready: list[int], stream_end: int, buckets: Any,
     """The model-state queues of the step (the module's recurrence) after a stream that ends
     at ``stream_end``, bucket ``k``'s gradients all written at ``ready[k]``: the step's end
     and each bucket's (gradients landed, stepped, weights back). The arguments are
-    :func:`zero_offload_step`'s; the planner of ``--policy auto`` prices a placement with
+    :func:`zero_offload_step`'s; the planner of policy ``auto`` prices a placement with
     it too."""
     nvme = storage_ps or (lambda _direction, _raw: 0)
     grads_free = cpu_free = weights_free = read_free = write_free = 0
@@ -175,7 +175,7 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     compression = gpu.states.compression
 
     def copy(direction: str, raw: int) -> int:
-        # --state-compression: through the engine's codec at the profile's wire size
+        # state_compression: through the engine's codec at the profile's wire size
         wire = compression.wire("gradients" if direction == "offload" else "weights", raw)
         weights = dma.weights(direction, raw, wire, compression.coded)
         pairs = [(flows.resources[name].capacity, w) for name, w in weights.items()]

@@ -177,7 +177,7 @@ def test_a_cpu_adam_file_of_another_format_is_refused(tmp_path):
     other = tmp_path / "adam.json"
     other.write_text(json.dumps({"format": "something else 2", "params_per_s_per_core": 1e9}))
     message = one_line_error([*HOST, "--cpu-adam-file", str(other)])
-    assert "cpu (cdma.HostCPU): adam_file (--cpu-adam-file)" in message
+    assert "cpu (cdma.HostCPU): --cpu-adam-file: " in message
     assert "format: 'something else 2' is not 'sst-cdma-cpu-adam'" in message
     not_json = tmp_path / "adam.txt"
     not_json.write_text("fast")

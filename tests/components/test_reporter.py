@@ -1,4 +1,4 @@
-"""The reporter on a run stopped before its iteration ended (--stop-at): the console and
+"""The reporter on a run stopped before its iteration ended (stop_at): the console and
 summary.json say so (``complete``) and claim no speed-up or slowdown; a whole run is
 ``complete: true`` with its figures."""
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_a_run_stopped_mid_iteration_says_so_and_compares_nothing(tmp_path):
     assert summary["complete"] is False and summary["stopped_at_s"] == pytest.approx(100e-6, abs=1e-15)
     assert "slowdown_vs_oracle" not in summary and "speedup_vs_vdnn" not in summary
     assert all(b["complete"] is False for b in summary["baselines"].values())
-    assert "the run was stopped at 0.100 ms (--stop-at) before the iteration ended" in console
+    assert "the run was stopped at 0.100 ms (its stop-at time) before the iteration ended" in console
     assert "% stalled" not in console and "cDMA speed-up" not in console
     assert "x the oracle" not in console
 
@@ -62,7 +62,7 @@ def test_a_baseline_cut_off_is_not_compared():
     assert summary["baselines"]["oracle"]["complete"] is True
     assert summary["baselines"]["vdnn"]["complete"] is False
     assert "slowdown_vs_oracle" in summary and "speedup_vs_vdnn" not in summary
-    assert "vDNN baseline:   stopped (--stop-at) before its iteration ended" in console
+    assert "vDNN baseline:   stopped (the run's stop-at time) before its iteration ended" in console
     assert "cDMA speed-up" not in console and "x the oracle" in console
 
 

@@ -36,7 +36,20 @@ def summary(tmp_path_factory):
 
 def test_the_shipped_schema_is_the_generated_one():
     assert JSON_SCHEMA_PATH.read_text("utf-8") == json_schema_text(), \
-        "regenerate it: python -m components.summary_schema --json-schema"
+        "regenerate it: python -m sst_cdma.tools.summary_schema --json-schema"
+
+
+def test_the_tool_prints_the_tables_and_rewrites_the_schema(monkeypatch, tmp_path, capsys):
+    import components.summary_schema as schema
+    from sst_cdma.tools.summary_schema import main
+
+    assert main([]) == 0
+    assert capsys.readouterr().out == schema.markdown()
+    target = tmp_path / "summary.schema.json"
+    monkeypatch.setattr(schema, "JSON_SCHEMA_PATH", target)
+    assert main(["--json-schema"]) == 0
+    assert target.read_text("utf-8") == json_schema_text()
+    assert capsys.readouterr().out == f"wrote {target}\n"
 
 
 def test_a_summary_carries_its_schema_version(summary):

@@ -78,7 +78,7 @@ def test_every_list_of_dtypes_is_the_declared_one():
 
 
 def test_the_workloads_command_line_offers_the_dtypes():
-    from workloads.__main__ import _parser
+    from sst_cdma.tools.workloads import _parser
 
     parser = _parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices

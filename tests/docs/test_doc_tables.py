@@ -39,12 +39,12 @@ CHECKS = [
     Check("docs/codecs.md", "python benchmarks/bench_codecs.py --dense-report --mib 16",
           measured=(2,), slow=True),
     Check("docs/workloads.md",
-          "python -m workloads table alexnet overfeat nin vgg16 squeezenet googlenet resnet50"),
-    Check("docs/workloads.md", "python -m workloads memory alexnet:128 overfeat:128 nin:128 "
+          "python -m sst_cdma.tools.workloads table alexnet overfeat nin vgg16 squeezenet googlenet resnet50"),
+    Check("docs/workloads.md", "python -m sst_cdma.tools.workloads memory alexnet:128 overfeat:128 nin:128 "
           "googlenet:128 squeezenet:128 resnet50:128 vgg16:64 vgg16:128 vgg16:256"),
-    Check("docs/workloads.md", "python -m workloads table gpt2_small gpt2_medium gpt2_large "
-          "gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b llama3_8b llama3_70b "
-          "llama3_405b gpt3_175b"),
+    Check("docs/workloads.md", "python -m sst_cdma.tools.workloads table gpt2_small "
+          "gpt2_medium gpt2_large gpt2_xl opt_125m opt_350m opt_1_3b llama_7b llama_13b "
+          "llama3_8b llama3_70b llama3_405b gpt3_175b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report digits"),
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only vgg16"),
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),

@@ -68,6 +68,21 @@ def test_a_table_made_for_other_settings_is_ignored(monkeypatch, tmp_path):
         _ratio_table.cache_clear()
 
 
+def test_the_ratio_table_tool_refuses_to_check_a_stale_table(monkeypatch, tmp_path, capsys):
+    from sst_cdma.tools.ratio_table import main
+
+    stale = tmp_path / "ratio_table.json"
+    stale.write_text(json.dumps({"sample_elements": 1, "density_steps": DENSITY_STEPS,
+                                 "ratios": {}}))
+    monkeypatch.setattr(compression, "TABLE_PATH", stale)
+    _ratio_table.cache_clear()
+    try:
+        assert main(["--check"]) == 1
+    finally:
+        _ratio_table.cache_clear()
+    assert capsys.readouterr().out == f"{stale}: missing or made for other sampling settings\n"
+
+
 def test_sparser_tensors_compress_better_and_bad_densities_are_refused():
     assert ratio_from_density("zlib", 0.1) > ratio_from_density("zlib", 0.9) > 0.9
     assert ratio_from_density("rle", 0.05) > ratio_from_density("rle", 0.5)
@@ -96,5 +111,7 @@ def test_wire_bytes_round_up_and_incompressible_data_is_sent_raw():
 
 @pytest.mark.slow
 def test_every_table_entry_matches_a_fresh_sample(capsys):
-    assert compression.main(["--check"]) == 0
+    from sst_cdma.tools.ratio_table import main
+
+    assert main(["--check"]) == 0
     assert "0 of 3015 entries differ" in capsys.readouterr().out

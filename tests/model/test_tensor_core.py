@@ -224,14 +224,14 @@ def test_tf32_defaults_to_pytorchs_and_is_refused_before_ampere():
     assert kernel_model_for("ampere").tf32_mode() == "conv"
     assert kernel_model_for("volta").tf32_mode() == "none"
     assert kernel_model_for("hopper").tf32_mode("all") == "all"
-    with pytest.raises(ModelError, match=r"^--tf32 conv: GPU preset 'volta' has no TF32"):
+    with pytest.raises(ModelError, match=r"^tf32=conv: GPU preset 'volta' has no TF32"):
         kernel_model_for("volta").tf32_mode("conv")
 
 
 def test_fused_attention_is_the_best_kernel_the_gpu_runs():
     assert kernel_model_for("hopper").attention_kernel("fused") == "flash3"
     assert kernel_model_for("ampere").attention_kernel("fused") == "flash2"
-    with pytest.raises(ModelError, match=r"^--attention flash3: GPU preset 'ampere'"):
+    with pytest.raises(ModelError, match=r"^attention=flash3: GPU preset 'ampere'"):
         kernel_model_for("ampere").attention_kernel("flash3")
 
 
@@ -269,7 +269,7 @@ def test_every_tensor_core_preset_has_a_dense_peak_above_its_fp32_peak():
 
 def test_the_summary_line_says_what_each_path_was_fitted_on():
     model = kernel_model_for("h100_pcie")
-    assert "--tf32 conv: TF32 convolutions" in model.describe("float32")
+    assert "tf32=conv: TF32 convolutions" in model.describe("float32")
     assert kernel_model_for("volta").describe("float32") == kernel_model_for("volta").description
     text = model.describe("bfloat16", "flash2")
     assert text.startswith(model.description)
@@ -311,7 +311,7 @@ def test_tensor_core_peak_bounds_every_gemm():
 @pytest.mark.parametrize("preset", ["maxwell", "pascal", "volta", "t4"])
 def test_flashattention_2_asked_of_a_gpu_before_ampere_is_refused(preset):
     # FlashAttention-2 runs on Ampere, Ada and Hopper (its README); it was priced on Pascal
-    with pytest.raises(ModelError, match=f"--attention flash2: GPU preset '{preset}' does not "
+    with pytest.raises(ModelError, match=f"attention=flash2: GPU preset '{preset}' does not "
                                          "run FlashAttention-2 \\(it needs an Ampere or newer"):
         kernel_model_for(preset).attention_kernel("flash2")
 

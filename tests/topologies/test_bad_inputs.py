@@ -142,7 +142,7 @@ def test_sst_prints_one_line_and_exits_non_zero():
 # -- 1: baselines of a --workload stream -------------------------------------------------------
 @pytest.fixture(scope="module")
 def digits_stream(tmp_path_factory) -> Path:
-    """A digits_cnn stream as ``python -m workloads render`` writes it."""
+    """A digits_cnn stream as ``python -m sst_cdma.tools.workloads render`` writes it."""
     from workloads import render_stream
 
     path = tmp_path_factory.mktemp("stream") / "digits.stream"

@@ -189,7 +189,7 @@ def test_without_offload_the_iteration_is_the_sum_of_the_measured_times(repo, tm
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["kernel_times"] == (f"measured on a made-up device ({tmp_path / 't.json'}), "
                                        "used unscaled on pascal (the file names no GPU preset "
-                                       "to scale from: time-layers --gpu records one)")
+                                       "to scale from: it has no 'gpu' field)")
     assert summary["baselines"]["oracle"]["iteration_time_s"] == pytest.approx(
         (forward + backward) / 1e12, rel=1e-15)  # the baselines run the same kernels
     roofline = _simulate(repo, "--network", "squeezenet", "--batch", "16", "--policy", "none",

@@ -113,18 +113,19 @@ def test_the_text_reads_back_as_the_stream(placement):
     text = stream_text(stream)
     assert parse_stream(text, source="x.stream").ops == stream.ops
     if placement.grad_accum > 1:
-        assert "--grad-accum 2: the GPU runs phases forward and backward 2 times" in text
+        assert "2 micro-batches per optimizer step: the GPU runs phases forward and backward 2 " \
+            "times" in text
     else:
         assert "the host CPU steps" in text
 
 
 @pytest.mark.parametrize("placement, words", [
-    (Placement(grad_accum=0), "--grad-accum must be at least 1"),
+    (Placement(grad_accum=0), "grad_accum must be at least 1"),
     (Placement("host", bucket_bytes=10**12), "is larger than the gradients"),
-    (Placement(delayed_update=True), "--delayed-update overlaps"),
-    (Placement(weights="host"), "--weights host: the update kernels"),
-    (Placement(gradients="host"), "--gradients host: the gradients go to the host"),
-    (Placement("disk"), "--optimizer-states 'disk': expected one of gpu, host, nvme"),
+    (Placement(delayed_update=True), "delayed_update=true overlaps"),
+    (Placement(weights="host"), "weights=host: the update kernels"),
+    (Placement(gradients="host"), "gradients=host: the gradients go to the host"),
+    (Placement("disk"), "optimizer_states='disk': expected one of gpu, host, nvme"),
 ])
 def test_a_placement_the_model_cannot_run_is_refused(placement, words):
     with pytest.raises(WorkloadError, match=words.replace("'", ".").replace("-", "-")):
@@ -132,7 +133,7 @@ def test_a_placement_the_model_cannot_run_is_refused(placement, words):
 
 
 def test_weights_on_the_host_refuse_recomputation():
-    with pytest.raises(WorkloadError, match="--weights host with a policy that recomputes"):
+    with pytest.raises(WorkloadError, match="weights=host with a policy that recomputes"):
         plan(Placement("host", weights="host"), policy="recompute")
 
 

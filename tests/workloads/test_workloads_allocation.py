@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from workloads import NETWORKS, WorkloadError, load_network, parse_stream, stream_stats
-from workloads.__main__ import main as workloads_main
+from sst_cdma.tools.workloads import main as workloads_main
 from workloads.render import iteration_stream, render_stream, stream_text
 from workloads.vdnn import ALLOCATIONS, plan_iteration
 

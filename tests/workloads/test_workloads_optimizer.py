@@ -146,7 +146,7 @@ def test_bad_optimizer_options_stop_the_run_before_it_starts(repo, tmp_path):
 
 
 def test_the_workloads_cli_renders_the_step(tmp_path, capsys):
-    from workloads.__main__ import main
+    from sst_cdma.tools.workloads import main
 
     out = tmp_path / "alexnet.stream"
     assert main(["render", "alexnet", "--batch", "8", "--optimizer", "adam", "-o", str(out)]) == 0

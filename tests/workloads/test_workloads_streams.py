@@ -257,7 +257,7 @@ def test_render_rejects_bad_requests():
 
 
 def test_command_line(tmp_path, capsys):
-    from workloads.__main__ import main
+    from sst_cdma.tools.workloads import main
 
     out = tmp_path / "alexnet.stream"
     assert main(["render", "alexnet", "--batch", "8", "--policy", "all", "-o", str(out)]) == 0
@@ -292,7 +292,7 @@ def test_iteration_stream_is_rendered_once_and_again_after_an_edit(tmp_path):
 
 
 def test_command_line_names_a_stream_that_is_not_utf8(tmp_path, capsys):
-    from workloads.__main__ import main
+    from sst_cdma.tools.workloads import main
 
     path = tmp_path / "x.stream"
     path.write_bytes(b"stream version=1 network=\xff\n")

@@ -1,11 +1,11 @@
-"""``python -m workloads table`` and ``memory``: the markdown tables docs/workloads.md shows
+"""``python -m sst_cdma.tools.workloads table`` and ``memory``: the markdown tables docs/workloads.md shows
 (tests/docs/test_doc_tables.py compares them with the page); here, what they refuse and that
 their cells are the figures the network and the stream statistics give."""
 from __future__ import annotations
 
 import pytest
 
-from workloads.__main__ import main
+from sst_cdma.tools.workloads import main
 from workloads.errors import WorkloadError
 from workloads.loader import load_network
 from workloads.render import iteration_stream

@@ -1,4 +1,4 @@
-"""Command line: ``python -m workloads COMMAND ...``.
+"""Command line of the workloads package: ``python -m sst_cdma.tools.workloads COMMAND ...``.
 
 Commands::
 
@@ -16,21 +16,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from .dtypes import DTYPES
-from .errors import WorkloadError
-from .loader import CAPTURE_NETWORKS, NETWORKS, load_network
-from .render import render_stream
-from .stats import stream_stats
-from .stream import read_stream
-from .tables import (is_transformer, memory_table, networks_table, parse_case,
+from workloads.dtypes import DTYPES
+from workloads.errors import WorkloadError
+from workloads.loader import CAPTURE_NETWORKS, NETWORKS, load_network
+from workloads.render import render_stream
+from workloads.stats import stream_stats
+from workloads.stream import read_stream
+from workloads.tables import (is_transformer, memory_table, networks_table, parse_case,
                      transformers_table)
-from .vdnn import ALLOCATIONS, OPTIMIZERS
+from workloads.vdnn import ALLOCATIONS, OPTIMIZERS
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads",
+    p = argparse.ArgumentParser(prog="python -m sst_cdma.tools.workloads",
                                 description="Network definitions and vDNN workload streams.")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="shipped networks")
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "render":
             policy, choices = args.policy, None
             if args.plan is not None:
-                from .policies import load_plan_file
+                from workloads.policies import load_plan_file
 
                 policy = "plan"
                 choices = load_plan_file(args.plan, load_network(args.network), args.batch,
