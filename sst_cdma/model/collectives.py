@@ -12,14 +12,13 @@ the buffer per rank; NCCL prices each protocol (low-latency and simple) and runs
 
 Each tier carries two lines, low-latency (LL) and simple: inside a node they are FITTED to
 published nccl-tests sweeps of the systems (``calibration_data/nccl_tests.json``, the fit:
-:func:`fit_dataset`, its residuals: ``python -m sst_cdma.model.collectives --fit``); across
+:func:`fit_dataset`, its residuals: ``python -m sst_cdma.tools.collective_fit --fit``); across
 nodes no published sweep of a DGX was found, so the network tier is the NIC's line rate times
 the share of it NVIDIA states NCCL gets per NDR NIC (46-48 of 50 GB/s), with NCCL's own
 per-step network latencies (tuning.cc), flagged ``fitted=False``. docs/clusters.md
 says where every number comes from."""
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 from dataclasses import dataclass, field, replace
@@ -37,7 +36,7 @@ __all__ = ["OPS", "ALGORITHMS", "DATA_PATH", "CollectiveError", "Line", "Tier", 
            "ring_steps", "bytes_per_rank", "ring_cost", "tree_cost", "hierarchical_cost",
            "send_recv_cost", "collective_cost", "group_cost", "network_share",
            "with_network_share", "Dataset", "Fit", "load_datasets",
-           "fit_dataset", "fits", "network_efficiency", "system_tiers", "fit_table", "main"]
+           "fit_dataset", "fits", "network_efficiency", "system_tiers", "fit_table", "residual_table"]
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical")
@@ -553,32 +552,9 @@ def fit_table(fitted: Sequence[Fit]) -> list[str]:
     return out
 
 
-def _residual_table(f: Fit) -> list[str]:
+def residual_table(f: Fit) -> list[str]:
     out = [f"Residuals of {f.dataset.id}:", "",
            "| bytes | measured (us) | model (us) | residual |", "|---|---|---|---|"]
     for size, t, r in zip(f.dataset.sizes, f.dataset.times_s, f.residuals):
         out.append(f"| {size:.0f} | {t * 1e6:.2f} | {t * (1 + r) * 1e6:.2f} | {r:+.1%} |")
     return out
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m sst_cdma.model.collectives --fit``: print the fits and their residuals."""
-    parser = argparse.ArgumentParser(prog="python -m sst_cdma.model.collectives",
-                                     description="The collective cost model's fits to "
-                                     "published nccl-tests measurements.")
-    parser.add_argument("--fit", action="store_true",
-                        help="print the fitted lines of every data set and their residuals")
-    args = parser.parse_args(argv)
-    if not args.fit:
-        parser.print_help()
-        return 0
-    fitted = list(fits().values())
-    lines = fit_table(fitted)
-    for f in fitted:
-        lines += ["", *_residual_table(f)]
-    print("\n".join(lines))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

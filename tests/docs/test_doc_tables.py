@@ -32,7 +32,7 @@ class Check:
 
 
 CHECKS = [
-    Check("docs/clusters.md", "python -m sst_cdma.model.collectives --fit"),
+    Check("docs/clusters.md", "python -m sst_cdma.tools.collective_fit --fit"),
     Check("docs/gpus.md", "sst-cdma sweep sweeps/systems.yaml -o results/systems", slow=True),
     Check("docs/kernel_model.md", "python benchmarks/bench_tensor_core.py --markdown"),
     Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --committed-params"),
@@ -50,9 +50,9 @@ CHECKS = [
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
     Check("docs/workloads.md", "python sweeps/state_compression.py"),
-    Check("docs/tensor_parallel.md", "python -m workloads.parallel.tensor --table"),
-    Check("docs/zero.md", "python -m workloads.parallel.zero"),
-    Check("docs/zero.md", "python -m workloads.parallel.zero --network llama3_405b --dp 1 8 64 "
+    Check("docs/tensor_parallel.md", "python -m sst_cdma.tools.tensor_parallel --table"),
+    Check("docs/zero.md", "python -m sst_cdma.tools.zero_table"),
+    Check("docs/zero.md", "python -m sst_cdma.tools.zero_table --network llama3_405b --dp 1 8 64 "
           "128 --dtype bfloat16"),
 ]
 

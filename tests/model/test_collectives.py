@@ -9,12 +9,13 @@ import math
 
 import pytest
 
+from sst_cdma.tools.collective_fit import main
 from sst_cdma.model.cluster_graph import build_cluster
 from sst_cdma.model.collectives import (ALGORITHMS, DATA_PATH, CollectiveError, bus_factor,
                                         algbw_from_busbw, busbw_from_algbw, bytes_per_rank,
                                         collective_cost, fit_dataset, fits, group_cost,
                                         hierarchical_cost, network_efficiency, network_share,
-                                        load_datasets, main, ring_steps, send_recv_cost,
+                                        load_datasets, ring_steps, send_recv_cost,
                                         system_tiers)
 
 GIB = 1 << 30

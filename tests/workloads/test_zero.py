@@ -6,9 +6,10 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
+from sst_cdma.tools.zero_table import main
 from workloads import WorkloadError, load_network
 from workloads.parallel.zero import (ZERO_STAGES, bytes_per_param, fsdp_schedule, fsdp_units,
-                                     main, model_state_bytes, step_collectives,
+                                     model_state_bytes, step_collectives,
                                      step_volume_bytes)
 
 PSI = 7_500_000_000  # the paper's example model: Ψ = 7.5B, K = 12, mixed precision with Adam

@@ -22,17 +22,15 @@ tensor-parallel group, as :class:`CommOp` records (kind, group, bytes, the layer
 the phase) for the partitioner to turn into stream ops; :func:`saved_activations` sums what a
 rank keeps for the backward pass per block from the simulator's own tensors, and
 :func:`korthikanti_rows` sets it beside Korthikanti et al. (2022)'s accounting term by term.
-``python -m workloads.parallel.tensor --table`` prints the comparison docs/tensor_parallel.md
+``python -m sst_cdma.tools.tensor_parallel --table`` prints the comparison docs/tensor_parallel.md
 shows. Sources: docs/tensor_parallel.md.
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Mapping, Optional, Sequence
+from typing import Mapping
 
 from ..dtypes import itemsize
 from ..errors import WorkloadError
@@ -45,7 +43,7 @@ __all__ = ["CommOp", "COMM_KINDS", "COMM_PHASES", "TP_GROUP", "MAKE_VOCAB_SIZE_D
            "CROSS_ENTROPY_ALL_REDUCES", "RECOMPUTE", "TransformerDims", "TensorShard",
            "transformer_dims", "padded_vocab", "shard_transformer", "saved_activations",
            "block_input", "PaperTerm", "PAPER_TERMS", "KorthikantiRow", "korthikanti_rows",
-           "GPT3", "gpt3_like", "comparison_tables", "main"]
+           "GPT3", "gpt3_like", "comparison_tables"]
 
 #: The collectives a tensor-parallel rank runs (NCCL's names, snake case).
 COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
@@ -565,20 +563,3 @@ def comparison_tables() -> str:
              _summary(gpt3_like("fused"), "GPT-3 175B, fused attention"),
              _summary(llama, "LLaMA-7B")]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m workloads.parallel.tensor --table``: print :func:`comparison_tables`."""
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.parallel.tensor",
-        description="Tensor and sequence parallelism: one rank's saved activations per block "
-                    "beside Korthikanti et al. (2022), as docs/tensor_parallel.md shows them.")
-    parser.add_argument("--table", action="store_true", required=True,
-                        help="print the comparison tables (markdown)")
-    parser.parse_args(argv)
-    sys.stdout.write(comparison_tables())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

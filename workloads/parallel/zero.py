@@ -21,12 +21,10 @@ buckets of ``bucket_bytes``). docs/zero.md shows the formulas, their sources and
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..dtypes import DTYPES, itemsize
+from ..dtypes import itemsize
 from ..errors import WorkloadError
 from ..network import LayerInfo
 from ..transformer import split_name
@@ -34,7 +32,7 @@ from ..vdnn import OPTIMIZERS
 
 __all__ = ["ZERO_STAGES", "SHARDED", "COLLECTIVE_KINDS", "ShardOp", "StateBytes", "Collective",
            "FsdpUnit", "check_zero", "bytes_per_param", "model_state_bytes",
-           "step_collectives", "step_volume_bytes", "fsdp_units", "fsdp_schedule", "main"]
+           "step_collectives", "step_volume_bytes", "fsdp_units", "fsdp_schedule", "model_state_table"]
 
 #: ZeRO's stages: 0 plain data parallelism, 1 P_os, 2 P_os+g, 3 P_os+g+p (FSDP's FULL_SHARD)
 ZERO_STAGES = (0, 1, 2, 3)
@@ -246,7 +244,7 @@ def fsdp_schedule(infos: Sequence[LayerInfo], bucket_bytes: int = 0) -> tuple[Sh
                  + _scatters(backward, bucket_bytes))
 
 
-def _table(params: int, dps: Sequence[int], dtype: str, optimizer: str) -> str:
+def model_state_table(params: int, dps: Sequence[int], dtype: str, optimizer: str) -> str:
     """Markdown: the per-rank model-state GB (10^9 bytes) of each stage at each dp degree."""
     head = ("| dp | stage 0 | stage 1 (P_os) | stage 2 (P_os+g) | stage 3 (P_os+g+p) |\n"
             "|---|---|---|---|---|")
@@ -254,38 +252,3 @@ def _table(params: int, dps: Sequence[int], dtype: str, optimizer: str) -> str:
         f"{model_state_bytes(params, dp, s, dtype, optimizer).total / 1e9:.2f}"
         for s in ZERO_STAGES) + " |" for dp in dps]
     return "\n".join([head, *rows])
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m workloads.parallel.zero``: a table of per-rank model-state memory under
-    ZeRO's stages and each stage's volume per step, for a parameter count or a network."""
-    p = argparse.ArgumentParser(prog="python -m workloads.parallel.zero",
-                                description="ZeRO model-state bytes and traffic per rank.")
-    what = p.add_mutually_exclusive_group()
-    what.add_argument("--params", type=int, default=7_500_000_000,
-                      help="parameters (default: the ZeRO paper's 7.5B example)")
-    what.add_argument("--network", help="a shipped network or a .yaml definition")
-    p.add_argument("--dp", type=int, nargs="+", default=[1, 4, 16, 64, 256, 1024])
-    p.add_argument("--dtype", choices=list(DTYPES), default="float16")
-    p.add_argument("--optimizer", choices=[o for o in OPTIMIZERS if o != "none"],
-                   default="adam")
-    args = p.parse_args(argv)
-    try:
-        params = args.params
-        if args.network:
-            from ..loader import load_network
-            params = load_network(args.network).param_count()
-        table = _table(params, args.dp, args.dtype, args.optimizer)
-        volumes = ", ".join(f"stage {s}: {step_volume_bytes(params, s, args.dtype) / 1e9:.2f}"
-                            for s in ZERO_STAGES)
-    except WorkloadError as exc:
-        print(f"python -m workloads.parallel.zero: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"Model-state GB per rank, {params:,} parameters, {args.dtype}, {args.optimizer}:\n")
-    print(table)
-    print(f"\nGB moved per rank per step: {volumes}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

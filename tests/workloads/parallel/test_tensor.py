@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from sst_cdma.tools.tensor_parallel import main
 from sst_cdma.model.fitted import kernel_model_for
 from workloads import WorkloadError, load_network, parse_stream, stream_stats
 from workloads.kernel_pricing import price_network
 from workloads.loader import build_network
 from workloads.parallel.tensor import (GPT3, PAPER_TERMS, CommOp, gpt3_like, korthikanti_rows,
-                                       main, padded_vocab, saved_activations,
+                                       padded_vocab, saved_activations,
                                        shard_transformer)
 from workloads.render import render_stream
 from workloads.transformer import split_name
