@@ -125,8 +125,11 @@ def _copy_component(graph: ConfigGraph, comp: ConfigComponent, prefix: str,
 
 
 def _copy_links(graph: ConfigGraph, members: set[str], prefix: str, where: str) -> None:
+    """Copy every link between two of ``members`` (a link on a subcomponent's port, such as
+    the model-state driver's, belongs to its component)."""
     for link in list(graph.links.values()):
-        if len(link.ends) == 2 and all(end.component in members for end in link.ends):
+        if len(link.ends) == 2 and all(graph.owner(end.component) in members
+                                       for end in link.ends):
             _copy_link(graph, link, prefix, where)
 
 

@@ -129,7 +129,10 @@ class CDMAEngine(Component):
     SLOTS = (SubComponentSlot("codec", "the compression units, one algorithm (empty: vDNN's "
                               "plain copy engine)", accepts=Codec),)
     PORTS = (Port("gpu", "requests from and completions to the GPU", required=True,
-                  provides=(TransferCosts, CodecKernels, StateCodec)),
+                  provides=(TransferCosts, CodecKernels)),
+             Port("states", "the model-state copies of the driver in the GPU's 'model_states' "
+                  "slot (its port 'dma'), each on a queue of its copy stream",
+                  provides=(StateCodec,)),
              Port("hbm", "the GPU DRAM the engine reads and writes", required=True),
              Port("pcie", "the host link", required=True),
              Port("nvme%d", "the SSDs (cdma.NVMe, port dma%d) the nvme-tier transfers stripe "
@@ -180,6 +183,7 @@ class CDMAEngine(Component):
         self.flows = self.service(FlowNetwork)
         self.codec: Optional[Codec] = self.subcomponent("codec")  # type: ignore[assignment]
         self.gpu = self.connected_link("gpu", self._request)
+        self.states = self.configure_link("states", self._request)
         self.hbm_link = self.connected_link("hbm", self.refuse_event)
         self.pcie = self.connected_link("pcie", self.refuse_event)
         self.nvme_ports = sorted((port for port in self.connected_ports()
@@ -554,7 +558,9 @@ class CDMAEngine(Component):
             self._check_prefetch(req)
         self.stat_time.add_data(now - start)
         self.transfers.append((req.direction, req.tensor, req.raw_bytes, wire, start, now))
-        self.gpu.send(TransferDone(req, wire, start, now))
+        # a model-state copy (on a stream) came from the driver on port 'states'
+        reply = self.states if req.stream and self.states is not None else self.gpu
+        reply.send(TransferDone(req, wire, start, now))
         self._next(req.stream)
 
     def _store_striped(self, key: str, nbytes: int, payload: Optional[bytes]) -> None:

@@ -13,14 +13,14 @@ from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, ParamError, Port, StatisticSpec, SubComponentSlot
 from sst_cdma.engine.flows import FlowNetwork, PS_PER_S
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
+from sst_cdma.engine.param_words import param_word
 from sst_cdma.model.gpus import GPUS
 
-from .interfaces import CodecKernels, HostStep, MemoryPool
+from .interfaces import CodecKernels, MemoryPool
 from .kernel_times import KernelTimes, gpu_spec
-from .messages import (TIERS, AllReduceDone, CodecKernel, CpuStepDone,
-                       GradientManifest, GradientReady, MovedTensor, OffloadManifest,
-                       TransferDone, TransferRequest)
-from .model_state_driver import ModelStateDriver, state_compression
+from .messages import (TIERS, AllReduceDone, CodecKernel, GradientManifest, GradientReady,
+                       MovedTensor, OffloadManifest, TransferDone, TransferRequest)
+from .model_states import ModelStates
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
@@ -141,9 +141,7 @@ class GPU(Component):
     )
     PORTS = (Port("hbm", "the GPU's DRAM", required=True),
              Port("dma", "the DMA/cDMA engine (needed when the workload moves tensors)"),
-             Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"),
-             Port("cpu", "the host CPU (cdma.HostCPU) running the optimizer step of model "
-                  "states kept on the host (needed with optimizer_states host)"))
+             Port("nvlink", "the NVLink fabric reducing gradients (needed with data_parallel)"))
     SLOTS = (
         SubComponentSlot("workload", "the iteration's workload stream: a network rendered "
                          "for this GPU's memory, or a stream file", accepts=WorkloadSource,
@@ -151,6 +149,10 @@ class GPU(Component):
         SubComponentSlot("kernels", "the kernel times: the fitted model, the roofline or "
                          "measured layer times", accepts=KernelTimes,
                          default="cdma.FittedKernels"),
+        SubComponentSlot("model_states", "the model states kept off the GPU (ZeRO-Offload, "
+                         "ZeRO-Infinity): their copies and the host CPU's steps, on the "
+                         "subcomponent's own ports 'dma' and 'cpu' (used when the workload "
+                         "places states off the GPU)", accepts=ModelStates),
     )
     STATISTICS = (
         StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
@@ -188,10 +190,9 @@ class GPU(Component):
         self.hbm_link = self.configure_link("hbm", self.refuse_event)
         self.dma = self.configure_link("dma", self._transfer_done)
         self.nvlink = self.configure_link("nvlink", self._reduced)
-        self.cpu = self.configure_link("cpu", self._cpu_step_done)
-        #: the model states moved besides the stream (optimizer states on the host), and the
-        #: micro-batches of one step; set at init
-        self.states: Optional[ModelStateDriver] = None
+        #: the model states moved besides the stream (optimizer states on the host): the
+        #: subcomponent in slot 'model_states', once init found the workload places them so
+        self.states: Optional[ModelStates] = None
         #: the op the model states' traffic must end before (the epilogue's first; -1: none)
         self.states_at = -1
         self.micro_starts: dict[int, int] = {}
@@ -267,12 +268,6 @@ class GPU(Component):
         return self._connected(self.dma, "dma")
 
     @property
-    def cpu_link(self) -> LinkEnd:
-        """The link to the host CPU on port 'cpu' (init refuses model states on the host
-        while the port is not connected)."""
-        return self._connected(self.cpu, "cpu")
-
-    @property
     def nvlink_link(self) -> LinkEnd:
         """The link to the NVLink fabric on port 'nvlink' (construction refuses data_parallel
         while the port is not connected)."""
@@ -321,25 +316,25 @@ class GPU(Component):
         return out
 
     def _take_model_states(self) -> None:
-        """The model states the host CPU steps: they need the CPU on port 'cpu' and a host
-        link through the engine on port 'dma'; the CPU learns the host buffers they take."""
+        """Model states the workload places off the GPU: the subcomponent in slot
+        'model_states' drives their copies and the host CPU's steps (it refuses its own ports
+        unconnected); the epilogue waits for them."""
         plan = self.workload.model_states(self.stream)
         if plan is None or not plan.buckets:
             return
-        where = f"{self.name}: --optimizer-states {plan.placement.optimizer_states}"
-        if self.dma is None:
-            raise ConfigError(f"{where}: the gradients and weights cross a host link, and port "
-                              "'dma' is not connected to an engine with one")
-        if self.cpu is None:
-            raise ConfigError(f"{where}: the optimizer step runs on the host CPU, and port "
-                              "'cpu' is not connected to a cdma.HostCPU")
-        cpu = self.cpu
-        states = self.states = ModelStateDriver(self, plan, len(self.micro_starts) or 1,
-                                                state_compression(self, plan, self.stream.dtype))
+        states = self.subcomponent("model_states")
+        if not isinstance(states, ModelStates):
+            placed = param_word(self.workload.type_name(), "optimizer_states",
+                                plan.placement.optimizer_states)
+            raise ConfigError(f"{self.name}: {placed}: the model states' copies and the host "
+                              "CPU's steps need a driver, and slot 'model_states' is empty: "
+                              "setSubComponent('model_states', 'cdma.ModelStateDriver'), its "
+                              "port 'dma' on the engine's 'states' and 'cpu' on a cdma.HostCPU")
+        states.take(self, plan, self.stream.dtype)
+        self.states = states
         rendered = self.stream.plan
         assert rendered is not None, "model states come from a rendered stream's plan"
         self.states_at = len(self.ops) - len(rendered.epilogue)
-        cpu.send_untimed(states.manifest())
 
     def init(self, phase: int) -> None:
         """Find the GPU memory, render the iteration for it and tell the engine which tensors
@@ -355,7 +350,7 @@ class GPU(Component):
             moved = tuple(MovedTensor(op.name, tensors[op.name].bytes, tensors[op.name].sparse,
                                       tensors[op.name].shape, op.codec == "none")
                           for op in self.ops if op.op == "offload")
-            resident = self.states.plan.nvme_resident if self.states is not None else ()
+            resident = self.states.resident if self.states is not None else ()
             self.dma.send_untimed(OffloadManifest(self.name, self.stream.network,
                                                   self.stream.dtype, self.stream.batch, moved,
                                                   resident=resident))
@@ -388,7 +383,7 @@ class GPU(Component):
             self.codec_kernels = self.peer_provider("dma", CodecKernels)
         self.kernel_route = self.flows.route({self.hbm_resource: 1.0})
         if self.states is not None:
-            self.states.start(self.peer_provider("cpu", HostStep))
+            self.states.start()
         self.schedule_at(0, lambda _: self._issue())
 
     # -- issuing -----------------------------------------------------------------------------
@@ -504,6 +499,15 @@ class GPU(Component):
             return states.holds_back(_gradients_named(self.ops[self.pc]))
         return wait.tensor not in self.prefetched
 
+    def record(self, kind: str, label: str, start_ps: int, end_ps: int) -> None:
+        """Note a model-state copy (``kind``: its copy stream) or a host CPU step (``cpu``)
+        of ``label`` on the timeline (what the slot 'model_states' saw end)."""
+        self.timeline.append((kind, label, start_ps, end_ps))
+
+    def resume(self) -> None:
+        """Something the stream may wait for happened: issue on if it was that."""
+        self._unblock()
+
     def _unblock(self) -> None:
         """Something the stream may wait for happened: issue on if it was that."""
         if self.blocked is None or self._still_waiting(self.blocked):
@@ -511,7 +515,7 @@ class GPU(Component):
         self.blocked = None
         self._issue()
 
-    def _await_states(self, states: ModelStateDriver) -> None:
+    def _await_states(self, states: ModelStates) -> None:
         """The passes are over: the epilogue (which frees the weights and gradients) waits
         for the model states' copies and the host CPU's steps."""
         if self.update_at is None:
@@ -600,9 +604,8 @@ class GPU(Component):
             for tensor in op.writes:
                 if tensor in self.wgrads:
                     self.nvlink_link.send(GradientReady(self.wgrads[tensor]))
-        if self.states is not None and \
-                len(self.micro_times) + 1 >= self.states.micro_batches:
-            self.states.written(op.writes)
+        if self.states is not None and len(self.micro_times) + 1 >= len(self.micro_starts):
+            self.states.written(op.writes)  # the last micro-batch: its gradients leave
         self.kernel_total += now - start
         self._layer_kernel += now - start
         self.stat_kernel.add_data(now - start)
@@ -671,12 +674,6 @@ class GPU(Component):
 
     def _transfer_done(self, done: TransferDone) -> None:
         req = done.request
-        if req.stream:
-            self.timeline.append((req.stream, req.tensor, done.started_ps, done.finished_ps))
-            assert self.states is not None, "only a GPU with model states asks copies on a stream"
-            self.states.copied(req)
-            self._unblock()
-            return
         if req.direction == "offload":
             self.offloaded_raw += req.raw_bytes
             self.offloaded_wire += done.wire_bytes
@@ -692,12 +689,6 @@ class GPU(Component):
         self.timeline.append((req.direction, req.tensor, done.started_ps, done.finished_ps))
         self.copy_busy = False
         self._kick_copy()
-        self._unblock()
-
-    def _cpu_step_done(self, done: CpuStepDone) -> None:
-        self.timeline.append(("cpu", done.request.bucket, done.started_ps, done.finished_ps))
-        assert self.states is not None, "only a GPU with model states asks the CPU for steps"
-        self.states.stepped(done.request, done.started_ps, done.finished_ps)
         self._unblock()
 
     def _reduced(self, _done: AllReduceDone) -> None:

@@ -67,7 +67,8 @@ class HostCPU(Component):
               "can draw (its step's traffic also loads the host memory's DRAM resource)",
               minimum=0, exclusive_minimum=True),
     )
-    PORTS = (Port("gpu%d", "GPUs whose optimizer step this CPU runs (their 'cpu' port)",
+    PORTS = (Port("gpu%d", "GPUs whose optimizer step this CPU runs (the 'cpu' port of "
+                  "the driver in each one's 'model_states' slot)",
                   provides=(HostStep,)),
              Port("memory", "the host memory holding the model states (its 'cpu' port)",
                   required=True))

@@ -1,5 +1,7 @@
 """The GPU's side of ZeRO-Offload (Ren et al., USENIX ATC 2021): the model-state traffic the
-GPU drives beside its workload stream when the optimizer states live in host memory.
+GPU drives beside its workload stream when the optimizer states live in host memory, by the
+subcomponent in its ``model_states`` slot (``cdma.ModelStateDriver``, on links of its own to
+the engine and the host CPU; components/model_states.py declares how the two talk).
 
 Each gradient bucket (reverse layer order, :func:`workloads.model_states.state_buckets`) is
 copied to the host as soon as the backward kernel writing its last weight gradient ends, on
@@ -34,57 +36,25 @@ weights after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional
 
 from sst_cdma.engine.config import ConfigError
-from sst_cdma.engine.element import Element
-from sst_cdma.engine.kernel import LinkEnd, Simulator
+from sst_cdma.engine.element import Element, Port
+from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.model.compression import wire_bytes
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
 
-from .interfaces import HostStep, MemoryPool, StateCodec
-from .messages import CpuStepRequest, ModelStatesManifest, TransferRequest
+from .interfaces import HostStep, StateCodec
+from .messages import (CpuStepDone, CpuStepRequest, ModelStatesManifest, TransferDone,
+                       TransferRequest)
+from .model_states import ModelStates, StatesGPU
 
 if TYPE_CHECKING:
     from .workload_source import ModelStatePlan
 
-__all__ = ["ModelStateDriver", "DriverGPU", "StateCompression", "state_compression",
+__all__ = ["ModelStateDriver", "StateCompression", "state_compression",
            "COPY_STREAMS", "idle_overlap"]
 
-
-class DriverGPU(Protocol):
-    """What the driver uses of the GPU it drives the model states of: its name and clock, its
-    links to the engine (the copies) and the host CPU (the steps), its memory (a gradient
-    bucket freed once copied) and its compute stream's busy spans (the report)."""
-
-    @property
-    def name(self) -> str:
-        """The GPU's name, for the host CPU's manifest."""
-        ...
-
-    @property
-    def sim(self) -> Simulator:
-        """The simulator, for the time a step is asked of the CPU."""
-        ...
-
-    @property
-    def dma_link(self) -> LinkEnd:
-        """The link to the cDMA engine the copies go through."""
-        ...
-
-    @property
-    def cpu_link(self) -> LinkEnd:
-        """The link to the host CPU that steps the buckets."""
-        ...
-
-    @property
-    def memory(self) -> MemoryPool:
-        """The GPU memory holding the gradients."""
-        ...
-
-    def compute_spans(self) -> list[tuple[int, int]]:
-        """[start, end] of every kernel the compute stream ran."""
-        ...
 
 #: the model-state copy streams the driver sends on (a request's ``stream``), each with what it
 #: moves: the GPU's timeline records each copy under its stream, and the Chrome trace draws
@@ -120,9 +90,9 @@ class StateCompression:
         return wire_bytes(raw, self.ratios[stream], self.bypass)
 
 
-def state_compression(gpu: Element, plan: ModelStatePlan, dtype: str) -> StateCompression:
+def state_compression(driver: Element, plan: ModelStatePlan, dtype: str) -> StateCompression:
     """The compression ``plan``'s placement asks for, with the codec of the engine on
-    ``gpu``'s ``dma`` port and the shipped model-state profile's ratios for ``dtype``; a codec
+    ``driver``'s ``dma`` port and the shipped model-state profile's ratios for ``dtype``; a codec
     that cannot serve it is a one-line ConfigError naming the option."""
     mode = plan.placement.compression
     if mode == "none":
@@ -130,8 +100,8 @@ def state_compression(gpu: Element, plan: ModelStatePlan, dtype: str) -> StateCo
     from sst_cdma.profiles import ProfileError
     from sst_cdma.profiles.model_states import model_state_ratio
 
-    where = f"{gpu.name}: --state-compression {mode}"
-    codec, progress, bypass = gpu.peer_provider("dma", StateCodec).state_codec()
+    where = f"{driver.name}: --state-compression {mode}"
+    codec, progress, bypass = driver.peer_provider("dma", StateCodec).state_codec()
     if codec == "none":
         raise ConfigError(f"{where}: the copies go through the cDMA engine's codec, and the "
                           "engine has none (--algorithm none); give a codec, e.g. "
@@ -168,18 +138,55 @@ def idle_overlap(busy: list[tuple[int, int]], waits: list[tuple[int, int]], end:
     return total
 
 
-class ModelStateDriver:
-    """The gradient copies, CPU steps and weight copies of one GPU's optimizer step."""
+class ModelStateDriver(ModelStates):
+    """Drives a GPU's model states kept off it (ZeRO-Offload, ZeRO-Infinity), in its slot.
 
-    def __init__(self, gpu: DriverGPU, plan: ModelStatePlan, micro_batches: int,
-                 compression: Optional[StateCompression] = None) -> None:
-        self.gpu = gpu
-        self.compression = compression or StateCompression()
+    The gradient copies, CPU steps and weight copies of one GPU's optimizer step, on links of
+    its own: to the cDMA engine's ``states`` port (port ``dma``) and to the host CPU (port
+    ``cpu``); the GPU reaches it as :class:`ModelStates` and it reaches the GPU as
+    :class:`StatesGPU`, nothing more."""
+
+    PORTS = (Port("dma", "the cDMA engine's 'states' port: the model-state copies, each on its "
+                  "copy stream"),
+             Port("cpu", "the host CPU (cdma.HostCPU, a 'gpu%d' port) running the optimizer "
+                  "step of model states kept on the host (needed with optimizer_states host "
+                  "or nvme)"))
+
+    def __init__(self, simulation: Any, name: str, params: Any) -> None:
+        super().__init__(simulation, name, params)
+        self.dma = self.configure_link("dma", self._copied)
+        self.cpu_end = self.configure_link("cpu", self._stepped)
+        self._gpu: Optional[StatesGPU] = None
+        self.cpu: Optional[HostStep] = None
+
+    @property
+    def gpu(self) -> StatesGPU:
+        """The GPU whose model states this drives, from init on."""
+        if self._gpu is None:
+            raise SimulationError(f"{self.name}: the GPU is asked for before init")
+        return self._gpu
+
+    def take(self, gpu: StatesGPU, plan: ModelStatePlan, dtype: str) -> None:
+        """Drive ``plan``'s model states for ``gpu``: they need the CPU on port 'cpu' and a
+        host link through the engine on port 'dma'; the CPU learns the host buffers they
+        take."""
+        where = f"{self.name}: --optimizer-states {plan.placement.optimizer_states}"
+        if self.dma is None:
+            raise ConfigError(f"{where}: the gradients and weights cross a host link, and port "
+                              "'dma' is not connected to an engine with one")
+        if self.cpu_end is None:
+            raise ConfigError(f"{where}: the optimizer step runs on the host CPU, and port "
+                              "'cpu' is not connected to a cdma.HostCPU")
+        self._gpu = gpu
+        self._load(plan, state_compression(self, plan, dtype))
+        self.cpu_end.send_untimed(self.manifest())
+
+    def _load(self, plan: ModelStatePlan, compression: StateCompression) -> None:
+        """The bookkeeping of ``plan``'s buckets, none of them moved yet."""
+        self.compression = compression
         self.plan = plan
         self.placement = plan.placement
         self.delayed = plan.placement.delayed_update
-        #: the micro-batches of one step: gradients leave in the last one's backward pass
-        self.micro_batches = micro_batches
         self.buckets = {b.name: b for b in plan.buckets}
         self.bucket_of = {w: b.name for b in plan.buckets for w in b.wgrads}
         self.left = {b.name: len(b.wgrads) for b in plan.buckets}
@@ -201,7 +208,6 @@ class ModelStateDriver:
         self.stream_over = False
         #: delayed update: buckets stepped before the backward pass ended
         self.ready: list[str] = []
-        self.cpu: Optional[HostStep] = None
         self.moved = dict.fromkeys(COPY_STREAMS, 0)
         self.wired = dict.fromkeys(COPY_STREAMS, 0)
         self.cpu_steps: list[tuple[int, int]] = []
@@ -210,6 +216,15 @@ class ModelStateDriver:
         self.asked: dict[str, int] = {}
         self.at_cpu: list[tuple[int, int]] = []
 
+    def host_cpu(self) -> Optional[HostStep]:
+        """The host CPU on port 'cpu' (None: the port is not connected)."""
+        return self.peer_provider("cpu", HostStep) if self.cpu_end is not None else None
+
+    @property
+    def resident(self) -> tuple[tuple[str, int], ...]:
+        """The model states that start on the SSDs (ZeRO-Infinity)."""
+        return self.plan.nvme_resident
+
     @property
     def done(self) -> bool:
         """True when every bucket's gradients went out, was stepped and its weights came
@@ -217,14 +232,26 @@ class ModelStateDriver:
         return self.weights_left == 0 and self.gradients_left == 0 and \
             self.steps_left == 0 and self.states_left == 0
 
-    def manifest(self) -> ModelStatesManifest:
-        """The host buffers the states take for the whole run."""
-        return ModelStatesManifest(self.gpu.name, tuple(self.plan.host_bytes.items()))
+    @property
+    def _engine(self) -> LinkEnd:
+        """The link to the cDMA engine (init refuses model states while it is unconnected)."""
+        assert self.dma is not None, "take() refuses an unconnected 'dma' port"
+        return self.dma
 
-    def start(self, cpu: HostStep) -> None:
+    @property
+    def _host_cpu(self) -> LinkEnd:
+        """The link to the host CPU (init refuses model states while it is unconnected)."""
+        assert self.cpu_end is not None, "take() refuses an unconnected 'cpu' port"
+        return self.cpu_end
+
+    def manifest(self) -> ModelStatesManifest:
+        """The host buffers the states take for the whole run (under the GPU's name)."""
+        return ModelStatesManifest(self.owner.name, tuple(self.plan.host_bytes.items()))
+
+    def start(self) -> None:
         """At time 0: with the delayed update, ask the CPU for the previous iteration's
         steps."""
-        self.cpu = cpu
+        self.cpu = self.host_cpu()
         if self.delayed:
             for bucket in self.plan.buckets:
                 if self.states_nvme:
@@ -269,7 +296,7 @@ class ModelStateDriver:
             return
         raw = bucket.grad_bytes if gradients else bucket.weight_bytes
         coded = self.compression.coded
-        self.gpu.dma_link.send(TransferRequest(
+        self._engine.send(TransferRequest(
             "offload" if gradients else "prefetch", name if gradients else f"{name}:w",
             raw, bucket.layers[-1], codec="" if coded else "none", stream=stream,
             wire_bytes=self.compression.wire(stream, raw) if coded else 0))
@@ -288,7 +315,7 @@ class ModelStateDriver:
     def _storage(self, direction: str, key: str, nbytes: int, stream: str) -> None:
         """A plain copy between host DRAM and the SSDs (``offload``: to the drives)."""
         layer = self.buckets[key.split(":")[0]].layers[-1]
-        self.gpu.dma_link.send(TransferRequest(direction, key, nbytes, layer, codec="none",
+        self._engine.send(TransferRequest(direction, key, nbytes, layer, codec="none",
                                                tier="nvme", stream=stream, near="host"))
 
     def _want_states(self, name: str) -> None:
@@ -317,8 +344,23 @@ class ModelStateDriver:
         self._step(name)
 
     def _step(self, name: str) -> None:
-        self.asked[name] = self.gpu.sim.now
-        self.gpu.cpu_link.send(self.step_request(name))
+        self.asked[name] = self.sim.now
+        self._host_cpu.send(self.step_request(name))
+
+    def _copied(self, done: TransferDone) -> None:
+        """A copy ended at the engine: the GPU's timeline notes it, then its stream looks
+        again at what it waits for."""
+        req = done.request
+        self.gpu.record(req.stream, req.tensor, done.started_ps, done.finished_ps)
+        self.copied(req)
+        self.gpu.resume()
+
+    def _stepped(self, done: CpuStepDone) -> None:
+        """The host CPU stepped a bucket: the GPU's timeline notes it, then its stream looks
+        again at what it waits for."""
+        self.gpu.record("cpu", done.request.bucket, done.started_ps, done.finished_ps)
+        self.stepped(done.request, done.started_ps, done.finished_ps)
+        self.gpu.resume()
 
     def copied(self, req: TransferRequest) -> None:
         """A model-state copy ended."""

@@ -21,6 +21,7 @@ from workloads.state_planner import StateCosts, candidates, choose_placement
 from workloads.stream import Stream, StreamError
 
 from .interfaces import HostStep, MemoryPool, TransferCosts
+from .model_states import ModelStates
 from .messages import MovedTensor, OffloadManifest
 from .workload_source import WorkloadSource
 
@@ -237,12 +238,20 @@ class NetworkWorkload(WorkloadSource):
 
     def _placements(self) -> list[Placement]:
         """The model-state placements policy auto weighs: the options' alone, unless
-        ``plan_states`` lets it choose and a host CPU on port 'cpu' can step the states."""
+        ``plan_states`` lets it choose and a host CPU (:meth:`_host_cpu`) can step the
+        states."""
         p = self.params
-        if not self.plans_states(p) or "cpu" not in self.owner.connected_ports() or \
+        if not self.plans_states(p) or self._host_cpu() is None or \
                 "dma" not in self.owner.connected_ports():
             return [self.placement]
         return candidates(self.placement, True, p["plan_states"] == "nvme")
+
+    def _host_cpu(self) -> Optional[HostStep]:
+        """The host CPU that would step model states kept on the host: the one on port
+        'cpu' of the driver in the GPU's ``model_states`` slot (None: no driver, or no CPU
+        on its port)."""
+        states = self.owner.subcomponent("model_states")
+        return states.host_cpu() if isinstance(states, ModelStates) else None
 
     def _engine(self) -> Any:
         return self.owner.peer_provider("dma", TransferCosts)
@@ -263,7 +272,8 @@ class NetworkWorkload(WorkloadSource):
         """The engine's and the host CPU's prices of the model-state traffic, for the
         planner."""
         engine = self._engine()
-        cpu = self.owner.peer_provider("cpu", HostStep)
+        cpu = self._host_cpu()
+        assert cpu is not None, "the placements weighed need a host CPU"
 
         def storage(direction: str, nbytes: int) -> int:
             return engine.state_copy_ps(direction, nbytes, "host-nvme")

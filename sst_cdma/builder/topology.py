@@ -281,6 +281,16 @@ def _fabric(sst: Any, o: argparse.Namespace) -> None:
         sst.Link(f"gpu{i}.l_nvlink", "0ps").connect((gpu, "nvlink"), (fabric, f"gpu{i}"))
 
 
+def _model_states(sst: Any, gpu: str, cpu: Any, cpu_port: str) -> None:
+    """The GPU's ``model_states`` slot: the driver of the states the host CPU steps, its
+    copies on the engine's ``states`` port and its steps on the CPU's ``cpu_port``."""
+    driver = sst.findComponentByName(gpu).setSubComponent("model_states",
+                                                          "cdma.ModelStateDriver")
+    sst.Link(f"{gpu}.l_states", "0ps").connect((driver, "dma"),
+                                               (sst.findComponentByName(f"{gpu}.dma"), "states"))
+    sst.Link(f"{gpu}.l_cpu", "0ps").connect((driver, "cpu"), (cpu, cpu_port))
+
+
 def _system(sst: Any, spec: SystemSpec) -> None:
     """Add ``--gpus`` GPUs, their switches and host memories: one host per ``--gpus-per-host``
     GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
@@ -305,8 +315,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
         link = _gpu_system(sst, f"gpu{i}", spec, i == 0)
         engines.append(sst.findComponentByName(f"gpu{i}.dma"))
         if cpu is not None:
-            sst.Link(f"gpu{i}.l_cpu", "0ps").connect(
-                (sst.findComponentByName(f"gpu{i}"), "cpu"), (cpu, f"gpu{i % per_host}"))
+            _model_states(sst, f"gpu{i}", cpu, f"gpu{i % per_host}")
         if o.gpus_per_switch:
             k, j = divmod(i, o.gpus_per_switch)
             if j == 0:

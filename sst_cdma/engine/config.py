@@ -323,10 +323,12 @@ class ConfigGraph:
                     known = ", ".join(s.name for s in cls.STATISTICS) or "none"
                     raise ConfigError(f"{element.name} ({element.type}) has no statistic "
                                       f"{stat!r} (statistics: {known})", element.where)
-        for decl in comp.element.PORTS:
-            if decl.required and "%d" not in decl.name and (comp.name, decl.name) not in used:
-                raise ConfigError(f"{comp.name} ({comp.type}): required port "
-                                  f"{decl.name!r} is not connected", comp.where)
+        for element in [comp, *comp.subcomponents]:  # a subcomponent's own ports too
+            for decl in element.element.PORTS:
+                if decl.required and "%d" not in decl.name and \
+                        (element.name, decl.name) not in used:
+                    raise ConfigError(f"{element.name} ({element.type}): required port "
+                                      f"{decl.name!r} is not connected", element.where)
 
     def end_latency_ps(self, link: ConfigLink, i: int) -> Optional[int]:
         """Latency of end ``i`` in ps, or None when neither the end nor the link has one."""

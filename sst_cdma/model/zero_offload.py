@@ -158,12 +158,13 @@ def state_traffic(ready: list[int], stream_end: int, buckets: Any,
 def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     """The closed form for GPU ``gpu_name`` of a built (or finished) simulation whose
     optimizer states are on the host, every number from its components: the kernels slot
-    prices the kernels, the engine on ``dma`` the copies, the CPU on ``cpu`` the steps."""
+    prices the kernels, the engine on ``dma`` the copies, the CPU on the ``cpu`` port of the
+    driver in its ``model_states`` slot the steps."""
 
     gpu = simulation.components[gpu_name]
     dram_bw = gpu.flows.resources[gpu.hbm_resource].capacity
     dma = simulation.peer(gpu_name, "dma")[0]
-    cpu = simulation.peer(gpu_name, "cpu")[0]
+    cpu = simulation.peer(gpu.states.name, "cpu")[0]
     flows = gpu.flows
 
     def kernel(op: Any) -> int:

@@ -210,8 +210,9 @@ sst.Component("report", "cdma.Reporter")
     ('"optimizer_states": "host", "weights": "host"',
      "gpu0: --weights host: each layer's weights are copied from the host for its use, and "
      "port 'dma' is not connected"),
-    ('"optimizer_states": "host"', "gpu0: --optimizer-states host: the gradients and weights "
-                                   "cross a host link, and port 'dma' is not connected"),
+    ('"optimizer_states": "host"', "gpu0: optimizer_states=host: the model states' copies and "
+                                   "the host CPU's steps need a driver, and slot "
+                                   "'model_states' is empty"),
 ])
 def test_a_placement_without_a_host_link_is_refused(tmp_path, workload, words):
     with pytest.raises(RunError) as err:

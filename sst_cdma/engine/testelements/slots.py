@@ -39,9 +39,9 @@ class DownTally(Tally):
 
 class TapTally(Tally):
     """Counts up, and counts each event arriving on its own port ``tap`` (a link to a
-    subcomponent's port, as merlin and memHierarchy wire them)."""
+    subcomponent's port, as merlin and memHierarchy wire them), which it cannot do without."""
 
-    PORTS = (Port("tap", "each event arriving here counts one"),)
+    PORTS = (Port("tap", "each event arriving here counts one", required=True),)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
