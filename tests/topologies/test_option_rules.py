@@ -58,8 +58,9 @@ def test_the_host_cpu_is_there_exactly_where_the_workload_element_needs_one(choi
     planned = policy == "auto" and optimizer == "adam" and states is weights is gradients is None
     assert NetworkWorkload.plans_states(values) is planned
     assert params.get("plan_states") == ("host" if planned else None)
+    # the GPU's model-state driver (its ``model_states`` slot) holds the link to the CPU
     assert ("cpu" in {e.port for link in g.links.values() for e in link.ends
-                      if e.component == "gpu0"}) is expected
+                      if e.component == "gpu0:model_states[0]"}) is expected
 
 
 @pytest.mark.parametrize("opts,bucket", [

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("stream") / "alexnet.stream"
-    subprocess.run([sys.executable, "-m", "workloads", "render", "alexnet", "--batch", "2",
+    subprocess.run([sys.executable, "-m", "sst_cdma.tools.workloads", "render", "alexnet", "--batch", "2",
                     "-o", str(path)], check=True, cwd=REPO, capture_output=True)
     return path
 
