@@ -11,6 +11,7 @@ from typing import Any
 from sst_cdma.model.policies import VDNN_POLICIES
 
 from .nvswitch import allreduce_line
+from .pipeline_report import pipeline_lines
 
 __all__ = ["console_summary", "plan_line", "functional_line", "binary_size", "engine_line",
            "density_line", "no_offload_hint", "fits_hint", "states_moved", "model_state_lines"]
@@ -295,6 +296,8 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
         lines.append(allreduce_line(s["allreduce"]))
     if "nvme" in s:
         lines.append(nvme_line(s["nvme"]))
+    if "pipeline" in s:
+        lines += pipeline_lines(s["pipeline"])
     return lines
 
 

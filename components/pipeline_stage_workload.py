@@ -4,7 +4,6 @@ activations and gradients between stages and the stage's order of passes (GPipe,
 interleaved 1F1B) as its schedule (docs/parallel.md, "The simulated pipeline")."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
@@ -12,32 +11,14 @@ from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.stream import Stream
 
+from .pipeline_report import PipelineStageResult
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
     from .gpu import GPU
     from .workload_source import Step
 
-__all__ = ["PipelineStageWorkload", "PipelineStageResult", "held_at_once"]
-
-
-@dataclass
-class PipelineStageResult:
-    """What one pipeline stage ran: its GPU, ``stage`` of ``pp`` (``vpp`` chunks each) under
-    ``schedule`` with ``micro_batches``; when its last pass ended (``end_ps``), the time its
-    kernels ran (``busy_ps``) and the most (micro-batch, chunk) passes whose activations it
-    held at once (``in_flight``: from the first forward kernel's start to the last backward
-    kernel's end, as simulated)."""
-
-    gpu: str
-    stage: int
-    pp: int
-    vpp: int
-    schedule: str
-    micro_batches: int
-    end_ps: int
-    busy_ps: int
-    in_flight: int
+__all__ = ["PipelineStageWorkload", "held_at_once"]
 
 
 def held_at_once(spans: list[tuple[int, int]]) -> int:
@@ -136,4 +117,4 @@ class PipelineStageWorkload(WorkloadSource):
         end = gpu.finished_at if gpu.finished_at is not None else self.sim.now
         self.publish(PipelineStageResult(gpu.name, p["stage"], p["pp"], p["vpp"], p["schedule"],
                                          p["micro_batches"], end, gpu.kernel_total,
-                                         held_at_once(self.held_spans(gpu))))
+                                         held_at_once(self.held_spans(gpu)), gpu.memory.peak))

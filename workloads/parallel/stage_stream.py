@@ -154,7 +154,7 @@ def uniform_stage_stream(layout: ParallelLayout, layers: int, stage: int,
     prev, nxt = peers(layout, stage)
     keys = [(mb, c.chunk) for mb in range(layout.micro_batches) for c in plan.chunks]
     chunk_of = {c.chunk: c for c in plan.chunks}
-    header = [f"stream version=1 network=pipeline_stage{stage} batch={layout.micro_batch_size} "
+    header = [f"stream version=1 network=synthetic_pipeline batch={layout.micro_batch_size} "
               "dtype=float32 policy=none"]
     header += [line for mb, c in keys for line in _tensor_lines(chunk_of[c], mb,
                                                                 uniform.activation)]

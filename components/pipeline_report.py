@@ -1,0 +1,65 @@
+"""What a simulated pipeline reports: each stage's record (:class:`PipelineStageResult`, which
+``cdma.PipelineStageWorkload`` publishes), the summary's ``pipeline`` section composed from
+them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+__all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines"]
+
+
+@dataclass
+class PipelineStageResult:
+    """What one pipeline stage ran: its GPU, ``stage`` of ``pp`` (``vpp`` chunks each) under
+    ``schedule`` with ``micro_batches``; when its last pass ended (``end_ps``), the time its
+    kernels ran (``busy_ps``) and the most (micro-batch, chunk) passes whose activations it
+    held at once (``in_flight``: each from its first forward kernel's start to its last
+    backward kernel's end, as simulated); its peak GPU memory (``peak_memory_bytes``)."""
+
+    gpu: str
+    stage: int
+    pp: int
+    vpp: int
+    schedule: str
+    micro_batches: int
+    end_ps: int
+    busy_ps: int
+    in_flight: int
+    peak_memory_bytes: int
+
+
+def pipeline_fields(stages: Sequence[PipelineStageResult]) -> dict[str, Any]:
+    """The summary's ``pipeline``: the layout, the step time (when the last stage's last pass
+    ended) and each stage's busy and idle time, its bubble share (idle over the step), the
+    micro-batches it held at once and its peak memory."""
+    ordered = sorted(stages, key=lambda r: r.stage)
+    step = max(r.end_ps for r in ordered)
+    first = ordered[0]
+    return {
+        "pp": first.pp, "vpp": first.vpp, "schedule": first.schedule,
+        "micro_batches": first.micro_batches, "step_time_s": step / 10**12,
+        "bubble_share": (step * len(ordered) - sum(r.busy_ps for r in ordered))
+        / (step * len(ordered)) if step else 0.0,
+        "stages": [{"stage": r.stage, "gpu": r.gpu, "busy_time_s": r.busy_ps / 10**12,
+                    "idle_time_s": (step - r.busy_ps) / 10**12,
+                    "bubble_share": (step - r.busy_ps) / step if step else 0.0,
+                    "in_flight_max": r.in_flight, "peak_memory_bytes": r.peak_memory_bytes}
+                   for r in ordered]}
+
+
+def pipeline_lines(p: dict[str, Any]) -> list[str]:
+    """The console lines of the ``pipeline`` section: the layout and step, then one line per
+    stage."""
+    ms = 1e3
+    chunks = f", {p['vpp']} chunks a stage" if p["vpp"] > 1 else ""
+    lines = [f"{'pipeline:':<16} {p['pp']} stages, {p['schedule']}{chunks}, "
+             f"{p['micro_batches']} micro-batches: step {p['step_time_s'] * ms:.3f} ms, "
+             f"bubble {p['bubble_share']:.1%} of the stages' time"]
+    held = "micro-batch(es)" if p["vpp"] == 1 else "(micro-batch, chunk) passes"
+    for s in p["stages"]:
+        lines.append(f"  stage {s['stage']} ({s['gpu']}): busy {s['busy_time_s'] * ms:.3f} ms, "
+                     f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
+                     "in flight, peak memory "
+                     f"{s['peak_memory_bytes'] / 2**20:.1f} MiB")
+    return lines

@@ -1,0 +1,84 @@
+"""topologies/pipeline_cdma.py: --pp H100s, each a pipeline stage, stage to stage over
+point-to-point links; its summary's step and per-stage bubble and micro-batches in flight, as
+the schedules' closed forms give them with free links; bad layouts refused in one line."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sst_cdma
+from components.summary_schema import check_summary
+from sst_cdma.engine.errors import RunError
+
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE = REPO / "topologies" / "pipeline_cdma.py"
+#: free links: the closed forms hold to the picosecond
+FREE = "--p2p-bandwidth 0B/s --p2p-latency 0ps"
+
+
+def run(opts: str) -> tuple[dict, str]:
+    """The run's summary and console text."""
+    console = io.StringIO()
+    result = sst_cdma.run(PIPELINE, opts, console=console)
+    return result.reports["summary"], console.getvalue()
+
+
+@pytest.mark.parametrize("schedule, p, m, v", [("1f1b", 4, 8, 1), ("gpipe", 3, 5, 1),
+                                               ("interleaved", 4, 8, 2)])
+def test_the_step_and_each_stage_s_bubble_are_the_closed_form(schedule, p, m, v):
+    summary, console = run(f"--pp {p} --micro-batches {m} --schedule {schedule} --vpp {v} "
+                           f"--forward-time 1ms --backward-time 2ms {FREE}")
+    assert check_summary(summary) == []
+    pipe = summary["pipeline"]
+    # 2 layers a chunk, 1 + 2 ms each: a stage-time of 6 v ms, the step (m v + p - 1) 6 ms
+    assert (pipe["pp"], pipe["vpp"], pipe["schedule"], pipe["micro_batches"]) == \
+        (p, v, schedule, m)
+    assert round(pipe["step_time_s"] * 1e12) == (m * v + p - 1) * 6 * 10**9
+    assert summary["iteration_time_s"] == pipe["step_time_s"]
+    for stage in pipe["stages"]:
+        assert round(stage["busy_time_s"] * 1e12) == m * v * 6 * 10**9
+        assert stage["bubble_share"] == (p - 1) / (m * v + p - 1)
+        assert f"  stage {stage['stage']} (gpu{stage['stage']}): busy" in console
+    held = [s["in_flight_max"] for s in pipe["stages"]]
+    if schedule == "1f1b":
+        assert held == [min(p - s, m) for s in range(p)]
+    elif schedule == "gpipe":
+        assert held == [m] * p
+    else:  # Megatron's warm-up, 2 (p - s - 1) + (v - 1) p, plus the pass in hand
+        assert held == [2 * (p - s - 1) + (v - 1) * p + 1 for s in range(p)]
+
+
+def test_the_command_of_the_docs_runs_and_prints_a_line_per_stage():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(PIPELINE),
+                          "--", "--pp", "4", "--micro-batches", "8", "--schedule", "1f1b"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith("  stage ")]
+    assert len(lines) == 4
+    assert "at most 4 micro-batch(es) in flight" in lines[0]
+    assert "at most 1 micro-batch(es) in flight" in lines[3]
+
+
+@pytest.mark.parametrize("opts, message", [
+    ("--schedule interleaved", "--schedule 'interleaved' needs --vpp >= 2 model chunks per "
+                               "stage, but --vpp is 1"),
+    ("--schedule interleaved --vpp 2 --micro-batches 6",
+     "--schedule 'interleaved' needs --micro-batches a multiple of --pp 4, but "
+     "--micro-batches is 6"),
+    ("--vpp 2", "--vpp 2 needs --schedule 'interleaved', but --schedule is '1f1b'"),
+    ("--layers 10", "--layers 10 do not split evenly over --pp 4 x --vpp 1 = 4 virtual stages"),
+    ("--pp 9 --layers 8", "--layers 8 do not split evenly over --pp 9 x --vpp 1"),
+    ("--schedule foo", "argument --schedule: 'foo' is not one of gpipe, 1f1b, interleaved"),
+])
+def test_a_bad_layout_is_one_line_naming_the_options(opts, message):
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, opts, console=io.StringIO())
+    text = str(info.value)
+    assert f"model option error: {message}" in text
+    assert "\n" not in text
