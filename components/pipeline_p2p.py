@@ -10,9 +10,9 @@ the op names as its peer must be the one at the far end of that port (checked be
 
 Each port sends one message at a time in each direction: a message of S bytes starts when the
 port's earlier ones have left, leaves S / ``bandwidth`` later (the sender's copy is freed then)
-and lands ``latency`` after that. Messages from one peer in one phase are matched in order, as
-MPI's non-overtaking rule and NCCL's in-order send/recv on a pair match them: a stage's n-th
-recv on a port in a phase takes the n-th message its peer sent that way. A ``recv`` whose
+and lands ``latency`` after that. Messages from one peer in one phase are matched in the
+order they were sent: a stage's n-th recv on a port in a phase takes the n-th message its peer
+sent that way (the stages' orders send and receive their passes in the same order). A ``recv`` whose
 message has not landed makes the stream wait (:class:`PeerWait`); the GPU issues on when it
 lands."""
 from __future__ import annotations

@@ -54,6 +54,8 @@ CHECKS = [
 #: names its source, in a column or in the text above it (where)
 SOURCES = {
     "docs/gpus.md § GPU presets #1": "the paragraph above (datasheets and whitepapers)",
+    "docs/parallel.md § 7. The simulated pipeline #1": "source column (the p2p ports' "
+                                                        "defaults)",
     "docs/gpus.md § Where each figure comes from #1": "source column",
     "docs/gpus.md § Tensor-core peaks (`tensor_flops`) #1": "source column",
     "docs/gpus.md § TF32 peaks (`tf32_flops`) and tensor-core families (`tensor_family`) #1":
