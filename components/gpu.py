@@ -312,7 +312,7 @@ class GPU(Component):
     def _scheduled(self, ops: list[StreamOp], steps: list[Step]) -> list[StreamOp]:
         """The stream's ops in the order of the workload's schedule (``--grad-accum``: each
         micro-batch's passes in turn); with several micro-batches, notes where each one's
-        forward pass starts."""
+        forward pass starts (its first chunk's, with virtual pipeline stages)."""
         out: list[StreamOp] = []
         starts: dict[int, int] = {}
         for step in steps:

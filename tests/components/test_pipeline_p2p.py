@@ -77,10 +77,14 @@ def test_free_links_give_the_closed_form_step_to_the_picosecond(run_script, sche
     closed = (m * v + p - 1) * (chunk_f + chunk_b)   # (m + p - 1) T, or (m + (p - 1)/v) T
     reference = makespan(stage_orders(layout_of(p, m, schedule, v)), chunk_f, chunk_b)
     assert step == reference.step_time == closed
-    for s, (gpu, stage, _) in enumerate(stages):
+    for s, (gpu, stage, ports) in enumerate(stages):
         assert gpu.completed
         assert stage.end_ps == gpu.iteration_time_ps == reference.timeline[s][-1][2]
         assert stage.busy_ps == gpu.compute_time_ps == reference.busy[s]
+        # the bubble is time the stream waited in a recv for its peer's message
+        assert ports.recv_wait_ps == gpu.iteration_time_ps - gpu.compute_time_ps
+        # a micro-batch starts once, at its first chunk's forward, however many chunks
+        assert gpu.model_states.get("micro_batches", 1) == m
 
 
 @pytest.mark.parametrize("schedule, p, m, v", CASES)
