@@ -53,7 +53,8 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
     stage."""
     ms = 1e3
     chunks = f", {p['vpp']} chunks a stage" if p["vpp"] > 1 else ""
-    lines = [f"{'pipeline:':<16} {p['pp']} stages, {p['schedule']}{chunks}, "
+    stages = f"{p['pp']} stages" if p["pp"] != 1 else "1 stage"
+    lines = [f"{'pipeline:':<16} {stages}, {p['schedule']}{chunks}, "
              f"{p['micro_batches']} micro-batches: step {p['step_time_s'] * ms:.3f} ms, "
              f"bubble {p['bubble_share']:.1%} of the stages' time"]
     held = "micro-batch(es)" if p["vpp"] == 1 else "(micro-batch, chunk) passes"

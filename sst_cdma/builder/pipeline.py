@@ -91,6 +91,7 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
         sst.Link(f"gpu{s}.l_next", "0ps").connect((ports[s], "next"),
                                                   (ports[(s + 1) % o.pp], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
-    reporter.addParam("system", f"{o.pp} pipeline stages, one {GPUS[o.gpu].name} each, "
-                                "stage to stage over point-to-point links")
+    stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
+    reporter.addParam("system", f"{stages}, one {GPUS[o.gpu].name} each, stage to stage over "
+                                "point-to-point links")
     return o
