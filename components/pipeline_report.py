@@ -4,7 +4,9 @@ them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
+
+from .pipeline_p2p import P2PResult
 
 __all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines"]
 
@@ -29,10 +31,12 @@ class PipelineStageResult:
     peak_memory_bytes: int
 
 
-def pipeline_fields(stages: Sequence[PipelineStageResult]) -> dict[str, Any]:
+def pipeline_fields(stages: Sequence[PipelineStageResult],
+                    ports: Mapping[str, P2PResult]) -> dict[str, Any]:
     """The summary's ``pipeline``: the layout, the step time (when the last stage's last pass
     ended) and each stage's busy and idle time, its bubble share (idle over the step), the
-    micro-batches it held at once and its peak memory."""
+    micro-batches it held at once, its peak memory and, from its GPU's ports (``ports``, by
+    GPU), the bytes it sent and the time its stream waited in recvs."""
     ordered = sorted(stages, key=lambda r: r.stage)
     step = max(r.end_ps for r in ordered)
     first = ordered[0]
@@ -44,8 +48,17 @@ def pipeline_fields(stages: Sequence[PipelineStageResult]) -> dict[str, Any]:
         "stages": [{"stage": r.stage, "gpu": r.gpu, "busy_time_s": r.busy_ps / 10**12,
                     "idle_time_s": (step - r.busy_ps) / 10**12,
                     "bubble_share": (step - r.busy_ps) / step if step else 0.0,
-                    "in_flight_max": r.in_flight, "peak_memory_bytes": r.peak_memory_bytes}
+                    "in_flight_max": r.in_flight, "peak_memory_bytes": r.peak_memory_bytes,
+                    **_port_fields(ports.get(r.gpu))}
                    for r in ordered]}
+
+
+def _port_fields(ports: P2PResult | None) -> dict[str, Any]:
+    """A stage's p2p figures: the bytes it sent and its time waiting in recvs ({} without
+    ports)."""
+    if ports is None:
+        return {}
+    return {"sent_bytes": ports.sent_bytes, "recv_wait_time_s": ports.recv_wait_ps / 10**12}
 
 
 def pipeline_lines(p: dict[str, Any]) -> list[str]:
@@ -62,5 +75,7 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
         lines.append(f"  stage {s['stage']} ({s['gpu']}): busy {s['busy_time_s'] * ms:.3f} ms, "
                      f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
                      "in flight, peak memory "
-                     f"{s['peak_memory_bytes'] / 2**20:.1f} MiB")
+                     f"{s['peak_memory_bytes'] / 2**20:.1f} MiB"
+                     + (f", {s['recv_wait_time_s'] * ms:.3f} ms waiting in recv, "
+                        f"{s['sent_bytes'] / 1e6:.1f} MB sent" if "sent_bytes" in s else ""))
     return lines

@@ -326,6 +326,10 @@ PIPELINE_STAGE: tuple[Key, ...] = (
     _k("in_flight_max", "integer", "the most (micro-batch, chunk) passes whose activations it "
        "held at once, as simulated (with one chunk a stage: micro-batches)"),
     _k("peak_memory_bytes", "integer", "its GPU's peak memory"),
+    _k("sent_bytes", "integer", "bytes it sent to its neighbour stages", "with pipeline ports"),
+    _k("recv_wait_time_s", "number", "time its stream waited in recvs for its neighbours' "
+       "messages: with free links and identical layers, its idle time until its last pass "
+       "ended", "with pipeline ports"),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
@@ -374,7 +378,7 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
         faults += _check(summary["pipeline"], PIPELINE, "pipeline", {k.name for k in PIPELINE})
         for entry in summary["pipeline"].get("stages", ()):
             faults += _check(entry, PIPELINE_STAGE, "pipeline.stages[]",
-                             {k.name for k in PIPELINE_STAGE})
+                             {k.name for k in PIPELINE_STAGE if k.when == ALWAYS})
     for layer in summary.get("layers", ()):
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
     if "plan" in summary:

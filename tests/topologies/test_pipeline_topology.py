@@ -43,7 +43,15 @@ def test_the_step_and_each_stage_s_bubble_are_the_closed_form(schedule, p, m, v)
     for stage in pipe["stages"]:
         assert round(stage["busy_time_s"] * 1e12) == m * v * 6 * 10**9
         assert stage["bubble_share"] == (p - 1) / (m * v + p - 1)
+        # each chunk sends its output on but from the last virtual stage, and its input's
+        # gradient back but from virtual stage 0: 16 MiB a micro-batch each
+        ks = [c * p + stage["stage"] for c in range(v)]
+        sends = sum((k != p * v - 1) + (k != 0) for k in ks)
+        assert stage["sent_bytes"] == sends * m * 16 * 2**20
         assert f"  stage {stage['stage']} (gpu{stage['stage']}): busy" in console
+    # stage 0 ends last: its idle time is all waiting in recv for the others
+    first = pipe["stages"][0]
+    assert round(first["recv_wait_time_s"] * 1e12) == round(first["idle_time_s"] * 1e12)
     held = [s["in_flight_max"] for s in pipe["stages"]]
     if schedule == "1f1b":
         assert held == [min(p - s, m) for s in range(p)]
