@@ -532,8 +532,9 @@ _OFFLOADING = (("auto", "the planner picks offloads, compression and recomputati
 
 def no_offload_hint(s: dict[str, Any]) -> str:
     """A hint where the run offloaded nothing and does not fit in GPU memory: the policies
-    that would offload ("" otherwise)."""
-    if s["offloaded_bytes"] or s["fits_in_memory"] or not s.get("complete", True):
+    that would offload ("" otherwise, and for pipeline stages, which take no policy yet)."""
+    if s["offloaded_bytes"] or s["fits_in_memory"] or not s.get("complete", True) \
+            or "pipeline" in s:
         return ""
     others = [f"--policy {name} ({what})" for name, what in _OFFLOADING if name != s["policy"]]
     why = " (it offloads convolutions' inputs only)" if s["policy"] == "conv" else ""

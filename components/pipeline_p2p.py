@@ -114,7 +114,7 @@ class PipelinePorts(SubComponent):
              Port("next", "the link to the stage after: activations go out, their gradients "
                   "come back"))
     STATISTICS = (
-        StatisticSpec("sent_bytes", "bytes of each message sent", "B", "u64", 1),
+        StatisticSpec("sent_bytes", "bytes of each message sent", "B", "f64", 1),
         StatisticSpec("recv_wait_ps", "time the stream waited in each recv", "ps", "f64", 1),
     )
 
@@ -182,7 +182,10 @@ class PipelinePorts(SubComponent):
         end.send(PipelineMessage(self.params["stage"], op.phase, seq, op.name, nbytes, start),
                  left - now + self.params["latency"])
         memory, tensor = self.gpu.memory, op.name
-        self.schedule_at(left, lambda _: memory.free(tensor))
+        if left == now:  # gone at once (a free link): before the stream's next op
+            memory.free(tensor)
+        else:
+            self.schedule_at(left, lambda _: memory.free(tensor))
         self.sent_bytes += nbytes
         self.sends += 1
         self.stat_sent.add_data(nbytes)

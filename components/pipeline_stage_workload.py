@@ -117,4 +117,5 @@ class PipelineStageWorkload(WorkloadSource):
         end = gpu.finished_at if gpu.finished_at is not None else self.sim.now
         self.publish(PipelineStageResult(gpu.name, p["stage"], p["pp"], p["vpp"], p["schedule"],
                                          p["micro_batches"], end, gpu.kernel_total,
-                                         held_at_once(self.held_spans(gpu)), gpu.memory.peak))
+                                         held_at_once(self.held_spans(gpu)), gpu.memory.peak,
+                                         gpu.memory.capacity, gpu.memory.oom))

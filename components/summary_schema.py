@@ -313,6 +313,9 @@ PIPELINE: tuple[Key, ...] = (
     _k("micro_batches", "integer", "micro-batches per optimizer step"),
     _k("step_time_s", "number", "when the last stage's last pass ended: the step time"),
     _k("bubble_share", "number", "the stages' idle time over pp x the step time"),
+    _k("out_of_memory", "null|object", "null, or the stage whose GPU ran out of memory first "
+       "(the earliest allocation past capacity): `stage`, `gpu`, `time_s`, `layer`, "
+       "`bytes_short`"),
     _k("stages", "array", "one entry per stage, in stage order: see `pipeline.stages[]` "
        "below"),
 )
@@ -326,6 +329,7 @@ PIPELINE_STAGE: tuple[Key, ...] = (
     _k("in_flight_max", "integer", "the most (micro-batch, chunk) passes whose activations it "
        "held at once, as simulated (with one chunk a stage: micro-batches)"),
     _k("peak_memory_bytes", "integer", "its GPU's peak memory"),
+    _k("fits_in_memory", "boolean", "its GPU never ran out of memory"),
     _k("sent_bytes", "integer", "bytes it sent to its neighbour stages", "with pipeline ports"),
     _k("recv_wait_time_s", "number", "time its stream waited in recvs for its neighbours' "
        "messages: with free links and identical layers, its idle time until its last pass "

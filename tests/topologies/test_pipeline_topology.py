@@ -14,6 +14,7 @@ import pytest
 import sst_cdma
 from components.summary_schema import check_summary
 from sst_cdma.engine.errors import RunError
+from workloads.parallel import ModelShape, make_layout, makespan, stage_orders
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "topologies" / "pipeline_cdma.py"
@@ -59,6 +60,31 @@ def test_the_step_and_each_stage_s_bubble_are_the_closed_form(schedule, p, m, v)
         assert held == [m] * p
     else:  # Megatron's warm-up, 2 (p - s - 1) + (v - 1) p, plus the pass in hand
         assert held == [2 * (p - s - 1) + (v - 1) * p + 1 for s in range(p)]
+
+
+def test_the_stage_that_runs_out_of_memory_first_is_reported():
+    # 1F1B: stage s holds at most h = min(p - s, m) micro-batches' 2 layer inputs, and in a
+    # backward the output's gradient and the next one besides: 2 (h + 1) activations. At
+    # 8.5 GiB each on 80 GiB H100s the first stage (85 GiB) runs out, in its first backward
+    # (when the last stage's gradient has come back), the others fit
+    act = 8704 * 2**20
+    summary, console = run(f"--pp 4 --micro-batches 8 --activation 8704MiB {FREE}")
+    assert check_summary(summary) == []
+    pipe = summary["pipeline"]
+    assert [s["peak_memory_bytes"] for s in pipe["stages"]] == \
+        [2 * (min(4 - s, 8) + 1) * act for s in range(4)]
+    assert [s["fits_in_memory"] for s in pipe["stages"]] == [False, True, True, True]
+    oom = pipe["out_of_memory"]
+    assert (oom["stage"], oom["gpu"], oom["layer"]) == (0, "gpu0", "L1")
+    assert oom["bytes_short"] == 10 * act - 80 * 2**30
+    shape = ModelShape(layers=8, heads=1, kv_heads=1, hidden=1, ffn=1, vocab=1)
+    reference = makespan(stage_orders(make_layout(shape, pp=4, micro_batches=8)),
+                         2 * 10**9, 4 * 10**9)
+    first_backward = next(start for work, start, _ in reference.timeline[0]
+                          if work.phase == "backward")
+    assert round(oom["time_s"] * 1e12) == first_backward
+    assert "out of memory first on stage 0 (gpu0)" in console
+    assert "--policy" not in console
 
 
 def test_the_command_of_the_docs_runs_and_prints_a_line_per_stage():
