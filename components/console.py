@@ -12,6 +12,7 @@ from sst_cdma.model.element_params import network_word
 from sst_cdma.model.policies import VDNN_POLICIES
 
 from .nvswitch import allreduce_line
+from .pipeline_report import pipeline_lines
 
 __all__ = ["console_summary", "plan_line", "functional_line", "binary_size", "engine_line",
            "density_line", "no_offload_hint", "fits_hint", "states_moved", "model_state_lines"]
@@ -296,6 +297,8 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
         lines.append(allreduce_line(s["allreduce"]))
     if "nvme" in s:
         lines.append(nvme_line(s["nvme"]))
+    if "pipeline" in s:
+        lines += pipeline_lines(s["pipeline"])
     return lines
 
 
@@ -530,8 +533,9 @@ _OFFLOADING = (("auto", "the planner picks offloads, compression and recomputati
 
 def no_offload_hint(s: dict[str, Any]) -> str:
     """A hint where the run offloaded nothing and does not fit in GPU memory: the policies
-    that would offload ("" otherwise)."""
-    if s["offloaded_bytes"] or s["fits_in_memory"] or not s.get("complete", True):
+    that would offload ("" otherwise, and for pipeline stages, which take no policy yet)."""
+    if s["offloaded_bytes"] or s["fits_in_memory"] or not s.get("complete", True) \
+            or "pipeline" in s:
         return ""
     others = [f"{network_word('policy', name)} ({what})" for name, what in _OFFLOADING
               if name != s["policy"]]

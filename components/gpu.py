@@ -21,6 +21,7 @@ from .kernel_times import KernelTimes, gpu_spec
 from .messages import (TIERS, AllReduceDone, CodecKernel, GradientManifest, GradientReady,
                        MovedTensor, OffloadManifest, TransferDone, TransferRequest)
 from .model_states import ModelStates
+from .pipeline_p2p import PeerWait, PipelinePorts, issue_recv, issue_send, recv_pending
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
@@ -153,6 +154,8 @@ class GPU(Component):
                          "ZeRO-Infinity): their copies and the host CPU's steps, on the "
                          "subcomponent's own ports 'dma' and 'cpu' (used when the workload "
                          "places states off the GPU)", accepts=ModelStates),
+        SubComponentSlot("p2p", "ports to the neighbour pipeline stages, for the stream's "
+                         "send and recv ops", accepts=PipelinePorts),
     )
     STATISTICS = (
         StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
@@ -217,7 +220,7 @@ class GPU(Component):
         self.compute_idle = True
         self.copy_busy = False
         #: what the stream waits for before its next op (None: it is not waiting)
-        self.blocked: Optional[Wait] = None
+        self.blocked: Optional[Wait | PeerWait] = None
         self.prefetched: set[str] = set()
         #: (time, phase) each time the issued ops changed phase, from (0, forward): with
         #: --grad-accum the passes alternate once per micro-batch
@@ -304,11 +307,11 @@ class GPU(Component):
     def _scheduled(self, ops: list[StreamOp], steps: list[Step]) -> list[StreamOp]:
         """The stream's ops in the order of the workload's schedule (``--grad-accum``: each
         micro-batch's passes in turn); with several micro-batches, notes where each one's
-        forward pass starts."""
+        forward pass starts (its first chunk's, with virtual pipeline stages)."""
         out: list[StreamOp] = []
         starts: dict[int, int] = {}
         for step in steps:
-            if step.phase == "forward" and step.micro_batch is not None:
+            if step.phase == "forward" and step.micro_batch is not None and step.chunk == 0:
                 starts[len(out)] = step.micro_batch
             out.extend(ops[step.start:step.end])
         if len(starts) > 1:
@@ -478,14 +481,18 @@ class GPU(Component):
         "free": _issue_free,
         "sync": _issue_sync,
         "wait": _issue_wait,
+        "send": issue_send,
+        "recv": issue_recv,
     }
 
     def _streams_busy(self) -> bool:
         """Whether a kernel or a copy is running or queued."""
         return bool(self.compute_busy or self.copy_busy or self.compute_q or self.copy_q)
 
-    def _still_waiting(self, wait: Wait) -> bool:
+    def _still_waiting(self, wait: Wait | PeerWait) -> bool:
         """Whether what ``wait`` waits for has not happened yet."""
+        if isinstance(wait, PeerWait):
+            return recv_pending(self, wait)
         reason = wait.reason
         if reason is WaitReason.SYNC:
             return self._streams_busy()
@@ -505,7 +512,8 @@ class GPU(Component):
         self.timeline.append((kind, label, start_ps, end_ps))
 
     def resume(self) -> None:
-        """Something the stream may wait for happened: issue on if it was that."""
+        """Something the stream may wait for happened outside the GPU (a model-state copy or
+        step, a pipeline peer's message landing): issue on if it was that."""
         self._unblock()
 
     def _unblock(self) -> None:

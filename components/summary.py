@@ -21,6 +21,8 @@ from .gpu import GPUResult
 from .nvme import NVMeResult, nvme_fields
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
+from .pipeline_p2p import P2PResult
+from .pipeline_report import PipelineStageResult, pipeline_fields
 from .summary_schema import SCHEMA_VERSION
 
 __all__ = ["PS", "seconds", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
@@ -64,6 +66,8 @@ class SystemResults:
         self.links = {n: r for n, r in results.items() if isinstance(r, LinkResult)}
         self.fabrics = {r.system: r for r in results.values() if isinstance(r, AllReduceResult)}
         self.drives = {n: r for n, r in results.items() if isinstance(r, NVMeResult)}
+        self.stages = [r for r in results.values() if isinstance(r, PipelineStageResult)]
+        self.ports = {r.gpu: r for r in results.values() if isinstance(r, P2PResult)}
         self.baseline_of: dict[str, dict[str, GPUResult]] = {n: {} for n in self.main}
         for label in ("oracle", "vdnn"):
             others = [n for n, r in gpus.items() if r.system == label]
@@ -115,6 +119,8 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
     if drives:
         summary["nvme"] = nvme_fields([runs.drives[d] for d in drives],
                                       next(e.nvme_path for e in engines if e.drives))
+    if runs.stages:
+        summary["pipeline"] = pipeline_fields(runs.stages, runs.ports)
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
         summary["stopped_at_s"] = seconds(now_ps)

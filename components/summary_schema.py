@@ -14,6 +14,7 @@ from typing import Any, Optional
 from sst_cdma.model.dtypes import DTYPES
 
 __all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN", "NVME",
+           "PIPELINE", "PIPELINE_STAGE",
            "MODEL_STATES", "TIER", "SYSTEM_SHAPE", "SCHEMA_VERSION", "JSON_SCHEMA_PATH",
            "check_summary", "markdown", "json_schema", "json_schema_text", "write_json_schema"]
 
@@ -42,6 +43,7 @@ def _k(name: str, types: str, doc: str, when: str = ALWAYS) -> Key:
 
 
 ENGINE = "with a cDMA engine"
+PIPELINED = "with pipeline stages (topologies/pipeline_cdma.py)"
 SEVERAL = "with several GPUs"
 LINK = "with a host link"
 WHOLE = "when the run and that baseline are complete"
@@ -116,6 +118,8 @@ SUMMARY: tuple[Key, ...] = (
        "`allreduce` below", "with `data_parallel`"),
     _k("nvme", "object", "the NVMe SSDs the main GPUs' engines stripe across: see `nvme` "
        "below", "with NVMe SSDs"),
+    _k("pipeline", "object", "the simulated pipeline's stages: see `pipeline` below",
+       PIPELINED),
     _k("peak_gpu_memory_bytes", "integer", "peak allocated GPU memory"),
     _k("average_gpu_memory_bytes", "integer", "allocated memory averaged over the iteration, "
        "as vDNN reports it"),
@@ -302,6 +306,36 @@ NVME: tuple[Key, ...] = (
     _k("peak_stored_bytes", "integer", "the drives' peaks added up"),
 )
 
+PIPELINE: tuple[Key, ...] = (
+    _k("pp", "integer", "pipeline stages"),
+    _k("vpp", "integer", "model chunks (virtual stages) per stage"),
+    _k("schedule", "string", "`gpipe`, `1f1b` or `interleaved`"),
+    _k("micro_batches", "integer", "micro-batches per optimizer step"),
+    _k("step_time_s", "number", "when the last stage's last pass ended: the step time"),
+    _k("bubble_share", "number", "the stages' idle time over pp x the step time"),
+    _k("out_of_memory", "null|object", "null, or the stage whose GPU ran out of memory first "
+       "(the earliest allocation past capacity): `stage`, `gpu`, `time_s`, `layer`, "
+       "`bytes_short`"),
+    _k("stages", "array", "one entry per stage, in stage order: see `pipeline.stages[]` "
+       "below"),
+)
+
+PIPELINE_STAGE: tuple[Key, ...] = (
+    _k("stage", "integer", "the stage (0 first)"),
+    _k("gpu", "string", "its GPU"),
+    _k("busy_time_s", "number", "time its kernels ran"),
+    _k("idle_time_s", "number", "the step time less its busy time"),
+    _k("bubble_share", "number", "its idle time over the step time"),
+    _k("in_flight_max", "integer", "the most (micro-batch, chunk) passes whose activations it "
+       "held at once, as simulated (with one chunk a stage: micro-batches)"),
+    _k("peak_memory_bytes", "integer", "its GPU's peak memory"),
+    _k("fits_in_memory", "boolean", "its GPU never ran out of memory"),
+    _k("sent_bytes", "integer", "bytes it sent to its neighbour stages", "with pipeline ports"),
+    _k("recv_wait_time_s", "number", "time its stream waited in recvs for its neighbours' "
+       "messages: with free links and identical layers, its idle time until its last pass "
+       "ended", "with pipeline ports"),
+)
+
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
          "object": dict, "array": list, "null": type(None)}
 
@@ -344,6 +378,11 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
                          {k.name for k in ALLREDUCE if k.when == ALWAYS})
     if "nvme" in summary:
         faults += _check(summary["nvme"], NVME, "nvme", {k.name for k in NVME})
+    if "pipeline" in summary:
+        faults += _check(summary["pipeline"], PIPELINE, "pipeline", {k.name for k in PIPELINE})
+        for entry in summary["pipeline"].get("stages", ()):
+            faults += _check(entry, PIPELINE_STAGE, "pipeline.stages[]",
+                             {k.name for k in PIPELINE_STAGE if k.when == ALWAYS})
     for layer in summary.get("layers", ()):
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
     if "plan" in summary:
@@ -369,7 +408,8 @@ def markdown() -> str:
     for title, keys in (("`summary.json`", SUMMARY), ("`baselines.oracle`, `baselines.vdnn`",
                                                       BASELINE),
                         ("`host_link`", HOST_LINK), ("`allreduce`", ALLREDUCE),
-                        ("`nvme`", NVME),
+                        ("`nvme`", NVME), ("`pipeline`", PIPELINE),
+                        ("`pipeline.stages[]`", PIPELINE_STAGE),
                         ("`layers[]`", LAYER), ("`plan`", PLAN),
                         ("`model_states`", MODEL_STATES), ("`model_states.tiers.TIER`", TIER)):
         out += [f"| {title} | type | present | meaning |", "|---|---|---|---|"]

@@ -9,6 +9,7 @@ Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored
     offload NAME layer=L [codec=none] [tier=host|nvme] | prefetch NAME layer=L [tier=host|nvme]
     compute L pass=fwd|bwd|recompute|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
     sync L
+    send NAME peer=STAGE | recv NAME peer=STAGE
     phase backward
     ...
     phase update            (optional: the optimizer step)
@@ -23,7 +24,10 @@ tensor; nothing is freed or overwritten while a transfer of it may be in flight 
 drains both streams, a ``wait`` completes one prefetch); a compute's ``reads``/``writes`` must be
 resident and not awaiting a prefetch; ``pass=recompute`` (a forward kernel re-run to rebuild a
 tensor) only inside ``phase backward``; ``codec=none`` (a plain copy that bypasses the engine's
-codec, also for the tensor's prefetch) only on ``offload``. Every problem raises
+codec, also for the tensor's prefetch) only on ``offload``; ``send`` (to pipeline stage
+``peer``) needs an allocated tensor with no transfer in flight and hands it over: the sender's
+copy is freed once it has left, so it counts as freed from the send on; ``recv`` (from stage
+``peer``) needs an allocated tensor to receive into. Every problem raises
 :class:`StreamError` reading
 ``"SOURCE:LINE: message"``.
 """
@@ -266,11 +270,23 @@ class _Parser:
                 raise self.fail(f"'prefetch': tensor '{name}' already has a {busy} in flight")
             self.inflight[name] = "prefetch"
             self.prefetch_issued.add(name)
+        elif head in ("send", "recv"):
+            self.peer_transfer(head, name, busy)
         elif head == "wait":
             if name not in self.prefetch_issued:
                 raise self.fail(f"'wait': tensor '{name}' has no prefetch before it")
             if busy == "prefetch":
                 del self.inflight[name]
+
+    def peer_transfer(self, head: str, name: str, busy: str | None) -> None:
+        """Check a ``send`` or ``recv`` of tensor ``name``: allocated, nothing in flight; a
+        send hands the tensor over (freed once it has left the GPU)."""
+        if name not in self.allocated:
+            raise self.fail(f"'{head}': tensor '{name}' is not allocated")
+        if busy:
+            raise self.fail(f"'{head}': tensor '{name}' while its {busy} may be in flight")
+        if head == "send":
+            self.allocated.discard(name)
 
     def compute(self, layer: str, values: dict[str, Any], phase: str) -> None:
         """Check a compute op of ``layer`` inside ``phase``."""

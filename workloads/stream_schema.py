@@ -29,8 +29,9 @@ __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "PHASES", "PASSES", "Form", 
 STREAM_VERSION = 1
 #: Allowed ``kind=`` values of tensor declarations.
 TENSOR_KINDS = ("activation", "gradient", "weight", "state", "workspace")
-#: Ops allowed inside a phase.
-OPS = ("alloc", "free", "offload", "prefetch", "wait", "compute", "sync")
+#: Ops allowed inside a phase (``send``/``recv``: a tensor to or from another pipeline stage,
+#: docs/parallel.md).
+OPS = ("alloc", "free", "offload", "prefetch", "wait", "compute", "sync", "send", "recv")
 #: The phases, in the order a stream has them (``update`` is optional).
 PHASES = ("forward", "backward", "update")
 #: The passes a compute op may have.
@@ -173,6 +174,8 @@ class StreamOp:
     #: GPU's ``offload_to``. On the prefetch of a weight never offloaded: the tier it starts on
     #: (``weights`` ``host`` or ``nvme``)
     tier: str = _key("tier", TIER, ("offload", "prefetch"), default="")
+    #: on a ``send`` or ``recv``: the pipeline stage the tensor goes to or comes from
+    peer: Optional[int] = _key("peer", INT, ("send", "recv"), True, None)
     line: int = field(default=0, compare=False)
 
 
@@ -233,7 +236,7 @@ STATEMENTS: dict[str, Statement] = {
     "phase": _statement("phase", None, "phase"),
     "end": _statement(None, None, "end"),
     **{op: _statement("layer" if op in ("compute", "sync") else "tensor", StreamOp, op)
-       for op in ("alloc", "free", "wait", "offload", "prefetch", "compute", "sync")},
+       for op in OPS},
 }
 
 

@@ -17,7 +17,7 @@ from sst_cdma.engine.library import find_element
 from sst_cdma.engine.param_words import Flag
 from sst_cdma.model.compression import ALGORITHMS
 
-__all__ = ["ElementOption", "ELEMENT_OPTIONS", "add_element_options", "element_params",
+__all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "PORTS", "add_element_options", "element_params",
            "given_options", "declared_param", "option_param", "param_type", "CODEC",
            "RENDERED_ONLY", "options_of", "flag_words"]
 
@@ -129,6 +129,25 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
 ALSO_SETS: dict[tuple[str, str], tuple[str, str]] = {
     (NETWORK, "gradient_bucket"): (FABRIC, "bucket"),
 }
+
+#: a pipeline stage's elements (topologies/pipeline_cdma.py): the workload in each GPU's
+#: ``workload`` slot and the ports in its ``p2p`` slot
+STAGE, PORTS = "cdma.PipelineStageWorkload", "cdma.PipelinePorts"
+#: the options of the pipeline topology (sst_cdma.builder.pipeline), which the other
+#: topologies do not take
+PIPELINE_OPTIONS: tuple[ElementOption, ...] = (
+    ElementOption("--pp", STAGE, "pp", default=4),
+    ElementOption("--micro-batches", STAGE, "micro_batches", default=8),
+    ElementOption("--schedule", STAGE, "schedule"),
+    ElementOption("--vpp", STAGE, "vpp"),
+    ElementOption("--layers", STAGE, "layers", default=UNSET,
+                  unset_help="2 a virtual stage, 2 x pp x vpp"),
+    ElementOption("--forward-time", STAGE, "forward_time"),
+    ElementOption("--backward-time", STAGE, "backward_time"),
+    ElementOption("--activation", STAGE, "activation"),
+    ElementOption("--p2p-bandwidth", PORTS, "bandwidth"),
+    ElementOption("--p2p-latency", PORTS, "latency"),
+)
 
 #: the elements only a rendered network uses: a ``--workload`` stream brings its own tensors,
 #: ops and kernel times (it runs with the roofline's)
@@ -252,3 +271,6 @@ def flag_words() -> dict[tuple[str, str], Flag]:
              for opt in ELEMENT_OPTIONS if opt.declaration is None}
     words.update({key: words[by] for key, by in ALSO_SETS.items()})
     return words
+
+    return {(opt.element, opt.param): Flag(opt.flag, opt.invert)
+            for opt in ELEMENT_OPTIONS + PIPELINE_OPTIONS if opt.declaration is None}

@@ -22,8 +22,8 @@ STREAM = REPO / "tests" / "data" / "golden" / "pascal-vdnn" / "gpu0.stream"
 ALEX = ["--network", "alexnet", "--batch", "32", "--policy", "all"]
 NETWORK = ('w = gpu.setSubComponent("workload", "cdma.NetworkWorkload")\n'
            'w.addParams({"network": "alexnet", "batch": 32, "policy": "all"})\n')
-WORKLOADS = "a WorkloadSource (cdma.NetworkWorkload, cdma.StreamWorkload, " \
-            "cdma.SyntheticWorkload)"
+WORKLOADS = "a WorkloadSource (cdma.NetworkWorkload, cdma.PipelineStageWorkload, " \
+            "cdma.StreamWorkload, cdma.SyntheticWorkload)"
 
 
 def system(fill: str, baselines: bool = False) -> str:
@@ -149,4 +149,6 @@ def test_sst_info_lists_the_gpus_slots_and_what_fills_them(capsys):
         in out
     assert "[KernelTimes; default cdma.FittedKernels]" in out
     assert "filled by: cdma.FittedKernels, cdma.MeasuredKernels, cdma.RooflineKernels" in out
-    assert "filled by: cdma.NetworkWorkload, cdma.StreamWorkload, cdma.SyntheticWorkload" in out
+    assert "filled by: cdma.NetworkWorkload, cdma.PipelineStageWorkload, " \
+        "cdma.StreamWorkload, cdma.SyntheticWorkload" in out
+    assert "p2p: ports to the neighbour pipeline stages" in out

@@ -64,6 +64,8 @@ SOURCES = {
     "docs/clusters.md § Fabrics #1": "source column",
     "docs/clusters.md § The data #1": "source column",
     "docs/gpus.md § GPU presets #1": "the paragraph above (datasheets and whitepapers)",
+    "docs/parallel.md § 7. The simulated pipeline #1": "source column (the p2p ports' "
+                                                        "defaults)",
     "docs/gpus.md § Where each figure comes from #1": "source column",
     "docs/gpus.md § Tensor-core peaks (`tensor_flops`) #1": "source column",
     "docs/gpus.md § TF32 peaks (`tf32_flops`) and tensor-core families (`tensor_family`) #1":

@@ -1,0 +1,105 @@
+"""What a simulated pipeline reports: each stage's record (:class:`PipelineStageResult`, which
+``cdma.PipelineStageWorkload`` publishes), the summary's ``pipeline`` section composed from
+them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from .pipeline_p2p import P2PResult
+
+__all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines"]
+
+
+@dataclass
+class PipelineStageResult:
+    """What one pipeline stage ran: its GPU, ``stage`` of ``pp`` (``vpp`` chunks each) under
+    ``schedule`` with ``micro_batches``; when its last pass ended (``end_ps``), the time its
+    kernels ran (``busy_ps``) and the most (micro-batch, chunk) passes whose activations it
+    held at once (``in_flight``: each from its first forward kernel's start to its last
+    backward kernel's end, as simulated); its peak GPU memory (``peak_memory_bytes``) against
+    the capacity (``memory_capacity_bytes``) and where it first ran out (``out_of_memory``:
+    the GPU memory's record, with its ``time_ps``; None if it never did)."""
+
+    gpu: str
+    stage: int
+    pp: int
+    vpp: int
+    schedule: str
+    micro_batches: int
+    end_ps: int
+    busy_ps: int
+    in_flight: int
+    peak_memory_bytes: int
+    memory_capacity_bytes: int
+    out_of_memory: Optional[dict[str, Any]]
+
+
+def pipeline_fields(stages: Sequence[PipelineStageResult],
+                    ports: Mapping[str, P2PResult]) -> dict[str, Any]:
+    """The summary's ``pipeline``: the layout, the step time (when the last stage's last pass
+    ended) and each stage's busy and idle time, its bubble share (idle over the step), the
+    micro-batches it held at once, its peak memory and whether it fits and, from its GPU's
+    ports (``ports``, by GPU), the bytes it sent and the time its stream waited in recvs; and
+    the stage that ran out of memory first (None: none did)."""
+    ordered = sorted(stages, key=lambda r: r.stage)
+    step = max(r.end_ps for r in ordered)
+    first = ordered[0]
+    return {
+        "pp": first.pp, "vpp": first.vpp, "schedule": first.schedule,
+        "micro_batches": first.micro_batches, "step_time_s": step / 10**12,
+        "bubble_share": (step * len(ordered) - sum(r.busy_ps for r in ordered))
+        / (step * len(ordered)) if step else 0.0,
+        "out_of_memory": _first_out_of_memory(ordered),
+        "stages": [{"stage": r.stage, "gpu": r.gpu, "busy_time_s": r.busy_ps / 10**12,
+                    "idle_time_s": (step - r.busy_ps) / 10**12,
+                    "bubble_share": (step - r.busy_ps) / step if step else 0.0,
+                    "in_flight_max": r.in_flight, "peak_memory_bytes": r.peak_memory_bytes,
+                    "fits_in_memory": r.out_of_memory is None,
+                    **_port_fields(ports.get(r.gpu))}
+                   for r in ordered]}
+
+
+def _first_out_of_memory(stages: Sequence[PipelineStageResult]) -> Optional[dict[str, Any]]:
+    """The stage whose GPU ran out of memory first (the earliest allocation past capacity,
+    the lower stage on a tie): its stage, GPU, when, the layer and the bytes short."""
+    short = [(oom["time_ps"], r.stage, r.gpu, oom) for r in stages
+             if (oom := r.out_of_memory) is not None]
+    if not short:
+        return None
+    _, stage, gpu, oom = min(short, key=lambda entry: (entry[0], entry[1]))
+    return {"stage": stage, "gpu": gpu, "time_s": oom["time_ps"] / 10**12,
+            "layer": oom["layer"], "bytes_short": oom["bytes_short"]}
+
+
+def _port_fields(ports: P2PResult | None) -> dict[str, Any]:
+    """A stage's p2p figures: the bytes it sent and its time waiting in recvs ({} without
+    ports)."""
+    if ports is None:
+        return {}
+    return {"sent_bytes": ports.sent_bytes, "recv_wait_time_s": ports.recv_wait_ps / 10**12}
+
+
+def pipeline_lines(p: dict[str, Any]) -> list[str]:
+    """The console lines of the ``pipeline`` section: the layout and step, then one line per
+    stage."""
+    ms = 1e3
+    chunks = f", {p['vpp']} chunks a stage" if p["vpp"] > 1 else ""
+    stages = f"{p['pp']} stages" if p["pp"] != 1 else "1 stage"
+    lines = [f"{'pipeline:':<16} {stages}, {p['schedule']}{chunks}, "
+             f"{p['micro_batches']} micro-batches: step {p['step_time_s'] * ms:.3f} ms, "
+             f"bubble {p['bubble_share']:.1%} of the stages' time"]
+    held = "micro-batch(es)" if p["vpp"] == 1 else "(micro-batch, chunk) passes"
+    oom = p["out_of_memory"]
+    if oom is not None:
+        lines.append(f"  out of memory first on stage {oom['stage']} ({oom['gpu']}) at "
+                     f"{oom['time_s'] * ms:.3f} ms, layer {oom['layer']}, "
+                     f"{oom['bytes_short'] / 2**20:.1f} MiB short")
+    for s in p["stages"]:
+        lines.append(f"  stage {s['stage']} ({s['gpu']}): busy {s['busy_time_s'] * ms:.3f} ms, "
+                     f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
+                     "in flight, peak memory "
+                     f"{s['peak_memory_bytes'] / 2**20:.1f} MiB"
+                     + (f", {s['recv_wait_time_s'] * ms:.3f} ms waiting in recv, "
+                        f"{s['sent_bytes'] / 1e6:.1f} MB sent" if "sent_bytes" in s else ""))
+    return lines

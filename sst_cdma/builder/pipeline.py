@@ -1,0 +1,97 @@
+"""The pipeline topology's builder: ``pp`` GPUs of one preset, each a stage of a chain of
+identical layers (``cdma.PipelineStageWorkload``) with its own HBM, stage to stage over
+point-to-point ports (``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The
+simulated pipeline"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any, Sequence
+
+from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, add_element_options,
+                                            element_params, flag_words, given_options)
+from sst_cdma.builder.topology import ModelOptionParser
+from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.param_words import speak_flags
+from sst_cdma.model.gpus import GPUS, gpu_choices, gpu_preset
+from workloads.parallel import LayoutError, ModelShape, make_layout
+
+__all__ = ["pipeline_parser", "build_pipeline", "in_flags"]
+
+#: the layout's param names and the flags that set them, as its errors name them
+LAYOUT_FLAGS = {"pp": "--pp", "vpp": "--vpp", "micro_batches": "--micro-batches",
+                "schedule": "--schedule"}
+
+
+def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
+    """The pipeline topology's options: the stages' and ports' params
+    (:data:`~sst_cdma.builder.model_options.PIPELINE_OPTIONS`) and the GPU preset."""
+    p = ModelOptionParser(prog=prog, description="pipeline-parallel stages model options",
+                          allow_abbrev=False)
+    add_element_options(p, PIPELINE_OPTIONS)
+    p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
+                   metavar=gpu_choices(),
+                   help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
+                        f"{gpu}; docs/gpus.md)")
+    return p
+
+
+def in_flags(message: str) -> str:
+    """A layout error in the command line's words: each param the layout names as its flag."""
+    return re.sub(r"\b(" + "|".join(LAYOUT_FLAGS) + r")\b",
+                  lambda m: LAYOUT_FLAGS[m.group(1)], message)
+
+
+def _check_layout(o: argparse.Namespace) -> None:
+    """The layers split evenly over the virtual stages, and the layout holds; one line naming
+    the flags otherwise."""
+    stages = o.pp * o.vpp
+    if o.layers % stages:
+        raise ConfigError(f"model option error: --layers {o.layers} do not split evenly over "
+                          f"--pp {o.pp} x --vpp {o.vpp} = {stages} virtual stages")
+    shape = ModelShape(layers=o.layers, heads=1, kv_heads=1, hidden=1, ffn=1, vocab=1)
+    try:
+        make_layout(shape, pp=o.pp, vpp=o.vpp, schedule=o.schedule,
+                    micro_batches=o.micro_batches)
+    except LayoutError as exc:
+        raise ConfigError(f"model option error: {in_flags(str(exc))}") from None
+
+
+def _stage(sst: Any, o: argparse.Namespace, s: int) -> Any:
+    """Stage ``s``: its GPU with its workload and ports, and its HBM; returns the ports."""
+    spec = GPUS[o.gpu]
+    gpu = sst.Component(f"gpu{s}", "cdma.GPU")
+    gpu.addParams({"gpu_preset": o.gpu})
+    work = gpu.setSubComponent("workload", STAGE)
+    work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS), "layers": o.layers,
+                    "stage": s})
+    ports = gpu.setSubComponent("p2p", PORTS)
+    ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s})
+    hbm = sst.Component(f"gpu{s}.hbm", "cdma.HBM")
+    hbm.addParams({"bandwidth": spec.dram_bandwidth, "capacity": spec.dram_capacity})
+    sst.Link(f"gpu{s}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    return ports
+
+
+def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
+                   gpu: str = "hopper") -> argparse.Namespace:
+    """Parse the options and add ``--pp`` stages, stage s's ``next`` port wired to stage
+    s + 1's ``prev`` (and the last stage's to the first's with virtual stages, whose chunks
+    go round the ring), and the reporter."""
+    parser = pipeline_parser(prog, gpu)
+    o = parser.parse_args(list(argv))
+    o.given = given_options(argv, parser)
+    speak_flags(flag_words())
+    if o.layers is None:
+        o.layers = 2 * o.pp * o.vpp
+    _check_layout(o)
+    ports = [_stage(sst, o, s) for s in range(o.pp)]
+    links = o.pp if o.vpp > 1 else o.pp - 1
+    for s in range(links):
+        sst.Link(f"gpu{s}.l_next", "0ps").connect((ports[s], "next"),
+                                                  (ports[(s + 1) % o.pp], "prev"))
+    reporter = sst.Component("report", "cdma.Reporter")
+    stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
+    reporter.addParam("system", f"{stages}, one {GPUS[o.gpu].name} each, stage to stage over "
+                                "point-to-point links")
+    return o
