@@ -14,6 +14,7 @@ from sst_cdma.engine.element import Component, Param, ParamError, Port, Statisti
 from sst_cdma.engine.flows import FlowNetwork, PS_PER_S
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.engine.param_words import param_word
+from sst_cdma.model.element_params import network_word
 from sst_cdma.model.gpus import GPUS
 
 from .interfaces import CodecKernels, MemoryPool
@@ -223,7 +224,7 @@ class GPU(Component):
         self.blocked: Optional[Wait | PeerWait] = None
         self.prefetched: set[str] = set()
         #: (time, phase) each time the issued ops changed phase, from (0, forward): with
-        #: --grad-accum the passes alternate once per micro-batch
+        #: with several micro-batches the passes alternate once per micro-batch
         self.phase_changes: list[tuple[int, str]] = [(0, "forward")]
         self.update_at: Optional[int] = None
         self.finished_at: Optional[int] = None
@@ -289,7 +290,7 @@ class GPU(Component):
         self.ops = self._scheduled(self._stream.ops, self.workload.schedule(self._stream))
         states = self.workload.model_states(self.stream)
         if self.dma is None and states is not None and states.placement.weights != "gpu":
-            raise ConfigError(f"{self.name}: --weights {states.placement.weights}: each "
+            raise ConfigError(f"{self.name}: {network_word('weights', states.placement.weights)}: each "
                               f"layer's weights are copied from the {states.placement.weights} "
                               "for its use, and port 'dma' is not connected to an engine with "
                               "a host link")
@@ -305,7 +306,7 @@ class GPU(Component):
             self.op_layer[i] = upcoming
 
     def _scheduled(self, ops: list[StreamOp], steps: list[Step]) -> list[StreamOp]:
-        """The stream's ops in the order of the workload's schedule (``--grad-accum``: each
+        """The stream's ops in the order of the workload's schedule (gradient accumulation: each
         micro-batch's passes in turn); with several micro-batches, notes where each one's
         forward pass starts (its first chunk's, with virtual pipeline stages)."""
         out: list[StreamOp] = []

@@ -15,20 +15,20 @@ With the one-step delayed update the CPU steps the previous iteration's gradient
 the host) from time 0, beside this iteration's forward and backward passes; their weights
 are copied back once the backward pass has ended (the GPU's weights are read until then), and
 the iteration ends when they and this iteration's gradient copies are done: one iteration of
-the steady state. With the weights on the host too (``--weights host``) the stream prefetches
+the steady state. With the weights on the host too (``weights`` ``host``) the stream prefetches
 each layer's weights for its use and the CPU's step updates them where they are: nothing is
 copied back, and the iteration ends when the steps are done.
 
-ZeRO-Infinity (Rajbhandari et al., SC 2021) puts the states on the SSDs (``--optimizer-states
-nvme``): each bucket's states are read from the drives into a host buffer (two buffers: a
+ZeRO-Infinity (Rajbhandari et al., SC 2021) puts the states on the SSDs (``optimizer_states``
+``nvme``): each bucket's states are read from the drives into a host buffer (two buffers: a
 bucket's read may start once the bucket two before it was written back) on the ``states_in``
 stream, from when its gradients leave the GPU (delayed: from time 0), the CPU steps it once
 both its gradients and its states are on the host, and its states go back to the drives on
-the ``states_out`` stream. With the weights on the SSDs too (``--weights nvme``) the stream
+the ``states_out`` stream. With the weights on the SSDs too (``weights`` ``nvme``) the stream
 prefetches each layer's weights from the drives and a stepped bucket's 16-bit weights are
 written to the drives (``weights`` stream, host to SSD) instead of copied to the GPU.
 
-With ``--state-compression engine`` or ``host`` (:class:`StateCompression`) the gradient and
+With ``state_compression`` ``engine`` or ``host`` (:class:`StateCompression`) the gradient and
 weight copies go through the engine's codec, each crossing the link as its raw bytes over the
 model-state profile's ratio of that codec for its role and element type; with ``host`` the
 host CPU also decompresses each bucket's gradients before its step and compresses its
@@ -42,6 +42,7 @@ from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Element, Port
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.model.compression import wire_bytes
+from sst_cdma.model.element_params import network_word
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
 
 from .interfaces import HostStep, StateCodec
@@ -100,12 +101,12 @@ def state_compression(driver: Element, plan: ModelStatePlan, dtype: str) -> Stat
     from sst_cdma.profiles import ProfileError
     from sst_cdma.profiles.model_states import model_state_ratio
 
-    where = f"{driver.name}: --state-compression {mode}"
+    where = f"{driver.name}: {network_word('state_compression', mode)}"
     codec, progress, bypass = driver.peer_provider("dma", StateCodec).state_codec()
     if codec == "none":
         raise ConfigError(f"{where}: the copies go through the cDMA engine's codec, and the "
-                          "engine has none (--algorithm none); give a codec, e.g. "
-                          "--algorithm bplane_zstd")
+                          "engine's codec slot is empty (a plain copy engine); fill it with a codec, "
+                          "e.g. bplane_zstd")
     try:
         ratios = {stream: model_state_ratio(role, codec, dtype, progress)
                   for stream, role in STREAM_ROLES.items()}
@@ -170,7 +171,7 @@ class ModelStateDriver(ModelStates):
         """Drive ``plan``'s model states for ``gpu``: they need the CPU on port 'cpu' and a
         host link through the engine on port 'dma'; the CPU learns the host buffers they
         take."""
-        where = f"{self.name}: --optimizer-states {plan.placement.optimizer_states}"
+        where = f"{self.name}: {network_word('optimizer_states', plan.placement.optimizer_states)}"
         if self.dma is None:
             raise ConfigError(f"{where}: the gradients and weights cross a host link, and port "
                               "'dma' is not connected to an engine with one")
@@ -302,8 +303,8 @@ class ModelStateDriver(ModelStates):
             wire_bytes=self.compression.wire(stream, raw) if coded else 0))
 
     def step_request(self, name: str) -> CpuStepRequest:
-        """The CPU's work on bucket ``name``: its step and, with ``--state-compression
-        host``, the decompression of its gradients and the compression of its weights (when
+        """The CPU's work on bucket ``name``: its step and, with ``state_compression``
+        ``host``, the decompression of its gradients and the compression of its weights (when
         they go back)."""
         bucket = self.buckets[name]
         c = self.compression
@@ -448,7 +449,7 @@ class ModelStateDriver(ModelStates):
                 if self.placement.weights == "nvme" else 0}
 
     def _compression_fields(self) -> dict[str, Any]:
-        """With ``--state-compression``: the mode, codec and ratios, the bytes that crossed
+        """With ``state_compression``: the mode, codec and ratios, the bytes that crossed
         the link and the CPU's codec time ({} without)."""
         c = self.compression
         if not c.coded:

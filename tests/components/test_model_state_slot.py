@@ -109,9 +109,9 @@ def test_a_driver_whose_gpu_keeps_its_states_does_nothing(write_script):
 
 
 @pytest.mark.parametrize("wiring, words", [
-    (WIRE_DMA, "gpu0:model_states[0]: --optimizer-states host: the optimizer step runs on the "
+    (WIRE_DMA, "gpu0:model_states[0]: optimizer_states=host: the optimizer step runs on the "
                "host CPU, and port 'cpu' is not connected to a cdma.HostCPU"),
-    (WIRE_CPU, "gpu0:model_states[0]: --optimizer-states host: the gradients and weights cross "
+    (WIRE_CPU, "gpu0:model_states[0]: optimizer_states=host: the gradients and weights cross "
                "a host link, and port 'dma' is not connected to an engine with one"),
 ], ids=["cpu", "dma"])
 def test_a_driver_port_left_unconnected_is_one_line_naming_it(write_script, wiring, words):

@@ -208,7 +208,7 @@ sst.Component("report", "cdma.Reporter")
 
 @pytest.mark.parametrize("workload, words", [
     ('"optimizer_states": "host", "weights": "host"',
-     "gpu0: --weights host: each layer's weights are copied from the host for its use, and "
+     "gpu0: weights=host: each layer's weights are copied from the host for its use, and "
      "port 'dma' is not connected"),
     ('"optimizer_states": "host"', "gpu0: optimizer_states=host: the model states' copies and "
                                    "the host CPU's steps need a driver, and slot "

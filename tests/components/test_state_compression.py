@@ -121,7 +121,7 @@ def test_none_leaves_the_result_as_it_was(repo):
 @pytest.mark.parametrize("options, words", [
     (["--state-compression", "engine", "--algorithm", "none"],
      "--state-compression engine: the copies go through the cDMA engine's codec, and the "
-     "engine has none (--algorithm none)"),
+     "engine's codec slot is empty (a plain copy engine)"),
     (["--state-compression", "host", "--algorithm", CODEC],
      "--state-compression host compresses the gradient and weight copies of the host CPU's "
      "step: it needs --optimizer-states host"),
