@@ -125,3 +125,30 @@ def test_without_a_preset_the_run_says_so_and_simulates_nothing(tmp_path):
     assert "no GPU preset matches 'CPU x': give --gpu PRESET" in text
     table = pd.read_csv(tmp_path / "comparison.csv")
     assert table["simulated"].map(lambda v: math.isnan(v)).all()
+
+
+def _page() -> str:
+    from pathlib import Path
+    return (Path(__file__).resolve().parents[2] / "docs" / "validate.md").read_text()
+
+
+def test_the_no_gpu_line_docs_validate_md_quotes_is_what_validate_prints(tmp_path, capsys,
+                                                                         monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["validate", "-o", str(tmp_path / "out")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert f"```\n{line}\n```" in _page()
+
+
+def test_docs_validate_md_gives_the_plans_budget_and_shares():
+    from sst_cdma.tools.validate.plan import DEFAULT_BUDGET_S, GPU_SHARES, MIN_BUDGET_S
+    page = " ".join(_page().split())
+    assert math.isclose(sum(GPU_SHARES.values()), 1.0)
+    shares = ", ".join(f"{part.replace('-', ' ')} {round(share * 100)}%"
+                       for part, share in GPU_SHARES.items())
+    assert shares == ("layers 30%, kernels 10%, bandwidth 4%, copies 6%, training 15%, "
+                      "cpu adam 15%, simulation 20%")
+    assert (f"`--budget-s` ({MIN_BUDGET_S:g} to {cli.MAX_BUDGET_S:g} s, default "
+            f"{DEFAULT_BUDGET_S:g}") in page
+    assert ("layers 30%, kernels one by one 10%, device bandwidth 4%, host copies 6%, "
+            "training steps 15%, CPU Adam 15%, simulation 20%") in page

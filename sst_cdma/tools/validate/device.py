@@ -166,9 +166,8 @@ def probe_for(cpu: bool, device: str = "cuda") -> Probe:
     if cpu:
         return Probe(torch.device("cpu"), HostClock(), lambda: None, reduced=True, pin=False)
     if not torch.cuda.is_available():
-        raise NoGPU("no CUDA GPU is visible to PyTorch "
-                    f"({torch.__version__}); run on a GPU machine, or give --cpu for the "
-                    "reduced check on the CPU")
+        raise NoGPU("no CUDA GPU is visible to PyTorch; run on a GPU machine, or give --cpu "
+                    "for the reduced check on the CPU")
     try:
         dev = torch.device(device)
         torch.empty(1, device=dev)

@@ -104,11 +104,14 @@ def plan_for(reduced: bool, budget_s: Optional[float]) -> Plan:
 
 
 class Progress:
-    """Progress lines, ``[  12s of 420s] part: what``, and the time each part took."""
+    """Progress lines, ``[  12s of 420s] part (126 s planned): what``, and the time each part
+    took against its share of the budget (:data:`GPU_SHARES`)."""
 
     def __init__(self, budget_s: float, out: Optional[TextIO],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shares: Optional[dict[str, float]] = None) -> None:
         self.budget_s = budget_s
+        self.shares = GPU_SHARES if shares is None else shares
         self.out = out
         self.clock = clock
         self.start = clock()
@@ -130,7 +133,9 @@ class Progress:
         """Start a part of the run."""
         self.end()
         self._part = (part, self.clock())
-        self.say(f"{part}: {what}")
+        planned = f" ({self.shares[part] * self.budget_s:.0f} s planned)" \
+            if part in self.shares else ""
+        self.say(f"{part}{planned}: {what}")
 
     def end(self) -> None:
         """End the current part, recording its seconds."""
@@ -140,10 +145,13 @@ class Progress:
             self._part = None
 
     def over_budget(self) -> Optional[str]:
-        """A line saying the run took longer than its budget, or None."""
+        """A line saying the run took longer than its budget, and which parts overran their
+        share, or None."""
         if self.elapsed_s <= self.budget_s:
             return None
-        slowest = max(self.parts, key=lambda k: self.parts[k]) if self.parts else "?"
+        over = [f"{part} {seconds:.0f} s of {self.shares[part] * self.budget_s:.0f} s"
+                for part, seconds in self.parts.items()
+                if part in self.shares and seconds > self.shares[part] * self.budget_s]
         return (f"the run took {self.elapsed_s:.0f} s, more than its budget of "
-                f"{self.budget_s:.0f} s ({slowest} took longest: "
-                f"{self.parts.get(slowest, 0.0):.0f} s)")
+                f"{self.budget_s:.0f} s" + (f" (over their share: {', '.join(over)})"
+                                            if over else ""))
