@@ -42,6 +42,7 @@ def test_the_reduced_run_writes_every_file(run):
             "layer_times/tiny_gpt_block_bfloat16.json"} <= names
     record = json.loads((run / "provenance.json").read_text())
     assert record["mode"] == "cpu (reduced)" and record["preset"] == "pascal"
+    assert record["preset_from"] == "--gpu" and record["device"]["name"].startswith("CPU ")
     assert record["software"]["torch"] == torch.__version__
     assert "validate --cpu" in record["command"]
 
@@ -101,6 +102,7 @@ def test_without_a_gpu_and_without_cpu_it_is_one_line_and_writes_nothing(
     (["--cpu", "--budget-s", "5"], "--budget-s: must be 30 to 3600 seconds, got 5"),
     (["--cpu", "--gpu", "h900"], "--gpu"),
     (["--cpu", "-o", "/no/such/folder/out"], "--output: folder '/no/such/folder' does not exist"),
+    (["--cpu", "--device", "cuda:1"], "--device cuda:1: not with --cpu"),
 ])
 def test_a_bad_option_is_one_line(tmp_path, capsys, argv, says):
     if "-o" not in argv:

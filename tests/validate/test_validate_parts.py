@@ -203,8 +203,58 @@ def test_the_comparison_puts_each_layer_beside_its_simulated_kernel():
         in table
 
 
+def test_a_cuda_device_gets_its_index_and_a_cpu_one_is_refused(monkeypatch):
+    from sst_cdma.tools.validate.device import NoGPU, cuda_device
+    assert cuda_device("cuda", lambda: 3) == torch.device("cuda", 3)
+    assert cuda_device("cuda:1", lambda: 3) == torch.device("cuda", 1)
+    with pytest.raises(ValueError, match="not a CUDA device"):
+        cuda_device("cpu", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU, asked for the CPU
+    with pytest.raises(NoGPU, match="^--device cpu: not usable here: not a CUDA device"):
+        probe_for(False, "cpu")
+
+
 def test_a_clock_measures_host_work_in_seconds():
     clock = HostClock()
     start = clock.mark()
     sum(range(10000))
     assert 0 < clock.seconds(start, clock.mark()) < 5
+
+
+def test_sizes_that_do_not_fit_the_device_are_left_out_and_said():
+    probe = probe_for(True)
+    probe.fits = lambda nbytes: nbytes <= 3 * 4096  # type: ignore[method-assign]
+    said: list[str] = []
+    figures = measure_device_bandwidth(probe, (4096, 1 << 20), 2, said.append)
+    assert {f.size for f in figures} == {4096}
+    assert said[-1] == "1 MiB: left out (the add's three operands do not fit)"
+    copies = measure_host_copies(probe, (4096, 1 << 20), 2, said.append)
+    assert {f.size for f in copies} == {4096}
+    assert said[-1] == "1 MiB: left out (two device buffers do not fit)"
+
+
+def test_a_step_that_runs_out_of_device_memory_is_left_out_and_noted(monkeypatch, tmp_path):
+    from sst_cdma.tools.validate import cli
+
+    def fake(probe, network, batch, offload, steps, warmup, say):
+        if offload:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return time_training_step(probe, network, batch, offload, steps, warmup, say)
+
+    monkeypatch.setattr(cli, "time_training_step", fake)
+    plan = plan_for(True, None)
+    found = cli.Measured()
+    networks = {"cnn": "digits_cnn", "transformer": "digits_cnn"}
+    cli._measure_steps(probe_for(True), plan, networks, tmp_path, found,
+                       Progress(60.0, None))
+    assert [s.offload for s in found.steps] == [False, False]
+    assert found.notes == [f"{role} step offloaded: left out: out of device memory (CUDA out of "
+                           "memory. Tried to allocate 2.00 GiB)" for role in ("cnn", "transformer")]
+
+    def broken(*args, **kw):
+        raise RuntimeError("an illegal memory access was encountered")
+
+    monkeypatch.setattr(cli, "time_training_step", broken)
+    with pytest.raises(RuntimeError, match="illegal"):
+        cli._measure_steps(probe_for(True), plan, networks, tmp_path, cli.Measured(),
+                           Progress(60.0, None))

@@ -55,6 +55,9 @@ def measure_device_bandwidth(probe: Probe, sizes: Sequence[int], repeat: int,
     """The copy's and the add's rate at each size (bytes per operand)."""
     found = []
     for size in sizes:
+        if not probe.fits(3 * size):
+            say(f"{size / 2**20:g} MiB: left out (the add's three operands do not fit)")
+            continue
         for kernel in (_copy, _add):
             figure = kernel(probe, size, repeat, max(1, repeat // 4))
             found.append(figure)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import torch
 from workloads.errors import WorkloadError
 
 from sst_cdma.engine.atomic_files import write_text_whole
@@ -34,7 +35,7 @@ from sst_cdma.tools.validate import compare
 from sst_cdma.tools.validate.bandwidth import BandwidthFigure, measure_device_bandwidth
 from sst_cdma.tools.validate.copies import measure_host_copies
 from sst_cdma.tools.validate.cpu_adam import measure_cpu_adam
-from sst_cdma.tools.validate.device import Probe, probe_for, threads_for
+from sst_cdma.tools.validate.device import Probe, out_of_memory, probe_for, threads_for
 from sst_cdma.tools.validate.files import (calibration_name, write_calibration, write_json,
                                            write_timeline)
 from sst_cdma.tools.validate.kernels import (ConvKernel, GemmKernel, time_convolutions,
@@ -88,6 +89,8 @@ class Measured:
     copies: list[BandwidthFigure] = field(default_factory=list)
     steps: list[StepTiming] = field(default_factory=list)
     adam: Optional[dict[str, Any]] = None
+    #: what was left out, and why (a network that did not fit the device...)
+    notes: list[str] = field(default_factory=list)
 
 
 def _check(args: argparse.Namespace) -> Path:
@@ -96,6 +99,9 @@ def _check(args: argparse.Namespace) -> Path:
         raise CaptureError(f"--output: folder {str(out.parent)!r} does not exist")
     if out.exists() and not out.is_dir():
         raise CaptureError(f"--output: {str(out)!r} is a file, not a folder")
+    if args.cpu and args.device != "cuda":
+        raise CaptureError(f"--device {args.device}: not with --cpu (the reduced run measures "
+                           "the CPU)")
     budget = args.budget_s
     if budget is not None and not MIN_BUDGET_S <= budget <= MAX_BUDGET_S:
         raise CaptureError(f"--budget-s: must be {MIN_BUDGET_S:g} to {MAX_BUDGET_S:g} "
@@ -122,7 +128,8 @@ def _measure(probe: Probe, plan: Plan, networks: dict[str, str], out: Path,
     found = Measured()
     progress.begin("layers", "each layer's forward and backward, 16-bit and float32")
     found.layers = time_all_layers(probe, plan, networks, out / "layer_times",
-                                   measured_by[0], measured_by[1], progress.say)
+                                   measured_by[0], measured_by[1], progress.say,
+                                   found.notes)
     progress.begin("kernels", "convolution passes and GEMMs one by one")
     _measure_kernels(probe, plan, networks, found, progress)
     progress.begin("bandwidth", "device memory: copy and add kernels")
@@ -132,16 +139,33 @@ def _measure(probe: Probe, plan: Plan, networks: dict[str, str], out: Path,
     found.copies = measure_host_copies(probe, plan.copy_sizes, plan.bandwidth_repeat,
                                        progress.say)
     progress.begin("training", "training steps with and without save_on_cpu(pin_memory)")
-    for role, choice in (("cnn", plan.cnn), ("transformer", plan.transformer)):
-        for offload in (False, True):
-            step = time_training_step(probe, networks[role], choice.batch, offload,
-                                      plan.train_steps, plan.train_warmup, progress.say)
-            found.steps.append(step)
-            write_timeline(out / "steps" / f"{step.network}_{_mode(step)}.csv", step)
+    _measure_steps(probe, plan, networks, out, found, progress)
     progress.begin("cpu-adam", "the host CPU's Adam step")
     found.adam = measure_cpu_adam(plan, out / "cpu_adam.json", command, progress.say)
     progress.end()
     return found
+
+
+def _measure_steps(probe: Probe, plan: Plan, networks: dict[str, str], out: Path,
+                   found: Measured, progress: Progress) -> None:
+    """Part (d): each network's step without and with offload; one that runs out of device
+    memory is left out and noted."""
+    for role, choice in (("cnn", plan.cnn), ("transformer", plan.transformer)):
+        for offload in (False, True):
+            try:
+                step = time_training_step(probe, networks[role], choice.batch, offload,
+                                          plan.train_steps, plan.train_warmup, progress.say)
+            except RuntimeError as exc:
+                if not out_of_memory(exc):
+                    raise
+                found.notes.append(f"{role} step{' offloaded' if offload else ''}: left "
+                                   f"out: out of device memory ({str(exc).splitlines()[0]})")
+                progress.say(found.notes[-1])
+                if probe.is_gpu:
+                    torch.cuda.empty_cache()
+                continue
+            found.steps.append(step)
+            write_timeline(out / "steps" / f"{step.network}_{_mode(step)}.csv", step)
 
 
 def _mode(step: StepTiming) -> str:
@@ -182,7 +206,7 @@ def _compare(preset: Optional[str], probe: Probe, name: str, found: Measured, ou
     progress.begin("simulation", f"the same configurations on --gpu {preset}" if preset
                    else "no preset: nothing to simulate")
     notes = [f"measured on {name}; simulated on `topologies/{compare.TOPOLOGY}.py --gpu "
-             f"{preset}`" if preset else f"measured on {name}"]
+             f"{preset}`" if preset else f"measured on {name}", *found.notes]
     if preset is None:
         notes.append(f"no GPU preset matches {name!r}: give --gpu PRESET to simulate the "
                      "same configurations")
@@ -213,7 +237,8 @@ def _run(argv: list[str]) -> int:
     preset = (args.gpu or preset_of(name)) if probe.is_gpu else args.gpu
     command = shlex.join(["sst-cdma", "validate", *argv])
     out.mkdir(exist_ok=True)
-    record = provenance(probe, command, preset, plan.budget_s)
+    record = provenance(probe, command, preset, "--gpu" if args.gpu else
+                        "the device's name" if preset else "none matches", plan.budget_s)
     write_json(out / "provenance.json", record)
     progress.say(f"{name}: {'GPU' if probe.is_gpu else 'reduced CPU'} run, preset "
                  f"{preset or 'none'}, writing {out}")

@@ -55,6 +55,9 @@ def measure_host_copies(probe: Probe, sizes: Sequence[int], repeat: int,
     """Every direction's rate at each size (bytes per direction)."""
     found = []
     for size in sizes:
+        if not probe.fits(2 * size):
+            say(f"{size / 2**20:g} MiB: left out (two device buffers do not fit)")
+            continue
         figures = _at_size(probe, size, repeat)
         found += figures
         say(f"{size / 2**20:g} MiB: " + ", ".join(

@@ -18,7 +18,13 @@ import torch
 
 from sst_cdma.tools.capture.errors import CaptureError
 
-__all__ = ["Clock", "EventClock", "HostClock", "Probe", "probe_for", "threads_for", "NoGPU"]
+__all__ = ["Clock", "EventClock", "HostClock", "Probe", "probe_for", "threads_for", "cuda_device",
+           "NoGPU", "out_of_memory"]
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """True for PyTorch's out-of-memory error, also as a message another error carries."""
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
 class NoGPU(CaptureError):
@@ -102,6 +108,14 @@ class Probe:
         """``nbytes`` of device memory."""
         return torch.empty(nbytes, dtype=torch.uint8, device=self.device)
 
+    def fits(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more fit in the device's free memory with a tenth to spare (on
+        the CPU: always; the reduced sizes are small)."""
+        if not self.is_gpu:
+            return True
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return nbytes <= 0.9 * free
+
     def median_seconds(self, run: Callable[[], object], repeat: int, warmup: int) -> float:
         """The median seconds of ``repeat`` runs of ``run`` after ``warmup`` untimed ones, each
         between two marks of the clock (on a GPU: events around its work on the stream, so
@@ -160,6 +174,17 @@ def threads_for(probe: Probe) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
+def cuda_device(text: str, current: Callable[[], int]) -> torch.device:
+    """The CUDA device ``text`` names, with its index (``cuda`` is the ``current()`` one:
+    ``torch.cuda.set_device`` and the streams need an index). ValueError for a device that is
+    not a CUDA one."""
+    dev = torch.device(text)
+    if dev.type != "cuda":
+        raise ValueError("not a CUDA device (validate measures a GPU; --cpu runs the reduced "
+                         "check on the CPU)")
+    return dev if dev.index is not None else torch.device("cuda", current())
+
+
 def probe_for(cpu: bool, device: str = "cuda") -> Probe:
     """The Probe of a run: ``device`` (a CUDA device) unless ``cpu``, which gives the reduced
     CPU run. Raises :class:`NoGPU` when no CUDA device is usable and ``cpu`` is not set."""
@@ -169,13 +194,10 @@ def probe_for(cpu: bool, device: str = "cuda") -> Probe:
         raise NoGPU("no CUDA GPU is visible to PyTorch; run on a GPU machine, or give --cpu "
                     "for the reduced check on the CPU")
     try:
-        dev = torch.device(device)
+        dev = cuda_device(device, torch.cuda.current_device)
         torch.empty(1, device=dev)
-    except (RuntimeError, AssertionError) as exc:
+    except (RuntimeError, AssertionError, ValueError) as exc:
         raise NoGPU(f"--device {device}: not usable here: {str(exc).splitlines()[0]}") from None
-    if dev.type != "cuda":
-        raise NoGPU(f"--device {device}: not a CUDA device (validate measures a GPU; --cpu "
-                    "runs the reduced check on the CPU)")
     torch.cuda.set_device(dev)
     return Probe(dev, EventClock(), lambda: torch.cuda.synchronize(dev), reduced=False,
                  pin=True, stream_factory=_cuda_stream_factory(dev))

@@ -21,7 +21,8 @@ from workloads.network import Network
 
 from sst_cdma.engine.atomic_files import write_text_whole
 from sst_cdma.tools.capture.layer_timing import time_layers
-from sst_cdma.tools.validate.device import Probe
+from sst_cdma.tools.capture.errors import CaptureError
+from sst_cdma.tools.validate.device import Probe, out_of_memory
 from sst_cdma.tools.validate.plan import NetworkChoice, Plan
 
 __all__ = ["LayerRun", "half_dtype", "network_file", "time_all_layers"]
@@ -65,10 +66,11 @@ def network_file(choice: NetworkChoice, folder: Path) -> str:
 
 
 def time_all_layers(probe: Probe, plan: Plan, networks: dict[str, str], folder: Path,
-                    preset: Optional[str], measured_by: str,
-                    say: Callable[[str], None]) -> list[LayerRun]:
+                    preset: Optional[str], measured_by: str, say: Callable[[str], None],
+                    notes: list[str]) -> list[LayerRun]:
     """Time every layer of each network (``role -> definition``) in the 16-bit type and
-    float32, write each as ``folder/<network>_<dtype>.json`` and return them."""
+    float32, write each as ``folder/<network>_<dtype>.json`` and return them; a network and
+    dtype that runs out of device memory is left out, and ``notes`` says so."""
     folder.mkdir(parents=True, exist_ok=True)
     batches = {"transformer": plan.transformer.batch, "cnn": plan.cnn.batch}
     runs = []
@@ -76,8 +78,15 @@ def time_all_layers(probe: Probe, plan: Plan, networks: dict[str, str], folder: 
         net: Network = load_network(network)
         for dtype in (half_dtype(probe), "float32"):
             say(f"{net.name} batch {batches[role]} {dtype}: {len(net.layers) - 1} layers")
-            times = time_layers(net, batches[role], dtype, str(probe.device), plan.repeat,
-                                plan.warmup, cudnn_benchmark=probe.is_gpu)
+            try:
+                times = time_layers(net, batches[role], dtype, str(probe.device), plan.repeat,
+                                    plan.warmup, cudnn_benchmark=probe.is_gpu)
+            except CaptureError as exc:
+                if not out_of_memory(exc):
+                    raise
+                notes.append(f"{net.name} {dtype} layers: left out: {exc}")
+                say(notes[-1])
+                continue
             times = replace(times, gpu=preset or "",
                             measured_by=f"{times.measured_by}; {measured_by}")
             path = folder / f"{net.name}_{dtype}.json"

@@ -80,13 +80,15 @@ def _gpu_facts(probe: Probe) -> dict[str, Union[str, int, None]]:
             "compute_capability": f"{props.major}.{props.minor}"}
 
 
-def provenance(probe: Probe, command: str, preset: Optional[str],
+def provenance(probe: Probe, command: str, preset: Optional[str], preset_from: str,
                budget_s: float) -> dict[str, object]:
-    """The run's provenance record (``provenance.json``)."""
+    """The run's provenance record (``provenance.json``); ``preset_from`` says where the preset
+    came from (the device's name, --gpu, or nowhere)."""
     return {
         "mode": "gpu" if probe.is_gpu else "cpu (reduced)",
         "device": _gpu_facts(probe),
         "preset": preset,
+        "preset_from": preset_from,
         "host": machine_description(),
         "software": {"torch": torch.__version__, "python": sys.version.split()[0],
                      "sst-cdma": __version__, "os": platform.platform()},
