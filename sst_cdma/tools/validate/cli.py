@@ -43,7 +43,8 @@ from sst_cdma.tools.validate.kernels import (ConvKernel, GemmKernel, time_convol
 from sst_cdma.tools.validate.layers import LayerRun, half_dtype, network_file, time_all_layers
 from sst_cdma.tools.validate.plan import (DEFAULT_BUDGET_S, MIN_BUDGET_S, Plan, Progress,
                                           plan_for)
-from sst_cdma.tools.validate.provenance import device_name, preset_of, provenance
+from sst_cdma.tools.validate.provenance import (device_facts, device_name, preset_of,
+                                                provenance)
 from sst_cdma.tools.validate.training import StepTiming, time_training_step
 
 __all__ = ["main", "build_parser", "PROG", "MAX_BUDGET_S"]
@@ -111,7 +112,8 @@ def _check(args: argparse.Namespace) -> Path:
 
 def _measure_kernels(probe: Probe, plan: Plan, networks: dict[str, str], found: Measured,
                      progress: Progress) -> None:
-    """Part (a): layers of each network, then its convolutions and GEMMs one by one."""
+    """Part (a), kernel by kernel: the CNN's convolutions and the transformer's GEMMs, in
+    the 16-bit type and float32."""
     for dtype in (half_dtype(probe), "float32"):
         convs, skipped = time_convolutions(probe, networks["cnn"], plan.cnn.batch, dtype,
                                            plan.repeat, plan.warmup, progress.say)
@@ -237,14 +239,14 @@ def _run(argv: list[str]) -> int:
     preset = (args.gpu or preset_of(name)) if probe.is_gpu else args.gpu
     command = shlex.join(["sst-cdma", "validate", *argv])
     out.mkdir(exist_ok=True)
-    record = provenance(probe, command, preset, "--gpu" if args.gpu else
+    facts = device_facts(probe)
+    record = provenance(probe, facts, command, preset, "--gpu" if args.gpu else
                         "the device's name" if preset else "none matches", plan.budget_s)
     write_json(out / "provenance.json", record)
     progress.say(f"{name}: {'GPU' if probe.is_gpu else 'reduced CPU'} run, preset "
                  f"{preset or 'none'}, writing {out}")
     networks = {"transformer": network_file(plan.transformer, out / "networks"),
                 "cnn": network_file(plan.cnn, out / "networks")}
-    facts: dict[str, Any] = record["device"]  # type: ignore[assignment]
     measured_by = (f"sst-cdma validate on {name}, driver {facts['driver']}, CUDA "
                    f"{facts['cuda']}, cuDNN {facts['cudnn']}")
     with threads_for(probe):

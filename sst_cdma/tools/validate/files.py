@@ -27,6 +27,7 @@ from sst_cdma.model.calibration import (_CONV_COLUMNS, _GEMM_COLUMNS, _GPUS_COLU
                                         GEMM_FILE, GPUS_FILE)
 from sst_cdma.tools.validate.bandwidth import BandwidthFigure
 from sst_cdma.tools.validate.kernels import ConvKernel, GemmKernel
+from sst_cdma.tools.validate.provenance import DeviceFacts
 from sst_cdma.tools.validate.training import StepTiming
 
 __all__ = ["ROW_COLUMNS", "PLACEHOLDER_ALGORITHM", "BANDWIDTH_FILE", "calibration_name", "write_calibration",
@@ -82,7 +83,7 @@ def _bandwidth_rows(gpu: str, figures: Sequence[BandwidthFigure]) -> list[dict[s
              "notes": f"{f.traffic} bytes moved in {f.seconds * 1e3:.6g} ms"} for f in figures]
 
 
-def write_calibration(folder: Path, gpu: str, facts: Mapping[str, Any],
+def write_calibration(folder: Path, gpu: str, facts: DeviceFacts,
                       convs: Sequence[ConvKernel], gemms: Sequence[GemmKernel],
                       figures: Sequence[BandwidthFigure]) -> list[Path]:
     """Write ``folder``'s calibration files; ``facts`` is the provenance's device record.

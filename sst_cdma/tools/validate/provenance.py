@@ -21,7 +21,8 @@ from sst_cdma.model.gpus import GPUS
 from sst_cdma.tools.capture.cpu_adam_timing import machine_description
 from sst_cdma.tools.validate.device import Probe
 
-__all__ = ["PRESET_NAMES", "preset_of", "provenance", "device_name"]
+__all__ = ["PRESET_NAMES", "DeviceFacts", "preset_of", "provenance", "device_name",
+           "device_facts"]
 
 #: Substrings of the names CUDA gives devices (``torch.cuda.get_device_name``, as nvidia-smi
 #: prints them, e.g. "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "Tesla V100-SXM2-16GB") ->
@@ -68,7 +69,13 @@ def _driver_version() -> str:
     return lines[0].strip() if done.returncode == 0 and lines else "unknown"
 
 
-def _gpu_facts(probe: Probe) -> dict[str, Union[str, int, None]]:
+#: what provenance.json says of the measured device
+DeviceFacts = dict[str, Union[str, int, None]]
+
+
+def device_facts(probe: Probe) -> DeviceFacts:
+    """The measured device: name, driver, CUDA and cuDNN versions, memory, SMs and compute
+    capability (None where they do not apply: the CPU)."""
     if not probe.is_gpu:
         return {"name": device_name(probe), "driver": None, "cuda": None, "cudnn": None,
                 "memory_bytes": None, "sms": None, "compute_capability": None}
@@ -80,13 +87,13 @@ def _gpu_facts(probe: Probe) -> dict[str, Union[str, int, None]]:
             "compute_capability": f"{props.major}.{props.minor}"}
 
 
-def provenance(probe: Probe, command: str, preset: Optional[str], preset_from: str,
-               budget_s: float) -> dict[str, object]:
+def provenance(probe: Probe, facts: DeviceFacts, command: str, preset: Optional[str],
+               preset_from: str, budget_s: float) -> dict[str, object]:
     """The run's provenance record (``provenance.json``); ``preset_from`` says where the preset
     came from (the device's name, --gpu, or nowhere)."""
     return {
         "mode": "gpu" if probe.is_gpu else "cpu (reduced)",
-        "device": _gpu_facts(probe),
+        "device": facts,
         "preset": preset,
         "preset_from": preset_from,
         "host": machine_description(),
