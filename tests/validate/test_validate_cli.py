@@ -154,3 +154,16 @@ def test_docs_validate_md_gives_the_plans_budget_and_shares():
             f"{DEFAULT_BUDGET_S:g}") in page
     assert ("layers 30%, kernels one by one 10%, device bandwidth 4%, host copies 6%, "
             "training steps 15%, CPU Adam 15%, simulation 20%") in page
+
+
+def test_the_reduced_runs_calibration_folder_loads_in_the_calibration_loader(run, monkeypatch):
+    from dataclasses import replace
+    from sst_cdma.model import calibration
+    from sst_cdma.model.gpus import GPUS
+    name = (run / "calibration" / "gpus.csv").read_text().splitlines()[1].split(",")[0]
+    assert name.startswith("CPU_")
+    monkeypatch.setitem(calibration.GPUS, "measured_here",
+                        replace(GPUS["pascal"], calibration=name, architecture="Pascal"))
+    sets = calibration.load(run / "calibration")
+    assert sets[name].rows("fwd") == 2 and sets[name].rows("bwd_data") == 1  # conv1: no dx
+    assert sets[name].rows("gemm") == 5  # the tiny block's distinct linear shapes

@@ -258,3 +258,50 @@ def test_a_step_that_runs_out_of_device_memory_is_left_out_and_noted(monkeypatch
     with pytest.raises(RuntimeError, match="illegal"):
         cli._measure_steps(probe_for(True), plan, networks, tmp_path, cli.Measured(),
                            Progress(60.0, None))
+
+
+def test_the_event_clock_reads_cuda_events_in_seconds(monkeypatch):
+    from sst_cdma.tools.validate.device import EventClock
+    recorded = []
+
+    class _Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            assert enable_timing
+            self.at = len(recorded)
+
+        def record(self) -> None:
+            recorded.append(self)
+
+        def elapsed_time(self, end: "_Event") -> float:  # milliseconds, as CUDA's
+            return 250.0 * (end.at - self.at)
+
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    clock = EventClock()
+    start, end = clock.mark(), clock.mark()
+    assert recorded == [start, end] and clock.seconds(start, end) == 0.25
+
+
+def test_a_gpus_provenance_names_its_driver_cuda_and_cudnn(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+    from sst_cdma.tools.validate import provenance
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 550.54.15\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: "NVIDIA H100 PCIe")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev=None: SimpleNamespace(
+        total_memory=85 * 2**30, multi_processor_count=114, major=9, minor=0))
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91002)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    probe = Probe(torch.device("cuda", 0), HostClock(), lambda: None, reduced=False, pin=True)
+    facts = provenance.device_facts(probe)
+    assert facts == {"name": "NVIDIA H100 PCIe", "driver": "550.54.15", "cuda": "12.8",
+                     "cudnn": "91002", "memory_bytes": 85 * 2**30, "sms": 114,
+                     "compute_capability": "9.0"}
+    assert provenance.preset_of(str(facts["name"])) == "h100_pcie"
+    record = provenance.provenance(probe, facts, "sst-cdma validate -o x", "h100_pcie",
+                                   "the device's name", 420.0)
+    assert record["mode"] == "gpu" and record["device"] is facts
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert provenance.device_facts(probe)["driver"] == "unknown (no nvidia-smi on the PATH)"
