@@ -45,6 +45,9 @@ def test_the_reduced_run_writes_every_file(run):
     assert record["preset_from"] == "--gpu" and record["device"]["name"].startswith("CPU ")
     assert record["software"]["torch"] == torch.__version__
     assert "validate --cpu" in record["command"]
+    from sst_cdma.tools.validate.plan import GPU_SHARES
+    parts = json.loads((run / "measurements.json").read_text())["part_seconds"]
+    assert set(parts) == set(GPU_SHARES)  # every part ran, under the name its share has
 
 
 @pytest.mark.parametrize("network,batch,dtype", [("digits_cnn", 4, "float32"),
@@ -77,7 +80,10 @@ def test_the_comparison_has_each_layer_and_step_measured_and_simulated(run):
     assert configs == {"digits_cnn batch 4 bfloat16", "digits_cnn batch 4 float32",
                        "tiny_gpt_block batch 2 bfloat16", "tiny_gpt_block batch 2 float32"}
     cnn = layers[layers["config"] == "digits_cnn batch 4 float32"]
-    assert len(cnn) == 2 * 9  # nine layers, forward and backward
+    assert len(cnn) == 2 * 9 + 2  # nine layers, forward and backward, and the totals
+    total = cnn[cnn["layer"] == "(all)"].set_index("what")
+    each = cnn[cnn["layer"] != "(all)"].groupby("what")[["measured", "simulated"]].sum()
+    assert ((total[["measured", "simulated"]] - each).abs() < 1e-9).all().all()
     assert (layers["measured"] > 0).all() and (layers["simulated"] > 0).all()
     steps = table[(table["part"] == "step") & (table["what"] == "step")]
     assert len(steps) == 4 and (steps["simulated"] > 0).all()

@@ -195,7 +195,9 @@ def test_the_comparison_puts_each_layer_beside_its_simulated_kernel():
                           {"layer": "conv1", "phase": "backward", "kernel_ps": 6_000_000_000}]}
     rows = compare.layer_rows(run, summary)
     assert [(r["what"], r["measured"], r["simulated"], r["simulated_over_measured"])
-            for r in rows] == [("forward", 2.0, 1.0, 0.5), ("backward", 4.0, 6.0, 1.5)]
+            for r in rows] == [("forward", 2.0, 1.0, 0.5), ("backward", 4.0, 6.0, 1.5),
+                               ("forward", 2.0, 1.0, 0.5), ("backward", 4.0, 6.0, 1.5)]
+    assert [r["layer"] for r in rows] == ["conv1", "conv1", "(all)", "(all)"]
     refused = compare.layer_rows(run, "the simulator refused it: ...")
     assert all(math.isnan(r["simulated"]) for r in refused)
     table = compare.markdown(compare.comparison(rows), ["a note"])

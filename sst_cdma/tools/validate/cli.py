@@ -254,9 +254,9 @@ def _run(argv: list[str]) -> int:
                                                       measured_by), command, progress)
     write_calibration(out / "calibration", calibration_name(name), facts, found.convs,
                       found.gemms, found.device + found.copies)
+    text = _compare(preset, probe, name, found, out, progress)
     write_json(out / "measurements.json", {"provenance": record, "plan": plan,
                                            "measured": found, "part_seconds": progress.parts})
-    text = _compare(preset, probe, name, found, out, progress)
     if not args.quiet:
         print(text)
     late = progress.over_budget()

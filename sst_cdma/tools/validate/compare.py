@@ -74,15 +74,21 @@ def _sim_kernels(summary: Summary) -> dict[tuple[str, str], float]:
 
 
 def layer_rows(run: LayerRun, summary: Summary | str) -> list[dict[str, Any]]:
-    """Each layer's measured and simulated forward and backward ms of one timed network."""
+    """Each layer's measured and simulated forward and backward ms of one timed network, then
+    the network's totals of each (layer ``(all)``)."""
     config = f"{run.times.network} batch {run.batch} {run.dtype}"
     sim = _sim_kernels(summary) if isinstance(summary, dict) else {}
     rows = []
+    totals: dict[str, list[float]] = {"forward": [0.0, 0.0], "backward": [0.0, 0.0]}
     for layer, passes in run.times.times_ps.items():
         for key, phase in (("fwd", "forward"), ("bwd", "backward")):
             simulated = sim.get((layer, phase)) if sim else None
             rows.append(_row("layers", config, layer, phase, passes[key] / 1e9, simulated,
                              "ms"))
+            totals[phase][0] += passes[key] / 1e9
+            totals[phase][1] += simulated or 0.0
+    rows += [_row("layers", config, "(all)", phase, measured, simulated if sim else None, "ms")
+             for phase, (measured, simulated) in totals.items()]
     return rows
 
 
