@@ -30,7 +30,8 @@ from sst_cdma.tools.validate.kernels import ConvKernel, GemmKernel
 from sst_cdma.tools.validate.provenance import DeviceFacts
 from sst_cdma.tools.validate.training import StepTiming
 
-__all__ = ["ROW_COLUMNS", "PLACEHOLDER_ALGORITHM", "BANDWIDTH_FILE", "calibration_name", "write_calibration",
+__all__ = ["ROW_COLUMNS", "PLACEHOLDER_ALGORITHM", "BANDWIDTH_FILE", "calibration_name",
+           "write_calibration",
            "write_timeline", "write_json", "csv_text"]
 
 #: the columns of calibration_data/attention/*.csv: one measured figure a row

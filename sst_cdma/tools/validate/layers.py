@@ -56,8 +56,9 @@ def network_file(choice: NetworkChoice, folder: Path) -> str:
     doc = yaml.safe_load(network_path(choice.base).read_text(encoding="utf-8"))
     doc["transformer"].update(choice.overrides)
     doc["name"] = choice.name
-    doc["description"] = (f"{choice.base} with {', '.join(f'{k} {v}' for k, v in choice.overrides.items())}: "
-                          "the network sst-cdma validate times and simulates")
+    changed = ", ".join(f"{key} {value}" for key, value in choice.overrides.items())
+    doc["description"] = (f"{choice.base} with {changed}: the network sst-cdma validate times "
+                          "and simulates")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{choice.name}.yaml"
     write_text_whole(path, yaml.safe_dump(doc, sort_keys=False))
