@@ -307,3 +307,16 @@ def test_a_gpus_provenance_names_its_driver_cuda_and_cudnn(monkeypatch, tmp_path
     assert record["mode"] == "gpu" and record["device"] is facts
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
     assert provenance.device_facts(probe)["driver"] == "unknown (no nvidia-smi on the PATH)"
+
+
+@pytest.mark.parametrize("native,dtype", [(True, "bfloat16"), (False, "float16")])
+def test_the_16_bit_type_is_bfloat16_only_where_the_gpu_runs_it_natively(monkeypatch, native,
+                                                                        dtype):
+    from sst_cdma.tools.validate.layers import half_dtype
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: asked.append(including_emulation)
+                        or native)
+    probe = Probe(torch.device("cuda", 0), HostClock(), lambda: None, reduced=False, pin=True)
+    assert half_dtype(probe) == dtype and asked == [False]
+    assert half_dtype(probe_for(True)) == "bfloat16"

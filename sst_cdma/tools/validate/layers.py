@@ -41,9 +41,9 @@ class LayerRun:
 
 
 def half_dtype(probe: Probe) -> str:
-    """The 16-bit type measured: bfloat16 where the GPU computes it (Ampere and later, and the
-    CPU), float16 before."""
-    if probe.is_gpu and not torch.cuda.is_bf16_supported():
+    """The 16-bit type measured: bfloat16 where the GPU computes it natively (Ampere and later;
+    and the CPU), float16 before (a V100 runs bfloat16 only emulated, which no one trains in)."""
+    if probe.is_gpu and not torch.cuda.is_bf16_supported(including_emulation=False):
         return "float16"
     return "bfloat16"
 
