@@ -48,6 +48,9 @@ def test_the_reduced_run_writes_every_file(run):
     from sst_cdma.tools.validate.plan import GPU_SHARES
     parts = json.loads((run / "measurements.json").read_text())["part_seconds"]
     assert set(parts) == set(GPU_SHARES)  # every part ran, under the name its share has
+    # the run wrote into a staging folder: no path in its files names it
+    assert ".partial-" not in (run / "measurements.json").read_text()
+    assert not list(run.parent.glob("out.partial-*"))
 
 
 @pytest.mark.parametrize("network,batch,dtype", [("digits_cnn", 4, "float32"),
@@ -109,8 +112,11 @@ def test_without_a_gpu_and_without_cpu_it_is_one_line_and_writes_nothing(
     (["--cpu", "--gpu", "h900"], "--gpu"),
     (["--cpu", "-o", "/no/such/folder/out"], "--output: folder '/no/such/folder' does not exist"),
     (["--cpu", "--device", "cuda:1"], "--device cuda:1: not with --cpu"),
+    (["--cpu", "-o", "FILE"], "FILE: is a file, not a folder"),
 ])
-def test_a_bad_option_is_one_line(tmp_path, capsys, argv, says):
+def test_a_bad_option_is_one_line(tmp_path, capsys, argv, says, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("mine")
     if "-o" not in argv:
         argv = argv + ["-o", str(tmp_path / "out")]
     assert main(["validate", *argv]) == 2
@@ -173,3 +179,13 @@ def test_the_reduced_runs_calibration_folder_loads_in_the_calibration_loader(run
     sets = calibration.load(run / "calibration")
     assert sets[name].rows("fwd") == 2 and sets[name].rows("bwd_data") == 1  # conv1: no dx
     assert sets[name].rows("gemm") == 5  # the tiny block's distinct linear shapes
+
+
+def test_a_stopped_run_leaves_no_files_and_no_staging_folder(tmp_path, capsys, monkeypatch):
+    def stop(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_compare", stop)  # after every measurement, before the end
+    assert main(["validate", "--cpu", "-q", "-o", str(tmp_path / "out")]) == 130
+    assert capsys.readouterr().err == "sst-cdma validate: interrupted\n"
+    assert list(tmp_path.iterdir()) == []

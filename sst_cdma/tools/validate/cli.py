@@ -27,6 +27,11 @@ import torch
 from workloads.errors import WorkloadError
 
 from sst_cdma.engine.atomic_files import write_text_whole
+from sst_cdma.engine.errors import RunError
+from sst_cdma.engine.file_safety import remove_tree
+from sst_cdma.engine.output_folder import (check_output_directory, prepare_staging,
+                                           publish_outputs)
+from sst_cdma.engine.stop_signals import signals_deferred
 from sst_cdma.model.cpu_adam import CpuAdamError
 from sst_cdma.model.gpus import GPUS, gpu_choices, gpu_preset
 from sst_cdma.tools.capture.errors import CaptureError
@@ -62,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "simulator's formats with their provenance, simulate the same "
                    "configurations and print simulated against measured (docs/validate.md).")
     p.add_argument("--output", "-o", required=True, metavar="DIR",
-                   help="folder to write (created; files of an earlier run are replaced)")
+                   help="folder to write (created; files of an earlier run are replaced): "
+                        "the run writes beside it and moves its files in when it ends, so a "
+                        "stopped run leaves none")
     p.add_argument("--cpu", action="store_true",
                    help="run the reduced check on the CPU (small sizes, seconds): the same "
                         "code without a GPU")
@@ -95,11 +102,10 @@ class Measured:
 
 
 def _check(args: argparse.Namespace) -> Path:
+    """The output folder, resolved (its missing parents made); a bad option is one line."""
     out = Path(args.output)
     if not out.parent.is_dir():
         raise CaptureError(f"--output: folder {str(out.parent)!r} does not exist")
-    if out.exists() and not out.is_dir():
-        raise CaptureError(f"--output: {str(out)!r} is a file, not a folder")
     if args.cpu and args.device != "cuda":
         raise CaptureError(f"--device {args.device}: not with --cpu (the reduced run measures "
                            "the CPU)")
@@ -107,7 +113,10 @@ def _check(args: argparse.Namespace) -> Path:
     if budget is not None and not MIN_BUDGET_S <= budget <= MAX_BUDGET_S:
         raise CaptureError(f"--budget-s: must be {MIN_BUDGET_S:g} to {MAX_BUDGET_S:g} "
                            f"seconds, got {budget:g}")
-    return out
+    try:
+        return check_output_directory(out)
+    except RunError as exc:
+        raise CaptureError(f"--output {out}: {exc.message}") from None
 
 
 def _measure_kernels(probe: Probe, plan: Plan, networks: dict[str, str], found: Measured,
@@ -231,20 +240,49 @@ def _compare(preset: Optional[str], probe: Probe, name: str, found: Measured, ou
 
 def _run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    out = _check(args)
+    target = _check(args)
     probe = probe_for(args.cpu, args.device)
     plan = plan_for(probe.reduced, args.budget_s)
     progress = Progress(plan.budget_s, None if args.quiet else sys.stdout)
+    out = Path(args.output)
+    try:
+        staging: Optional[Path] = prepare_staging(out, target)
+    except RunError as exc:
+        raise CaptureError(f"--output {out}: {exc.message}") from None
+    assert staging is not None
+    try:
+        text = _run_into(args, argv, probe, plan, progress, staging)
+        with signals_deferred():  # the files appear together, or the earlier ones stay
+            try:
+                publish_outputs(staging, target, out)
+            except RunError as exc:
+                raise CaptureError(f"--output {out}: {exc.message}") from None
+        staging = None
+    finally:
+        if staging is not None:
+            remove_tree(staging)
+    if not args.quiet:
+        print(text)
+    late = progress.over_budget()
+    if late:
+        print(f"{PROG}: note: {late}", file=sys.stderr)
+    print(f"wrote {out} ({progress.elapsed_s:.0f} s)")
+    return 0
+
+
+def _run_into(args: argparse.Namespace, argv: list[str], probe: Probe, plan: Plan,
+              progress: Progress, out: Path) -> str:
+    """Measure, write every file into ``out`` (the staging folder), compare; the comparison's
+    markdown."""
     name = device_name(probe)
     preset = (args.gpu or preset_of(name)) if probe.is_gpu else args.gpu
     command = shlex.join(["sst-cdma", "validate", *argv])
-    out.mkdir(exist_ok=True)
     facts = device_facts(probe)
     record = provenance(probe, facts, command, preset, "--gpu" if args.gpu else
                         "the device's name" if preset else "none matches", plan.budget_s)
     write_json(out / "provenance.json", record)
     progress.say(f"{name}: {'GPU' if probe.is_gpu else 'reduced CPU'} run, preset "
-                 f"{preset or 'none'}, writing {out}")
+                 f"{preset or 'none'}, writing {args.output}")
     networks = {"transformer": network_file(plan.transformer, out / "networks"),
                 "cnn": network_file(plan.cnn, out / "networks")}
     measured_by = (f"sst-cdma validate on {name}, driver {facts['driver']}, CUDA "
@@ -256,14 +294,9 @@ def _run(argv: list[str]) -> int:
                       found.gemms, found.device + found.copies)
     text = _compare(preset, probe, name, found, out, progress)
     write_json(out / "measurements.json", {"provenance": record, "plan": plan,
-                                           "measured": found, "part_seconds": progress.parts})
-    if not args.quiet:
-        print(text)
-    late = progress.over_budget()
-    if late:
-        print(f"{PROG}: note: {late}", file=sys.stderr)
-    print(f"wrote {out} ({progress.elapsed_s:.0f} s)")
-    return 0
+                                           "measured": found, "part_seconds": progress.parts},
+               root=out)
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

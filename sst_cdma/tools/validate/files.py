@@ -17,10 +17,11 @@ import csv
 import io
 import json
 import math
+import os
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from sst_cdma.engine.atomic_files import write_text_whole
 from sst_cdma.model.calibration import (_CONV_COLUMNS, _GEMM_COLUMNS, _GPUS_COLUMNS, CONV_FILE,
@@ -118,8 +119,12 @@ def write_timeline(path: Path, step: StepTiming) -> None:
     write_text_whole(path, csv_text(("layer", "phase", "start_ms", "end_ms"), rows))
 
 
-def write_json(path: Path, doc: Any) -> None:
-    """``doc`` as indented JSON (dataclasses as dicts, NaN as null)."""
+def write_json(path: Path, doc: Any, root: Optional[Path] = None) -> None:
+    """``doc`` as indented JSON (dataclasses as dicts, NaN as null); paths and path strings
+    inside ``root`` are written relative to it (the run writes into a staging folder that
+    becomes the output folder)."""
+    prefix = f"{root}{os.sep}" if root is not None else None
+
     def plain(value: Any) -> Any:
         if hasattr(value, "__dataclass_fields__"):
             return plain(asdict(value))
@@ -130,6 +135,8 @@ def write_json(path: Path, doc: Any) -> None:
         if isinstance(value, float) and math.isnan(value):
             return None
         if isinstance(value, Path):
-            return str(value)
+            return plain(str(value))
+        if isinstance(value, str) and prefix and value.startswith(prefix):
+            return value[len(prefix):]
         return value
     write_text_whole(path, json.dumps(plain(doc), indent=1) + "\n")
