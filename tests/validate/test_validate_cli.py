@@ -93,6 +93,9 @@ def test_the_comparison_has_each_layer_and_step_measured_and_simulated(run):
     ratio = steps["simulated"] / steps["measured"]
     assert ((ratio - steps["simulated_over_measured"]).abs() < 1e-9).all()
     assert len(table[table["part"] == "timeline"]) > 0
+    offloaded = table[(table["part"] == "step") & (table["what"] == "offloaded")]
+    assert len(offloaded) == 2 and (offloaded["measured"] > 0).all()
+    assert offloaded["config"].str.endswith("activations offloaded").all()
     text = (run / "comparison.md").read_text()
     assert "## Layers" in text and "## Training steps" in text
     assert "the reduced run on the CPU" in text

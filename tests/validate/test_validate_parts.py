@@ -106,7 +106,8 @@ def test_a_training_step_times_every_layer_and_offloads_through_save_on_cpu(monk
     def spy(pin_memory=False, **kw):
         hooks = real(pin_memory=pin_memory, **kw)
         pack = hooks.pack_hook
-        hooks.pack_hook = lambda t: packed.append(pin_memory) or pack(t)
+        hooks.pack_hook = lambda t: packed.append(
+            (pin_memory, t.numel() * t.element_size())) or pack(t)
         return hooks
 
     monkeypatch.setattr(torch.autograd.graph, "save_on_cpu", spy)
@@ -121,7 +122,14 @@ def test_a_training_step_times_every_layer_and_offloads_through_save_on_cpu(monk
     ends = [s.end_s for s in step.spans]
     assert all(s.start_s <= s.end_s for s in step.spans) and max(ends) <= step.step_s + 1e-9
     # saved tensors went through save_on_cpu(pin_memory=True) only when offloading
-    assert (len(packed) > 0) == offload and all(packed)
+    assert (len(packed) > 0) == offload and all(pin for pin, _ in packed)
+    # the same bytes each of the three steps (one warm-up, two timed), the step counts one's
+    assert step.offloaded_bytes * 3 == sum(size for _, size in packed)
+    if offload:  # weights too: a convolution or a linear layer saves its weight for dx
+        from workloads.torch_builder import build_torch
+        weights = sum(p.numel() * 4 for p in build_torch("digits_cnn").parameters()
+                      if p.dim() > 1)
+        assert step.offloaded_bytes > weights
 
 
 def _counting_probe() -> tuple[Probe, list[int]]:

@@ -7,8 +7,8 @@ in this process (``sst_cdma.run`` on ``topologies/pascal_cdma.py`` with the meas
   ``kernel_ps``) against the measured.
 - Steps: each training step of part (d), simulated as a float32 step with Adam (``--optimizer
   adam``), with every activation offloaded uncompressed (``--policy all --algorithm none``) or
-  none kept off the GPU (``--policy none``): step, forward, backward and update time and the
-  peak GPU memory, and each layer's span of the timeline.
+  none kept off the GPU (``--policy none``): step, forward, backward and update time, the
+  peak GPU memory, the bytes offloaded, and each layer's span of the timeline.
 - Rates: the best measured device copy and pinned host copies against the preset's DRAM
   bandwidth and the host link's rate the simulation used; the host CPU's Adam per core
   against the shipped measurement the simulator takes by default.
@@ -107,6 +107,9 @@ def step_rows(step: StepTiming, summary: Summary | str) -> list[dict[str, Any]]:
     rows.append(_row("step", config, "", "peak memory",
                      None if step.peak_memory is None else step.peak_memory / 2**20,
                      sim["peak_gpu_memory_bytes"] / 2**20 if sim else None, "MiB"))
+    if step.offload:
+        rows.append(_row("step", config, "", "offloaded", step.offloaded_bytes / 2**20,
+                         sim["offloaded_bytes"] / 2**20 if sim else None, "MiB"))
     spans: dict[tuple[str, str], float] = {}
     for entry in sim.get("layers", []):
         key = (entry["layer"], entry["phase"])

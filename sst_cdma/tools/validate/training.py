@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, ContextManager, Iterator, Optional
 
 import torch
 from workloads.loader import load_network
@@ -46,7 +46,8 @@ class Span:
 @dataclass(frozen=True)
 class StepTiming:
     """A measured training step: the network, whether activations were offloaded, the median
-    step's phases and per-layer spans, and the peak device memory (None on the CPU)."""
+    step's phases and per-layer spans, the peak device memory (None on the CPU) and the bytes
+    offloaded."""
 
     network: str
     batch: int
@@ -59,6 +60,8 @@ class StepTiming:
     spans: tuple[Span, ...]
     steps: tuple[float, ...]
     peak_memory: Optional[int]
+    #: bytes save_on_cpu moved to host memory in the step (every saved tensor, weights too)
+    offloaded_bytes: int = 0
 
 
 class Recorder:
@@ -153,13 +156,27 @@ def _inputs(net: Network, batch: int, probe: Probe) -> list[torch.Tensor]:
     return out
 
 
+def _saving(offload: bool, saved: list[int]) -> ContextManager[object]:
+    """``save_on_cpu(pin_memory=True)`` when offloading, each tensor it packs counted in
+    ``saved`` (bytes); else nothing."""
+    if not offload:
+        return contextlib.nullcontext()
+    hooks = torch.autograd.graph.save_on_cpu(pin_memory=True)
+    pack = hooks.pack_hook
+
+    def counting(tensor: torch.Tensor) -> object:
+        saved.append(tensor.numel() * tensor.element_size())
+        return pack(tensor)
+    hooks.pack_hook = counting
+    return hooks
+
+
 def _step(model: TorchNetwork, inputs: list[torch.Tensor], optimizer: torch.optim.Optimizer,
-          clock: Clock, offload: bool) -> tuple[Mark, Mark, Mark, Mark, Mark]:
+          clock: Clock, offload: bool, saved: list[int]
+          ) -> tuple[Mark, Mark, Mark, Mark, Mark]:
     """One training step; its marks (start, forward end, backward end, update end, end)."""
     start = clock.mark()
-    saving = torch.autograd.graph.save_on_cpu(pin_memory=True) if offload \
-        else contextlib.nullcontext()
-    with saving:
+    with _saving(offload, saved):
         loss = model(*inputs).float().mean()
     fwd_end = clock.mark()
     loss.backward()
@@ -178,24 +195,27 @@ def _phases(clock: Clock, step: tuple[Mark, Mark, Mark, Mark, Mark]) -> tuple[fl
 
 
 def _timed_steps(probe: Probe, model: TorchNetwork, net: Network, batch: int, offload: bool,
-                 steps: int, warmup: int) -> list[tuple[tuple[float, ...], list[Span]]]:
+                 steps: int, warmup: int
+                 ) -> tuple[list[tuple[tuple[float, ...], list[Span]]], int]:
     """``steps`` timed steps after ``warmup`` untimed ones: each step's phases (step, forward,
-    backward, update seconds) and spans."""
+    backward, update seconds) and spans; and the bytes a step offloaded."""
     recorder = Recorder(probe.clock)
     recorder.attach(model, net)
     inputs = _inputs(net, batch, probe)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    saved: list[int] = []
     for _ in range(warmup):
-        _step(model, inputs, optimizer, probe.clock, offload)
+        _step(model, inputs, optimizer, probe.clock, offload, saved)
     probe.sync()
     probe.peak_memory_reset()
     done = []
     for _ in range(steps):
+        saved.clear()
         with recorder.recording() as marks:
-            step = _step(model, inputs, optimizer, probe.clock, offload)
+            step = _step(model, inputs, optimizer, probe.clock, offload, saved)
         probe.sync()  # every mark recorded: the clock can read them
         done.append((_phases(probe.clock, step), spans_of(marks, probe.clock, step)))
-    return done
+    return done, sum(saved)
 
 
 def time_training_step(probe: Probe, network: str, batch: int, offload: bool, steps: int,
@@ -205,7 +225,7 @@ def time_training_step(probe: Probe, network: str, batch: int, offload: bool, st
     net = load_network(network)
     torch.manual_seed(0)
     model = build_torch(net, device=probe.device).train()
-    done = _timed_steps(probe, model, net, batch, offload, steps, warmup)
+    done, saved = _timed_steps(probe, model, net, batch, offload, steps, warmup)
     peak = probe.peak_memory()
     del model
     if probe.is_gpu:
@@ -214,9 +234,10 @@ def time_training_step(probe: Probe, network: str, batch: int, offload: bool, st
     (step_s, forward_s, backward_s, update_s), spans = \
         sorted(done, key=lambda d: d[0][0])[(len(done) - 1) // 2]
     timing = StepTiming(net.name, batch, "float32", offload, step_s, forward_s, backward_s,
-                        update_s, tuple(spans), tuple(d[0][0] for d in done), peak)
+                        update_s, tuple(spans), tuple(d[0][0] for d in done), peak, saved)
     say(f"{net.name} batch {batch}{' offloaded' if offload else ''}: step "
         f"{step_s * 1e3:.2f} ms (median of {len(done)}), forward {forward_s * 1e3:.2f}, "
         f"backward {backward_s * 1e3:.2f}, update {update_s * 1e3:.2f} ms"
+        + (f", {saved / 2**20:.1f} MiB offloaded" if offload else "")
         + (f", peak {peak / 2**30:.2f} GiB" if peak else ""))
     return timing
