@@ -93,9 +93,12 @@ def time_convolutions(probe: Probe, network: str, batch: int, dtype: str, repeat
         if params["group"] != 1 or tuple(params["dilation"]) != (1, 1):
             skipped += 1
             continue
-        # the first layer's input is the data, whose gradient no one needs
-        fwd, data, filt = _conv(probe, info, params, kind, repeat, warmup,
-                                info.name == first_layer)
+        # the first layer's input is the data, whose gradient no one needs; cuDNN tries its
+        # algorithms in the warm-up and keeps the fastest, as in part (a) (time-layers'
+        # --cudnn-benchmark)
+        with torch.backends.cudnn.flags(enabled=True, benchmark=probe.is_gpu):
+            fwd, data, filt = _conv(probe, info, params, kind, repeat, warmup,
+                                    info.name == first_layer)
         found.append(ConvKernel(info.name, dtype, _conv_shape(info, params), fwd, data, filt))
     say(f"{net.name} {dtype}: {len(found)} convolutions"
         + (f" ({skipped} grouped or dilated left out)" if skipped else ""))
