@@ -13,6 +13,7 @@ activation capture and kernel timing.
     sst-cdma time-layers ...                 (see sst-cdma time-layers --help)
     sst-cdma time-cpu-adam ...               (see sst-cdma time-cpu-adam --help)
     sst-cdma capture-states ...              (see sst-cdma capture-states --help)
+    sst-cdma validate ...                    (see sst-cdma validate --help)
 
 Errors are one line, ``sst-cdma: FILE[:LINE]: message``, and exit 1; so is a command whose
 extra is not installed (``sst_cdma.tools.extras``). ``python -m sst_cdma`` runs the same command.
@@ -186,7 +187,7 @@ def _add_topologies(sub: argparse._SubParsersAction[_Parser],
 
 def _add_torch_tools(sub: argparse._SubParsersAction[_Parser]) -> None:
     """The PyTorch-based tools (``capture``, ``time-layers``, ``time-cpu-adam``,
-    ``capture-states``): each parses its own arguments (:func:`_torch_tool`)."""
+    ``capture-states``, ``validate``): each parses its own arguments (:func:`_torch_tool`)."""
     sub.add_parser("capture", help="measure activation density profiles from a PyTorch model "
                                    "(sst-cdma capture --help)", add_help=False)
     sub.add_parser("time-layers", help="measure per-layer kernel times in PyTorch for "
@@ -198,6 +199,8 @@ def _add_torch_tools(sub: argparse._SubParsersAction[_Parser]) -> None:
     sub.add_parser("capture-states", help="measure what each codec does to weights, gradients "
                                           "and Adam moments (sst-cdma capture-states --help)",
                    add_help=False)
+    sub.add_parser("validate", help="measure one NVIDIA GPU and print the simulator beside "
+                                    "it (sst-cdma validate --help)", add_help=False)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -223,7 +226,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     """Run a PyTorch-based tool (``capture``, ``time-layers``, ``time-cpu-adam``,
-    ``capture-states``) with its own argument parser."""
+    ``capture-states``, ``validate``) with its own argument parser; ``module`` is its module
+    under ``sst_cdma.tools`` (``capture.timing_cli``)."""
     import importlib
 
     from sst_cdma.tools.extras import MissingExtra, require
@@ -239,7 +243,7 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     with stop_on_signals(ending=True):
         try:
             try:
-                tool = importlib.import_module(f"..capture.{module}", __package__)
+                tool = importlib.import_module(f"..{module}", __package__)
             except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
                 return _fail(f"{command}: not available ({type(exc).__name__}: {exc})")
             return int(tool.main(argv) or 0)
@@ -439,16 +443,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``sst-cdma`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rest = [a for a in argv if a not in ("-v", "--verbose")]
-    tools = {"capture": "cli", "time-layers": "timing_cli", "time-cpu-adam": "cpu_adam_cli",
-             "capture-states": "states_cli"}
+    tools = {"capture": "capture.cli", "time-layers": "capture.timing_cli",
+             "time-cpu-adam": "capture.cpu_adam_cli", "capture-states": "capture.states_cli",
+             "validate": "validate.cli"}
     if rest and rest[0] in tools:
         return _torch_tool(rest[0], tools[rest[0]], rest[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         return _fail("error: no command given (sweep, regress, report, table, plans, "
-                     "calibrate, topologies, capture, time-layers, time-cpu-adam or "
-                     "capture-states; see sst-cdma --help)")
+                     "calibrate, topologies, capture, time-layers, time-cpu-adam, "
+                     "capture-states or validate; see sst-cdma --help)")
     handler = {"sweep": _sweep, "regress": _regress, "report": _report,
                "table": _table, "plans": _plans, "calibrate": _calibrate,
                "topologies": _topologies}[args.command]
