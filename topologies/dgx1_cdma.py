@@ -9,4 +9,4 @@ import sst
 from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="dgx1_cdma.py", gpu="pascal", gpus=8, gpus_per_switch=2,
-      gpus_per_host=8)
+      gpus_per_host=8, cpu="dgx1")

@@ -15,4 +15,5 @@ import sst
 from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="gb200_cdma.py", gpu="b200", link="nvlink_c2c", gpus_per_host=2,
-      host_memory={"bandwidth": "500GB/s", "pinned_capacity": "480GB"})
+      cpu="grace",
+      host_memory={"pinned_capacity": "480GB"})

@@ -11,4 +11,5 @@ import sys
 import sst
 from sst_cdma.builder.topology import build
 
-build(sst, sys.argv[1:], prog="gh200_cdma.py", gpu="gh200", link="nvlink_c2c", gpus_per_host=1)
+build(sst, sys.argv[1:], prog="gh200_cdma.py", gpu="gh200", link="nvlink_c2c", gpus_per_host=1,
+      cpu="grace")

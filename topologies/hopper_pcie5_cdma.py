@@ -8,4 +8,5 @@ import sys
 import sst
 from sst_cdma.builder.topology import build
 
-build(sst, sys.argv[1:], prog="hopper_pcie5_cdma.py", gpu="h100_pcie", link="pcie5x16")
+build(sst, sys.argv[1:], prog="hopper_pcie5_cdma.py", gpu="h100_pcie", link="pcie5x16",
+      cpu="epyc-9654")
