@@ -8,5 +8,4 @@ import sys
 import sst
 from sst_cdma.builder.topology import build
 
-build(sst, sys.argv[1:], prog="hopper_pcie5_cdma.py", gpu="h100_pcie", link="pcie5x16",
-      cpu="epyc-9654")
+build(sst, sys.argv[1:], prog="hopper_pcie5_cdma.py", gpu="h100_pcie", link="pcie5x16")
