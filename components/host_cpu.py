@@ -28,7 +28,7 @@ from sst_cdma.model.hosts import (DEFAULT_PLATFORM, AdamScaling, core_of_machine
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
 
-__all__ = ["HostCPU", "HostCPUResult"]
+__all__ = ["HostCPU", "HostCPUResult", "host_cpu_fields"]
 
 
 def _adam_throughput(rate: float) -> None:
@@ -68,6 +68,19 @@ class HostCPUResult:
     def busy_ps(self) -> int:
         """Time the CPU spent stepping."""
         return sum(end - start for _, start, end in self.steps)
+
+
+def host_cpu_fields(cpus: list[HostCPUResult]) -> dict[str, Any]:
+    """``summary.json``'s ``host_cpu``: the host CPU that stepped the main GPUs' optimizer
+    (the first host's; topologies build every host alike): its platform, cores, per-core Adam
+    rate and the factor it was scaled by from the measured one, the DRAM it stepped on, the
+    rate the cores reach on it and whether the DRAM sets it."""
+    first = cpus[0]
+    return {"hosts": len(cpus), "platform": first.platform, "system": first.platform_line,
+            "cores": first.cores, "adam_per_core_params_per_s": first.params_per_s_per_core,
+            "adam_scale": first.scale, "adam_source": first.adam_source,
+            "dram_bandwidth_Bps": first.dram_bandwidth, "adam_params_per_s": first.params_per_s,
+            "dram_bound": first.dram_bound}
 
 
 class HostCPU(Component):

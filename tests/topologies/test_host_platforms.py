@@ -160,3 +160,23 @@ def test_a_file_from_the_platforms_own_cpu_is_taken_as_measured(tmp_path, capsys
     a100, h100 = PLATFORMS["dgx-a100"].core, PLATFORMS["dgx-h100"].core
     assert other.simulation.components["cpu"].scale == pytest.approx(h100.speed_of(a100))
     assert "--cpu-adam-file" not in capsys.readouterr().err
+
+
+def test_the_summary_says_which_platform_the_scaled_rate_and_whether_dram_bound():
+    from components.summary_schema import check_summary
+
+    console = io.StringIO()
+    result = sst_cdma.run(PASCAL, [*ZERO, "--cpu", "dgx-h100"], console=console)
+    summary = result.reports["summary"]
+    assert check_summary(summary) == []
+    cpu = summary["host_cpu"]
+    assert (cpu["platform"], cpu["cores"], cpu["hosts"]) == ("dgx-h100", 56, 1)
+    assert cpu["adam_scale"] == pytest.approx(2 * 2.0 / 2.45)
+    assert cpu["adam_per_core_params_per_s"] == pytest.approx(
+        SHIPPED.params_per_s_per_core * cpu["adam_scale"])
+    assert cpu["dram_bound"] and cpu["dram_bandwidth_Bps"] == 307.2e9
+    line = next(x for x in console.getvalue().splitlines() if x.startswith("host CPU:"))
+    assert "dgx-h100: 56 cores at 835 M Adam parameters/s each (measured x1.633)" in line
+    assert line.endswith("on 307.2 GB/s of DRAM: DRAM-bound")
+    # a run without a host CPU's step has no host_cpu
+    assert "host_cpu" not in run(PASCAL, ALEX).reports["summary"]
