@@ -19,11 +19,10 @@ from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
-                                     CpuAdamProfile,
-                                     adam_rate_fault, load_cpu_adam)
+                                     CpuAdamProfile, adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
 from sst_cdma.model.hosts import (DEFAULT_PLATFORM, AdamScaling, core_of_machine, platform,
-                                  platform_fault, scale_adam)
+                                  platform_fault)
 
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
@@ -156,14 +155,14 @@ class HostCPU(Component):
 
     def _scaling(self, profile: CpuAdamProfile) -> tuple[float, str]:
         """The factor that carries the file's one-core rate to one of this platform's cores
-        (:func:`sst_cdma.model.hosts.scale_adam`: vector width and clock), and what the
+        (:meth:`sst_cdma.model.hosts.CpuCore.speed_of`: vector width and clock), and what the
         source says of it: 1 where it was measured on the platform's CPU, or on a CPU the
         platform table does not know (then taken as the platform's)."""
         core = core_of_machine(profile.cpu, profile.shipped)
         if core is None:
             return 1.0, (f" (a CPU the platform table does not know: taken as "
                          f"{self.host.core.name}'s)")
-        factor = scale_adam(1.0, core, self.host, 1, 1.0, 1.0).factor
+        factor = core.speed_of(self.host.core)
         if core is self.host.core or factor == 1.0:
             return 1.0, ""
         return factor, (f", scaled x{factor:.3f} to {self.host.core.name} by vector width "
