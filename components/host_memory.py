@@ -18,9 +18,10 @@ class HostMemory(Component):
     Provides ``HostStore`` and ``HostPath`` (where every path to the host ends)."""
 
     PARAMS = (
-        Param("bandwidth", "bandwidth", DEFAULT_PLATFORM.dram_text, "DRAM bandwidth (both "
-              "directions share it): one socket's of the host platform (default: the default "
-              "platform's; docs/host_cpu.md)", minimum=0, exclusive_minimum=True),
+        Param("bandwidth", "bandwidth", DEFAULT_PLATFORM.dram_text, "DRAM bandwidth, which "
+              "both directions and the host CPU's step share: one socket's of the host "
+              f"platform ({DEFAULT_PLATFORM.name}'s where none is named; docs/host_cpu.md)",
+              minimum=0, exclusive_minimum=True),
         Param("pinned_capacity", "bytes", "256GiB", "size of the pinned pool", minimum=0,
               exclusive_minimum=True),
     )
