@@ -299,7 +299,20 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
         lines.append(nvme_line(s["nvme"]))
     if "pipeline" in s:
         lines += pipeline_lines(s["pipeline"])
+    if "host_cpu" in s:
+        lines.append(host_cpu_line(s["host_cpu"]))
     return lines
+
+
+def host_cpu_line(cpu: dict[str, Any]) -> str:
+    """The console line of the host CPU: its platform, cores and per-core Adam rate (scaled
+    from the measured one), and what they reach on the DRAM."""
+    scaled = f" (measured x{cpu['adam_scale']:.3f})" if cpu["adam_scale"] != 1 else ""
+    bound = "DRAM-bound" if cpu["dram_bound"] else "bound by the cores"
+    return _row("host CPU", f"{cpu['platform']}: {cpu['cores']} cores at "
+                f"{cpu['adam_per_core_params_per_s'] / 1e6:.0f} M Adam parameters/s each"
+                f"{scaled}, {cpu['adam_params_per_s'] / 1e9:.2f} G/s together on "
+                f"{cpu['dram_bandwidth_Bps'] / 1e9:g} GB/s of DRAM: {bound}")
 
 
 def nvme_line(nvme: dict[str, Any]) -> str:

@@ -20,13 +20,15 @@ from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.engine.param_words import param_word
 from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
-                                     adam_rate_fault, load_cpu_adam)
+                                     CpuAdamProfile, adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
+from sst_cdma.model.hosts import (DEFAULT_PLATFORM, AdamScaling, core_of_machine, platform,
+                                  platform_fault)
 
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
 
-__all__ = ["HostCPU", "HostCPUResult"]
+__all__ = ["HostCPU", "HostCPUResult", "host_cpu_fields"]
 
 
 def _adam_throughput(rate: float) -> None:
@@ -34,16 +36,32 @@ def _adam_throughput(rate: float) -> None:
     if rate and adam_rate_fault(rate):
         raise ValueError(adam_rate_fault(rate))
 
+
+def _platform(name: str) -> None:
+    """``platform``: a host platform of :mod:`sst_cdma.model.hosts`."""
+    if platform_fault(name):
+        raise ValueError(platform_fault(name))
+
+
 @dataclass
 class HostCPUResult:
-    """What a host CPU published at the end of the run: the GPUs it stepped for, its Adam
-    throughput and where it came from, and every step (bucket, start, end, ps)."""
+    """What a host CPU published at the end of the run: the GPUs it stepped for, its host
+    platform, its cores and per-core Adam throughput and where they came from (the measured
+    rate scaled by ``scale`` to the platform's cores), the DRAM bandwidth it stepped on, the
+    rate its cores reach together bounded by that DRAM (``dram_bound``: the DRAM sets it),
+    and every step (bucket, start, end, ps)."""
 
     cpu: str
     gpus: list[str]
     cores: int
     params_per_s_per_core: float
     adam_source: str
+    platform: str = DEFAULT_PLATFORM.name
+    platform_line: str = ""
+    scale: float = 1.0
+    dram_bandwidth: float = 0.0
+    params_per_s: float = 0.0
+    dram_bound: bool = False
     steps: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
 
     @property
@@ -52,20 +70,38 @@ class HostCPUResult:
         return sum(end - start for _, start, end in self.steps)
 
 
+def host_cpu_fields(cpus: list[HostCPUResult]) -> dict[str, Any]:
+    """``summary.json``'s ``host_cpu``: the host CPU that stepped the main GPUs' optimizer
+    (the first host's; topologies build every host alike): its platform, cores, per-core Adam
+    rate and the factor it was scaled by from the measured one, the DRAM it stepped on, the
+    rate the cores reach on it and whether the DRAM sets it."""
+    first = cpus[0]
+    return {"hosts": len(cpus), "platform": first.platform, "system": first.platform_line,
+            "cores": first.cores, "adam_per_core_params_per_s": first.params_per_s_per_core,
+            "adam_scale": first.scale, "adam_source": first.adam_source,
+            "dram_bandwidth_Bps": first.dram_bandwidth, "adam_params_per_s": first.params_per_s,
+            "dram_bound": first.dram_bound}
+
+
 class HostCPU(Component):
     """The host CPU stepping the optimizer of model states held in pinned host memory."""
 
     PARAMS = (
-        Param("cores", "int", 32, "cores the optimizer step runs on", minimum=1,
-              maximum=MAX_CORES, why_maximum=MAX_CORES_WHY),
+        Param("platform", "str", DEFAULT_PLATFORM.name, "the host platform this CPU is one "
+              "socket of (sst_cdma/model/hosts.py; docs/host_cpu.md): its cores, their vector "
+              "width and clock", check=_platform),
+        Param("cores", "int", 0, "cores the optimizer step runs on (0: the platform's cores "
+              "per socket)", minimum=0, maximum=MAX_CORES, why_minimum="0: the platform's",
+              why_maximum=MAX_CORES_WHY),
         Param("adam_throughput", "float", 0.0, "CPU Adam throughput per core in parameters "
-              "per second (0: the adam_file's measurement)", minimum=0,
-              check=_adam_throughput),
+              "per second, taken as the platform's as given (0: the adam_file's measurement, "
+              "scaled to the platform's cores)", minimum=0, check=_adam_throughput),
         Param("adam_file", "str", "", "CPU Adam measurement written by 'sst-cdma "
-              "time-cpu-adam' ('': the shipped one; docs/model.md)"),
-        Param("memory_bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth the CPU's cores "
-              "can draw (its step's traffic also loads the host memory's DRAM resource)",
-              minimum=0, exclusive_minimum=True),
+              "time-cpu-adam' ('': the shipped one; docs/host_cpu.md)"),
+        Param("memory_bandwidth", "bandwidth", "0B/s", "DRAM bandwidth the CPU's cores can "
+              "draw where it is below the host memory's (0: the host memory's, the "
+              "platform's DRAM; its step's traffic loads the host memory's DRAM resource)",
+              minimum=0),
     )
     PORTS = (Port("gpu%d", "GPUs whose optimizer step this CPU runs (the 'cpu' port of "
                   "the driver in each one's 'model_states' slot)",
@@ -80,6 +116,9 @@ class HostCPU(Component):
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
         p, kind = self.params, self.type_name()
+        self.host = platform(p["platform"])
+        self.cores = p["cores"] or self.host.cores_per_socket
+        self.scale = 1.0
         if p["adam_throughput"] > 0 and p["adam_file"]:
             raise ConfigError(f"{name} ({kind}): {param_word(kind, 'adam_throughput')} "
                               f"contradicts {param_word(kind, 'adam_file')}: each sets the "
@@ -95,8 +134,14 @@ class HostCPU(Component):
             # one thread's rate: the step spreads over this element's cores from it
             self.rate = profile.params_per_s_per_core
             self.source = f"{profile.implementation} Adam on {profile.machine}, {profile.date}"
+            self.scale, note = self._scaling(profile)
+            self.source += note
+        #: the per-core rate as measured (or given), before it is carried to these cores
+        self.measured = self.rate
+        self.rate *= self.scale
         self.flows = self.service(FlowNetwork)
-        self.own = self.flows.resource(f"{name}.membw", p["memory_bandwidth"])
+        self.own = self.flows.resource(f"{name}.membw", p["memory_bandwidth"]) \
+            if p["memory_bandwidth"] > 0 else None
         self.memory_link = self.connected_link("memory", self.refuse_event)
         self.ports = [port for port in self.connected_ports() if port.startswith("gpu")]
         self.links = {port: self.connected_link(port, self._handler(port)) for port in self.ports}
@@ -106,7 +151,24 @@ class HostCPU(Component):
         self.busy = False
         self.manifests: list[ModelStatesManifest] = []
         self.steps: list[tuple[str, int, int]] = []
+        #: parameters and host DRAM bytes of the steps asked for (their traffic a parameter)
+        self.asked = [0, 0]
         self.stat_step = self.register_statistic("step_time_ps")
+
+    def _scaling(self, profile: CpuAdamProfile) -> tuple[float, str]:
+        """The factor that carries the file's one-core rate to one of this platform's cores
+        (:meth:`sst_cdma.model.hosts.CpuCore.speed_of`: vector width and clock), and what the
+        source says of it: 1 where it was measured on the platform's CPU, or on a CPU the
+        platform table does not know (then taken as the platform's)."""
+        core = core_of_machine(profile.cpu, profile.shipped)
+        if core is None:
+            return 1.0, (f" (a CPU the platform table does not know: taken as "
+                         f"{self.host.core.name}'s)")
+        factor = core.speed_of(self.host.core)
+        if core is self.host.core or factor == 1.0:
+            return 1.0, ""
+        return factor, (f", scaled x{factor:.3f} to {self.host.core.name} by vector width "
+                        "and clock")
 
     def _handler(self, port: str) -> Any:
         return lambda req: self._request(port, req)
@@ -127,7 +189,7 @@ class HostCPU(Component):
 
     def step_ps(self, params: int) -> int:
         """Picoseconds a step of ``params`` parameters takes on every core, alone."""
-        return math.ceil(params / (self.rate * self.params["cores"]) * PS_PER_S)
+        return math.ceil(params / (self.rate * self.cores) * PS_PER_S)
 
     def codec_ps(self, req: CpuStepRequest) -> int:
         """Picoseconds every core takes to decompress the request's gradients and compress its
@@ -135,7 +197,7 @@ class HostCPU(Component):
         if not req.codec:
             return 0
         return cpu_codec_ps(req.codec, req.dtype, req.decompress_bytes, req.compress_bytes,
-                            self.params["cores"])
+                            self.cores)
 
     def request_alone_ps(self, req: CpuStepRequest) -> int:
         """Picoseconds ``req`` takes alone: its codec work and its step (see
@@ -154,11 +216,15 @@ class HostCPU(Component):
         return isolated_duration_ps(dram_bytes, pairs, self._cap(dram_bytes, alone))
 
     def _route(self) -> Route:
-        """The step's flow route over the host DRAM and the CPU's own memory bandwidth (built
-        on first use: the planner of policy ``auto`` asks before setup)."""
+        """The step's flow route over the host DRAM (and the CPU's own memory bandwidth, where
+        ``memory_bandwidth`` gives one; built on first use: the planner of policy ``auto``
+        asks before setup)."""
         if self.route is None:
             memory = self.peer_provider("memory", HostTier)
-            self.route = self.flows.route({memory.resource.name: 1.0, self.own.name: 1.0})
+            weights = {memory.resource.name: 1.0}
+            if self.own is not None:
+                weights[self.own.name] = 1.0
+            self.route = self.flows.route(weights)
         return self.route
 
     def host_room(self) -> int:
@@ -178,6 +244,8 @@ class HostCPU(Component):
         return self.memory.tier_usage(end_ps)
 
     def _request(self, port: str, req: CpuStepRequest) -> None:
+        self.asked[0] += req.params
+        self.asked[1] += req.dram_bytes
         self.queue.append((port, req))
         if not self.busy:
             self._next()
@@ -207,8 +275,21 @@ class HostCPU(Component):
         self.links[port].send(CpuStepDone(req, start, now))
         self._next()
 
+    def scaling(self) -> AdamScaling:
+        """This CPU's Adam on its DRAM: the per-core rate, the factor it was scaled by, the
+        cores, the host DRAM bandwidth (the CPU's own cap where lower) and the traffic a
+        parameter of the steps asked for (none asked: no traffic, not DRAM-bound)."""
+        memory = self.peer_provider("memory", HostTier)
+        dram = memory.resource.capacity
+        if self.own is not None:
+            dram = min(dram, self.own.capacity)
+        per_param = self.asked[1] / self.asked[0] if self.asked[0] else 0.0
+        return AdamScaling(self.rate, self.scale, self.cores, per_param, dram)
+
     def finish(self) -> None:
-        """Publish the CPU's steps."""
-        self.publish(HostCPUResult(self.name, [m.gpu for m in self.manifests],
-                                   self.params["cores"], self.rate, self.source,
-                                   list(self.steps)))
+        """Publish the CPU's steps, its platform and its Adam rate on its DRAM."""
+        adam = self.scaling()
+        self.publish(HostCPUResult(self.name, [m.gpu for m in self.manifests], self.cores,
+                                   self.rate, self.source, self.host.name,
+                                   self.host.describe(), self.scale, adam.dram, adam.rate,
+                                   adam.dram_bound, list(self.steps)))

@@ -6,6 +6,7 @@ from typing import Any
 
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import FlowNetwork
+from sst_cdma.model.hosts import DEFAULT_PLATFORM
 
 from .interfaces import HostPath, HostStore, HostTier
 from .memory_ledger import MemoryLedger
@@ -17,7 +18,9 @@ class HostMemory(Component):
     Provides ``HostStore`` and ``HostPath`` (where every path to the host ends)."""
 
     PARAMS = (
-        Param("bandwidth", "bandwidth", "76.8GB/s", "DRAM bandwidth (both directions share it)",
+        Param("bandwidth", "bandwidth", DEFAULT_PLATFORM.dram_text, "DRAM bandwidth, which "
+              "both directions and the host CPU's step share: one socket's of the host "
+              f"platform ({DEFAULT_PLATFORM.name}'s where none is named; docs/host_cpu.md)",
               minimum=0, exclusive_minimum=True),
         Param("pinned_capacity", "bytes", "256GiB", "size of the pinned pool", minimum=0,
               exclusive_minimum=True),

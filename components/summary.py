@@ -18,6 +18,7 @@ from sst_cdma.engine.config import ConfigError
 
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
+from .host_cpu import HostCPUResult, host_cpu_fields
 from .nvme import NVMeResult, nvme_fields
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
@@ -68,6 +69,9 @@ class SystemResults:
         self.drives = {n: r for n, r in results.items() if isinstance(r, NVMeResult)}
         self.stages = [r for r in results.values() if isinstance(r, PipelineStageResult)]
         self.ports = {r.gpu: r for r in results.values() if isinstance(r, P2PResult)}
+        #: the host CPUs that stepped a main GPU's optimizer
+        self.host_cpus = [r for r in results.values() if isinstance(r, HostCPUResult)
+                          and set(r.gpus) & set(self.main)]
         self.baseline_of: dict[str, dict[str, GPUResult]] = {n: {} for n in self.main}
         for label in ("oracle", "vdnn"):
             others = [n for n, r in gpus.items() if r.system == label]
@@ -121,6 +125,8 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
                                       next(e.nvme_path for e in engines if e.drives))
     if runs.stages:
         summary["pipeline"] = pipeline_fields(runs.stages, runs.ports)
+    if runs.host_cpus:
+        summary["host_cpu"] = host_cpu_fields(runs.host_cpus)
     summary["system"] = describe_system(runs, system)
     if not summary["complete"]:
         summary["stopped_at_s"] = seconds(now_ps)

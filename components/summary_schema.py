@@ -116,6 +116,8 @@ SUMMARY: tuple[Key, ...] = (
        "busy `d2h`, `h2d` fractions", "where GPUs share a link"),
     _k("allreduce", "object", "the data-parallel gradient all-reduce over NVLink: see "
        "`allreduce` below", "with `data_parallel`"),
+    _k("host_cpu", "object", "the host CPU that stepped the optimizer: see `host_cpu` below",
+       "with the host CPU's step"),
     _k("nvme", "object", "the NVMe SSDs the main GPUs' engines stripe across: see `nvme` "
        "below", "with NVMe SSDs"),
     _k("pipeline", "object", "the simulated pipeline's stages: see `pipeline` below",
@@ -290,6 +292,24 @@ TIER: tuple[Key, ...] = (
        "`tensor`, `bytes_short`, `time_ps`"),
 )
 
+HOST_CPU: tuple[Key, ...] = (
+    _k("hosts", "integer", "host CPUs that stepped the main GPUs' optimizer (one per host)"),
+    _k("platform", "string", "the host platform (the host CPU's `platform`; docs/host_cpu.md)"),
+    _k("system", "string", "one line: the platform's system, CPU, cores and DRAM per socket"),
+    _k("cores", "integer", "cores stepping on each host (one socket's: the host CPU's `cores`)"),
+    _k("adam_per_core_params_per_s", "number", "CPU Adam parameters/s on one of its cores: "
+       "the measured (or given) rate times `adam_scale`"),
+    _k("adam_scale", "number", "the factor the measured per-core rate was scaled by to this "
+       "platform's core (vector width and clock; 1: taken as measured)"),
+    _k("adam_source", "string", "where the rate came from: the measurement, its machine and "
+       "date, and how it was scaled"),
+    _k("dram_bandwidth_Bps", "number", "the host DRAM bandwidth the step shares with the "
+       "copies (one socket's)"),
+    _k("adam_params_per_s", "number", "parameters/s the cores reach together, bounded by the "
+       "DRAM at the step's bytes a parameter"),
+    _k("dram_bound", "boolean", "true when the DRAM, not the cores, sets that rate"),
+)
+
 NVME: tuple[Key, ...] = (
     _k("drives", "integer", "SSDs the main engines stripe across"),
     _k("model", "string", "the drive, as its datasheet names it (docs/storage.md)"),
@@ -383,6 +403,8 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
         for entry in summary["pipeline"].get("stages", ()):
             faults += _check(entry, PIPELINE_STAGE, "pipeline.stages[]",
                              {k.name for k in PIPELINE_STAGE if k.when == ALWAYS})
+    if "host_cpu" in summary:
+        faults += _check(summary["host_cpu"], HOST_CPU, "host_cpu", {k.name for k in HOST_CPU})
     for layer in summary.get("layers", ()):
         faults += _check(layer, LAYER, "layers[]", {k.name for k in LAYER if k.when == ALWAYS})
     if "plan" in summary:
@@ -408,7 +430,7 @@ def markdown() -> str:
     for title, keys in (("`summary.json`", SUMMARY), ("`baselines.oracle`, `baselines.vdnn`",
                                                       BASELINE),
                         ("`host_link`", HOST_LINK), ("`allreduce`", ALLREDUCE),
-                        ("`nvme`", NVME), ("`pipeline`", PIPELINE),
+                        ("`nvme`", NVME), ("`host_cpu`", HOST_CPU), ("`pipeline`", PIPELINE),
                         ("`pipeline.stages[]`", PIPELINE_STAGE),
                         ("`layers[]`", LAYER), ("`plan`", PLAN),
                         ("`model_states`", MODEL_STATES), ("`model_states.tiers.TIER`", TIER)):

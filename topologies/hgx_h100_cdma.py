@@ -15,5 +15,5 @@ from sst_cdma.builder.topology import build
 
 build(sst, sys.argv[1:], prog="hgx_h100_cdma.py", gpu="hopper", link="pcie5x16", gpus=8,
       gpus_per_switch=2, gpus_per_host=4, data_parallel=True,
-      host_memory={"bandwidth": "307.2GB/s", "pinned_capacity": "1TB"},
+      cpu="dgx-h100", host_memory={"pinned_capacity": "1TB"},
       system="HGX H100 8-GPU, NVLink4/NVSwitch, PCIe gen5 x16, 2 per switch")

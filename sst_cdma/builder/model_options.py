@@ -17,8 +17,9 @@ from sst_cdma.engine.library import find_element
 from sst_cdma.engine.param_words import Flag
 from sst_cdma.model.compression import ALGORITHMS
 
-__all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "PORTS", "add_element_options", "element_params",
-           "given_options", "declared_param", "option_param", "param_type", "CODEC",
+__all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "PORTS",
+           "add_element_options", "element_params", "given_options", "declared_param",
+           "option_param", "param_type", "CODEC", "HOST_MEMORY",
            "RENDERED_ONLY", "options_of", "flag_words"]
 
 #: ``default`` of an option whose default is "not given" (the topology decides)
@@ -67,6 +68,8 @@ ROOFLINE, MEASURED = "cdma.RooflineKernels", "cdma.MeasuredKernels"
 FITTED = "cdma.FittedKernels"
 #: the host CPU stepping model states kept in host memory (ZeRO-Offload)
 HOST_CPU = "cdma.HostCPU"
+#: the host memory (one socket's DRAM) that offloads and the host CPU's step share
+HOST_MEMORY = "cdma.HostMemory"
 
 ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", NETWORK, "network", default="vgg16"),
@@ -105,7 +108,8 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--cpu-cores", HOST_CPU, "cores"),
     ElementOption("--cpu-adam-throughput", HOST_CPU, "adam_throughput"),
     ElementOption("--cpu-adam-file", HOST_CPU, "adam_file"),
-    ElementOption("--cpu-memory-bandwidth", HOST_CPU, "memory_bandwidth"),
+    ElementOption("--cpu-memory-bandwidth", HOST_MEMORY, "bandwidth", default=UNSET,
+                  unset_help="one socket's DRAM of the --cpu platform"),
     ElementOption("--layer-times", MEASURED, "layer_times", default=""),
     ElementOption("--tf32", FITTED, "tf32", unset_help="PyTorch's, as above"),
     ElementOption("--tensors", ENGINE, "tensors"),

@@ -19,19 +19,25 @@ from components.network_workload import NetworkWorkload
 from components.workload_source import WorkloadSource
 
 from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.config_api import current_graph
 from sst_cdma.engine.machine import available_memory
+from sst_cdma.model.cpu_adam import MIN_PARAMS_PER_S, CpuAdamError, load_cpu_adam, \
+    step_traffic_floor
 from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
+from sst_cdma.model.hosts import (DEFAULT_PLATFORM, GPU_HOSTS, HostPlatform, PLATFORMS,
+                                  core_of_machine, platform_fault, platform_names)
 from sst_cdma.model.compression import DECOMPRESSION_ENGINE
 from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.element import Param, ParamRuleError
 from sst_cdma.engine.library import find_element
-from sst_cdma.builder.model_options import (CODEC, ENGINE, FITTED, LINK, NETWORK, NVME,
-                                            STREAM, add_element_options, element_params,
+from sst_cdma.builder.model_options import (CODEC, ENGINE, FITTED, HOST_CPU, HOST_MEMORY,
+                                            LINK, NETWORK, NVME, STREAM, add_element_options,
+                                            element_params,
                                             explicit, flag_words, given_options, options_of,
                                             param_type)
 from sst_cdma.builder.option_rules import STREAM_RULES, Chosen, broken_rule
-from sst_cdma.engine.units import UnitError, parse_bytes
+from sst_cdma.engine.units import UnitError, parse_bandwidth, parse_bytes
 from sst_cdma.engine.param_words import speak_flags
 
 #: model options that were renamed, and their names now
@@ -86,7 +92,7 @@ class ModelOptionParser(argparse.ArgumentParser):
 
 
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
-                  gpus: int = 1) -> ModelOptionParser:
+                  gpus: int = 1, cpu: str = DEFAULT_PLATFORM.name) -> ModelOptionParser:
     """The model options of every cDMA topology (defaults differ per script): the element
     params' options (:mod:`sst_cdma.builder.model_options`) and the topology's own."""
     p = ModelOptionParser(prog=prog, description="cDMA system model options",
@@ -102,6 +108,12 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                    metavar=gpu_choices(),
                    help=f"GPU preset (default: {gpu}; h100 and h100_sxm name hopper, v100 "
                         "volta, p100 pascal; docs/gpus.md)")
+    p.add_argument("--cpu", default=None, metavar="NAME",
+                   help=f"host platform: each host's CPU socket and its DRAM, which the host "
+                        f"memory and the host CPU share ({', '.join(platform_names())}; "
+                        f"default: {cpu}, or the GPU's own host on a superchip: "
+                        f"{', '.join(f'{g} {h}' for g, h in sorted(GPU_HOSTS.items()))}; "
+                        "docs/host_cpu.md)")
     p.add_argument("--link", default=link, choices=sorted(LINKS),
                    help="host link preset (default: the GPU preset's)")
     p.add_argument("--gpus", type=int, default=gpus, help=f"number of GPUs (default: {gpus}; refused when more than this machine's "
@@ -145,6 +157,8 @@ class SystemSpec:
     workload: tuple[str, dict[str, Any]] = field(default_factory=lambda: (STREAM, {}))
     #: each host has a CPU stepping model states: the workload element needs one
     host_cpu: bool = False
+    #: the host platform: each host's CPU socket and its DRAM
+    host: HostPlatform = DEFAULT_PLATFORM
 
 
 def _gpu_system(sst: Any, name: str, spec: SystemSpec, first: bool) -> Any:
@@ -237,9 +251,10 @@ PLACEMENT_OPTIONS = ("optimizer_states", "weights", "gradients")
 
 
 def _host_cpu(sst: Any, o: argparse.Namespace, host: Any, name: str) -> Any:
-    """The host's CPU (``cdma.HostCPU``) on the host memory's ``cpu`` port."""
-    cpu = sst.Component(name, "cdma.HostCPU")
-    cpu.addParams(element_params(o, "cdma.HostCPU"))
+    """The host's CPU (``cdma.HostCPU``, one socket of the ``--cpu`` platform) on the host
+    memory's ``cpu`` port."""
+    cpu = sst.Component(name, HOST_CPU)
+    cpu.addParams({"platform": o.cpu, **element_params(o, HOST_CPU)})
     sst.Link(f"{name}.l_memory", "0ps").connect((cpu, "memory"), (host, "cpu"))
     return cpu
 
@@ -263,10 +278,14 @@ def _fill_kernels(gpu: Any, o: argparse.Namespace) -> None:
     gpu.setSubComponent("kernels", kind).addParams(params)
 
 
-def _host_memory_params(gpu: GPUSpec) -> dict[str, str]:
-    """The host memory the GPU preset's system comes with (a superchip's CPU memory), if any."""
-    return {k: v for k, v in (("bandwidth", gpu.host_memory_bandwidth),
-                              ("pinned_capacity", gpu.host_memory_capacity)) if v}
+def _host_memory_params(spec: SystemSpec) -> dict[str, Any]:
+    """Each host memory's params: one socket's DRAM bandwidth of the platform (or
+    ``--cpu-memory-bandwidth``), the pinned pool of the GPU preset's system (a superchip's CPU
+    memory) if it names one, and the topology's own."""
+    own = element_params(spec.options, HOST_MEMORY)
+    capacity = {"pinned_capacity": spec.gpu.host_memory_capacity} \
+        if spec.gpu.host_memory_capacity else {}
+    return {"bandwidth": spec.host.dram_text, **capacity, **(spec.host_memory or {}), **own}
 
 
 def _fabric(sst: Any, o: argparse.Namespace) -> None:
@@ -307,7 +326,7 @@ def _system(sst: Any, spec: SystemSpec) -> None:
         if i % per_host == 0:
             h = i // per_host
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
-            host.addParams({**_host_memory_params(spec.gpu), **(spec.host_memory or {})})
+            host.addParams(_host_memory_params(spec))
             port = 0
             if spec.host_cpu:
                 cpu = _host_cpu(sst, o, host, "cpu" if hosts == 1 else f"cpu{h}")
@@ -426,6 +445,55 @@ def _check_links(o: argparse.Namespace, link_name: str) -> None:
                 f"--gpus-per-switch {o.gpus_per_switch} (a switch sits in one host)")
 
 
+def _host_platform(o: argparse.Namespace, default: str) -> HostPlatform:
+    """The ``--cpu`` platform: given, else the GPU's own host on a superchip, else the
+    topology's; an unknown name is refused naming the closest. Sets ``o.cpu`` to it."""
+    o.cpu = o.cpu or GPU_HOSTS.get(o.gpu) or default
+    fault = platform_fault(o.cpu)
+    if fault:
+        _refuse(f"--cpu {o.cpu!r} is {fault}")
+    return PLATFORMS[o.cpu]
+
+
+def _check_dram(o: argparse.Namespace, host: HostPlatform) -> None:
+    """``--cpu-memory-bandwidth``: at least the host CPU step's traffic floor (the slowest
+    CPU Adam a host may run, on one core, at the step's bytes a parameter) and at most the
+    raw rate of the platform's channels."""
+    text = o.cpu_memory_bandwidth
+    if text is None:
+        return
+    given = parse_bandwidth(text)
+    floor = step_traffic_floor()
+    if given < floor:
+        _refuse(f"--cpu-memory-bandwidth {text} is below the host CPU step's traffic floor, "
+                f"{floor / 1e6:g} MB/s: the slowest CPU Adam a host may run "
+                f"({MIN_PARAMS_PER_S:g} parameters/s on one core) at the step's "
+                f"{floor / MIN_PARAMS_PER_S:g} bytes a parameter")
+    if given > host.dram_bandwidth:
+        _refuse(f"--cpu-memory-bandwidth {text} is above the raw rate of the --cpu "
+                f"{host.name} platform's memory channels, {host.dram_bandwidth / 1e9:g} GB/s "
+                f"per socket ({host.channels_per_socket} channels of {host.memory}): pick a "
+                "--cpu whose DRAM is that fast")
+
+
+def _note_adam_cpu(o: argparse.Namespace, host: HostPlatform) -> None:
+    """A ``--cpu-adam-file`` measured on a CPU the platform table does not know is taken as
+    the host CPU's rate unscaled: one warning naming both CPUs (a file the element cannot
+    read is its own to refuse)."""
+    if not o.cpu_adam_file:
+        return
+    try:
+        profile = load_cpu_adam(o.cpu_adam_file)
+    except CpuAdamError:
+        return
+    notices = current_graph().notices
+    note = (f"--cpu-adam-file {o.cpu_adam_file} was measured on {profile.cpu!r}, not on the "
+            f"host's {host.core.name} (--cpu {host.name}): the platform table does not know "
+            "that CPU, so its per-core rate is taken as the host's, unscaled")
+    if core_of_machine(profile.cpu, profile.shipped) is None and note not in notices:
+        notices.append(note)
+
+
 def _check_rules(chosen: Chosen) -> None:
     """The rules between options (:mod:`sst_cdma.builder.option_rules`) and the engine's own
     rules between its params, as the options set them."""
@@ -502,9 +570,11 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
           link: Optional[str] = None, gpus: int = 1, gpus_per_switch: int = 0,
           gpus_per_host: int = 0,
           system: str = "", data_parallel: bool = False,
-          host_memory: Optional[dict[str, Any]] = None) -> argparse.Namespace:
-    """Parse the model options and add the main system plus its oracle and vDNN baselines."""
-    parser = option_parser(prog, gpu, link, gpus)
+          host_memory: Optional[dict[str, Any]] = None,
+          cpu: str = DEFAULT_PLATFORM.name) -> argparse.Namespace:
+    """Parse the model options and add the main system plus its oracle and vDNN baselines;
+    ``cpu`` is the topology's host platform (``--cpu`` overrides it)."""
+    parser = option_parser(prog, gpu, link, gpus, cpu)
     parser.set_defaults(gpus_per_switch=gpus_per_switch, gpus_per_host=gpus_per_host,
                         data_parallel=data_parallel)
     o = parser.parse_args(list(argv))
@@ -512,18 +582,22 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     speak_flags(flag_words())  # errors raised below name the flags the user typed
     spec_gpu = GPUS[o.gpu]
     link_name = o.link or spec_gpu.host_link
+    host = _host_platform(o, cpu)
+    _check_dram(o, host)
     _check_topology(o)
     _check_storage(o)
     _check_links(o, link_name)
     workload = _workload(o)
     host_cpu = _needs_host_cpu(*workload)
     _check_rules(Chosen(o, host_cpu))
+    if host_cpu:
+        _note_adam_cpu(o, host)
     if not o.workload:
         _check_kernel_times(o)
     # the preset, then what the options set on the link through its params' declarations
     # (--pcie-gen: 'generation'; refused above on an NVLink preset)
     link_params = {**LINKS[link_name], **element_params(o, LINK)}
-    spec = SystemSpec(spec_gpu, link_params, o, host_memory, workload, host_cpu)
+    spec = SystemSpec(spec_gpu, link_params, o, host_memory, workload, host_cpu, host)
     _system(sst, spec)
     if not o.no_baselines:
         add_baselines()

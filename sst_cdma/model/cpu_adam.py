@@ -39,7 +39,7 @@ from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 
 __all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "CpuAdamError",
            "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline", "MIN_PARAMS_PER_S",
-           "MAX_CORES", "MAX_PARAMS", "adam_rate_fault"]
+           "MAX_CORES", "MAX_PARAMS", "adam_rate_fault", "step_traffic_floor"]
 
 FORMAT = "sst-cdma-cpu-adam"
 VERSION = 1
@@ -88,8 +88,8 @@ class CpuAdamProfile:
     (``implementation_all_cores`` fastest there), at ``size_params`` parameters; per parameter updated the step reads
     ``bytes_per_param_read`` and writes ``bytes_per_param_written`` bytes of host memory (fp32
     master, moments and gradient read, fp32 master and moments and the 16-bit weight copy
-    written). ``machine`` describes the CPU in one line, ``date`` is when it was measured and
-    ``source`` the file.
+    written). ``machine`` describes the CPU in one line (``cpu`` its model name), ``date`` is when it
+    was measured and ``source`` the file.
     """
 
     params_per_s_per_core: float
@@ -104,6 +104,14 @@ class CpuAdamProfile:
     date: str
     torch: str
     source: str
+    #: the measuring CPU's model name (the file's ``machine.cpu``)
+    cpu: str = ""
+
+    @property
+    def shipped(self) -> bool:
+        """True when this is the shipped measurement (:data:`DEFAULT_CPU_ADAM`), whose
+        machine ``docs/host_cpu.md`` describes beyond what the file records."""
+        return Path(self.source).resolve() == DEFAULT_CPU_ADAM.resolve()
 
     @property
     def bytes_per_param(self) -> float:
@@ -123,6 +131,13 @@ class CpuAdamProfile:
             rate = self.params_per_s_per_core + share * (self.params_per_s_all_cores
                                                          - self.params_per_s_per_core)
         return params / rate
+
+
+def step_traffic_floor() -> float:
+    """The least host DRAM bandwidth (B/s) a host CPU's step may have: the slowest Adam a
+    host may run (:data:`MIN_PARAMS_PER_S` on one core) at the shipped measurement's bytes a
+    parameter (read and written: 16 + 14)."""
+    return MIN_PARAMS_PER_S * load_cpu_adam(DEFAULT_CPU_ADAM).bytes_per_param
 
 
 def adam_rate_fault(rate: float) -> str:
@@ -283,4 +298,5 @@ def load_cpu_adam(path: Union[str, Path] = DEFAULT_CPU_ADAM) -> CpuAdamProfile:
         bytes_per_param_read=float(step["bytes_per_param_read"]),
         bytes_per_param_written=float(step["bytes_per_param_written"]),
         machine=_describe(doc["machine"]), date=doc["date"],
-        torch=str(doc["software"].get("torch", "")), source=str(path))
+        torch=str(doc["software"].get("torch", "")), source=str(path),
+        cpu=doc["machine"]["cpu"])

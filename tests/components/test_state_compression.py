@@ -26,8 +26,9 @@ BASE = ["--network", "alexnet", "--batch", "16", "--dtype", "bfloat16", "--polic
 #: a slow CPU Adam (per core, 32 cores) whose DRAM traffic leaves the host DRAM unsaturated:
 #: the CPU's steps bound the step
 CPU_BOUND = ("--cpu-adam-throughput", "1e7")
-#: a fast CPU Adam with host DRAM to feed it: the gradient and weight copies bound the step
-LINK_BOUND = ("--cpu-adam-throughput", "1e9", "--cpu-memory-bandwidth", "2TB/s")
+#: a fast CPU Adam with host DRAM to feed it (faster than any platform's: the override below,
+#: which the host CPU's step reads too): the gradient and weight copies bound the step
+LINK_BOUND = ("--cpu-adam-throughput", "1e9")
 FAST_DRAM = {"host": {"bandwidth": "2TB/s"}}
 
 

@@ -74,6 +74,9 @@ SOURCES = {
     "docs/gpus.md § Today's presets: A100 80GB, A100 PCIe, B200 and GB200 #1":
         "source column",
     "docs/storage.md § Presets #1": "source column",
+    "docs/host_cpu.md § Host platforms (`--cpu NAME`) #1": "the source table below it "
+        "(tests/model/test_hosts.py checks it is sst_cdma/model/hosts.py's)",
+    "docs/host_cpu.md § Host platforms (`--cpu NAME`) #2": "source column",
     "docs/topologies.md § 6. An HGX H100 node: data-parallel all-reduce beside offloads #1":
         "source column",
     "docs/workloads.md § Against vDNN (MICRO 2016) #1":

@@ -67,9 +67,13 @@ def test_gh200_host_memory_is_grace_lpddr5x_in_every_system():
     for name in ("host", "vdnn.host"):
         params = result.simulation.components[name].params
         assert params["bandwidth"] == 500e9 and params["pinned_capacity"] == parse_bytes("480GB")
-    # the other presets keep the host memory element's default (a DDR4 socket)
+    # the other presets' hosts are their topology's platform: the H100 PCIe card's is the
+    # default (a DDR4 socket), unless --cpu names a DDR5 server (docs/host_cpu.md)
     other = run(H100_PCIE, "--network", "alexnet", "--batch", "16", "--no-baselines")
     assert other.simulation.components["host"].params["bandwidth"] == 76.8e9
+    ddr5 = run(H100_PCIE, "--network", "alexnet", "--batch", "16", "--no-baselines",
+               "--cpu", "epyc-9654")
+    assert ddr5.simulation.components["host"].params["bandwidth"] == 12 * 4800e6 * 8
 
 
 def test_each_gh200_superchip_has_its_own_grace_memory():
