@@ -103,14 +103,16 @@ for rank, path in enumerate({[str(p) for p in streams]!r}):
 """
 
 
-def run_cluster(tmp_path: Path, write_script, texts: list[str], **kw):
+def run_cluster(tmp_path: Path, write_script, texts: list[str], stop_at: Optional[str] = None,
+                **kw):
     """Write each rank's stream and the script, and run it."""
     paths = []
     for rank, text in enumerate(texts):
         path = tmp_path / f"rank{rank}.stream"
         path.write_text(text, encoding="utf-8")
         paths.append(path)
-    return sst_cdma.run(write_script(script(paths, **kw)), [], console=io.StringIO())
+    return sst_cdma.run(write_script(script(paths, **kw)), [], console=io.StringIO(),
+                        stop_at=stop_at)
 
 
 def priced_ps(cluster, ranks, algorithm: str, op: str, nbytes: int) -> int:
@@ -221,6 +223,38 @@ def test_a_member_that_never_issues_its_op_is_a_deadlock_naming_the_ranks(tmp_pa
     assert "\n" not in message
     assert (f"deadlock: rank(s) 0-4, 6-7 wait in all_reduce a0 ({ACT} bytes), collective #7 "
             "of tp group 0 (ranks 0-7), which rank(s) 5 never issued") in message
+
+
+def test_a_late_member_delays_its_group_and_a_run_stopped_early_is_no_deadlock(
+        tmp_path, write_script):
+    texts = [block_stream()] * 8
+    late = 3 * KERNEL_PS["attn"]
+    texts[5] = texts[5].replace(f"time={KERNEL_PS['attn']}ps", f"time={late}ps", 1)
+    # stopped while seven ranks wait for rank 5: nothing completed, no deadlock
+    stopped = run_cluster(tmp_path, write_script, texts, stop_at="50us")
+    assert stopped.results["fabric"].collectives == []
+    first = run_cluster(tmp_path, write_script, texts).results["fabric"].collectives[0]
+    assert (first.first_ps, first.last_ps) == (KERNEL_PS["attn"], late)
+    assert first.end_ps == late + priced_ps(build_cluster("dgx_h100", 1), range(8), "ring",
+                                            "all_reduce", ACT)
+
+
+def test_a_group_of_one_rank_costs_nothing(tmp_path, write_script):
+    # tp 1: every rank is its own tp group
+    result = run_cluster(tmp_path, write_script, [block_stream()] * 8, tp=1)
+    records = result.results["fabric"].collectives
+    assert len(records) == 8 * 8 and all(r.time_ps == 0 for r in records)
+    assert sorted({r.ranks for r in records}) == [(i,) for i in range(8)]
+    assert result.results["gpu3"].iteration_time_ps == 2 * 2 * sum(KERNEL_PS.values())
+
+
+def test_a_rank_in_no_group_of_the_kind_is_refused_before_the_run(tmp_path, write_script):
+    # tp 2 x pp 4: the embedding groups hold the first and last stage's ranks (0, 1, 6, 7)
+    text = block_stream(blocks=1).replace("group=tp", "group=embedding")
+    with pytest.raises(RunError) as err:
+        run_cluster(tmp_path, write_script, [text] * 8, tp=2, fabric_params=', "pp": 4')
+    assert "gpu2 (rank 2) names group=embedding, but rank 2 is in no embedding group" in \
+        str(err.value)
 
 
 def test_a_group_the_layout_does_not_have_is_refused_before_the_run(tmp_path, write_script):
