@@ -82,7 +82,7 @@ def block_stream(blocks: int = 2, nbytes: int = ACT, dp_bytes: int = 0,
 
 
 def script(streams: list[Path], nodes: int = 1, tp: int = 8, algorithm: str = "ring",
-           fabric_params: str = "") -> str:
+           fabric_params: str = "", latency: str = "0ps") -> str:
     """A cluster wired by hand: one GPU per stream (rank = its index), each with its HBM and
     its port to one cdma.ClusterFabric."""
     return f"""\
@@ -99,7 +99,7 @@ for rank, path in enumerate({[str(p) for p in streams]!r}):
     hbm = sst.Component(f"gpu{{rank}}.hbm", "cdma.HBM")
     hbm.addParams({{"bandwidth": "3.35TB/s", "capacity": "80GB"}})
     sst.Link(f"gpu{{rank}}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
-    sst.Link(f"gpu{{rank}}.l_fabric", "0ps").connect((port, "fabric"), (fabric, f"gpu{{rank}}"))
+    sst.Link(f"gpu{{rank}}.l_fabric", "{latency}").connect((port, "fabric"), (fabric, f"gpu{{rank}}"))
 """
 
 
@@ -145,6 +145,14 @@ def test_a_tp_collective_takes_exactly_the_models_time(tmp_path, write_script, a
         assert gpu.completed and gpu.iteration_time_ps == kernels + 8 * expected
         ops = result.results[f"gpu{rank}:collectives[0]"]
         assert isinstance(ops, CollectiveOpsResult) and ops.wait_ps == 8 * expected
+
+
+def test_the_port_links_latency_is_not_added(tmp_path, write_script):
+    result = run_cluster(tmp_path, write_script, [block_stream(blocks=1)] * 8, latency="1us")
+    expected = priced_ps(build_cluster("dgx_h100", 1), range(8), "ring", "all_reduce", ACT)
+    first = result.results["fabric"].collectives[0]
+    assert (first.last_ps, first.time_ps) == (KERNEL_PS["attn"], expected)
+    assert result.results["gpu0"].iteration_time_ps == 2 * sum(KERNEL_PS.values()) + 4 * expected
 
 
 def test_the_algorithms_differ_and_the_tree_runs_a_reduce_scatter_as_a_ring(tmp_path,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import sst_cdma
+from components.summary_schema import check_summary
 from sst_cdma.engine.runner import RunError
 from sst_cdma.model.cluster_graph import build_cluster
 from sst_cdma.model.collectives import group_cost
@@ -37,6 +38,9 @@ def test_one_node_runs_two_tp_all_reduces_per_block_in_each_pass():
     for rank in range(8):
         gpu = result.results[f"gpu{rank}"]
         assert gpu.completed and gpu.iteration_time_ps == kernels + 12 * each
+    summary = result.reports["summary"]
+    assert not check_summary(summary)
+    assert summary["iteration_time_s"] == pytest.approx((kernels + 12 * each) * 1e-12)
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "hierarchical"])
