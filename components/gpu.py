@@ -23,6 +23,7 @@ from .messages import (TIERS, AllReduceDone, CodecKernel, GradientManifest, Grad
                        MovedTensor, OffloadManifest, TransferDone, TransferRequest)
 from .model_states import ModelStates
 from .pipeline_p2p import PeerWait, PipelinePorts, issue_recv, issue_send, recv_pending
+from .collective_ops import CollectivePort, CollectiveWait, collective_pending, issue_collective
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ class GPU(Component):
                          "places states off the GPU)", accepts=ModelStates),
         SubComponentSlot("p2p", "ports to the neighbour pipeline stages, for the stream's "
                          "send and recv ops", accepts=PipelinePorts),
+        SubComponentSlot("collectives", "the port to the cluster fabric, for the stream's "
+                         "collective ops", accepts=CollectivePort),
     )
     STATISTICS = (
         StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
@@ -221,7 +224,7 @@ class GPU(Component):
         self.compute_idle = True
         self.copy_busy = False
         #: what the stream waits for before its next op (None: it is not waiting)
-        self.blocked: Optional[Wait | PeerWait] = None
+        self.blocked: Optional[Wait | PeerWait | CollectiveWait] = None
         self.prefetched: set[str] = set()
         #: (time, phase) each time the issued ops changed phase, from (0, forward): with
         #: with several micro-batches the passes alternate once per micro-batch
@@ -484,16 +487,21 @@ class GPU(Component):
         "wait": _issue_wait,
         "send": issue_send,
         "recv": issue_recv,
+        "all_reduce": issue_collective,
+        "reduce_scatter": issue_collective,
+        "all_gather": issue_collective,
     }
 
     def _streams_busy(self) -> bool:
         """Whether a kernel or a copy is running or queued."""
         return bool(self.compute_busy or self.copy_busy or self.compute_q or self.copy_q)
 
-    def _still_waiting(self, wait: Wait | PeerWait) -> bool:
+    def _still_waiting(self, wait: Wait | PeerWait | CollectiveWait) -> bool:
         """Whether what ``wait`` waits for has not happened yet."""
         if isinstance(wait, PeerWait):
             return recv_pending(self, wait)
+        if isinstance(wait, CollectiveWait):
+            return collective_pending(self, wait)
         reason = wait.reason
         if reason is WaitReason.SYNC:
             return self._streams_busy()

@@ -10,6 +10,7 @@ Grammar (one statement per line; ``#`` starts a comment, blank lines are ignored
     compute L pass=fwd|bwd|recompute|update flops=INT dram=INT [time=DURATION] [algo=A[+A]] [reads=T,T..] [writes=T,T..]
     sync L
     send NAME peer=STAGE | recv NAME peer=STAGE
+    all_reduce NAME group=G | reduce_scatter NAME group=G | all_gather NAME group=G
     phase backward
     ...
     phase update            (optional: the optimizer step)
@@ -27,7 +28,10 @@ tensor) only inside ``phase backward``; ``codec=none`` (a plain copy that bypass
 codec, also for the tensor's prefetch) only on ``offload``; ``send`` (to pipeline stage
 ``peer``) needs an allocated tensor with no transfer in flight and hands it over: the sender's
 copy is freed once it has left, so it counts as freed from the send on; ``recv`` (from stage
-``peer``) needs an allocated tensor to receive into. Every problem raises
+``peer``) needs an allocated tensor to receive into; a collective (``all_reduce``,
+``reduce_scatter``, ``all_gather`` over the rank's process group ``group``, of the whole
+declared tensor) reads and writes its tensor in place, so it needs it allocated with no
+transfer in flight. Every problem raises
 :class:`StreamError` reading
 ``"SOURCE:LINE: message"``.
 """
@@ -43,8 +47,8 @@ from .durations import parse_duration
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, read_text
 
 from .errors import StreamError, WorkloadError, read_fault
-from .stream_schema import (LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION, TENSOR_KINDS,
-                            Stream, StreamOp, StreamTensor, read_values)
+from .stream_schema import (COLLECTIVES, LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION,
+                            TENSOR_KINDS, Stream, StreamOp, StreamTensor, read_values)
 
 __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "StreamTensor", "StreamOp", "Stream",
            "parse_stream", "parse_duration", "read_stream", "STREAM_FILE"]
@@ -270,7 +274,7 @@ class _Parser:
                 raise self.fail(f"'prefetch': tensor '{name}' already has a {busy} in flight")
             self.inflight[name] = "prefetch"
             self.prefetch_issued.add(name)
-        elif head in ("send", "recv"):
+        elif head in ("send", "recv") or head in COLLECTIVES:
             self.peer_transfer(head, name, busy)
         elif head == "wait":
             if name not in self.prefetch_issued:
@@ -279,8 +283,8 @@ class _Parser:
                 del self.inflight[name]
 
     def peer_transfer(self, head: str, name: str, busy: str | None) -> None:
-        """Check a ``send`` or ``recv`` of tensor ``name``: allocated, nothing in flight; a
-        send hands the tensor over (freed once it has left the GPU)."""
+        """Check a ``send``, ``recv`` or collective of tensor ``name``: allocated, nothing in
+        flight; a send hands the tensor over (freed once it has left the GPU)."""
         if name not in self.allocated:
             raise self.fail(f"'{head}': tensor '{name}' is not allocated")
         if busy:

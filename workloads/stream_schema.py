@@ -20,7 +20,7 @@ from .durations import format_ps, parse_duration
 if TYPE_CHECKING:
     from .plan import Plan
 
-__all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "PHASES", "PASSES", "Form", "Key",
+__all__ = ["STREAM_VERSION", "TENSOR_KINDS", "COLLECTIVES", "OPS", "PHASES", "PASSES", "Form", "Key",
            "Statement", "STATEMENTS", "StreamTensor", "StreamOp", "Stream", "read_values",
            "statement_line", "INT", "WORD", "LAYER", "DURATION", "ALGORITHM", "NAMES", "FLAG",
            "SHAPE", "PASS", "TENSOR_KIND", "CODEC"]
@@ -29,9 +29,13 @@ __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "PHASES", "PASSES", "Form", 
 STREAM_VERSION = 1
 #: Allowed ``kind=`` values of tensor declarations.
 TENSOR_KINDS = ("activation", "gradient", "weight", "state", "workspace")
+#: The collectives a stream may issue over one of its rank's process groups (docs/parallel.md,
+#: "Collectives on the cluster fabric").
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 #: Ops allowed inside a phase (``send``/``recv``: a tensor to or from another pipeline stage,
-#: docs/parallel.md).
-OPS = ("alloc", "free", "offload", "prefetch", "wait", "compute", "sync", "send", "recv")
+#: docs/parallel.md; the collectives over a process group).
+OPS = ("alloc", "free", "offload", "prefetch", "wait", "compute", "sync", "send", "recv",
+       *COLLECTIVES)
 #: The phases, in the order a stream has them (``update`` is optional).
 PHASES = ("forward", "backward", "update")
 #: The passes a compute op may have.
@@ -176,6 +180,9 @@ class StreamOp:
     tier: str = _key("tier", TIER, ("offload", "prefetch"), default="")
     #: on a ``send`` or ``recv``: the pipeline stage the tensor goes to or comes from
     peer: Optional[int] = _key("peer", INT, ("send", "recv"), True, None)
+    #: on a collective: the kind of process group of the GPU's rank it runs over (``tp``,
+    #: ``dp``, ``pp`` or ``embedding``; the fabric knows each rank's groups)
+    group: str = _key("group", WORD, COLLECTIVES, True, "")
     line: int = field(default=0, compare=False)
 
 

@@ -33,7 +33,9 @@ ENGINE_EXCEPTIONS: set[str] = set()
 #: the modules of components/ that import workloads: the workload subcomponents (the slot's
 #: interface and the elements that fill it)
 WORKLOAD_IMPORTERS = {"workload_source.py", "network_workload.py", "stream_workload.py",
-                      "synthetic_workload.py", "pipeline_stage_workload.py"}
+                      "synthetic_workload.py", "pipeline_stage_workload.py",
+                      # the cluster fabric: its ranks' process groups from the one table of them
+                      "cluster_fabric.py"}
 MODEL_PACKAGES = ("sst_cdma.model", "sst_cdma.codecs", "sst_cdma.profiles", "sst_cdma.builder.topology",
                   "sst_cdma.builder.baselines", "sst_cdma.builder.model_options")
 #: words of the cDMA model that engine code (names and strings, docstrings aside) must not use

@@ -19,6 +19,8 @@ NOT_CDMA = {"phold_torus.py": "the PHOLD benchmark, no cDMA system",
             "hand_wired_p100.py": "wired by hand, takes no model options",
             "pipeline_cdma.py": "pipeline stages of identical layers, no network: its own "
                                 "options (tests/topologies/test_pipeline_topology.py)",
+            "tp_cdma.py": "tensor-parallel blocks written by hand on a cluster fabric, no "
+                          "network: its own options (tests/topologies/test_tp_topology.py)",
             "__init__.py": "the package's marker (topologies ship as package data)"}
 TOPOLOGIES = sorted(p.name for p in (REPO / "topologies").glob("*.py")
                     if p.name not in NOT_CDMA)
