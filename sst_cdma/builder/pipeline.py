@@ -1,26 +1,44 @@
-"""The pipeline topology's builder: ``pp`` GPUs of one preset, each a stage of a chain of
-identical layers (``cdma.PipelineStageWorkload``) with its own HBM, stage to stage over
-point-to-point ports (``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The
-simulated pipeline"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
+"""The pipeline topology's builder: ``pp`` GPUs of one preset, each a stage
+(``cdma.PipelineStageWorkload``) of a chain of identical layers or, with ``--network``, of a
+transformer's blocks, with its own HBM, stage to stage over point-to-point ports
+(``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The simulated pipeline" and
+"Stages of a transformer"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
 from __future__ import annotations
 
 import argparse
 import re
 from typing import Any, Sequence
 
-from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, add_element_options,
-                                            element_params, flag_words, given_options)
+from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, ElementOption,
+                                            add_element_options, element_params, flag_words,
+                                            given_options)
 from sst_cdma.builder.topology import ModelOptionParser
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
 from sst_cdma.model.gpus import GPUS, gpu_choices, gpu_preset
+from sst_cdma.engine.param_words import Flag
+from workloads import WorkloadError, load_network
 from workloads.parallel import LayoutError, ModelShape, make_layout
+from workloads.parallel.tensor import transformer_dims
 
 __all__ = ["pipeline_parser", "build_pipeline", "in_flags"]
 
 #: the layout's param names and the flags that set them, as its errors name them
 LAYOUT_FLAGS = {"pp": "--pp", "vpp": "--vpp", "micro_batches": "--micro-batches",
-                "schedule": "--schedule"}
+                "schedule": "--schedule", "stage_split": "--stage-split", "tp": "--tp"}
+#: the options of a transformer's stages (``--network``), on the stage element
+NETWORK_OPTIONS: tuple[ElementOption, ...] = (
+    ElementOption("--network", STAGE, "network"),
+    ElementOption("--batch", STAGE, "batch"),
+    ElementOption("--seq-len", STAGE, "seq_len"),
+    ElementOption("--dtype", STAGE, "dtype"),
+    ElementOption("--policy", STAGE, "policy"),
+    ElementOption("--optimizer", STAGE, "optimizer"),
+    ElementOption("--stage-split", STAGE, "stage_split"),
+    ElementOption("--tp", STAGE, "tp"),
+)
+#: the options of the chain of identical layers, which a network's stages do not take
+CHAIN_ONLY = ("layers", "forward_time", "backward_time", "activation")
 
 
 def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
@@ -28,7 +46,7 @@ def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
     (:data:`~sst_cdma.builder.model_options.PIPELINE_OPTIONS`) and the GPU preset."""
     p = ModelOptionParser(prog=prog, description="pipeline-parallel stages model options",
                           allow_abbrev=False)
-    add_element_options(p, PIPELINE_OPTIONS)
+    add_element_options(p, PIPELINE_OPTIONS + NETWORK_OPTIONS)
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
@@ -42,9 +60,45 @@ def in_flags(message: str) -> str:
                   lambda m: LAYOUT_FLAGS[m.group(1)], message)
 
 
+def _check_network_layout(o: argparse.Namespace) -> None:
+    """A network's stages: no option of the chain, and the network's blocks split over the
+    virtual stages as the layout says; one line naming the flags otherwise."""
+    for dest in CHAIN_ONLY:
+        if dest in o.given:
+            raise ConfigError(f"model option error: --{dest.replace('_', '-')} sets the chain "
+                              f"of identical layers; --network {o.network} gives the layers")
+    split = None
+    if o.stage_split:
+        try:
+            split = tuple(int(part) for part in o.stage_split.split(","))
+        except ValueError:
+            raise ConfigError(f"model option error: --stage-split {o.stage_split!r}: expected "
+                              "layer counts separated by commas, e.g. 4,4,2,2") from None
+    try:
+        d = transformer_dims(load_network(o.network, o.seq_len))
+        shape = ModelShape(layers=d.blocks, heads=d.heads, kv_heads=d.kv_heads,
+                           hidden=d.hidden, ffn=d.ffn, vocab=d.vocab)
+        make_layout(shape, tp=o.tp, pp=o.pp, vpp=o.vpp, schedule=o.schedule,
+                    micro_batches=o.micro_batches, stage_split=split)
+    except LayoutError as exc:
+        raise ConfigError(f"model option error: --network {o.network}: "
+                          f"{in_flags(str(exc))}") from None
+    except (WorkloadError, OSError) as exc:
+        raise ConfigError(f"model option error: --network {o.network}: {exc}") from None
+
+
 def _check_layout(o: argparse.Namespace) -> None:
     """The layers split evenly over the virtual stages, and the layout holds; one line naming
     the flags otherwise."""
+    if o.network:
+        _check_network_layout(o)
+        return
+    network_only = [f"--{d.replace('_', '-')}" for d in
+                    ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp")
+                    if d in o.given]
+    if network_only:
+        raise ConfigError(f"model option error: {', '.join(network_only)} need --network: the "
+                          "chain of identical layers has none")
     stages = o.pp * o.vpp
     if o.layers % stages:
         raise ConfigError(f"model option error: --layers {o.layers} do not split evenly over "
@@ -63,7 +117,8 @@ def _stage(sst: Any, o: argparse.Namespace, s: int) -> Any:
     gpu = sst.Component(f"gpu{s}", "cdma.GPU")
     gpu.addParams({"gpu_preset": o.gpu})
     work = gpu.setSubComponent("workload", STAGE)
-    work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS), "layers": o.layers,
+    work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS + NETWORK_OPTIONS),
+                    "layers": o.layers,
                     "stage": s})
     ports = gpu.setSubComponent("p2p", PORTS)
     ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s})
@@ -81,7 +136,8 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     parser = pipeline_parser(prog, gpu)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
-    speak_flags(flag_words())
+    speak_flags({**flag_words(), **{(opt.element, opt.param): Flag(opt.flag, opt.invert)
+                                    for opt in NETWORK_OPTIONS}})
     if o.layers is None:
         o.layers = 2 * o.pp * o.vpp
     _check_layout(o)
@@ -92,6 +148,7 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
                                                   (ports[(s + 1) % o.pp], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
-    reporter.addParam("system", f"{stages}, one {GPUS[o.gpu].name} each, stage to stage over "
-                                "point-to-point links")
+    model = f" of {o.network}'s blocks" if o.network else ""
+    reporter.addParam("system", f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to "
+                                "stage over point-to-point links")
     return o
