@@ -76,6 +76,12 @@ def _check_network_layout(o: argparse.Namespace) -> None:
                               "layer counts separated by commas, e.g. 4,4,2,2") from None
     try:
         d = transformer_dims(load_network(o.network, o.seq_len))
+    except WorkloadError as exc:
+        raise ConfigError(f"model option error: --network {o.network}: not a transformer whose "
+                          f"blocks the stages split: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"model option error: --network {o.network}: {exc}") from None
+    try:
         shape = ModelShape(layers=d.blocks, heads=d.heads, kv_heads=d.kv_heads,
                            hidden=d.hidden, ffn=d.ffn, vocab=d.vocab)
         make_layout(shape, tp=o.tp, pp=o.pp, vpp=o.vpp, schedule=o.schedule,
@@ -83,8 +89,6 @@ def _check_network_layout(o: argparse.Namespace) -> None:
     except LayoutError as exc:
         raise ConfigError(f"model option error: --network {o.network}: "
                           f"{in_flags(str(exc))}") from None
-    except (WorkloadError, OSError) as exc:
-        raise ConfigError(f"model option error: --network {o.network}: {exc}") from None
 
 
 def _check_layout(o: argparse.Namespace) -> None:
