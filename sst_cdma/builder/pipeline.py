@@ -15,7 +15,9 @@ from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, Elem
 from sst_cdma.builder.topology import ModelOptionParser
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
+from sst_cdma.model.compression import ALGORITHMS
 from sst_cdma.model.gpus import GPUS, gpu_choices, gpu_preset
+from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.engine.param_words import Flag
 from workloads import WorkloadError, load_network
 from workloads.parallel import LayoutError, ModelShape, make_layout
@@ -47,6 +49,10 @@ def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
     p = ModelOptionParser(prog=prog, description="pipeline-parallel stages model options",
                           allow_abbrev=False)
     add_element_options(p, PIPELINE_OPTIONS + NETWORK_OPTIONS)
+    p.add_argument("--algorithm", default="zvc", choices=ALGORITHMS,
+                   help="with --network: the codec of each stage's DMA engine, which offloads "
+                        "what --policy moves (none: a plain copy engine, vDNN) (default: zvc, "
+                        "cDMA)")
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
@@ -129,7 +135,30 @@ def _stage(sst: Any, o: argparse.Namespace, s: int) -> Any:
     hbm = sst.Component(f"gpu{s}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.dram_bandwidth, "capacity": spec.dram_capacity})
     sst.Link(f"gpu{s}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    if o.network:
+        _offload_path(sst, o, gpu, hbm, s)
     return ports
+
+
+def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, s: int) -> None:
+    """A network's stage: its DMA engine (the ``--algorithm`` codec in its slot) on the GPU's
+    HBM, over the preset's host link to a host memory of its own (each stage on a node of its
+    own, as pipeline stages across nodes are), for what ``--policy`` offloads."""
+    spec = GPUS[o.gpu]
+    dma = sst.Component(f"gpu{s}.dma", "cdma.CDMAEngine")
+    if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
+        from components.codecs import element_type
+
+        dma.setSubComponent("codec", element_type(o.algorithm))
+    link = sst.Component(f"gpu{s}.pcie", "cdma.PCIeBridge")
+    link.addParams(HOST_LINKS[spec.host_link])
+    host = sst.Component(f"host{s}", "cdma.HostMemory")
+    host.addParams({k: v for k, v in (("bandwidth", spec.host_memory_bandwidth),
+                                      ("pinned_capacity", spec.host_memory_capacity)) if v})
+    sst.Link(f"gpu{s}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
+    sst.Link(f"gpu{s}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
+    sst.Link(f"gpu{s}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
+    sst.Link(f"gpu{s}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
 
 
 def build_pipeline(sst: Any, argv: Sequence[str], prog: str,

@@ -177,10 +177,55 @@ def chunk_cuts(plan: Plan, layout: ParallelLayout) -> tuple[ChunkCut, ...]:
     states = _model_states(plan)
     chunks = sorted((c for s in stage_plans(layout, transformer_blocks(plan)) for c in s.chunks),
                     key=lambda c: c.virtual_stage)
-    cuts = tuple(_cut(plan, c, stage_of, owner, states) for c in chunks)
+    cuts = _relocate_prefetches([_cut(plan, c, stage_of, owner, states) for c in chunks])
     for cut in cuts:
         _check_seams(cut, owner)
-    return cuts
+    return tuple(cuts)
+
+
+def _relocate_prefetches(cuts: list[ChunkCut]) -> list[ChunkCut]:
+    """The prefetches a chunk's backward issues ahead for a tensor another chunk offloaded
+    (vDNN's walk to the nearest earlier layer with offloaded tensors crosses the seam), moved
+    to the start of that chunk's backward: its GPU holds the tensor's copy on its host; each
+    waited for before the first kernel reading it unless a sync drains it first."""
+    offloader = {op.name: cut.chunk.virtual_stage for cut in cuts for op in cut.forward
+                 if op.op == "offload"}
+    moved: dict[int, list[StreamOp]] = {}
+    kept: list[tuple[StreamOp, ...]] = []
+    for cut in cuts:
+        k = cut.chunk.virtual_stage
+        away = {op.name for op in cut.backward if op.op == "prefetch"
+                and offloader.get(op.name, k) != k}
+        kept.append(tuple(op for op in cut.backward
+                          if not (op.op in ("alloc", "prefetch") and op.name in away)))
+        for op in cut.backward:
+            if op.op in ("alloc", "prefetch") and op.name in away:
+                moved.setdefault(offloader[op.name], []).append(op)
+    out = []
+    for cut, backward in zip(cuts, kept):
+        ahead = moved.get(cut.chunk.virtual_stage, [])
+        if ahead:
+            backward = _waited(tuple(ahead), backward)
+        out.append(replace(cut, backward=backward))
+    return out
+
+
+def _waited(ahead: tuple[StreamOp, ...], backward: tuple[StreamOp, ...]
+            ) -> tuple[StreamOp, ...]:
+    """``ahead`` (allocs and prefetches) before ``backward``, with a ``wait`` before the first
+    kernel reading a prefetched tensor where no sync comes between."""
+    pending = {op.name for op in ahead if op.op == "prefetch"}
+    out = list(ahead)
+    for op in backward:
+        if op.op == "sync":
+            pending.clear()
+        elif op.op == "compute":
+            for t in op.reads:
+                if t in pending:
+                    out.append(StreamOp("wait", t, op.phase))
+                    pending.discard(t)
+        out.append(op)
+    return tuple(out)
 
 
 def _check_seams(cut: ChunkCut, owner: dict[str, int]) -> None:

@@ -195,12 +195,47 @@ def test_a_tensor_parallel_shard_splits_the_kernels():
     assert two.tensors[sent[0]].bytes == one.tensors[sent[0]].bytes
 
 
-def test_a_plan_that_moves_a_tensor_across_a_seam_is_refused():
+def test_vdnn_s_prefetches_ahead_stay_on_the_stage_that_offloaded():
     # vDNN-all prefetches ahead the nearest earlier layer's offloaded tensors: at the first
-    # block of a chunk, the last block of the chunk before, on another GPU
+    # block of a chunk that is the chunk before's last block, on another GPU; each such
+    # prefetch moves to the start of the backward pass of the chunk that offloaded it
     plan = rendered("all")
-    with pytest.raises(LayoutError, match=r"virtual stage 1 names tensor blk5/\S+ of virtual "
-                                          r"stage 0: the plan moves it across the seam"):
+    lay = layout(4, m=2)
+    streams = [transformer_stage_stream(plan, lay, s).stream for s in range(4)]
+    for stream in streams:
+        offloaded = {op.name for op in stream.ops if op.op == "offload"}
+        prefetched = [op.name for op in stream.ops if op.op == "prefetch"]
+        assert sorted(prefetched) == sorted(offloaded)
+    single = [op.name for b in plan.forward for op in b.ops if op.op == "offload"]
+    # every tensor offloaded once per micro-batch, on one stage (the boundary tensor by the
+    # stage that received it)
+    assert sorted(base(op.name) for st in streams for op in st.ops if op.op == "offload") == \
+        sorted(single * 2)
+
+    def chunk_of(layer: str) -> int:   # 3 blocks a stage; the embedding first, the head last
+        block = split_name(layer)[0]
+        return block // 3 if block is not None else (0 if layer in ("tokens", "embed") else 3)
+
+    offloader = {op.name: chunk_of(b.layer) for b in plan.forward for op in b.ops
+                 if op.op == "offload"}
+    crossing = [(chunk_of(b.layer), op.name) for b in plan.backward for op in b.ops
+                if op.op == "prefetch" and chunk_of(b.layer) != offloader[op.name]]
+    assert crossing   # the single-GPU plan does prefetch across the seams
+    for _, tensor in crossing:
+        stage = offloader[tensor]
+        prefetches = [op for op in streams[stage].ops if op.op == "prefetch"
+                      and base(op.name) == tensor]
+        assert len(prefetches) == 2 and all(op.phase == "backward" for op in prefetches)
+
+
+def test_a_plan_that_moves_a_tensor_across_a_seam_is_refused():
+    # recomputing the boundary tensor re-runs its producer, on the stage before, where the
+    # stage that needs it has none of its inputs
+    plan = iteration_stream(NETWORK, BATCH, DTYPE, "plan", optimizer="adam", seq_len=SEQ,
+                            choices=(("blk5/res2", "recompute"),)).plan
+    with pytest.raises(LayoutError, match=r"compute blk5/res2 on virtual stage 1 names tensor "
+                                          r"blk5/res1 of virtual stage 0: the plan moves it "
+                                          r"across the seam"):
         transformer_stage_stream(plan, layout(2), 1)
 
 
