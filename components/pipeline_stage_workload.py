@@ -16,7 +16,8 @@ from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
-from workloads.parallel.transformer_stages import (shard_plan, transformer_blocks,
+from workloads.parallel.tensor import shard_transformer
+from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
 from workloads.policies import check_policy
@@ -194,7 +195,11 @@ class PipelineStageWorkload(WorkloadSource):
         try:
             plan = self.rendered_plan()
             transformer_blocks(plan)
-            self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name)
+            net = load_network(p["network"], p["seq_len"])
+            if p["tp"] > 1:
+                net = shard_transformer(net, p["tp"]).network
+            self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name,
+                                                  tied_head(net, p["optimizer"]))
         except ConfigError:
             raise
         except OSError as exc:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable, Optional
 
+from ..dtypes import itemsize
 from ..network import Network
 from ..plan import Block, Plan
 from ..render import stream_text
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
 
 __all__ = ["ChunkCut", "chunk_cuts", "transformer_blocks", "transformer_stage_stream",
-           "micro_batch_name", "shard_plan", "TP_COLLECTIVES_HOOK"]
+           "micro_batch_name", "shard_plan", "TiedHead", "tied_head", "TP_COLLECTIVES_HOOK"]
 
 #: Tensor-parallel collectives are not in the stage streams yet: a stage rendered from a
 #: tensor-parallel shard (``shard_transformer(...).network``) runs its compute only. The
@@ -305,13 +306,62 @@ def _declarations(plan: Plan, ops: Iterable[StreamOp], states: set[str],
     return out
 
 
+@dataclass(frozen=True)
+class TiedHead:
+    """An LM head tied to the word embeddings (``params`` weights: vocabulary x hidden, of
+    this rank's shard) under ``optimizer``: on a pipeline its stage holds a copy of its own,
+    as Megatron-LM keeps one on the last stage (docs/parallel.md)."""
+
+    params: int
+    optimizer: str = "none"
+
+
+def tied_head(network: Network, optimizer: str = "none") -> Optional[TiedHead]:
+    """The tied LM head of ``network`` (its ``lm_head`` layer's ``tied`` param), or None."""
+    if "lm_head" not in {layer.name for layer in network.layers}:
+        return None
+    layer = network.layer("lm_head")
+    if not layer.params.get("tied"):
+        return None
+    hidden = network.sample_shape(layer.input_tensors[0])[-1] if layer.input_tensors else 0
+    return TiedHead(int(hidden) * int(layer.params["num_output"]), optimizer)
+
+
+def _tied_copy(tied: TiedHead, dtype: str, last_phase: str
+               ) -> tuple[list[StreamTensor], list[StreamOp], list[StreamOp], list[StreamOp]]:
+    """The head's copy of the word embeddings on the last stage: its weights, gradient and
+    optimizer state (declarations), their allocations, its optimizer step and their frees.
+    The head's kernels already count reading the weights (the single-GPU render's)."""
+    from ..vdnn import OPTIMIZERS, state_name, weight_name
+
+    step = OPTIMIZERS[tied.optimizer]
+    w, dw, st = weight_name("lm_head"), wgrad_name("lm_head"), state_name("lm_head")
+    size = tied.params * itemsize(dtype)
+    decls = [StreamTensor(w, size, "weight", "lm_head"),
+             StreamTensor(dw, size, "gradient", "lm_head")]
+    names = [w, dw]
+    update: list[StreamOp] = []
+    if step is not None:
+        decls.append(StreamTensor(st, step.state_bytes(tied.params, dtype), "state", "lm_head"))
+        names.append(st)
+        update = [StreamOp("compute", "lm_head", "update", pass_="update",
+                           flops=step.flops * tied.params,
+                           dram=step.dram_bytes(tied.params, dtype), reads=(w, dw, st),
+                           writes=(w, st)),
+                  StreamOp("sync", "lm_head", "update")]
+    return (decls, [StreamOp("alloc", t, "forward") for t in names], update,
+            [StreamOp("free", t, last_phase) for t in names])
+
+
 def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
-                             source: str = "<pipeline stage>") -> StageStream:
+                             source: str = "<pipeline stage>",
+                             tied: Optional[TiedHead] = None) -> StageStream:
     """Stage ``stage``'s stream and schedule under ``layout``, cut from ``plan``, the
     single-GPU render of a transformer for one micro-batch (see the module's docstring): the
     prologue of its model states, every (micro-batch, chunk)'s forward span, every backward
     span, the optimizer step of its layers and the epilogue, the steps running the spans in the
-    stage's order."""
+    stage's order. With ``tied`` (:func:`tied_head`) and more than one stage, the stage of the
+    LM head holds a copy of the word embeddings with its gradient and optimizer state."""
     if not 0 <= stage < layout.pp:
         raise LayoutError(f"stage {stage} is not a pipeline rank of pp {layout.pp}")
     cuts = chunk_cuts(plan, layout)
@@ -326,11 +376,17 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     prologue = [op for cut in mine for op in cut.prologue]
     update = [op for cut in mine for op in cut.update]
     epilogue = [op for cut in mine for op in cut.epilogue]
+    extra: list[StreamTensor] = []
+    if tied is not None and layout.pp > 1 and any(cut.chunk.head for cut in mine):
+        last = plan.epilogue[-1].phase if plan.epilogue else "backward"
+        extra, allocs, steps, frees = _tied_copy(tied, plan.dtype, last)
+        prologue, update, epilogue = prologue + allocs, update + steps, epilogue + frees
+        states = states | {t.name for t in extra}
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + epilogue
     stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy,
-                    {t.name: t for t in _declarations(plan, ops, states,
-                                                      layout.micro_batches)}, ops)
+                    {t.name: t for t in extra + _declarations(plan, ops, states,
+                                                              layout.micro_batches)}, ops)
     stream = parse_stream(stream_text(stream), source)
     spans: dict[SpanKey, PassSpans] = {}
     f_at = len(prologue)

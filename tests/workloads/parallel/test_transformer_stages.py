@@ -11,7 +11,8 @@ from sst_cdma.model.fitted import kernel_model_for
 
 from workloads import load_network
 from workloads.parallel import LayoutError, ModelShape, make_layout, stage_order
-from workloads.parallel.transformer_stages import (chunk_cuts, micro_batch_name, shard_plan,
+from workloads.parallel.transformer_stages import (TiedHead, chunk_cuts, micro_batch_name,
+                                                   shard_plan, tied_head,
                                                    transformer_stage_stream)
 from workloads.render import iteration_stream
 from workloads.transformer import split_name
@@ -253,3 +254,29 @@ def test_a_per_tensor_policy_applies_per_chunk():
 def test_a_bad_stage_is_refused():
     with pytest.raises(LayoutError, match="stage 4 is not a pipeline rank of pp 4"):
         transformer_stage_stream(rendered(), layout(4), 4)
+
+
+def test_the_last_stage_holds_a_copy_of_the_tied_word_embeddings():
+    # gpt2_small ties its LM head to the word embeddings (50257 x 768): Megatron-LM keeps a
+    # copy, with its gradient and optimizer state, on the last stage
+    plan = rendered()
+    tied = tied_head(load_network(NETWORK, SEQ), "adam")
+    assert tied == TiedHead(50257 * 768, "adam")
+    lay = layout(4, m=2)
+    last = transformer_stage_stream(plan, lay, 3, tied=tied)
+    tensors = last.stream.tensors
+    assert tensors["lm_head:w"].bytes == tensors["lm_head:dw"].bytes == 50257 * 768 * 2
+    # Adam in mixed precision: two moments and the master weights, float32
+    assert tensors["lm_head:state"].bytes == 3 * 4 * 50257 * 768
+    ops = last.stream.ops
+    assert {op.name for op in ops[:last.steps[0].end] if op.op == "alloc"} >= \
+        {"lm_head:w", "lm_head:dw", "lm_head:state"}
+    assert [op.name for op in ops if op.op == "compute" and op.pass_ == "update"][-1] == \
+        "lm_head"
+    plain = transformer_stage_stream(plan, lay, 3)
+    assert len(ops) == len(plain.stream.ops) + 3 + 2 + 3   # allocs, step and sync, frees
+    for s in range(3):
+        assert "lm_head:w" not in transformer_stage_stream(plan, lay, s, tied=tied).stream.tensors
+    # one stage: the head uses the embedding's own weights
+    assert "lm_head:w" not in transformer_stage_stream(plan, layout(1), 0, tied=tied).stream.tensors
+    assert tied_head(load_network("llama3_8b", 128)) is None   # its own LM head weights
