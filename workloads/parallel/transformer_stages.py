@@ -24,9 +24,14 @@ and gives stage ``stage`` its :class:`~workloads.parallel.stage_stream.StageStre
 The schedule is the stage's order (GPipe, 1F1B or interleaved) over those spans
 (:func:`~workloads.parallel.stage_stream.pipeline_steps`).
 
-A policy that moves a tensor across the seam between two chunks (a prefetch issued on one
-chunk for a tensor of another, a recomputation that re-runs another chunk's kernel) is
-refused, naming the tensor and the chunks: such a plan cannot run on two GPUs as it stands.
+The policy's ops stay with the chunk of their layer, but for two things that cross a seam
+between chunks in the single-GPU plan: a prefetch issued ahead on one chunk for a tensor
+another chunk offloaded (vDNN's walk back to the nearest earlier layer with offloaded tensors)
+moves to the start of the offloading chunk's backward pass (:func:`_relocate_prefetches`);
+anything else that names another chunk's tensor (a recomputation re-running the boundary
+tensor's producer, whose inputs are on the stage before) is refused, naming the op, the tensor
+and the virtual stages. With a tied LM head (:func:`tied_head`) the head's stage holds a copy
+of the word embeddings, as Megatron-LM keeps one on the last stage.
 """
 from __future__ import annotations
 
@@ -379,8 +384,8 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     extra: list[StreamTensor] = []
     if tied is not None and layout.pp > 1 and any(cut.chunk.head for cut in mine):
         last = plan.epilogue[-1].phase if plan.epilogue else "backward"
-        extra, allocs, steps, frees = _tied_copy(tied, plan.dtype, last)
-        prologue, update, epilogue = prologue + allocs, update + steps, epilogue + frees
+        extra, allocs, stepping, frees = _tied_copy(tied, plan.dtype, last)
+        prologue, update, epilogue = prologue + allocs, update + stepping, epilogue + frees
         states = states | {t.name for t in extra}
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + epilogue
