@@ -17,7 +17,8 @@ import pytest
 import sst_cdma
 from components.summary_schema import check_summary
 from sst_cdma.engine.errors import RunError
-from workloads.parallel import ModelShape, in_flight, make_layout, makespan, stage_orders
+from workloads.parallel import (ModelShape, in_flight, make_layout, makespan, stage_orders,
+                                virtual_stage)
 from workloads.parallel.transformer_stages import transformer_stage_stream
 from workloads.render import iteration_stream
 
@@ -35,44 +36,49 @@ def run(opts: str):
     return result, result.reports["summary"], console.getvalue()
 
 
-def pass_times(result, pp: int, m: int, batch: int, seq: int, dtype: str):
-    """Each stage's simulated forward and backward time of one (micro-batch) pass: the sum of
-    its kernels' times on the GPU's timeline (each kernel's event holds its launch), the
-    same for every micro-batch (checked)."""
-    plan = iteration_stream("gpt2_small", batch, dtype, "none", optimizer="none",
-                            seq_len=seq).plan
-    layout = make_layout(SHAPE, pp=pp, micro_batches=m, micro_batch_size=batch)
-    forward, backward = [], []
-    for s in range(pp):
+def pass_times(result, layout):
+    """Each virtual stage's simulated forward and backward time of one (micro-batch) pass:
+    the sum of its kernels' times on its GPU's timeline (each kernel's event holds its
+    launch), the same for every micro-batch (checked)."""
+    plan = iteration_stream("gpt2_small", layout.micro_batch_size, "float16", "none",
+                            optimizer="none", seq_len=128).plan
+    times: dict[tuple[str, int], set[int]] = {}
+    for s in range(layout.pp):
         built = transformer_stage_stream(plan, layout, s)
         kernels = iter([end - start for kind, _, start, end in result.results[f"gpu{s}"].timeline
                         if kind == "compute"])
-        times: dict[str, set[int]] = {"forward": set(), "backward": set()}
         for step in built.steps[1:-1]:
             count = sum(1 for op in built.stream.ops[step.start:step.end] if op.op == "compute")
-            times[step.phase].add(sum(next(kernels) for _ in range(count)))
-        assert len(times["forward"]) == len(times["backward"]) == 1, times
-        forward.append(times["forward"].pop())
-        backward.append(times["backward"].pop())
-    return layout, forward, backward
+            k = virtual_stage(layout.pp, s, step.chunk)
+            times.setdefault((step.phase, k), set()).add(sum(next(kernels) for _ in range(count)))
+    assert all(len(v) == 1 for v in times.values()), times
+    count = layout.virtual_stages
+    return ([times[("forward", k)].pop() for k in range(count)],
+            [times[("backward", k)].pop() for k in range(count)])
 
 
-@pytest.mark.parametrize("pp, m", [(2, 3), (4, 6)])
-def test_the_1f1b_step_is_the_reference_executor_s_on_the_simulated_stage_times(pp, m):
+@pytest.mark.parametrize("schedule, pp, m, vpp", [("1f1b", 2, 3, 1), ("1f1b", 4, 6, 1),
+                                                  ("gpipe", 3, 4, 1), ("interleaved", 2, 4, 2)])
+def test_the_step_is_the_reference_executor_s_on_the_simulated_stage_times(schedule, pp, m,
+                                                                          vpp):
     result, summary, _ = run(f"--network gpt2_small --pp {pp} --micro-batches {m} --batch 1 "
-                             f"--seq-len 128 --dtype float16 --optimizer none {FREE}")
+                             f"--seq-len 128 --dtype float16 --optimizer none --schedule "
+                             f"{schedule} --vpp {vpp} {FREE}")
     assert check_summary(summary) == []
-    layout, forward, backward = pass_times(result, pp, m, 1, 128, "float16")
+    layout = make_layout(SHAPE, pp=pp, vpp=vpp, schedule=schedule, micro_batches=m)
+    forward, backward = pass_times(result, layout)
     # the end stages differ from the middle ones: the embedding, the LM head and the loss
     assert forward[0] != forward[1] and forward[-1] > forward[-2]
-    if pp > 2:
+    if len(forward) > 3:
         assert forward[1] == forward[2] and backward[1] == backward[2]
     reference = makespan(stage_orders(layout), forward, backward)
     ends = [result.results[f"gpu{s}"].iteration_time_ps for s in range(pp)]
     assert max(ends) == reference.step_time
     assert ends == [line[-1][2] for line in reference.timeline]
-    # never faster than the slowest stage's m passes
-    assert reference.step_time >= max(m * (f + b) for f, b in zip(forward, backward))
+    # never faster than the busiest stage's m passes
+    busiest = max(sum(forward[k] + backward[k] for k in range(s, len(forward), pp))
+                  for s in range(pp))
+    assert reference.step_time >= m * busiest
     pipe = summary["pipeline"]
     assert round(pipe["step_time_s"] * 1e12) == reference.step_time
     assert [s["in_flight_max"] for s in pipe["stages"]] == list(in_flight(stage_orders(layout)))
