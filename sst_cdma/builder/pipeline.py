@@ -182,6 +182,9 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     reporter = sst.Component("report", "cdma.Reporter")
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
     model = f" of {o.network}'s blocks" if o.network else ""
+    if o.network and o.tp > 1:  # TP_COLLECTIVES_HOOK: the shard's compute, no collectives yet
+        model += (f" (each one rank's shard of tp {o.tp}: compute only, no tensor-parallel "
+                  "collectives yet)")
     reporter.addParam("system", f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to "
                                 "stage over point-to-point links")
     return o
