@@ -1,15 +1,28 @@
-"""``cdma.PipelineStageWorkload``: one pipeline stage of a chain of identical layers, each of a
-given forward and backward time and activation size, with the sends and recvs that carry
+"""``cdma.PipelineStageWorkload``: one pipeline stage, with the sends and recvs that carry
 activations and gradients between stages and the stage's order of passes (GPipe, 1F1B or
-interleaved 1F1B) as its schedule (docs/parallel.md, "The simulated pipeline")."""
+interleaved 1F1B) as its schedule (docs/parallel.md, "The simulated pipeline"): of a chain of
+identical layers, each of a given forward and backward time and activation size, or with
+``network`` of a transformer's blocks, cut from its single-GPU render with the kernels priced
+by the GPU's ``kernels`` slot (docs/parallel.md, "Stages of a transformer")."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, cast
 
+from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
+from sst_cdma.model.dtypes import DTYPES
+from sst_cdma.model.kernel_model import ModelError
+from workloads import WorkloadError, load_network
+from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
-from workloads.stream import Stream
+from workloads.parallel.tensor import shard_transformer
+from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
+                                                   transformer_stage_stream)
+from workloads.plan import Plan
+from workloads.policies import check_policy
+from workloads.render import iteration_stream
+from workloads.stream import Stream, StreamError
 
 from .pipeline_report import PipelineStageResult
 from .workload_source import WorkloadSource
@@ -19,6 +32,18 @@ if TYPE_CHECKING:
     from .workload_source import Step
 
 __all__ = ["PipelineStageWorkload", "held_at_once"]
+
+
+def _stage_policy(policy: str) -> None:
+    """A policy a pipeline stage renders: any the renderer takes by name (the planner's
+    ``auto`` and a ``plan`` file are for one GPU yet)."""
+    if policy in ("auto", "plan"):
+        raise ValueError(f"policy {policy!r} plans one GPU's memory; pipeline stages take "
+                         "none, all, conv, recompute or CHOICE-GROUP terms")
+    try:
+        check_policy(policy)
+    except WorkloadError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def held_at_once(spans: list[tuple[int, int]]) -> int:
@@ -54,16 +79,39 @@ class PipelineStageWorkload(WorkloadSource):
               minimum=0),
         Param("activation", "bytes", "16MiB", "bytes of each layer's output (and of its "
               "input's gradient): what a stage sends", minimum=1),
+        Param("network", "str", "", "a transformer (shipped name or .yaml) whose blocks the "
+              "stages split ('': the chain of identical layers)"),
+        Param("batch", "int", 1, "micro-batch size (samples of each micro-batch) of the "
+              "network", minimum=1, maximum=MAX_EXACT_COUNT,
+              why_maximum=f"a batch is {MAX_EXACT_COUNT_WHY}"),
+        Param("seq_len", "int", 0, "sequence length of the network (0: its definition's)",
+              minimum=0, maximum=MAX_EXACT_COUNT,
+              why_maximum=f"a sequence length is {MAX_EXACT_COUNT_WHY}"),
+        Param("dtype", "str", "float32", "element type of the network", choices=tuple(DTYPES)),
+        Param("policy", "str", "none", "memory policy of each chunk of the network: a vDNN "
+              "offload policy (none, all, conv), recompute or CHOICE-GROUP terms joined by "
+              "'+' (docs/workloads.md); not auto or plan yet", check=_stage_policy),
+        Param("optimizer", "str", "adam", "optimizer step ending the network's step; its "
+              "states count in each stage's memory (none: forward and backward only)",
+              choices=("none", "sgd", "momentum", "adam")),
+        Param("stage_split", "str", "", "blocks of each virtual stage, comma-separated, in "
+              "virtual-stage order ('': even)"),
+        Param("tp", "int", 1, "tensor-parallel size: each stage renders one tensor-parallel "
+              "rank's shard of the network (compute only: no collectives yet)", minimum=1,
+              maximum=MAX_EXACT_COUNT, why_maximum=f"a rank count is {MAX_EXACT_COUNT_WHY}"),
     )
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
         p = self.params
-        shape = ModelShape(layers=p["layers"], heads=1, kv_heads=1, hidden=1, ffn=1, vocab=1)
+        if p["network"]:
+            self.optimizer = p["optimizer"]
         try:
-            self.layout = make_layout(shape, pp=p["pp"], vpp=p["vpp"], schedule=p["schedule"],
-                                      micro_batches=p["micro_batches"])
-        except LayoutError as exc:
+            self.layout = make_layout(self._shape(), tp=p["tp"], pp=p["pp"], vpp=p["vpp"],
+                                      schedule=p["schedule"], micro_batches=p["micro_batches"],
+                                      micro_batch_size=p["batch"],
+                                      stage_split=self._stage_split())
+        except (LayoutError, WorkloadError, OSError) as exc:
             raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
         if p["stage"] >= p["pp"]:
             raise ValueError(f"{name} ({self.type_name()}): stage {p['stage']} is not one of "
@@ -71,17 +119,93 @@ class PipelineStageWorkload(WorkloadSource):
         self.uniform = UniformLayers(p["forward_time"], p["backward_time"], p["activation"])
         self.built: Optional[StageStream] = None
 
-    def kernel_times_source(self) -> str:
-        """Every layer's kernels take the ``forward_time`` and ``backward_time`` params."""
+    def _shape(self) -> ModelShape:
+        """The model the layout is checked against: the chain's ``layers``, or the network's
+        blocks, heads, KV heads, widths and vocabulary."""
         p = self.params
-        return (f"synthetic pipeline stage: every layer {p['forward_time'] * 1e-9:g} ms "
-                f"forward, {p['backward_time'] * 1e-9:g} ms backward")
+        if not p["network"]:
+            return ModelShape(layers=p["layers"], heads=1, kv_heads=1, hidden=1, ffn=1, vocab=1)
+        from workloads.parallel.tensor import transformer_dims
+
+        d = transformer_dims(load_network(p["network"], p["seq_len"]))
+        return ModelShape(layers=d.blocks, heads=d.heads, kv_heads=d.kv_heads, hidden=d.hidden,
+                          ffn=d.ffn, vocab=d.vocab)
+
+    def _stage_split(self) -> Optional[tuple[int, ...]]:
+        """The ``stage_split`` param as layer counts (None: even)."""
+        text = self.params["stage_split"].strip()
+        if not text:
+            return None
+        try:
+            return tuple(int(part) for part in text.split(","))
+        except ValueError:
+            raise LayoutError(f"stage_split {text!r}: expected layer counts separated by "
+                              "commas, e.g. 4,4,2,2") from None
+
+    @property
+    def modelled_times(self) -> bool:
+        """True when the kernels slot's fitted model priced a network's kernels (the chain's
+        times are given: timers)."""
+        return bool(self.params["network"]) and self.kernels.models_times
+
+    def kernel_times_source(self) -> str:
+        """The chain's ``forward_time`` and ``backward_time``, or the kernels slot's model or
+        measurement for a network."""
+        p = self.params
+        if not p["network"]:
+            return (f"synthetic pipeline stage: every layer {p['forward_time'] * 1e-9:g} ms "
+                    f"forward, {p['backward_time'] * 1e-9:g} ms backward")
+        kernels = self.kernels
+        try:
+            tf32 = kernels.model.tf32 if kernels.model is not None else ""
+            return kernel_times_source(kernels.model_name, self.owner.params["gpu_preset"],
+                                       kernels.layer_times, p["dtype"], tf32, "")
+        except (ModelError, WorkloadError) as exc:
+            raise ConfigError(f"{self.name}: {exc}") from None
+
+    def rendered_plan(self) -> Plan:
+        """The network's single-GPU plan of one micro-batch, as ``cdma.NetworkWorkload``
+        renders it for this GPU's kernels slot (with ``tp`` above 1, of one tensor-parallel
+        rank's shard)."""
+        p, kernels = self.params, self.kernels
+        if p["tp"] > 1:
+            if kernels.layer_times:
+                raise ConfigError(f"{self.name}: measured layer times are of the whole "
+                                  f"network; tp {p['tp']} renders a shard: give the fitted "
+                                  "model or the roofline")
+            net = load_network(p["network"], p["seq_len"])
+            return shard_plan(net, p["tp"], p["batch"], p["dtype"], p["policy"], p["optimizer"],
+                              kernels.model, kernels.workspace_limit)
+        stream = iteration_stream(p["network"], p["batch"], p["dtype"], p["policy"],
+                                  kernels.layer_times, p["optimizer"], 0, "liveness",
+                                  kernels.model, kernels.workspace_limit, None,
+                                  seq_len=p["seq_len"])
+        assert stream.plan is not None, "a rendered stream keeps its plan"
+        return stream.plan
 
     def stage_stream(self) -> StageStream:
         """The stage's stream and schedule (built once)."""
-        if self.built is None:
-            self.built = uniform_stage_stream(self.layout, self.params["layers"],
-                                              self.params["stage"], self.uniform, self.name)
+        if self.built is not None:
+            return self.built
+        p = self.params
+        if not p["network"]:
+            self.built = uniform_stage_stream(self.layout, p["layers"], p["stage"],
+                                              self.uniform, self.name)
+            return self.built
+        try:
+            plan = self.rendered_plan()
+            transformer_blocks(plan)
+            net = load_network(p["network"], p["seq_len"])
+            if p["tp"] > 1:
+                net = shard_transformer(net, p["tp"]).network
+            self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name,
+                                                  tied_head(net, p["optimizer"]))
+        except ConfigError:
+            raise
+        except OSError as exc:
+            raise ConfigError(f"{self.name}: cannot read workload: {exc}") from None
+        except (StreamError, WorkloadError, ValueError) as exc:
+            raise ConfigError(f"{self.name}: {exc}") from None
         return self.built
 
     def stream(self, memory_capacity: Optional[int]) -> Stream:

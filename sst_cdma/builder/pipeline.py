@@ -1,26 +1,46 @@
-"""The pipeline topology's builder: ``pp`` GPUs of one preset, each a stage of a chain of
-identical layers (``cdma.PipelineStageWorkload``) with its own HBM, stage to stage over
-point-to-point ports (``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The
-simulated pipeline"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
+"""The pipeline topology's builder: ``pp`` GPUs of one preset, each a stage
+(``cdma.PipelineStageWorkload``) of a chain of identical layers or, with ``--network``, of a
+transformer's blocks, with its own HBM, stage to stage over point-to-point ports
+(``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The simulated pipeline" and
+"Stages of a transformer"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
 from __future__ import annotations
 
 import argparse
 import re
 from typing import Any, Sequence
 
-from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, add_element_options,
-                                            element_params, flag_words, given_options)
+from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, ElementOption,
+                                            add_element_options, element_params, flag_words,
+                                            given_options)
 from sst_cdma.builder.topology import ModelOptionParser
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
+from sst_cdma.model.compression import ALGORITHMS
 from sst_cdma.model.gpus import GPUS, gpu_choices, gpu_preset
+from sst_cdma.model.links import HOST_LINKS
+from sst_cdma.engine.param_words import Flag
+from workloads import WorkloadError, load_network
 from workloads.parallel import LayoutError, ModelShape, make_layout
+from workloads.parallel.tensor import transformer_dims
 
 __all__ = ["pipeline_parser", "build_pipeline", "in_flags"]
 
 #: the layout's param names and the flags that set them, as its errors name them
 LAYOUT_FLAGS = {"pp": "--pp", "vpp": "--vpp", "micro_batches": "--micro-batches",
-                "schedule": "--schedule"}
+                "schedule": "--schedule", "stage_split": "--stage-split", "tp": "--tp"}
+#: the options of a transformer's stages (``--network``), on the stage element
+NETWORK_OPTIONS: tuple[ElementOption, ...] = (
+    ElementOption("--network", STAGE, "network"),
+    ElementOption("--batch", STAGE, "batch"),
+    ElementOption("--seq-len", STAGE, "seq_len"),
+    ElementOption("--dtype", STAGE, "dtype"),
+    ElementOption("--policy", STAGE, "policy"),
+    ElementOption("--optimizer", STAGE, "optimizer"),
+    ElementOption("--stage-split", STAGE, "stage_split"),
+    ElementOption("--tp", STAGE, "tp"),
+)
+#: the options of the chain of identical layers, which a network's stages do not take
+CHAIN_ONLY = ("layers", "forward_time", "backward_time", "activation")
 
 
 def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
@@ -28,7 +48,11 @@ def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
     (:data:`~sst_cdma.builder.model_options.PIPELINE_OPTIONS`) and the GPU preset."""
     p = ModelOptionParser(prog=prog, description="pipeline-parallel stages model options",
                           allow_abbrev=False)
-    add_element_options(p, PIPELINE_OPTIONS)
+    add_element_options(p, PIPELINE_OPTIONS + NETWORK_OPTIONS)
+    p.add_argument("--algorithm", default="zvc", choices=ALGORITHMS,
+                   help="with --network: the codec of each stage's DMA engine, which offloads "
+                        "what --policy moves (none: a plain copy engine, vDNN) (default: zvc, "
+                        "cDMA)")
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
@@ -42,9 +66,49 @@ def in_flags(message: str) -> str:
                   lambda m: LAYOUT_FLAGS[m.group(1)], message)
 
 
+def _check_network_layout(o: argparse.Namespace) -> None:
+    """A network's stages: no option of the chain, and the network's blocks split over the
+    virtual stages as the layout says; one line naming the flags otherwise."""
+    for dest in CHAIN_ONLY:
+        if dest in o.given:
+            raise ConfigError(f"model option error: --{dest.replace('_', '-')} sets the chain "
+                              f"of identical layers; --network {o.network} gives the layers")
+    split = None
+    if o.stage_split:
+        try:
+            split = tuple(int(part) for part in o.stage_split.split(","))
+        except ValueError:
+            raise ConfigError(f"model option error: --stage-split {o.stage_split!r}: expected "
+                              "layer counts separated by commas, e.g. 4,4,2,2") from None
+    try:
+        d = transformer_dims(load_network(o.network, o.seq_len))
+    except WorkloadError as exc:
+        raise ConfigError(f"model option error: --network {o.network}: not a transformer whose "
+                          f"blocks the stages split: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"model option error: --network {o.network}: {exc}") from None
+    try:
+        shape = ModelShape(layers=d.blocks, heads=d.heads, kv_heads=d.kv_heads,
+                           hidden=d.hidden, ffn=d.ffn, vocab=d.vocab)
+        make_layout(shape, tp=o.tp, pp=o.pp, vpp=o.vpp, schedule=o.schedule,
+                    micro_batches=o.micro_batches, stage_split=split)
+    except LayoutError as exc:
+        raise ConfigError(f"model option error: --network {o.network}: "
+                          f"{in_flags(str(exc))}") from None
+
+
 def _check_layout(o: argparse.Namespace) -> None:
     """The layers split evenly over the virtual stages, and the layout holds; one line naming
     the flags otherwise."""
+    if o.network:
+        _check_network_layout(o)
+        return
+    network_only = [f"--{d.replace('_', '-')}" for d in
+                    ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp")
+                    if d in o.given]
+    if network_only:
+        raise ConfigError(f"model option error: {', '.join(network_only)} need --network: the "
+                          "chain of identical layers has none")
     stages = o.pp * o.vpp
     if o.layers % stages:
         raise ConfigError(f"model option error: --layers {o.layers} do not split evenly over "
@@ -63,14 +127,38 @@ def _stage(sst: Any, o: argparse.Namespace, s: int) -> Any:
     gpu = sst.Component(f"gpu{s}", "cdma.GPU")
     gpu.addParams({"gpu_preset": o.gpu})
     work = gpu.setSubComponent("workload", STAGE)
-    work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS), "layers": o.layers,
+    work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS + NETWORK_OPTIONS),
+                    "layers": o.layers,
                     "stage": s})
     ports = gpu.setSubComponent("p2p", PORTS)
     ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s})
     hbm = sst.Component(f"gpu{s}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.dram_bandwidth, "capacity": spec.dram_capacity})
     sst.Link(f"gpu{s}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    if o.network:
+        _offload_path(sst, o, gpu, hbm, s)
     return ports
+
+
+def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, s: int) -> None:
+    """A network's stage: its DMA engine (the ``--algorithm`` codec in its slot) on the GPU's
+    HBM, over the preset's host link to a host memory of its own (each stage on a node of its
+    own, as pipeline stages across nodes are), for what ``--policy`` offloads."""
+    spec = GPUS[o.gpu]
+    dma = sst.Component(f"gpu{s}.dma", "cdma.CDMAEngine")
+    if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
+        from components.codecs import element_type
+
+        dma.setSubComponent("codec", element_type(o.algorithm))
+    link = sst.Component(f"gpu{s}.pcie", "cdma.PCIeBridge")
+    link.addParams(HOST_LINKS[spec.host_link])
+    host = sst.Component(f"host{s}", "cdma.HostMemory")
+    host.addParams({k: v for k, v in (("bandwidth", spec.host_memory_bandwidth),
+                                      ("pinned_capacity", spec.host_memory_capacity)) if v})
+    sst.Link(f"gpu{s}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
+    sst.Link(f"gpu{s}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
+    sst.Link(f"gpu{s}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
+    sst.Link(f"gpu{s}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
 
 
 def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
@@ -81,7 +169,8 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     parser = pipeline_parser(prog, gpu)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
-    speak_flags(flag_words())
+    speak_flags({**flag_words(), **{(opt.element, opt.param): Flag(opt.flag, opt.invert)
+                                    for opt in NETWORK_OPTIONS}})
     if o.layers is None:
         o.layers = 2 * o.pp * o.vpp
     _check_layout(o)
@@ -92,6 +181,10 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
                                                   (ports[(s + 1) % o.pp], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
-    reporter.addParam("system", f"{stages}, one {GPUS[o.gpu].name} each, stage to stage over "
-                                "point-to-point links")
+    model = f" of {o.network}'s blocks" if o.network else ""
+    if o.network and o.tp > 1:  # TP_COLLECTIVES_HOOK: the shard's compute, no collectives yet
+        model += (f" (each one rank's shard of tp {o.tp}: compute only, no tensor-parallel "
+                  "collectives yet)")
+    reporter.addParam("system", f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to "
+                                "stage over point-to-point links")
     return o

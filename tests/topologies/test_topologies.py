@@ -17,8 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 #: topology scripts that take no cDMA model options, and why
 NOT_CDMA = {"phold_torus.py": "the PHOLD benchmark, no cDMA system",
             "hand_wired_p100.py": "wired by hand, takes no model options",
-            "pipeline_cdma.py": "pipeline stages of identical layers, no network: its own "
-                                "options (tests/topologies/test_pipeline_topology.py)",
+            "pipeline_cdma.py": "pipeline stages (of identical layers, or a transformer's "
+                                "blocks): its own options, no baselines "
+                                "(tests/topologies/test_pipeline_topology.py, "
+                                "test_pipeline_transformer.py)",
             "tp_cdma.py": "tensor-parallel blocks written by hand on a cluster fabric, no "
                           "network: its own options (tests/topologies/test_tp_topology.py)",
             "__init__.py": "the package's marker (topologies ship as package data)"}

@@ -20,6 +20,7 @@ backward time and an activation size each): the case the closed forms of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..durations import format_ps
 from ..schedule import Step
@@ -124,11 +125,13 @@ def _backward_lines(chunk: ChunkLayers, mb: int, uniform: UniformLayers,
     return lines
 
 
-def pipeline_steps(order: Order, spans: dict[SpanKey, PassSpans], n_ops: int) -> list[Step]:
-    """The steps of ``order`` over spans of their own per (micro-batch, chunk): an empty
-    prologue, each pass on its span, an empty update (:func:`~workloads.parallel.pipeline.
-    stage_steps` with one span per micro-batch as well as per chunk)."""
-    steps = [Step(0, 0, "prologue")]
+def pipeline_steps(order: Order, spans: dict[SpanKey, PassSpans], n_ops: int,
+                   prologue_end: int = 0, update_start: Optional[int] = None) -> list[Step]:
+    """The steps of ``order`` over spans of their own per (micro-batch, chunk): the prologue
+    ``[0, prologue_end)`` once (empty by default), each pass on its span, the update and the
+    epilogue ``[update_start, n_ops)`` once (empty by default) (:func:`~workloads.parallel.
+    pipeline.stage_steps` with one span per micro-batch as well as per chunk)."""
+    steps = [Step(0, prologue_end, "prologue")]
     for work in order:
         span = spans[(work.micro_batch, work.chunk)]
         if work.phase == FORWARD:
@@ -137,7 +140,8 @@ def pipeline_steps(order: Order, spans: dict[SpanKey, PassSpans], n_ops: int) ->
         else:
             steps.append(Step(span.backward_start, span.backward_end, BACKWARD,
                               work.micro_batch, work.chunk))
-    steps.append(Step(n_ops, n_ops, "update"))
+    at = n_ops if update_start is None else update_start
+    steps.append(Step(at, n_ops, "update"))
     return steps
 
 

@@ -1,0 +1,421 @@
+"""A pipeline stage of a real transformer: the stream one pipeline rank runs, cut from the
+single-GPU render of the network (docs/parallel.md, "Stages of a transformer").
+
+:func:`transformer_stage_stream` takes the :class:`~workloads.plan.Plan` the renderer made for
+one GPU (one micro-batch: its forward and backward blocks per layer, its prologue of model
+states, its optimizer step and its epilogue; kernel times priced as for one GPU) and a layout,
+and gives stage ``stage`` its :class:`~workloads.parallel.stage_stream.StageStream`:
+
+* each model chunk of the stage takes the layers of its virtual stage (the blocks of
+  :func:`~workloads.parallel.ranks.stage_plans`' split; what comes before the first block, the
+  embedding, on virtual stage 0, what comes after the last, the final norm, the LM head and the
+  loss, on the last), their forward blocks and backward blocks as the render made them;
+* the model states of the stage's layers (weights, weight gradients, optimizer states) are
+  allocated once, in the prologue; the optimizer step of those layers runs once, after the
+  last backward pass, and the epilogue frees them;
+* each (micro-batch, chunk) pass copies its chunk's blocks with its own activations and
+  activation gradients (``NAME.mB``: several micro-batches' activations are held at once);
+* a chunk's inputs made on the virtual stage before (the residual stream entering its first
+  block) are allocated and received (``recv ... peer=prev``) before its forward blocks, and
+  their gradients sent back (``send``) after its backward blocks; its outputs are sent forward
+  after its forward blocks and their gradients allocated and received before its backward
+  blocks. The bytes of each message are the boundary tensor's (and its gradient's).
+
+The schedule is the stage's order (GPipe, 1F1B or interleaved) over those spans
+(:func:`~workloads.parallel.stage_stream.pipeline_steps`).
+
+The policy's ops stay with the chunk of their layer, but for two things that cross a seam
+between chunks in the single-GPU plan: a prefetch issued ahead on one chunk for a tensor
+another chunk offloaded (vDNN's walk back to the nearest earlier layer with offloaded tensors)
+moves to the start of the offloading chunk's backward pass (:func:`_relocate_prefetches`);
+anything else that names another chunk's tensor (a recomputation re-running the boundary
+tensor's producer, whose inputs are on the stage before) is refused, naming the op, the tensor
+and the virtual stages. With a tied LM head (:func:`tied_head`) the head's stage holds a copy
+of the word embeddings, as Megatron-LM keeps one on the last stage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from ..dtypes import itemsize
+from ..network import Network
+from ..plan import Block, Plan
+from ..render import stream_text
+from ..stream import Stream, parse_stream
+from ..stream_schema import StreamOp, StreamTensor
+from ..transformer import split_name
+from ..vdnn import grad_name, wgrad_name
+from .layout import LayoutError, ParallelLayout
+from .pipeline import stage_order
+from .ranks import ChunkLayers, stage_plans
+from .stage_stream import PassSpans, SpanKey, StageStream, peers, pipeline_steps
+
+if TYPE_CHECKING:
+    from sst_cdma.model.fitted import KernelModel
+
+__all__ = ["ChunkCut", "chunk_cuts", "transformer_blocks", "transformer_stage_stream",
+           "micro_batch_name", "shard_plan", "TiedHead", "tied_head", "TP_COLLECTIVES_HOOK"]
+
+#: Tensor-parallel collectives are not in the stage streams yet: a stage rendered from a
+#: tensor-parallel shard (``shard_transformer(...).network``) runs its compute only. The
+#: partitioner that inserts :meth:`~workloads.parallel.tensor.TensorShard.comm_ops` after the
+#: layers they follow will do it here, in :func:`_pass_ops` (docs/parallel.md).
+TP_COLLECTIVES_HOOK = "tp collectives not inserted: compute only"
+
+#: ops whose ``name`` is a layer, not a tensor
+_LAYER_OPS = ("compute", "sync")
+
+
+def micro_batch_name(tensor: str, micro_batch: int) -> str:
+    """The name of ``tensor``'s copy for micro-batch ``micro_batch`` on a pipeline stage."""
+    return f"{tensor}.m{micro_batch}"
+
+
+def transformer_blocks(plan: Plan) -> int:
+    """The number of transformer blocks (``blk{i}/...`` layers) of a rendered plan; a
+    :class:`LayoutError` for a plan with none (not a transformer)."""
+    blocks = {b for b, _ in (split_name(block.layer) for block in plan.forward)
+              if b is not None}
+    if not blocks:
+        raise LayoutError(f"network {plan.network}: no transformer blocks (blk<i>/...) to "
+                          "split over pipeline stages")
+    return 1 + max(blocks)
+
+
+@dataclass(frozen=True)
+class ChunkCut:
+    """What one model chunk takes from the single-GPU plan: its layers (by name, forward
+    order), its forward and backward ops, the model-state ops (prologue allocations, the
+    optimizer step, the epilogue's frees) of its layers, the activation frees it ends each
+    pass with, the tensors it receives before its forward pass (``inputs``, from the virtual
+    stage before) and those it sends after it (``outputs``, to the virtual stage after)."""
+
+    chunk: ChunkLayers
+    layers: tuple[str, ...]
+    forward: tuple[StreamOp, ...]
+    backward: tuple[StreamOp, ...]
+    prologue: tuple[StreamOp, ...]
+    update: tuple[StreamOp, ...]
+    epilogue: tuple[StreamOp, ...]
+    tail: tuple[StreamOp, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def _virtual_stage_of(plan: Plan, layout: ParallelLayout) -> dict[str, int]:
+    """Each layer of the plan -> its virtual stage: a block's by the split, what comes before
+    the first block 0, what comes after the last block the last."""
+    blocks = transformer_blocks(plan)
+    sizes = layout.stage_sizes(blocks)
+    if sum(sizes) != blocks:
+        raise LayoutError(f"stage_split sums to {sum(sizes)}, but network {plan.network} has "
+                          f"{blocks} transformer blocks")
+    of_block = [k for k, size in enumerate(sizes) for _ in range(size)]
+    out: dict[str, int] = {}
+    seen_block = False
+    for block in plan.forward:
+        b, _ = split_name(block.layer)
+        if b is not None:
+            seen_block = True
+            out[block.layer] = of_block[b]
+        else:
+            out[block.layer] = layout.virtual_stages - 1 if seen_block else 0
+    return out
+
+
+def _tensors_of(op: StreamOp) -> tuple[str, ...]:
+    """The tensors an op names."""
+    if op.op in _LAYER_OPS:
+        return op.reads + op.writes
+    return (op.name,)
+
+
+def _layer_ops(blocks: Iterable[Block], layers: set[str]) -> tuple[StreamOp, ...]:
+    """The ops of the blocks of ``layers``, in order."""
+    return tuple(op for block in blocks if block.layer in layers for op in block.ops)
+
+
+def _owner(plan: Plan, stage_of: dict[str, int]) -> dict[str, int]:
+    """Each declared tensor -> the virtual stage of the layer that makes it."""
+    return {t.name: stage_of[t.layer] for t in plan.tensors if t.layer in stage_of}
+
+
+def _model_states(plan: Plan) -> set[str]:
+    """The tensors that live for the whole step: weights, their gradients, optimizer
+    states."""
+    return {t.name for t in plan.tensors
+            if t.kind in ("weight", "state") or (t.layer and t.name == wgrad_name(t.layer))}
+
+
+def _reads_elsewhere(plan: Plan, stage_of: dict[str, int], k: int) -> set[str]:
+    """The tensors the forward kernels of the other virtual stages than ``k`` read."""
+    return {t for block in plan.forward if stage_of[block.layer] != k for op in block.ops
+            if op.op == "compute" for t in op.reads}
+
+
+def _cut(plan: Plan, chunk: ChunkLayers, stage_of: dict[str, int], owner: dict[str, int],
+         states: set[str]) -> ChunkCut:
+    """Virtual stage ``chunk.virtual_stage``'s cut of ``plan``."""
+    k = chunk.virtual_stage
+    layers = {name for name, at in stage_of.items() if at == k}
+    forward = _layer_ops(plan.forward, layers)
+    read = dict.fromkeys(t for op in forward if op.op == "compute" for t in op.reads)
+    inputs = tuple(t for t in read if t not in states and owner.get(t, k) != k)
+    elsewhere = _reads_elsewhere(plan, stage_of, k)
+    outputs = tuple(t for t, at in owner.items()
+                    if at == k and t not in states and t in elsewhere)
+    ends = [op for op in plan.epilogue + plan.tail if owner.get(op.name) == k]
+    return ChunkCut(chunk, tuple(b.layer for b in plan.forward if b.layer in layers), forward,
+                    _layer_ops(plan.backward, layers),
+                    tuple(op for op in plan.prologue if owner.get(op.name) == k),
+                    _layer_ops(plan.update, layers),
+                    tuple(op for op in ends if op.name in states),
+                    tuple(op for op in ends if op.name not in states), inputs, outputs)
+
+
+def chunk_cuts(plan: Plan, layout: ParallelLayout) -> tuple[ChunkCut, ...]:
+    """Every virtual stage's cut of ``plan`` (virtual-stage order); a :class:`LayoutError`
+    naming the tensor and the chunks for a plan that moves a tensor across a seam other than
+    a boundary activation handed to the next virtual stage."""
+    stage_of = _virtual_stage_of(plan, layout)
+    owner = _owner(plan, stage_of)
+    states = _model_states(plan)
+    chunks = sorted((c for s in stage_plans(layout, transformer_blocks(plan)) for c in s.chunks),
+                    key=lambda c: c.virtual_stage)
+    cuts = _relocate_prefetches([_cut(plan, c, stage_of, owner, states) for c in chunks])
+    for cut in cuts:
+        _check_seams(cut, owner)
+    return tuple(cuts)
+
+
+def _relocate_prefetches(cuts: list[ChunkCut]) -> list[ChunkCut]:
+    """The prefetches a chunk's backward issues ahead for a tensor another chunk offloaded
+    (vDNN's walk to the nearest earlier layer with offloaded tensors crosses the seam), moved
+    to the start of that chunk's backward: its GPU holds the tensor's copy on its host; each
+    waited for before the first kernel reading it unless a sync drains it first."""
+    offloader = {op.name: cut.chunk.virtual_stage for cut in cuts for op in cut.forward
+                 if op.op == "offload"}
+    moved: dict[int, list[StreamOp]] = {}
+    kept: list[tuple[StreamOp, ...]] = []
+    for cut in cuts:
+        k = cut.chunk.virtual_stage
+        away = {op.name for op in cut.backward if op.op == "prefetch"
+                and offloader.get(op.name, k) != k}
+        kept.append(tuple(op for op in cut.backward
+                          if not (op.op in ("alloc", "prefetch") and op.name in away)))
+        for op in cut.backward:
+            if op.op in ("alloc", "prefetch") and op.name in away:
+                moved.setdefault(offloader[op.name], []).append(op)
+    out = []
+    for cut, backward in zip(cuts, kept):
+        ahead = moved.get(cut.chunk.virtual_stage, [])
+        if ahead:
+            backward = _waited(tuple(ahead), backward)
+        out.append(replace(cut, backward=backward))
+    return out
+
+
+def _waited(ahead: tuple[StreamOp, ...], backward: tuple[StreamOp, ...]
+            ) -> tuple[StreamOp, ...]:
+    """``ahead`` (allocs and prefetches) before ``backward``, with a ``wait`` before the first
+    kernel reading a prefetched tensor where no sync comes between."""
+    pending = {op.name for op in ahead if op.op == "prefetch"}
+    out = list(ahead)
+    for op in backward:
+        if op.op == "sync":
+            pending.clear()
+        elif op.op == "compute":
+            for t in op.reads:
+                if t in pending:
+                    out.append(StreamOp("wait", t, op.phase))
+                    pending.discard(t)
+        out.append(op)
+    return tuple(out)
+
+
+def _check_seams(cut: ChunkCut, owner: dict[str, int]) -> None:
+    """Every tensor a chunk's ops name is its own, or a boundary tensor (or its gradient)
+    received from the virtual stage before or sent to the one after."""
+    k = cut.chunk.virtual_stage
+    for t in cut.inputs:
+        if owner[t] != k - 1:
+            raise LayoutError(f"virtual stage {k} reads tensor {t} of virtual stage "
+                              f"{owner[t]}: only the virtual stage before hands a chunk its "
+                              "input")
+    seam = {name for t in cut.inputs + cut.outputs for name in (t, grad_name(t))}
+    for op in cut.forward + cut.backward:
+        for t in _tensors_of(op):
+            at = owner.get(t, k)
+            if at != k and t not in seam:
+                raise LayoutError(f"{op.op} {op.name} on virtual stage {k} names tensor {t} "
+                                  f"of virtual stage {at}: the plan moves it across the seam "
+                                  "between pipeline stages (not supported)")
+
+
+class _Renamer:
+    """Gives micro-batch ``mb``'s copy of each tensor that is not a model state."""
+
+    def __init__(self, states: set[str], mb: int) -> None:
+        self.states, self.mb = states, mb
+
+    def name(self, tensor: str) -> str:
+        """The copy's name (a model state keeps its own: one for every micro-batch)."""
+        return tensor if tensor in self.states else micro_batch_name(tensor, self.mb)
+
+    def op(self, op: StreamOp) -> StreamOp:
+        """``op`` on the micro-batch's copies."""
+        if op.op in _LAYER_OPS:
+            return replace(op, reads=tuple(map(self.name, op.reads)),
+                           writes=tuple(map(self.name, op.writes)), line=0)
+        return replace(op, name=self.name(op.name), line=0)
+
+
+def _pass_ops(cut: ChunkCut, mb: int, states: set[str], declared: set[str],
+              peer: tuple[int, int]) -> tuple[list[StreamOp], list[StreamOp]]:
+    """One (micro-batch, chunk) pass: its forward span (inputs received, the chunk's forward
+    blocks, outputs sent) and its backward span (the outputs' gradients received, the
+    backward blocks, the activation frees, the inputs' gradients sent back)."""
+    r = _Renamer(states, mb)
+    prev, nxt = peer
+    forward: list[StreamOp] = []
+    for t in cut.inputs:
+        forward += [StreamOp("alloc", r.name(t), "forward"),
+                    StreamOp("recv", r.name(t), "forward", peer=prev)]
+    forward += [r.op(op) for op in cut.forward]
+    forward += [StreamOp("send", r.name(t), "forward", peer=nxt) for t in cut.outputs]
+    backward: list[StreamOp] = []
+    for t in cut.outputs:
+        if grad_name(t) in declared:
+            backward += [StreamOp("alloc", r.name(grad_name(t)), "backward"),
+                         StreamOp("recv", r.name(grad_name(t)), "backward", peer=nxt)]
+    backward += [r.op(op) for op in cut.backward + cut.tail]
+    backward += [StreamOp("send", r.name(grad_name(t)), "backward", peer=prev)
+                 for t in cut.inputs if grad_name(t) in declared]
+    return forward, backward
+
+
+def _declarations(plan: Plan, ops: Iterable[StreamOp], states: set[str],
+                  micro_batches: int) -> list[StreamTensor]:
+    """The declarations of the tensors ``ops`` name: the model states once, every other
+    tensor once per micro-batch (its copies named as :func:`micro_batch_name` says)."""
+    named = {t for op in ops for t in _tensors_of(op)}
+    out = []
+    for t in plan.tensors:
+        if t.name in states:
+            if t.name in named:
+                out.append(replace(t, line=0))
+            continue
+        out += [replace(t, name=micro_batch_name(t.name, mb), line=0)
+                for mb in range(micro_batches) if micro_batch_name(t.name, mb) in named]
+    return out
+
+
+@dataclass(frozen=True)
+class TiedHead:
+    """An LM head tied to the word embeddings (``params`` weights: vocabulary x hidden, of
+    this rank's shard) under ``optimizer``: on a pipeline its stage holds a copy of its own,
+    as Megatron-LM keeps one on the last stage (docs/parallel.md)."""
+
+    params: int
+    optimizer: str = "none"
+
+
+def tied_head(network: Network, optimizer: str = "none") -> Optional[TiedHead]:
+    """The tied LM head of ``network`` (its ``lm_head`` layer's ``tied`` param), or None."""
+    if "lm_head" not in {layer.name for layer in network.layers}:
+        return None
+    layer = network.layer("lm_head")
+    if not layer.params.get("tied"):
+        return None
+    hidden = network.sample_shape(layer.input_tensors[0])[-1] if layer.input_tensors else 0
+    return TiedHead(int(hidden) * int(layer.params["num_output"]), optimizer)
+
+
+def _tied_copy(tied: TiedHead, dtype: str, last_phase: str
+               ) -> tuple[list[StreamTensor], list[StreamOp], list[StreamOp], list[StreamOp]]:
+    """The head's copy of the word embeddings on the last stage: its weights, gradient and
+    optimizer state (declarations), their allocations, its optimizer step and their frees.
+    The head's kernels already count reading the weights (the single-GPU render's)."""
+    from ..vdnn import OPTIMIZERS, state_name, weight_name
+
+    step = OPTIMIZERS[tied.optimizer]
+    w, dw, st = weight_name("lm_head"), wgrad_name("lm_head"), state_name("lm_head")
+    size = tied.params * itemsize(dtype)
+    decls = [StreamTensor(w, size, "weight", "lm_head"),
+             StreamTensor(dw, size, "gradient", "lm_head")]
+    names = [w, dw]
+    update: list[StreamOp] = []
+    if step is not None:
+        decls.append(StreamTensor(st, step.state_bytes(tied.params, dtype), "state", "lm_head"))
+        names.append(st)
+        update = [StreamOp("compute", "lm_head", "update", pass_="update",
+                           flops=step.flops * tied.params,
+                           dram=step.dram_bytes(tied.params, dtype), reads=(w, dw, st),
+                           writes=(w, st)),
+                  StreamOp("sync", "lm_head", "update")]
+    return (decls, [StreamOp("alloc", t, "forward") for t in names], update,
+            [StreamOp("free", t, last_phase) for t in names])
+
+
+def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
+                             source: str = "<pipeline stage>",
+                             tied: Optional[TiedHead] = None) -> StageStream:
+    """Stage ``stage``'s stream and schedule under ``layout``, cut from ``plan``, the
+    single-GPU render of a transformer for one micro-batch (see the module's docstring): the
+    prologue of its model states, every (micro-batch, chunk)'s forward span, every backward
+    span, the optimizer step of its layers and the epilogue, the steps running the spans in the
+    stage's order. With ``tied`` (:func:`tied_head`) and more than one stage, the stage of the
+    LM head holds a copy of the word embeddings with its gradient and optimizer state."""
+    if not 0 <= stage < layout.pp:
+        raise LayoutError(f"stage {stage} is not a pipeline rank of pp {layout.pp}")
+    cuts = chunk_cuts(plan, layout)
+    mine = [cut for cut in cuts if cut.chunk.virtual_stage % layout.pp == stage]
+    states = _model_states(plan)
+    declared = {t.name for t in plan.tensors}
+    keys: list[SpanKey] = [(mb, cut.chunk.chunk) for mb in range(layout.micro_batches)
+                           for cut in mine]
+    by_chunk = {cut.chunk.chunk: cut for cut in mine}
+    passes = {key: _pass_ops(by_chunk[key[1]], key[0], states, declared, peers(layout, stage))
+              for key in keys}
+    prologue = [op for cut in mine for op in cut.prologue]
+    update = [op for cut in mine for op in cut.update]
+    epilogue = [op for cut in mine for op in cut.epilogue]
+    extra: list[StreamTensor] = []
+    if tied is not None and layout.pp > 1 and any(cut.chunk.head for cut in mine):
+        last = plan.epilogue[-1].phase if plan.epilogue else "backward"
+        extra, allocs, stepping, frees = _tied_copy(tied, plan.dtype, last)
+        prologue, update, epilogue = prologue + allocs, update + stepping, epilogue + frees
+        states = states | {t.name for t in extra}
+    ops = prologue + [op for k in keys for op in passes[k][0]] + \
+        [op for k in keys for op in passes[k][1]] + update + epilogue
+    stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy,
+                    {t.name: t for t in extra + _declarations(plan, ops, states,
+                                                              layout.micro_batches)}, ops)
+    stream = parse_stream(stream_text(stream), source)
+    spans: dict[SpanKey, PassSpans] = {}
+    f_at = len(prologue)
+    b_at = f_at + sum(len(passes[k][0]) for k in keys)
+    for k in keys:
+        spans[k] = PassSpans(f_at, f_at + len(passes[k][0]), b_at, b_at + len(passes[k][1]))
+        f_at, b_at = f_at + len(passes[k][0]), b_at + len(passes[k][1])
+    order = stage_order(layout, stage)
+    steps = pipeline_steps(order, spans, len(stream.ops), len(prologue), b_at)
+    return StageStream(stream, tuple(steps), spans, order)
+
+
+def shard_plan(network: Network, tp: int, batch: int, dtype: str, policy: str,
+               optimizer: str, kernel_model: Optional["KernelModel"] = None,
+               workspace_limit: Optional[int] = None) -> Plan:
+    """The single-GPU plan of tensor-parallel rank's shard of ``network`` over ``tp`` ranks
+    (:func:`~workloads.parallel.tensor.shard_transformer`), its kernels priced by
+    ``kernel_model`` (None: the GPU's roofline): the compute of one rank, without the
+    collectives (:data:`TP_COLLECTIVES_HOOK`)."""
+    from ..kernel_pricing import price_network
+    from ..vdnn import plan_iteration
+    from .tensor import shard_transformer
+
+    shard = shard_transformer(network, tp).network
+    kernels = None if kernel_model is None else price_network(shard, batch, dtype, kernel_model,
+                                                              workspace_limit)
+    return plan_iteration(shard, batch, dtype, policy, None, optimizer, 0, kernels)
