@@ -255,8 +255,6 @@ def run_point(task: PointTask) -> dict[str, Any]:
 
 
 def _run_point(task: PointTask) -> dict[str, Any]:
-    from sst_cdma.engine.runner import RunError, run
-
     existing = load_result(task.points_dir, task.key)
     if existing is not None and (existing.get("status") == "ok" or not task.retry_failed):
         return existing
@@ -264,6 +262,20 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f"{task.key}.tmp-{owner_tag()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
+    try:
+        record = _run_into(task, tmp)
+    except KeyboardInterrupt:  # Ctrl-C or a stop signal where the point runs in the sweep's
+        remove_tree(tmp)       # own process: no half-written folder of a live process is left
+        raise
+    _publish(tmp, final, task.retry_failed)
+    return record
+
+
+def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
+    """Run the point with ``tmp`` as its folder and working directory, and write its files
+    there (``DONE`` last); return its record."""
+    from sst_cdma.engine.runner import RunError, run
+
     record: dict[str, Any] = {"key": task.key, "status": "ok", "error": "",
                               "sim_time_ps": None, "events": None, "end_reason": None,
                               "summary": None}
@@ -313,7 +325,6 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     (tmp / RESULT).write_text(json.dumps(record, indent=2) + "\n",
                               encoding="utf-8")
     (tmp / DONE).write_text("", encoding="utf-8")
-    _publish(tmp, final, task.retry_failed)
     return record
 
 
