@@ -2,9 +2,13 @@
 one (no ``distributed`` import, no scheduler), each running one point at a time.
 
 Each worker talks to this process over a pipe of its own: it receives a task, runs it, sends
-its record back, and waits for the next. Tasks go out in order, one to each idle worker. A
-worker that dies mid-point (killed, out of memory) is replaced by a fresh fork and its point
-sent again, first in line; a point whose workers die :data:`ALLOWED_DEATHS` + 1 times is
+its record back, and waits for the next. The batch is cut into one run of consecutive points
+per worker (its lane), taken first to last; a worker whose lane is empty takes the back half
+of the longest lane left. Neighbouring points of a grid share all but its last axis (a
+network, a system), so a worker builds the caches such points share (rendered workload
+streams, loaded profiles) once rather than every worker each. A worker that dies mid-point
+(killed, out of memory) is replaced by a fresh fork, which runs that point again first; a
+point whose workers die :data:`ALLOWED_DEATHS` + 1 times is
 reported as failed (not cached: the sweep's next run tries it again), as Dask reports a point
 whose workers keep dying (``KilledWorker``, after ``distributed.scheduler.allowed-failures``).
 What a point published before its worker died stays published: the pool loses nothing done.
@@ -91,6 +95,33 @@ class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: multiprocessing.connection.Connection
     busy: Optional[int] = None
+    lane: int = 0
+
+
+class _Lanes:
+    """The points of a batch still to run (their indices), cut into ``lanes`` runs of
+    consecutive points, one per worker."""
+
+    def __init__(self, count: int, lanes: int) -> None:
+        self._lanes = [collections.deque(range(i * count // lanes, (i + 1) * count // lanes))
+                       for i in range(lanes)]
+
+    def __bool__(self) -> bool:
+        return any(self._lanes)
+
+    def next(self, lane: int) -> Optional[int]:
+        """The next point of ``lane``; from an empty lane, the first of the back half of the
+        longest lane, the rest of that half moved to ``lane``. None when none is left."""
+        own = self._lanes[lane]
+        if not own:
+            donor = max(self._lanes, key=len)
+            stolen = [donor.pop() for _ in range((len(donor) + 1) // 2)]
+            own.extend(reversed(stolen))
+        return own.popleft() if own else None
+
+    def put_back(self, lane: int, index: int) -> None:
+        """Make ``index`` the next point of ``lane`` again."""
+        self._lanes[lane].appendleft(index)
 
 
 def _death(exitcode: Optional[int]) -> str:
@@ -151,31 +182,38 @@ class PointPool:
         workers keep dying yields ``lost``'s record. Stopped early (an interrupt, the consumer
         gone), the workers still running a point of this batch are ended."""
         batch = list(tasks)
-        queue = collections.deque(range(len(batch)))
+        if not batch:
+            return
         deaths: collections.Counter[int] = collections.Counter()
         while len(self._pool) < min(self.workers, len(batch)):
             self._start()
+        for lane, worker in enumerate(self._pool):
+            worker.lane = lane
+        lanes = _Lanes(len(batch), len(self._pool))
         try:
-            while queue or any(w.busy is not None for w in self._pool):
-                self._hand_out(batch, queue)
-                yield from self._collect(batch, queue, deaths)
+            while lanes or any(w.busy is not None for w in self._pool):
+                self._hand_out(batch, lanes)
+                yield from self._collect(batch, lanes, deaths)
         finally:
             for worker in [w for w in self._pool if w.busy is not None]:
                 self._end(worker)
 
-    def _hand_out(self, batch: list[PointTask], queue: collections.deque[int]) -> None:
-        """Send the next tasks to the idle workers."""
+    def _hand_out(self, batch: list[PointTask], lanes: _Lanes) -> None:
+        """Send each idle worker the next point of its lane."""
         for worker in self._pool:
-            if not queue:
-                return
             if worker.busy is None:
-                worker.busy = queue.popleft()
-                worker.conn.send(batch[worker.busy])
+                worker.busy = lanes.next(worker.lane)
+                if worker.busy is None:
+                    return
+                try:
+                    worker.conn.send(batch[worker.busy])
+                except OSError:  # it died since its last point: _collect sees it dead
+                    pass
 
-    def _collect(self, batch: list[PointTask], queue: collections.deque[int],
+    def _collect(self, batch: list[PointTask], lanes: _Lanes,
                  deaths: collections.Counter[int]) -> Iterator[tuple[PointTask, Record]]:
-        """Wait for a busy worker to answer or die; yield the records that came back, and put
-        the point of a dead worker first in line again (or yield it as lost)."""
+        """Wait for a busy worker to answer or die; yield the records that came back, and give
+        the point of a dead worker to its replacement, first (or yield it as lost)."""
         busy = [w for w in self._pool if w.busy is not None]
         handles: list[Union[multiprocessing.connection.Connection, int]] = \
             [*(w.conn for w in busy), *(w.process.sentinel for w in busy)]
@@ -196,9 +234,9 @@ class PointPool:
                     batch[index], f"the workers running this point kept dying ({deaths[index]} "
                                   f"times; the last {_death(worker.process.exitcode)})")
             else:
-                queue.appendleft(index)
-            if queue:
-                self._start()
+                lanes.put_back(worker.lane, index)
+            if lanes:
+                self._start().lane = worker.lane
 
     @staticmethod
     def _answer(worker: _Worker) -> Optional[Record]:
