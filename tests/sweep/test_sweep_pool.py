@@ -231,3 +231,62 @@ def test_executor_dask_runs_a_local_cluster(counting, tmp_path):
                         progress=False)
     assert (outcome.ran, outcome.failed) == (2, 0)
     assert all(os.getpid() not in counting.pids(n) for n in (1, 2))
+
+
+def test_each_worker_takes_a_run_of_consecutive_points_then_the_back_of_the_longest():
+    from sst_cdma.tools.sweep.pool import _Lanes
+
+    lanes = _Lanes(10, 3)                         # runs 0-2, 3-5, 6-9
+    assert [lanes.next(0), lanes.next(1), lanes.next(2)] == [0, 3, 6]
+    assert [lanes.next(0), lanes.next(0), lanes.next(1)] == [1, 2, 4]
+    assert lanes.next(0) == 8                    # lane 0 done: the back half of 7-9 (8, 9)
+    assert [lanes.next(2), lanes.next(0), lanes.next(1)] == [7, 9, 5]
+    lanes.put_back(1, 5)                          # its worker died: 5 is lane 1's next again
+    assert lanes.next(1) == 5 and not lanes and lanes.next(2) is None
+
+
+def _started(cmd: list[str], log: Path) -> subprocess.Popen:
+    """A Dask process started as a user would in a terminal of its own (its output to
+    ``log``)."""
+    with open(log, "w") as out:
+        return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, PYTHONPATH=str(REPO)),
+                                start_new_session=True)
+
+
+@pytest.mark.slow  # a scheduler and two workers of its own: ~10 s
+def test_the_worked_example_a_scheduler_and_workers_started_by_hand(counting, tmp_path):
+    """docs/sweeps.md's example of outgrowing one machine, on this one: ``dask scheduler``,
+    ``dask worker ADDRESS --nworkers 2 --nthreads 1``, then ``sst-cdma sweep --scheduler
+    ADDRESS``; the table is the pool's, byte for byte."""
+    pytest.importorskip("distributed")
+    address_file = tmp_path / "scheduler.json"
+    scheduler = _started([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
+                          "--port", "0", "--no-dashboard", "--scheduler-file",
+                          str(address_file)], tmp_path / "scheduler.log")
+    workers = None
+    try:
+        deadline = time.monotonic() + 60
+        while not address_file.exists():
+            assert scheduler.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "scheduler.log").read_text()
+            time.sleep(0.1)
+        address = json.loads(address_file.read_text())["address"]
+        workers = _started([sys.executable, "-m", "dask", "worker", address, "--nworkers", "2",
+                            "--nthreads", "1", "--no-dashboard"], tmp_path / "workers.log")
+        spec = counting.spec(SPEC)
+        done = subprocess.run([sys.executable, "-m", "sst_cdma", "sweep", str(spec), "-o",
+                               str(tmp_path / "dask"), "--scheduler", address, "--no-progress"],
+                              cwd=REPO, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert "6 points: 6 run, 0 cached, 0 failed" in done.stdout
+    finally:
+        for process in (workers, scheduler):
+            if process is not None:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(60)
+    run_sweep(spec, output=tmp_path / "pool", workers=2, progress=False)
+    for name in ("results.csv", "results.parquet"):
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "pool" / name).read_bytes()
+    assert _folders(tmp_path / "dask") == _folders(tmp_path / "pool")
+    assert all(len(set(counting.pids(n, m))) == 2 for n in (1, 2, 3) for m in "ab")
