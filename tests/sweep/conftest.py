@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from sst_cdma.tools.sweep.execute import DONE
+
 # A tiny topology that records every real run (not the up-front check, which runs in a scratch
 # folder) in RUNS, can sleep, can fail in its real run (an Echo with its required port left
 # unconnected, which the build refuses: added only in the real run, as a fault the up-front
@@ -88,6 +90,16 @@ class Counting:
         path = self.runs / f"{n}.{mode}"
         lines = path.read_text().splitlines() if path.exists() else []
         return [int(line.split()[1]) for line in lines]
+
+    @staticmethod
+    def finished(points: Path) -> set[str]:
+        """The keys of the points published finished in ``points`` (not a worker's folder
+        still being written, which holds ``DONE`` a moment before it is renamed into place: a
+        worker killed then leaves it unfinished)."""
+        if not points.exists():
+            return set()
+        return {p.name for p in points.glob("*")
+                if ".tmp-" not in p.name and ".old-" not in p.name and (p / DONE).is_file()}
 
     def total(self) -> int:
         """Real runs of every point together."""

@@ -20,7 +20,7 @@ import pytest
 from sst_cdma.tools.cli.sst_cdma_main import main
 from sst_cdma.tools.sweep import SweepInterrupted, run_sweep
 from sst_cdma.tools.sweep.dispatch import Dispatcher, choose_executor
-from sst_cdma.tools.sweep.execute import DONE, RESULT
+from sst_cdma.tools.sweep.execute import RESULT
 from sst_cdma.tools.sweep.pool import ALLOWED_DEATHS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_a_killed_pool_worker_loses_nothing(counting, tmp_path):
             result["error"] = exc
 
     def finished() -> set:
-        return {p.name for p in (out / "points").glob("*") if (p / DONE).is_file()}
+        return counting.finished(out / "points")
 
     thread = threading.Thread(target=sweep)
     thread.start()
@@ -152,12 +152,12 @@ def test_a_point_whose_workers_keep_dying_is_failed_and_not_cached(counting, tmp
     assert (again.ran, again.cached, again.failed) == (1, 2, 1)     # tried again
 
 
-def _interrupt_after(points: Path, n: int) -> threading.Thread:
+def _interrupt_after(counting, points: Path, n: int) -> threading.Thread:
     """A thread that presses Ctrl-C (in this process) once ``n`` points are finished."""
     def press() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if points.exists() and sum((p / DONE).is_file() for p in points.glob("*")) >= n:
+            if len(counting.finished(points)) >= n:
                 _thread.interrupt_main()
                 return
             time.sleep(0.02)
@@ -173,12 +173,12 @@ def test_ctrl_c_keeps_finished_points_and_leaves_no_half_written_folder(counting
     spec = counting.spec("topology: {script}\noptions: {sleep: 0.4}\n"
                          "grid:\n  n: [1, 2, 3, 4, 5, 6]\n")
     out = tmp_path / "out"
-    watcher = _interrupt_after(out / "points", 2)
+    watcher = _interrupt_after(counting, out / "points", 2)
     with pytest.raises(SweepInterrupted) as info:
         run_sweep(spec, output=out, workers=workers, progress=False)
     watcher.join()
     assert "interrupted:" in str(info.value) and 2 <= info.value.done < 6
-    kept = {p.name for p in (out / "points").glob("*") if (p / DONE).is_file()}
+    kept = counting.finished(out / "points")
     assert not list((out / "points").glob("*.tmp-*"))         # the killed point's folder gone
     again = run_sweep(spec, output=out, workers=workers, progress=False)
     assert again.failed == 0 and again.cached >= len(kept) and again.ran == 6 - again.cached
@@ -290,3 +290,33 @@ def test_the_worked_example_a_scheduler_and_workers_started_by_hand(counting, tm
         assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "pool" / name).read_bytes()
     assert _folders(tmp_path / "dask") == _folders(tmp_path / "pool")
     assert all(len(set(counting.pids(n, m))) == 2 for n in (1, 2, 3) for m in "ab")
+
+
+@pytest.mark.slow  # a sweep of 0.8 s points stopped mid-way; Dask's: a cluster start too
+@pytest.mark.parametrize("how", [["--workers", "1"], ["--executor", "dask"]],
+                         ids=["this-process", "dask"])
+def test_sigterm_to_the_group_stops_a_sweep_in_one_process_or_on_dask_as_on_the_pool(
+        counting, tmp_path, how):
+    """tests/cli's SIGTERM test runs the pool; here the two other local ways: one line, exit
+    143, finished points kept, no half-written folder left (in one process, the point cut
+    short removes its own)."""
+    spec = counting.spec("topology: {script}\noptions: {sleep: 0.8}\n"
+                         "grid:\n  n: [1, 2, 3, 4, 5, 6, 7, 8]\n")
+    points = tmp_path / "out" / "points"
+    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma", "sweep", str(spec), "-o",
+                             str(tmp_path / "out"), "--no-progress", *how], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        if counting.finished(points):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err
+    lines = err.splitlines()
+    assert len(lines) == 2 and "stopped by SIGTERM:" in lines[1], err
+    assert "run again to resume" in lines[1]
+    assert not [p for p in points.glob("*") if ".tmp-" in p.name or ".old-" in p.name]
+    assert 1 <= len(counting.finished(points)) < 8

@@ -261,13 +261,13 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     final = point_dir(task.points_dir, task.key)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f"{task.key}.tmp-{owner_tag()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
     try:
+        tmp.mkdir()
         record = _run_into(task, tmp)
+        _publish(tmp, final, task.retry_failed)
     except KeyboardInterrupt:  # Ctrl-C or a stop signal where the point runs in the sweep's
         remove_tree(tmp)       # own process: no half-written folder of a live process is left
-        raise
-    _publish(tmp, final, task.retry_failed)
+        raise                  # (gone already once published)
     return record
 
 
