@@ -320,3 +320,62 @@ def test_sigterm_to_the_group_stops_a_sweep_in_one_process_or_on_dask_as_on_the_
     assert "run again to resume" in lines[1]
     assert not [p for p in points.glob("*") if ".tmp-" in p.name or ".old-" in p.name]
     assert 1 <= len(counting.finished(points)) < 8
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (ended, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow  # a command started, killed mid-sweep, and its workers waited for: ~6 s
+def test_workers_of_a_killed_command_finish_their_point_and_end(counting, tmp_path):
+    """SIGKILL to the command alone (nothing of it runs to clean up): each worker publishes
+    the point it was running, sees its pipe close, and ends; none is left behind."""
+    spec = counting.spec("topology: {script}\noptions: {sleep: 1.5}\n"
+                         "grid:\n  n: [1, 2, 3, 4, 5, 6]\n")
+    proc = subprocess.Popen([sys.executable, "-m", "sst_cdma", "sweep", str(spec), "-o",
+                             str(tmp_path / "out"), "--no-progress"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 90
+    while counting.total() < 2:                       # both workers are mid-point
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    started = {n: counting.pids(n) for n in range(1, 7) if counting.count(n)}
+    workers = {pids[0] for pids in started.values()}
+    assert len(workers) == 2 and proc.pid not in workers
+    proc.kill()
+    proc.wait(30)
+    deadline = time.monotonic() + 60
+    try:
+        while any(_running(pid) for pid in workers):
+            assert time.monotonic() < deadline, "a worker outlived its command"
+            time.sleep(0.05)
+    finally:                                          # none left behind, whatever happened
+        for pid in workers:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert len(counting.finished(tmp_path / "out" / "points")) >= len(started)
+    assert not list((tmp_path / "out" / "points").glob("*.tmp-*"))
+
+
+def test_a_stopped_sweep_removes_the_folders_and_staging_folders_of_dead_workers(tmp_path):
+    from sst_cdma.engine.stale_folders import owner_tag
+    from sst_cdma.tools.sweep.driver import _remove_leftovers
+    from sst_cdma.tools.sweep.execute import PointTask
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()                                       # a worker killed mid-point
+    host = owner_tag().rsplit("-", 1)[0]
+    dead, alive = f"k1.tmp-{host}-{gone.pid}-ab12", f"k1.tmp-{owner_tag()}-cd34"
+    names = [dead, f"{dead}.partial-{host}-{gone.pid}-x9", alive, f"{alive}.partial-"
+             f"{owner_tag()}-y8", f"k1.tmp-otherhost-{gone.pid}-ef56", "k2.tmp-x"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    task = PointTask(key="k1", script="s.py", topology_name="s.py", model_options=())
+    _remove_leftovers(tmp_path, [(None, task)], only_stale=True)  # type: ignore[list-item]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])

@@ -11,7 +11,7 @@ from typing import IO, Any, Optional, Union
 
 from sst_cdma.engine.atomic_files import check_replaceable
 from sst_cdma.engine.file_safety import remove_tree
-from sst_cdma.engine.stale_folders import stale_folders
+from sst_cdma.engine.stale_folders import left_by_dead_process
 from sst_cdma.engine.stop_signals import exit_status, stop_message
 from sst_cdma.tools.sweep.dispatch import DispatchError, Dispatcher, choose_executor
 from sst_cdma.tools.sweep.execute import PointTask, load_result
@@ -136,10 +136,13 @@ def _remove_leftovers(points_dir: Path, todo: list[tuple[Point, PointTask]],
     point has ended: they are leftovers of workers that died while writing); ``only_stale``
     (a stopped sweep, whose cancelled points may still be running on a scheduler's workers)
     removes only the half-written folders of processes of this machine that no longer exist
-    (the local workers a stop signal to the whole process group killed mid-point)."""
+    (the local workers a stop signal killed mid-point), and the run's staging folders beside
+    them (``KEY.tmp-<host>-<pid>-<nonce>.partial-...``, made by the same process)."""
     for _, task in todo:
         if only_stale:
-            found = list(stale_folders(points_dir, f"{task.key}.tmp-"))
+            prefix = f"{task.key}.tmp-"
+            found = [entry for entry in points_dir.glob(prefix + "*")
+                     if left_by_dead_process(entry.name.split(".partial-", 1)[0], prefix)]
         else:
             found = [*points_dir.glob(f"{task.key}.tmp-*"), *points_dir.glob(f"{task.key}.old-*")]
         for stale in found:

@@ -68,8 +68,9 @@ def _serve(conn: multiprocessing.connection.Connection,
            others: list[multiprocessing.connection.Connection], run: RunTask,
            lost: LostRecord) -> None:
     """A worker's loop: take a task, send back its record, until told to stop (``None``) or
-    the pipe closes. ``others``: the pool's ends of the other workers' pipes, inherited by the
-    fork and closed here, so that each pipe closes when the pool's process ends."""
+    the pipe closes. ``others``: the pool's ends of every worker's pipe, this one's included,
+    inherited by the fork and closed here, so that each pipe closes when the pool's process
+    ends (a worker whose parent was killed then ends after its point)."""
     _worker_signals()
     for other in others:
         other.close()
@@ -84,7 +85,10 @@ def _serve(conn: multiprocessing.connection.Connection,
             record = run(task)
         except Exception as exc:  # an error outside the simulation: the point is lost
             record = lost(task, f"{type(exc).__name__}: {exc}")
-        conn.send(record)
+        try:
+            conn.send(record)
+        except OSError:  # the pool's process is gone: what the point published stays
+            return
 
 
 @dataclass
@@ -156,7 +160,7 @@ class PointPool:
         """Fork one worker (its signals set before it can receive one) and keep the pool's end
         of its pipe."""
         mine, theirs = self._context.Pipe(duplex=True)
-        others = [w.conn for w in self._pool]
+        others = [w.conn for w in self._pool] + [mine]  # (the pool's ends, its own too)
         process = self._context.Process(target=_serve, daemon=True, name="sst-cdma-point",
                                         args=(theirs, others, self._run_task, self._lost))
         with default_stop_signals():
