@@ -1,26 +1,34 @@
 """Sweep benchmark: the same spec cold on 1 worker and on 2 workers (wall times and their
 ratio, tables checked byte-identical), then rerun from the warm cache (wall time, ratio to
-cold). Wall times are whole ``run_sweep`` calls: spec check, cluster start, points, tables.
+cold). Wall times are whole ``run_sweep`` calls: spec check, workers' start, points, tables.
 
-    python benchmarks/bench_sweep.py [SPEC.yaml] [--workers 1,2]
+    python benchmarks/bench_sweep.py [SPEC.yaml] [--workers 1,2] [--executor pool|dask]
 
 SPEC defaults to sweeps/paper.yaml once topologies/pascal_cdma.py exists, else
-sweeps/phold.yaml (PHOLD tori; no cDMA model needed). Each cold run also prints the share of
-workers x wall time spent simulating (the points' in-process run times, ``run_s``). On the
-paper's study (24 points of ~50 ms) Dask's start-up alone is most of the wall time; on
+sweeps/phold.yaml (PHOLD tori; no cDMA model needed). The points run as ``sst-cdma sweep``
+runs them (one worker: in this process; more: the process pool), or on a local Dask cluster
+with ``--executor dask``. Each cold run also prints the share of workers x wall time spent
+simulating (the points' in-process run times, ``run_s``), and the CPU time spent inside
+``sst_cdma.engine.runner.run`` (script, build, set-up, event loop, finish) as a share of the
+workers' CPU time (the pool's processes; one worker: this process's while the sweep ran) and
+of the whole sweep's. On the paper's study (24 points of
+~50 ms) the fixed costs (imports, the check of every point) are most of the wall time; on
 sweeps/throughput.yaml (8 points of a second or more) the share measures the sweep's own
-per-point cost.
+per-point cost. ``benchmarks/bench_sweep_against_commit.py`` compares a cold sweep's CPU time
+with another commit's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,13 +40,62 @@ def default_spec() -> Path:
     return REPO / "sweeps" / "phold.yaml"
 
 
-def timed_sweep(spec: Path, output: Path, workers: int) -> tuple[float, object]:
+def timed_sweep(spec: Path, output: Path, workers: int,
+                executor: Optional[str] = None) -> tuple[float, object]:
     """Wall time and outcome of one sweep."""
     from sst_cdma.tools.sweep import run_sweep
 
     t0 = time.perf_counter()
-    outcome = run_sweep(spec, output=output, workers=workers, progress=False)
+    outcome = run_sweep(spec, output=output, workers=workers, progress=False,
+                        executor=executor)
     return time.perf_counter() - t0, outcome
+
+
+def count_simulation_cpu(folder: Path) -> None:
+    """From now on, in this process and every worker forked from it, add the CPU seconds
+    spent inside ``sst_cdma.engine.runner.run`` to ``folder/<pid>.cpu``."""
+    import sst_cdma.engine.runner as runner
+
+    real = runner.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            path = folder / f"{os.getpid()}.cpu"
+            before = float(path.read_text()) if path.exists() else 0.0
+            path.write_text(repr(before + time.process_time() - t0))
+
+    runner.run = counted
+
+
+def cpu_s(who: int) -> float:
+    """User + system CPU seconds of ``resource.RUSAGE_SELF`` or ``RUSAGE_CHILDREN``."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_share(spec: Path, output: Path, workers: int, executor: Optional[str],
+              folder: Path) -> tuple[float, object, str]:
+    """:func:`timed_sweep`, and a line saying the share of the workers' CPU time and of the
+    whole sweep's spent simulating (empty on Dask, whose workers are not forked from here)."""
+    for old in folder.glob("*.cpu"):
+        old.unlink()
+    own, children = cpu_s(resource.RUSAGE_SELF), cpu_s(resource.RUSAGE_CHILDREN)
+    wall, outcome = timed_sweep(spec, output, workers, executor)
+    own, children = cpu_s(resource.RUSAGE_SELF) - own, cpu_s(resource.RUSAGE_CHILDREN) - children
+    if executor == "dask":
+        return wall, outcome, ""
+    pooled = workers > 1
+    simulating = sum(float(f.read_text()) for f in folder.glob("*.cpu")
+                     if (f.stem != str(os.getpid())) == pooled)
+    workers_cpu = children if pooled else own
+    return wall, outcome, (f"    CPU: {'the workers' if pooled else 'this process'} "
+                           f"{workers_cpu:.2f} s, of it simulating {simulating:.2f} s "
+                           f"({simulating / workers_cpu:.0%}); the whole sweep "
+                           f"{own + children:.2f} s ({simulating / (own + children):.0%} "
+                           "simulating)")
 
 
 def point_seconds(output: Path, key: str = "wall_s") -> float:
@@ -55,22 +112,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", nargs="?", type=Path, default=None)
     parser.add_argument("--workers", default="1,2", help="worker counts to compare (1,2)")
+    parser.add_argument("--executor", choices=("pool", "dask"), default=None,
+                        help="as sst-cdma sweep's (default: the pool)")
     args = parser.parse_args()
     spec = args.spec or default_spec()
     counts = [int(w) for w in args.workers.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    (scratch / "cpu").mkdir()
+    count_simulation_cpu(scratch / "cpu")
     print(f"spec: {os.path.relpath(spec)}   cpus: {os.cpu_count()}")
     try:
         cold: dict[int, float] = {}
         outs: dict[int, Path] = {}
         for n in counts:
             outs[n] = scratch / f"w{n}"
-            cold[n], outcome = timed_sweep(spec, outs[n], n)
+            cold[n], outcome, shares = cpu_share(spec, outs[n], n, args.executor,
+                                                 scratch / "cpu")
             work, simulating = point_seconds(outs[n]), point_seconds(outs[n], "run_s")
             print(f"cold, {n} worker{'s' if n > 1 else ' '}: {cold[n]:7.2f} s wall  "
                   f"({outcome.total} points, {outcome.failed} failed; points' wall "
                   f"{work:.2f} s, of it simulating {simulating:.2f} s; share of workers x wall "
                   f"spent simulating {simulating / (n * cold[n]):.0%})")
+            if shares:
+                print(shares)
         base = counts[0]
         for n in counts[1:]:
             same = (outs[base] / "results.csv").read_bytes() == \
@@ -78,7 +142,7 @@ def main() -> int:
             print(f"speed-up {n} vs {base} worker(s): {cold[base] / cold[n]:.2f}x   "
                   f"results.csv identical: {same}")
         last = counts[-1]
-        warm, outcome = timed_sweep(spec, outs[last], last)
+        warm, outcome = timed_sweep(spec, outs[last], last, args.executor)
         print(f"warm rerun ({last} workers):  {warm:7.2f} s wall  ({outcome.ran} run, "
               f"{outcome.cached} cached)   cold/warm: {cold[last] / warm:.1f}x")
     finally:

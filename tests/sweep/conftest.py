@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from sst_cdma.tools.sweep.execute import DONE
+
 # A tiny topology that records every real run (not the up-front check, which runs in a scratch
 # folder) in RUNS, can sleep, can fail in its real run (an Echo with its required port left
 # unconnected, which the build refuses: added only in the real run, as a fault the up-front
 # check cannot foresee), and writes a summary.json. Point ``--hold N`` holds its worker on its
 # first real run: it writes the worker's pid to HELD.pid, then waits until HELD.release exists
-# (two minutes at most).
+# (two minutes at most). Each real run's record line names the process it ran in; ``--die``
+# kills that process (SIGKILL) in each real run.
 COUNTING_TOPOLOGY = '''
-import argparse, json, os, sys, time
+import argparse, json, os, signal, sys, time
 import sst
 
 RUNS = {runs!r}
@@ -28,6 +31,7 @@ parser.add_argument("--fail", action="store_true")
 parser.add_argument("--mode", choices=["a", "b"], default="a")
 parser.add_argument("--data", default="", help="a file holding the value")
 parser.add_argument("--hold", type=int, default=0, help="point n holds on its first run")
+parser.add_argument("--die", action="store_true", help="kill the process in real runs")
 args = parser.parse_args(sys.argv[1:])
 if args.data:
     with open(args.data) as f:
@@ -38,7 +42,9 @@ if real:
     record = os.path.join(RUNS, f"{{args.n}}.{{args.mode}}")
     first = not os.path.exists(record)
     with open(record, "a") as f:
-        f.write("run\\n")
+        f.write(f"run {{os.getpid()}}\\n")
+    if args.die:
+        os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(args.sleep)
     if args.hold == args.n and first:
         with open(HELD + ".pid.tmp", "w") as f:
@@ -78,6 +84,22 @@ class Counting:
         """How many times point n (in mode) really ran."""
         path = self.runs / f"{n}.{mode}"
         return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def pids(self, n: int, mode: str = "a") -> list[int]:
+        """The process of each real run of point n (in mode), in order."""
+        path = self.runs / f"{n}.{mode}"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [int(line.split()[1]) for line in lines]
+
+    @staticmethod
+    def finished(points: Path) -> set[str]:
+        """The keys of the points published finished in ``points`` (not a worker's folder
+        still being written, which holds ``DONE`` a moment before it is renamed into place: a
+        worker killed then leaves it unfinished)."""
+        if not points.exists():
+            return set()
+        return {p.name for p in points.glob("*")
+                if ".tmp-" not in p.name and ".old-" not in p.name and (p / DONE).is_file()}
 
     def total(self) -> int:
         """Real runs of every point together."""

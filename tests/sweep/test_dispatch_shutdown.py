@@ -45,7 +45,7 @@ class NoisySchedulerClose(SchedulerPlugin):
 CLOSE = NOISE + '''
 from sst_cdma.tools.sweep.dispatch import Dispatcher
 
-dispatcher = Dispatcher(workers=1)
+dispatcher = Dispatcher(workers=1, executor="dask")
 client = dispatcher._connect()
 client.register_plugin(NoisyWorkerClose())
 client.register_plugin(NoisySchedulerClose())

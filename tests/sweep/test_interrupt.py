@@ -10,7 +10,6 @@ import time
 import pytest
 
 from sst_cdma.tools.sweep import SweepInterrupted, run_sweep
-from sst_cdma.tools.sweep.execute import DONE
 
 
 def test_ctrl_c_keeps_finished_points_and_rerun_resumes(counting, tmp_path, client2):
@@ -27,8 +26,7 @@ def test_ctrl_c_keeps_finished_points_and_rerun_resumes(counting, tmp_path, clie
     def press_ctrl_c() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            done = {p.name for p in points.glob("*") if (p / DONE).is_file()} \
-                if points.exists() else set()
+            done = counting.finished(points)
             if len(done) >= 2:
                 finished_at_interrupt.update(done)
                 _thread.interrupt_main()
@@ -43,7 +41,7 @@ def test_ctrl_c_keeps_finished_points_and_rerun_resumes(counting, tmp_path, clie
     assert "interrupted:" in str(info.value) and "run again to resume" in str(info.value)
     assert info.value.total == 8 and 2 <= info.value.done < 8
     assert not (out / "results.csv").exists()
-    kept = {p.name for p in points.glob("*") if (p / DONE).is_file()}
+    kept = counting.finished(points)
     assert finished_at_interrupt <= kept
     runs_before = counting.total()
     again = run_sweep(spec, output=out, client=client2, progress=False)

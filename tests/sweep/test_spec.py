@@ -310,8 +310,10 @@ def test_validation_errors_show_files_as_written(counting, monkeypatch):
     monkeypatch.chdir(counting.folder)
     with pytest.raises(SpecError) as info:
         validate_points("spec.yaml", load_spec("spec.yaml").points)
+    opens = next(n for n, text in enumerate(counting.script.read_text().splitlines(), 1)
+                 if "open(args.data)" in text)      # the script's line that fails
     assert str(info.value) == ("spec.yaml:4: point 0 (counting.py --n 1 --data inputs/): "
-                               "counting.py:17: IsADirectoryError: [Errno 21] Is a "
+                               f"counting.py:{opens}: IsADirectoryError: [Errno 21] Is a "
                                "directory: 'inputs/'")
     assert str(counting.folder) not in str(info.value)
     assert info.value.line == 4                     # the option naming it

@@ -169,7 +169,7 @@ def test_killed_worker_mid_sweep_loses_nothing(counting, tmp_path, client2):
             result["error"] = exc
 
     def finished() -> set:
-        return {p.name for p in (out / "points").glob("*") if (p / DONE).is_file()}
+        return counting.finished(out / "points")
 
     thread = threading.Thread(target=sweep)
     thread.start()

@@ -1,8 +1,8 @@
 """``sst-cdma``: the project's own command — parameter sweeps, batch regression, reports,
 activation capture and kernel timing.
 
-    sst-cdma sweep SPEC.yaml [--output DIR] [--workers N] [--scheduler tcp://HOST:PORT]
-                   [--no-progress] [--retry-failed]
+    sst-cdma sweep SPEC.yaml [--output DIR] [--workers N] [--executor pool|dask]
+                   [--scheduler tcp://HOST:PORT] [--no-progress] [--retry-failed]
     sst-cdma regress [SUITE_DIR] [--update] [--workers N] [--case NAME] [--keep DIR]
     sst-cdma report RESULTS [--output DIR] [--x COLUMN]
     sst-cdma table RESULTS --rows P --value V [--cols Q] [--divide-by C] [--invert]
@@ -63,18 +63,23 @@ def _add_sweep(sub: argparse._SubParsersAction[_Parser],
     """``sst-cdma sweep``: run every point of a sweep spec."""
     s = sub.add_parser("sweep", parents=[common],
                        help="run every point of a sweep spec (cached, resumable)",
-                       description="Run a sweep spec: every point is one simulation, run on "
-                                   "Dask, cached under DIR/points/<key>/; the table goes to "
-                                   "DIR/results.csv and DIR/results.parquet. Exit 1 when a "
-                                   "point failed.")
+                       description="Run a sweep spec: every point is one simulation, run in "
+                                   "a pool of worker processes on this machine (or on Dask: "
+                                   "--scheduler, --executor dask), cached under "
+                                   "DIR/points/<key>/; the table goes to DIR/results.csv and "
+                                   "DIR/results.parquet. Exit 1 when a point failed.")
     s.add_argument("spec", metavar="SPEC.yaml", help="sweep spec (see docs/sweeps.md)")
     s.add_argument("--output", "-o", metavar="DIR", default=None,
                    help="results folder (default results/<spec name>)")
     s.add_argument("--workers", "-w", type=_positive, default=2, metavar="N",
-                   help="local Dask worker processes (default 2)")
+                   help="worker processes on this machine (default 2; 1: the points run in "
+                        "this process)")
+    s.add_argument("--executor", choices=("pool", "dask"), default=None,
+                   help="pool: a plain process pool on this machine (the default); dask: a "
+                        "local Dask cluster of N workers")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
-                   help="use the workers of this Dask scheduler instead (they must see the "
-                        "same file system)")
+                   help="run the points on the workers of this Dask scheduler instead (they "
+                        "must see the same file system)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--retry-failed", action="store_true",
                    help="rerun points that failed in an earlier run (otherwise kept)")
@@ -206,8 +211,9 @@ def _add_torch_tools(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _parser() -> argparse.ArgumentParser:
     """The ``sst-cdma`` parser: the global options and every command's subparser, in the
     order ``--help`` lists them."""
-    p = _Parser(prog=PROG, description="sst-cdma tools: parameter sweeps on Dask, batch "
-                      "regression against reference outputs, reports, activation capture.",
+    p = _Parser(prog=PROG, description="sst-cdma tools: parameter sweeps (on this machine's "
+                      "processes or on Dask), batch regression against reference outputs, "
+                      "reports, activation capture.",
                       epilog="Run 'sst-cdma COMMAND --help' for a command's options; "
                              "docs/sweeps.md describes spec and suite files.")
     p.add_argument("-V", "--version", action="version", version=f"sst-cdma {__version__}")
@@ -279,10 +285,13 @@ def _sweep(args: argparse.Namespace) -> int:
     from sst_cdma.tools.sweep import SpecError, SweepInterrupted, run_sweep
     from sst_cdma.tools.sweep.marks import display_path
 
+    if args.executor == "pool" and args.scheduler:
+        return _fail("sweep: error: --executor pool runs the points on this machine and "
+                     "--scheduler on Dask's workers: give one of them")
     try:
         outcome = run_sweep(args.spec, output=args.output, workers=args.workers,
                             scheduler=args.scheduler, progress=not args.no_progress,
-                            retry_failed=args.retry_failed)
+                            retry_failed=args.retry_failed, executor=args.executor)
     except SpecError as exc:
         return _fail(str(exc))
     except SweepInterrupted as exc:

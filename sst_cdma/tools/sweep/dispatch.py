@@ -1,7 +1,9 @@
-"""Running many points: on Dask (a LocalCluster of one-threaded worker processes, or the
-workers of an existing scheduler) or inline in this process. Results come back as they finish;
-a worker that dies mid-point makes Dask run the point again elsewhere, and a point whose workers
-keep dying is reported as failed (not cached: it reruns next time)."""
+"""Running many points: in a plain pool of worker processes forked from this one
+(:mod:`sst_cdma.tools.sweep.pool`: no ``distributed`` import, no scheduler), inline in this
+process (one worker), or on Dask (a LocalCluster of one-threaded worker processes when asked
+for, or the workers of an existing scheduler). Results come back as they finish; a worker that
+dies mid-point has its point run again by another, and a point whose workers keep dying is
+reported as failed (not cached: it reruns next time)."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -13,6 +15,26 @@ from typing import Any, Iterable, Iterator, Optional
 
 from sst_cdma.engine.stop_signals import default_stop_signals
 from sst_cdma.tools.sweep.execute import PointStorageError, PointTask, run_point
+from sst_cdma.tools.sweep.pool import PointPool
+
+#: the executors a sweep can be asked for: ``pool`` (worker processes of this machine; one
+#: worker runs in this process) or ``dask`` (a local Dask cluster, or the scheduler named)
+EXECUTORS = ("pool", "dask")
+
+
+def _import_the_model() -> None:
+    """Import what every point needs, before workers are forked from this process: what
+    checking the points did not import already (the modules the elements import as a run
+    sets them up) is then imported once, not once per worker."""
+    import pandas  # noqa: F401  (each point writes its statistics table with it)
+    import zstandard  # noqa: F401  (the codecs')
+
+    import components  # noqa: F401  (the element library, the model and the runner)
+    import sst_cdma.engine.runner  # noqa: F401
+    import sst_cdma.profiles  # noqa: F401  (the captured profiles the elements read)
+    import workloads.kernel_pricing  # noqa: F401
+    import workloads.profiles  # noqa: F401
+    import workloads.render  # noqa: F401
 
 
 @contextlib.contextmanager
@@ -27,12 +49,7 @@ def _forked_workers() -> Iterator[None]:
         return
     import dask
 
-    import pandas  # noqa: F401  (each point writes its statistics table with it)
-
-    import components  # noqa: F401  (the element library, the model and the runner)
-    import sst_cdma.engine.runner  # noqa: F401
-    import workloads.render  # noqa: F401
-
+    _import_the_model()
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
         yield
 
@@ -76,19 +93,44 @@ class DispatchError(Exception):
     """The computation itself was lost (the scheduler went away, cluster failed to start)."""
 
 
+def choose_executor(workers: int, scheduler: Optional[str] = None, client: Any = None,
+                    executor: Optional[str] = None, inline: bool = False) -> str:
+    """Where points run: ``inline`` (this process: ``inline``, or one worker of the pool),
+    ``pool`` (``workers`` forked processes of this machine) or ``dask`` (a ``scheduler`` or
+    ``client`` given, or ``executor="dask"``: a local cluster of ``workers``). ValueError for
+    an executor not in :data:`EXECUTORS`, or ``executor="pool"`` with a scheduler or client."""
+    if executor is not None and executor not in EXECUTORS:
+        raise ValueError(f"executor {executor!r}: not one of {', '.join(EXECUTORS)}")
+    if scheduler or client is not None:
+        if executor == "pool":
+            raise ValueError("executor 'pool' runs the points on this machine; a scheduler "
+                             "or client runs them on Dask's workers: give one of them")
+        return "dask"
+    if inline:
+        return "inline"
+    if executor == "dask":
+        return "dask"
+    return "inline" if int(workers) <= 1 else "pool"
+
+
 class Dispatcher:
-    """Runs :class:`PointTask` s. ``workers`` local worker processes (started on first use), or
-    the cluster behind ``scheduler`` (``tcp://host:port``), or an existing ``client``;
-    ``inline=True`` runs them one by one in this process. Use as a context manager."""
+    """Runs :class:`PointTask` s where :func:`choose_executor` says: ``workers`` forked worker
+    processes of this machine (the pool, started on first use; one worker: in this process),
+    a local Dask cluster of ``workers`` (``executor="dask"``), the cluster behind ``scheduler``
+    (``tcp://host:port``), or an existing Dask ``client``; ``inline=True`` runs them one by one
+    in this process. Use as a context manager."""
 
     def __init__(self, workers: int = 2, scheduler: Optional[str] = None,
-                 client: Any = None, inline: bool = False) -> None:
+                 client: Any = None, inline: bool = False,
+                 executor: Optional[str] = None) -> None:
         self.workers = max(1, int(workers))
         self.scheduler = scheduler
         self.client = client
-        self.inline = inline
+        self.executor = choose_executor(self.workers, scheduler, client, executor, inline)
+        self.inline = self.executor == "inline"
         self._own_client = False
         self._cluster: Any = None
+        self._pool: Optional[PointPool] = None
 
     def __enter__(self) -> "Dispatcher":
         return self
@@ -120,7 +162,11 @@ class Dispatcher:
         """Close the client and cluster this dispatcher started (not a client it was given):
         with this process's Dask logging silenced throughout, the workers first silence their
         own shutdown logging, then the client and the cluster close, so that no connection the
-        close shuts under a heartbeat (nor a worker a stop signal killed) prints a traceback."""
+        close shuts under a heartbeat (nor a worker a stop signal killed) prints a traceback.
+        A pool ends its workers and waits for them."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
         if not self._own_client and self._cluster is None:
             return
         with quiet_shutdown():  # (the broadcast too: workers a stop signal killed fail it)
@@ -144,8 +190,9 @@ class Dispatcher:
                 self._cluster = None
 
     def run(self, tasks: Iterable[PointTask]) -> Iterator[tuple[PointTask, dict[str, Any]]]:
-        """Yield ``(task, record)`` as points finish (in completion order). A point lost to
-        dying workers yields a record with status ``failed`` and ``transient: True``."""
+        """Yield ``(task, record)`` as points finish (in completion order; inline, in order).
+        A point lost to dying workers yields a record with status ``failed`` and
+        ``transient: True``."""
         tasks = list(tasks)
         if not tasks:
             return
@@ -153,6 +200,17 @@ class Dispatcher:
             for task in tasks:
                 yield task, _run(task)
             return
+        if self.executor == "pool":
+            if self._pool is None:
+                _import_the_model()  # once, here: every forked worker inherits it
+                self._pool = PointPool(self.workers, _run, _lost)
+            yield from self._pool.run(tasks)
+            return
+        yield from self._run_on_dask(tasks)
+
+    def _run_on_dask(self, tasks: list[PointTask]
+                     ) -> Iterator[tuple[PointTask, dict[str, Any]]]:
+        """:meth:`run` on Dask: each point a task of its own, first ones first."""
         from distributed import as_completed
         from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker
@@ -200,9 +258,10 @@ def _run(task: PointTask) -> dict[str, Any]:
 
 
 def _lost(task: PointTask, error: str) -> dict[str, Any]:
+    """The failed, uncached record of a point lost outside the simulation."""
     return {"key": task.key, "status": "failed", "error": " ".join(error.split()),
             "sim_time_ps": None, "events": None, "end_reason": None, "summary": None,
             "transient": True}
 
 
-__all__ = ["Dispatcher", "DispatchError"]
+__all__ = ["Dispatcher", "DispatchError", "EXECUTORS", "choose_executor"]

@@ -11,9 +11,9 @@ from typing import IO, Any, Optional, Union
 
 from sst_cdma.engine.atomic_files import check_replaceable
 from sst_cdma.engine.file_safety import remove_tree
-from sst_cdma.engine.stale_folders import stale_folders
+from sst_cdma.engine.stale_folders import left_by_dead_process
 from sst_cdma.engine.stop_signals import exit_status, stop_message
-from sst_cdma.tools.sweep.dispatch import DispatchError, Dispatcher
+from sst_cdma.tools.sweep.dispatch import DispatchError, Dispatcher, choose_executor
 from sst_cdma.tools.sweep.execute import PointTask, load_result
 from sst_cdma.tools.sweep.keys import inputs_digest, key_of, script_digest
 from sst_cdma.tools.sweep.marks import SpecError, display_path
@@ -136,33 +136,23 @@ def _remove_leftovers(points_dir: Path, todo: list[tuple[Point, PointTask]],
     point has ended: they are leftovers of workers that died while writing); ``only_stale``
     (a stopped sweep, whose cancelled points may still be running on a scheduler's workers)
     removes only the half-written folders of processes of this machine that no longer exist
-    (the local workers a stop signal to the whole process group killed mid-point)."""
+    (the local workers a stop signal killed mid-point), and the run's staging folders beside
+    them (``KEY.tmp-<host>-<pid>-<nonce>.partial-...``, made by the same process)."""
     for _, task in todo:
         if only_stale:
-            found = list(stale_folders(points_dir, f"{task.key}.tmp-"))
+            prefix = f"{task.key}.tmp-"
+            found = [entry for entry in points_dir.glob(prefix + "*")
+                     if left_by_dead_process(entry.name.split(".partial-", 1)[0], prefix)]
         else:
             found = [*points_dir.glob(f"{task.key}.tmp-*"), *points_dir.glob(f"{task.key}.old-*")]
         for stale in found:
             remove_tree(stale)
 
 
-def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None,
-              workers: int = 2, scheduler: Optional[str] = None, client: Any = None,
-              progress: bool = True, retry_failed: bool = False,
-              log: Optional[IO[str]] = None) -> SweepOutcome:
-    """Run the sweep ``spec_path`` into ``output`` (default ``results/<name>``) and write
-    ``results.csv`` / ``results.parquet``. Points already finished there are not rerun
-    (failed ones are, with ``retry_failed``). Raises SpecError before anything runs when the
-    spec or a point is bad, or when the output folder cannot be one (a file or a stale symlink
-    in the way: see :func:`check_output`); SweepInterrupted when stopped early. Each failed
-    point is said on ``log`` (default stderr), one line each, progress bar or not."""
-    from tqdm import tqdm
-
-    log = log if log is not None else sys.stderr
-    spec = load_spec(spec_path)
-    out = Path(output) if output is not None else default_output(spec)
-    points_dir = out / "points"
-    tasks = point_tasks(spec, points_dir, retry_failed)
+def _from_the_cache(tasks: list[tuple[Point, PointTask]], points_dir: Path, retry_failed: bool
+                    ) -> tuple[dict[str, dict[str, Any]], list[tuple[Point, PointTask]]]:
+    """The records of the points finished in ``points_dir`` (a failed one only without
+    ``retry_failed``), by key, and the points still to run (one per key)."""
     records: dict[str, dict[str, Any]] = {}
     todo: list[tuple[Point, PointTask]] = []
     queued: set[str] = set()
@@ -173,6 +163,32 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
         elif task.key not in queued:
             queued.add(task.key)
             todo.append((point, task))
+    return records, todo
+
+
+def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None,
+              workers: int = 2, scheduler: Optional[str] = None, client: Any = None,
+              progress: bool = True, retry_failed: bool = False,
+              log: Optional[IO[str]] = None, executor: Optional[str] = None) -> SweepOutcome:
+    """Run the sweep ``spec_path`` into ``output`` (default ``results/<name>``) and write
+    ``results.csv`` / ``results.parquet``. The points run in a pool of ``workers`` processes
+    forked from this one (``workers=1``: in this process), or on Dask when a ``scheduler``
+    address or a ``client`` is given or ``executor="dask"`` (a local cluster of ``workers``):
+    see :func:`~sst_cdma.tools.sweep.dispatch.choose_executor`, whose ValueError a bad
+    combination raises. Points already finished there are not rerun
+    (failed ones are, with ``retry_failed``). Raises SpecError before anything runs when the
+    spec or a point is bad, or when the output folder cannot be one (a file or a stale symlink
+    in the way: see :func:`check_output`); SweepInterrupted when stopped early. Each failed
+    point is said on ``log`` (default stderr), one line each, progress bar or not."""
+    from tqdm import tqdm
+
+    choose_executor(workers, scheduler, client, executor)  # a bad combination: before all
+    log = log if log is not None else sys.stderr
+    spec = load_spec(spec_path)
+    out = Path(output) if output is not None else default_output(spec)
+    points_dir = out / "points"
+    tasks = point_tasks(spec, points_dir, retry_failed)
+    records, todo = _from_the_cache(tasks, points_dir, retry_failed)
     check_output(out, todo)
     if todo:
         print(f"{spec.name}: {len(tasks)} points, {len(todo)} to run ({len(tasks) - len(todo)} "
@@ -184,7 +200,8 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     bar = tqdm(total=len(todo), desc=spec.name, unit="point", file=log,
                disable=not progress or not todo, leave=True, dynamic_ncols=True)
     try:
-        with Dispatcher(workers=workers, scheduler=scheduler, client=client) as dispatcher:
+        with Dispatcher(workers=workers, scheduler=scheduler, client=client,
+                        executor=executor) as dispatcher:
             failed_now = 0
             for task, record in dispatcher.run(t for _, t in todo):
                 # the published record when there is one: the same bytes a rerun will read

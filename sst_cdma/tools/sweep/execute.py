@@ -255,15 +255,27 @@ def run_point(task: PointTask) -> dict[str, Any]:
 
 
 def _run_point(task: PointTask) -> dict[str, Any]:
-    from sst_cdma.engine.runner import RunError, run
-
     existing = load_result(task.points_dir, task.key)
     if existing is not None and (existing.get("status") == "ok" or not task.retry_failed):
         return existing
     final = point_dir(task.points_dir, task.key)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f"{task.key}.tmp-{owner_tag()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    try:
+        tmp.mkdir()
+        record = _run_into(task, tmp)
+        _publish(tmp, final, task.retry_failed)
+    except KeyboardInterrupt:  # Ctrl-C or a stop signal where the point runs in the sweep's
+        remove_tree(tmp)       # own process: no half-written folder of a live process is left
+        raise                  # (gone already once published)
+    return record
+
+
+def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
+    """Run the point with ``tmp`` as its folder and working directory, and write its files
+    there (``DONE`` last); return its record."""
+    from sst_cdma.engine.runner import RunError, run
+
     record: dict[str, Any] = {"key": task.key, "status": "ok", "error": "",
                               "sim_time_ps": None, "events": None, "end_reason": None,
                               "summary": None}
@@ -313,7 +325,6 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     (tmp / RESULT).write_text(json.dumps(record, indent=2) + "\n",
                               encoding="utf-8")
     (tmp / DONE).write_text("", encoding="utf-8")
-    _publish(tmp, final, task.retry_failed)
     return record
 
 
