@@ -41,7 +41,7 @@ from sst_cdma.model.fitted import PARAMS_FILE
 from sst_cdma.model.gpus import GPUS
 from sst_cdma.engine.atomic_files import write_text_whole
 from sst_cdma.model.kernel_gradient import GEMM_USES, conv_uses
-from sst_cdma.model.kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
+from sst_cdma.model.kernel_model import (ALGORITHM_FAMILIES, ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
                            conv_times, gemm_times)
 
 __all__ = ["POOLED", "DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
@@ -481,9 +481,10 @@ class _Residuals:
         """The constants at log-constants ``x``."""
         return KernelParams(**dict(zip(self.names, np.exp(x))))
 
-    def _part(self, q: int, kp: KernelParams) -> tuple[np.ndarray, Any]:
-        """Part ``q``'s residuals at ``kp``, and what :meth:`_moves` needs of it (the GEMMs'
-        seconds, or the convolutions' :func:`conv_times` result)."""
+    def _part(self, q: int, kp: KernelParams,
+              keep: Optional[Mapping[str, np.ndarray]] = None) -> tuple[np.ndarray, Any]:
+        """Part ``q``'s residuals at ``kp``, and what :meth:`_moving` needs of it (the GEMMs'
+        seconds, or the convolutions' :func:`conv_times` result; ``keep``: its)."""
         cset, kind, ok = self.parts[q]
         hw = cset.gpu.hardware
         if kind == "gemm":
@@ -491,7 +492,7 @@ class _Residuals:
             detail: Any = gemm_times(g["m"], g["n"], g["k"], hw, kp, prune=True)
             seconds = detail
         else:
-            detail = conv_times(cset.conv, kind, hw, kp, prune=True)
+            detail = conv_times(cset.conv, kind, hw, kp, prune=True, keep=keep)
             seconds = detail["seconds"]
         return np.log(seconds[ok] / cset.seconds[kind][ok]), detail
 
@@ -500,6 +501,23 @@ class _Residuals:
         done = [self._part(q, kp) for q in range(len(self.parts))]
         self._last = (np.array(x, dtype=float), [d[0] for d in done], [d[1] for d in done], kp)
         return np.concatenate(self._last[1])
+
+    def _kept(self, q: int, j: int, detail: Any) -> Optional[dict[str, np.ndarray]]:
+        """The algorithms' times of part ``q`` (``detail``: at the last point) that moving
+        log-constant ``j`` leaves as they were: those of the families
+        (:data:`~sst_cdma.model.kernel_model.ALGORITHM_FAMILIES`) none of whose algorithms
+        uses it (``launch_s`` changes the host's issue alone)."""
+        kind = self.parts[q][1]
+        if kind == "gemm":
+            return None
+        uses = self.uses[kind][:, j] & (self.names[j] != "launch_s")
+        work = detail["work"]
+        out = {}
+        for family in ALGORITHM_FAMILIES.values():
+            index = [ALGORITHMS.index(a) for a in family]
+            if not uses[index].any():
+                out.update({a: work[..., i] for a, i in zip(family, index)})
+        return out
 
     def _moving(self, q: int, detail: Any, kp: KernelParams) -> np.ndarray:
         """Which log-constants can change part ``q``'s residuals by moving at most
@@ -546,7 +564,7 @@ class _Residuals:
             trial = self.params(point)
             for q in range(len(self.parts)):
                 if moved.size and moving[q][i]:
-                    pieces[q] = self._part(q, trial)[0]
+                    pieces[q] = self._part(q, trial, self._kept(q, i, details[q]))[0]
             out.append(np.concatenate(pieces))
         return out
 

@@ -122,8 +122,11 @@ def _gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Ke
         space["IMPLICIT_PRECOMP_GEMM"] = ps.gk * 8.0
     one_pixel, gemm_shape, dtype = _one_pixel_gemm(cv, pass_)
     kind = _GemmKind(tensor_peak, kp, cv.element) if cv.tensor else None
-    busy, grad_busy = _gemm_busy(*gemm_shape, hw, kp, cv.g, dtype, kind)
-    out["GEMM"] = (np.where(one_pixel, busy, np.inf), grad_busy)
+    busy, grad_busy = np.full(one_pixel.shape, np.inf), _only(one_pixel.shape)
+    if one_pixel.any():
+        busy[one_pixel], grad_busy[one_pixel] = _gemm_busy(
+            *(x[one_pixel] for x in gemm_shape), hw, kp, cv.g[one_pixel], dtype, kind)
+    out["GEMM"] = (busy, grad_busy)
     depthwise, direct_flops = _depthwise(cv)
     compute = direct_flops / (hw.peak_flops * kp.gemm_efficiency * ps.eff)
     memory = _memory_s(ps.dram, hw, kp)
@@ -141,18 +144,27 @@ def _winograd_fft(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Kerne
     out = {}
     grad_memory = _only(cv.n.shape, memory_efficiency=-1.0)
     grad_wino = grad_eff + _only((), winograd_efficiency=1.0)
+    rows = cv.wino_ok
+    eff, dram, grad_wino = ps.eff[rows], ps.dram[rows], grad_wino[rows]
     for algo, cand, t_in, t_out in _winograd_gemms(cv, ps, pass_, hw):
-        if algo == "WINOGRAD":
-            t, grad = _gemm_time(cand, hw, kp, kp.winograd_efficiency * ps.eff, grad_wino,
-                                 ps.dram)
-        else:
-            gemm, grad_gemm = _gemm_time(cand, hw, kp, kp.winograd_efficiency * ps.eff,
-                                         grad_wino, t_in + t_out)
-            moved = _memory_s(ps.dram + t_in + t_out, hw, kp)
-            t = gemm + moved
-            grad = (gemm[..., None] * grad_gemm + moved[..., None] * grad_memory) / t[..., None]
+        t, grad = np.full(rows.shape, np.inf), np.zeros(rows.shape + (len(PARAMETERS),))
+        if algo == "WINOGRAD_NONFUSED":
             space[algo] = t_in + t_out
-        out[algo] = (np.where(cv.wino_ok, t, np.inf), grad)
+        if not rows.any():
+            out[algo] = (t, grad)
+            continue
+        if algo == "WINOGRAD":
+            t[rows], grad[rows] = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff,
+                                             grad_wino, dram)
+        else:
+            moved_in, moved_out = t_in[rows], t_out[rows]
+            gemm, grad_gemm = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff,
+                                         grad_wino, moved_in + moved_out)
+            moved = _memory_s(dram + moved_in + moved_out, hw, kp)
+            t[rows] = gemm + moved
+            grad[rows] = (gemm[..., None] * grad_gemm +
+                          moved[..., None] * grad_memory[rows]) / t[rows][..., None]
+        out[algo] = (t, grad)
     for algo, work, bufs, valid in _fft_terms(cv):
         compute = work / (hw.peak_flops * kp.fft_efficiency * ps.eff)
         memory = _memory_s(ps.dram + 2 * bufs, hw, kp)

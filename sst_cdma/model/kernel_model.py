@@ -80,7 +80,7 @@ import numpy as np
 from sst_cdma.model.dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
 from sst_cdma.model.price_memo import PriceMemo, array_key
 
-__all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
+__all__ = ["ALGORITHMS", "ALGORITHM_FAMILIES", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
            "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "AttentionParams",
            "TensorCores", "ATTENTION_KERNELS", "conv_times", "gemm_times", "issued",
            "price_attention", "price_conv",
@@ -89,6 +89,10 @@ __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", 
 #: Convolution algorithm families, as cuDNN names them (forward).
 ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT",
               "FFT_TILING", "GEMM", "DEPTHWISE")
+#: The convolution algorithms :func:`conv_times` prices together.
+ALGORITHM_FAMILIES = {"gemm": ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DEPTHWISE"),
+                      "winograd": ("WINOGRAD", "WINOGRAD_NONFUSED"),
+                      "fft": ("FFT", "FFT_TILING")}
 #: The passes of a convolution.
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 #: The passes of fused attention.
@@ -495,6 +499,10 @@ class _Conv:
             (self.g == 1)
         self.wino_ok = self.dense & (self.r == 3) & (self.s == 3)
 
+    def is_kept(self, key: Any) -> bool:
+        """Whether :meth:`cached` holds ``key``."""
+        return key in self._kept
+
     def cached(self, key: Any, make: Callable[[], Any]) -> Any:
         """``make()``, which must not depend on the constants; kept under ``key`` (with the
         pass and hardware it depends on) when pricing a fit's problems (``prune``)."""
@@ -578,17 +586,22 @@ def _pass_geometry(cv: _Conv, pass_: str) -> tuple[Any, ...]:
 
 def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelParams,
                workspace_limit: Any = math.inf, *, tensor_peak: float = 0.0,
-               element: int = _ELEMENT, prune: bool = False) -> dict[str, np.ndarray]:
+               element: int = _ELEMENT, prune: bool = False,
+               keep: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, np.ndarray]:
     """Modelled time of ``pass_`` (``fwd``, ``bwd_data``, ``bwd_filter``) for arrays of
     convolutions (keys n c h w k r s pad_h pad_w stride_h stride_w, optional dilation_h,
     dilation_w, groups). Returns ``seconds`` (fastest algorithm within ``workspace_limit``
     bytes, launches included), ``algorithm`` (index into :data:`ALGORITHMS`), ``workspace``
-    (bytes at 4 per element) and ``by_algorithm`` (problems x algorithms, inf where the
-    algorithm does not apply). ``tensor_peak`` > 0: on tensor cores at that dense peak (``kp``
+    (bytes at 4 per element), ``by_algorithm`` (problems x algorithms, inf where the
+    algorithm does not apply) and ``work`` (the same before the host's issue interval).
+    ``tensor_peak`` > 0: on tensor cores at that dense peak (``kp``
     the tensor-core path's constants), operands of ``element`` bytes; the implicit GEMMs and
     the one-pixel GEMM run there, Winograd and FFT not at all, depthwise at the fp32 rate.
     ``prune``: the same numbers, faster when the same problems are priced at many constants
-    (a fit; :func:`_gemm_candidates`)."""
+    (a fit; :func:`_gemm_candidates`); then ``keep`` may give, by algorithm, the ``work`` of
+    an earlier result for the same problems, pass and GPU (with ``prune``) at constants that
+    leave those algorithms' times as they were: the families of :data:`ALGORITHM_FAMILIES`
+    kept whole are not priced again."""
     if pass_ not in PASSES:
         raise ModelError(f"unknown pass {pass_!r} (one of {', '.join(PASSES)})")
     cv = _conv_batch(prob, element, tensor_peak > 0, prune)
@@ -597,10 +610,19 @@ def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelPara
     zeros = np.zeros(cv.n.shape)
     times = dict.fromkeys(ALGORITHMS, inf)
     space = dict.fromkeys(ALGORITHMS, zeros)
-    _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space, tensor_peak)
-    if not cv.tensor:
-        _price_winograd(cv, ps, pass_, hw, kp, times, space)
-        _price_fft(cv, ps, hw, kp, times, space)
+    # an earlier pricing of these problems holds the workspaces (what keep leaves out)
+    keep = keep if keep and cv.is_kept(("calls", pass_)) else {}
+    pricers = {"gemm": lambda: _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space,
+                                                      tensor_peak),
+               "winograd": lambda: _price_winograd(cv, ps, pass_, hw, kp, times, space),
+               "fft": lambda: _price_fft(cv, ps, pass_, hw, kp, times, space)}
+    for family, price in pricers.items():
+        if family != "gemm" and cv.tensor:
+            continue
+        if all(a in keep for a in ALGORITHM_FAMILIES[family]):
+            times.update({a: keep[a] for a in ALGORITHM_FAMILIES[family]})
+        else:
+            price()
     return _fastest_within(cv, times, space, kp, workspace_limit, pass_)
 
 
@@ -630,14 +652,28 @@ def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
 
     one_pixel, gemm_shape, dtype = cv.cached(("one_pixel", pass_),
                                              lambda: _one_pixel_gemm(cv, pass_))
-    cand, dram, peak = cv.cached(("one_pixel_gemm", pass_, hw, tensor_peak), lambda: _gemm_terms(
-        *gemm_shape, hw, g, dtype, tensor_peak if cv.tensor else None, cv.prune))
-    times["GEMM"] = np.where(one_pixel, _gemm_time(
-        cand, hw, kp, kp.gemm_efficiency * kp.blas_efficiency, dram, peak), np.inf)
+
+    def one_pixel_gemm() -> np.ndarray:
+        cand, dram, peak = cv.cached(("one_pixel_gemm", pass_, hw, tensor_peak),
+                                     lambda: _gemm_terms(*(x[one_pixel] for x in gemm_shape), hw,
+                                                         g[one_pixel], dtype, tensor_peak
+                                                         if cv.tensor else None, cv.prune))
+        return _gemm_time(cand, hw, kp, kp.gemm_efficiency * kp.blas_efficiency, dram, peak)
+
+    times["GEMM"] = _where(one_pixel, one_pixel_gemm)
     depthwise, direct_flops = cv.cached("depthwise", lambda: _depthwise(cv))
     times["DEPTHWISE"] = np.where(depthwise, np.maximum(
         direct_flops / (hw.peak_flops * kp.gemm_efficiency * ps.eff),
         _memory_s(ps.dram, hw, kp)), np.inf)
+
+
+def _where(rows: np.ndarray, values: Callable[[], np.ndarray]) -> np.ndarray:
+    """Infinity but at ``rows`` (a mask): ``values()``, computed for those rows alone (the same
+    numbers, row by row, as for all of them)."""
+    out = np.full(rows.shape, np.inf)
+    if rows.any():
+        out[rows] = values()
+    return out
 
 
 def _one_pixel_gemm(cv: _Conv, pass_: str) -> tuple[np.ndarray, tuple[Any, Any, Any], str]:
@@ -666,26 +702,31 @@ def _price_winograd(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Ker
     tiles) and F(4x4,3x3) non-fused (36 GEMMs over 6x6 tiles, its transformed operands
     round-tripping through DRAM); the GEMMs run batched over the transform points, without
     split-K."""
-    eff, dram = ps.eff, ps.dram
+    rows = cv.wino_ok
+    eff, dram = ps.eff[rows], ps.dram[rows]
     for algo, cand, t_in, t_out in cv.cached(("winograd", pass_, hw.sms),
                                              lambda: list(_winograd_gemms(cv, ps, pass_, hw))):
         if algo == "WINOGRAD":
-            t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, dram)
+            times[algo] = _where(rows, lambda: _gemm_time(cand, hw, kp,
+                                                          kp.winograd_efficiency * eff, dram))
         else:
             # the transforms read the operands and write their transforms; the GEMMs read
             # those and write theirs (their own traffic, in the GEMM's time); the inverse
             # reads them and writes the result
-            t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, t_in + t_out) + \
-                _memory_s(dram + t_in + t_out, hw, kp)
+            moved_in, moved_out = t_in[rows], t_out[rows]
+            times[algo] = _where(rows, lambda: _gemm_time(
+                cand, hw, kp, kp.winograd_efficiency * eff, moved_in + moved_out) +
+                _memory_s(dram + moved_in + moved_out, hw, kp))
             space[algo] = t_in + t_out
-        times[algo] = np.where(cv.wino_ok, t, np.inf)
 
 
 def _winograd_gemms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware
                     ) -> Iterator[tuple[str, dict[str, np.ndarray], Any, Any]]:
     """Each Winograd algorithm ``pass_`` can run (fused F(2x2,3x3) has no backward-filter): its
-    name, the candidates of its GEMMs (batched over the transform points, without split-K) and
-    the bytes of its transformed operands in and out."""
+    name, the candidates of its GEMMs (batched over the transform points, without split-K) of
+    the convolutions Winograd serves (``cv.wino_ok``; None where it serves none) and the bytes
+    of its transformed operands in and out (of every convolution)."""
+    rows = cv.wino_ok
     n, c, k, cg, kg = cv.n, cv.c, cv.k, cv.cg, cv.kg
     wm, wn, wk = ps.wino
     for algo, out_tile, points in (("WINOGRAD", 2, 16), ("WINOGRAD_NONFUSED", 4, 36)):
@@ -699,18 +740,22 @@ def _winograd_gemms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware
             mm, nn, kk = wm * tiles, wn, wk
             t_in = wm * tiles * wk * points * _ELEMENT + wn * wk * points * _ELEMENT
             t_out = wm * tiles * wn * points * _ELEMENT
-        yield (algo, _gemm_candidates(mm, nn, kk, hw.sms, points, split_k=False,
-                                      prune=cv.prune), t_in, t_out)
+        mm, nn, kk = (np.broadcast_to(x, rows.shape)[rows] for x in (mm, nn, kk))
+        cand = _gemm_candidates(mm, nn, kk, hw.sms, points, split_k=False,
+                                prune=cv.prune) if rows.any() else None
+        yield algo, cand, t_in, t_out
 
 
-def _price_fft(cv: _Conv, ps: _PassShape, hw: Hardware, kp: KernelParams,
+def _price_fft(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: KernelParams,
                times: dict[str, Any], space: dict[str, Any]) -> None:
     """Price, into ``times`` and ``space``, FFT over whole padded planes and over 32x32 tiles
     (FFT-tiling)."""
-    for algo, work, bufs, valid in cv.cached("fft", lambda: list(_fft_terms(cv))):
-        t = np.maximum(work / (hw.peak_flops * kp.fft_efficiency * ps.eff),
-                       _memory_s(ps.dram + 2 * bufs, hw, kp))
-        times[algo] = np.where(valid, t, np.inf)
+    for algo, valid, work, moved, bufs in cv.cached(("fft", pass_), lambda: [
+            (algo, valid, work[valid], (ps.dram + 2 * bufs)[valid], bufs)
+            for algo, work, bufs, valid in _fft_terms(cv)]):
+        eff = ps.eff[valid]
+        times[algo] = _where(valid, lambda: np.maximum(
+            work / (hw.peak_flops * kp.fft_efficiency * eff), _memory_s(moved, hw, kp)))
         space[algo] = bufs
 
 
@@ -747,7 +792,7 @@ def _fastest_within(cv: _Conv, times: dict[str, Any], space: dict[str, Any], kp:
     allowed = np.where(ws <= (limit[..., None] if limit.ndim else limit), with_launch, np.inf)
     pick = np.argmin(allowed, axis=-1)
     return {"seconds": _picked(allowed, pick), "algorithm": pick,
-            "workspace": _picked(ws, pick), "by_algorithm": with_launch}
+            "workspace": _picked(ws, pick), "by_algorithm": with_launch, "work": by_algo}
 
 
 def _picked(a: np.ndarray, pick: np.ndarray) -> np.ndarray:
