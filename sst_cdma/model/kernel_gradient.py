@@ -124,8 +124,9 @@ def _gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Ke
     kind = _GemmKind(tensor_peak, kp, cv.element) if cv.tensor else None
     busy, grad_busy = np.full(one_pixel.shape, np.inf), _only(one_pixel.shape)
     if one_pixel.any():
-        busy[one_pixel], grad_busy[one_pixel] = _gemm_busy(
-            *(x[one_pixel] for x in gemm_shape), hw, kp, cv.g[one_pixel], dtype, kind)
+        m, n, k = (x[one_pixel] for x in gemm_shape)
+        busy[one_pixel], grad_busy[one_pixel] = _gemm_busy(m, n, k, hw, kp, cv.g[one_pixel],
+                                                           dtype, kind)
     out["GEMM"] = (busy, grad_busy)
     depthwise, direct_flops = _depthwise(cv)
     compute = direct_flops / (hw.peak_flops * kp.gemm_efficiency * ps.eff)
@@ -150,7 +151,7 @@ def _winograd_fft(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Kerne
         t, grad = np.full(rows.shape, np.inf), np.zeros(rows.shape + (len(PARAMETERS),))
         if algo == "WINOGRAD_NONFUSED":
             space[algo] = t_in + t_out
-        if not rows.any():
+        if cand is None:  # Winograd serves none of these convolutions
             out[algo] = (t, grad)
             continue
         if algo == "WINOGRAD":

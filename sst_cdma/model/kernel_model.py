@@ -654,10 +654,11 @@ def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
                                              lambda: _one_pixel_gemm(cv, pass_))
 
     def one_pixel_gemm() -> np.ndarray:
+        m, n, k = (x[one_pixel] for x in gemm_shape)
         cand, dram, peak = cv.cached(("one_pixel_gemm", pass_, hw, tensor_peak),
-                                     lambda: _gemm_terms(*(x[one_pixel] for x in gemm_shape), hw,
-                                                         g[one_pixel], dtype, tensor_peak
-                                                         if cv.tensor else None, cv.prune))
+                                     lambda: _gemm_terms(m, n, k, hw, g[one_pixel], dtype,
+                                                         tensor_peak if cv.tensor else None,
+                                                         cv.prune))
         return _gemm_time(cand, hw, kp, kp.gemm_efficiency * kp.blas_efficiency, dram, peak)
 
     times["GEMM"] = _where(one_pixel, one_pixel_gemm)
@@ -721,7 +722,7 @@ def _price_winograd(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Ker
 
 
 def _winograd_gemms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware
-                    ) -> Iterator[tuple[str, dict[str, np.ndarray], Any, Any]]:
+                    ) -> Iterator[tuple[str, Optional[dict[str, np.ndarray]], Any, Any]]:
     """Each Winograd algorithm ``pass_`` can run (fused F(2x2,3x3) has no backward-filter): its
     name, the candidates of its GEMMs (batched over the transform points, without split-K) of
     the convolutions Winograd serves (``cv.wino_ok``; None where it serves none) and the bytes
