@@ -282,3 +282,17 @@ def test_the_kernel_model_benchmark_takes_tables_only_with_markdown(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--markdown", "--tables", "nonsense"])
     assert "invalid choice: 'nonsense'" in capsys.readouterr().err
+
+
+def test_the_calibrate_benchmark_counts_the_cpu_of_the_whole_process_tree(capsys):
+    bench = load("bench_calibrate_check")
+    before = bench.children_cpu_s()
+    cpu, status, report = bench.run_once(BENCHMARKS.parent, ("calibrate", "--help"))
+    assert status == 0 and "--check" in report
+    assert 0 < cpu <= bench.children_cpu_s() - before
+    # the tree's own path is taken out of the report, so two trees' reports compare
+    _, status, report = bench.run_once(BENCHMARKS.parent, ("calibrate", "--data", "missing"))
+    assert status == 1 and str(BENCHMARKS.parent) not in report
+    with pytest.raises(SystemExit):
+        bench.main(["--repeats", "0"])
+    assert "--repeats: must be at least 1, got 0" in capsys.readouterr().err
