@@ -484,7 +484,8 @@ class _Residuals:
     def _part(self, q: int, kp: KernelParams,
               keep: Optional[Mapping[str, np.ndarray]] = None) -> tuple[np.ndarray, Any]:
         """Part ``q``'s residuals at ``kp``, and what :meth:`_moving` needs of it (the GEMMs'
-        seconds, or the convolutions' :func:`conv_times` result; ``keep``: its)."""
+        seconds, or the convolutions' :func:`conv_times` result). ``keep``: algorithms' times
+        to take as they are, as :func:`conv_times` takes them."""
         cset, kind, ok = self.parts[q]
         hw = cset.gpu.hardware
         if kind == "gemm":
@@ -497,6 +498,8 @@ class _Residuals:
         return np.log(seconds[ok] / cset.seconds[kind][ok]), detail
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The residuals at log-constants ``x``, every part computed (and kept as the last
+        point evaluated)."""
         kp = self.params(x)
         done = [self._part(q, kp) for q in range(len(self.parts))]
         self._last = (np.array(x, dtype=float), [d[0] for d in done], [d[1] for d in done], kp)
