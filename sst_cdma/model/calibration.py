@@ -24,6 +24,7 @@ reads it); ``sst-cdma calibrate`` runs it.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -31,7 +32,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, ContextManager, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -39,7 +40,8 @@ from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json, 
 from sst_cdma.model.fitted import PARAMS_FILE
 from sst_cdma.model.gpus import GPUS
 from sst_cdma.engine.atomic_files import write_text_whole
-from sst_cdma.model.kernel_model import (ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
+from sst_cdma.model.kernel_gradient import GEMM_USES, conv_uses
+from sst_cdma.model.kernel_model import (ALGORITHM_FAMILIES, ALGORITHMS, PASSES, ConvProblem, Hardware, KernelParams, ModelError,
                            conv_times, gemm_times)
 
 __all__ = ["POOLED", "DATA_DIR", "CONV_FILE", "GEMM_FILE", "GPUS_FILE", "KINDS", "BOUNDS",
@@ -364,9 +366,9 @@ def predict(cset: CalibrationSet, kp: KernelParams,
     """Modelled seconds of every row of ``cset`` per kind, on ``hw`` (default: the set's own
     GPU)."""
     hw = hw or cset.gpu.hardware
-    out = {p: conv_times(cset.conv, p, hw, kp)["seconds"] for p in PASSES}
+    out = {p: conv_times(cset.conv, p, hw, kp, prune=True)["seconds"] for p in PASSES}
     g = cset.gemm
-    out["gemm"] = gemm_times(g["m"], g["n"], g["k"], hw, kp)
+    out["gemm"] = gemm_times(g["m"], g["n"], g["k"], hw, kp, prune=True)
     return out
 
 
@@ -411,7 +413,11 @@ def _bounds() -> tuple[np.ndarray, np.ndarray]:
 def fit(sets: Union[CalibrationSet, Iterable[CalibrationSet]]) -> KernelParams:
     """Kernel parameters fitted to one set or several pooled (each on its own hardware), by
     least squares on log(predicted / measured) with a soft-L1 loss, in log-parameter space
-    within :data:`BOUNDS`, from the defaults of :class:`KernelParams`. Deterministic."""
+    within :data:`BOUNDS`, from the defaults of :class:`KernelParams`. Deterministic.
+
+    The Jacobian is SciPy's forward differences (``approx_derivative``), each column one
+    constant moved by its step; their residuals are computed by parts (:class:`_Residuals`),
+    the same numbers, to the bit, as a whole evaluation gives."""
     from scipy.optimize import least_squares
 
     sets = _as_sets(sets)
@@ -420,21 +426,150 @@ def fit(sets: Union[CalibrationSet, Iterable[CalibrationSet]]) -> KernelParams:
     default = np.log([getattr(KernelParams(), n) for n in names])
     span = hi - lo
     x0 = np.clip(default, lo + _INSIDE * span, hi - _INSIDE * span)
-    measured = [(s, {kind: s.seconds[kind] for kind in KINDS}) for s in sets]
-    masks = [{kind: ~np.isnan(m[kind]) for kind in KINDS} for _, m in measured]
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        kp = KernelParams(**dict(zip(names, np.exp(x))))
-        out = []
-        for (s, m), ok in zip(measured, masks):
-            pred = predict(s, kp)
-            for kind in KINDS:
-                out.append(np.log(pred[kind][ok[kind]] / m[kind][ok[kind]]))
-        return np.concatenate(out)
-
-    result = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2,
-                           x_scale=1.0, method="trf")
+    residuals = _Residuals(sets)
+    by_parts = {"workers": residuals.differences} if _takes_workers(least_squares) else {}
+    with _one_blas_thread():
+        result = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2,
+                               x_scale=1.0, method="trf", **by_parts)
     return KernelParams(**dict(zip(names, (float(v) for v in np.exp(result.x)))))
+
+
+def _takes_workers(least_squares: Callable[..., Any]) -> bool:
+    """Whether SciPy's ``least_squares`` takes the map its finite differences run on
+    (``workers``, SciPy 1.16 and later)."""
+    import inspect
+
+    return "workers" in inspect.signature(least_squares).parameters
+
+
+def _one_blas_thread() -> ContextManager[Any]:
+    """One BLAS thread while fitting, where threadpoolctl is installed: the fit's matrices
+    (a few thousand kernels x 12 constants) gain nothing from more, and on a busy machine the
+    idle threads' spinning costs more CPU time than the whole SVD (the results are the same)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
+#: A convolution algorithm or launch within this share of a kernel's time of the fastest one
+#: may take over when a constant moves by a finite-difference step (at most 1e-6 in
+#: log-constant, so at most a share of 1e-6 of any time: no time's logarithm changes faster than
+#: the constants'): the pieces of the residuals it could change are computed again.
+_MARGIN = 1e-5
+#: The largest step of a log-constant :meth:`_Residuals.differences` takes by parts (SciPy's
+#: are sqrt(machine epsilon) x max(1, |x|), at most 2e-7 within :data:`BOUNDS`).
+_STEP = 1e-6
+
+
+class _Residuals:
+    """The residuals of a fit, log(predicted / measured) of every measured kernel of ``sets``
+    at the log-constants ``x`` (calling it), by parts: one per set and kind of kernel. The
+    finite differences of them (:meth:`differences`) compute again only the parts a constant's
+    step can change; the others are the same to the bit, so the Jacobian is too."""
+
+    def __init__(self, sets: Sequence[CalibrationSet]) -> None:
+        self.names = KernelParams.names()
+        self.parts = [(cset, kind, ~np.isnan(cset.seconds[kind])) for cset in sets
+                      for kind in KINDS]
+        self.uses = {p: conv_uses(p) for p in PASSES}
+        #: the last point evaluated: x, each part's residuals and details, the constants
+        self._last: Optional[tuple[np.ndarray, list[np.ndarray], list[Any], KernelParams]] = None
+
+    def params(self, x: np.ndarray) -> KernelParams:
+        """The constants at log-constants ``x``."""
+        return KernelParams(**dict(zip(self.names, np.exp(x))))
+
+    def _part(self, q: int, kp: KernelParams,
+              keep: Optional[Mapping[str, np.ndarray]] = None) -> tuple[np.ndarray, Any]:
+        """Part ``q``'s residuals at ``kp``, and what :meth:`_moving` needs of it (the GEMMs'
+        seconds, or the convolutions' :func:`conv_times` result). ``keep``: algorithms' times
+        to take as they are, as :func:`conv_times` takes them."""
+        cset, kind, ok = self.parts[q]
+        hw = cset.gpu.hardware
+        if kind == "gemm":
+            g = cset.gemm
+            detail: Any = gemm_times(g["m"], g["n"], g["k"], hw, kp, prune=True)
+            seconds = detail
+        else:
+            detail = conv_times(cset.conv, kind, hw, kp, prune=True, keep=keep)
+            seconds = detail["seconds"]
+        return np.log(seconds[ok] / cset.seconds[kind][ok]), detail
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The residuals at log-constants ``x``, every part computed (and kept as the last
+        point evaluated)."""
+        kp = self.params(x)
+        done = [self._part(q, kp) for q in range(len(self.parts))]
+        self._last = (np.array(x, dtype=float), [d[0] for d in done], [d[1] for d in done], kp)
+        return np.concatenate(self._last[1])
+
+    def _kept(self, q: int, j: int, detail: Any) -> Optional[dict[str, np.ndarray]]:
+        """The algorithms' times of part ``q`` (``detail``: at the last point) that moving
+        log-constant ``j`` leaves as they were: those of the families
+        (:data:`~sst_cdma.model.kernel_model.ALGORITHM_FAMILIES`) none of whose algorithms
+        uses it (``launch_s`` changes the host's issue alone)."""
+        kind = self.parts[q][1]
+        if kind == "gemm":
+            return None
+        uses = self.uses[kind][:, j] & (self.names[j] != "launch_s")
+        work = detail["work"]
+        out = {}
+        for family in ALGORITHM_FAMILIES.values():
+            index = [ALGORITHMS.index(a) for a in family]
+            if not uses[index].any():
+                out.update({a: work[..., i] for a, i in zip(family, index)})
+        return out
+
+    def _moving(self, q: int, detail: Any, kp: KernelParams) -> np.ndarray:
+        """Which log-constants can change part ``q``'s residuals by moving at most
+        :data:`_STEP` from ``kp`` (``detail``: the part there), one bool per constant."""
+        cset, kind, _ = self.parts[q]
+        launch = self.names.index("launch_s")
+        if kind == "gemm":
+            out = np.array([name in GEMM_USES for name in self.names])
+            out[launch] = bool(np.any(detail <= kp.launch_s * (1 + _MARGIN)))
+            return out
+        by_algo, best = detail["by_algorithm"], detail["seconds"][..., None]
+        # the algorithms that are, or may become, the fastest
+        near = by_algo <= best * (1 + _MARGIN)
+        uses = self.uses[kind]
+        out = np.any(near[..., None] & uses, axis=tuple(range(near.ndim)))
+        strided = (cset.conv["stride_h"] > 1) | (cset.conv["stride_w"] > 1)
+        sde = self.names.index("strided_dgrad_efficiency")
+        out[sde] = bool(np.any(near[strided] & uses[:, sde]))
+        calls = np.asarray(cset.conv.get("groups", 1.0), dtype=float)
+        calls = calls[..., None] if calls.ndim else calls
+        out[launch] = bool(np.any(near & (by_algo <= kp.launch_s * calls * (1 + _MARGIN))))
+        return out
+
+    def differences(self, fun: Callable[[np.ndarray], np.ndarray],
+                    points: Iterable[np.ndarray]) -> list[np.ndarray]:
+        """The residuals at each of ``points`` (``fun`` of each, as a map does): by parts where
+        the i-th point is the last point evaluated with log-constant i moved by at most
+        :data:`_STEP` (SciPy's forward differences), else by ``fun``."""
+        points = [np.asarray(p, dtype=float) for p in points]
+        last = self._last
+        out = []
+        moving: Optional[list[np.ndarray]] = None
+        for i, point in enumerate(points):
+            moved = None if last is None or point.shape != last[0].shape else \
+                np.flatnonzero(point != last[0])
+            if last is None or moved is None or moved.size > 1 or \
+                    (moved.size == 1 and (moved[0] != i or abs(point[i] - last[0][i]) > _STEP)):
+                out.append(fun(point))
+                continue
+            x, pieces, details, kp = last
+            if moving is None:
+                moving = [self._moving(q, details[q], kp) for q in range(len(self.parts))]
+            pieces = list(pieces)
+            trial = self.params(point)
+            for q in range(len(self.parts)):
+                if moved.size and moving[q][i]:
+                    pieces[q] = self._part(q, trial, self._kept(q, i, details[q]))[0]
+            out.append(np.concatenate(pieces))
+        return out
 
 
 # -- fit error -------------------------------------------------------------------------------

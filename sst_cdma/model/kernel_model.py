@@ -73,14 +73,14 @@ import functools
 import heapq
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
 from sst_cdma.model.dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
 from sst_cdma.model.price_memo import PriceMemo, array_key
 
-__all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
+__all__ = ["ALGORITHMS", "ALGORITHM_FAMILIES", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", "Hardware",
            "KernelParams", "KernelPrice", "ConvProblem", "ModelError", "AttentionParams",
            "TensorCores", "ATTENTION_KERNELS", "conv_times", "gemm_times", "issued",
            "price_attention", "price_conv",
@@ -89,6 +89,10 @@ __all__ = ["ALGORITHMS", "PASSES", "ATTENTION_PASSES", "DTYPES", "HALF_DTYPES", 
 #: Convolution algorithm families, as cuDNN names them (forward).
 ALGORITHMS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT",
               "FFT_TILING", "GEMM", "DEPTHWISE")
+#: The convolution algorithms :func:`conv_times` prices together.
+ALGORITHM_FAMILIES = {"gemm": ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DEPTHWISE"),
+                      "winograd": ("WINOGRAD", "WINOGRAD_NONFUSED"),
+                      "fft": ("FFT", "FFT_TILING")}
 #: The passes of a convolution.
 PASSES = ("fwd", "bwd_data", "bwd_filter")
 #: The passes of fused attention.
@@ -125,6 +129,9 @@ _CONV_PRICES = PriceMemo(1 << 16)
 _GEMM_PRICES = PriceMemo(1 << 16)
 _ATTENTION_PRICES = PriceMemo(1 << 16)
 # GEMM candidates computed (by their inputs' contents; a calibration set's are a few MiB)
+# convolution batches a fit prices at many constants, with what follows from their shapes
+# (:meth:`_Conv.cached`), by the arrays' contents
+_PREPARED = PriceMemo(256)
 _CANDIDATES = PriceMemo(4096, budget=256 * 2**20,
                         weigh=lambda found: sum(a.nbytes for a in found.values()))
 
@@ -313,7 +320,8 @@ class KernelPrice:
 
 def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
                      tile_set: Sequence[tuple[int, int, int]] = _TILES,
-                     fill_skinny: bool = False, split_k: bool = True) -> dict[str, np.ndarray]:
+                     fill_skinny: bool = False, split_k: bool = True,
+                     prune: bool = False) -> dict[str, np.ndarray]:
     """Every (tile of ``tile_set``, split) way to run ``batch`` independent GEMMs of m x n x k
     (arrays) on ``sms`` SMs. Per problem and candidate (shape (problems, candidates)): ``flops`` padded to
     whole waves of whole tiles, ``fill`` the same count for one reduction step (the tiles'
@@ -327,12 +335,16 @@ def _gemm_candidates(m: Any, n: Any, k: Any, sms: int, batch: Any = 1,
     The candidates do not depend on the fitted constants, so they are kept
     (:mod:`~sst_cdma.model.price_memo`, by the arrays' contents): a fit, which prices the same
     calibration set at many constants, computes them once. The arrays returned are
-    read-only."""
+    read-only. ``prune``: without the candidates another one beats at any constants
+    (:func:`_undominated`; the fastest is the same, to the bit), which costs more once and
+    less at each pricing after: for a fit."""
     m, n, k, batch = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k, batch)))
-    key = (sms, tuple(tile_set), fill_skinny, split_k, array_key(m, n, k, batch))
+    key = (sms, tuple(tile_set), fill_skinny, split_k, prune, array_key(m, n, k, batch))
     found = _CANDIDATES.get(key)
     if found is None:
         found = _candidate_arrays(m, n, k, sms, batch, tuple(tile_set), fill_skinny, split_k)
+        if prune:
+            found = _undominated(found)
         for a in found.values():
             a.flags.writeable = False
         _CANDIDATES.put(key, found)
@@ -377,6 +389,33 @@ def _candidate_arrays(m: np.ndarray, n: np.ndarray, k: np.ndarray, sms: int, bat
             "smem_words": np.broadcast_to(words, shape).copy()}
 
 
+def _undominated(c: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The candidates ``c`` (problems x candidates) without those another candidate of the same
+    problem dominates: no more FLOPs, fill, split-K bytes or shared-memory words per
+    multiply-add, and no less reuse (the first of equal ones is kept). A dominated candidate is
+    never faster, at any constants and on any GPU: each of the time's operations is monotone in
+    these, and the values differ by far more than a rounding or not at all, so the fastest
+    candidate's time is the same to the bit. Each problem's kept candidates are padded to the
+    longest row by repeating its first."""
+    # smaller is better in every column
+    cols = np.stack([c["flops"], c["fill"], c["extra_bytes"], c["smem_words"], -c["reuse"]],
+                    axis=-1)
+    no_worse = np.all(cols[..., :, None, :] <= cols[..., None, :, :], axis=-1)
+    better = np.any(cols[..., :, None, :] < cols[..., None, :, :], axis=-1)
+    count = cols.shape[-2]
+    earlier = np.arange(count)[:, None] < np.arange(count)[None, :]
+    # beaten[..., i, j]: candidate i beats candidate j (or equals it and comes first)
+    beaten = no_worse & (better | earlier)
+    kept = ~beaten.any(axis=-2)
+    width = max(int(kept.sum(axis=-1).max(initial=1)), 1)
+    # each row's kept candidates first, in their order, then its first kept one repeated
+    order = np.argsort(~kept, axis=-1, kind="stable")[..., :width]
+    first = order[..., :1]
+    slots = np.arange(width)
+    order = np.where(slots < kept.sum(axis=-1, keepdims=True), order, first)
+    return {key: np.take_along_axis(a, order, axis=-1) for key, a in c.items()}
+
+
 def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
                dram: Any, peak: Optional[float] = None,
                smem_bound: bool = False) -> np.ndarray:
@@ -384,6 +423,15 @@ def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, effi
     tile's share of ``peak`` (default the fp32 peak), moving ``dram`` bytes of operands: the
     slower of compute and memory. ``smem_bound``: the tile's share is further capped by the
     shared-memory bandwidth its operand reads need (:func:`_smem_share`)."""
+    compute, memory = _gemm_bounds(c, hw, kp, efficiency, dram, peak, smem_bound)
+    return np.maximum(compute, memory).min(axis=-1)
+
+
+def _gemm_bounds(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, efficiency: Any,
+                 dram: Any, peak: Optional[float] = None,
+                 smem_bound: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_gemm_time`'s compute and memory seconds of every candidate (problems x
+    candidates), before the slower of the two and the fastest candidate are taken."""
     tile_reuse, fill_k = kp.tile_reuse, kp.tile_fill_k
     share = np.asarray(efficiency, dtype=float)
     eff = (share[..., None] if share.ndim else share) * c["reuse"] / (c["reuse"] + tile_reuse)
@@ -393,7 +441,7 @@ def _gemm_time(c: Mapping[str, np.ndarray], hw: Hardware, kp: KernelParams, effi
                                                     * eff)
     memory = (np.asarray(dram, dtype=float)[..., None] + c["extra_bytes"]) / \
         (hw.dram_bandwidth * kp.memory_efficiency)
-    return np.maximum(compute, memory).min(axis=-1)
+    return compute, memory
 
 
 def _smem_share(words_per_fma: np.ndarray, hw: Hardware) -> np.ndarray:
@@ -423,7 +471,7 @@ class _Conv:
     channels padded to 16 bytes (``gcg``/``gkg``, the GEMM's channels per group)."""
 
     def __init__(self, prob: Mapping[str, Any], element: int = _ELEMENT,
-                 tensor: bool = False) -> None:
+                 tensor: bool = False, prune: bool = False) -> None:
         f = {key: np.asarray(v, dtype=float) for key, v in prob.items()}
         self.one = one = np.ones_like(f["n"])
         self.dh, self.dw, self.g = (f.get(key, one) for key in ("dilation_h", "dilation_w",
@@ -437,6 +485,10 @@ class _Conv:
         self.q = np.floor((self.wp - self.dw * (self.s - 1) - 1) / self.sw) + 1
         self.cg, self.kg = self.c / self.g, self.k / self.g
         self.element, self.tensor = element, tensor
+        #: price the GEMMs' undominated candidates only (:func:`_gemm_candidates`), and keep
+        #: what does not depend on the constants (:meth:`cached`)
+        self.prune = prune
+        self._kept: dict[Any, Any] = {}
         align = _TC_CHANNEL_BYTES // element if tensor else 1
         self.gcg, self.gkg = (np.ceil(x / align) * align for x in (self.cg, self.kg))
         self.x_bytes, self.y_bytes, self.w_bytes = (
@@ -446,6 +498,34 @@ class _Conv:
         self.dense = (self.sh == 1) & (self.sw == 1) & (self.dh == 1) & (self.dw == 1) & \
             (self.g == 1)
         self.wino_ok = self.dense & (self.r == 3) & (self.s == 3)
+
+    def is_kept(self, key: Any) -> bool:
+        """Whether :meth:`cached` holds ``key``."""
+        return key in self._kept
+
+    def cached(self, key: Any, make: Callable[[], Any]) -> Any:
+        """``make()``, which must not depend on the constants; kept under ``key`` (with the
+        pass and hardware it depends on) when pricing a fit's problems (``prune``)."""
+        if not self.prune:
+            return make()
+        if key not in self._kept:
+            self._kept[key] = make()
+        return self._kept[key]
+
+
+def _conv_batch(prob: Mapping[str, Any], element: int, tensor: bool, prune: bool) -> _Conv:
+    """The :class:`_Conv` of ``prob``; for a fit (``prune``) the one kept from the last pricing
+    of the same arrays, with what it keeps."""
+    if not prune:
+        return _Conv(prob, element, tensor)
+    names = sorted(prob)
+    key = (element, tensor, tuple(names),
+           array_key(*(np.asarray(prob[x], dtype=float) for x in names)))
+    found = _PREPARED.get(key)
+    if found is None:
+        found = _Conv(prob, element, tensor, prune=True)
+        _PREPARED.put(key, found)
+    return found
 
 
 @dataclass
@@ -466,54 +546,84 @@ class _PassShape:
 
 def _pass_shape(cv: _Conv, pass_: str, kp: KernelParams) -> _PassShape:
     """The GEMM shape of ``pass_`` over the convolutions ``cv``."""
+    gm, gn, gk, dram, wino, out_h, out_w, plane, strided = cv.cached(
+        ("shape", pass_), lambda: _pass_geometry(cv, pass_))
+    if pass_ == "fwd":
+        eff = 1.0
+    elif pass_ == "bwd_data":
+        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)  # type: ignore[assignment]
+    else:
+        eff = kp.bwd_filter_efficiency
+    # NCHW tensors: a GEMM over N x plane reads runs of one plane at a time, so small planes
+    # (7x7, 14x14) load in short, poorly coalesced runs
+    eff = eff * plane / (plane + kp.plane_elements)
+    return _PassShape(gm, gn, gk, eff, dram, wino, out_h, out_w)
+
+
+def _pass_geometry(cv: _Conv, pass_: str) -> tuple[Any, ...]:
+    """What :func:`_pass_shape` takes from the shapes alone: the implicit GEMM's M, N, K, its
+    DRAM bytes, Winograd's GEMM M x N x K per tile, the plane the GEMM runs over (height,
+    width, elements) and which layers are strided."""
     n, h, w, p, q, cg, kg = cv.n, cv.h, cv.w, cv.p, cv.q, cv.gcg, cv.gkg
     r, s, sh, sw = cv.r, cv.s, cv.sh, cv.sw
+    strided = (sh > 1) | (sw > 1)
     if pass_ == "fwd":
-        gm, gn, gk, eff = n * p * q, kg, cg * r * s, 1.0
+        gm, gn, gk = n * p * q, kg, cg * r * s
         dram = cv.x_bytes + cv.w_bytes + cv.y_bytes
         # Winograd GEMMs: tiles of the output, n = filters, reduce over input channels
         wm, wn, wk = n, kg, cg
     elif pass_ == "bwd_data":
-        strided = (sh > 1) | (sw > 1)
         gm, gn, gk = n * h * w, cg, kg * r * s / (sh * sw)
-        eff = kp.bwd_data_efficiency * np.where(strided, kp.strided_dgrad_efficiency, 1.0)  # type: ignore[assignment]
         dram = cv.y_bytes + cv.w_bytes + cv.x_bytes
         wm, wn, wk = n, cg, kg
     else:
-        gm, gn, gk, eff = kg, cg * r * s, n * p * q, kp.bwd_filter_efficiency
+        gm, gn, gk = kg, cg * r * s, n * p * q
         dram = cv.x_bytes + cv.y_bytes + cv.w_bytes
         wm, wn, wk = kg, cg, n
     out_h, out_w = (h, w) if pass_ == "bwd_data" else (p, q)
-    # NCHW tensors: a GEMM over N x plane reads runs of one plane at a time, so small planes
-    # (7x7, 14x14) load in short, poorly coalesced runs
-    eff = eff * (out_h * out_w) / (out_h * out_w + kp.plane_elements)
-    return _PassShape(gm, gn, gk, eff, dram, (wm, wn, wk), out_h, out_w)
+    return gm, gn, gk, dram, (wm, wn, wk), out_h, out_w, out_h * out_w, strided
 
 
 def conv_times(prob: Mapping[str, Any], pass_: str, hw: Hardware, kp: KernelParams,
                workspace_limit: Any = math.inf, *, tensor_peak: float = 0.0,
-               element: int = _ELEMENT) -> dict[str, np.ndarray]:
+               element: int = _ELEMENT, prune: bool = False,
+               keep: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, np.ndarray]:
     """Modelled time of ``pass_`` (``fwd``, ``bwd_data``, ``bwd_filter``) for arrays of
     convolutions (keys n c h w k r s pad_h pad_w stride_h stride_w, optional dilation_h,
     dilation_w, groups). Returns ``seconds`` (fastest algorithm within ``workspace_limit``
     bytes, launches included), ``algorithm`` (index into :data:`ALGORITHMS`), ``workspace``
-    (bytes at 4 per element) and ``by_algorithm`` (problems x algorithms, inf where the
-    algorithm does not apply). ``tensor_peak`` > 0: on tensor cores at that dense peak (``kp``
+    (bytes at 4 per element), ``by_algorithm`` (problems x algorithms, inf where the
+    algorithm does not apply) and ``work`` (the same before the host's issue interval).
+    ``tensor_peak`` > 0: on tensor cores at that dense peak (``kp``
     the tensor-core path's constants), operands of ``element`` bytes; the implicit GEMMs and
-    the one-pixel GEMM run there, Winograd and FFT not at all, depthwise at the fp32 rate."""
+    the one-pixel GEMM run there, Winograd and FFT not at all, depthwise at the fp32 rate.
+    ``prune``: the same numbers, faster when the same problems are priced at many constants
+    (a fit; :func:`_gemm_candidates`); then ``keep`` may give, by algorithm, the ``work`` of
+    an earlier result for the same problems, pass and GPU (with ``prune``) at constants that
+    leave those algorithms' times as they were: the families of :data:`ALGORITHM_FAMILIES`
+    kept whole are not priced again."""
     if pass_ not in PASSES:
         raise ModelError(f"unknown pass {pass_!r} (one of {', '.join(PASSES)})")
-    cv = _Conv(prob, element, tensor_peak > 0)
+    cv = _conv_batch(prob, element, tensor_peak > 0, prune)
     ps = _pass_shape(cv, pass_, kp)
     inf = np.full(cv.n.shape, np.inf)
     zeros = np.zeros(cv.n.shape)
     times = dict.fromkeys(ALGORITHMS, inf)
     space = dict.fromkeys(ALGORITHMS, zeros)
-    _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space, tensor_peak)
-    if not cv.tensor:
-        _price_winograd(cv, ps, pass_, hw, kp, times, space)
-        _price_fft(cv, ps, hw, kp, times, space)
-    return _fastest_within(cv, times, space, kp, workspace_limit)
+    # an earlier pricing of these problems holds the workspaces (what keep leaves out)
+    keep = keep if keep and cv.is_kept(("calls", pass_)) else {}
+    pricers = {"gemm": lambda: _price_gemm_algorithms(cv, ps, pass_, hw, kp, times, space,
+                                                      tensor_peak),
+               "winograd": lambda: _price_winograd(cv, ps, pass_, hw, kp, times, space),
+               "fft": lambda: _price_fft(cv, ps, pass_, hw, kp, times, space)}
+    for family, price in pricers.items():
+        if family != "gemm" and cv.tensor:
+            continue
+        if all(a in keep for a in ALGORITHM_FAMILIES[family]):
+            times.update({a: keep[a] for a in ALGORITHM_FAMILIES[family]})
+        else:
+            price()
+    return _fastest_within(cv, times, space, kp, workspace_limit, pass_)
 
 
 def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
@@ -522,14 +632,15 @@ def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
     """Price, into ``times`` and ``space``, the GEMM-like algorithms: the implicit GEMMs, the
     explicit GEMM of a one-pixel plane and the direct depthwise kernel (on tensor cores at
     ``tensor_peak`` where it is > 0, the depthwise kernel excepted)."""
-    n, h, w, r, s, cg, kg, g = cv.n, cv.h, cv.w, cv.r, cv.s, cv.gcg, cv.gkg, cv.g
+    g = cv.g
     # implicit GEMM over the im2col matrix (precomputed offsets: a small index workspace).
     # Backward-filter reduces along both operands' contiguous axis (dY and X over N x plane),
     # so its SIMT tiles are fed from shared memory at the rate the SM's banks allow (tensor
     # cores load their fragments from shared memory in whole matrices)
     tiles = _TC_TILES if cv.tensor else _TILES
-    gemm = _gemm_time(_gemm_candidates(ps.gm, ps.gn, ps.gk, hw.sms, g, tiles,
-                                       fill_skinny=pass_ == "bwd_filter"), hw, kp,
+    cand = cv.cached(("implicit", pass_, hw.sms), lambda: _gemm_candidates(
+        ps.gm, ps.gn, ps.gk, hw.sms, g, tiles, fill_skinny=pass_ == "bwd_filter", prune=cv.prune))
+    gemm = _gemm_time(cand, hw, kp,
                       kp.gemm_efficiency * ps.eff, ps.dram, tensor_peak or None,
                       smem_bound=pass_ == "bwd_filter" and not cv.tensor)
     times["IMPLICIT_PRECOMP_GEMM"] = gemm
@@ -539,24 +650,51 @@ def _price_gemm_algorithms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware,
     if pass_ == "fwd":
         space["IMPLICIT_PRECOMP_GEMM"] = ps.gk * 8.0
 
-    # a 1x1 filter on a one-pixel plane (a squeeze-and-excitation or classifier convolution):
-    # NCHW holds the N x C matrix itself, so cuDNN's explicit GEMM needs no im2col and the pass
-    # is one cuBLAS GEMM per group, with no plane to load in short runs
-    one_pixel = (h == 1) & (w == 1) & (r == 1) & (s == 1) & (cv.pad_h == 0) & (cv.pad_w == 0)
-    gemm_shape = {"fwd": (n, kg, cg), "bwd_data": (n, cg, kg), "bwd_filter": (kg, cg, n)}[pass_]
-    gemm_kind = _GemmKind(tensor_peak, kp, cv.element) if cv.tensor else None
-    times["GEMM"] = np.where(one_pixel, _gemm_busy(*gemm_shape, hw, kp, g,
-                                                   "float16" if cv.element == 2 else "float32",
-                                                   gemm_kind), np.inf)
+    one_pixel, gemm_shape, dtype = cv.cached(("one_pixel", pass_),
+                                             lambda: _one_pixel_gemm(cv, pass_))
 
-    # depthwise (one input channel per group): a direct kernel, all groups in one launch, each
-    # output element running its R x S taps; no GEMM tile to pad to 16 or more channels. At
-    # 2 R S FLOPs per element in and out it is memory-bound on every GPU here
-    depthwise = (cv.cg == 1) & (g > 1)
-    direct_flops = 2.0 * n * cv.k * r * s * cv.p * cv.q
+    def one_pixel_gemm() -> np.ndarray:
+        m, n, k = (x[one_pixel] for x in gemm_shape)
+        cand, dram, peak = cv.cached(("one_pixel_gemm", pass_, hw, tensor_peak),
+                                     lambda: _gemm_terms(m, n, k, hw, g[one_pixel], dtype,
+                                                         tensor_peak if cv.tensor else None,
+                                                         cv.prune))
+        return _gemm_time(cand, hw, kp, kp.gemm_efficiency * kp.blas_efficiency, dram, peak)
+
+    times["GEMM"] = _where(one_pixel, one_pixel_gemm)
+    depthwise, direct_flops = cv.cached("depthwise", lambda: _depthwise(cv))
     times["DEPTHWISE"] = np.where(depthwise, np.maximum(
         direct_flops / (hw.peak_flops * kp.gemm_efficiency * ps.eff),
         _memory_s(ps.dram, hw, kp)), np.inf)
+
+
+def _where(rows: np.ndarray, values: Callable[[], np.ndarray]) -> np.ndarray:
+    """Infinity but at ``rows`` (a mask): ``values()``, computed for those rows alone (the same
+    numbers, row by row, as for all of them)."""
+    out = np.full(rows.shape, np.inf)
+    if rows.any():
+        out[rows] = values()
+    return out
+
+
+def _one_pixel_gemm(cv: _Conv, pass_: str) -> tuple[np.ndarray, tuple[Any, Any, Any], str]:
+    """Which convolutions of ``cv`` run ``pass_`` as one cuBLAS GEMM per group, its M x N x K
+    and element type. A 1x1 filter on a one-pixel plane (a squeeze-and-excitation or classifier
+    convolution): NCHW holds the N x C matrix itself, so cuDNN's explicit GEMM needs no im2col
+    and the pass is one cuBLAS GEMM per group, with no plane to load in short runs."""
+    n, cg, kg = cv.n, cv.gcg, cv.gkg
+    one_pixel = (cv.h == 1) & (cv.w == 1) & (cv.r == 1) & (cv.s == 1) & (cv.pad_h == 0) & \
+        (cv.pad_w == 0)
+    gemm_shape = {"fwd": (n, kg, cg), "bwd_data": (n, cg, kg), "bwd_filter": (kg, cg, n)}[pass_]
+    return one_pixel, gemm_shape, "float16" if cv.element == 2 else "float32"
+
+
+def _depthwise(cv: _Conv) -> tuple[np.ndarray, np.ndarray]:
+    """Which convolutions of ``cv`` are depthwise (one input channel per group), and their
+    direct FLOPs. A direct kernel, all groups in one launch, each output element running its
+    R x S taps; no GEMM tile to pad to 16 or more channels. At 2 R S FLOPs per element in and
+    out it is memory-bound on every GPU here."""
+    return (cv.cg == 1) & (cv.g > 1), 2.0 * cv.n * cv.k * cv.r * cv.s * cv.p * cv.q
 
 
 def _price_winograd(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: KernelParams,
@@ -565,10 +703,36 @@ def _price_winograd(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Ker
     tiles) and F(4x4,3x3) non-fused (36 GEMMs over 6x6 tiles, its transformed operands
     round-tripping through DRAM); the GEMMs run batched over the transform points, without
     split-K."""
+    rows = cv.wino_ok
+    eff, dram = ps.eff[rows], ps.dram[rows]
+    for algo, cand, t_in, t_out in cv.cached(("winograd", pass_, hw.sms),
+                                             lambda: list(_winograd_gemms(cv, ps, pass_, hw))):
+        if algo == "WINOGRAD":
+            times[algo] = _where(rows, lambda: _gemm_time(cand, hw, kp,
+                                                          kp.winograd_efficiency * eff, dram))
+        else:
+            # the transforms read the operands and write their transforms; the GEMMs read
+            # those and write theirs (their own traffic, in the GEMM's time); the inverse
+            # reads them and writes the result
+            moved_in, moved_out = t_in[rows], t_out[rows]
+            times[algo] = _where(rows, lambda: _gemm_time(
+                cand, hw, kp, kp.winograd_efficiency * eff, moved_in + moved_out) +
+                _memory_s(dram + moved_in + moved_out, hw, kp))
+            space[algo] = t_in + t_out
+
+
+def _winograd_gemms(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware
+                    ) -> Iterator[tuple[str, Optional[dict[str, np.ndarray]], Any, Any]]:
+    """Each Winograd algorithm ``pass_`` can run (fused F(2x2,3x3) has no backward-filter): its
+    name, the candidates of its GEMMs (batched over the transform points, without split-K) of
+    the convolutions Winograd serves (``cv.wino_ok``; None where it serves none) and the bytes
+    of its transformed operands in and out (of every convolution)."""
+    rows = cv.wino_ok
     n, c, k, cg, kg = cv.n, cv.c, cv.k, cv.cg, cv.kg
     wm, wn, wk = ps.wino
-    eff, dram = ps.eff, ps.dram
     for algo, out_tile, points in (("WINOGRAD", 2, 16), ("WINOGRAD_NONFUSED", 4, 36)):
+        if algo == "WINOGRAD" and pass_ == "bwd_filter":
+            continue
         tiles = np.ceil(ps.out_h / out_tile) * np.ceil(ps.out_w / out_tile)
         if pass_ == "bwd_filter":
             mm, nn, kk = wm, wn, wk * tiles
@@ -577,25 +741,28 @@ def _price_winograd(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: Ker
             mm, nn, kk = wm * tiles, wn, wk
             t_in = wm * tiles * wk * points * _ELEMENT + wn * wk * points * _ELEMENT
             t_out = wm * tiles * wn * points * _ELEMENT
-        cand = _gemm_candidates(mm, nn, kk, hw.sms, points, split_k=False)
-        if algo == "WINOGRAD":
-            if pass_ == "bwd_filter":
-                continue
-            t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, dram)
-        else:
-            # the transforms read the operands and write their transforms; the GEMMs read
-            # those and write theirs (their own traffic, in the GEMM's time); the inverse
-            # reads them and writes the result
-            t = _gemm_time(cand, hw, kp, kp.winograd_efficiency * eff, t_in + t_out) + \
-                _memory_s(dram + t_in + t_out, hw, kp)
-            space[algo] = t_in + t_out
-        times[algo] = np.where(cv.wino_ok, t, np.inf)
+        mm, nn, kk = (np.broadcast_to(x, rows.shape)[rows] for x in (mm, nn, kk))
+        cand = _gemm_candidates(mm, nn, kk, hw.sms, points, split_k=False,
+                                prune=cv.prune) if rows.any() else None
+        yield algo, cand, t_in, t_out
 
 
-def _price_fft(cv: _Conv, ps: _PassShape, hw: Hardware, kp: KernelParams,
+def _price_fft(cv: _Conv, ps: _PassShape, pass_: str, hw: Hardware, kp: KernelParams,
                times: dict[str, Any], space: dict[str, Any]) -> None:
     """Price, into ``times`` and ``space``, FFT over whole padded planes and over 32x32 tiles
     (FFT-tiling)."""
+    for algo, valid, work, moved, bufs in cv.cached(("fft", pass_), lambda: [
+            (algo, valid, work[valid], (ps.dram + 2 * bufs)[valid], bufs)
+            for algo, work, bufs, valid in _fft_terms(cv)]):
+        eff = ps.eff[valid]
+        times[algo] = _where(valid, lambda: np.maximum(
+            work / (hw.peak_flops * kp.fft_efficiency * eff), _memory_s(moved, hw, kp)))
+        space[algo] = bufs
+
+
+def _fft_terms(cv: _Conv) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """FFT over whole padded planes and over 32x32 tiles: each one's name, FLOPs (transforms
+    and pointwise products), bytes of transformed buffers and which convolutions it serves."""
     n, c, k, r, s, hp, wp, one = cv.n, cv.c, cv.k, cv.r, cv.s, cv.hp, cv.wp, cv.one
     tiles_h = np.ceil(cv.p / np.maximum(_FFT_TILE - r + 1, 1))
     tiles_w = np.ceil(cv.q / np.maximum(_FFT_TILE - s + 1, 1))
@@ -607,35 +774,44 @@ def _price_fft(cv: _Conv, ps: _PassShape, hw: Hardware, kp: KernelParams,
         bufs = planes * points * 2 * _ELEMENT
         transforms = planes * 2.5 * eh * ew * np.log2(np.maximum(eh * ew, 2))
         products = 8.0 * n * k * c * count * points
-        t = np.maximum((transforms + products) / (hw.peak_flops * kp.fft_efficiency * ps.eff),
-                       _memory_s(ps.dram + 2 * bufs, hw, kp))
         valid = cv.dense & (r > 1) & (r <= eh) & (s <= ew)
         if algo == "FFT":
             valid &= (hp <= 256) & (wp <= 256)
         else:
             valid &= (r <= _FFT_TILE) & (s <= _FFT_TILE) & ((hp > _FFT_TILE) | (wp > _FFT_TILE))
-        times[algo] = np.where(valid, t, np.inf)
-        space[algo] = bufs
+        yield algo, transforms + products, bufs, valid
 
 
 def _fastest_within(cv: _Conv, times: dict[str, Any], space: dict[str, Any], kp: KernelParams,
-                    workspace_limit: Any) -> dict[str, np.ndarray]:
+                    workspace_limit: Any, pass_: str) -> dict[str, np.ndarray]:
     """:func:`conv_times`' result: every algorithm's time as the host issues it, and the
     fastest whose workspace fits ``workspace_limit``."""
     by_algo = np.stack([times[a] for a in ALGORITHMS], axis=-1)
-    # one cuDNN call per group (the depthwise kernel: one for all groups), each issued by the
-    # host one launch interval after the last: a multi-kernel algorithm's kernels (transforms,
-    # GEMMs, inverse) queue back to back behind its call
-    launches = np.stack([cv.one if a == "DEPTHWISE" else cv.g for a in ALGORITHMS], axis=-1)
+    launches, ws = cv.cached(("calls", pass_), lambda: _calls_and_workspace(cv, space))
     with_launch = issued(by_algo, kp, launches)
-    ws = np.stack([np.broadcast_to(space[a], cv.n.shape) for a in ALGORITHMS], axis=-1)
     limit = np.asarray(workspace_limit, dtype=float)
     allowed = np.where(ws <= (limit[..., None] if limit.ndim else limit), with_launch, np.inf)
     pick = np.argmin(allowed, axis=-1)
-    return {"seconds": np.take_along_axis(allowed, pick[..., None], axis=-1)[..., 0],
-            "algorithm": pick,
-            "workspace": np.take_along_axis(ws, pick[..., None], axis=-1)[..., 0],
-            "by_algorithm": with_launch}
+    return {"seconds": _picked(allowed, pick), "algorithm": pick,
+            "workspace": _picked(ws, pick), "by_algorithm": with_launch, "work": by_algo}
+
+
+def _picked(a: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """``a``'s element ``pick`` along its last axis (``np.take_along_axis``; indexed directly
+    for one axis of problems, the common case, which is quicker)."""
+    if a.ndim == 2:
+        return a[np.arange(a.shape[0]), pick]
+    return np.take_along_axis(a, pick[..., None], axis=-1)[..., 0]
+
+
+def _calls_and_workspace(cv: _Conv, space: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per problem and algorithm (problems x :data:`ALGORITHMS`): the cuDNN calls the host
+    issues and the workspace of ``space``. One call per group (the depthwise kernel: one for
+    all groups), each issued by the host one launch interval after the last: a multi-kernel
+    algorithm's kernels (transforms, GEMMs, inverse) queue back to back behind its call."""
+    launches = np.stack([cv.one if a == "DEPTHWISE" else cv.g for a in ALGORITHMS], axis=-1)
+    ws = np.stack([np.broadcast_to(space[a], cv.n.shape) for a in ALGORITHMS], axis=-1)
+    return launches, ws
 
 
 def _itemsize(dtype: str) -> int:
@@ -677,32 +853,42 @@ def _tensor_kind(hw: Hardware, dtype: str, tc: Optional[TensorCores],
 
 
 def _gemm_busy(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams, batch: Any,
-               dtype: str, kind: Optional[_GemmKind]) -> np.ndarray:
+               dtype: str, kind: Optional[_GemmKind], prune: bool = False) -> np.ndarray:
     """GEMMs' seconds without their launch: on tensor cores (``kind``) or at the fp32 model's
     rate (``hw.simt_flops``) on ``dtype`` operands."""
+    cand, dram, peak = _gemm_terms(m, n, k, hw, batch, dtype,
+                                   None if kind is None else kind.peak, prune)
+    gk = kp if kind is None else kind.kp
+    return _gemm_time(cand, hw, gk, gk.gemm_efficiency * gk.blas_efficiency, dram, peak)
+
+
+def _gemm_terms(m: Any, n: Any, k: Any, hw: Hardware, batch: Any, dtype: str,
+                tensor_peak: Optional[float], prune: bool = False
+                ) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+    """What :func:`_gemm_busy` prices: the GEMMs' candidates (tensor-core tiles where
+    ``tensor_peak`` is given), their operands' DRAM bytes and the peak (``tensor_peak``, else
+    ``hw.simt_flops``)."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
     dram = (m * k + k * n + m * n) * DTYPES[dtype]
     if not (np.ndim(batch) == 0 and batch == 1):
         dram = dram * np.asarray(batch, dtype=float)
-    if kind is not None:
-        tk = kind.kp
-        return _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch, _TC_TILES), hw, tk,
-                          tk.gemm_efficiency * tk.blas_efficiency, dram, kind.peak)
-    return _gemm_time(_gemm_candidates(m, n, k, hw.sms, batch), hw, kp,
-                      kp.gemm_efficiency * kp.blas_efficiency, dram, hw.simt_flops(dtype))
+    if tensor_peak is not None:
+        return (_gemm_candidates(m, n, k, hw.sms, batch, _TC_TILES, prune=prune), dram,
+                tensor_peak)
+    return _gemm_candidates(m, n, k, hw.sms, batch, prune=prune), dram, hw.simt_flops(dtype)
 
 
 def gemm_times(m: Any, n: Any, k: Any, hw: Hardware, kp: KernelParams, *, batch: Any = 1,
                dtype: str = "float32", tc: Optional[TensorCores] = None,
-               tf32: bool = False) -> np.ndarray:
+               tf32: bool = False, prune: bool = False) -> np.ndarray:
     """Modelled seconds of cuBLAS GEMMs C[m x n] = A[m x k] B[k x n] (arrays), ``batch`` of
     them in one (strided-batched) call, in ``dtype``: on tensor cores where ``hw`` has them
     for ``dtype`` (or, ``tf32``, TF32 for float32), at the constants of ``tc``, else at the fp32
     model's rate (``hw.simt_flops``); each call at least the host's issue interval
-    (:func:`issued`)."""
+    (:func:`issued`). ``prune``: as :func:`conv_times`'."""
     _itemsize(dtype)
     kind = _tensor_kind(hw, dtype, tc, tf32)
-    return issued(_gemm_busy(m, n, k, hw, kp, batch, dtype, kind),
+    return issued(_gemm_busy(m, n, k, hw, kp, batch, dtype, kind, prune),
                   kp if kind is None else kind.kp)
 
 

@@ -232,3 +232,67 @@ def test_phold_without_simpy_says_which_extra_to_install(monkeypatch, capsys):
     assert bench.main() == 2
     assert capsys.readouterr().err == ("benchmarks/bench_phold.py needs simpy, which is not "
                                        "installed: pip install 'sst-cdma[test]'\n")
+
+
+def _two_architectures():
+    """The made-up evaluation with A and B of two architectures, each predicted by a fit that
+    left its architecture out (A well, B badly)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from sst_cdma.model.calibration import KINDS
+    from sst_cdma.model.kernel_model import KernelParams
+
+    ev = _fake_evaluation()
+    good = {k: np.array([1.1, 0.9, 1.2]) for k in KINDS}
+    bad = {k: np.array([2.0, 0.5, 1.5]) for k in KINDS}
+    return replace(ev, loao={"Turing": KernelParams(), "Pascal": KernelParams()},
+                   leave_one_architecture_out={"A": good, "B": bad},
+                   architecture={"A": "Turing", "B": "Pascal"})
+
+
+def test_the_kernel_model_benchmark_prints_the_tables_asked_for_in_that_order():
+    bench = load("bench_kernel_model")
+    text = bench.markdown(_two_architectures(), tables=["targets", "architectures", "summary"])
+    titles = [line for line in text.splitlines() if line.startswith("### ")]
+    assert titles == ["### Targets (both GPUs pooled)",
+                      "### Per architecture: geomean |r-1| / within +-25% (median), pooled "
+                      "over the GPUs named", "### Summary: fitted model (roofline)"]
+    # each architecture held out, with its targets (the T4's: Turing's) or "reported"
+    assert ("| leave one architecture out: Turing (A; fit on Pascal) | 12.6% / 100% (1.10) | "
+            "12.6% / 100% (1.10) | 12.6% / 100% (1.10) | 12.6% / 100% (1.10) | "
+            "<= 25%, >= 60% |") in text
+    assert "| leave one architecture out: Pascal (B; fit on Turing) | 63.0% / 0% (1.50) |" in text
+    assert text.count("| reported |") == 1
+    assert "| in sample, both | 12.6% / 100% (1.10) | 12.6% / 100% (1.10) | 63.0% / 0% (1.50)" \
+        in text
+    # the whole page: every table, the per-architecture one after the leave-out parameters
+    everything = bench.markdown(_two_architectures())
+    names = [line[4:] for line in everything.splitlines() if line.startswith("### ")]
+    assert len(names) == 11 and names[3].startswith("Per architecture")
+
+
+def test_the_kernel_model_benchmark_takes_tables_only_with_markdown(capsys):
+    bench = load("bench_kernel_model")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--tables", "targets"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.endswith("error: --tables: only with --markdown\n")
+    with pytest.raises(SystemExit):
+        bench.main(["--markdown", "--tables", "nonsense"])
+    assert "invalid choice: 'nonsense'" in capsys.readouterr().err
+
+
+def test_the_calibrate_benchmark_counts_the_cpu_of_the_whole_process_tree(capsys):
+    bench = load("bench_calibrate_check")
+    before = bench.children_cpu_s()
+    cpu, status, report = bench.run_once(BENCHMARKS.parent, ("calibrate", "--help"))
+    assert status == 0 and "--check" in report
+    assert 0 < cpu <= bench.children_cpu_s() - before
+    # the tree's own path is taken out of the report, so two trees' reports compare
+    _, status, report = bench.run_once(BENCHMARKS.parent, ("calibrate", "--data", "missing"))
+    assert status == 1 and str(BENCHMARKS.parent) not in report
+    with pytest.raises(SystemExit):
+        bench.main(["--repeats", "0"])
+    assert "--repeats: must be at least 1, got 0" in capsys.readouterr().err

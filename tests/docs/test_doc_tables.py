@@ -36,6 +36,24 @@ CHECKS = [
     Check("docs/gpus.md", "sst-cdma sweep sweeps/systems.yaml -o results/systems", slow=True),
     Check("docs/kernel_model.md", "python benchmarks/bench_tensor_core.py --markdown"),
     Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --committed-params"),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "logo-params loao-params", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "architectures", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "borrowed", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "summary in-sample leave-one-gpu-out leave-one-architecture-out", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "cross pairs", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "time-weighted", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "classes", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "steps", slow=True),
+    Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
+          "targets", slow=True),
     Check("docs/codecs.md", "python benchmarks/bench_codecs.py --dense-report --mib 16",
           measured=(2,), slow=True),
     Check("docs/workloads.md",
@@ -135,25 +153,6 @@ ELSEWHERE = {
 #: them yet: why (the commands that give their figures are on the page, but each row or cell is
 #: read off a run's summary, or the command takes too long for a test)
 NOT_YET = {
-    "docs/kernel_model.md § The fits that leave GPUs out #1":
-        "the leave-one-GPU-out fits of a bench_kernel_model.py --markdown run (36 min)",
-    "docs/kernel_model.md § The fits that leave GPUs out #2":
-        "the leave-one-architecture-out fits of the same run",
-    "docs/kernel_model.md § Seven GPUs, three architectures (issue #23) #1":
-        "partly from bench_kernel_model.py, partly from fits redone by hand (the page says so)",
-    "docs/kernel_model.md § What an unmeasured GPU borrows #1":
-        "from a bench_kernel_model.py run's leave-one-architecture-out fits, not printed",
-    "docs/kernel_model.md § How far it is from the measurements #1":
-        "python benchmarks/bench_kernel_model.py --markdown: 36 min on 2 cores",
-    "docs/kernel_model.md § How far it is from the measurements #2": "the same run",
-    "docs/kernel_model.md § How far it is from the measurements #3": "the same run",
-    "docs/kernel_model.md § How far it is from the measurements #4": "the same run",
-    "docs/kernel_model.md § Measured on one GPU, predicted on another #1": "the same run",
-    "docs/kernel_model.md § Measured on one GPU, predicted on another #2": "the same run",
-    "docs/kernel_model.md § Kernel time rather than kernel count #1": "the same run",
-    "docs/kernel_model.md § By layer class #1": "the same run",
-    "docs/kernel_model.md § By layer step #1": "the same run",
-    "docs/kernel_model.md § Targets #1": "the targets against figures of the same run",
     "docs/kernel_model.md § Transformer layers #1":
         "read off a run's summary (its layers), per kernel in microseconds",
     "docs/kernel_model.md § Transformer layers #2":
