@@ -132,6 +132,27 @@ Times = Mapping[str, Mapping[str, int]]
 Kernels = Mapping[str, Mapping[str, Any]]
 
 
+#: the networks' layers and tensors of the latest (network, batch, dtype): see :func:`inferred`
+_INFERRED: dict[tuple[int, int, str], tuple[Network, list[LayerInfo], dict[str, TensorInfo]]] = {}
+#: how many :func:`inferred` keeps (a run's GPUs and its baselines share one or two)
+INFERRED_KEPT = 8
+
+
+def inferred(network: Network, batch: int, dtype: str
+             ) -> tuple[list[LayerInfo], dict[str, TensorInfo]]:
+    """``network.infer(batch, dtype)`` and ``network.tensors(batch, dtype)``, worked out once
+    per network (the object: a loaded network does not change) and shared by the schedules
+    and the planner's models: treat them as read-only."""
+    key = (id(network), batch, dtype)
+    entry = _INFERRED.pop(key, None)
+    if entry is None or entry[0] is not network:
+        entry = (network, network.infer(batch, dtype), network.tensors(batch, dtype))
+        while len(_INFERRED) >= INFERRED_KEPT:
+            del _INFERRED[next(iter(_INFERRED))]  # the least recently used
+    _INFERRED[key] = entry
+    return entry[1], entry[2]
+
+
 @timed("planning_s")
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
                    times: Optional[Times] = None,
@@ -226,8 +247,7 @@ class _Schedule:
         #: every buffer allocated once for the iteration (decided once the offloads are known)
         self.wide = False
         self.per_tensor = not is_vdnn(policy)
-        self.infos = network.infer(batch, dtype)
-        self.tensors = network.tensors(batch, dtype)
+        self.infos, self.tensors = inferred(network, batch, dtype)
         self.info: dict[str, LayerInfo] = {i.name: i for i in self.infos}
         self.idx = {i.name: k for k, i in enumerate(self.infos)}
         self.kind = {i.name: i.kind for i in self.infos}
