@@ -94,6 +94,12 @@ class PlanModel:
     #: slots, ps: the copy stream's time no choice moves (the weights' prefetches with the
     #: weights off the GPU; zeros elsewhere)
     fixed_copies: Optional[np.ndarray] = None
+    #: slots, bytes: every tensor at its smallest footprint, summed (None: worked out from
+    #: ``resident`` when asked; :func:`lower_bound_peak`)
+    least_resident: Optional[np.ndarray] = None
+    #: slots, bytes: at least the most any row holds there (None: worked out from
+    #: ``resident`` when asked)
+    most_resident: Optional[np.ndarray] = None
     #: rows x 3: ps the compute stream runs in the slots of (offload, prefetch, recompute): the
     #: SM codec kernels and the recomputation (derived)
     row_compute: np.ndarray = field(init=False, repr=False)
@@ -205,6 +211,8 @@ class _ModelBuilder:
         states = base.model_states
         self.recompute = states is None or states.placement.weights == "gpu"
         self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = {}
+        #: per tensor, the rows the kept model arrays hold (empty until the first model)
+        self._placed: list[_TensorRows] = []
         #: what the models depend on besides the capacity and the induced reads: the network
         #: and the all-keep plan themselves (held, so their identity stands for them) and the
         #: prices, by value
@@ -245,30 +253,52 @@ class _ModelBuilder:
         for tensor, at in (extra_needs or {}).items():
             if tensor in need:
                 need[tensor].extend(k for k in at if k not in need[tensor])
-        allowed: list[tuple[str, ...]] = []
-        rows_t: list[int] = []
-        rows_c: list[str] = []
-        resident: list[np.ndarray] = []
-        slots: list[tuple[int, int, int]] = []
-        costs: list[tuple[float, float, float]] = []
-        sm: list[tuple[float, float]] = []
-        first: list[int] = []
-        for t, ti in enumerate(self.tensors.values()):
-            options, rows = self._tensor_rows(ti, need[ti.name])
-            allowed.append(options)
-            first.append(len(rows_c))
-            rows_t.extend([t] * len(options))
-            rows_c.extend(options)
-            for mask, slot, cost, kernels in rows:
-                resident.append(mask)
-                slots.append(slot)
-                costs.append(cost)
-                sm.append(kernels)
-        return PlanModel(list(self.tensors), allowed, np.array(rows_t), rows_c,
-                         np.array(resident), self.fixed, self.compute,
-                         np.array(slots, dtype=int), np.array(costs), capacity,
-                         np.array(first), np.array(sm).reshape(-1, 2), dict(self.bpos),
-                         self.copies)
+        made = [self._tensor_rows(ti, need[ti.name]) for ti in self.tensors.values()]
+        if not self._placed:
+            self._lay_out(made)
+        for t, rows in enumerate(made):
+            if rows is not self._placed[t]:
+                self._place(t, rows)
+        return PlanModel(list(self.tensors), list(self._allowed), self._row_tensor.copy(),
+                         list(self._row_choice), self._resident.copy(), self.fixed,
+                         self.compute, self._slots.copy(), self._costs.copy(), capacity,
+                         self._first.copy(), self._sm.copy(), dict(self.bpos), self.copies,
+                         least_resident=self._least.copy(), most_resident=self._most.copy())
+
+    def _lay_out(self, made: list[_TensorRows]) -> None:
+        """The first model's rows, kept to be updated in place: each tensor's choices do not
+        depend on the reads (only the slots its rows hold it in do)."""
+        self._allowed = [options for options, _ in made]
+        self._row_choice = [c for options, _ in made for c in options]
+        self._row_tensor = np.array([t for t, (options, _) in enumerate(made) for _ in options])
+        self._first = np.cumsum([0] + [len(options) for options, _ in made])[:-1]
+        rows = [row for _, tensor_rows in made for row in tensor_rows]
+        self._resident = np.array([mask for mask, _, _, _ in rows]).reshape(
+            len(rows), len(self.blocks))
+        self._slots = np.array([slot for _, slot, _, _ in rows], dtype=int).reshape(-1, 3)
+        self._costs = np.array([cost for _, _, cost, _ in rows]).reshape(-1, 3)
+        self._sm = np.array([sm for _, _, _, sm in rows]).reshape(-1, 2)
+        self._least_t = [_least(tensor_rows) for _, tensor_rows in made]
+        self._least = np.zeros(len(self.blocks))
+        for least in self._least_t:
+            self._least += least
+        self._most = self._resident.max(axis=0) if rows else np.zeros(len(self.blocks))
+        self._placed = list(made)
+
+    def _place(self, t: int, made: _TensorRows) -> None:
+        """Tensor ``t``'s rows changed (its reads moved): write them over the old ones."""
+        first = int(self._first[t])
+        for k, (mask, slot, cost, sm) in enumerate(made[1]):
+            self._resident[first + k] = mask
+            self._slots[first + k] = slot
+            self._costs[first + k] = cost
+            self._sm[first + k] = sm
+        least = _least(made[1])
+        self._least += least - self._least_t[t]  # whole bytes: exact
+        self._least_t[t] = least
+        for mask, _, _, _ in made[1]:  # still at least the most any row holds
+            np.maximum(self._most, mask, out=self._most)
+        self._placed[t] = made
 
     def _tensor_rows(self, ti: TensorInfo, need: list[int]) -> _TensorRows:
         """Tensor ``ti``'s rows when the backward passes of layers ``need`` read it."""
@@ -293,6 +323,14 @@ class _ModelBuilder:
         made = (options, rows)
         self._rows[ti.name] = (key, made)
         return made
+
+
+def _least(rows: list) -> np.ndarray:
+    """Per slot, the least bytes any of one tensor's rows holds there."""
+    least = rows[0][0]
+    for mask, _, _, _ in rows[1:]:
+        least = np.minimum(least, mask)
+    return least
 
 
 def _sm_kernels(choice: str, cost: tuple[float, float, float],
@@ -427,6 +465,8 @@ def induced_needs(network: Network, batch: int, dtype: str,
 def lower_bound_peak(model: PlanModel) -> int:
     """The least any plan can hold in its fullest slot: every tensor at its smallest
     footprint in every slot at once."""
+    if model.least_resident is not None:
+        return int((model.fixed + model.least_resident).max())
     if not len(model.tensors):
         return int(model.fixed.max())
     first = model.first_row
@@ -505,7 +545,7 @@ def _descend(state: _State, label: str) -> None:
 
 #: rows re-scored at once when the queue's top needs fresh scores (doubling while none of
 #: them is applied, up to :data:`BATCH_MOST`)
-BATCH_FIRST = 4
+BATCH_FIRST = 8
 BATCH_MOST = 64
 
 
@@ -514,14 +554,15 @@ def _next_change(state: _State, heap: list[tuple[float, int]]) -> Optional[int]:
     queue runs out first. One by one: pop the top, drop it if it is its tensor's current row
     or no longer removes excess, apply it if its fresh score is within :data:`LAZY_SLACK` of
     the next (stale) top, else push it back with its fresh score. The plan does not change
-    until a row is applied, so the fresh scores of the next rows to pop are worked out
-    ahead, several at once (:meth:`_State.scores`); the pops, drops and pushes are the
-    same."""
+    until a row is applied, so the memory the next rows to pop would free is worked out
+    ahead, several rows at once (:meth:`_State.gains_of`); their times, scores, pops, drops
+    and pushes stay one by one."""
     import heapq
 
     ahead: list[tuple[float, int]] = []  # popped ahead of the queue, in order
     i = 0
-    fresh: dict[int, Optional[float]] = {}
+    gains: dict[int, float] = {}  # excess removed, of the rows popped ahead
+    fresh: dict[int, Optional[float]] = {}  # scores, of the rows popped
     batch = BATCH_FIRST
     current, tensor = state.current, state.tensor
     while True:
@@ -537,13 +578,16 @@ def _next_change(state: _State, heap: list[tuple[float, int]]) -> Optional[int]:
             i = 0
             batch = min(2 * batch, BATCH_MOST)
             rows = [r for _, r in ahead if current[tensor[r]] != r and r not in fresh]
-            fresh.update(zip(rows, state.scores(rows)))
+            gains.update(zip(rows, state.gains_of(rows)))
             continue
         else:
             return None
         row = item[1]
         if current[tensor[row]] == row:
             continue
+        if row not in fresh:
+            gain = gains[row]
+            fresh[row] = None if gain <= 0 else gain / max(state.time_delta(row), 1.0)
         score = fresh[row]
         if score is None:
             continue
@@ -586,18 +630,27 @@ def _whole_ps(model: PlanModel) -> bool:
         all(bool((a == np.round(a)).all()) for a in arrays)
 
 
-def _moves(slots: list[int], costs: list[float], busy: list[float],
-           compute_cols: tuple[int, ...]) -> list[tuple[int, float, float]]:
-    """The time one row moves onto the streams: per slot, (slot, copy ps, compute ps), the
-    slots it moves none in left out."""
-    moved: dict[int, list[float]] = {}
-    for k in (0, 1):
-        if costs[k]:
-            moved.setdefault(slots[k], [0.0, 0.0])[0] += costs[k]
-    for k in compute_cols:
-        if busy[k]:
-            moved.setdefault(slots[k], [0.0, 0.0])[1] += busy[k]
-    return [(slot, copy, rec) for slot, (copy, rec) in moved.items()]
+def _moves(model: PlanModel) -> list[list[tuple[int, float, float]]]:
+    """Per row, the time it moves onto the streams: (slot, copy ps, compute ps) for each slot
+    it moves any time in."""
+    copy = np.zeros(model.row_slots.shape)
+    copy[:, :2] = model.row_costs[:, :2]
+    busy = np.zeros(model.row_slots.shape)
+    cols = list(model.compute_cols)
+    busy[:, cols] = model.row_compute[:, cols]
+    some = (copy != 0) | (busy != 0)
+    slots = model.row_slots.tolist()
+    moves = [[(s[k], c[k], b[k]) for k in (0, 1, 2) if z[k]]
+             for s, c, b, z in zip(slots, copy.tolist(), busy.tolist(), some.tolist())]
+    for row, moved in enumerate(moves):
+        if len({slot for slot, _, _ in moved}) < len(moved):  # two in one slot: add up
+            both: dict[int, list[float]] = {}
+            for slot, c, b in moved:
+                entry = both.setdefault(slot, [0.0, 0.0])
+                entry[0] += c
+                entry[1] += b
+            moves[row] = [(slot, c, b) for slot, (c, b) in both.items()]
+    return moves
 
 
 class _State:
@@ -621,12 +674,11 @@ class _State:
         self.busy: list[list[float]] = model.row_compute.tolist()
         self.compute: list[float] = model.compute.tolist()
         #: per slot, the most bytes any row holds there (what a switch can add at most)
-        self.colmax = model.resident.max(axis=0) if len(self.tensor) else \
-            np.zeros_like(model.fixed)
+        self.colmax = model.most_resident if model.most_resident is not None else \
+            model.resident.max(axis=0) if len(self.tensor) else np.zeros_like(model.fixed)
         #: times are whole picoseconds: a switch's time is worked out from the slots it moves
         self.whole = _whole_ps(model)
-        self.moves = [_moves(s, c, b, model.compute_cols)
-                      for s, c, b in zip(self.slots, self.costs, self.busy)] if self.whole else []
+        self.moves = _moves(model) if self.whole else []
         rows = model.first_row.copy()  # every tensor kept
         self.current: list[int] = rows.tolist()
         self.cap = cap
@@ -642,7 +694,7 @@ class _State:
         and the excess."""
         self.is_open = self.slack + self.colmax > 0
         self.cols = np.flatnonzero(self.is_open)
-        self.res_cols = self.model.resident[:, self.cols]
+        self.res_cols = np.take(self.model.resident, self.cols, axis=1)
         self._slack_moved()
 
     def _slack_moved(self) -> None:
@@ -660,10 +712,15 @@ class _State:
     def gains(self) -> np.ndarray:
         """For every row: the excess memory (bytes over capacity, summed over the slots)
         switching its tensor to it removes."""
-        self.open_slots()
+        is_open = self.slack + self.colmax > 0
+        if is_open.sum() < 0.8 * len(self.cols):  # many closed: gather the fewer afresh
+            self.open_slots()                     # (any more slots give the same sums)
         res = self.res_cols
-        after = self.slack_cols + (res - res[self.current_rows()])
-        return self.excess - np.maximum(after, 0.0).sum(axis=1)
+        after = res[self.current_rows()]  # one array of rows x slots, worked in place
+        np.subtract(res, after, out=after)
+        after += self.slack_cols
+        np.maximum(after, 0.0, out=after)
+        return self.excess - after.sum(axis=1)
 
     def time_deltas(self) -> np.ndarray:
         """For every row: the predicted iteration time's change if its tensor switched to
@@ -676,17 +733,14 @@ class _State:
         res = self.res_cols
         return self.slack_cols + (res[row] - res[self.current[self.tensor[row]]])
 
-    def scores(self, rows: list[int]) -> list[Optional[float]]:
-        """For each of ``rows``: the excess memory removed per picosecond added by switching
-        to it (None: it removes none)."""
+    def gains_of(self, rows: list[int]) -> list[float]:
+        """For each of ``rows``: the excess memory switching its tensor to it removes."""
         if not rows:
             return []
         res = self.res_cols
         cur = [self.current[self.tensor[r]] for r in rows]
         after = self.slack_cols + (res[rows] - res[cur])
-        gains = (self.excess - np.maximum(after, 0.0).sum(axis=1)).tolist()
-        return [None if gain <= 0 else gain / max(self.time_delta(row), 1.0)
-                for row, gain in zip(rows, gains)]
+        return (self.excess - np.maximum(after, 0.0).sum(axis=1)).tolist()
 
     def fits(self, row: int) -> bool:
         """Every slot within capacity after switching to ``row``."""
