@@ -181,9 +181,10 @@ _GREEDY: dict[tuple, tuple[tuple[Network, Plan], PlanResult | tuple[str, int]]] 
 #: how many :data:`_GREEDY` keeps: an auto run of GPT-2 XL makes 9 over its placements
 GREEDY_KEPT = 32
 
-#: one tensor's candidate rows: its choices, and per choice its resident bytes per slot, the
-#: slots and costs of its (offload, prefetch, recompute) and its SM codec kernels' times
-_TensorRows = tuple[tuple[str, ...], list[tuple[np.ndarray, tuple[int, int, int],
+#: one tensor's candidate rows: its choices, and per choice the slots it is resident in (ranges
+#: [a, b), which may overlap), the slots and costs of its (offload, prefetch, recompute) and its SM codec kernels' times
+_Spans = tuple[tuple[int, int], ...]
+_TensorRows = tuple[tuple[str, ...], list[tuple[_Spans, tuple[int, int, int],
                                                 tuple[float, float, float],
                                                 tuple[float, float]]]]
 
@@ -213,6 +214,8 @@ class _ModelBuilder:
         self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = {}
         #: per tensor, the rows the kept model arrays hold (empty until the first model)
         self._placed: list[_TensorRows] = []
+        #: the kept arrays are a model's too (copied before they change)
+        self._handed = False
         #: what the models depend on besides the capacity and the induced reads: the network
         #: and the all-keep plan themselves (held, so their identity stands for them) and the
         #: prices, by value
@@ -256,29 +259,40 @@ class _ModelBuilder:
         made = [self._tensor_rows(ti, need[ti.name]) for ti in self.tensors.values()]
         if not self._placed:
             self._lay_out(made)
-        for t, rows in enumerate(made):
-            if rows is not self._placed[t]:
-                self._place(t, rows)
+        changed = [t for t, rows in enumerate(made) if rows is not self._placed[t]]
+        if changed and self._handed:  # the last model has these arrays: write on copies
+            self._resident, self._slots = self._resident.copy(), self._slots.copy()
+            self._costs, self._sm = self._costs.copy(), self._sm.copy()
+        for t in changed:
+            self._place(t, made[t])
+        self._handed = True
         return PlanModel(list(self.tensors), list(self._allowed), self._row_tensor.copy(),
-                         list(self._row_choice), self._resident.copy(), self.fixed,
-                         self.compute, self._slots.copy(), self._costs.copy(), capacity,
-                         self._first.copy(), self._sm.copy(), dict(self.bpos), self.copies,
-                         least_resident=self._least.copy(), most_resident=self._most.copy())
+                         list(self._row_choice), self._resident, self.fixed, self.compute,
+                         self._slots, self._costs, capacity, self._first.copy(), self._sm,
+                         dict(self.bpos), self.copies, least_resident=self._least.copy(),
+                         most_resident=self._most.copy())
 
     def _lay_out(self, made: list[_TensorRows]) -> None:
         """The first model's rows, kept to be updated in place: each tensor's choices do not
         depend on the reads (only the slots its rows hold it in do)."""
         self._allowed = [options for options, _ in made]
+        self._bytes = [ti.bytes for ti in self.tensors.values()]
         self._row_choice = [c for options, _ in made for c in options]
         self._row_tensor = np.array([t for t, (options, _) in enumerate(made) for _ in options])
         self._first = np.cumsum([0] + [len(options) for options, _ in made])[:-1]
         rows = [row for _, tensor_rows in made for row in tensor_rows]
-        self._resident = np.array([mask for mask, _, _, _ in rows]).reshape(
-            len(rows), len(self.blocks))
+        self._resident = np.zeros((len(rows), len(self.blocks)))
+        r = 0
+        for ti, (_, tensor_rows) in zip(self.tensors.values(), made):
+            for spans, _, _, _ in tensor_rows:
+                for a, b in spans:
+                    self._resident[r, a:b] = ti.bytes
+                r += 1
         self._slots = np.array([slot for _, slot, _, _ in rows], dtype=int).reshape(-1, 3)
         self._costs = np.array([cost for _, _, cost, _ in rows]).reshape(-1, 3)
         self._sm = np.array([sm for _, _, _, sm in rows]).reshape(-1, 2)
-        self._least_t = [_least(tensor_rows) for _, tensor_rows in made]
+        self._least_t = [self._resident[int(f):int(f) + len(options)].min(axis=0)
+                         for f, (options, _) in zip(self._first, made)]
         self._least = np.zeros(len(self.blocks))
         for least in self._least_t:
             self._least += least
@@ -288,16 +302,19 @@ class _ModelBuilder:
     def _place(self, t: int, made: _TensorRows) -> None:
         """Tensor ``t``'s rows changed (its reads moved): write them over the old ones."""
         first = int(self._first[t])
-        for k, (mask, slot, cost, sm) in enumerate(made[1]):
-            self._resident[first + k] = mask
+        nbytes = self._bytes[t]
+        rows = self._resident[first:first + len(made[1])]
+        rows[:] = 0.0
+        for k, (spans, slot, cost, sm) in enumerate(made[1]):
+            for a, b in spans:
+                rows[k, a:b] = nbytes
             self._slots[first + k] = slot
             self._costs[first + k] = cost
             self._sm[first + k] = sm
-        least = _least(made[1])
+        least = rows.min(axis=0)
         self._least += least - self._least_t[t]  # whole bytes: exact
         self._least_t[t] = least
-        for mask, _, _, _ in made[1]:  # still at least the most any row holds
-            np.maximum(self._most, mask, out=self._most)
+        np.maximum(self._most, rows.max(axis=0), out=self._most)  # still at least the most
         self._placed[t] = made
 
     def _tensor_rows(self, ti: TensorInfo, need: list[int]) -> _TensorRows:
@@ -316,21 +333,12 @@ class _ModelBuilder:
         options = tuple(_options(ti, self.info[ti.producer], self.copy_costs, self.recompute))
         rows = []
         for choice in options:
-            mask, slot, cost = _row(choice, ti, span, need, self.infos, self.fpos, self.bpos, n,
-                                    self.fwd_ps, self.copy_costs)
-            rows.append((mask * ti.bytes, slot, cost,
-                         _sm_kernels(choice, cost, self.copy_costs, ti.name)))
+            spans, slot, cost = _row(choice, ti, span, need, self.infos, self.fpos, self.bpos,
+                                     self.fwd_ps, self.copy_costs)
+            rows.append((spans, slot, cost, _sm_kernels(choice, cost, self.copy_costs, ti.name)))
         made = (options, rows)
         self._rows[ti.name] = (key, made)
         return made
-
-
-def _least(rows: list) -> np.ndarray:
-    """Per slot, the least bytes any of one tensor's rows holds there."""
-    least = rows[0][0]
-    for mask, _, _, _ in rows[1:]:
-        least = np.minimum(least, mask)
-    return least
 
 
 def _sm_kernels(choice: str, cost: tuple[float, float, float],
@@ -399,37 +407,35 @@ def _options(ti: TensorInfo, producer: LayerInfo,
 
 
 def _row(choice: str, ti: TensorInfo, span: tuple[int, int], need: Sequence[int],
-         infos: Sequence[LayerInfo], fpos: Mapping[str, int], bpos: Mapping[str, int], n: int,
+         infos: Sequence[LayerInfo], fpos: Mapping[str, int], bpos: Mapping[str, int],
          fwd_ps: Mapping[str, int], copy_costs: Optional[Mapping[str, CopyCost]]
-         ) -> tuple[np.ndarray, tuple[int, int, int], tuple[float, float, float]]:
+         ) -> tuple[_Spans, tuple[int, int, int], tuple[float, float, float]]:
     """One candidate row: the slots where tensor ``ti`` is resident under ``choice`` (its
-    ``span`` is production to release under keep), and the slots and costs of its offload,
-    prefetch and recomputation."""
+    ``span`` is production to release under keep) as ranges [a, b), and the slots and costs
+    of its offload, prefetch and recomputation."""
     start, end = span
     last_reader = max(fpos[c] for c in ti.consumers) if ti.consumers else start
     first_reader = min(fpos[c] for c in ti.consumers) if ti.consumers else start
     anchor = max(need) if need else None
-    mask = np.zeros(n)
     slot = (0, 0, 0)
     cost = (0.0, 0.0, 0.0)
     if choice == "keep":
-        mask[start:end + 1] = 1
-        return mask, slot, cost
-    mask[start:last_reader + 1] = 1
+        return ((start, end + 1),), slot, cost
+    forward = (start, last_reader + 1)
     if anchor is None:
-        return mask, slot, cost
+        return (forward,), slot, cost
     a_name = infos[anchor].name
     if choice == "recompute":
-        mask[bpos[a_name]:end + 1] = 1
         rebuild = sum(fwd_ps.get(layer, 0) for layer in (ti.producer,) + ti.modifiers)
-        return mask, (0, 0, bpos[a_name]), (0.0, 0.0, float(rebuild))
+        return ((forward, (bpos[a_name], end + 1)), (0, 0, bpos[a_name]),
+                (0.0, 0.0, float(rebuild)))
     above = infos[anchor + 1].name if anchor < len(infos) - 1 else a_name
-    mask[bpos[above]:end + 1] = 1
     assert copy_costs is not None
     c = copy_costs[ti.name]
     out, back = (c.plain_out_ps, c.plain_in_ps) if choice == "offload" \
         else (c.packed_out_ps, c.packed_in_ps)
-    return mask, (first_reader, bpos[above], 0), (float(out), float(back), 0.0)
+    return (forward, (bpos[above], end + 1)), (first_reader, bpos[above], 0), \
+        (float(out), float(back), 0.0)
 
 
 def _needs(infos: Sequence, idx: Mapping[str, int], tensors: Mapping) -> dict[str, list[int]]:

@@ -254,6 +254,8 @@ class _Schedule:
         self.choice = dict(choices or {})
         self._check_names()
         self.weighted = [i for i in self.infos if i.params]
+        #: layer -> its place among the weighted layers
+        self.weighted_at = {i.name: k for k, i in enumerate(self.weighted)}
         self.stateful = [i for i in self.weighted
                          if step is not None and step.state_bytes(i.params, dtype)
                          and not self.host_step]
@@ -499,7 +501,7 @@ class _Schedule:
                 ops.append(StreamOp("offload", t, "forward", layer=i.name, codec=self._codec(t)))
             ws = self.scratch[i.name]["fwd"]
             ops.extend(StreamOp("alloc", t, "forward") for t in ws if not wide)
-            self._weights_in(i, self.weighted, "forward", ops)
+            self._weights_in(i, 1, "forward", ops)
             ops.append(self._forward_kernel(i, "fwd", "forward"))
             ops.append(StreamOp("sync", i.name, "forward"))
             ops.extend(StreamOp("free", t, "forward") for t in ws if not wide)
@@ -536,7 +538,7 @@ class _Schedule:
         ops.extend(StreamOp("alloc", t, "backward") for t in ws if not wide)
         if i.params and wgrad_name(i.name) in self.host_grads:
             ops.append(StreamOp("alloc", wgrad_name(i.name), "backward"))
-        self._weights_in(i, self.weighted[::-1], "backward", ops)
+        self._weights_in(i, -1, "backward", ops)
         if i.has_backward:
             ops.append(self._backward_kernel(i))
             ops.append(StreamOp("sync", i.name, "backward"))
@@ -553,11 +555,10 @@ class _Schedule:
                 self.resident.discard(t)
         return block
 
-    def _weights_in(self, i: LayerInfo, order: list[LayerInfo], phase: str,
-                    ops: list[StreamOp]) -> None:
+    def _weights_in(self, i: LayerInfo, order: int, phase: str, ops: list[StreamOp]) -> None:
         """Weights on the host: layer ``i``'s weights copied in (unless the layer before
-        prefetched them) and waited for, then the next weighted layer's of ``order``
-        prefetched ahead, overlapping this layer's kernel."""
+        prefetched them) and waited for, then the next weighted layer's in ``order`` (1:
+        forward, -1: backward) prefetched ahead, overlapping this layer's kernel."""
         w = weight_name(i.name)
         if w not in self.host_weights:
             return
@@ -567,9 +568,9 @@ class _Schedule:
                                 tier=self.placement.weights))
         self.weights_coming.discard(w)
         ops.append(StreamOp("wait", w, phase))
-        at = next(k for k, info in enumerate(order) if info.name == i.name)
-        if at + 1 < len(order):
-            ahead = weight_name(order[at + 1].name)
+        at = self.weighted_at[i.name] + order
+        if 0 <= at < len(self.weighted):
+            ahead = weight_name(self.weighted[at].name)
             ops.append(StreamOp("alloc", ahead, phase))
             ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none",
                                 tier=self.placement.weights))
