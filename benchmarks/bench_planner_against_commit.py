@@ -15,11 +15,15 @@ waited for (``RUSAGE_CHILDREN``): on a machine others load too, wall time mostly
 The figures are medians and the ratios this / other (below 1: this checkout is faster). The
 outputs must be the same in both trees, byte for byte: every file the point writes (summary,
 streams, statistics) and its console, and the sweep's results table but for its wall-time
-columns.
+columns and its point keys (digests of each tree's sources). Against a commit whose reports
+read otherwise (a reworded line) the outputs differ for that alone: compare the results
+against the commit this checkout starts from.
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import resource
 import statistics
 import subprocess
@@ -29,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_against_commit import Tree  # noqa: E402
-from bench_pricing_against_commit import _first_difference, _table  # noqa: E402
+from bench_pricing_against_commit import TIMING, _first_difference  # noqa: E402
 from commit_tree import other_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +71,18 @@ def point(tree: Tree, out: Path, topology: str, algorithm: str) -> tuple[float, 
                                    "--output-directory", str(out), "--", *POINT,
                                    "--algorithm", algorithm])
     return cpu, console + _folder_text(out)
+
+
+def _table(folder: Path) -> str:
+    """The sweep's results table without the columns that time the run or name the tree
+    (``key``: a digest of the package's sources, other in every tree)."""
+    with open(folder / "results.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    keep = [i for i, name in enumerate(rows[0])
+            if name != "key" and not any(t in name for t in TIMING)]
+    out = io.StringIO()
+    csv.writer(out).writerows([[row[i] for i in keep] for row in rows])
+    return out.getvalue()
 
 
 def sweep(tree: Tree, out: Path, workers: int) -> tuple[float, str]:

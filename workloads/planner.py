@@ -216,6 +216,13 @@ class _ModelBuilder:
         self._placed: list[_TensorRows] = []
         #: the kept arrays are a model's too (copied before they change)
         self._handed = False
+        self._allowed: list[tuple[str, ...]] = []
+        self._row_choice: list[str] = []
+        self._bytes: list[int] = []
+        empty: np.ndarray = np.zeros(0)
+        self._row_tensor = self._first = self._resident = self._slots = empty
+        self._costs = self._sm = self._least = self._most = empty
+        self._least_t: list[np.ndarray] = []
         #: what the models depend on besides the capacity and the induced reads: the network
         #: and the all-keep plan themselves (held, so their identity stands for them) and the
         #: prices, by value
@@ -639,15 +646,18 @@ def _whole_ps(model: PlanModel) -> bool:
 def _moves(model: PlanModel) -> list[list[tuple[int, float, float]]]:
     """Per row, the time it moves onto the streams: (slot, copy ps, compute ps) for each slot
     it moves any time in."""
-    copy = np.zeros(model.row_slots.shape)
+    copy: np.ndarray = np.zeros(model.row_slots.shape)
     copy[:, :2] = model.row_costs[:, :2]
-    busy = np.zeros(model.row_slots.shape)
+    busy: np.ndarray = np.zeros(model.row_slots.shape)
     cols = list(model.compute_cols)
     busy[:, cols] = model.row_compute[:, cols]
     some = (copy != 0) | (busy != 0)
-    slots = model.row_slots.tolist()
+    slots: list[list[int]] = model.row_slots.tolist()
+    copies: list[list[float]] = copy.tolist()
+    computes: list[list[float]] = busy.tolist()
+    any_time: list[list[bool]] = some.tolist()
     moves = [[(s[k], c[k], b[k]) for k in (0, 1, 2) if z[k]]
-             for s, c, b, z in zip(slots, copy.tolist(), busy.tolist(), some.tolist())]
+             for s, c, b, z in zip(slots, copies, computes, any_time)]
     for row, moved in enumerate(moves):
         if len({slot for slot, _, _ in moved}) < len(moved):  # two in one slot: add up
             both: dict[int, list[float]] = {}
