@@ -43,7 +43,7 @@ def run(topology: str, options: Sequence[str]) -> dict[str, Any]:
 
     render._iteration.cache_clear()
     render._priced.cache_clear()
-    render._scheduled.cache_clear()
+    render._PLANS.clear()  # the schedules, plans and layer tables planning keeps
     planner._GREEDY.clear()
     vdnn._INFERRED.clear()
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, 
 import numpy as np
 
 from sst_cdma.engine.progress import tick, timed
+from sst_cdma.model.price_memo import PriceMemo
 
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
@@ -175,11 +176,10 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
                          transfer_ps)(capacity, extra_needs)
 
 
-#: the plans :meth:`_ModelBuilder.plan` made (or the refusals), by the model they were made for
-#: (with the network and all-keep plan its key names by identity, held)
-_GREEDY: dict[tuple, tuple[tuple[Network, Plan], PlanResult | tuple[str, int]]] = {}
-#: how many :data:`_GREEDY` keeps: an auto run of GPT-2 XL makes 9 over its placements
-GREEDY_KEPT = 32
+#: the plans :meth:`_ModelBuilder.plan` made (or the refusals), by the model they were made for,
+#: with the network and all-keep plan its key names by identity (an auto run of GPT-2 XL
+#: makes 9 over its placements)
+_GREEDY = PriceMemo(32)
 
 #: one tensor's candidate rows: its choices, and per choice the slots it is resident in (ranges
 #: [a, b), which may overlap), the slots and costs of its (offload, prefetch, recompute) and its SM codec kernels' times
@@ -239,7 +239,7 @@ class _ModelBuilder:
         the same all-keep plans and, where the engine's codec gains nothing, the same copy
         costs); a copy of the plan each time."""
         key = (self.key, capacity, frozenset(extra_needs.items()), label)
-        entry = _GREEDY.pop(key, None)
+        entry = _GREEDY.get(key)
         if entry is None:
             done: PlanResult | tuple[str, int]
             try:
@@ -247,9 +247,7 @@ class _ModelBuilder:
             except PlanInfeasible as exc:
                 done = (str(exc), exc.short_bytes)
             entry = (self.held, done)
-            while len(_GREEDY) >= GREEDY_KEPT:
-                del _GREEDY[next(iter(_GREEDY))]  # the least recently used
-        _GREEDY[key] = entry
+            _GREEDY.put(key, entry)
         done = entry[1]
         if isinstance(done, tuple):
             raise PlanInfeasible(*done)

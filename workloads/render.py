@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from sst_cdma.engine.progress import timed
+from sst_cdma.model.price_memo import PriceMemo
 
 from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
@@ -128,44 +129,31 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
                                 memory_capacity, choices)[0])
 
 
-class _PlanMemo:
-    """The latest iterations scheduled (:func:`plan_iteration`), reused by every caller with
+#: the latest iterations scheduled, with the network, times and kernels their keys name by
+#: identity (see :func:`_scheduled`): an ``--policy auto`` run of GPT-2 XL asks for 10
+#: distinct ones 32 times over its placements and its baseline run
+_PLANS = PriceMemo(16)
+
+
+def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optional[Times],
+               optimizer: str, workspace: int, kernels: Optional[Mapping],
+               allocation: str = "liveness", choices: Optional[Mapping[str, str]] = None,
+               placement: Optional["Placement"] = None) -> Plan:
+    """:func:`plan_iteration` of these inputs, scheduled once and reused by every caller with
     the same inputs: an ``--policy auto`` run schedules the same plan for its planner's base,
     its checks, its model states and its stream, and its baseline run all of them again.
-    Keyed by the network, measured times and priced kernels themselves (held here, so their
-    identity stands for them: each is shared read-only already) and the other inputs by value,
-    the choices as a set. The plans are shared: treat them as read-only."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._plans: dict[tuple, tuple[tuple, Plan]] = {}
-
-    def __call__(self, net: Network, batch: int, dtype: str, policy: str,
-                 times: Optional[Times], optimizer: str, workspace: int,
-                 kernels: Optional[Mapping], allocation: str = "liveness",
-                 choices: Optional[Mapping[str, str]] = None,
-                 placement: Optional["Placement"] = None) -> Plan:
-        """:func:`plan_iteration` of these inputs, scheduled once."""
-        held = (net, times, kernels)
-        key = (id(net), id(times), id(kernels), batch, dtype, policy, optimizer, workspace,
-               allocation, None if choices is None else frozenset(choices.items()), placement)
-        entry = self._plans.pop(key, None)
-        if entry is None:
-            entry = (held, plan_iteration(net, batch, dtype, policy, times, optimizer,
-                                          workspace, kernels, allocation, choices, placement))
-            while len(self._plans) >= self.size:
-                del self._plans[next(iter(self._plans))]  # the least recently used
-        self._plans[key] = entry
-        return entry[1]
-
-    def cache_clear(self) -> None:
-        """Forget every plan."""
-        self._plans.clear()
-
-
-#: an ``--policy auto`` run of GPT-2 XL schedules 10 distinct plans (32 requests) over its
-#: placements and its baseline run
-_scheduled = _PlanMemo(16)
+    Keyed by the network, measured times and priced kernels themselves (held with the plan, so
+    their identity stands for them: each is shared read-only already) and the other inputs by
+    value, the choices as a set. The plans are shared: treat them as read-only."""
+    key = (id(net), id(times), id(kernels), batch, dtype, policy, optimizer, workspace,
+           allocation, None if choices is None else frozenset(choices.items()), placement)
+    entry = _PLANS.get(key)
+    if entry is None:
+        entry = ((net, times, kernels), plan_iteration(
+            net, batch, dtype, policy, times, optimizer, workspace, kernels, allocation,
+            choices, placement))
+        _PLANS.put(key, entry)
+    return entry[1]
 
 
 def _planned(net: Network, batch: int, dtype: str, policy: str,

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from sst_cdma.engine.progress import tick, timed
+from sst_cdma.model.price_memo import PriceMemo
 
 from .dtypes import itemsize
 from .errors import WorkloadError
@@ -132,24 +133,21 @@ Times = Mapping[str, Mapping[str, int]]
 Kernels = Mapping[str, Mapping[str, Any]]
 
 
-#: the networks' layers and tensors of the latest (network, batch, dtype): see :func:`inferred`
-_INFERRED: dict[tuple[int, int, str], tuple[Network, list[LayerInfo], dict[str, TensorInfo]]] = {}
-#: how many :func:`inferred` keeps (a run's GPUs and its baselines share one or two)
-INFERRED_KEPT = 8
+#: the networks' layers and tensors of the latest (network, batch, dtype), with the network
+#: (see :func:`inferred`; a run's GPUs and its baselines share one or two)
+_INFERRED = PriceMemo(8)
 
 
 def inferred(network: Network, batch: int, dtype: str
              ) -> tuple[list[LayerInfo], dict[str, TensorInfo]]:
     """``network.infer(batch, dtype)`` and ``network.tensors(batch, dtype)``, worked out once
-    per network (the object: a loaded network does not change) and shared by the schedules
-    and the planner's models: treat them as read-only."""
+    per network (the object, held with them: a loaded network does not change) and shared by
+    the schedules and the planner's models: treat them as read-only."""
     key = (id(network), batch, dtype)
-    entry = _INFERRED.pop(key, None)
-    if entry is None or entry[0] is not network:
+    entry = _INFERRED.get(key)
+    if entry is None:
         entry = (network, network.infer(batch, dtype), network.tensors(batch, dtype))
-        while len(_INFERRED) >= INFERRED_KEPT:
-            del _INFERRED[next(iter(_INFERRED))]  # the least recently used
-    _INFERRED[key] = entry
+        _INFERRED.put(key, entry)
     return entry[1], entry[2]
 
 

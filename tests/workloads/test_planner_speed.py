@@ -12,6 +12,7 @@ import pytest
 
 from components.kernel_times import roofline_ps
 from components.messages import CopyCost
+from sst_cdma.model.price_memo import PriceMemo
 from workloads import load_network
 from workloads import planner as planner_module
 from workloads.planner import (PlanInfeasible, PlanModel, _ModelBuilder, _whole_ps, build_model,
@@ -185,7 +186,7 @@ def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
     calls = []
     monkeypatch.setattr(planner_module, "plan_greedy",
                         lambda model, label="": calls.append(label) or plan_greedy(model, label))
-    monkeypatch.setattr(planner_module, "_GREEDY", {})
+    monkeypatch.setattr(planner_module, "_GREEDY", PriceMemo(32))
 
     def plan():
         build = _ModelBuilder(net, 64, "float32", base, kernel_ps, copy_costs(net, 64),
@@ -215,7 +216,7 @@ def test_plan_to_fit_plans_what_it_planned_before(monkeypatch):
     capacity = int(plan_peak(base) * 0.75)
     fast = plan_to_fit(net, 64, "float32", capacity, kernel_ps, copy_costs(net, 64), base=base)
     monkeypatch.setattr(planner_module, "plan_greedy", plan_greedy_reference)
-    monkeypatch.setattr(planner_module, "_GREEDY", {})
+    monkeypatch.setattr(planner_module, "_GREEDY", PriceMemo(32))
     slow = plan_to_fit(net, 64, "float32", capacity, kernel_ps, copy_costs(net, 64), base=base)
     same_plan(fast, slow)
     assert (fast.rendered_peak_bytes, fast.rounds) == (slow.rendered_peak_bytes, slow.rounds)
