@@ -37,12 +37,15 @@ def default_model() -> tuple[str, int, str, tuple[str, ...]]:
 
 
 def run(topology: str, options: Sequence[str]) -> dict[str, Any]:
-    """One run in this process (rendering caches emptied first); its summary."""
+    """One run in this process (rendering and planning caches emptied first); its summary."""
     import sst_cdma
-    from workloads import render
+    from workloads import planner, render, vdnn
 
     render._iteration.cache_clear()
     render._priced.cache_clear()
+    render._PLANS.clear()  # the schedules, plans and layer tables planning keeps
+    planner._GREEDY.clear()
+    vdnn._INFERRED.clear()
 
     result = sst_cdma.run(REPO / "topologies" / topology, list(options),
                           console=io.StringIO(), record_statistics=False)

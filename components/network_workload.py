@@ -205,12 +205,19 @@ class NetworkWorkload(WorkloadSource):
         memory = gpu.peer_provider("hbm", MemoryPool)
         dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
 
+        priced: dict[tuple[Optional[int], int, int], int] = {}
+
         def kernel_ps(op: Any) -> int:
             # the stream synchronizes after every layer, so a layer's first kernel also waits
-            # the launch latency (components/gpu.py, an idle compute stream)
-            modelled = op.time_ps is None or self.modelled_times
-            return kernels.kernel_ps(op.time_ps, op.flops or 0, op.dram or 0, dram_bw) + \
-                kernels.after_sync_ps(modelled)
+            # the launch latency (components/gpu.py, an idle compute stream); the planner asks
+            # of every placement's plans alike: each kernel priced once
+            key = (op.time_ps, op.flops or 0, op.dram or 0)
+            ps = priced.get(key)
+            if ps is None:
+                modelled = op.time_ps is None or self.modelled_times
+                ps = priced[key] = kernels.kernel_ps(op.time_ps, key[1], key[2], dram_bw) + \
+                    kernels.after_sync_ps(modelled)
+            return ps
 
         costs = self._transfer_costs()
 
@@ -262,10 +269,13 @@ class NetworkWorkload(WorkloadSource):
         if "dma" not in self.owner.connected_ports():
             return None
         engine = self._engine()
+        priced: dict[tuple[str, int, str], int] = {}
 
         def ps(op: Any, nbytes: int) -> int:
-            return engine.state_copy_ps(op.op, nbytes,
-                                        "gpu-nvme" if op.tier == "nvme" else "gpu-host")
+            key = (op.op, nbytes, "gpu-nvme" if op.tier == "nvme" else "gpu-host")
+            if key not in priced:  # the planner asks of every plan alike: each priced once
+                priced[key] = engine.state_copy_ps(*key)
+            return priced[key]
         return ps
 
     def _state_costs(self) -> StateCosts:

@@ -34,17 +34,18 @@ overflows, plans again for a capacity lowered by the overflow.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
 
 import numpy as np
 
 from sst_cdma.engine.progress import tick, timed
+from sst_cdma.model.price_memo import PriceMemo
 
 from .errors import WorkloadError
 from .network import LayerInfo, Network, TensorInfo
 from .plan import Plan
-from .vdnn import plan_iteration
+from .vdnn import inferred, plan_iteration
 
 if TYPE_CHECKING:  # the engine's answer to the cost query
     from components.messages import CopyCost
@@ -94,6 +95,12 @@ class PlanModel:
     #: slots, ps: the copy stream's time no choice moves (the weights' prefetches with the
     #: weights off the GPU; zeros elsewhere)
     fixed_copies: Optional[np.ndarray] = None
+    #: slots, bytes: every tensor at its smallest footprint, summed (None: worked out from
+    #: ``resident`` when asked; :func:`lower_bound_peak`)
+    least_resident: Optional[np.ndarray] = None
+    #: slots, bytes: at least the most any row holds there (None: worked out from
+    #: ``resident`` when asked)
+    most_resident: Optional[np.ndarray] = None
     #: rows x 3: ps the compute stream runs in the slots of (offload, prefetch, recompute): the
     #: SM codec kernels and the recomputation (derived)
     row_compute: np.ndarray = field(init=False, repr=False)
@@ -165,54 +172,178 @@ def build_model(network: Network, batch: int, dtype: str, base: Plan,
     ``extra_needs``: tensor -> layer indices whose backward slot also reads it (the rebuild of
     a recomputed consumer, :func:`induced_needs`). ``transfer_ps(op, bytes)`` prices the copies
     ``base`` itself makes (the weights' prefetches with the weights off the GPU)."""
-    infos = network.infer(batch, dtype)
-    info = {i.name: i for i in infos}
-    idx = {i.name: k for k, i in enumerate(infos)}
-    tensors = network.tensors(batch, dtype)
-    blocks, fpos, bpos = _positions(base)
-    n = len(blocks)
-    fixed, compute, fwd_ps, copies = _keep_slots(base, blocks, kernel_ps, elastic_workspace,
-                                                 transfer_ps)
-    need = _needs(infos, idx, tensors)
-    for tensor, at in (extra_needs or {}).items():
-        if tensor in need:
-            need[tensor].extend(k for k in at if k not in need[tensor])
-    # a rebuild re-runs forward kernels, whose weights must be on the GPU
-    states = base.model_states
-    recompute = states is None or states.placement.weights == "gpu"
-    names: list[str] = []
-    allowed: list[tuple[str, ...]] = []
-    rows_t: list[int] = []
-    rows_c: list[str] = []
-    resident: list[np.ndarray] = []
-    slots: list[tuple[int, int, int]] = []
-    costs: list[tuple[float, float, float]] = []
-    sm: list[tuple[float, float]] = []
-    first: list[int] = []
-    for ti in tensors.values():
-        users = [idx[u] for u in ti.consumers + ti.modifiers]
-        if need[ti.name]:
-            release = min(need[ti.name])
+    return _ModelBuilder(network, batch, dtype, base, kernel_ps, copy_costs, elastic_workspace,
+                         transfer_ps)(capacity, extra_needs)
+
+
+#: the plans :meth:`_ModelBuilder.plan` made (or the refusals), by the model they were made for,
+#: with the network and all-keep plan its key names by identity (an auto run of GPT-2 XL
+#: makes 9 over its placements)
+_GREEDY = PriceMemo(32)
+
+#: one tensor's candidate rows: its choices, and per choice the slots it is resident in (ranges
+#: [a, b), which may overlap), the slots and costs of its (offload, prefetch, recompute) and its SM codec kernels' times
+_Spans = tuple[tuple[int, int], ...]
+_TensorRows = tuple[tuple[str, ...], list[tuple[_Spans, tuple[int, int, int],
+                                                tuple[float, float, float],
+                                                tuple[float, float]]]]
+
+
+class _ModelBuilder:
+    """:func:`build_model` in two steps: what does not depend on the capacity or the reads a
+    plan induces (the network's layers and tensors, the all-keep plan replayed) worked out
+    once, then a model per call; :func:`plan_to_fit` builds one per round of induced reads,
+    and each tensor's rows are kept while the reads that place them (the first and the last)
+    stay the same."""
+
+    def __init__(self, network: Network, batch: int, dtype: str, base: Plan,
+                 kernel_ps: Callable[[object], int],
+                 copy_costs: Optional[Mapping[str, CopyCost]],
+                 elastic_workspace: bool,
+                 transfer_ps: Optional[Callable[[object, int], int]]) -> None:
+        self.infos, self.tensors = inferred(network, batch, dtype)
+        self.info = {i.name: i for i in self.infos}
+        self.idx = {i.name: k for k, i in enumerate(self.infos)}
+        self.blocks, self.fpos, self.bpos = _positions(base)
+        self.fixed, self.compute, self.fwd_ps, self.copies = _keep_slots(
+            base, self.blocks, kernel_ps, elastic_workspace, transfer_ps)
+        self.copy_costs = copy_costs
+        # a rebuild re-runs forward kernels, whose weights must be on the GPU
+        states = base.model_states
+        self.recompute = states is None or states.placement.weights == "gpu"
+        self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = {}
+        #: per tensor, the rows the kept model arrays hold (empty until the first model)
+        self._placed: list[_TensorRows] = []
+        #: the kept arrays are a model's too (copied before they change)
+        self._handed = False
+        self._allowed: list[tuple[str, ...]] = []
+        self._row_choice: list[str] = []
+        self._bytes: list[int] = []
+        empty: np.ndarray = np.zeros(0)
+        self._row_tensor = self._first = self._resident = self._slots = empty
+        self._costs = self._sm = self._least = self._most = empty
+        self._least_t: list[np.ndarray] = []
+        #: what the models depend on besides the capacity and the induced reads: the network
+        #: and the all-keep plan themselves (held, so their identity stands for them) and the
+        #: prices, by value
+        self.held = (network, base)
+        self.key = (id(network), batch, dtype, id(base), self.fixed.tobytes(),
+                    self.compute.tobytes(), self.copies.tobytes(),
+                    tuple(self.fwd_ps.items()), elastic_workspace, self.recompute,
+                    None if copy_costs is None else tuple(copy_costs.items()))
+
+    def plan(self, capacity: int, extra_needs: Mapping[str, frozenset[int]],
+             label: str) -> PlanResult:
+        """:func:`plan_greedy` of the model for ``capacity`` with ``extra_needs``: planned
+        once per process for the same model (a run's baseline plans its placements again with
+        the same all-keep plans and, where the engine's codec gains nothing, the same copy
+        costs); a copy of the plan each time."""
+        key = (self.key, capacity, frozenset(extra_needs.items()), label)
+        entry = _GREEDY.get(key)
+        if entry is None:
+            done: PlanResult | tuple[str, int]
+            try:
+                done = plan_greedy(self(capacity, extra_needs), label)
+            except PlanInfeasible as exc:
+                done = (str(exc), exc.short_bytes)
+            entry = (self.held, done)
+            _GREEDY.put(key, entry)
+        done = entry[1]
+        if isinstance(done, tuple):
+            raise PlanInfeasible(*done)
+        return replace(done, choices=dict(done.choices), extra=dict(done.extra),
+                       backward_end_ps=dict(done.backward_end_ps))
+
+    def __call__(self, capacity: int,
+                 extra_needs: Optional[Mapping[str, Collection[int]]] = None) -> PlanModel:
+        """The model for ``capacity`` bytes with the backward reads ``extra_needs`` adds."""
+        need = _needs(self.infos, self.idx, self.tensors)
+        for tensor, at in (extra_needs or {}).items():
+            if tensor in need:
+                need[tensor].extend(k for k in at if k not in need[tensor])
+        made = [self._tensor_rows(ti, need[ti.name]) for ti in self.tensors.values()]
+        if not self._placed:
+            self._lay_out(made)
+        changed = [t for t, rows in enumerate(made) if rows is not self._placed[t]]
+        if changed and self._handed:  # the last model has these arrays: write on copies
+            self._resident, self._slots = self._resident.copy(), self._slots.copy()
+            self._costs, self._sm = self._costs.copy(), self._sm.copy()
+        for t in changed:
+            self._place(t, made[t])
+        self._handed = True
+        return PlanModel(list(self.tensors), list(self._allowed), self._row_tensor.copy(),
+                         list(self._row_choice), self._resident, self.fixed, self.compute,
+                         self._slots, self._costs, capacity, self._first.copy(), self._sm,
+                         dict(self.bpos), self.copies, least_resident=self._least.copy(),
+                         most_resident=self._most.copy())
+
+    def _lay_out(self, made: list[_TensorRows]) -> None:
+        """The first model's rows, kept to be updated in place: each tensor's choices do not
+        depend on the reads (only the slots its rows hold it in do)."""
+        self._allowed = [options for options, _ in made]
+        self._bytes = [ti.bytes for ti in self.tensors.values()]
+        self._row_choice = [c for options, _ in made for c in options]
+        self._row_tensor = np.array([t for t, (options, _) in enumerate(made) for _ in options])
+        self._first = np.cumsum([0] + [len(options) for options, _ in made])[:-1]
+        rows = [row for _, tensor_rows in made for row in tensor_rows]
+        self._resident = np.zeros((len(rows), len(self.blocks)))
+        r = 0
+        for ti, (_, tensor_rows) in zip(self.tensors.values(), made):
+            for spans, _, _, _ in tensor_rows:
+                for a, b in spans:
+                    self._resident[r, a:b] = ti.bytes
+                r += 1
+        self._slots = np.array([slot for _, slot, _, _ in rows], dtype=int).reshape(-1, 3)
+        self._costs = np.array([cost for _, _, cost, _ in rows]).reshape(-1, 3)
+        self._sm = np.array([sm for _, _, _, sm in rows]).reshape(-1, 2)
+        self._least_t = [self._resident[int(f):int(f) + len(options)].min(axis=0)
+                         for f, (options, _) in zip(self._first, made)]
+        self._least = np.zeros(len(self.blocks))
+        for least in self._least_t:
+            self._least += least
+        self._most = self._resident.max(axis=0) if rows else np.zeros(len(self.blocks))
+        self._placed = list(made)
+
+    def _place(self, t: int, made: _TensorRows) -> None:
+        """Tensor ``t``'s rows changed (its reads moved): write them over the old ones."""
+        first = int(self._first[t])
+        nbytes = self._bytes[t]
+        rows = self._resident[first:first + len(made[1])]
+        rows[:] = 0.0
+        for k, (spans, slot, cost, sm) in enumerate(made[1]):
+            for a, b in spans:
+                rows[k, a:b] = nbytes
+            self._slots[first + k] = slot
+            self._costs[first + k] = cost
+            self._sm[first + k] = sm
+        least = rows.min(axis=0)
+        self._least += least - self._least_t[t]  # whole bytes: exact
+        self._least_t[t] = least
+        np.maximum(self._most, rows.max(axis=0), out=self._most)  # still at least the most
+        self._placed[t] = made
+
+    def _tensor_rows(self, ti: TensorInfo, need: list[int]) -> _TensorRows:
+        """Tensor ``ti``'s rows when the backward passes of layers ``need`` read it."""
+        key = (min(need), max(need)) if need else None
+        kept = self._rows.get(ti.name)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        n = len(self.blocks)
+        if need:
+            release = min(need)
         else:
-            release = min(users) if users else idx[ti.producer]
-        span = (fpos[ti.producer], bpos.get(infos[release].name, n - 1))
-        options = _options(ti, info[ti.producer], copy_costs, recompute)
-        t = len(names)
-        names.append(ti.name)
-        allowed.append(tuple(options))
-        first.append(len(rows_c))
+            users = [self.idx[u] for u in ti.consumers + ti.modifiers]
+            release = min(users) if users else self.idx[ti.producer]
+        span = (self.fpos[ti.producer], self.bpos.get(self.infos[release].name, n - 1))
+        options = tuple(_options(ti, self.info[ti.producer], self.copy_costs, self.recompute))
+        rows = []
         for choice in options:
-            mask, slot, cost = _row(choice, ti, span, need[ti.name], infos, fpos, bpos, n,
-                                    fwd_ps, copy_costs)
-            rows_t.append(t)
-            rows_c.append(choice)
-            resident.append(mask * ti.bytes)
-            slots.append(slot)
-            costs.append(cost)
-            sm.append(_sm_kernels(choice, cost, copy_costs, ti.name))
-    return PlanModel(names, allowed, np.array(rows_t), rows_c, np.array(resident),
-                     fixed, compute, np.array(slots, dtype=int), np.array(costs), capacity,
-                     np.array(first), np.array(sm).reshape(-1, 2), dict(bpos), copies)
+            spans, slot, cost = _row(choice, ti, span, need, self.infos, self.fpos, self.bpos,
+                                     self.fwd_ps, self.copy_costs)
+            rows.append((spans, slot, cost, _sm_kernels(choice, cost, self.copy_costs, ti.name)))
+        made = (options, rows)
+        self._rows[ti.name] = (key, made)
+        return made
 
 
 def _sm_kernels(choice: str, cost: tuple[float, float, float],
@@ -281,37 +412,35 @@ def _options(ti: TensorInfo, producer: LayerInfo,
 
 
 def _row(choice: str, ti: TensorInfo, span: tuple[int, int], need: Sequence[int],
-         infos: Sequence[LayerInfo], fpos: Mapping[str, int], bpos: Mapping[str, int], n: int,
+         infos: Sequence[LayerInfo], fpos: Mapping[str, int], bpos: Mapping[str, int],
          fwd_ps: Mapping[str, int], copy_costs: Optional[Mapping[str, CopyCost]]
-         ) -> tuple[np.ndarray, tuple[int, int, int], tuple[float, float, float]]:
+         ) -> tuple[_Spans, tuple[int, int, int], tuple[float, float, float]]:
     """One candidate row: the slots where tensor ``ti`` is resident under ``choice`` (its
-    ``span`` is production to release under keep), and the slots and costs of its offload,
-    prefetch and recomputation."""
+    ``span`` is production to release under keep) as ranges [a, b), and the slots and costs
+    of its offload, prefetch and recomputation."""
     start, end = span
     last_reader = max(fpos[c] for c in ti.consumers) if ti.consumers else start
     first_reader = min(fpos[c] for c in ti.consumers) if ti.consumers else start
     anchor = max(need) if need else None
-    mask = np.zeros(n)
     slot = (0, 0, 0)
     cost = (0.0, 0.0, 0.0)
     if choice == "keep":
-        mask[start:end + 1] = 1
-        return mask, slot, cost
-    mask[start:last_reader + 1] = 1
+        return ((start, end + 1),), slot, cost
+    forward = (start, last_reader + 1)
     if anchor is None:
-        return mask, slot, cost
+        return (forward,), slot, cost
     a_name = infos[anchor].name
     if choice == "recompute":
-        mask[bpos[a_name]:end + 1] = 1
         rebuild = sum(fwd_ps.get(layer, 0) for layer in (ti.producer,) + ti.modifiers)
-        return mask, (0, 0, bpos[a_name]), (0.0, 0.0, float(rebuild))
+        return ((forward, (bpos[a_name], end + 1)), (0, 0, bpos[a_name]),
+                (0.0, 0.0, float(rebuild)))
     above = infos[anchor + 1].name if anchor < len(infos) - 1 else a_name
-    mask[bpos[above]:end + 1] = 1
     assert copy_costs is not None
     c = copy_costs[ti.name]
     out, back = (c.plain_out_ps, c.plain_in_ps) if choice == "offload" \
         else (c.packed_out_ps, c.packed_in_ps)
-    return mask, (first_reader, bpos[above], 0), (float(out), float(back), 0.0)
+    return (forward, (bpos[above], end + 1)), (first_reader, bpos[above], 0), \
+        (float(out), float(back), 0.0)
 
 
 def _needs(infos: Sequence, idx: Mapping[str, int], tensors: Mapping) -> dict[str, list[int]]:
@@ -328,10 +457,9 @@ def induced_needs(network: Network, batch: int, dtype: str,
     backward slot of its anchor (the latest layer whose backward reads it) from its producer's
     inputs, so each of those inputs is read there too (tensor -> layer indices), the same rule
     the render applies (:func:`~workloads.vdnn.plan_iteration`), chains included."""
-    infos = network.infer(batch, dtype)
+    infos, tensors = inferred(network, batch, dtype)
     idx = {i.name: k for k, i in enumerate(infos)}
     info = {i.name: i for i in infos}
-    tensors = network.tensors(batch, dtype)
     need = _needs(infos, idx, tensors)
     extra: dict[str, set[int]] = {}
     for ti in sorted(tensors.values(), key=lambda t: idx[t.producer], reverse=True):
@@ -345,18 +473,20 @@ def induced_needs(network: Network, batch: int, dtype: str,
     return {t: frozenset(at) for t, at in extra.items()}
 
 
-def _excess(memory: np.ndarray, capacity: float) -> np.ndarray:
-    return np.clip(memory - capacity, 0, None).sum(axis=-1)
-
-
 def lower_bound_peak(model: PlanModel) -> int:
     """The least any plan can hold in its fullest slot: every tensor at its smallest
     footprint in every slot at once."""
-    least = np.zeros(model.fixed.shape)
-    for t in range(len(model.tensors)):
-        rows = np.arange(model.first_row[t], model.first_row[t] + len(model.choices[t]))
-        least += model.resident[rows].min(axis=0)
-    return int((model.fixed + least).max())
+    if model.least_resident is not None:
+        return int((model.fixed + model.least_resident).max())
+    if not len(model.tensors):
+        return int(model.fixed.max())
+    first = model.first_row
+    last = first + np.array([len(c) for c in model.choices]) - 1
+    least = model.resident[first]
+    for k in range(1, int((last - first).max()) + 1):
+        least = np.minimum(least, model.resident[np.minimum(first + k, last)])
+    # bytes are whole numbers: the sum is exact in any order
+    return int((model.fixed + least.sum(axis=0)).max())
 
 
 def _check_feasible(model: PlanModel, label: str = "") -> None:
@@ -375,63 +505,17 @@ def plan_greedy(model: PlanModel, label: str = "") -> PlanResult:
     apply, most time saved first, the changes to cheaper choices that still fit.
 
     Lazy evaluation keeps it fast on big models: every row's score is computed at once
-    (vectorised), then a row is re-scored alone when it reaches the top of the queue, and
-    applied when it still beats the next one; all scores are refreshed every
-    :data:`REFRESH` changes."""
-    import heapq
-
+    (vectorised, over the slots where some row could be over capacity), then a row is
+    re-scored alone when it reaches the top of the queue (over the slots its tensor's choices
+    differ in, the times from scalars), and applied when it still beats the next one; all
+    scores are refreshed every :data:`REFRESH` changes. Bytes and capacities are whole
+    numbers below 2**53, so every sum of them is exact in whatever order it is taken."""
     _check_feasible(model, label)
-    cap = float(model.capacity)
-    state = _State(model)
-    rows_tensor = model.row_tensor
-    all_rows = np.arange(len(rows_tensor))
-    while _excess(state.memory, cap) > 0:
-        excess = float(_excess(state.memory, cap))
-        delta = model.resident - model.resident[state.current[rows_tensor]]
-        gain = excess - _excess(state.memory + delta, cap)
-        dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
-        useful = (gain > 0) & (all_rows != state.current[rows_tensor])
-        if not useful.any():
-            peak = int(state.memory.max())
-            short = peak - model.capacity
-            raise PlanInfeasible(f"{label + ': ' if label else ''}the planner found no plan "
-                                 f"that fits {model.capacity} bytes "
-                                 f"({model.capacity / GiB:.2f} GiB): its best holds {peak} "
-                                 f"bytes, {short} bytes ({short / GiB:.2f} GiB) short", short)
-        heap = [(-float(g / max(d, 1.0)), int(r)) for r, g, d in
-                zip(all_rows[useful], gain[useful], dt[useful])]
-        heapq.heapify(heap)
-        applied = 0
-        while heap and applied < REFRESH:
-            excess = float(_excess(state.memory, cap))
-            if excess <= 0:
-                break
-            _, row = heapq.heappop(heap)
-            if state.current[rows_tensor[row]] == row:
-                continue
-            score = state.score(row, excess, cap)
-            if score is None:
-                continue
-            if not heap or score >= (1 - LAZY_SLACK) * -heap[0][0]:
-                state.apply(row)
-                applied += 1
-            else:
-                heapq.heappush(heap, (-score, row))
-    # improvement: cheaper choices that keep every slot within capacity, most time saved first
-    for _ in range(REFRESH):
-        dt = _time_deltas(model, state.current, state.copies, state.rec, state.times)
-        order = np.argsort(dt, kind="stable")
-        changed = False
-        for row in order[dt[order] < 0]:
-            row = int(row)
-            if state.current[rows_tensor[row]] == row or state.time_delta(row) >= 0:
-                continue
-            if state.fits(row, cap):
-                state.apply(row)
-                changed = True
-        if not changed:
-            break
-    return _result(model, state.current)
+    state = _State(model, float(model.capacity))
+    while state.excess > 0:
+        _descend(state, label)
+    _improve(state)
+    return _result(model, np.array(state.current, dtype=model.first_row.dtype))
 
 
 #: greedy changes between two full refreshes of every row's score
@@ -440,57 +524,304 @@ REFRESH = 32
 LAZY_SLACK = 0.05
 
 
-class _State:
-    """The greedy's current plan: one row per tensor, the memory per slot and the copy and
-    recompute time per slot it implies."""
+def _descend(state: _State, label: str) -> None:
+    """One refresh of every row's score, then up to :data:`REFRESH` changes from the queue
+    (each re-scored when it reaches the top); :class:`PlanInfeasible` where no change removes
+    excess memory."""
+    import heapq
 
-    def __init__(self, model: PlanModel) -> None:
-        self.model = model
-        self.current = model.first_row.copy()  # every tensor kept
-        self.memory = model.memory(self.current)
-        self.copies, self.rec = _streams(model, self.current)
-        self.times = np.maximum(model.compute + self.rec, self.copies)
+    model = state.model
+    gain = state.gains()
+    dt = state.time_deltas()
+    useful = (gain > 0) & (state.current_rows() != np.arange(len(gain)))
+    if not useful.any():
+        peak = state.peak()
+        short = peak - model.capacity
+        raise PlanInfeasible(f"{label + ': ' if label else ''}the planner found no plan "
+                             f"that fits {model.capacity} bytes "
+                             f"({model.capacity / GiB:.2f} GiB): its best holds {peak} "
+                             f"bytes, {short} bytes ({short / GiB:.2f} GiB) short", short)
+    rows = np.flatnonzero(useful)
+    scores = gain[rows] / np.maximum(dt[rows], 1.0)
+    heap = list(zip((-scores).tolist(), rows.tolist()))
+    heapq.heapify(heap)
+    applied = 0
+    while heap and applied < REFRESH and state.excess > 0:
+        row = _next_change(state, heap)
+        if row is None:
+            break
+        state.apply(row)
+        applied += 1
 
-    def _delta(self, row: int) -> np.ndarray:
-        m = self.model
-        return m.resident[row] - m.resident[self.current[m.row_tensor[row]]]
 
-    def score(self, row: int, excess: float, cap: float) -> float | None:
-        """Excess memory removed per picosecond added by switching to ``row`` (None: it
-        removes none)."""
-        gain = excess - _excess(self.memory + self._delta(row), cap)
-        if gain <= 0:
+#: rows re-scored at once when the queue's top needs fresh scores (doubling while none of
+#: them is applied, up to :data:`BATCH_MOST`)
+BATCH_FIRST = 8
+BATCH_MOST = 64
+
+
+def _next_change(state: _State, heap: list[tuple[float, int]]) -> Optional[int]:
+    """The row the lazy queue applies next, and the queue as it is then; None where the
+    queue runs out first. One by one: pop the top, drop it if it is its tensor's current row
+    or no longer removes excess, apply it if its fresh score is within :data:`LAZY_SLACK` of
+    the next (stale) top, else push it back with its fresh score. The plan does not change
+    until a row is applied, so the memory the next rows to pop would free is worked out
+    ahead, several rows at once (:meth:`_State.gains_of`); their times, scores, pops, drops
+    and pushes stay one by one."""
+    import heapq
+
+    ahead: list[tuple[float, int]] = []  # popped ahead of the queue, in order
+    i = 0
+    gains: dict[int, float] = {}  # excess removed, of the rows popped ahead
+    fresh: dict[int, Optional[float]] = {}  # scores, of the rows popped
+    batch = BATCH_FIRST
+    current, tensor = state.current, state.tensor
+    while True:
+        if i < len(ahead) and (not heap or ahead[i] < heap[0]):
+            item = ahead[i]
+            i += 1
+        elif heap and heap[0][1] in fresh:  # a row pushed back: its score is fresh
+            item = heapq.heappop(heap)
+        elif heap:  # pop the next rows ahead and score them at once
+            # (rows not yet scored are all below those popped ahead before)
+            assert i == len(ahead)
+            ahead = [heapq.heappop(heap) for _ in range(min(batch, len(heap)))]
+            i = 0
+            batch = min(2 * batch, BATCH_MOST)
+            rows = [r for _, r in ahead if current[tensor[r]] != r and r not in fresh]
+            gains.update(zip(rows, state.gains_of(rows)))
+            continue
+        else:
             return None
-        return float(gain / max(self.time_delta(row), 1.0))
+        row = item[1]
+        if current[tensor[row]] == row:
+            continue
+        if row not in fresh:
+            gain = gains[row]
+            fresh[row] = None if gain <= 0 else gain / max(state.time_delta(row), 1.0)
+        score = fresh[row]
+        if score is None:
+            continue
+        top = ahead[i] if i < len(ahead) else None
+        if heap and (top is None or heap[0] < top):
+            top = heap[0]
+        if top is None or score >= (1 - LAZY_SLACK) * -top[0]:
+            for rest in ahead[i:]:
+                heapq.heappush(heap, rest)
+            return row
+        heapq.heappush(heap, (-score, row))
 
-    def fits(self, row: int, cap: float) -> bool:
-        """Every slot within ``cap`` after switching to ``row``."""
-        return bool((self.memory + self._delta(row) <= cap).all())
+
+def _improve(state: _State) -> None:
+    """Once every slot fits: apply the changes to cheaper choices that still fit, most time
+    saved first, for up to :data:`REFRESH` passes while any applies."""
+    current, tensor = state.current, state.tensor
+    for _ in range(REFRESH):
+        dt = state.time_deltas()
+        order = np.argsort(dt, kind="stable")
+        changed = False
+        for row in order[dt[order] < 0].tolist():
+            if current[tensor[row]] == row or state.time_delta(row) >= 0:
+                continue
+            if state.fits(row):
+                state.apply(row)
+                changed = True
+        if not changed:
+            break
+
+
+def _whole_ps(model: PlanModel) -> bool:
+    """Whether every time of ``model`` is a whole number of picoseconds (as the engine and the
+    kernels slot price them) and all of them together stay far below 2**53: then every sum
+    and difference of them is exact, in whatever order it is taken, so a switch's time can be
+    worked out from the slots it moves time in alone, and a batch of them at once."""
+    assert model.fixed_copies is not None
+    arrays = (model.row_costs, model.row_compute, model.compute, model.fixed_copies)
+    return sum(float(np.abs(a).sum()) for a in arrays) < 2.0 ** 48 and \
+        all(bool((a == np.round(a)).all()) for a in arrays)
+
+
+def _moves(model: PlanModel) -> list[list[tuple[int, float, float]]]:
+    """Per row, the time it moves onto the streams: (slot, copy ps, compute ps) for each slot
+    it moves any time in."""
+    copy: np.ndarray = np.zeros(model.row_slots.shape)
+    copy[:, :2] = model.row_costs[:, :2]
+    busy: np.ndarray = np.zeros(model.row_slots.shape)
+    cols = list(model.compute_cols)
+    busy[:, cols] = model.row_compute[:, cols]
+    some = (copy != 0) | (busy != 0)
+    slots: list[list[int]] = model.row_slots.tolist()
+    copies: list[list[float]] = copy.tolist()
+    computes: list[list[float]] = busy.tolist()
+    any_time: list[list[bool]] = some.tolist()
+    moves = [[(s[k], c[k], b[k]) for k in (0, 1, 2) if z[k]]
+             for s, c, b, z in zip(slots, copies, computes, any_time)]
+    for row, moved in enumerate(moves):
+        if len({slot for slot, _, _ in moved}) < len(moved):  # two in one slot: add up
+            both: dict[int, list[float]] = {}
+            for slot, c, b in moved:
+                entry = both.setdefault(slot, [0.0, 0.0])
+                entry[0] += c
+                entry[1] += b
+            moves[row] = [(slot, c, b) for slot, (c, b) in both.items()]
+    return moves
+
+
+class _State:
+    """The greedy's current plan: one row per tensor; per slot the bytes over capacity
+    (``slack``), and the copy, recompute and slot times (lists: the inner loop reads a few
+    slots at a time), with the model's per-row tables as lists for the same reason.
+
+    Memory is scored over the *open* slots alone: those where some row could be over
+    capacity (``slack`` plus the most bytes any row holds there above 0). Elsewhere no switch
+    can leave a slot over capacity, so the excess there is 0 before and after any switch:
+    the open slots decide the excess, every gain and every fit. They are few (the slots over
+    capacity and those near it), so the residency of every row there is kept at hand, and
+    gathered again only when a switch opens a slot outside them or the scores are refreshed.
+    """
+
+    def __init__(self, model: PlanModel, cap: float) -> None:
+        self.model = model
+        self.tensor: list[int] = model.row_tensor.tolist()
+        self.slots: list[list[int]] = model.row_slots.tolist()
+        self.costs: list[list[float]] = model.row_costs.tolist()
+        self.busy: list[list[float]] = model.row_compute.tolist()
+        self.compute: list[float] = model.compute.tolist()
+        #: per slot, the most bytes any row holds there (what a switch can add at most)
+        self.colmax = model.most_resident if model.most_resident is not None else \
+            model.resident.max(axis=0) if len(self.tensor) else np.zeros_like(model.fixed)
+        #: times are whole picoseconds: a switch's time is worked out from the slots it moves
+        self.whole = _whole_ps(model)
+        self.moves = _moves(model) if self.whole else []
+        rows = model.first_row.copy()  # every tensor kept
+        self.current: list[int] = rows.tolist()
+        self.cap = cap
+        self.slack = model.memory(rows) - cap
+        self.open_slots()
+        copies, rec = _streams(model, rows)
+        self.copies: list[float] = copies.tolist()
+        self.rec: list[float] = rec.tolist()
+        self.times: list[float] = np.maximum(model.compute + rec, copies).tolist()
+
+    def open_slots(self) -> None:
+        """Gather the open slots afresh (see the class), the rows' bytes and the slack there,
+        and the excess."""
+        self.is_open = self.slack + self.colmax > 0
+        self.cols = np.flatnonzero(self.is_open)
+        self.res_cols = np.take(self.model.resident, self.cols, axis=1)
+        self._slack_moved()
+
+    def _slack_moved(self) -> None:
+        self.slack_cols = self.slack[self.cols]
+        self.excess = float(np.maximum(self.slack_cols, 0.0).sum())
+
+    def current_rows(self) -> np.ndarray:
+        """Per row, the current row of its tensor."""
+        return np.array(self.current)[self.model.row_tensor]
+
+    def peak(self) -> int:
+        """The current plan's fullest slot, bytes."""
+        return int(self.slack.max() + self.cap)
+
+    def gains(self) -> np.ndarray:
+        """For every row: the excess memory (bytes over capacity, summed over the slots)
+        switching its tensor to it removes."""
+        is_open = self.slack + self.colmax > 0
+        if is_open.sum() < 0.8 * len(self.cols):  # many closed: gather the fewer afresh
+            self.open_slots()                     # (any more slots give the same sums)
+        res = self.res_cols
+        after = res[self.current_rows()]  # one array of rows x slots, worked in place
+        np.subtract(res, after, out=after)
+        after += self.slack_cols
+        np.maximum(after, 0.0, out=after)
+        return self.excess - after.sum(axis=1)
+
+    def time_deltas(self) -> np.ndarray:
+        """For every row: the predicted iteration time's change if its tensor switched to
+        it."""
+        return _time_deltas(self.model, np.array(self.current), np.array(self.copies),
+                            np.array(self.rec), np.array(self.times))
+
+    def _after(self, row: int) -> np.ndarray:
+        """The bytes over capacity in the open slots after switching to ``row``."""
+        res = self.res_cols
+        return self.slack_cols + (res[row] - res[self.current[self.tensor[row]]])
+
+    def gains_of(self, rows: list[int]) -> list[float]:
+        """For each of ``rows``: the excess memory switching its tensor to it removes."""
+        if not rows:
+            return []
+        res = self.res_cols
+        cur = [self.current[self.tensor[r]] for r in rows]
+        after = self.slack_cols + (res[rows] - res[cur])
+        return (self.excess - np.maximum(after, 0.0).sum(axis=1)).tolist()
+
+    def fits(self, row: int) -> bool:
+        """Every slot within capacity after switching to ``row``."""
+        return bool((self._after(row) <= 0).all())
 
     def time_delta(self, row: int) -> float:
         """The predicted iteration time's change if ``row``'s tensor switched to it."""
-        m = self.model
-        old = self.current[m.row_tensor[row]]
+        old = self.current[self.tensor[row]]
+        if self.whole:
+            return self._whole_delta(row, old)
         copies: dict[int, float] = {}
         rec: dict[int, float] = {}
         for r, sign in ((row, 1.0), (old, -1.0)):
+            slots, costs, busy = self.slots[r], self.costs[r], self.busy[r]
             for k in (0, 1):
-                slot = int(m.row_slots[r, k])
-                copies[slot] = copies.get(slot, 0.0) + sign * m.row_costs[r, k]
-            for k in m.compute_cols:
-                slot = int(m.row_slots[r, k])
-                rec[slot] = rec.get(slot, 0.0) + sign * m.row_compute[r, k]
+                slot = slots[k]
+                copies[slot] = copies.get(slot, 0.0) + sign * costs[k]
+            for k in self.model.compute_cols:
+                slot = slots[k]
+                rec[slot] = rec.get(slot, 0.0) + sign * busy[k]
         total = 0.0
         for slot in set(copies) | set(rec):
-            new = max(m.compute[slot] + self.rec[slot] + rec.get(slot, 0.0),
+            new = max(self.compute[slot] + self.rec[slot] + rec.get(slot, 0.0),
                       self.copies[slot] + copies.get(slot, 0.0))
             total += new - self.times[slot]
         return total
 
+    def _whole_delta(self, row: int, old: int) -> float:
+        """:meth:`time_delta` where every time is a whole number of picoseconds (see
+        :func:`_whole_ps`): the same number, from the slots a row moves time in alone."""
+        mine, theirs = self.moves[row], self.moves[old]
+        if theirs:  # rarer: from a row that moves time too, add up per slot
+            moved: dict[int, list[float]] = {}
+            for slot, copy, busy in mine:
+                moved[slot] = [copy, busy]
+            for slot, copy, busy in theirs:
+                both = moved.setdefault(slot, [0.0, 0.0])
+                both[0] -= copy
+                both[1] -= busy
+            mine = [(slot, copy, busy) for slot, (copy, busy) in moved.items()]
+        compute, rec, copies, times = self.compute, self.rec, self.copies, self.times
+        total = 0.0
+        for slot, copy, busy in mine:
+            total += max(compute[slot] + rec[slot] + busy, copies[slot] + copy) - times[slot]
+        return total
+
     def apply(self, row: int) -> None:
         """Switch ``row``'s tensor to ``row``."""
-        (self.current, self.memory, self.copies, self.rec,
-         self.times) = _apply(self.model, self.current, row, self.memory, self.copies, self.rec)
+        t = self.tensor[row]
+        old = self.current[t]
+        self.current[t] = row
+        res = self.model.resident
+        self.slack += res[row] - res[old]
+        if ((self.slack + self.colmax > 0) & ~self.is_open).any():
+            self.open_slots()  # a slot opened: gather them again
+        else:
+            self._slack_moved()
+        copies, rec = self.copies, self.rec
+        old_slots, new_slots = self.slots[old], self.slots[row]
+        for k in (0, 1):
+            copies[old_slots[k]] -= self.costs[old][k]
+            copies[new_slots[k]] += self.costs[row][k]
+        for k in self.model.compute_cols:
+            rec[old_slots[k]] -= self.busy[old][k]
+            rec[new_slots[k]] += self.busy[row][k]
+        for slot in set(old_slots) | set(new_slots):
+            self.times[slot] = max(self.compute[slot] + rec[slot], copies[slot])
 
 
 def _streams(model: PlanModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -504,25 +835,6 @@ def _streams(model: PlanModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
     for k in model.compute_cols:
         np.add.at(rec, model.row_slots[rows, k], model.row_compute[rows, k])
     return copies, rec
-
-
-def _apply(model: PlanModel, current: np.ndarray, row: int, memory: np.ndarray,
-           copies: np.ndarray, rec: np.ndarray):
-    t = model.row_tensor[row]
-    old = current[t]
-    current = current.copy()
-    current[t] = row
-    memory = memory - model.resident[old] + model.resident[row]
-    copies = copies.copy()
-    rec = rec.copy()
-    for k in (0, 1):
-        copies[model.row_slots[old, k]] -= model.row_costs[old, k]
-        copies[model.row_slots[row, k]] += model.row_costs[row, k]
-    for k in model.compute_cols:
-        rec[model.row_slots[old, k]] -= model.row_compute[old, k]
-        rec[model.row_slots[row, k]] += model.row_compute[row, k]
-    times = np.maximum(model.compute + rec, copies)
-    return current, memory, copies, rec, times
 
 
 def _time_deltas(model: PlanModel, current: np.ndarray, copies: np.ndarray, rec: np.ndarray,
@@ -637,12 +949,12 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
             return plan_iteration(network, batch, dtype, "auto", choices=choices)
     if base is None:
         base = plan_iteration(network, batch, dtype, "none")
-    model = build_model(network, batch, dtype, base, kernel_ps, capacity, copy_costs,
-                        elastic_workspace, transfer_ps=transfer_ps)
+    build = _ModelBuilder(network, batch, dtype, base, kernel_ps, copy_costs, elastic_workspace,
+                          transfer_ps)
     fixed_ws = not elastic_workspace
     if plan_peak(base, fixed_ws) <= capacity:
-        keep = model.first_row.copy()
-        out = _result(model, keep)
+        model = build(capacity)
+        out = _result(model, model.first_row.copy())
         out.rendered_peak_bytes = plan_peak(base, fixed_ws)
         return out
     target = capacity
@@ -654,24 +966,19 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
         # pass: plan, add the reads the plan's recomputations induce, plan again until the
         # model holds every read its plan makes (the reads only grow, so this ends)
         for _ in range(NEEDS_ROUNDS):
-            model.capacity = target
-            result = plan_greedy(model, label)
+            result = build.plan(target, needs, label)
             induced = induced_needs(network, batch, dtype, result.choices)
             grown = {t: needs.get(t, frozenset()) | induced.get(t, frozenset())
                      for t in set(needs) | set(induced)}
             if grown == needs:
                 break
             needs = grown
-            model = build_model(network, batch, dtype, base, kernel_ps, target, copy_costs,
-                                elastic_workspace, needs, transfer_ps)
         else:
-            model.capacity = target
-            result = plan_greedy(model, label)
+            result = build.plan(target, needs, label)
             # priced with the reads this last plan induces, which the render will make
             grown = {t: needs.get(t, frozenset()) | at for t, at in induced_needs(
                 network, batch, dtype, result.choices).items()}
-            full = build_model(network, batch, dtype, base, kernel_ps, target, copy_costs,
-                               elastic_workspace, grown, transfer_ps)
+            full = build(target, grown)
             priced = _result(full, _rows(full, result.choices))
             result.predicted_time_ps = priced.predicted_time_ps
             result.backward_end_ps = priced.backward_end_ps

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from sst_cdma.engine.progress import timed
+from sst_cdma.model.price_memo import PriceMemo
 
 from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
@@ -128,6 +129,33 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
                                 memory_capacity, choices)[0])
 
 
+#: the latest iterations scheduled, with the network, times and kernels their keys name by
+#: identity (see :func:`_scheduled`): an ``--policy auto`` run of GPT-2 XL asks for 10
+#: distinct ones 32 times over its placements and its baseline run
+_PLANS = PriceMemo(16)
+
+
+def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optional[Times],
+               optimizer: str, workspace: int, kernels: Optional[Mapping],
+               allocation: str = "liveness", choices: Optional[Mapping[str, str]] = None,
+               placement: Optional["Placement"] = None) -> Plan:
+    """:func:`plan_iteration` of these inputs, scheduled once and reused by every caller with
+    the same inputs: an ``--policy auto`` run schedules the same plan for its planner's base,
+    its checks, its model states and its stream, and its baseline run all of them again.
+    Keyed by the network, measured times and priced kernels themselves (held with the plan, so
+    their identity stands for them: each is shared read-only already) and the other inputs by
+    value, the choices as a set. The plans are shared: treat them as read-only."""
+    key = (id(net), id(times), id(kernels), batch, dtype, policy, optimizer, workspace,
+           allocation, None if choices is None else frozenset(choices.items()), placement)
+    entry = _PLANS.get(key)
+    if entry is None:
+        entry = ((net, times, kernels), plan_iteration(
+            net, batch, dtype, policy, times, optimizer, workspace, kernels, allocation,
+            choices, placement))
+        _PLANS.put(key, entry)
+    return entry[1]
+
+
 def _planned(net: Network, batch: int, dtype: str, policy: str,
              times: Optional[Times], optimizer: str, workspace: int,
              allocation: str, kernel_model: Optional["KernelModel"],
@@ -139,8 +167,8 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
     from .kernel_pricing import limits_from_free_memory, price_network
 
     chosen = dict(choices) if choices is not None else None
-    plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace, kernels,
-                          allocation, chosen, placement)
+    plan = _scheduled(net, batch, dtype, policy, times, optimizer, workspace, kernels,
+                      allocation, chosen, placement)
     if kernel_model is not None and memory_capacity:
         limits: dict[str, dict[str, int]] = {}
         for _ in range(4):  # a smaller workspace frees memory for others: settle in a few
@@ -152,8 +180,8 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
                     mine = limits.setdefault(layer, {})
                     mine[p] = min(size, mine.get(p, size))
             kernels = price_network(net, batch, dtype, kernel_model, workspace_limit, limits)
-            plan = plan_iteration(net, batch, dtype, policy, times, optimizer, workspace,
-                                  kernels, allocation, chosen, placement)
+            plan = _scheduled(net, batch, dtype, policy, times, optimizer, workspace,
+                              kernels, allocation, chosen, placement)
     return plan, kernels
 
 
@@ -285,12 +313,12 @@ def plan_auto(network: str | os.PathLike[str], batch: int, dtype: str, capacity:
         return result
 
     for _ in range(3):
-        base = plan_iteration(net, batch, dtype, "none", times, optimizer, workspace, priced,
-                              placement=placement)
+        base = _scheduled(net, batch, dtype, "none", times, optimizer, workspace, priced,
+                          placement=placement)
 
         def render(choices: Mapping[str, str]) -> Plan:
-            return plan_iteration(net, batch, dtype, "auto", times, optimizer, workspace,
-                                  priced, "liveness", choices, placement)
+            return _scheduled(net, batch, dtype, "auto", times, optimizer, workspace,
+                              priced, "liveness", choices, placement)
 
         result = plan_to_fit(net, batch, dtype, capacity, kernel_ps, copy_costs, render, base,
                              label=label, elastic_workspace=elastic, transfer_ps=transfer_ps)

@@ -46,6 +46,7 @@ from typing import Any, Mapping, Optional
 
 from sst_cdma.engine.progress import tick, timed
 from sst_cdma.model.element_params import network_word
+from sst_cdma.model.price_memo import PriceMemo
 
 from .dtypes import itemsize
 from .errors import WorkloadError
@@ -131,6 +132,24 @@ def state_name(layer: str) -> str:
 Times = Mapping[str, Mapping[str, int]]
 #: kernels priced by the kernel model: layer -> {"fwd": PricedKernel, "bwd": PricedKernel}
 Kernels = Mapping[str, Mapping[str, Any]]
+
+
+#: the networks' layers and tensors of the latest (network, batch, dtype), with the network
+#: (see :func:`inferred`; a run's GPUs and its baselines share one or two)
+_INFERRED = PriceMemo(8)
+
+
+def inferred(network: Network, batch: int, dtype: str
+             ) -> tuple[list[LayerInfo], dict[str, TensorInfo]]:
+    """``network.infer(batch, dtype)`` and ``network.tensors(batch, dtype)``, worked out once
+    per network (the object, held with them: a loaded network does not change) and shared by
+    the schedules and the planner's models: treat them as read-only."""
+    key = (id(network), batch, dtype)
+    entry = _INFERRED.get(key)
+    if entry is None:
+        entry = (network, network.infer(batch, dtype), network.tensors(batch, dtype))
+        _INFERRED.put(key, entry)
+    return entry[1], entry[2]
 
 
 @timed("planning_s")
@@ -227,14 +246,15 @@ class _Schedule:
         #: every buffer allocated once for the iteration (decided once the offloads are known)
         self.wide = False
         self.per_tensor = not is_vdnn(policy)
-        self.infos = network.infer(batch, dtype)
-        self.tensors = network.tensors(batch, dtype)
+        self.infos, self.tensors = inferred(network, batch, dtype)
         self.info: dict[str, LayerInfo] = {i.name: i for i in self.infos}
         self.idx = {i.name: k for k, i in enumerate(self.infos)}
         self.kind = {i.name: i.kind for i in self.infos}
         self.choice = dict(choices or {})
         self._check_names()
         self.weighted = [i for i in self.infos if i.params]
+        #: layer -> its place among the weighted layers
+        self.weighted_at = {i.name: k for k, i in enumerate(self.weighted)}
         self.stateful = [i for i in self.weighted
                          if step is not None and step.state_bytes(i.params, dtype)
                          and not self.host_step]
@@ -481,7 +501,7 @@ class _Schedule:
                 ops.append(StreamOp("offload", t, "forward", layer=i.name, codec=self._codec(t)))
             ws = self.scratch[i.name]["fwd"]
             ops.extend(StreamOp("alloc", t, "forward") for t in ws if not wide)
-            self._weights_in(i, self.weighted, "forward", ops)
+            self._weights_in(i, 1, "forward", ops)
             ops.append(self._forward_kernel(i, "fwd", "forward"))
             ops.append(StreamOp("sync", i.name, "forward"))
             ops.extend(StreamOp("free", t, "forward") for t in ws if not wide)
@@ -518,7 +538,7 @@ class _Schedule:
         ops.extend(StreamOp("alloc", t, "backward") for t in ws if not wide)
         if i.params and wgrad_name(i.name) in self.host_grads:
             ops.append(StreamOp("alloc", wgrad_name(i.name), "backward"))
-        self._weights_in(i, self.weighted[::-1], "backward", ops)
+        self._weights_in(i, -1, "backward", ops)
         if i.has_backward:
             ops.append(self._backward_kernel(i))
             ops.append(StreamOp("sync", i.name, "backward"))
@@ -535,11 +555,10 @@ class _Schedule:
                 self.resident.discard(t)
         return block
 
-    def _weights_in(self, i: LayerInfo, order: list[LayerInfo], phase: str,
-                    ops: list[StreamOp]) -> None:
+    def _weights_in(self, i: LayerInfo, order: int, phase: str, ops: list[StreamOp]) -> None:
         """Weights on the host: layer ``i``'s weights copied in (unless the layer before
-        prefetched them) and waited for, then the next weighted layer's of ``order``
-        prefetched ahead, overlapping this layer's kernel."""
+        prefetched them) and waited for, then the next weighted layer's in ``order`` (1:
+        forward, -1: backward) prefetched ahead, overlapping this layer's kernel."""
         w = weight_name(i.name)
         if w not in self.host_weights:
             return
@@ -549,9 +568,9 @@ class _Schedule:
                                 tier=self.placement.weights))
         self.weights_coming.discard(w)
         ops.append(StreamOp("wait", w, phase))
-        at = next(k for k, info in enumerate(order) if info.name == i.name)
-        if at + 1 < len(order):
-            ahead = weight_name(order[at + 1].name)
+        at = self.weighted_at[i.name] + order
+        if 0 <= at < len(self.weighted):
+            ahead = weight_name(self.weighted[at].name)
             ops.append(StreamOp("alloc", ahead, phase))
             ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none",
                                 tier=self.placement.weights))
