@@ -145,7 +145,7 @@ def test_gradients_on_the_host_hold_the_backward_pass_back_as_the_closed_form_sa
     closed form's picosecond."""
     held = _slow_link(repo, *extra)
     kept = _slow_link(repo, *[e for e in extra if e == "--delayed-update"])
-    gpu, base = held.results["gpu0"], kept.results["gpu0"]
+    gpu = held.results["gpu0"]
     closed = from_simulation(held.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.step_ps
     assert gpu.model_states["buckets"] > 10
