@@ -3,29 +3,34 @@ GPU drives beside its workload stream when the optimizer states live in host mem
 subcomponent in its ``model_states`` slot (``cdma.ModelStateDriver``, on links of its own to
 the engine and the host CPU; components/model_states.py declares how the two talk).
 
-Each gradient bucket (reverse layer order, :func:`workloads.model_states.state_buckets`) is
-copied to the host as soon as the backward kernel writing its last weight gradient ends, on
-the GPU's ``gradients`` copy stream (a queue of its own in the engine, as DeepSpeed copies
-gradients on a stream of their own, so the layer-boundary synchronizations of the compute and
-copy streams do not wait for it). Once a bucket is on the host the host CPU steps it; once
-stepped, its updated 16-bit weights are copied back on the ``weights`` stream. The iteration
-ends when every bucket's weights are back.
+The schedule is DeepSpeed's stage 1-2 optimizer's with the optimizer offloaded to the CPU
+(``deepspeed/runtime/zero/stage_1_and_2.py``; docs/workloads.md section 9). Each gradient
+bucket (reverse layer order, :func:`workloads.model_states.state_buckets`) is copied to the
+host as soon as the backward kernel writing its last weight gradient ends, on the GPU's
+``gradients`` copy stream (a queue of its own in the engine, as DeepSpeed's ``overlap_comm``
+copies each full bucket on a stream of its own in ``reduce_ipg_grads``, so the
+layer-boundary synchronizations of the compute and copy streams do not wait for it). Once
+the backward pass has ended and every bucket is on the host, the host CPU steps the whole
+partition (DeepSpeed's ``step()``: ``DeepSpeedCPUAdam`` over the fp32 partition), bucket
+after bucket; once the last bucket is stepped, the updated 16-bit weights are copied back on
+the ``weights`` stream, and the iteration ends when they are back.
 
-With the one-step delayed update the CPU steps the previous iteration's gradients (already on
-the host) from time 0, beside this iteration's forward and backward passes; their weights
-are copied back once the backward pass has ended (the GPU's weights are read until then), and
-the iteration ends when they and this iteration's gradient copies are done: one iteration of
-the steady state. With the weights on the host too (``weights`` ``host``) the stream prefetches
-each layer's weights for its use and the CPU's step updates them where they are: nothing is
-copied back, and the iteration ends when the steps are done.
+With the one-step delayed update (ZeRO-Offload's paper, section 5) the CPU steps the previous
+iteration's gradients (already on the host) from time 0, beside this iteration's forward and
+backward passes, and copies their weights back as soon as the whole step is done; the
+iteration ends when those and this iteration's gradient copies are done: one iteration of the
+steady state, never longer than the immediate update's. With the weights on the host too
+(``weights`` ``host``) the stream prefetches each layer's weights for its use and the CPU's
+step updates them where they are: nothing is copied back, and the iteration ends when the
+steps are done.
 
 ZeRO-Infinity (Rajbhandari et al., SC 2021) puts the states on the SSDs (``optimizer_states``
 ``nvme``): each bucket's states are read from the drives into a host buffer (two buffers: a
 bucket's read may start once the bucket two before it was written back) on the ``states_in``
-stream, from when its gradients leave the GPU (delayed: from time 0), the CPU steps it once
-both its gradients and its states are on the host, and its states go back to the drives on
+stream, from when the step opens (after the backward pass; delayed: from time 0), the CPU
+steps it once its states are on the host, and its states go back to the drives on
 the ``states_out`` stream. With the weights on the SSDs too (``weights`` ``nvme``) the stream
-prefetches each layer's weights from the drives and a stepped bucket's 16-bit weights are
+prefetches each layer's weights from the drives and the stepped 16-bit weights are
 written to the drives (``weights`` stream, host to SSD) instead of copied to the GPU.
 
 With ``state_compression`` ``engine`` or ``host`` (:class:`StateCompression`) the gradient and
@@ -207,8 +212,10 @@ class ModelStateDriver(ModelStates):
         self.reads_asked: set[str] = set()
         self.wanted: list[str] = []     # buckets whose states read waits for a buffer
         self.stream_over = False
-        #: delayed update: buckets stepped before the backward pass ended
+        #: buckets stepped, their weights waiting for the last step to end; the step opened
+        #: (the backward pass over and every gradient on the host; delayed: at time 0)
         self.ready: list[str] = []
+        self.opened = False
         self.moved = dict.fromkeys(COPY_STREAMS, 0)
         self.wired = dict.fromkeys(COPY_STREAMS, 0)
         self.cpu_steps: list[tuple[int, int]] = []
@@ -254,11 +261,23 @@ class ModelStateDriver(ModelStates):
         steps."""
         self.cpu = self.host_cpu()
         if self.delayed:
-            for bucket in self.plan.buckets:
-                if self.states_nvme:
-                    self._want_states(bucket.name)
-                else:
-                    self._step(bucket.name)
+            self._open()
+
+    def _open(self) -> None:
+        """The step opens (DeepSpeed's ``step()``): every bucket is asked of the CPU in order,
+        on the SSDs once its states are read in."""
+        self.opened = True
+        for bucket in self.plan.buckets:
+            if self.states_nvme:
+                self._want_states(bucket.name)
+            else:
+                self._step(bucket.name)
+
+    def _open_if_ready(self) -> None:
+        """Without the delayed update the step opens once the backward pass has ended and
+        every bucket's gradients are on the host."""
+        if not self.opened and self.stream_over and self.gradients_left == 0:
+            self._open()
 
     def holds_back(self, tensors: tuple[str, ...]) -> bool:
         """True while an op allocating or writing ``tensors`` must wait: with the gradients on
@@ -286,8 +305,6 @@ class ModelStateDriver(ModelStates):
             self.left[name] -= 1
             if self.left[name] == 0:
                 self._copy("gradients", name)
-                if self.states_nvme and not self.delayed:
-                    self._want_states(name)
 
     def _copy(self, stream: str, name: str) -> None:
         bucket = self.buckets[name]
@@ -336,11 +353,9 @@ class ModelStateDriver(ModelStates):
             self._storage("prefetch", f"{name}:s", self.buckets[name].state_bytes, "states_in")
 
     def _step_if_ready(self, name: str) -> None:
-        """Step bucket ``name`` once its gradients (delayed: already there) and, on the SSDs,
-        its states are on the host."""
-        if not self.delayed and name not in self.landed:
-            return
-        if self.states_nvme and name not in self.read_in:
+        """Step bucket ``name`` once the step is open and, on the SSDs, its states are on the
+        host."""
+        if not self.opened or (self.states_nvme and name not in self.read_in):
             return
         self._step(name)
 
@@ -386,11 +401,10 @@ class ModelStateDriver(ModelStates):
                 self.gpu.memory.free(tensor)
         self.landed.add(name)
         if not self.delayed:  # delayed: this iteration's gradients are the next one's step
-            self._step_if_ready(name)
+            self._open_if_ready()
 
     def stepped(self, req: CpuStepRequest, started_ps: int, finished_ps: int) -> None:
-        """The CPU stepped a bucket: its weights come back (delayed: once the backward pass
-        has ended)."""
+        """The CPU stepped a bucket: once the last is stepped, the weights come back."""
         self.cpu_steps.append((started_ps, finished_ps))
         self.at_cpu.append((self.asked.pop(req.bucket, started_ps), finished_ps))
         self.steps_left -= 1
@@ -399,19 +413,20 @@ class ModelStateDriver(ModelStates):
                           "states_out")
         if not self.weights_back:
             return
-        if self.delayed and not self.stream_over:
-            self.ready.append(req.bucket)
-        else:
-            self._copy("weights", req.bucket)
+        self.ready.append(req.bucket)
+        if self.steps_left == 0:  # the whole partition is stepped (DeepSpeed's step())
+            for name in self.ready:
+                self._copy("weights", name)
+            self.ready.clear()
 
     def stream_ended(self) -> None:
-        """The GPU issued its last op: the delayed update's stepped buckets come back."""
+        """The GPU's passes are over (it waits at its epilogue): without the delayed update
+        the step opens once every gradient is on the host too."""
         if self.stream_over:
             return
         self.stream_over = True
-        for name in self.ready:
-            self._copy("weights", name)
-        self.ready.clear()
+        if not self.delayed:
+            self._open_if_ready()
 
     def fields(self, end_ps: int) -> dict[str, Any]:
         """The result's model-state figures: placement, buckets, bytes moved, the CPU's steps

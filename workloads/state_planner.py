@@ -9,9 +9,11 @@ for each, plans every activation tensor as before (keep, offload, compress, reco
 the GPU memory that placement leaves. A placement's predicted step is the activation plan's
 iteration (its slot model, with the weights' prefetches where the weights are off the GPU)
 followed by the model-state queues of :func:`sst_cdma.model.zero_offload.state_traffic`:
-each bucket's gradients leave when the backward slot of its last layer ends, the host
-CPU steps it, its weights come back. docs/workloads.md ("The planner's cost model") states
-the model and its limits.
+each bucket's gradients leave when the backward slot of its last layer ends; once the passes
+and those copies are over the host CPU steps every bucket, then the weights come back (the
+delayed update: both from time 0, beside the passes), as DeepSpeed's stage 1-2 optimizer
+runs its ``step()``. docs/workloads.md ("The planner's cost model") states the model and its
+limits.
 """
 from __future__ import annotations
 

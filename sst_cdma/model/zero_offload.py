@@ -1,20 +1,28 @@
 """A closed form of one ZeRO-Offload optimizer step (optimizer states in host memory, the
-step on the host CPU): the GPU's stream walked as :mod:`~sst_cdma.model.closed_form` walks it,
-then the model-state traffic bucket by bucket, each of three FIFO queues next free at one
-number:
+step on the host CPU) as DeepSpeed's stage 1-2 optimizer runs it
+(``deepspeed/runtime/zero/stage_1_and_2.py``: the gradient copies in ``reduce_ipg_grads``
+during the backward pass, the CPU step over the whole partition in ``step()``, then the
+weights copied back; docs/workloads.md section 9): the GPU's stream walked as
+:mod:`~sst_cdma.model.closed_form` walks it, then the model-state traffic bucket by bucket,
+each of three FIFO queues next free at one number:
 
     gradients b:  start = max(last kernel writing b's gradients ends, gradients_free)
                   gradients_free = start + latency + grad_bytes / rate
                   (state_compression: rate the flow's through the codec units and the
                   link at grad_bytes / ratio, as the engine moves it)
-    CPU step b:   start = max(b's gradients on the host, cpu_free)       (delayed: cpu_free,
-                  from 0: the previous iteration's gradients are there)
+    opens:        max(stream end, last bucket's gradients landed)   (delayed: 0, the
+                  previous iteration's gradients are on the host)
+    CPU step b:   start = max(opens, cpu_free)
                   cpu_free = start + step time alone (with the CPU codec's time for
                   state_compression=host)
-    weights b:    start = max(b stepped, weights_free)                   (delayed: and the
-                  stream's end)
+    weights b:    start = max(last bucket stepped, weights_free)    (delayed too)
                   weights_free = start + latency + weight_bytes / rate
     step:         max(stream end, gradients_free, cpu_free, weights_free)
+
+So without the delayed update the step is the passes, the CPU's step and the weights' copy
+back one after the other; with it the CPU's step and the copy back run beside the next
+iteration's passes, and the steady state is the larger of the two, never more than the
+immediate update's sum.
 
 With the gradients on the host (``gradients=host``) the GPU holds two buckets of them: the
 stream's allocation that starts bucket b is issued no earlier than bucket b-2's gradients land
@@ -26,16 +34,17 @@ weights (its closed form prices them as any prefetch) and nothing is copied back
 
 ZeRO-Infinity (``optimizer_states=nvme``) adds two queues between the SSDs and host DRAM,
 the states read (two host buffers: a read waits for the write-back of the bucket two before)
-and written back; the CPU step waits for both the gradients and the states:
+from when the step opens, and written back; the CPU step of a bucket waits for its states:
 
-    read b:       start = max(b's gradients leave (delayed: 0), write b-2 ends, read_free)
+    read b:       start = max(opens, write b-2 ends, read_free)
                   read_free = start + latency + state_bytes / rate
-    CPU step b:   start = max(b's gradients on the host (delayed: none), read_free, cpu_free)
+    CPU step b:   start = max(opens, read_free, cpu_free)
     write b:      start = max(b stepped, write_free); write_free = start + ... / rate
     step:         max(stream end, gradients_free, cpu_free, weights_free, write_free)
 
 With the weights on the SSDs (``weights=nvme``) the stream prefetches them from the drives
-and the weights queue writes each stepped bucket's 16-bit weights from host DRAM to them.
+and the weights queue writes each bucket's 16-bit weights from host DRAM to them once the
+last bucket is stepped.
 
 exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
 the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
@@ -132,26 +141,36 @@ def state_traffic(ready: list[int], stream_end: int, buckets: Any,
     :func:`zero_offload_step`'s; the planner of policy ``auto`` prices a placement with
     it too."""
     nvme = storage_ps or (lambda _direction, _raw: 0)
-    grads_free = cpu_free = weights_free = read_free = write_free = 0
-    written: list[int] = []
-    out = []
+    grads_free = 0
+    landed = []
     for k, bucket in enumerate(buckets):
         grads_free = max(ready[k], grads_free) + copy_ps("offload", bucket.grad_bytes)
-        cpu_start = cpu_free if delayed else max(grads_free, cpu_free)
+        landed.append(grads_free)
+    # DeepSpeed's step() runs after the backward pass and every gradient copy; delayed: the
+    # previous iteration's step, from time 0
+    opens = 0 if delayed else max(stream_end, grads_free)
+    cpu_free = read_free = write_free = 0
+    written: list[int] = []
+    stepped = []
+    for k, bucket in enumerate(buckets):
+        cpu_start = max(opens, cpu_free)
         if states_nvme:
             buffer_free = written[k - 2] if k >= 2 else 0
-            read_free = max(0 if delayed else ready[k], buffer_free, read_free) + \
+            read_free = max(opens, buffer_free, read_free) + \
                 nvme("prefetch", bucket.state_bytes)
             cpu_start = max(cpu_start, read_free)
         cpu_free = cpu_start + step_ps(bucket)
+        stepped.append(cpu_free)
         if states_nvme:
             write_free = max(cpu_free, write_free) + nvme("offload", bucket.state_bytes)
             written.append(write_free)
+    weights_free = cpu_free  # the weights go back once the whole partition is stepped
+    out = []
+    for k, bucket in enumerate(buckets):
         if weights_back:
-            back = max(cpu_free, weights_free, stream_end if delayed else 0)
-            weights_free = back + (nvme("offload", bucket.weight_bytes) if weights_to_nvme
-                                   else copy_ps("prefetch", bucket.weight_bytes))
-        out.append((grads_free, cpu_free, weights_free))
+            weights_free += nvme("offload", bucket.weight_bytes) if weights_to_nvme \
+                else copy_ps("prefetch", bucket.weight_bytes)
+        out.append((landed[k], stepped[k], weights_free if weights_back else 0))
     return max(stream_end, grads_free, cpu_free, weights_free, write_free), out
 
 

@@ -61,31 +61,28 @@ def _bucket(name: str, layers: tuple[str, ...], params: int) -> StateBucket:
 
 def test_the_predicted_step_queues_each_bucket_after_its_last_backward_layer():
     """Two buckets in backward order: the first's gradients leave when fc2's backward (its
-    last layer) ends at 5 ms, the second's at 9 ms; each copy takes its bytes over the link,
-    the CPU steps one after the other, the weights come back in order."""
+    last layer) ends at 5 ms, the second's at 9 ms; each copy takes its bytes over the link;
+    once the stream (10 ms) and both copies have ended the CPU steps one bucket after the
+    other (DeepSpeed's step()), then the weights come back in order."""
     first, second = _bucket("bucket0", ("fc3", "fc2"), 10 ** 6), _bucket("bucket1", ("fc1",),
                                                                         3 * 10 ** 6)
     placement = Placement("host")
     result = PlanResult({}, 10e9, 0, backward_end_ps={"fc3": 2e9, "fc2": 5e9, "fc1": 9e9},
                         model_states=ModelStatePlan(placement, (first, second)))
     c = costs()
-    g0 = 5_000_000_000 + copy_ps("offload", first.grad_bytes)
-    s0 = g0 + int(first.params / 2e9 * 1e12)
-    w0 = s0 + copy_ps("prefetch", first.weight_bytes)
     g1 = 9_000_000_000 + copy_ps("offload", second.grad_bytes)
-    s1 = max(g1, s0) + int(second.params / 2e9 * 1e12)
-    w1 = max(s1, w0) + copy_ps("prefetch", second.weight_bytes)
-    assert predicted_step_ps(result, placement, c) == max(10_000_000_000, w1)
+    s0 = max(10_000_000_000, g1) + int(first.params / 2e9 * 1e12)
+    s1 = s0 + int(second.params / 2e9 * 1e12)
+    w1 = s1 + copy_ps("prefetch", first.weight_bytes) + copy_ps("prefetch", second.weight_bytes)
+    assert predicted_step_ps(result, placement, c) == w1
     # the delayed update: the CPU steps the previous iteration's gradients from time 0, and
-    # the weights come back after the stream
+    # the weights come back once the step is done, beside the stream
     delayed = replace(placement, delayed_update=True)
-    d0 = int(first.params / 2e9 * 1e12)
-    d1 = d0 + int(second.params / 2e9 * 1e12)
-    back = 10_000_000_000 + copy_ps("prefetch", first.weight_bytes)
-    back = back + copy_ps("prefetch", second.weight_bytes)
-    assert d1 < 10_000_000_000
+    d1 = int(first.params / 2e9 * 1e12) + int(second.params / 2e9 * 1e12)
+    back = d1 + copy_ps("prefetch", first.weight_bytes) + copy_ps("prefetch", second.weight_bytes)
+    assert back < 10_000_000_000
     assert predicted_step_ps(replace(result, model_states=ModelStatePlan(delayed, (first, second))),
-                             delayed, c) == max(back, g1)
+                             delayed, c) == max(10_000_000_000, g1)
     # every state on the GPU: the stream is the step, once per micro-batch
     assert predicted_step_ps(result, Placement(grad_accum=3), c) == 30e9
 
@@ -233,11 +230,11 @@ def test_with_the_gradients_on_the_host_the_prediction_waits_as_the_backward_pas
     landed = []
     for r in ready:
         landed.append(max(r, landed[-1] if landed else 0) + copy)
-    stepped = [x + 1000 for x in landed]  # each step 1000 params at 1e12/s: 1 ns
-    weights = []
-    for s in stepped:
-        weights.append(max(s, weights[-1] if weights else 0) + back)
-    assert predicted(Placement("host", gradients="host")) == max(4e9 + wait, weights[-1])
-    # the link sets that step either way; where the stream does, the wait lengthens it
-    assert predicted(Placement("host", gradients="host"), 20e9) == 20e9 + wait
-    assert predicted(Placement("host"), 20e9) == 20e9
+    # the step opens after the stream and every copy; each step 1000 params at 1e12/s: 1 ns
+    stepped = max(4e9 + wait, landed[-1]) + 3 * 1000
+    assert predicted(Placement("host", gradients="host")) == stepped + 3 * back
+    # where the stream ends after every copy, the update follows it and the wait lengthens
+    # the step by itself
+    kept = predicted(Placement("host"), 20e9)
+    assert kept == 20e9 + 3 * 1000 + 3 * back
+    assert predicted(Placement("host", gradients="host"), 20e9) - kept == wait
