@@ -20,8 +20,9 @@ PCIE_GENERATIONS = {
 #: The max payload size (bytes) a GPU and the root complexes of its PCIe generation negotiate:
 #: the link runs at the smaller of the two ends' supported sizes. NVIDIA GPUs support 256 B;
 #: the gen3 servers of the P100 era ran at 128 B (256 B would put gen3 x16 at 13.6 GB/s, above
-#: every pinned-copy measurement of it), today's gen4/gen5 root complexes support 512 B, so the
-#: GPU's 256 B binds.
+#: every pinned-copy measurement of it), today's gen4/gen5 root complexes support 512 B (not
+#: found in the sources searched), so the GPU's 256 B binds. The sources and the measurements
+#: the rates are checked against: docs/model.md, "Host links from first principles".
 PLATFORM_MAX_PAYLOAD = {1: 128, 2: 128, 3: 128, 4: 256, 5: 256, 6: 256}
 
 #: The smallest chunk-mode burst (bytes): one 4 KiB page, the unit GPU copy engines and the

@@ -1,6 +1,7 @@
 """Data-center NVMe SSD presets (``cdma.NVMe``'s ``preset``) and the
 queue-depth model of a drive's throughput. The figures are the vendors' datasheet ones;
-docs/storage.md names each datasheet and explains the model."""
+docs/storage.md names each datasheet, the pages each figure was found on (and which were not
+found) and explains the model; tests/docs/test_facts_tables.py keeps its table equal to these."""
 from __future__ import annotations
 
 from dataclasses import dataclass

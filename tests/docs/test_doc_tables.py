@@ -91,7 +91,10 @@ SOURCES = {
     "docs/gpus.md § Today's systems: H100 PCIe and GH200 #1": "source column",
     "docs/gpus.md § Today's presets: A100 80GB, A100 PCIe, B200 and GB200 #1":
         "source column",
-    "docs/storage.md § Presets #1": "source column",
+    "docs/storage.md § Presets #1": "source column (tests/docs/test_facts_tables.py "
+        "checks it is sst_cdma/model/ssds.py's)",
+    "docs/model.md § Host links from first principles #1": "source column "
+        "(tests/docs/test_facts_tables.py checks its model column)",
     "docs/host_cpu.md § Host platforms (`--cpu NAME`) #1": "the source table below it "
         "(tests/model/test_hosts.py checks it is sst_cdma/model/hosts.py's)",
     "docs/host_cpu.md § Host platforms (`--cpu NAME`) #2": "source column",
