@@ -3,6 +3,7 @@ results in-process. The ``sst`` CLI and :func:`sst_cdma.run` both go through her
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import shlex
@@ -52,7 +53,8 @@ class RunResult:
     first use so that runs which never look at it do not import pandas), simulated time, events
     delivered, why the run ended, wall-clock timing and the components' reports (the cDMA
     topologies' ``reports["summary"]`` is what ``summary.json`` holds), with or without an
-    output directory."""
+    output directory; ``console_text`` is what the run printed to its console, whether or not
+    the caller had it shown."""
 
     table: Callable[[], Any] = field(repr=False)
     sim_time_ps: int
@@ -65,6 +67,10 @@ class RunResult:
     output_directory: Optional[Path] = None
     graph: Optional[ConfigGraph] = None
     simulation: Any = None
+    #: what the run printed to its console (the console summary, console statistics,
+    #: heartbeats): ``sst``'s standard output for the same run, up to its closing
+    #: ``Simulation is complete`` line; kept whether or not ``console=`` showed it
+    console_text: str = ""
 
     @cached_property
     def statistics(self) -> Any:
@@ -75,6 +81,28 @@ class RunResult:
     def sim_time_s(self) -> float:
         """Simulated time in seconds."""
         return self.sim_time_ps * 1e-12
+
+
+class _Console(io.StringIO):
+    """A run's console: keeps every line the run prints (:attr:`RunResult.console_text`) and
+    writes each, as it comes, to ``shown`` when the caller gave a stream (``sst`` gives its
+    standard output); without one the run prints nothing."""
+
+    def __init__(self, shown: Optional[IO[str]]) -> None:
+        super().__init__()
+        self.shown = shown
+
+    def write(self, text: str) -> int:
+        """Keep ``text`` and write it to the shown stream."""
+        if self.shown is not None:
+            self.shown.write(text)
+        return super().write(text)
+
+    def flush(self) -> None:
+        """Flush the shown stream (the kept text needs none)."""
+        if self.shown is not None:
+            self.shown.flush()
+        super().flush()
 
 
 def _display(path: str) -> str:
@@ -347,9 +375,10 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     ``model_options`` is a list of arguments (or one string, split like a shell would) given to
     the script as ``sys.argv[1:]`` (RunError when the string cannot be split: an unterminated
     quote). ``output_directory`` receives statistic files and whatever
-    the components write. ``console`` receives what ``sst`` prints: the console summary,
-    console statistics, heartbeats (default: stdout; ``io.StringIO()`` keeps them quiet, its
-    ``getvalue()`` the text).
+    the components write. The run prints nothing unless ``console`` names a stream (``sst``
+    gives ``sys.stdout``), which then receives, as they come, the lines ``sst`` prints: the
+    console summary, console statistics, heartbeats. The result's ``console_text`` holds that
+    text either way (warnings go to standard error, as ``sst``'s do).
 
     The result's ``statistics`` (a pandas DataFrame with the CSV's columns) and ``reports``
     (the cDMA topologies' ``reports["summary"]``, what ``summary.json`` holds) come back with or
@@ -389,10 +418,11 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
     out_dir = Path(options["output-directory"]) if options["output-directory"] else None
     target = check_output_directory(out_dir) if out_dir is not None else None
     staging = prepare_staging(out_dir, target) if out_dir is not None and target else None
+    kept = _Console(console)
     try:
         record_all = record_statistics and out_dir is None and not _enables_statistics(graph)
         try:
-            result = _run_graph(graph, options, out_dir, staging, console, phases, full_trace,
+            result = _run_graph(graph, options, out_dir, staging, kept, phases, full_trace,
                                 record_all)
         except OSError as exc:  # a full disk while the components write their files
             if out_dir is None or staging is None or not cannot_write(exc, staging):
@@ -404,6 +434,7 @@ def run(script: Union[str, Path], model_options: Union[str, Sequence[str], None]
             staging = None
             if result.simulation is not None:
                 result.simulation.output_directory = out_dir
+        result.console_text = kept.getvalue()
         return result
     finally:
         if staging is not None:
@@ -438,14 +469,14 @@ def _output_file(key: str, target: str, out_dir: Optional[Path], staging: Option
     return given
 
 
-def _watch_progress(simulation: Simulation, options: dict[str, str], console: Optional[IO[str]],
+def _watch_progress(simulation: Simulation, options: dict[str, str], console: IO[str],
                     progress: Optional[Progress], source: str) -> None:
-    """Install the heartbeats, the --exit-after limit and the progress lines the options ask
-    for; a malformed period is a RunError naming the option."""
+    """Install the heartbeats (on ``console``), the --exit-after limit and the progress lines
+    the options ask for; a malformed period is a RunError naming the option."""
     from sst_cdma.engine.progress import SimHeartbeat, WallWatch, parse_wall_time
 
-    def stream() -> IO[str]:
-        return console if console is not None else sys.stdout
+    def stream() -> IO[str]:  # the heartbeats look their stream up as they print
+        return console
 
     def wall(key: str) -> Optional[int]:
         text = options.get(key) or ""
@@ -479,10 +510,11 @@ def _watch_progress(simulation: Simulation, options: dict[str, str], console: Op
 
 
 def _run_graph(graph: ConfigGraph, options: dict[str, str], out_dir: Optional[Path],
-               staging: Optional[Path], console: Optional[IO[str]], phases: PhaseClock,
+               staging: Optional[Path], console: IO[str], phases: PhaseClock,
                full_trace: bool = True, record_all: bool = False) -> RunResult:
-    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere), the
-    phases' wall time to ``phases`` (its ``progress`` gets the progress lines).
+    """Write the graph files, build and run; outputs go to ``staging`` (or nowhere), what the
+    run prints to ``console``, the phases' wall time to ``phases`` (its ``progress`` gets the
+    progress lines).
     ``record_all`` records every declared statistic in memory only."""
     for key, writer in (("output-json", partial(graph_files.write_json, graph)),
                         ("output-config", partial(graph_files.write_python, graph)),

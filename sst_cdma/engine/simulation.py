@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 
 import sys
 from pathlib import Path
@@ -37,7 +38,9 @@ class Simulation:
     """One simulation: the kernel, the components built from the graph, their link ends and
     the statistics collector. ``reports`` is where components leave results for the caller.
     ``record_all_statistics`` records every declared statistic in memory only, instead of what
-    the graph enables and its output (see :class:`~sst_cdma.engine.statistics.collector.StatisticsCollector`)."""
+    the graph enables and its output (see :class:`~sst_cdma.engine.statistics.collector.StatisticsCollector`).
+    ``console`` is where the components and the console statistics print for the user
+    (default: a buffer of the simulation's own, so that nothing is printed)."""
 
     def __init__(self, graph: ConfigGraph, output_directory: Optional[Path] = None,
                  console: Optional[IO[str]] = None, record_all_statistics: bool = False,
@@ -45,7 +48,8 @@ class Simulation:
         self.graph = graph
         self.sim = Simulator()
         self.output_directory = output_directory
-        self.console = console  # where components print for the user (None: stdout)
+        #: where components print for the user (the runner's console, else a buffer)
+        self.console: IO[str] = console if console is not None else io.StringIO()
         self.reports: dict[str, Any] = {}
         #: element name -> the typed result record it published (:meth:`Element.publish`)
         self.results: dict[str, Any] = {}
@@ -65,7 +69,7 @@ class Simulation:
         out_type, out_params = graph.stat_output
         try:
             self.statistics = StatisticsCollector(self.sim, graph.stat_load_level, out_type,
-                                               dict(out_params), base, console,
+                                               dict(out_params), base, self.console,
                                                record_all_statistics)
         except StatisticError as exc:
             raise ConfigError(str(exc), graph.source) from None

@@ -183,11 +183,13 @@ def _human_time(ps: int) -> str:
 
 
 def _run(args: argparse.Namespace, model_opts: list[str]) -> RunResult:
-    """The run ``sst``'s options ask for."""
+    """The run ``sst``'s options ask for, its console on standard output (``run`` prints
+    nothing unless given one)."""
     return run(args.config_file, model_opts, output_directory=args.output_directory,
                stop_at=args.stop_at, run_mode=args.run_mode, output_json=args.output_json,
                output_config=args.output_config, output_dot=args.output_dot,
-               progress=sys.stderr, record_statistics=False, program_options={
+               console=sys.stdout, progress=sys.stderr, record_statistics=False,
+               program_options={
                    "exit-after": args.exit_after,
                    "heartbeat-sim-period": args.heartbeat_sim_period,
                    "heartbeat-wall-period": args.heartbeat_wall_period,
