@@ -407,7 +407,8 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
     if "nvme" in summary:
         faults += _check(summary["nvme"], NVME, "nvme", {k.name for k in NVME})
     if "pipeline" in summary:
-        faults += _check(summary["pipeline"], PIPELINE, "pipeline", {k.name for k in PIPELINE})
+        faults += _check(summary["pipeline"], PIPELINE, "pipeline",
+                         {k.name for k in PIPELINE if k.when == ALWAYS})
         for entry in summary["pipeline"].get("stages", ()):
             faults += _check(entry, PIPELINE_STAGE, "pipeline.stages[]",
                              {k.name for k in PIPELINE_STAGE if k.when == ALWAYS})
