@@ -3,7 +3,8 @@ activations and gradients between stages and the stage's order of passes (GPipe,
 interleaved 1F1B) as its schedule (docs/parallel.md, "The simulated pipeline"): of a chain of
 identical layers, each of a given forward and backward time and activation size, or with
 ``network`` of a transformer's blocks, cut from its single-GPU render with the kernels priced
-by the GPU's ``kernels`` slot (docs/parallel.md, "Stages of a transformer")."""
+by the GPU's ``kernels`` slot, and with ``tp`` above 1 of one tensor-parallel rank's shard
+with its collectives over its tp group (docs/parallel.md, "Stages of a transformer")."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, cast

@@ -2,7 +2,9 @@
 (``cdma.PipelineStageWorkload``) of a chain of identical layers or, with ``--network``, of a
 transformer's blocks, with its own HBM, stage to stage over point-to-point ports
 (``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The simulated pipeline" and
-"Stages of a transformer"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
+"Stages of a transformer"). With ``--tp`` each stage is ``tp`` GPUs in Megatron's rank order
+running one tensor-parallel rank's shard, their collectives on one ``cdma.ClusterFabric``.
+``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
 from __future__ import annotations
 
 import argparse

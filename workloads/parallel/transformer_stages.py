@@ -24,6 +24,12 @@ and gives stage ``stage`` its :class:`~workloads.parallel.stage_stream.StageStre
 The schedule is the stage's order (GPipe, 1F1B or interleaved) over those spans
 (:func:`~workloads.parallel.stage_stream.pipeline_steps`).
 
+With a tensor-parallel shard (:func:`shard_plan` renders one rank's), each pass also runs the
+shard's collectives over its tp group (:func:`with_tp_collectives`: the
+:class:`~workloads.parallel.tensor.CommOp` list, each right after the kernel of the layer it
+follows), and with sequence parallelism the stage all-reduces its layers' norm and bias
+gradients before its optimizer step; every tp rank of the stage runs the same stream.
+
 The policy's ops stay with the chunk of their layer, but for two things that cross a seam
 between chunks in the single-GPU plan: a prefetch issued ahead on one chunk for a tensor
 another chunk offloaded (vDNN's walk back to the nearest earlier layer with offloaded tensors)
