@@ -230,11 +230,12 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     _check_layout(o)
     fabric = _fabric(sst, o)
     links = o.pp if o.vpp > 1 else o.pp - 1
+    ports = {(s, t): _stage(sst, o, s, t, fabric)  # in rank order
+             for s in range(o.pp) for t in range(o.tp)}
     for t in range(o.tp):
-        ports = [_stage(sst, o, s, t, fabric) for s in range(o.pp)]
         for s in range(links):
             sst.Link(f"{gpu_name(o, s, t)}.l_next", "0ps").connect(
-                (ports[s], "next"), (ports[(s + 1) % o.pp], "prev"))
+                (ports[(s, t)], "next"), (ports[((s + 1) % o.pp, t)], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
     reporter.addParam("system", _system(o))
     return o

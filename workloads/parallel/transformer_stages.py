@@ -56,6 +56,7 @@ from .layout import LayoutError, ParallelLayout
 from .pipeline import stage_order
 from .ranks import ChunkLayers, stage_plans
 from .stage_stream import PassSpans, SpanKey, StageStream, peers, pipeline_steps
+from .tensor import TP_GROUP
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
@@ -348,8 +349,8 @@ def _sequence_parallel_grads(shard: "TensorShard", layers: Iterable[str], dtype:
         return [], []
     name = SEQUENCE_PARALLEL_GRADS
     return ([StreamTensor(name, nbytes, "gradient")],
-            [StreamOp("alloc", name, "update"), StreamOp("all_reduce", name, "update",
-                                                         group="tp"),
+            [StreamOp("alloc", name, "update"),
+             StreamOp("all_reduce", name, "update", group=TP_GROUP),
              StreamOp("free", name, "update")])
 
 
