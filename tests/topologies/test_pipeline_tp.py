@@ -208,3 +208,15 @@ def test_an_a100_80gb_pipeline_runs_on_dgx_a100_nodes():
     assert {r.ranks for r in fabric.collectives} == {(0, 1, 2, 3), (4, 5, 6, 7)}
     assert [s["tp_gpus"][0] for s in summary["pipeline"]["stages"]] == \
         ["gpu0-tp0-pp0", "gpu4-tp0-pp1"]
+
+
+def test_interleaved_chunks_go_round_each_tp_rank_s_ring():
+    # vpp 2: stage 1's last chunk feeds stage 0's next one, between GPUs of one tp rank
+    result, summary, _ = run("--network gpt2_small --pp 2 --tp 2 --micro-batches 4 "
+                             "--schedule interleaved --vpp 2 --seq-len 128")
+    assert check_summary(summary) == []
+    assert all(result.results[name].completed for name in NAMES)
+    records = result.results["fabric"].collectives
+    issued = sum(len(result.results[f"{name}:collectives[0]"].collectives) for name in NAMES)
+    assert records and len(records) * 2 == issued
+    assert [s["in_flight_max"] for s in summary["pipeline"]["stages"]] == [5, 3]
