@@ -157,6 +157,7 @@ class CollectivePort(SubComponent):
             return False
         self.current = None
         self.result.collectives.append((op.op, group, seq, tensor, nbytes, start, end))
+        gpu.record("collective", f"{op.op} {tensor} group={group}", start, end)
         self.result.wait_ps += end - start
         self.stat_wait.add_data(end - start)
         # the collective ran on the compute stream: the kernels after it were enqueued behind

@@ -19,7 +19,9 @@ class PipelineStageResult:
     held at once (``in_flight``: each from its first forward kernel's start to its last
     backward kernel's end, as simulated); its peak GPU memory (``peak_memory_bytes``) against
     the capacity (``memory_capacity_bytes``) and where it first ran out (``out_of_memory``:
-    the GPU memory's record, with its ``time_ps``; None if it never did)."""
+    the GPU memory's record, with its ``time_ps``; None if it never did). With tensor
+    parallelism: ``tp`` ranks a stage, this GPU's ``tp_rank``, and its collectives over its tp
+    group (``tp_collectives``) with the time its stream spent in them (``tp_comm_ps``)."""
 
     gpu: str
     stage: int
@@ -33,6 +35,10 @@ class PipelineStageResult:
     peak_memory_bytes: int
     memory_capacity_bytes: int
     out_of_memory: Optional[dict[str, Any]]
+    tp: int = 1
+    tp_rank: int = 0
+    tp_collectives: int = 0
+    tp_comm_ps: int = 0
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -41,23 +47,47 @@ def pipeline_fields(stages: Sequence[PipelineStageResult],
     ended) and each stage's busy and idle time, its bubble share (idle over the step), the
     micro-batches it held at once, its peak memory and whether it fits and, from its GPU's
     ports (``ports``, by GPU), the bytes it sent and the time its stream waited in recvs; and
-    the stage that ran out of memory first (None: none did)."""
-    ordered = sorted(stages, key=lambda r: r.stage)
-    step = max(r.end_ps for r in ordered)
-    first = ordered[0]
-    return {
+    the stage that ran out of memory first (None: none did). With tensor parallelism each
+    stage has tp GPUs running the same shard stream: its figures are the most of any of them
+    (its first GPU named), with its GPUs (``tp_gpus``) and the time in its tp collectives
+    (``tp_comm_time_s``), which is neither busy nor bubble."""
+    by_stage: dict[int, list[PipelineStageResult]] = {}
+    for r in sorted(stages, key=lambda r: (r.stage, r.tp_rank)):
+        by_stage.setdefault(r.stage, []).append(r)
+    step = max(r.end_ps for r in stages)
+    first = by_stage[min(by_stage)][0]
+    entries = [_stage_entry(ranks, step, ports) for ranks in by_stage.values()]
+    worked = sum(e.pop("_worked_ps") for e in entries)
+    out = {
         "pp": first.pp, "vpp": first.vpp, "schedule": first.schedule,
         "micro_batches": first.micro_batches, "step_time_s": step / 10**12,
-        "bubble_share": (step * len(ordered) - sum(r.busy_ps for r in ordered))
-        / (step * len(ordered)) if step else 0.0,
-        "out_of_memory": _first_out_of_memory(ordered),
-        "stages": [{"stage": r.stage, "gpu": r.gpu, "busy_time_s": r.busy_ps / 10**12,
-                    "idle_time_s": (step - r.busy_ps) / 10**12,
-                    "bubble_share": (step - r.busy_ps) / step if step else 0.0,
-                    "in_flight_max": r.in_flight, "peak_memory_bytes": r.peak_memory_bytes,
-                    "fits_in_memory": r.out_of_memory is None,
-                    **_port_fields(ports.get(r.gpu))}
-                   for r in ordered]}
+        "bubble_share": (step * len(entries) - worked) / (step * len(entries)) if step else 0.0,
+        "out_of_memory": _first_out_of_memory(stages),
+        "stages": entries}
+    if first.tp > 1:
+        out["tp"] = first.tp
+    return out
+
+
+def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
+                 ports: Mapping[str, P2PResult]) -> dict[str, Any]:
+    """One stage's entry from its tp ranks' records (each figure the most of any rank), with
+    ``_worked_ps`` (its busy and tp-collective time) for the pipeline's bubble share."""
+    r = ranks[0]
+    busy = max(x.busy_ps for x in ranks)
+    comm = max(x.tp_comm_ps for x in ranks)
+    idle = step - busy - comm
+    entry: dict[str, Any] = {
+        "stage": r.stage, "gpu": r.gpu, "busy_time_s": busy / 10**12,
+        "idle_time_s": idle / 10**12, "bubble_share": idle / step if step else 0.0,
+        "in_flight_max": max(x.in_flight for x in ranks),
+        "peak_memory_bytes": max(x.peak_memory_bytes for x in ranks),
+        "fits_in_memory": all(x.out_of_memory is None for x in ranks),
+        **_port_fields([ports[x.gpu] for x in ranks if x.gpu in ports]),
+        "_worked_ps": busy + comm}
+    if r.tp > 1:
+        entry.update(tp_gpus=[x.gpu for x in ranks], tp_comm_time_s=comm / 10**12)
+    return entry
 
 
 def _first_out_of_memory(stages: Sequence[PipelineStageResult]) -> Optional[dict[str, Any]]:
@@ -72,12 +102,13 @@ def _first_out_of_memory(stages: Sequence[PipelineStageResult]) -> Optional[dict
             "layer": oom["layer"], "bytes_short": oom["bytes_short"]}
 
 
-def _port_fields(ports: P2PResult | None) -> dict[str, Any]:
-    """A stage's p2p figures: the bytes it sent and its time waiting in recvs ({} without
-    ports)."""
-    if ports is None:
+def _port_fields(ports: Sequence[P2PResult]) -> dict[str, Any]:
+    """A stage's p2p figures: the bytes it sent and its time waiting in recvs, the most of its
+    GPUs' ports ({} without ports)."""
+    if not ports:
         return {}
-    return {"sent_bytes": ports.sent_bytes, "recv_wait_time_s": ports.recv_wait_ps / 10**12}
+    return {"sent_bytes": max(p.sent_bytes for p in ports),
+            "recv_wait_time_s": max(p.recv_wait_ps for p in ports) / 10**12}
 
 
 def pipeline_lines(p: dict[str, Any]) -> list[str]:
@@ -86,6 +117,8 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
     ms = 1e3
     chunks = f", {p['vpp']} chunks a stage" if p["vpp"] > 1 else ""
     stages = f"{p['pp']} stages" if p["pp"] != 1 else "1 stage"
+    if "tp" in p:
+        stages += f" x tp {p['tp']}"
     lines = [f"{'pipeline:':<16} {stages}, {p['schedule']}{chunks}, "
              f"{p['micro_batches']} micro-batches: step {p['step_time_s'] * ms:.3f} ms, "
              f"bubble {p['bubble_share']:.1%} of the stages' time"]
@@ -96,8 +129,11 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
                      f"{oom['time_s'] * ms:.3f} ms, layer {oom['layer']}, "
                      f"{oom['bytes_short'] / 2**20:.1f} MiB short")
     for s in p["stages"]:
-        lines.append(f"  stage {s['stage']} ({s['gpu']}): busy {s['busy_time_s'] * ms:.3f} ms, "
-                     f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
+        gpus = ", ".join(s.get("tp_gpus", [s["gpu"]]))
+        lines.append(f"  stage {s['stage']} ({gpus}): busy {s['busy_time_s'] * ms:.3f} ms, "
+                     + (f"{s['tp_comm_time_s'] * ms:.3f} ms in TP collectives, "
+                        if "tp_comm_time_s" in s else "")
+                     + f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
                      "in flight, peak memory "
                      f"{s['peak_memory_bytes'] / 2**20:.1f} MiB"
                      + (f", {s['recv_wait_time_s'] * ms:.3f} ms waiting in recv, "

@@ -3,7 +3,8 @@ activations and gradients between stages and the stage's order of passes (GPipe,
 interleaved 1F1B) as its schedule (docs/parallel.md, "The simulated pipeline"): of a chain of
 identical layers, each of a given forward and backward time and activation size, or with
 ``network`` of a transformer's blocks, cut from its single-GPU render with the kernels priced
-by the GPU's ``kernels`` slot (docs/parallel.md, "Stages of a transformer")."""
+by the GPU's ``kernels`` slot, and with ``tp`` above 1 of one tensor-parallel rank's shard
+with its collectives over its tp group (docs/parallel.md, "Stages of a transformer")."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, cast
@@ -16,7 +17,7 @@ from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
-from workloads.parallel.tensor import shard_transformer
+from workloads.parallel.tensor import TP_GROUP, shard_transformer
 from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
@@ -24,6 +25,7 @@ from workloads.policies import check_policy
 from workloads.render import iteration_stream
 from workloads.stream import Stream, StreamError
 
+from .collective_ops import CollectivePort
 from .pipeline_report import PipelineStageResult
 from .workload_source import WorkloadSource
 
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from .gpu import GPU
     from .workload_source import Step
 
-__all__ = ["PipelineStageWorkload", "held_at_once"]
+__all__ = ["PipelineStageWorkload", "held_at_once", "tp_collectives"]
 
 
 def _stage_policy(policy: str) -> None:
@@ -44,6 +46,18 @@ def _stage_policy(policy: str) -> None:
         check_policy(policy)
     except WorkloadError as exc:
         raise ValueError(str(exc)) from None
+
+
+def tp_collectives(gpu: "GPU") -> tuple[int, int]:
+    """The GPU's collectives over its tp group, from its fabric port's records: how many, and
+    the time its stream spent in them (each from its compute stream draining to the group's
+    answer: the rank's exposed tensor-parallel communication); (0, 0) without a port."""
+    port = gpu.subcomponent("collectives")
+    if not isinstance(port, CollectivePort):
+        return 0, 0
+    mine = [end - start for _, group, _, _, _, start, end in port.result.collectives
+            if group == TP_GROUP]
+    return len(mine), sum(mine)
 
 
 def held_at_once(spans: list[tuple[int, int]]) -> int:
@@ -97,8 +111,14 @@ class PipelineStageWorkload(WorkloadSource):
         Param("stage_split", "str", "", "blocks of each virtual stage, comma-separated, in "
               "virtual-stage order ('': even)"),
         Param("tp", "int", 1, "tensor-parallel size: each stage renders one tensor-parallel "
-              "rank's shard of the network (compute only: no collectives yet)", minimum=1,
+              "rank's shard of the network and runs its collectives over its tp group (the "
+              "GPU's collectives slot on a cdma.ClusterFabric)", minimum=1,
               maximum=MAX_EXACT_COUNT, why_maximum=f"a rank count is {MAX_EXACT_COUNT_WHY}"),
+        Param("tp_rank", "int", 0, "this GPU's tensor-parallel rank in its stage (0 first; "
+              "every rank of a stage runs the same shard stream)", minimum=0),
+        Param("sequence_parallel", "bool", False, "sequence parallelism (needs tp above 1): "
+              "norms and residuals on sequence / tp, all-gathers and reduce-scatters in place "
+              "of the all-reduces"),
     )
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
@@ -110,12 +130,14 @@ class PipelineStageWorkload(WorkloadSource):
             self.layout = make_layout(self._shape(), tp=p["tp"], pp=p["pp"], vpp=p["vpp"],
                                       schedule=p["schedule"], micro_batches=p["micro_batches"],
                                       micro_batch_size=p["batch"],
-                                      stage_split=self._stage_split())
+                                      stage_split=self._stage_split(),
+                                      sequence_parallel=p["sequence_parallel"])
         except (LayoutError, WorkloadError, OSError) as exc:
             raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
-        if p["stage"] >= p["pp"]:
-            raise ValueError(f"{name} ({self.type_name()}): stage {p['stage']} is not one of "
-                             f"pp {p['pp']} stages (0 to {p['pp'] - 1})")
+        for param, size in (("stage", "pp"), ("tp_rank", "tp")):
+            if p[param] >= p[size]:
+                raise ValueError(f"{name} ({self.type_name()}): {param} {p[param]} is not one "
+                                 f"of {size} {p[size]} ranks (0 to {p[size] - 1})")
         self.uniform = UniformLayers(p["forward_time"], p["backward_time"], p["activation"])
         self.built: Optional[StageStream] = None
 
@@ -175,7 +197,7 @@ class PipelineStageWorkload(WorkloadSource):
                                   "model or the roofline")
             net = load_network(p["network"], p["seq_len"])
             return shard_plan(net, p["tp"], p["batch"], p["dtype"], p["policy"], p["optimizer"],
-                              kernels.model, kernels.workspace_limit)
+                              kernels.model, kernels.workspace_limit, p["sequence_parallel"])
         stream = iteration_stream(p["network"], p["batch"], p["dtype"], p["policy"],
                                   kernels.layer_times, p["optimizer"], 0, "liveness",
                                   kernels.model, kernels.workspace_limit, None,
@@ -196,10 +218,12 @@ class PipelineStageWorkload(WorkloadSource):
             plan = self.rendered_plan()
             transformer_blocks(plan)
             net = load_network(p["network"], p["seq_len"])
+            shard = None
             if p["tp"] > 1:
-                net = shard_transformer(net, p["tp"]).network
+                shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
+                net = shard.network
             self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name,
-                                                  tied_head(net, p["optimizer"]))
+                                                  tied_head(net, p["optimizer"]), shard)
         except ConfigError:
             raise
         except OSError as exc:
@@ -242,4 +266,5 @@ class PipelineStageWorkload(WorkloadSource):
         self.publish(PipelineStageResult(gpu.name, p["stage"], p["pp"], p["vpp"], p["schedule"],
                                          p["micro_batches"], end, gpu.kernel_total,
                                          held_at_once(self.held_spans(gpu)), gpu.memory.peak,
-                                         gpu.memory.capacity, gpu.memory.oom))
+                                         gpu.memory.capacity, gpu.memory.oom, p["tp"],
+                                         p["tp_rank"], *tp_collectives(gpu)))

@@ -44,6 +44,7 @@ def _k(name: str, types: str, doc: str, when: str = ALWAYS) -> Key:
 
 ENGINE = "with a cDMA engine"
 PIPELINED = "with pipeline stages (topologies/pipeline_cdma.py)"
+TENSOR_PARALLEL = "with pipeline stages of tp above 1"
 SEVERAL = "with several GPUs"
 LINK = "with a host link"
 WHOLE = "when the run and that baseline are complete"
@@ -338,13 +339,16 @@ PIPELINE: tuple[Key, ...] = (
        "`bytes_short`"),
     _k("stages", "array", "one entry per stage, in stage order: see `pipeline.stages[]` "
        "below"),
+    _k("tp", "integer", "tensor-parallel GPUs of each stage", TENSOR_PARALLEL),
 )
 
 PIPELINE_STAGE: tuple[Key, ...] = (
     _k("stage", "integer", "the stage (0 first)"),
-    _k("gpu", "string", "its GPU"),
+    _k("gpu", "string", "its GPU (with tensor parallelism: its first; each figure below is "
+       "then the most of any of its GPUs)"),
     _k("busy_time_s", "number", "time its kernels ran"),
-    _k("idle_time_s", "number", "the step time less its busy time"),
+    _k("idle_time_s", "number", "the step time less its busy time (and its time in "
+       "tensor-parallel collectives)"),
     _k("bubble_share", "number", "its idle time over the step time"),
     _k("in_flight_max", "integer", "the most (micro-batch, chunk) passes whose activations it "
        "held at once, as simulated (with one chunk a stage: micro-batches)"),
@@ -354,6 +358,10 @@ PIPELINE_STAGE: tuple[Key, ...] = (
     _k("recv_wait_time_s", "number", "time its stream waited in recvs for its neighbours' "
        "messages: with free links and identical layers, its idle time until its last pass "
        "ended", "with pipeline ports"),
+    _k("tp_gpus", "array", "its GPUs, by tensor-parallel rank", TENSOR_PARALLEL),
+    _k("tp_comm_time_s", "number", "time its stream spent in collectives over its tp group "
+       "(each from its compute stream draining to the group's answer: blocking, so all "
+       "exposed)", TENSOR_PARALLEL),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
@@ -399,7 +407,8 @@ def check_summary(summary: dict[str, Any]) -> list[str]:
     if "nvme" in summary:
         faults += _check(summary["nvme"], NVME, "nvme", {k.name for k in NVME})
     if "pipeline" in summary:
-        faults += _check(summary["pipeline"], PIPELINE, "pipeline", {k.name for k in PIPELINE})
+        faults += _check(summary["pipeline"], PIPELINE, "pipeline",
+                         {k.name for k in PIPELINE if k.when == ALWAYS})
         for entry in summary["pipeline"].get("stages", ()):
             faults += _check(entry, PIPELINE_STAGE, "pipeline.stages[]",
                              {k.name for k in PIPELINE_STAGE if k.when == ALWAYS})

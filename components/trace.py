@@ -1,8 +1,10 @@
 """The run's timeline as a Chrome trace (``trace.json``; opens in Perfetto and
 chrome://tracing), drawn from the typed :class:`GPUResult` records the GPUs published and
 nothing else: one process per GPU, its compute, copy and stall threads (and, in model-state
-runs, the gradient, weight and optimizer-state copies and the host CPU's steps), and its "GPU
-memory" counter track."""
+runs, the gradient, weight and optimizer-state copies and the host CPU's steps; on a pipeline
+its sends to the other stages, from the first byte leaving to the last; with a cluster fabric
+its collectives, from its compute stream draining to the group's answer), and its "GPU memory"
+counter track."""
 from __future__ import annotations
 
 from typing import Any
@@ -22,6 +24,8 @@ TRACKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stalls", ("stall",)),
     *((label, (stream,)) for stream, label in COPY_STREAMS.items()),
     ("host CPU steps", ("cpu",)),
+    ("sends to other stages", ("send",)),
+    ("collectives", ("collective",)),
 )
 #: timeline kind -> thread id
 TRACK_OF = {kind: tid for tid, (_, kinds) in enumerate(TRACKS, start=1) for kind in kinds}

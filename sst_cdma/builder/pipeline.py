@@ -2,7 +2,9 @@
 (``cdma.PipelineStageWorkload``) of a chain of identical layers or, with ``--network``, of a
 transformer's blocks, with its own HBM, stage to stage over point-to-point ports
 (``cdma.PipelinePorts``), and the reporter (docs/parallel.md, "The simulated pipeline" and
-"Stages of a transformer"). ``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
+"Stages of a transformer"). With ``--tp`` each stage is ``tp`` GPUs in Megatron's rank order
+running one tensor-parallel rank's shard, their collectives on one ``cdma.ClusterFabric``.
+``topologies/pipeline_cdma.py`` calls :func:`build_pipeline`."""
 from __future__ import annotations
 
 import argparse
@@ -15,19 +17,21 @@ from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, Elem
 from sst_cdma.builder.topology import ModelOptionParser
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
+from sst_cdma.model.clusters import NODES
 from sst_cdma.model.compression import ALGORITHMS
 from sst_cdma.model.gpus import GPUS, gpu_choices, gpu_preset
 from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.engine.param_words import Flag
 from workloads import WorkloadError, load_network
 from workloads.parallel import LayoutError, ModelShape, make_layout
-from workloads.parallel.tensor import transformer_dims
+from workloads.parallel.tensor import shard_transformer, transformer_dims
 
 __all__ = ["pipeline_parser", "build_pipeline", "in_flags"]
 
 #: the layout's param names and the flags that set them, as its errors name them
 LAYOUT_FLAGS = {"pp": "--pp", "vpp": "--vpp", "micro_batches": "--micro-batches",
-                "schedule": "--schedule", "stage_split": "--stage-split", "tp": "--tp"}
+                "schedule": "--schedule", "stage_split": "--stage-split", "tp": "--tp",
+                "sequence_parallel": "--sequence-parallel"}
 #: the options of a transformer's stages (``--network``), on the stage element
 NETWORK_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", STAGE, "network"),
@@ -38,6 +42,7 @@ NETWORK_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--optimizer", STAGE, "optimizer"),
     ElementOption("--stage-split", STAGE, "stage_split"),
     ElementOption("--tp", STAGE, "tp"),
+    ElementOption("--sequence-parallel", STAGE, "sequence_parallel"),
 )
 #: the options of the chain of identical layers, which a network's stages do not take
 CHAIN_ONLY = ("layers", "forward_time", "backward_time", "activation")
@@ -91,10 +96,15 @@ def _check_network_layout(o: argparse.Namespace) -> None:
         shape = ModelShape(layers=d.blocks, heads=d.heads, kv_heads=d.kv_heads,
                            hidden=d.hidden, ffn=d.ffn, vocab=d.vocab)
         make_layout(shape, tp=o.tp, pp=o.pp, vpp=o.vpp, schedule=o.schedule,
-                    micro_batches=o.micro_batches, stage_split=split)
-    except LayoutError as exc:
+                    micro_batches=o.micro_batches, stage_split=split,
+                    sequence_parallel=o.sequence_parallel)
+        if o.tp > 1:
+            shard_transformer(load_network(o.network, o.seq_len), o.tp, o.sequence_parallel)
+    except (LayoutError, WorkloadError) as exc:
         raise ConfigError(f"model option error: --network {o.network}: "
                           f"{in_flags(str(exc))}") from None
+    if o.tp > 1:
+        node_of(o)
 
 
 def _check_layout(o: argparse.Namespace) -> None:
@@ -104,7 +114,8 @@ def _check_layout(o: argparse.Namespace) -> None:
         _check_network_layout(o)
         return
     network_only = [f"--{d.replace('_', '-')}" for d in
-                    ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp")
+                    ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp",
+                     "sequence_parallel")
                     if d in o.given]
     if network_only:
         raise ConfigError(f"model option error: {', '.join(network_only)} need --network: the "
@@ -121,51 +132,94 @@ def _check_layout(o: argparse.Namespace) -> None:
         raise ConfigError(f"model option error: {in_flags(str(exc))}") from None
 
 
-def _stage(sst: Any, o: argparse.Namespace, s: int) -> Any:
-    """Stage ``s``: its GPU with its workload and ports, and its HBM; returns the ports."""
+def node_of(o: argparse.Namespace) -> str:
+    """The cluster node preset whose GPUs are ``--gpu`` (the tensor-parallel ranks' fabric);
+    one line naming ``--gpu`` and the presets that have a node otherwise."""
+    nodes = [name for name, node in sorted(NODES.items()) if node.gpu == o.gpu]
+    if not nodes:
+        have = ", ".join(f"{node.gpu} ({name})" for name, node in sorted(NODES.items()))
+        raise ConfigError(f"model option error: --tp {o.tp} puts each stage's ranks on a "
+                          f"cluster node, but no node preset holds --gpu {o.gpu}'s GPUs (those "
+                          f"that do: {have})")
+    return nodes[0]
+
+
+def gpu_name(o: argparse.Namespace, s: int, t: int) -> str:
+    """The GPU of stage ``s``'s tensor-parallel rank ``t``: ``gpuR`` with R its global rank
+    in Megatron's order (t + tp x s, one data-parallel replica), and with tp above 1 its
+    coordinates (``gpu3-tp1-pp1``)."""
+    rank = t + o.tp * s
+    return f"gpu{rank}" if o.tp == 1 else f"gpu{rank}-tp{t}-pp{s}"
+
+
+def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, fabric: Any) -> Any:
+    """Stage ``s``'s tensor-parallel rank ``t``: its GPU with its workload and ports, its
+    HBM and, with tp above 1, its port to the cluster fabric; returns the p2p ports."""
     spec = GPUS[o.gpu]
-    gpu = sst.Component(f"gpu{s}", "cdma.GPU")
+    name = gpu_name(o, s, t)
+    gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({"gpu_preset": o.gpu})
     work = gpu.setSubComponent("workload", STAGE)
     work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS + NETWORK_OPTIONS),
-                    "layers": o.layers,
-                    "stage": s})
+                    "layers": o.layers, "stage": s, "tp_rank": t})
     ports = gpu.setSubComponent("p2p", PORTS)
     ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s})
-    hbm = sst.Component(f"gpu{s}.hbm", "cdma.HBM")
+    hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.dram_bandwidth, "capacity": spec.dram_capacity})
-    sst.Link(f"gpu{s}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
+    if fabric is not None:
+        port = gpu.setSubComponent("collectives", "cdma.CollectivePort")
+        sst.Link(f"{name}.l_fabric", "0ps").connect((port, "fabric"),
+                                                    (fabric, f"gpu{t + o.tp * s}"))
     if o.network:
-        _offload_path(sst, o, gpu, hbm, s)
+        _offload_path(sst, o, gpu, hbm, name, t + o.tp * s)
     return ports
 
 
-def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, s: int) -> None:
+def _fabric(sst: Any, o: argparse.Namespace) -> Any:
+    """With tp above 1, the cluster fabric that prices the ranks' collectives: nodes of the
+    ``--gpu``'s node preset, as many as the tp x pp GPUs fill (8 a node), the layout's tp and
+    pp with one data-parallel replica; None with tp 1."""
+    if o.tp == 1:
+        return None
+    node = node_of(o)
+    gpus = o.tp * o.pp
+    fabric = sst.Component("fabric", "cdma.ClusterFabric")
+    fabric.addParams({"node": node, "nodes": -(-gpus // NODES[node].gpus), "tp": o.tp,
+                      "pp": o.pp, "dp": 1})
+    return fabric
+
+
+def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, name: str,
+                  rank: int) -> None:
     """A network's stage: its DMA engine (the ``--algorithm`` codec in its slot) on the GPU's
-    HBM, over the preset's host link to a host memory of its own (each stage on a node of its
-    own, as pipeline stages across nodes are), for what ``--policy`` offloads."""
+    HBM, over the preset's host link to a host memory of its own (``host<rank>``: each stage
+    on a node of its own, as pipeline stages across nodes are), for what ``--policy``
+    offloads."""
     spec = GPUS[o.gpu]
-    dma = sst.Component(f"gpu{s}.dma", "cdma.CDMAEngine")
+    dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
     if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
         from components.codecs import element_type
 
         dma.setSubComponent("codec", element_type(o.algorithm))
-    link = sst.Component(f"gpu{s}.pcie", "cdma.PCIeBridge")
+    link = sst.Component(f"{name}.pcie", "cdma.PCIeBridge")
     link.addParams(HOST_LINKS[spec.host_link])
-    host = sst.Component(f"host{s}", "cdma.HostMemory")
+    host = sst.Component(f"host{rank}", "cdma.HostMemory")
     host.addParams({k: v for k, v in (("bandwidth", spec.host_memory_bandwidth),
                                       ("pinned_capacity", spec.host_memory_capacity)) if v})
-    sst.Link(f"gpu{s}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
-    sst.Link(f"gpu{s}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
-    sst.Link(f"gpu{s}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
-    sst.Link(f"gpu{s}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
+    sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
+    sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
+    sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
+    sst.Link(f"{name}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
 
 
 def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
                    gpu: str = "hopper") -> argparse.Namespace:
-    """Parse the options and add ``--pp`` stages, stage s's ``next`` port wired to stage
-    s + 1's ``prev`` (and the last stage's to the first's with virtual stages, whose chunks
-    go round the ring), and the reporter."""
+    """Parse the options and add ``--pp`` stages of ``--tp`` GPUs each, in Megatron's rank
+    order, stage s's ``next`` port wired to stage s + 1's ``prev`` between the GPUs of the
+    same tp rank (and the last stage's to the first's with virtual stages, whose chunks go
+    round the ring), with tp above 1 every GPU's collectives port on one cluster fabric, and
+    the reporter."""
     parser = pipeline_parser(prog, gpu)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
@@ -174,17 +228,28 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     if o.layers is None:
         o.layers = 2 * o.pp * o.vpp
     _check_layout(o)
-    ports = [_stage(sst, o, s) for s in range(o.pp)]
+    fabric = _fabric(sst, o)
     links = o.pp if o.vpp > 1 else o.pp - 1
-    for s in range(links):
-        sst.Link(f"gpu{s}.l_next", "0ps").connect((ports[s], "next"),
-                                                  (ports[(s + 1) % o.pp], "prev"))
+    ports = {(s, t): _stage(sst, o, s, t, fabric)  # in rank order
+             for s in range(o.pp) for t in range(o.tp)}
+    for t in range(o.tp):
+        for s in range(links):
+            sst.Link(f"{gpu_name(o, s, t)}.l_next", "0ps").connect(
+                (ports[(s, t)], "next"), (ports[((s + 1) % o.pp, t)], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
+    reporter.addParam("system", _system(o))
+    return o
+
+
+def _system(o: argparse.Namespace) -> str:
+    """The console's ``system:`` line."""
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
     model = f" of {o.network}'s blocks" if o.network else ""
-    if o.network and o.tp > 1:  # TP_COLLECTIVES_HOOK: the shard's compute, no collectives yet
-        model += (f" (each one rank's shard of tp {o.tp}: compute only, no tensor-parallel "
-                  "collectives yet)")
-    reporter.addParam("system", f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to "
-                                "stage over point-to-point links")
-    return o
+    if o.tp == 1:
+        return (f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to stage over "
+                "point-to-point links")
+    sp = " with sequence parallelism" if o.sequence_parallel else ""
+    node = NODES[node_of(o)]
+    return (f"{stages}{model}, each tp {o.tp}{sp} on {o.tp} {GPUS[o.gpu].name}s (rank = tp + "
+            f"{o.tp} x pp), stage to stage over point-to-point links, tensor-parallel "
+            f"collectives on {node.name} nodes' fabric")

@@ -134,14 +134,15 @@ def test_the_stage_that_runs_out_of_memory_first_is_named():
     assert "out of memory first on stage 0 (gpu0)" in console
 
 
-def test_a_tensor_parallel_stage_says_it_runs_the_shard_s_compute_only():
+def test_a_tensor_parallel_stage_runs_the_shard_and_its_collectives():
+    # tests/topologies/test_pipeline_tp.py checks the collectives themselves
     opts = f"--network gpt2_small --pp 2 --micro-batches 2 --seq-len 128 --dtype float16 {FREE}"
     _, plain, _ = run(opts)
     _, shard, console = run(opts + " --tp 2")
-    assert "each one rank's shard of tp 2: compute only, no tensor-parallel collectives yet" \
-        in console
+    assert "each tp 2 on 2 H100 SXM5s (rank = tp + 2 x pp)" in console
     # half the heads and half the FFN a rank: less compute and fewer weights on every stage
     for a, b in zip(plain["pipeline"]["stages"], shard["pipeline"]["stages"]):
+        assert b["tp_comm_time_s"] > 0 and "tp_comm_time_s" not in a
         assert b["busy_time_s"] < a["busy_time_s"]
         assert b["peak_memory_bytes"] < a["peak_memory_bytes"]
         assert b["sent_bytes"] == a["sent_bytes"]   # the whole residual stream either way

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Mapping
+from typing import Collection, Mapping, Optional
 
 from ..dtypes import itemsize
 from ..errors import WorkloadError
@@ -202,23 +202,31 @@ class TensorShard:
         row-parallel layers' biases (added after the reduction) and the learned position
         table. Each rank's count x tp is the whole's plus (tp - 1) x these, plus the padded
         vocabulary's rows."""
+        return self._norms_and_biases(None) + self.dims.positions * self.dims.hidden
+
+    def _norms_and_biases(self, layers: Optional[Collection[str]]) -> int:
+        """The norms' parameters and the row-parallel layers' biases of ``layers`` (None:
+        every layer)."""
         total = 0
         for info in self.network.infer(1):
+            if layers is not None and info.name not in layers:
+                continue
             part = split_name(info.name)[1]
             if info.kind in ("layernorm", "rmsnorm"):
                 total += info.params
             elif part in ("proj", "fc2") and self.network.layer(info.name).params["bias"]:
                 total += info.shape[-1]
-        return total + self.dims.positions * self.dims.hidden
+        return total
 
-    def sequence_parallel_params(self) -> int:
+    def sequence_parallel_params(self, layers: Optional[Collection[str]] = None) -> int:
         """With sequence parallelism, the parameters whose gradients each rank computes from
         its sequence shard alone, so the step all-reduces them over the group (Megatron's
         ``_allreduce_non_tensor_model_parallel_grads``: the norms and the row-parallel
-        biases); 0 without."""
+        biases), of ``layers`` (None: the whole network's; a pipeline stage all-reduces its
+        own layers'); 0 without."""
         if not self.sequence_parallel:
             return 0
-        return self.replicated_params() - self.dims.positions * self.dims.hidden
+        return self._norms_and_biases(layers)
 
     def comm_ops(self, batch: int, dtype: str) -> list[CommOp]:
         """The collectives one rank's iteration of ``batch`` samples runs over the group: the

@@ -24,6 +24,12 @@ and gives stage ``stage`` its :class:`~workloads.parallel.stage_stream.StageStre
 The schedule is the stage's order (GPipe, 1F1B or interleaved) over those spans
 (:func:`~workloads.parallel.stage_stream.pipeline_steps`).
 
+With a tensor-parallel shard (:func:`shard_plan` renders one rank's), each pass also runs the
+shard's collectives over its tp group (:func:`with_tp_collectives`: the
+:class:`~workloads.parallel.tensor.CommOp` list, each right after the kernel of the layer it
+follows), and with sequence parallelism the stage all-reduces its layers' norm and bias
+gradients before its optimizer step; every tp rank of the stage runs the same stream.
+
 The policy's ops stay with the chunk of their layer, but for two things that cross a seam
 between chunks in the single-GPU plan: a prefetch issued ahead on one chunk for a tensor
 another chunk offloaded (vDNN's walk back to the nearest earlier layer with offloaded tensors)
@@ -36,7 +42,7 @@ of the word embeddings, as Megatron-LM keeps one on the last stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..dtypes import itemsize
 from ..network import Network
@@ -50,18 +56,20 @@ from .layout import LayoutError, ParallelLayout
 from .pipeline import stage_order
 from .ranks import ChunkLayers, stage_plans
 from .stage_stream import PassSpans, SpanKey, StageStream, peers, pipeline_steps
+from .tensor import TP_GROUP
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
 
-__all__ = ["ChunkCut", "chunk_cuts", "transformer_blocks", "transformer_stage_stream",
-           "micro_batch_name", "shard_plan", "TiedHead", "tied_head", "TP_COLLECTIVES_HOOK"]
+    from .tensor import CommOp, TensorShard
 
-#: Tensor-parallel collectives are not in the stage streams yet: a stage rendered from a
-#: tensor-parallel shard (``shard_transformer(...).network``) runs its compute only. The
-#: partitioner that inserts :meth:`~workloads.parallel.tensor.TensorShard.comm_ops` after the
-#: layers they follow will do it here, in :func:`_pass_ops` (docs/parallel.md).
-TP_COLLECTIVES_HOOK = "tp collectives not inserted: compute only"
+__all__ = ["ChunkCut", "chunk_cuts", "transformer_blocks", "transformer_stage_stream",
+           "micro_batch_name", "shard_plan", "TiedHead", "tied_head", "with_tp_collectives",
+           "SEQUENCE_PARALLEL_GRADS"]
+
+#: the buffer a stage all-reduces its norms' and row-parallel biases' gradients in, once a
+#: step before the optimizer, with sequence parallelism
+SEQUENCE_PARALLEL_GRADS = "tp:sequence_parallel_grads"
 
 #: ops whose ``name`` is a layer, not a tensor
 _LAYER_OPS = ("compute", "sync")
@@ -253,6 +261,99 @@ def _check_seams(cut: ChunkCut, owner: dict[str, int]) -> None:
                                   "between pipeline stages (not supported)")
 
 
+def _kernel_at(block: Block, layer: str, pass_: str) -> int:
+    """The index in ``block.ops`` of the last ``pass_`` kernel of ``layer`` (-1: none)."""
+    at = [i for i, op in enumerate(block.ops)
+          if op.op == "compute" and op.name == layer and op.pass_ == pass_]
+    return at[-1] if at else -1
+
+
+class _CollectiveOps:
+    """The stream ops of a shard's collectives, gathered per (phase, layer) they follow, and
+    the buffers they declare (see :func:`with_tp_collectives`)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.tensors = {t.name: t for t in plan.tensors}
+        self.states = _model_states(plan)
+        self.blocks = {"forward": {b.layer: b for b in plan.forward},
+                       "backward": {b.layer: b for b in plan.backward}}
+        self.after: dict[tuple[str, str], list[StreamOp]] = {}
+        self.buffers: list[StreamTensor] = []
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def add(self, comm: "CommOp") -> None:
+        """Turn ``comm`` (a forward or backward collective) into ops after its layer's
+        kernel."""
+        block = self.blocks[comm.phase].get(comm.after_layer)
+        pass_ = "fwd" if comm.phase == "forward" else "bwd"
+        at = -1 if block is None else _kernel_at(block, comm.after_layer, pass_)
+        if block is None or at < 0:
+            raise LayoutError(f"{comm.kind} over {comm.group} after layer {comm.after_layer} "
+                              f"({comm.phase}): the plan has no {comm.phase} kernel of that "
+                              "layer to follow")
+        ops = self.after.setdefault((comm.phase, comm.after_layer), [])
+        in_place = [t for t in block.ops[at].writes
+                    if comm.kind == "all_reduce" and t not in self.states
+                    and self.tensors[t].bytes == comm.bytes]
+        if in_place:
+            ops.append(StreamOp(comm.kind, in_place[0], comm.phase, group=comm.group))
+            return
+        n = self.counts.get((comm.after_layer, comm.kind), 0)
+        self.counts[(comm.after_layer, comm.kind)] = n + 1
+        name = f"{comm.after_layer}:tp_{comm.kind}{n}"
+        kind = "activation" if comm.phase == "forward" else "gradient"
+        self.buffers.append(StreamTensor(name, comm.bytes, kind, comm.after_layer))
+        ops += [StreamOp("alloc", name, comm.phase),
+                StreamOp(comm.kind, name, comm.phase, group=comm.group),
+                StreamOp("free", name, comm.phase)]
+
+    def block(self, block: Block, phase: str) -> Block:
+        """``block`` with the collectives that follow its layer's kernel of ``phase``."""
+        ops = self.after.get((phase, block.layer))
+        if not ops:
+            return block
+        at = _kernel_at(block, block.layer, "fwd" if phase == "forward" else "bwd")
+        return replace(block, ops=block.ops[:at + 1] + ops + block.ops[at + 1:])
+
+
+def with_tp_collectives(plan: Plan, comm: Sequence["CommOp"]) -> Plan:
+    """``plan`` (the render of one tensor-parallel rank's shard) with the forward and backward
+    collectives of ``comm`` (the shard's
+    :meth:`~workloads.parallel.tensor.TensorShard.comm_ops` for the plan's batch and dtype)
+    as stream ops, each right after the kernel of the layer it follows in its pass (before
+    the layer's sync), in ``comm``'s order. An all-reduce runs in place on the tensor that
+    kernel writes when it has the op's bytes (the row-parallel layer's output in the forward
+    pass, the column-parallel layer's input gradient in the backward pass, as Megatron
+    reduces them); every other collective (an all-gather's output, a reduce-scatter's input,
+    the cross entropy's per-token values) runs on a buffer of its own, declared
+    ``LAYER:tp_KIND<n>`` with the op's bytes, allocated just before it and freed just after.
+    The update phase's ops are left out: a pipeline stage all-reduces its own layers'
+    (:func:`transformer_stage_stream`). A :class:`LayoutError` names an op whose layer has no
+    kernel in its pass."""
+    made = _CollectiveOps(plan)
+    for op in comm:
+        if op.phase != "update":
+            made.add(op)
+    return replace(plan, tensors=plan.tensors + made.buffers,
+                   forward=[made.block(b, "forward") for b in plan.forward],
+                   backward=[made.block(b, "backward") for b in plan.backward])
+
+
+def _sequence_parallel_grads(shard: "TensorShard", layers: Iterable[str], dtype: str
+                             ) -> tuple[list[StreamTensor], list[StreamOp]]:
+    """With sequence parallelism, the stage's all-reduce of its layers' norm and row-parallel
+    bias gradients over its tp group before the optimizer step (Megatron's
+    ``_allreduce_non_tensor_model_parallel_grads``): the buffer's declaration and its ops."""
+    nbytes = shard.sequence_parallel_params(set(layers)) * itemsize(dtype)
+    if not nbytes:
+        return [], []
+    name = SEQUENCE_PARALLEL_GRADS
+    return ([StreamTensor(name, nbytes, "gradient")],
+            [StreamOp("alloc", name, "update"),
+             StreamOp("all_reduce", name, "update", group=TP_GROUP),
+             StreamOp("free", name, "update")])
+
+
 class _Renamer:
     """Gives micro-batch ``mb``'s copy of each tensor that is not a model state."""
 
@@ -360,15 +461,22 @@ def _tied_copy(tied: TiedHead, dtype: str, last_phase: str
 
 def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
                              source: str = "<pipeline stage>",
-                             tied: Optional[TiedHead] = None) -> StageStream:
+                             tied: Optional[TiedHead] = None,
+                             shard: Optional["TensorShard"] = None) -> StageStream:
     """Stage ``stage``'s stream and schedule under ``layout``, cut from ``plan``, the
     single-GPU render of a transformer for one micro-batch (see the module's docstring): the
     prologue of its model states, every (micro-batch, chunk)'s forward span, every backward
     span, the optimizer step of its layers and the epilogue, the steps running the spans in the
     stage's order. With ``tied`` (:func:`tied_head`) and more than one stage, the stage of the
-    LM head holds a copy of the word embeddings with its gradient and optimizer state."""
+    LM head holds a copy of the word embeddings with its gradient and optimizer state. With
+    ``shard`` (the tensor-parallel shard ``plan`` renders, tp above 1) each pass runs the
+    shard's collectives over its tp group after the layers they follow
+    (:func:`with_tp_collectives`), and with sequence parallelism the stage all-reduces its
+    layers' norm and bias gradients before its optimizer step."""
     if not 0 <= stage < layout.pp:
         raise LayoutError(f"stage {stage} is not a pipeline rank of pp {layout.pp}")
+    if shard is not None and shard.tp > 1:
+        plan = with_tp_collectives(plan, shard.comm_ops(plan.batch, plan.dtype))
     cuts = chunk_cuts(plan, layout)
     mine = [cut for cut in cuts if cut.chunk.virtual_stage % layout.pp == stage]
     states = _model_states(plan)
@@ -382,11 +490,17 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     update = [op for cut in mine for op in cut.update]
     epilogue = [op for cut in mine for op in cut.epilogue]
     extra: list[StreamTensor] = []
+    if shard is not None and shard.tp > 1:
+        extra, reduce = _sequence_parallel_grads(shard, (n for c in mine for n in c.layers),
+                                                 plan.dtype)
+        update = reduce + update
+        states = states | {t.name for t in extra}
     if tied is not None and layout.pp > 1 and any(cut.chunk.head for cut in mine):
         last = plan.epilogue[-1].phase if plan.epilogue else "backward"
-        extra, allocs, stepping, frees = _tied_copy(tied, plan.dtype, last)
+        copy, allocs, stepping, frees = _tied_copy(tied, plan.dtype, last)
         prologue, update, epilogue = prologue + allocs, update + stepping, epilogue + frees
-        states = states | {t.name for t in extra}
+        extra += copy
+        states = states | {t.name for t in copy}
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + epilogue
     stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy,
@@ -406,16 +520,16 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
 
 def shard_plan(network: Network, tp: int, batch: int, dtype: str, policy: str,
                optimizer: str, kernel_model: Optional["KernelModel"] = None,
-               workspace_limit: Optional[int] = None) -> Plan:
+               workspace_limit: Optional[int] = None, sequence_parallel: bool = False) -> Plan:
     """The single-GPU plan of tensor-parallel rank's shard of ``network`` over ``tp`` ranks
-    (:func:`~workloads.parallel.tensor.shard_transformer`), its kernels priced by
-    ``kernel_model`` (None: the GPU's roofline): the compute of one rank, without the
-    collectives (:data:`TP_COLLECTIVES_HOOK`)."""
+    (:func:`~workloads.parallel.tensor.shard_transformer`, with ``sequence_parallel`` or
+    not), its kernels priced by ``kernel_model`` (None: the GPU's roofline): the compute of
+    one rank; :func:`transformer_stage_stream` adds the collectives."""
     from ..kernel_pricing import price_network
     from ..vdnn import plan_iteration
     from .tensor import shard_transformer
 
-    shard = shard_transformer(network, tp).network
+    shard = shard_transformer(network, tp, sequence_parallel).network
     kernels = None if kernel_model is None else price_network(shard, batch, dtype, kernel_model,
                                                               workspace_limit)
     return plan_iteration(shard, batch, dtype, policy, None, optimizer, 0, kernels)
