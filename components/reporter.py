@@ -8,7 +8,6 @@ them, :mod:`components.trace` draws the Chrome trace from the GPUs' records, and
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, Mapping
 
 from sst_cdma.engine.config import ConfigError
@@ -51,7 +50,7 @@ class Reporter(Component):
         summary = compose_summary(runs, self.params["system"], self.sim.now)
         self.simulation.reports["summary"] = summary
         if self.params["console"]:
-            print(console_summary(summary), file=self.simulation.console or sys.stdout)
+            print(console_summary(summary), file=self.simulation.console)
         out = self.simulation.output_directory
         if out is not None:
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",

@@ -1,7 +1,6 @@
 """The ``coreTestElement`` stand-ins (see the package docstring)."""
 from __future__ import annotations
 
-import sys
 from typing import Any, Optional
 
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
@@ -48,7 +47,7 @@ class CoreTestComponent(Component):
 
     def finish(self) -> None:
         """Say so, as SST's does."""
-        print("Component Finished.", file=self.simulation.console or sys.stdout)
+        print("Component Finished.", file=self.simulation.console)
 
 
 def _known_rng(kind: str) -> None:
