@@ -130,7 +130,7 @@ def _render(net: Network, batch: int, dtype: str, policy: str,
 
 
 #: the latest iterations scheduled, with the network, times and kernels their keys name by
-#: identity (see :func:`_scheduled`): an ``--policy auto`` run of GPT-2 XL asks for 10
+#: identity (see :func:`_scheduled`): a policy ``auto`` run of GPT-2 XL asks for 10
 #: distinct ones 32 times over its placements and its baseline run
 _PLANS = PriceMemo(16)
 
@@ -140,7 +140,7 @@ def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optiona
                allocation: str = "liveness", choices: Optional[Mapping[str, str]] = None,
                placement: Optional["Placement"] = None) -> Plan:
     """:func:`plan_iteration` of these inputs, scheduled once and reused by every caller with
-    the same inputs: an ``--policy auto`` run schedules the same plan for its planner's base,
+    the same inputs: a policy ``auto`` run schedules the same plan for its planner's base,
     its checks, its model states and its stream, and its baseline run all of them again.
     Keyed by the network, measured times and priced kernels themselves (held with the plan, so
     their identity stands for them: each is shared read-only already) and the other inputs by

@@ -52,7 +52,7 @@ COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 COMM_PHASES = ("forward", "backward", "update")
 #: The process group every op here names.
 TP_GROUP = "tp"
-#: Megatron-LM's default ``--make-vocab-size-divisible-by`` (megatron/training/arguments.py).
+#: Megatron-LM's default ``make_vocab_size_divisible_by`` (megatron/training/arguments.py).
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128
 #: All-reduces of Megatron's vocab-parallel cross entropy per forward pass, each of one float32
 #: per token: the logits' maximum, the target's logit, the sum of the exponentials
