@@ -18,7 +18,8 @@ from sst_cdma.tools.sweep.execute import PointTask, load_result
 from sst_cdma.tools.sweep.keys import inputs_digest, key_of, script_digest
 from sst_cdma.tools.sweep.marks import SpecError, display_path
 from sst_cdma.tools.sweep.spec import Point, SweepSpec, load_spec
-from sst_cdma.tools.sweep.table import build_table, gpu_rows, point_row, table_files, write_tables
+from sst_cdma.tools.sweep.table import (build_table, gpu_rows, point_row, table_files,
+                                        write_tables)
 from sst_cdma.tools.sweep.validate import validate_points
 
 
@@ -233,12 +234,7 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     finally:
         bar.close()
     _remove_leftovers(points_dir, todo)
-    rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
-                      spec.exclude) for point, task in tasks]
-    table = build_table(rows)
-    per_gpu = [row for point, task in tasks
-               for row in gpu_rows(point, task.key, records[task.key], spec.exclude)]
-    gpus = build_table(per_gpu) if per_gpu else None
+    rows, table, gpus = _tables(spec, tasks, records, points_dir)
     try:
         csv_path, parquet_path = write_tables(table, out, gpus)
     except OSError as exc:
@@ -250,6 +246,18 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     return SweepOutcome(spec=spec, output=out, total=len(tasks), ran=len(todo),
                         cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
                         table=table, gpus=gpus)
+
+
+def _tables(spec: SweepSpec, tasks: list[tuple[Point, PointTask]],
+            records: dict[str, dict[str, Any]], points_dir: Path
+            ) -> tuple[list[dict[str, Any]], Any, Any]:
+    """The rows of the results table, the table, and the GPU table (None when no point has
+    per-GPU entries)."""
+    rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
+                      spec.exclude) for point, task in tasks]
+    per_gpu = [row for point, task in tasks
+               for row in gpu_rows(point, task.key, records[task.key], spec.exclude)]
+    return rows, build_table(rows), build_table(per_gpu) if per_gpu else None
 
 
 #: the failed points a sweep names on its log, one line each; the others are counted

@@ -17,8 +17,9 @@ import io
 import math
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from sst_cdma.engine.atomic_files import check_replaceable, replace_whole
 from sst_cdma.engine.file_reads import GIB, FileKind, FileReadError, open_regular, read_bytes
@@ -53,19 +54,33 @@ def flatten(value: Any, prefix: str = "", exclude: Sequence[str] = (),
     (``gpus.0.iteration_time_s``). Empty containers, lists longer than ``max_items`` and keys
     matching an ``exclude`` glob are left out."""
     out: dict[str, Any] = {}
+    _flatten_into(out, value, prefix, _excluder(tuple(exclude)), max_items)
+    return out
+
+
+@lru_cache(maxsize=32)
+def _excluder(exclude: tuple[str, ...]) -> Optional[Callable[[str], Any]]:
+    """One matcher for all the ``exclude`` globs (what ``fnmatchcase`` matches against any of
+    them), or None for none."""
+    if not exclude:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in exclude)).match
+
+
+def _flatten_into(out: dict[str, Any], value: Any, prefix: str,
+                  excluded: Optional[Callable[[str], Any]], max_items: int) -> None:
     name = prefix[:-1]
-    if name and any(fnmatch.fnmatchcase(name, pattern) for pattern in exclude):
-        return out
+    if name and excluded is not None and excluded(name):
+        return
     if isinstance(value, Mapping):
         for key, item in value.items():
-            out.update(flatten(item, f"{prefix}{key}.", exclude, max_items))
+            _flatten_into(out, item, f"{prefix}{key}.", excluded, max_items)
     elif isinstance(value, (list, tuple)):
         if len(value) <= max_items:
             for i, item in enumerate(value):
-                out.update(flatten(item, f"{prefix}{i}.", exclude, max_items))
+                _flatten_into(out, item, f"{prefix}{i}.", excluded, max_items)
     elif prefix:
         out[name] = value
-    return out
 
 
 def read_statistics(folder: Path) -> Any:
