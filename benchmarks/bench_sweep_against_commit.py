@@ -102,10 +102,20 @@ def comparable_table(folder: Path) -> dict[str, dict[str, str]]:
     return table
 
 
+def _shape(path: Path) -> str:
+    """`` (8 rows x 227 columns)`` for a CSV table, nothing for another file."""
+    if path.suffix != ".csv":
+        return ""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    return f" ({len(rows) - 1} rows x {len(rows[0]) if rows else 0} columns)"
+
+
 def table_sizes(folder: Path) -> str:
-    """The sizes of the table files in ``folder``: ``results.csv 12,345 B, ...``."""
-    return ", ".join(f"{name} {(folder / name).stat().st_size:,} B" for name in TABLE_FILES
-                     if (folder / name).exists())
+    """The sizes of the table files in ``folder`` (and the shapes of the CSV ones):
+    ``results.csv 12,345 B (8 rows x 227 columns), ...``."""
+    return ", ".join(f"{name} {(folder / name).stat().st_size:,} B{_shape(folder / name)}"
+                     for name in TABLE_FILES if (folder / name).exists())
 
 
 def main() -> int:

@@ -193,3 +193,29 @@ def test_a_link_where_the_gpu_table_goes_stops_the_sweep_first(counting, tmp_pat
     with pytest.raises(SpecError, match="gpus.csv is a symlink"):
         run_sweep(counting.spec(SPEC), output=out, workers=1, progress=False)
     assert victim.read_text() == "the user's own\n" and counting.total() == 0
+
+
+def test_the_commit_benchmark_compares_the_figures_in_either_layout(old, tmp_path,
+                                                                    monkeypatch):
+    """benchmarks/bench_sweep_against_commit.py compares a tree that writes gpus.csv with one
+    that wrote gpus.<N>.* columns: the same figures are the same table, a changed one is not."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_sweep_against_commit.py"
+    monkeypatch.setattr(sys, "path", list(sys.path))     # the script adds its folder
+    spec = importlib.util.spec_from_file_location("bench_sweep_against_commit", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    comparable_table, table_sizes = bench.comparable_table, bench.table_sizes
+
+    new = _new_layout(old, tmp_path)
+    assert comparable_table(new) == comparable_table(old)
+    assert comparable_table(old)["1"]["gpus.1.iteration_time_s"] == repr(3.0)
+    assert comparable_table(old)["1"]["gpus.1.gpu"] == "g1"
+    gpus = (new / "gpus.csv").read_text()
+    (new / "gpus.csv").write_text(gpus.replace("1.25", "1.5"))
+    assert comparable_table(new) != comparable_table(old)
+    assert table_sizes(new).startswith("results.csv ") and \
+        "gpus.csv " in table_sizes(new) and "(4 rows x 10 columns)" in table_sizes(new)
