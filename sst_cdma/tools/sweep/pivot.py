@@ -11,9 +11,8 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from sst_cdma.tools.sweep.report import PARAM_PREFIXES
-from sst_cdma.tools.sweep.table import (GPU_COLUMN, WIDE_GPU_COLUMN, ResultsError, read_results,
-                                        read_tables)
+from sst_cdma.tools.sweep.table import (GPU_COLUMN, PARAM_PREFIXES, WIDE_GPU_COLUMN, ResultsError,
+                                        read_results, read_tables)
 
 
 class PivotError(ValueError):

@@ -38,12 +38,12 @@ from sst_cdma.tools.sweep.fit import (Memory, capacity_of, does_not_fit, gpu_unf
                                       unfit_section)
 from sst_cdma.tools.sweep.figure_units import Axis, axis_for
 from sst_cdma.tools.sweep.marks import display_path
+from sst_cdma.tools.sweep.table import PARAM_PREFIXES
 from sst_cdma.tools.sweep.point_plots import PointPlotError, draw_memory, draw_timeline, memory_tracks
 
 #: an earlier report.md in the output folder (read for the plots it shows)
 REPORT_FILE = FileKind("a report.md", 64 * MIB)
 
-PARAM_PREFIXES = ("opt.", "param.")
 NOT_FIGURES = {"point", "key", "topology", "status", "error", "end_reason"}
 MAX_PLOTS = 40
 BASELINES = (("speedup_vs_vdnn", "baselines.vdnn.iteration_time_s",

@@ -9,7 +9,7 @@ absolute paths), so the same spec gives the same bytes whatever the number of wo
 
 Tables written before the per-GPU table existed hold the entries as columns of each row
 (``gpus.<N>.<field>``): :func:`read_results` reads such a table without them (saying so in
-one line) and :func:`read_gpus` turns them into the rows of the per-GPU table."""
+one line) and :func:`read_tables` turns them into the rows of the per-GPU table."""
 from __future__ import annotations
 
 import fnmatch
@@ -371,7 +371,7 @@ def _melt_wide_columns(whole: Any) -> Any:
 
     by_gpu: dict[int, dict[str, str]] = {}
     lead = [c for c in whole.columns
-            if c in ("point", "key", "topology") or c.startswith(PARAM_PREFIXES)]
+            if c in LEAD_COLUMNS or c.startswith(PARAM_PREFIXES)]
     for column in whole.columns:
         if match := WIDE_GPU_COLUMN.match(column):
             field = match.group(2)
