@@ -14,13 +14,15 @@ and the ratios this / other (below 1: this checkout is cheaper). ``--this-option
 option to this checkout's command only (``--executor=dask``: this tree's Dask path against
 the other). The results tables are compared too: ``results.csv`` must hold the same rows in
 both trees but for the ``key`` column (a point's key hashes the model's source, which differs
-between commits).
+between commits); a tree that writes each GPU's figures as rows of ``gpus.csv`` is compared
+with one that wrote them as ``gpus.<N>.*`` columns of ``results.csv`` figure by figure (empty
+cells left out, numbers compared as numbers: ``3`` and ``3.0`` are one figure). The size of
+each table file of each tree's last run is printed too.
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import io
 import os
 import resource
 import statistics
@@ -37,6 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 #: the results-table columns that differ between commits whatever the simulation (the key
 #: hashes the model's source files)
 UNCOMPARED = ("key",)
+#: the per-GPU table a tree may write beside results.csv, and its column naming the GPU
+GPU_TABLE, GPU_COLUMN = "gpus.csv", "gpu"
+#: the table files whose sizes are printed
+TABLE_FILES = ("results.csv", "results.parquet", "gpus.csv", "gpus.parquet")
 
 
 def children_cpu_s() -> float:
@@ -60,14 +66,56 @@ def timed_sweep(tree: Path, spec: str, output: Path, options: list[str]) -> tupl
     return cpu, wall
 
 
-def comparable_table(folder: Path) -> str:
-    """``results.csv`` without the :data:`UNCOMPARED` columns."""
+def _cell(text: str) -> str:
+    """A cell as compared: a number by its float value (``3`` and ``3.0`` alike), text as is."""
+    try:
+        return repr(float(text))
+    except ValueError:
+        return text
+
+
+def _is_lead(column: str) -> bool:
+    """Whether a column of the GPU table repeats its point's (``point``, ``key``, parameters)."""
+    return column in ("point", "key", "topology") or column.startswith(("opt.", "param."))
+
+
+def comparable_table(folder: Path) -> dict[str, dict[str, str]]:
+    """Each point's figures (by its ``point``): the cells of ``results.csv`` less the
+    :data:`UNCOMPARED` columns and the empty cells, with the rows of ``gpus.csv`` (where the
+    tree wrote one) as ``gpus.<N>.<field>`` (a field the GPU table prefixes ``summary.`` for
+    colliding with a lead column, by its own name)."""
     with open(folder / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    table = {row["point"]: {k: _cell(v) for k, v in row.items() if k not in UNCOMPARED and v}
+             for row in rows}
+    if (folder / GPU_TABLE).exists():
+        with open(folder / GPU_TABLE, newline="") as fh:
+            for row in csv.DictReader(fh):
+                point, gpu = table[row["point"]], row[GPU_COLUMN]
+                for field, value in row.items():
+                    if _is_lead(field) or field == GPU_COLUMN or not value:
+                        continue
+                    name = field[len("summary."):] if field.startswith("summary.") and (
+                        _is_lead(field[len("summary."):]) or
+                        field[len("summary."):] == GPU_COLUMN) else field
+                    point[f"gpus.{gpu}.{name}"] = _cell(value)
+    return table
+
+
+def _shape(path: Path) -> str:
+    """`` (8 rows x 227 columns)`` for a CSV table, nothing for another file."""
+    if path.suffix != ".csv":
+        return ""
+    with open(path, newline="") as fh:
         rows = list(csv.reader(fh))
-    keep = [i for i, name in enumerate(rows[0]) if name not in UNCOMPARED]
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows([[row[i] for i in keep] for row in rows])
-    return out.getvalue()
+    return f" ({len(rows) - 1} rows x {len(rows[0]) if rows else 0} columns)"
+
+
+def table_sizes(folder: Path) -> str:
+    """The sizes of the table files in ``folder`` (and the shapes of the CSV ones):
+    ``results.csv 12,345 B (8 rows x 227 columns), ...``."""
+    return ", ".join(f"{name} {(folder / name).stat().st_size:,} B{_shape(folder / name)}"
+                     for name in TABLE_FILES if (folder / name).exists())
 
 
 def main() -> int:
@@ -81,6 +129,7 @@ def main() -> int:
                     help="an option for this checkout's command only (repeatable)")
     args = ap.parse_args()
     got: dict[str, list[float]] = {}
+    sizes: dict[str, str] = {}
     same = True
     with tempfile.TemporaryDirectory() as tmp, other_tree(args.against) as other:
         for i in range(args.repeats):
@@ -92,6 +141,7 @@ def main() -> int:
                 got.setdefault(f"cpu_{side}", []).append(cpu)
                 got.setdefault(f"wall_{side}", []).append(wall)
                 tables[side] = comparable_table(folder)
+                sizes[side] = table_sizes(folder)
                 print(f"run {i + 1} {side:5s}: {cpu:6.2f} CPU-s, {wall:6.2f} s wall", flush=True)
             same = same and tables["this"] == tables["other"]
     med = {k: statistics.median(v) for k, v in got.items()}
@@ -102,7 +152,10 @@ def main() -> int:
         print(f"{what:4s}: this {med[f'{what}_this']:.2f} {unit}, other "
               f"{med[f'{what}_other']:.2f} {unit}, ratio "
               f"{med[f'{what}_this'] / med[f'{what}_other']:.3f}")
-    print(f"results.csv (but for {', '.join(UNCOMPARED)}): {'identical' if same else 'DIFFER'}")
+    for side in ("this", "other"):
+        print(f"tables, {side}: {sizes.get(side, '')}")
+    print(f"results (but for {', '.join(UNCOMPARED)}; per-GPU figures in either layout): "
+          f"{'identical' if same else 'DIFFER'}")
     return 0 if same else 1
 
 

@@ -39,7 +39,10 @@ def test_sweep_on_a_cluster_gathers_one_row_per_point(counting, tmp_path, client
     assert (table["status"] == "ok").all() and table["error"].isna().all()
     assert list(table["iteration_time_s"]) == [1.0, 1.0, 1.5, 1.5, 2.0, 2.0]
     assert list(table["baselines.vdnn.iteration_time_s"]) == [2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
-    assert list(table["gpus.1.t"]) == [2, 2, 3, 3, 4, 4]
+    assert not [c for c in table.columns if c.startswith("gpus.")]
+    gpus = pd.read_csv(out / "gpus.csv")                      # a row per point and GPU
+    assert list(gpus.loc[gpus["gpu"] == 1, "t"]) == [2, 2, 3, 3, 4, 4]
+    assert list(gpus.loc[gpus["gpu"] == 1, "point"]) == list(range(6))
     assert list(table["stat.values_u32.Count"]) == [2, 2, 3, 3, 4, 4]   # count = n + 1
     assert "stat.probe:values_u64.Max" in table.columns
     assert (table["sim_time_ps"] > 0).all()
@@ -58,6 +61,7 @@ def test_one_and_two_workers_give_byte_identical_tables(counting, tmp_path, clie
     run_sweep(spec, output=tmp_path / "two", client=client2, progress=False)
     one, two = tmp_path / "one", tmp_path / "two"
     assert (one / "results.csv").read_bytes() == (two / "results.csv").read_bytes()
+    assert (one / "gpus.csv").read_bytes() == (two / "gpus.csv").read_bytes()
     assert (one / "results.parquet").read_bytes() == (two / "results.parquet").read_bytes()
     assert counting.total() == 12
 

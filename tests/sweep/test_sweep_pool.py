@@ -75,9 +75,10 @@ def test_pool_inline_and_dask_give_the_same_tables_and_point_folders(counting, t
         kwargs = {"client": client2} if how == "dask" else {"workers": 2 if how == "pool" else 1}
         outcome = run_sweep(spec, output=out, progress=False, **kwargs)
         assert (outcome.total, outcome.ran, outcome.failed) == (6, 6, 0), how
-    for name in ("results.csv", "results.parquet"):
+    for name in ("results.csv", "results.parquet", "gpus.csv", "gpus.parquet"):
         assert (outs["pool"] / name).read_bytes() == (outs["inline"] / name).read_bytes() \
             == (outs["dask"] / name).read_bytes(), name
+    assert (outs["pool"] / "gpus.csv").read_text().count("\n") == 1 + 6 * 2  # 2 GPUs a point
     folders = _folders(outs["pool"])
     assert len(folders) > 6 * 3 and folders == _folders(outs["inline"]) == _folders(outs["dask"])
     pids = [counting.pids(n, m) for n in (1, 2, 3) for m in "ab"]

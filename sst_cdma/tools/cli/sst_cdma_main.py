@@ -133,7 +133,8 @@ def _add_table(sub: argparse._SubParsersAction[_Parser],
     t.add_argument("results", help="a sweep's output folder or its results.csv")
     t.add_argument("--rows", required=True, help="parameter or column for the rows")
     t.add_argument("--cols", default=None, help="parameter or column for the columns")
-    t.add_argument("--value", required=True, help="the figure in the cells")
+    t.add_argument("--value", required=True,
+                   help="the figure in the cells (gpus.N.FIELD: GPU N's FIELD, from gpus.csv)")
     t.add_argument("--divide-by", default=None, help="divide the figure by this column")
     t.add_argument("--invert", action="store_true", help="show 1 / the figure")
     t.add_argument("--scale", type=float, default=1.0,

@@ -18,7 +18,8 @@ from sst_cdma.tools.sweep.execute import PointTask, load_result
 from sst_cdma.tools.sweep.keys import inputs_digest, key_of, script_digest
 from sst_cdma.tools.sweep.marks import SpecError, display_path
 from sst_cdma.tools.sweep.spec import Point, SweepSpec, load_spec
-from sst_cdma.tools.sweep.table import build_table, point_row, write_tables
+from sst_cdma.tools.sweep.table import (build_table, gpu_rows, point_row, table_files,
+                                        write_tables)
 from sst_cdma.tools.sweep.validate import validate_points
 
 
@@ -35,7 +36,8 @@ class SweepInterrupted(Exception):
 
 @dataclass
 class SweepOutcome:
-    """What a sweep did: point counts, where the tables are, and the table itself."""
+    """What a sweep did: point counts, where the tables are, and the tables themselves (the
+    GPU table None when no point has per-GPU entries: then no ``gpus.csv`` is written)."""
 
     spec: SweepSpec
     output: Path
@@ -46,6 +48,7 @@ class SweepOutcome:
     csv: Path
     parquet: Path
     table: Any
+    gpus: Any = None
 
 
 def default_output(spec: SweepSpec) -> Path:
@@ -88,8 +91,9 @@ def check_output(out: Path, tasks: list[tuple[Point, PointTask]]) -> None:
     """SpecError naming the path (before anything runs) when the output folder, its
     ``points`` folder or the folder of a point still to run cannot be written as one: a file
     or a stale symlink there, or a symlink where a point's folder would be published; a
-    symlink as the points folder, or anything but a plain file as ``results.csv`` or
-    ``results.parquet`` (a link planted there would redirect the table's write)."""
+    symlink as the points folder, or anything but a plain file as ``results.csv``,
+    ``results.parquet``, ``gpus.csv`` or ``gpus.parquet`` (a link planted there would redirect
+    a table's write)."""
     for folder, what in ((out, "the sweep's output"), (out / "points", "its points folder")):
         fault = _in_the_way(folder)
         if fault is not None:
@@ -100,12 +104,12 @@ def check_output(out: Path, tasks: list[tuple[Point, PointTask]]) -> None:
         raise SpecError(f"its points folder is a symlink (to {os.readlink(out / 'points')}), "
                         "which the sweep did not make: it writes only into a folder of its "
                         "own; remove the link", out / "points")
-    for name in ("results.csv", "results.parquet"):
+    for path in table_files(out):
         try:
-            check_replaceable(out / name, owned=True)
+            check_replaceable(path, owned=True)
         except OSError as exc:
-            raise SpecError(f"{name} {exc.strerror}: remove it, the sweep writes its table "
-                            "there", out / name) from None
+            raise SpecError(f"{path.name} {exc.strerror}: remove it, the sweep writes its "
+                            "table there", path) from None
     for point, task in tasks:
         folder = out / "points" / task.key
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -171,7 +175,8 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
               progress: bool = True, retry_failed: bool = False,
               log: Optional[IO[str]] = None, executor: Optional[str] = None) -> SweepOutcome:
     """Run the sweep ``spec_path`` into ``output`` (default ``results/<name>``) and write
-    ``results.csv`` / ``results.parquet``. The points run in a pool of ``workers`` processes
+    ``results.csv`` / ``results.parquet`` (and ``gpus.csv`` / ``gpus.parquet``, one row per
+    point and GPU, when a point has per-GPU entries). The points run in a pool of ``workers`` processes
     forked from this one (``workers=1``: in this process), or on Dask when a ``scheduler``
     address or a ``client`` is given or ``executor="dask"`` (a local cluster of ``workers``):
     see :func:`~sst_cdma.tools.sweep.dispatch.choose_executor`, whose ValueError a bad
@@ -229,11 +234,9 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     finally:
         bar.close()
     _remove_leftovers(points_dir, todo)
-    rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
-                      spec.exclude) for point, task in tasks]
-    table = build_table(rows)
+    rows, table, gpus = _tables(spec, tasks, records, points_dir)
     try:
-        csv_path, parquet_path = write_tables(table, out)
+        csv_path, parquet_path = write_tables(table, out, gpus)
     except OSError as exc:
         where = exc.filename if exc.filename is not None else out
         raise SpecError(f"cannot write the results table: {exc.strerror or exc}", where) \
@@ -242,7 +245,19 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     _check_statistics_matched(spec, rows, spec_path)
     return SweepOutcome(spec=spec, output=out, total=len(tasks), ran=len(todo),
                         cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
-                        table=table)
+                        table=table, gpus=gpus)
+
+
+def _tables(spec: SweepSpec, tasks: list[tuple[Point, PointTask]],
+            records: dict[str, dict[str, Any]], points_dir: Path
+            ) -> tuple[list[dict[str, Any]], Any, Any]:
+    """The rows of the results table, the table, and the GPU table (None when no point has
+    per-GPU entries)."""
+    rows = [point_row(point, task.key, records[task.key], points_dir, spec.statistics,
+                      spec.exclude) for point, task in tasks]
+    per_gpu = [row for point, task in tasks
+               for row in gpu_rows(point, task.key, records[task.key], spec.exclude)]
+    return rows, build_table(rows), build_table(per_gpu) if per_gpu else None
 
 
 #: the failed points a sweep names on its log, one line each; the others are counted

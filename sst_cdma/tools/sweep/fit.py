@@ -4,7 +4,10 @@ every GPU of the system) and, in model-state runs, each memory tier's
 ``model_states.tiers.<tier>.fits`` (the host's pinned pool); the figures beside each verdict are
 the peak and the capacity it compares (``peak_gpu_memory_bytes`` and
 ``gpu_memory_capacity_bytes``; a tier's ``peak_bytes`` and ``capacity_bytes``). The reference
-runs' verdicts (``baselines.*``) are not the point's.
+runs' verdicts (``baselines.*``) are not the point's. A multi-GPU point's verdicts are the
+GPUs' combined (``fits_in_memory``: every GPU fits); each GPU's own verdicts, and the memory
+tiers of each GPU of a model-state run, are rows of the GPU table (``gpus.csv``):
+:func:`gpu_unfit` reads them off it.
 
 ``sst-cdma report`` marks the points that do not fit on every plot and lists them in
 ``report.md``: their times are what the iteration would take with memory the GPU does not have,
@@ -16,12 +19,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["Memory", "memories", "does_not_fit", "capacity_of", "unfit_section"]
+__all__ = ["Memory", "memories", "does_not_fit", "capacity_of", "unfit_section", "gpu_unfit",
+           "GpuUnfit"]
 
-#: a column holding a point's verdict on its GPU memory (``gpus.N.`` for one GPU of several)
-_GPU_VERDICT = re.compile(r"^((?:gpus\.\d+\.)?)fits_in_memory$")
+#: a column holding a point's (or a GPU's) verdict on its GPU memory
+_GPU_VERDICT = "fits_in_memory"
 #: a column holding the verdict of a memory tier of a model-state run
-_TIER_VERDICT = re.compile(r"^((?:gpus\.\d+\.)?model_states\.tiers\.)([^.]+)\.fits$")
+_TIER_VERDICT = re.compile(r"^model_states\.tiers\.([^.]+)\.fits$")
+#: the GPU table's column naming a row's GPU
+_GPU_COLUMN = "gpu"
 
 
 @dataclass(frozen=True)
@@ -44,21 +50,43 @@ class Memory:
 
 
 def memories(columns: Sequence[str]) -> list[Memory]:
-    """The memories whose verdicts the table holds, in table order (a tier named ``gpu``
-    repeats ``fits_in_memory`` and is left out)."""
+    """The memories whose verdicts the table (the results table, or the GPU table) holds, in
+    table order (a tier named ``gpu`` repeats ``fits_in_memory`` and is left out)."""
     out = []
     for column in columns:
-        if gpu := _GPU_VERDICT.match(column):
-            prefix = gpu.group(1)
-            name = f"GPU {prefix.split('.')[1]}" if prefix else "GPU"
-            out.append(Memory(column, name, f"{prefix}peak_gpu_memory_bytes",
-                              f"{prefix}gpu_memory_capacity_bytes", f"{prefix}out_of_memory"))
-        elif (tier := _TIER_VERDICT.match(column)) and tier.group(2) != "gpu":
-            base = tier.group(1) + tier.group(2)
-            gpu_of = tier.group(1).split(".")[1] if tier.group(1).startswith("gpus.") else ""
-            name = f"{tier.group(2)} memory" + (f" of GPU {gpu_of}" if gpu_of else "")
-            out.append(Memory(column, name, f"{base}.peak_bytes", f"{base}.capacity_bytes",
-                              f"{base}.out_of_memory"))
+        if column == _GPU_VERDICT:
+            out.append(Memory(column, "GPU", "peak_gpu_memory_bytes",
+                              "gpu_memory_capacity_bytes", "out_of_memory"))
+        elif (tier := _TIER_VERDICT.match(column)) and tier.group(1) != "gpu":
+            base = f"model_states.tiers.{tier.group(1)}"
+            out.append(Memory(column, f"{tier.group(1)} memory", f"{base}.peak_bytes",
+                              f"{base}.capacity_bytes", f"{base}.out_of_memory"))
+    return out
+
+
+@dataclass(frozen=True)
+class GpuUnfit:
+    """One memory of one GPU of a point that does not fit: its name (``GPU 3``, ``cpu memory
+    of GPU 3``), the GPU's row of the GPU table and the memory's columns there."""
+
+    name: str
+    row: Any
+    memory: Memory
+
+
+def gpu_unfit(gpus: Any) -> dict[Any, list[GpuUnfit]]:
+    """By ``point``: each memory of each GPU of the GPU table ``gpus`` (None: no GPU table)
+    that does not fit, in table order."""
+    out: dict[Any, list[GpuUnfit]] = {}
+    found = memories(list(gpus.columns)) if gpus is not None else []
+    if not found:
+        return out
+    for _, row in gpus.iterrows():
+        for memory in found:
+            if _is_false(row[memory.verdict]):
+                gpu = row[_GPU_COLUMN]
+                name = f"GPU {gpu}" if memory.name == "GPU" else f"{memory.name} of GPU {gpu}"
+                out.setdefault(row["point"], []).append(GpuUnfit(name, row, memory))
     return out
 
 
@@ -72,14 +100,17 @@ def _is_false(value: Any) -> bool:
     return not bool(value)
 
 
-def does_not_fit(frame: Any, found: Sequence[Memory]) -> Any:
+def does_not_fit(frame: Any, found: Sequence[Memory],
+                 per_gpu: Optional[dict[Any, list[GpuUnfit]]] = None) -> Any:
     """A boolean Series aligned with ``frame``: true where some memory of ``found`` does not
-    fit."""
+    fit, or some GPU's (``per_gpu``: :func:`gpu_unfit`)."""
     import pandas as pd
 
     out = pd.Series(False, index=frame.index)
     for memory in found:
         out |= frame[memory.verdict].map(_is_false).astype(bool)
+    if per_gpu:
+        out |= frame["point"].isin(list(per_gpu)).astype(bool)
     return out
 
 
@@ -107,17 +138,20 @@ def _short_at(row: Any, memory: Memory) -> str:
 
 
 def unfit_section(ok: Any, found: Sequence[Memory], describe: Callable[[Any], list[str]],
-                  header: list[str]) -> list[str]:
+                  header: list[str], per_gpu: Optional[dict[Any, list[GpuUnfit]]] = None
+                  ) -> list[str]:
     """The markdown lines naming every point of ``ok`` (the successful points) that does not
-    fit: one row per point and memory, ``describe`` giving the point's parameter cells (under
-    ``header``). No lines when every point fits."""
+    fit: one row per point and memory (its own, then each GPU's of ``per_gpu``:
+    :func:`gpu_unfit`), ``describe`` giving the point's parameter cells (under ``header``).
+    No lines when every point fits."""
     rows = []
     for _, row in ok.iterrows():
-        for memory in found:
-            if _is_false(row[memory.verdict]):
-                rows.append([str(row["point"]), *describe(row), memory.name,
-                             _gb(row.get(memory.peak)), _gb(row.get(memory.capacity)),
-                             _short_at(row, memory)])
+        unfit = [(memory.name, row, memory) for memory in found
+                 if _is_false(row[memory.verdict])]
+        unfit += [(g.name, g.row, g.memory) for g in (per_gpu or {}).get(row["point"], [])]
+        for name, where, memory in unfit:
+            rows.append([str(row["point"]), *describe(row), name, _gb(where.get(memory.peak)),
+                         _gb(where.get(memory.capacity)), _short_at(where, memory)])
     if not rows:
         return []
     points = len({r[0] for r in rows})

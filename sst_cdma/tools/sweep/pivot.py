@@ -1,15 +1,18 @@
 """Pivot a sweep's results table into a markdown table: one row per value of a parameter, one
-column per value of another, a figure (optionally divided by another figure) in the cells."""
+column per value of another, a figure (optionally divided by another figure) in the cells. A
+figure of one GPU of a multi-GPU point is named ``gpus.<N>.<field>`` (GPU N's ``field``, as
+the GPU table ``gpus.csv`` holds it): such a column is joined in from that table by ``point``."""
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import pandas as pd
 
-from sst_cdma.tools.sweep.report import PARAM_PREFIXES
-from sst_cdma.tools.sweep.table import ResultsError, read_results
+from sst_cdma.tools.sweep.table import (GPU_COLUMN, PARAM_PREFIXES, WIDE_GPU_COLUMN, ResultsError,
+                                        read_results, read_tables)
 
 
 class PivotError(ValueError):
@@ -63,12 +66,37 @@ def check_options(scale: float, digits: int) -> None:
         raise PivotError(f"--digits {digits}: must be a whole number from 0 to {MAX_DIGITS}")
 
 
-def select_points(results: str | Path, where: Optional[list[str]] = None
-                  ) -> tuple[Path, pd.DataFrame]:
+def with_gpu_columns(results: str | Path, frame: pd.DataFrame, names: Sequence[str]
+                     ) -> pd.DataFrame:
+    """``frame`` (rows of the results table) with a column for each of ``names`` that reads
+    ``gpus.<N>.<field>`` and is not one of its columns: GPU N's ``field`` from the GPU table
+    beside the results table, by ``point`` (empty where the point has no such GPU). Names the
+    GPU table cannot give (no such field, no point with GPU N) stay absent (the caller says
+    which); ResultsError when it cannot be read."""
+    wanted = [(name, match) for name in dict.fromkeys(names) if name not in frame.columns
+              and (match := WIDE_GPU_COLUMN.match(name))]
+    if not wanted:
+        return frame
+    _, _, gpus = read_tables(results, sweep_columns=False, note=io.StringIO())
+    for name, match in wanted if gpus is not None else ():
+        field = match.group(2)
+        if field in gpus.columns and "point" in frame.columns:
+            of_gpu = gpus[gpus[GPU_COLUMN] == int(match.group(1))].set_index("point")[field]
+            if len(of_gpu):  # no point has GPU N: the column does not exist
+                frame = frame.assign(**{name: frame["point"].map(of_gpu)})
+    return frame
+
+
+def select_points(results: str | Path, where: Optional[list[str]] = None,
+                  columns: Sequence[str] = ()) -> tuple[Path, pd.DataFrame]:
     """The results table's path and its successful points matching every ``where`` condition
-    (``KEY=VALUE``, a parameter or column); PivotError naming the file, column or condition."""
+    (``KEY=VALUE``, a parameter or column), with the ``gpus.<N>.<field>`` columns among
+    ``columns`` and the conditions' keys joined in from the GPU table
+    (:func:`with_gpu_columns`); PivotError naming the file, column or condition."""
     try:
         path, frame = read_results(results, sweep_columns=False)
+        frame = with_gpu_columns(results, frame, [*columns, *(c.partition("=")[0]
+                                                               for c in where or [])])
     except ResultsError as exc:
         raise PivotError(str(exc)) from None
     frame = frame[frame["status"] == "ok"] if "status" in frame.columns else frame
@@ -120,7 +148,8 @@ def pivot_markdown(results: str | Path, rows: str, value: str, cols: Optional[st
     exist, the figure or divisor holds text, ``scale`` is not finite or ``digits`` is not from
     0 to :data:`MAX_DIGITS`."""
     check_options(scale, digits)
-    path, frame = select_points(results, where)
+    path, frame = select_points(results, where,
+                                [n for n in (rows, value, cols, divide_by) if n])
     r = _column(frame, rows, str(path))
     v = _column(frame, value, str(path))
     data = _numbers(frame, v, f"--value {value}") * scale

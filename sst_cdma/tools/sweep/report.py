@@ -8,7 +8,8 @@ GB, x) and ratios a line at 1.0. Constant figures, bookkeeping and figures that 
 another are listed, not drawn (:mod:`.figure_choice`). Points that do not fit in memory
 (:mod:`.fit`) are listed first, marked on every plot and in every table, and never chosen as
 the point whose timeline is drawn while another fits; a peak memory is drawn with the capacity
-it is held against.
+it is held against. A multi-GPU sweep's ``gpus.csv`` (one row per point and GPU) gives each
+GPU's memory verdicts: a GPU that does not fit is listed by name beside its point.
 
 The report is written into a folder beside the output and moved in once whole: a report that
 fails halfway (a full disk) leaves the previous one as it was.
@@ -33,15 +34,16 @@ from sst_cdma.engine.library import library_modules
 from sst_cdma.engine.stale_folders import owner_tag, stale_folders
 from sst_cdma.tools.sweep.facets import Layout, Marks, Style, draw, layout_for
 from sst_cdma.tools.sweep.figure_choice import choose_figures
-from sst_cdma.tools.sweep.fit import Memory, capacity_of, does_not_fit, memories, unfit_section
+from sst_cdma.tools.sweep.fit import (Memory, capacity_of, does_not_fit, gpu_unfit, memories,
+                                      unfit_section)
 from sst_cdma.tools.sweep.figure_units import Axis, axis_for
 from sst_cdma.tools.sweep.marks import display_path
+from sst_cdma.tools.sweep.table import PARAM_PREFIXES
 from sst_cdma.tools.sweep.point_plots import PointPlotError, draw_memory, draw_timeline, memory_tracks
 
 #: an earlier report.md in the output folder (read for the plots it shows)
 REPORT_FILE = FileKind("a report.md", 64 * MIB)
 
-PARAM_PREFIXES = ("opt.", "param.")
 NOT_FIGURES = {"point", "key", "topology", "status", "error", "end_reason"}
 MAX_PLOTS = 40
 BASELINES = (("speedup_vs_vdnn", "baselines.vdnn.iteration_time_s",
@@ -142,6 +144,17 @@ def load_results(path: Union[str, Path]) -> tuple[Path, Any]:
 
     try:
         return read_results(path)
+    except ResultsError as exc:
+        raise ReportError(str(exc)) from None
+
+
+def load_tables(path: Union[str, Path]) -> tuple[Path, Any, Any]:
+    """The results table at ``path`` (as :func:`load_results`), its path and the GPU table
+    beside it (None when there is none); ReportError when either cannot be read."""
+    from sst_cdma.tools.sweep.table import ResultsError, read_tables
+
+    try:
+        return read_tables(path)
     except ResultsError as exc:
         raise ReportError(str(exc)) from None
 
@@ -338,18 +351,20 @@ def _header(csv: Path, frame: Any, ok: Any, swept: list[str]) -> list[str]:
 
 
 def _compose(csv: Path, frame: Any, x: Optional[str], timeline: Optional[int],
-             staging: Path) -> list[str]:
-    """Write the report's markdown and plots into ``staging``; returns the plots' names."""
+             staging: Path, gpus: Any = None) -> list[str]:
+    """Write the report's markdown and plots into ``staging`` (``gpus``: the GPU table, whose
+    memory verdicts mark and list the points too); returns the plots' names."""
     import pandas as pd
 
     ok = frame[frame["status"] == "ok"].reset_index(drop=True)
     found = memories(list(frame.columns))
-    ok = ok.assign(**{UNFIT: does_not_fit(ok, found)})
+    per_gpu = gpu_unfit(gpus)
+    ok = ok.assign(**{UNFIT: does_not_fit(ok, found, per_gpu)})
     swept = swept_columns(frame)
     draft = _Draft(csv.parent, staging, ok, swept, _resolve_x(frame, x, swept),
                    _header(csv, frame, ok, swept), memories=found)
     draft.lines += unfit_section(ok, found, lambda row: [_value(c, row[c]) for c in swept],
-                                 [_label(c) for c in swept])
+                                 [_label(c) for c in swept], per_gpu)
     system = system_keys()
     figures = [c for c in frame.columns if not _is_param(c) and c not in NOT_FIGURES
                and c.split(".")[0] not in system and pd.api.types.is_numeric_dtype(frame[c])
@@ -406,7 +421,7 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
     left as it was). ``timeline`` picks the point whose per-layer timeline, GPU memory
     (``memory.png``, from the point's trace.json) and plan are drawn (default: the one that
     stalls most)."""
-    csv, frame = load_results(results)
+    csv, frame, gpus = load_tables(results)
     out = Path(output) if output is not None else csv.parent / "report"
     _make_output(out)
     for stale in stale_folders(out, ".report.partial-"):  # left by a killed report
@@ -417,7 +432,7 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
         raise ReportError(f"{display_path(out)}: cannot write the report: "
                           f"{exc.strerror or exc}") from None
     try:
-        plots = _compose(csv, frame, x, timeline, staging)
+        plots = _compose(csv, frame, x, timeline, staging, gpus)
         _publish(staging, out, plots)
     except OSError as exc:
         raise ReportError(f"{display_path(out)}: cannot write the report: "
@@ -496,5 +511,5 @@ def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, 
     return table, present  # type: ignore[return-value]
 
 
-__all__ = ["write_report", "load_results", "swept_columns", "memory_tracks", "system_keys",
+__all__ = ["write_report", "load_results", "load_tables", "swept_columns", "memory_tracks", "system_keys",
            "Report", "ReportError", "SYSTEM_KEYS_HOOK"]
