@@ -1,6 +1,6 @@
 """Beyond activations (EVALUATION.md): where the model states of a 7B and a 13B model trained
-with Adam live, and what sets the step time, on one H100 PCIe, one GH200 and one B200, and the
-13B-on-one-V100 case ZeRO-Offload is known for.
+with Adam live, and what sets the step time, on one H100 PCIe (ZeRO-Offload on a DDR5 host too), one
+GH200 and one B200, and the 13B-on-one-V100 case ZeRO-Offload is known for.
 
     python sweeps/beyond_activations.py [--only llama_7b] [--list]
 
@@ -71,11 +71,11 @@ SYSTEMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("GH200", "topologies/gh200_cdma.py", ("--dtype", "bfloat16")),
     ("B200 (GB200)", "topologies/gb200_cdma.py", ("--dtype", "bfloat16", "--gpus", "1")),
 )
-#: The GH200 again with its host CPU's figures for Grace (72 cores, its LPDDR5X's 500 GB/s;
-#: docs/gpus.md) instead of the `cdma.HostCPU` defaults (32 cores at 76.8 GB/s): ZeRO-Offload rows
-#: only.
-GRACE = ("GH200, Grace's cores and bandwidth", "topologies/gh200_cdma.py",
-         ("--dtype", "bfloat16", "--cpu-cores", "72", "--cpu-memory-bandwidth", "500GB/s"))
+#: The H100 PCIe again on a current DDR5 host, the `epyc-9654` platform (2x AMD EPYC 9654, one
+#: socket's 96 cores beside its 12 channels of DDR5-4800; docs/host_cpu.md, "Host platforms")
+#: instead of its topology's `ddr4-2400-socket` default: ZeRO-Offload rows only.
+DDR5_HOST = ("H100 PCIe, a DDR5 host (2x EPYC 9654)", "topologies/hopper_pcie5_cdma.py",
+             ("--dtype", "bfloat16", "--cpu", "epyc-9654"))
 NETWORKS = ("llama_7b", "llama_13b")
 
 #: The V100 SXM3 32GB of ZeRO-Offload's DGX-2 on PCIe gen3 x16: the `volta` preset (16 GiB) with
@@ -108,7 +108,7 @@ def cases(networks: Sequence[str] = NETWORKS) -> list[Case]:
     out = []
     for network in networks:
         for row, placement in PLACEMENTS:
-            systems = SYSTEMS + ((GRACE,) if placement[:2] == ZERO_OFFLOAD[:2] else ())
+            systems = SYSTEMS + ((DDR5_HOST,) if placement[:2] == ZERO_OFFLOAD[:2] else ())
             for system, script, system_options in systems:
                 out.append(Case(network, row, system, script,
                                 ("--network", network, *COMMON, *system_options, *placement)))

@@ -1,7 +1,8 @@
 """EVALUATION.md's "Beyond activations": the 13B network it adds loads, every case of
 sweeps/beyond_activations.py is a command the topology scripts accept (built, not simulated),
 the section runs the script and shows a row for each of its cases, and the ``set by`` column
-names the largest of the three figures."""
+names the largest of the three figures; the DDR5-host column is the H100 PCIe on a DDR5
+platform of the host table."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,6 +15,7 @@ from types import ModuleType
 import pytest
 
 from sst_cdma.engine.runner import apply_overrides, execute_script
+from sst_cdma.model.hosts import DEFAULT_PLATFORM, PLATFORMS
 from workloads import load_network
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +62,19 @@ def test_the_section_runs_the_script_and_shows_every_case():
             for line in text.splitlines() if line.startswith("| ")}
     missing = [(c.row, c.system) for c in script().cases() if (c.row, c.system) not in rows]
     assert missing == []
+
+
+def test_the_ddr5_column_is_the_h100_pcie_on_a_ddr5_platform_for_zero_offload_rows_only():
+    module = script()
+    label, path, options = module.DDR5_HOST
+    h100 = next(s for s in module.SYSTEMS if s[0] == "H100 PCIe")
+    assert path == h100[1] and options[:len(h100[2])] == h100[2]
+    host = PLATFORMS[options[options.index("--cpu") + 1]]
+    assert host.memory.startswith("DDR5") and host.dram_bandwidth > DEFAULT_PLATFORM.dram_bandwidth
+    assert host.core.match[0] in label and f"{host.sockets}x" in label
+    rows = {c.row for c in module.cases(["llama_7b"]) if c.system == label}
+    assert rows and all(r.startswith("ZeRO-Offload") for r in rows)
+    assert len(rows) == sum(r.startswith("ZeRO-Offload") for r, _ in module.PLACEMENTS)
 
 
 @pytest.mark.parametrize("compute, utilization, cpu, written, expected", [
