@@ -1,0 +1,74 @@
+"""Dataclass records whose comparison, hash and ``repr`` are shared methods, not code written
+and compiled for each class when its module is imported.
+
+``@dataclass`` writes the source of each method a class asks for and compiles it there: an
+``__init__``, a ``__repr__`` and an ``__eq__`` for every record, a ``__hash__``, a
+``__setattr__`` and a ``__delattr__`` more for a frozen one; at import, that is most of what
+creating a record class costs. A record that derives from :class:`Record` (or
+:class:`FrozenRecord`) and is declared ``@dataclass(repr=False, eq=False)`` (``frozen=True``
+too for a frozen one) has its ``__init__`` (and a frozen one's guards) written by
+``@dataclass`` and inherits the rest, which behave as ``@dataclass`` writes them: equal when
+of the same class with equal compared fields, a frozen record hashed on its compared fields
+(hash-able fields), a mutable one unhashable, and the same ``repr``. It stays a dataclass:
+``fields``, ``replace`` and ``asdict`` take it as before.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+
+def _names(cls: type, wanted: str) -> tuple[str, ...]:
+    """The fields of ``cls`` that take part in its comparison (``compare``), hash (``hash``)
+    or ``repr`` (``repr``), as ``@dataclass`` picks them, cached on the class."""
+    cache: dict[str, tuple[str, ...]] = cls.__dict__.get("_record_fields") or {}
+    if wanted not in cache:
+        if wanted == "hash":
+            picked = [f.name for f in dataclasses.fields(cls)
+                      if (f.compare if f.hash is None else f.hash)]
+        else:
+            picked = [f.name for f in dataclasses.fields(cls) if getattr(f, wanted)]
+        cache[wanted] = tuple(picked)
+        type.__setattr__(cls, "_record_fields", cache)
+    return cache[wanted]
+
+
+class Record:
+    """A mutable dataclass record: declare it ``@dataclass(repr=False, eq=False)``. Equal to
+    another of the same class with equal compared fields; unhashable, as ``@dataclass`` makes a
+    mutable class that compares its fields."""
+
+    __slots__ = ()
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
+    _record_fields: ClassVar[dict[str, tuple[str, ...]]]
+
+    def __eq__(self, other: object) -> bool:
+        """Same class and equal compared fields (NotImplemented for another class)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = _names(self.__class__, "compare")
+        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+    def __repr__(self) -> str:
+        """``Name(field=value, ...)``, as ``@dataclass`` writes it."""
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _names(self.__class__, "repr"))
+        return f"{self.__class__.__qualname__}({shown})"
+
+
+class FrozenRecord(Record):
+    """A frozen dataclass record: declare it ``@dataclass(frozen=True, repr=False, eq=False)``.
+    Hashed on its compared fields, as ``@dataclass`` hashes a frozen class."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        """The hash of the tuple of its hashed fields."""
+        return hash(tuple(getattr(self, n) for n in _names(self.__class__, "hash")))
+
+
+def record_methods_inherited(cls: type[Any]) -> bool:
+    """Whether ``cls`` takes its comparison, hash and ``repr`` from :class:`Record` (none of
+    them written for it by ``@dataclass``)."""
+    base = FrozenRecord if issubclass(cls, FrozenRecord) else Record
+    return issubclass(cls, Record) and all(
+        getattr(cls, name) is getattr(base, name) for name in ("__eq__", "__repr__", "__hash__"))
