@@ -15,22 +15,34 @@ of the same class with equal compared fields, a frozen record hashed on its comp
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import operator
+from typing import Any, Callable, ClassVar
 
 
 def _names(cls: type, wanted: str) -> tuple[str, ...]:
     """The fields of ``cls`` that take part in its comparison (``compare``), hash (``hash``)
-    or ``repr`` (``repr``), as ``@dataclass`` picks them, cached on the class."""
-    cache: dict[str, tuple[str, ...]] = cls.__dict__.get("_record_fields") or {}
-    if wanted not in cache:
-        if wanted == "hash":
-            picked = [f.name for f in dataclasses.fields(cls)
-                      if (f.compare if f.hash is None else f.hash)]
+    or ``repr`` (``repr``), as ``@dataclass`` picks them."""
+    if wanted == "hash":
+        return tuple(f.name for f in dataclasses.fields(cls)
+                     if (f.compare if f.hash is None else f.hash))
+    return tuple(f.name for f in dataclasses.fields(cls) if getattr(f, wanted))
+
+
+def _values(cls: type, wanted: str) -> Callable[[Any], tuple[Any, ...]]:
+    """A function of a ``cls`` record giving the tuple of its :func:`_names` fields' values,
+    made once and kept on the class (the comparison and the hash run as often as a written
+    ``__eq__`` and ``__hash__`` would)."""
+    attribute = f"_record_{wanted}"
+    made = cls.__dict__.get(attribute)
+    if made is None:
+        names = _names(cls, wanted)
+        if len(names) == 1:
+            one = operator.attrgetter(names[0])
+            made = lambda record: (one(record),)  # noqa: E731 - a tuple even of one
         else:
-            picked = [f.name for f in dataclasses.fields(cls) if getattr(f, wanted)]
-        cache[wanted] = tuple(picked)
-        type.__setattr__(cls, "_record_fields", cache)
-    return cache[wanted]
+            made = operator.attrgetter(*names) if names else (lambda record: ())
+        type.__setattr__(cls, attribute, made)  # read back from the class dict: no binding
+    return made  # type: ignore[no-any-return]
 
 
 class Record:
@@ -40,14 +52,13 @@ class Record:
 
     __slots__ = ()
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
-    _record_fields: ClassVar[dict[str, tuple[str, ...]]]
 
     def __eq__(self, other: object) -> bool:
         """Same class and equal compared fields (NotImplemented for another class)."""
         if other.__class__ is not self.__class__:
             return NotImplemented
-        names = _names(self.__class__, "compare")
-        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+        values = _values(self.__class__, "compare")
+        return values(self) == values(other)
 
     def __repr__(self) -> str:
         """``Name(field=value, ...)``, as ``@dataclass`` writes it."""
@@ -63,7 +74,7 @@ class FrozenRecord(Record):
 
     def __hash__(self) -> int:  # type: ignore[override]
         """The hash of the tuple of its hashed fields."""
-        return hash(tuple(getattr(self, n) for n in _names(self.__class__, "hash")))
+        return hash(_values(self.__class__, "hash")(self))
 
 
 def record_methods_inherited(cls: type[Any]) -> bool:
