@@ -96,9 +96,12 @@ def _module_elements(module: ModuleType) -> list[tuple[str, type[Element]]]:
 def indexed_element(library: str, element: str) -> Optional[type[Element]]:
     """Element ``element`` of ``library`` found through the package's ``ELEMENT_MODULES`` (or,
     for a name it lacks, its ``OPEN_ELEMENT_MODULES``), importing only the modules named
-    there; None where the package has no index or the modules it names define no such
-    element (the caller then looks in the whole library)."""
-    package = _library_package(library)
+    there; None where there is no such library, the package has no index or the modules it
+    names define no such element (the caller then looks in the whole library, which says
+    what is wrong)."""
+    if library not in library_modules():
+        return None
+    package = importlib.import_module(library_modules()[library])
     index = getattr(package, "ELEMENT_MODULES", None)
     if not isinstance(index, Mapping):
         return None

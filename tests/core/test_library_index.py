@@ -75,6 +75,9 @@ def test_a_library_without_an_index_is_looked_up_whole():
 def test_a_name_the_index_lacks_still_gets_close_matches():
     with pytest.raises(library.ElementNotFound, match="did you mean cdma.GPU"):
         find_element("cdma.GPUs")
+    assert indexed_element("cdmaa", "GPU") is None  # the whole-library lookup says why
+    with pytest.raises(library.ElementNotFound, match="unknown element library 'cdmaa'"):
+        find_element("cdmaa.GPU")
 
 
 def test_sst_imports_and_runs_without_the_cyclic_collectors_older_generations():
