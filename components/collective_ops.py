@@ -20,6 +20,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
+from sst_cdma.engine.records import FrozenRecord, Record
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Port, StatisticSpec, SubComponent
 from sst_cdma.engine.kernel import LinkEnd
@@ -40,8 +41,8 @@ class CollectiveWaitReason(enum.Enum):
     COLLECTIVE = "collective"  # every member of its group arriving, and the collective's time
 
 
-@dataclass(frozen=True)
-class CollectiveWait:
+@dataclass(frozen=True, repr=False, eq=False)
+class CollectiveWait(FrozenRecord):
     """The stream waits in collective ``op`` (its ``seq``-th over its ``group``, counted from
     0) of ``tensor``, for ``reason``."""
 
@@ -52,8 +53,8 @@ class CollectiveWait:
     tensor: str
 
 
-@dataclass(frozen=True)
-class CollectiveHello:
+@dataclass(frozen=True, repr=False, eq=False)
+class CollectiveHello(FrozenRecord):
     """Sent once at init to the fabric: the GPU's name and the kinds of process group its
     stream's collectives name (checked by the fabric before the run)."""
 
@@ -61,8 +62,8 @@ class CollectiveHello:
     groups: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class CollectiveIssue:
+@dataclass(frozen=True, repr=False, eq=False)
+class CollectiveIssue(FrozenRecord):
     """A rank's collective reaching the fabric: its kind (``op``), the group kind, its number
     ``seq`` among the rank's collectives over that group, the tensor, its bytes (the whole
     buffer, nccl-tests' size) and when the rank's compute stream got to it."""
@@ -75,8 +76,8 @@ class CollectiveIssue:
     issued_ps: int
 
 
-@dataclass(frozen=True)
-class CollectiveDone:
+@dataclass(frozen=True, repr=False, eq=False)
+class CollectiveDone(FrozenRecord):
     """The fabric's answer: collective ``seq`` over ``group`` ended at ``end_ps``."""
 
     group: str
@@ -84,8 +85,8 @@ class CollectiveDone:
     end_ps: int
 
 
-@dataclass
-class CollectiveOpsResult:
+@dataclass(repr=False, eq=False)
+class CollectiveOpsResult(Record):
     """What one GPU's collectives did: per collective (op, group, seq, tensor, bytes, when
     its stream got to it, when it ended), and the time its stream waited in them."""
 

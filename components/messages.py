@@ -1,11 +1,15 @@
 """The contracts between the cdma elements, in one module: the events they send over their
 links, the messages of the untimed init phase, and what one element's query returns to another
 (the interfaces those queries belong to are in :mod:`components.interfaces`). Every one is a
-dataclass, so a mistake shows as a wrong field where it is made, in every configuration."""
+dataclass, so a mistake shows as a wrong field where it is made, in every configuration; each
+takes its comparison, hash and ``repr`` from :mod:`sst_cdma.engine.records` rather than having
+them written and compiled for it at import."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
+
+from sst_cdma.engine.records import FrozenRecord, Record
 
 if TYPE_CHECKING:
     from .interfaces import HostStore
@@ -16,8 +20,8 @@ TIERS = ("host", "nvme")
 
 
 # -- init phase ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class MovedTensor:
+@dataclass(frozen=True, repr=False, eq=False)
+class MovedTensor(FrozenRecord):
     """One tensor a GPU's iteration moves through its DMA engine: its name, uncompressed size,
     whether it is sparse (a ReLU output, priced by the density profile), its shape (batch first;
     None where a workload stream does not say it), and whether the workload copies it raw
@@ -30,8 +34,8 @@ class MovedTensor:
     plain: bool = False
 
 
-@dataclass(frozen=True)
-class OffloadManifest:
+@dataclass(frozen=True, repr=False, eq=False)
+class OffloadManifest(FrozenRecord):
     """GPU -> DMA engine, at init: which tensors the iteration offloads, of which network,
     element type and batch (the engine sizes every tensor's wire bytes from it). The planner's
     cost query (:meth:`components.interfaces.TransferCosts.transfer_costs`) takes the same
@@ -53,8 +57,8 @@ class OffloadManifest:
         return {t.name: t.shape for t in self.tensors}
 
 
-@dataclass(frozen=True)
-class GradientManifest:
+@dataclass(frozen=True, repr=False, eq=False)
+class GradientManifest(FrozenRecord):
     """GPU -> NVLink fabric, at init (data parallel): the GPU, the system it belongs to, the
     flow resource of its HBM bandwidth and its weight gradients ``(layer, bytes)`` in the order
     its backward pass makes them ready."""
@@ -65,8 +69,8 @@ class GradientManifest:
     gradients: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
-class ModelStatesManifest:
+@dataclass(frozen=True, repr=False, eq=False)
+class ModelStatesManifest(FrozenRecord):
     """GPU -> host CPU, at init (optimizer states on the host): the GPU and the pinned host
     buffers its model states take for the whole run, ``(role, bytes)``."""
 
@@ -75,8 +79,8 @@ class ModelStatesManifest:
 
 
 # -- query results --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CopyCost:
+@dataclass(frozen=True, repr=False, eq=False)
+class CopyCost(FrozenRecord):
     """What moving one tensor costs on this machine (engine and host link), each transfer alone
     on the path: picoseconds of an offload and of a prefetch, as a plain copy and through the
     codec, and the bytes that cross the link through the codec. Where SM kernels (de)compress
@@ -93,8 +97,8 @@ class CopyCost:
     sm_in_ps: int = 0
 
 
-@dataclass(frozen=True)
-class CodecKernel:
+@dataclass(frozen=True, repr=False, eq=False)
+class CodecKernel(FrozenRecord):
     """An SM kernel a transfer needs beside its copy (the engine says so when the GPU issues
     the transfer): Blackwell's Decompression Engine leaves an offload's compression
     (``compress``, before the copy engine moves the compressed bytes) and the decompression of
@@ -107,8 +111,8 @@ class CodecKernel:
     dram_bytes: int
 
 
-@dataclass
-class PathInfo:
+@dataclass(repr=False, eq=False)
+class PathInfo(Record):
     """The way from a GPU-side DMA engine to its host store: the flow resources a transfer
     loads in each direction (GPU to host ``d2h``, host to GPU ``h2d``), the start-up latency
     the links on the way add up to, the store at the end and the names of the links, nearest
@@ -121,8 +125,8 @@ class PathInfo:
     link_names: list[str] = field(default_factory=list)
 
 
-@dataclass
-class DrivePath:
+@dataclass(repr=False, eq=False)
+class DrivePath(Record):
     """An SSD as a DMA engine reaches it (``StorageDrive.drive_path()``): the flow resources of
     its media read and write bandwidth (each limited by the queue depth the host keeps), the
     latency of one command each way, the start-up latency of its own PCIe link, and
@@ -142,8 +146,8 @@ class DrivePath:
 # -- timed events -------------------------------------------------------------------------------
 
 
-@dataclass
-class TransferRequest:
+@dataclass(repr=False, eq=False)
+class TransferRequest(Record):
     """GPU -> cDMA engine: move a tensor. ``direction`` is ``offload`` (GPU to the tier) or
     ``prefetch`` (the tier to GPU); ``codec`` ``none`` asks for a plain copy that bypasses the
     engine's codec ('' = the engine's codec); ``tier`` is where the far end is (:data:`TIERS`:
@@ -167,8 +171,8 @@ class TransferRequest:
     wire_bytes: int = 0
 
 
-@dataclass
-class TransferDone:
+@dataclass(repr=False, eq=False)
+class TransferDone(Record):
     """cDMA engine -> GPU: the transfer finished; ``wire_bytes`` crossed the host link (or, on
     the ``nvme`` tier, reached the SSDs)."""
 
@@ -178,20 +182,20 @@ class TransferDone:
     finished_ps: int
 
 
-@dataclass
-class GradientReady:
+@dataclass(repr=False, eq=False)
+class GradientReady(Record):
     """GPU -> NVSwitch fabric: the weight gradient of ``layer`` is computed (data parallel)."""
 
     layer: str
 
 
-@dataclass
-class AllReduceDone:
+@dataclass(repr=False, eq=False)
+class AllReduceDone(Record):
     """NVSwitch fabric -> GPU: every gradient bucket is reduced; the iteration may end."""
 
 
-@dataclass
-class CpuStepRequest:
+@dataclass(repr=False, eq=False)
+class CpuStepRequest(Record):
     """GPU -> host CPU: run the optimizer step of gradient bucket ``bucket`` (``params``
     parameters, ``dram_bytes`` of host DRAM read and written)."""
 
@@ -207,8 +211,8 @@ class CpuStepRequest:
     compress_bytes: int = 0
 
 
-@dataclass
-class CpuStepDone:
+@dataclass(repr=False, eq=False)
+class CpuStepDone(Record):
     """Host CPU -> GPU: the step of ``request``'s bucket ran from ``started_ps`` to
     ``finished_ps``."""
 

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import networkx as nx
 
+from sst_cdma.engine.records import Record
 from sst_cdma.engine.element import SIM_TIME_LIMIT_PS, Element, StatisticEnable
 from sst_cdma.engine.errors import ConfigError
 from sst_cdma.engine.library import find_element
@@ -74,8 +75,8 @@ class StructureError(ConfigError):
         self.warnings = warnings
 
 
-@dataclass
-class ConfigComponent:
+@dataclass(repr=False, eq=False)
+class ConfigComponent(Record):
     """A component or subcomponent as configured: type, params and where it was declared."""
 
     name: str
@@ -97,7 +98,7 @@ class ConfigComponent:
         return find_element(self.type)
 
 
-@dataclass
+@dataclass(repr=False, eq=False)
 class ConfigSubComponent(ConfigComponent):
     """A subcomponent in a parent's slot."""
 
@@ -105,8 +106,8 @@ class ConfigSubComponent(ConfigComponent):
     index: int = 0
 
 
-@dataclass
-class LinkEndConfig:
+@dataclass(repr=False, eq=False)
+class LinkEndConfig(Record):
     """One end of a link: component, port, and this end's latency text (None: link default)."""
 
     component: str
@@ -114,8 +115,8 @@ class LinkEndConfig:
     latency: Optional[str]
 
 
-@dataclass
-class ConfigLink:
+@dataclass(repr=False, eq=False)
+class ConfigLink(Record):
     """A link: its default latency, its ends (at most two) and the no-cut flag."""
 
     name: str

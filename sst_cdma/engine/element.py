@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, TypeVar, \
     overload
 
+from sst_cdma.engine.records import FrozenRecord, Record
 from sst_cdma.engine.errors import ConfigError
 from sst_cdma.engine.kernel import LinkEnd, Service, Simulator
 from sst_cdma.engine.statistics import Statistic
@@ -104,8 +105,8 @@ _QUANTITIES_SIZE = 1 << 12  # values with units kept: a system of thousands of G
 _quantities: dict[tuple[str, str], Any] = {}
 
 
-@dataclass(frozen=True)
-class Param:
+@dataclass(frozen=True, repr=False, eq=False)
+class Param(FrozenRecord):
     """One declared parameter. ``kind`` decides how the string from the config is read:
     ``time`` -> int ps, ``frequency`` -> Hz, ``bandwidth`` -> B/s, ``bytes`` -> int bytes,
     ``int``/``float``/``bool``/``str`` as named. ``default=None`` marks it required."""
@@ -216,8 +217,8 @@ def _check_kind_range(kind: str, raw: Any, value: Any) -> None:
         raise ParamError(f"{raw!r} is slower than {MIN_BANDWIDTH:g} B/s ({MIN_BANDWIDTH_WHY})")
 
 
-@dataclass(frozen=True)
-class Port:
+@dataclass(frozen=True, repr=False, eq=False)
+class Port(FrozenRecord):
     """One declared port. A name may hold ``%d`` for a numbered family (``port%d``).
     ``provides`` lists the interfaces (``sst_cdma.engine.interfaces``) the element offers to the
     peer on this port, which gets them with ``peer_provider``."""
@@ -235,8 +236,8 @@ class Port:
         return re.fullmatch(pattern, port) is not None
 
 
-@dataclass(frozen=True)
-class StatisticSpec:
+@dataclass(frozen=True, repr=False, eq=False)
+class StatisticSpec(FrozenRecord):
     """One declared statistic: its name, doc, units, data type and enable level (1 = always
     loaded once statistics are enabled at level 1 or more)."""
 
@@ -247,8 +248,8 @@ class StatisticSpec:
     level: int = 1
 
 
-@dataclass(frozen=True)
-class SubComponentSlot:
+@dataclass(frozen=True, repr=False, eq=False)
+class SubComponentSlot(FrozenRecord):
     """A slot of a component that a subcomponent fills (``setSubComponent(slot, type)``), as
     SST's ``SST_ELI_DOCUMENT_SUBCOMPONENT_SLOTS`` declares one: its name and doc; ``accepts``,
     the subcomponent base class (the slot's interface) every element filling it derives from
@@ -270,8 +271,8 @@ class SubComponentSlot:
         return self.accepts.__name__ if self.accepts is not None else "SubComponent"
 
 
-@dataclass
-class StatisticEnable:
+@dataclass(repr=False, eq=False)
+class StatisticEnable(Record):
     """How the configuration enabled a statistic: its type and params (rate, bins, ...)."""
 
     type_name: str = "sst.AccumulatorStatistic"

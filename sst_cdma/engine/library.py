@@ -6,6 +6,14 @@ class (or its ``element_name``). Only the engine's test libraries are built in; 
 library, this distribution's ``cdma`` (the package ``components``) included, registers its
 package under the entry-point group ``sst_cdma.elements``.
 
+A package may also say where its elements are, so that a run imports only the modules of the
+elements it uses (:func:`find_element`) rather than the whole library: ``ELEMENT_MODULES``, a
+mapping of element name to the module (within the package) that defines it, and
+``OPEN_ELEMENT_MODULES``, the modules that make elements at import whose names are not known
+beforehand (looked in for a name the mapping lacks). A name found in neither is looked up in
+the whole library, as for a package without them; listing (``sst-info``, :func:`load_library`)
+always imports every module.
+
 Topology scripts ship the same way: a package registered under ``sst_cdma.topologies`` holds
 scripts (``*.py`` beside its ``__init__.py``) that ``sst NAME.py`` finds by name when no such
 file is in the working folder (:func:`shipped_topologies`, :func:`find_topology`).
@@ -18,7 +26,8 @@ import pkgutil
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Optional
+from types import ModuleType
+from typing import Mapping, Optional
 
 from sst_cdma.engine.element import Element, SubComponent, SubComponentSlot
 
@@ -50,6 +59,22 @@ def library_modules() -> dict[str, str]:
 @lru_cache(maxsize=None)
 def load_library(name: str) -> dict[str, type[Element]]:
     """Element name -> class for library ``name`` (imports every module of the package)."""
+    package = _library_package(name)
+    found: dict[str, type[Element]] = {}
+    module_names = [package.__name__]
+    if hasattr(package, "__path__"):
+        module_names += [f"{package.__name__}.{m.name}"
+                         for m in pkgutil.iter_modules(package.__path__) if not m.ispkg]
+    for mod_name in sorted(module_names):
+        for element_name, obj in _module_elements(importlib.import_module(mod_name)):
+            obj.library = name
+            found[element_name] = obj
+    return dict(sorted(found.items()))
+
+
+def _library_package(name: str) -> ModuleType:
+    """The package of library ``name``; ElementNotFound with close matches where there is no
+    such library."""
     modules = library_modules()
     if name not in modules:
         from difflib import get_close_matches  # only when a name is wrong
@@ -58,27 +83,49 @@ def load_library(name: str) -> dict[str, type[Element]]:
         hint = f" (did you mean {', '.join(close)}?)" if close else \
             f" (available: {', '.join(sorted(modules))})"
         raise ElementNotFound(f"unknown element library {name!r}{hint}")
-    package = importlib.import_module(modules[name])
-    found: dict[str, type[Element]] = {}
-    module_names = [package.__name__]
-    if hasattr(package, "__path__"):
-        module_names += [f"{package.__name__}.{m.name}"
-                         for m in pkgutil.iter_modules(package.__path__) if not m.ispkg]
-    for mod_name in sorted(module_names):
-        module = importlib.import_module(mod_name)
-        for obj in vars(module).values():
-            if (isinstance(obj, type) and issubclass(obj, Element) and obj.__module__ == mod_name
-                    and not obj.__dict__.get("ABSTRACT", False)):
-                obj.library = name
-                found[obj.element_name or obj.__name__] = obj
-    return dict(sorted(found.items()))
+    return importlib.import_module(modules[name])
+
+
+def _module_elements(module: ModuleType) -> list[tuple[str, type[Element]]]:
+    """(element name, class) of every concrete element class ``module`` defines."""
+    return [(obj.element_name or obj.__name__, obj) for obj in list(vars(module).values())
+            if isinstance(obj, type) and issubclass(obj, Element)
+            and obj.__module__ == module.__name__ and not obj.__dict__.get("ABSTRACT", False)]
+
+
+def indexed_element(library: str, element: str) -> Optional[type[Element]]:
+    """Element ``element`` of ``library`` found through the package's ``ELEMENT_MODULES`` (or,
+    for a name it lacks, its ``OPEN_ELEMENT_MODULES``), importing only the modules named
+    there; None where there is no such library, the package has no index or the modules it
+    names define no such element (the caller then looks in the whole library, which says
+    what is wrong)."""
+    if library not in library_modules():
+        return None
+    package = importlib.import_module(library_modules()[library])
+    index = getattr(package, "ELEMENT_MODULES", None)
+    if not isinstance(index, Mapping):
+        return None
+    where = [index[element]] if element in index else \
+        list(getattr(package, "OPEN_ELEMENT_MODULES", ()))
+    for module_name in where:
+        module = importlib.import_module(f"{package.__name__}.{module_name}")
+        for name, obj in _module_elements(module):
+            if name == element:
+                obj.library = library
+                return obj
+    return None
 
 
 def find_element(type_name: str) -> type[Element]:
-    """The class for ``library.Element``; ElementNotFound with close matches otherwise."""
+    """The class for ``library.Element``, importing only its module where the library's
+    package says which it is (:func:`indexed_element`); ElementNotFound with close matches
+    otherwise."""
     if "." not in type_name:
         raise ElementNotFound(f"element type {type_name!r} must be 'library.Element'")
     lib, elem = type_name.split(".", 1)
+    indexed = indexed_element(lib, elem)
+    if indexed is not None:
+        return indexed
     elements = load_library(lib)
     if elem not in elements:
         from difflib import get_close_matches  # only when a name is wrong

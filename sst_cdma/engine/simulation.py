@@ -2,16 +2,14 @@
 init phases, setup, run, finish, statistics output."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import io
-
 import sys
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Any, Optional
 
 from sst_cdma.engine.graph_files import to_json as graph_to_json
 from sst_cdma.engine.library import describe_slot, slot_refusal
+from sst_cdma.engine.cyclic_gc import held_back as _no_cyclic_gc
 from sst_cdma.engine.config import ConfigComponent, ConfigError, ConfigGraph, ConfigSubComponent
 from sst_cdma.engine.element import Component, Element, ParamError, SubComponent
 from sst_cdma.engine.kernel import LinkEnd, SimulationError, Simulator
@@ -268,19 +266,3 @@ class Simulation:
 def warn(message: str) -> None:
     """A one-line warning on stderr."""
     print(f"sst: warning: {message}", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Run without Python's cyclic garbage collector. Its full passes rescan every live
-    object, and a simulation's objects (components, streams, results) only grow while it
-    builds and runs, so their cost would grow with the square of the system's size. Building
-    and running make no cyclic garbage worth collecting (peak memory is the same without the
-    collector); it is switched back on afterwards."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -10,11 +10,14 @@ import traceback
 from typing import Callable, NoReturn, Optional, Sequence, Union
 
 from sst_cdma import __version__
-from sst_cdma.engine.config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
-from sst_cdma.engine.progress import PHASES
-from sst_cdma.engine.runner import RunError, RunResult, StructureRunError, run
-from sst_cdma.engine.stop_signals import exit_status, stop_message, stop_on_signals
-from sst_cdma.engine.units import UnitAlgebra
+from sst_cdma.engine.cyclic_gc import held_back
+
+with held_back():  # the engine's imports (networkx, numpy among them) make no cyclic garbage
+    from sst_cdma.engine.config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
+    from sst_cdma.engine.progress import PHASES
+    from sst_cdma.engine.runner import RunError, RunResult, StructureRunError, run
+    from sst_cdma.engine.stop_signals import exit_status, stop_message, stop_on_signals
+    from sst_cdma.engine.units import UnitAlgebra
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -330,7 +333,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for key in sorted(os.environ):
             print(f"{key}={os.environ[key]}")
     model_opts += after
-    result = _run_or_status(args, model_opts)
+    with held_back():  # the element libraries the script imports, the build and the run
+        result = _run_or_status(args, model_opts)
     if isinstance(result, int):
         return result
     _say_done(args, result)

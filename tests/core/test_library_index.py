@@ -1,0 +1,101 @@
+"""A lighter start: the ``cdma`` library's index of where its elements are (a run imports only
+the modules of the elements it names), and the cyclic collector held back while ``sst``
+imports and runs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import components
+from sst_cdma.engine import library
+from sst_cdma.engine.library import find_element, indexed_element, load_library
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_python(code: str) -> str:
+    """Standard output of ``code`` run in a fresh interpreter from the checkout's root."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, check=True,
+                          capture_output=True, text=True)
+    return done.stdout
+
+
+def test_the_index_names_the_module_of_every_element_importing_them_all_finds():
+    open_modules = {f"components.{m}" for m in components.OPEN_ELEMENT_MODULES}
+    everything = load_library("cdma")
+    listed = {name: f"components.{module}" for name, module in
+              components.ELEMENT_MODULES.items()}
+    made_at_import = {name for name, cls in everything.items() if cls.__module__ in open_modules}
+    assert made_at_import, "the codec units are elements of the open module"
+    assert listed == {name: cls.__module__ for name, cls in everything.items()
+                      if name not in made_at_import}
+
+
+@pytest.mark.parametrize("name", sorted(components.ELEMENT_MODULES) + ["ZVC", "LZ4"])
+def test_an_indexed_lookup_finds_the_class_the_whole_library_has(name):
+    found = indexed_element("cdma", name)
+    assert found is load_library("cdma")[name]
+    assert found.type_name() == f"cdma.{name}"
+
+
+def test_a_run_imports_only_the_modules_of_the_elements_it_uses():
+    out = _run_python("""
+        import json, sys
+        from sst_cdma.engine.library import find_element
+        cls = find_element("cdma.HBM")
+        print(json.dumps([cls.type_name(), sorted(m for m in sys.modules
+                                                  if m.startswith("components."))]))
+    """)
+    type_name, imported = json.loads(out)
+    assert type_name == "cdma.HBM"
+    assert "components.hbm" in imported
+    # elements the lookup did not name stay unimported (importing the library imports them)
+    for module in ("components.reporter", "components.cluster_fabric",
+                   "components.pipeline_stage_workload", "components.synthetic_workload"):
+        assert module not in imported
+
+
+def test_a_stale_index_falls_back_to_the_whole_library(monkeypatch):
+    monkeypatch.setattr(components, "ELEMENT_MODULES",
+                        {**components.ELEMENT_MODULES, "HBM": "reporter"})
+    assert indexed_element("cdma", "HBM") is None
+    assert find_element("cdma.HBM") is load_library("cdma")["HBM"]
+
+
+def test_a_library_without_an_index_is_looked_up_whole():
+    assert indexed_element("testElement", "PHOLD") is None
+    assert find_element("testElement.PHOLD").type_name() == "testElement.PHOLD"
+
+
+def test_a_name_the_index_lacks_still_gets_close_matches():
+    with pytest.raises(library.ElementNotFound, match="did you mean cdma.GPU"):
+        find_element("cdma.GPUs")
+    assert indexed_element("cdmaa", "GPU") is None  # the whole-library lookup says why
+    with pytest.raises(library.ElementNotFound, match="unknown element library 'cdmaa'"):
+        find_element("cdmaa.GPU")
+
+
+def test_sst_imports_and_runs_without_the_cyclic_collectors_older_generations():
+    # before: over a hundred collections while the main job imported its packages, many of
+    # them of the older generations, which scan every object imported so far
+    out = _run_python("""
+        import contextlib, gc, io, json
+        passes = []
+        gc.callbacks.append(lambda phase, info: phase == "start"
+                            and passes.append(info["generation"]))
+        from sst_cdma.tools.cli.sst_main import main
+        on_after_import = gc.isenabled()
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = main(["topologies/phold_torus.py", "--", "--size", "3"])
+        print(json.dumps([code, on_after_import, gc.isenabled(), passes]))
+    """)
+    code, on_after_import, on_after_run, passes = json.loads(out)
+    assert code == 0
+    assert on_after_import and on_after_run  # switched back on for whoever imported sst
+    assert [generation for generation in passes if generation > 0] == []
+    assert len(passes) <= 5  # the youngest generation, between the held stretches
