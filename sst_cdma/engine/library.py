@@ -6,13 +6,14 @@ class (or its ``element_name``). Only the engine's test libraries are built in; 
 library, this distribution's ``cdma`` (the package ``components``) included, registers its
 package under the entry-point group ``sst_cdma.elements``.
 
-A package may also say where its elements are, so that a run imports only the modules of the
-elements it uses (:func:`find_element`) rather than the whole library: ``ELEMENT_MODULES``, a
-mapping of element name to the module (within the package) that defines it, and
-``OPEN_ELEMENT_MODULES``, the modules that make elements at import whose names are not known
-beforehand (looked in for a name the mapping lacks). A name found in neither is looked up in
-the whole library, as for a package without them; listing (``sst-info``, :func:`load_library`)
-always imports every module.
+A package may also let a run import only the modules of the elements it uses
+(:func:`find_element`) rather than the whole library, by declaring ``OPEN_ELEMENT_MODULES``:
+the modules that make elements at import whose names are not known beforehand (the codec
+units). Its other elements are found through its modules' source text, each top-level
+``class NAME`` naming where a class of that name is defined (read once, without importing
+anything), so adding an element stays one file. A name found in neither is looked up in the
+whole library, as for a package without the declaration; listing (``sst-info``,
+:func:`load_library`) always imports every module.
 
 Topology scripts ship the same way: a package registered under ``sst_cdma.topologies`` holds
 scripts (``*.py`` beside its ``__init__.py``) that ``sst NAME.py`` finds by name when no such
@@ -23,11 +24,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import re
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Mapping, Optional
+from typing import Optional
 
 from sst_cdma.engine.element import Element, SubComponent, SubComponentSlot
 
@@ -93,20 +95,36 @@ def _module_elements(module: ModuleType) -> list[tuple[str, type[Element]]]:
             and obj.__module__ == module.__name__ and not obj.__dict__.get("ABSTRACT", False)]
 
 
+_CLASS = re.compile(r"^class ([A-Za-z_][A-Za-z0-9_]*)\b", re.MULTILINE)
+
+
+@lru_cache(maxsize=None)
+def class_index(folder: str) -> dict[str, tuple[str, ...]]:
+    """Class name -> the modules (of the package in ``folder``) whose source defines a
+    top-level class of that name, read from the files without importing them."""
+    index: dict[str, list[str]] = {}
+    for path in sorted(Path(folder).glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        for name in _CLASS.findall(path.read_text(encoding="utf-8")):
+            index.setdefault(name, []).append(path.stem)
+    return {name: tuple(modules) for name, modules in index.items()}
+
+
 def indexed_element(library: str, element: str) -> Optional[type[Element]]:
-    """Element ``element`` of ``library`` found through the package's ``ELEMENT_MODULES`` (or,
-    for a name it lacks, its ``OPEN_ELEMENT_MODULES``), importing only the modules named
-    there; None where there is no such library, the package has no index or the modules it
-    names define no such element (the caller then looks in the whole library, which says
-    what is wrong)."""
+    """Element ``element`` of ``library`` found through the modules of the package whose
+    source defines a class of that name (:func:`class_index`; for a name none defines, its
+    ``OPEN_ELEMENT_MODULES``), importing only those; None where there is no such library, the
+    package does not declare ``OPEN_ELEMENT_MODULES`` or the modules define no such element
+    (the caller then looks in the whole library, which says what is wrong)."""
     if library not in library_modules():
         return None
     package = importlib.import_module(library_modules()[library])
-    index = getattr(package, "ELEMENT_MODULES", None)
-    if not isinstance(index, Mapping):
+    open_modules = getattr(package, "OPEN_ELEMENT_MODULES", None)
+    if open_modules is None or not getattr(package, "__file__", None):
         return None
-    where = [index[element]] if element in index else \
-        list(getattr(package, "OPEN_ELEMENT_MODULES", ()))
+    where = list(class_index(str(Path(package.__file__).parent)).get(element, ())) or \
+        list(open_modules)
     for module_name in where:
         module = importlib.import_module(f"{package.__name__}.{module_name}")
         for name, obj in _module_elements(module):

@@ -25,18 +25,23 @@ def _run_python(code: str) -> str:
     return done.stdout
 
 
-def test_the_index_names_the_module_of_every_element_importing_them_all_finds():
-    open_modules = {f"components.{m}" for m in components.OPEN_ELEMENT_MODULES}
-    everything = load_library("cdma")
-    listed = {name: f"components.{module}" for name, module in
-              components.ELEMENT_MODULES.items()}
-    made_at_import = {name for name, cls in everything.items() if cls.__module__ in open_modules}
+FOLDER = str(Path(components.__file__).parent)
+#: every element class of the library, as importing every module finds them
+EVERYTHING = load_library("cdma")
+OPEN = {f"components.{m}" for m in components.OPEN_ELEMENT_MODULES}
+
+
+def test_the_source_index_names_the_module_of_every_element_importing_them_all_finds():
+    index = library.class_index(FOLDER)
+    made_at_import = {name for name, cls in EVERYTHING.items() if cls.__module__ in OPEN}
     assert made_at_import, "the codec units are elements of the open module"
-    assert listed == {name: cls.__module__ for name, cls in everything.items()
-                      if name not in made_at_import}
+    for name, cls in EVERYTHING.items():
+        if name not in made_at_import:
+            assert cls.__module__ in {f"components.{m}" for m in index[name]}, name
 
 
-@pytest.mark.parametrize("name", sorted(components.ELEMENT_MODULES) + ["ZVC", "LZ4"])
+@pytest.mark.parametrize("name", sorted(n for n, c in EVERYTHING.items()
+                                        if c.__module__ not in OPEN) + ["ZVC", "LZ4"])
 def test_an_indexed_lookup_finds_the_class_the_whole_library_has(name):
     found = indexed_element("cdma", name)
     assert found is load_library("cdma")[name]
@@ -60,11 +65,24 @@ def test_a_run_imports_only_the_modules_of_the_elements_it_uses():
         assert module not in imported
 
 
-def test_a_stale_index_falls_back_to_the_whole_library(monkeypatch):
-    monkeypatch.setattr(components, "ELEMENT_MODULES",
-                        {**components.ELEMENT_MODULES, "HBM": "reporter"})
+def test_a_class_of_the_name_in_no_indexed_module_falls_back_to_the_whole_library(monkeypatch):
+    stale = {**library.class_index(FOLDER), "HBM": ("reporter",)}
+    monkeypatch.setattr(library, "class_index", lambda folder: stale)
     assert indexed_element("cdma", "HBM") is None
     assert find_element("cdma.HBM") is load_library("cdma")["HBM"]
+
+
+def test_a_new_element_file_is_found_without_a_registration_line(tmp_path, monkeypatch):
+    package = tmp_path / "mylib"
+    package.mkdir()
+    (package / "__init__.py").write_text("OPEN_ELEMENT_MODULES = ()\n")
+    (package / "probe.py").write_text(
+        "from sst_cdma.engine.element import Component\n\n\n"
+        "class Probe(Component):\n    \"\"\"A probe.\"\"\"\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(library, "library_modules", lambda: {"mylib": "mylib"})
+    found = indexed_element("mylib", "Probe")
+    assert found is not None and found.__name__ == "Probe"
 
 
 def test_a_library_without_an_index_is_looked_up_whole():
