@@ -121,10 +121,10 @@ def indexed_element(library: str, element: str) -> Optional[type[Element]]:
         return None
     package = importlib.import_module(library_modules()[library])
     open_modules = getattr(package, "OPEN_ELEMENT_MODULES", None)
-    if open_modules is None or not getattr(package, "__file__", None):
+    init = getattr(package, "__file__", None)
+    if open_modules is None or init is None:
         return None
-    where = list(class_index(str(Path(package.__file__).parent)).get(element, ())) or \
-        list(open_modules)
+    where = list(class_index(str(Path(init).parent)).get(element, ())) or list(open_modules)
     for module_name in where:
         module = importlib.import_module(f"{package.__name__}.{module_name}")
         for name, obj in _module_elements(module):
