@@ -73,15 +73,18 @@ def test_a_class_of_the_name_in_no_indexed_module_falls_back_to_the_whole_librar
 
 
 def test_a_new_element_file_is_found_without_a_registration_line(tmp_path, monkeypatch):
-    package = tmp_path / "mylib"
+    package = tmp_path / "probe_library_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("OPEN_ELEMENT_MODULES = ()\n")
     (package / "probe.py").write_text(
         "from sst_cdma.engine.element import Component\n\n\n"
         "class Probe(Component):\n    \"\"\"A probe.\"\"\"\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(library, "library_modules", lambda: {"mylib": "mylib"})
-    found = indexed_element("mylib", "Probe")
+    monkeypatch.setattr(library, "library_modules",
+                        lambda: {"probelib": "probe_library_pkg"})
+    for name in ("probe_library_pkg", "probe_library_pkg.probe"):  # imported by the lookup
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    found = indexed_element("probelib", "Probe")
     assert found is not None and found.__name__ == "Probe"
 
 
