@@ -19,6 +19,7 @@ from sst_cdma.engine.element import MIN_FRACTION, MIN_FRACTION_WHY, Param, SubCo
 from sst_cdma.engine.flows import PS_PER_S
 from sst_cdma.model.dtypes import TF32_MODES
 from sst_cdma.model.gpus import GPUS, GPUSpec
+from sst_cdma.model.stacks import DEFAULT_STACK, STACKS, StackError, check_stack
 from sst_cdma.engine.units import UnitError, parse_bytes
 
 if TYPE_CHECKING:
@@ -53,6 +54,12 @@ _TF32 = Param("tf32", "str", "", "float32 kernels on TF32 tensor cores (Ampere a
               "none, conv (convolutions only) or all (convolutions and matmuls); '': PyTorch's "
               "default (conv where the GPU has TF32, none before Ampere)",
               choices=("", *TF32_MODES))
+_STACK = Param("stack", "str", DEFAULT_STACK, "the training stack whose kernels a "
+               "transformer block launches: fused (the simulator's own set: each element-wise "
+               "layer one kernel, biases in the GEMMs, no dropout), eager (PyTorch: norm, bias "
+               "adds, activation, dropout and residual add one kernel each), compile "
+               "(torch.compile: bias+activation and bias+dropout+add fused) or megatron "
+               "(Megatron-LM/Transformer Engine fused kernels)", choices=STACKS)
 _WORKSPACE_LIMIT = Param("workspace_limit", "str", "", "largest cuDNN workspace one "
                          "convolution kernel may take when the fitted model picks its "
                          "algorithm, e.g. 64MiB (default: no limit)")
@@ -123,10 +130,12 @@ class KernelTimes(SubComponent):
         from sst_cdma.model.kernel_model import ModelError
 
         try:
-            self.model = replace(kernel_model_for(self.owner.params["gpu_preset"], self.spec),
-                                 tf32=self.params["tf32"])
+            preset = self.owner.params["gpu_preset"]
+            stack = check_stack(self.params["stack"], preset, self.spec.tensor_family)
+            self.model = replace(kernel_model_for(preset, self.spec),
+                                 tf32=self.params["tf32"], stack=stack)
             self.model.tf32_mode(self.model.tf32)
-        except ModelError as exc:
+        except (ModelError, StackError) as exc:
             raise ValueError(f"{self.name}: {exc}") from None
         self.model_name = "fitted"
         self.launch_ps = math.ceil(self.model.params.launch_s * PS_PER_S)
@@ -140,7 +149,7 @@ class KernelTimes(SubComponent):
 class FittedKernels(KernelTimes):
     """Kernel times of the model fitted to measured cuDNN kernels (docs/kernel_model.md)."""
 
-    PARAMS = (_WORKSPACE_LIMIT, _TF32, _EFFICIENCY, _OVERHEAD)
+    PARAMS = (_WORKSPACE_LIMIT, _TF32, _STACK, _EFFICIENCY, _OVERHEAD)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
@@ -163,7 +172,7 @@ class MeasuredKernels(KernelTimes):
               "picks algorithms and workspaces, scales times measured on another GPU preset "
               "by its per-layer ratio and prices the kernels the file does not time with its "
               "launch; 'roofline' takes the times as measured", choices=("fitted", "roofline")),
-        _WORKSPACE_LIMIT, _TF32, _EFFICIENCY, _OVERHEAD)
+        _WORKSPACE_LIMIT, _TF32, _STACK, _EFFICIENCY, _OVERHEAD)
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)

@@ -131,10 +131,12 @@ class NetworkWorkload(WorkloadSource):
         """The kernels slot's model or measurement, for this GPU's preset and element type."""
         kernels = self.kernels
         try:
-            tf32 = kernels.model.tf32 if kernels.model is not None else ""
+            model = kernels.model
             return kernel_times_source(kernels.model_name, self.owner.params["gpu_preset"],
-                                       kernels.layer_times, self.params["dtype"], tf32,
-                                       self._fused_attention())
+                                       kernels.layer_times, self.params["dtype"],
+                                       model.tf32 if model is not None else "",
+                                       self._fused_attention(),
+                                       model.stack if model is not None else "fused")
         except (ModelError, WorkloadError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 

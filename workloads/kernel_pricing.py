@@ -20,21 +20,24 @@ fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from sst_cdma.model.fitted import KernelModel
 from sst_cdma.engine.progress import tick, timed
 from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError,
                                          price_attention, price_convs, price_gemm)
+from sst_cdma.model.stacks import DEFAULT_STACK, BlockShape, StackKernel, block_kernels, \
+    kernel_seconds
 
 from .dtypes import itemsize
 from .errors import WorkloadError
 from .network import Layer, LayerInfo, Network
 from .shapes import head_dim
 from .plan import Plan
+from .transformer import split_name
 
-__all__ = ["PricedKernel", "price_network", "limits_from_free_memory"]
+__all__ = ["PricedKernel", "price_network", "stack_kernels", "limits_from_free_memory"]
 
 
 @dataclass(frozen=True)
@@ -167,9 +170,11 @@ def _price_layers(infos: list[LayerInfo], layers: Mapping[str, Layer],
     """:func:`price_network`'s result from the convolutions priced (``conv`` per pass and
     layer): each layer's kernels combined, GEMMs and attention priced here."""
     mode = tf32
+    extra = stack_kernels(infos, model, dtype, layers)
     out: dict[str, dict[str, PricedKernel]] = {}
     for done, info in enumerate(infos):
         tick("pricing kernels: layer", done, len(infos))  # ``done``: the layers before it
+        mine = extra.get(info.name)
         if info.kind == "conv":
             fwd = [conv["fwd"][info.name]]
             bwd = [conv["bwd_data"][info.name]] if info.grad_inputs else []
@@ -178,10 +183,64 @@ def _price_layers(infos: list[LayerInfo], layers: Mapping[str, Layer],
             fwd, bwd = _gemm_kernels(info, batch, model, dtype, mode == "all")
         elif info.kind in _ATTENTION_KINDS:
             fwd, bwd = _attention_kernels(info, layers[info.name], model, dtype, mode == "all")
+        elif mine:  # a memory-bound layer the stack runs as these kernels
+            fwd, bwd = mine["fwd"], mine["bwd"]
         else:
             out[info.name] = {p: PricedKernel(None, "", 0) for p in ("fwd", "bwd")}
             continue
+        if mine and info.kind in ("fc", "linear"):  # a GEMM's own bias kernels (eager)
+            fwd, bwd = fwd + mine["fwd"], bwd + mine["bwd"]
         out[info.name] = {"fwd": _combine(fwd), "bwd": _combine(bwd)}
+    return out
+
+
+def _block_shape(block: Mapping[str, LayerInfo], layers: Mapping[str, Layer], size: int
+                 ) -> Optional[BlockShape]:
+    """The sizes of one transformer block (its layers by the name after ``blk{i}/``); None
+    for a block without the QKV, FFN and activation layers of :mod:`workloads.transformer`."""
+    if not all(k in block for k in ("qkv", "fc1", "act", "ln2")):
+        return None
+    qkv, fc1, act = block["qkv"], block["fc1"], block["act"]
+    return BlockShape(
+        tokens=math.prod(qkv.shape[:-1]), hidden=qkv.input_shapes[0][-1], fc1=fc1.shape[-1],
+        act_out=act.shape[-1], qkv=qkv.shape[-1], itemsize=size,
+        bias=bool(dict(layers[qkv.name].params).get("bias", False)),
+        # dropout on the residual branches where the block has a layer norm (GPT-2's and
+        # OPT's configurations), none with RMSNorm (Llama's)
+        dropout=block["ln2"].kind == "layernorm")
+
+
+def stack_kernels(infos: list[LayerInfo], model: KernelModel, dtype: str,
+                  layers: Mapping[str, Layer]
+                  ) -> dict[str, dict[str, list[KernelPrice]]]:
+    """``{layer: {"fwd"|"bwd": [KernelPrice]}}``: the memory-bound kernels the model's stack
+    (:mod:`sst_cdma.model.stacks`) launches beside each layer of a transformer's blocks, and
+    the final norm's, priced at the GPU's achievable DRAM bandwidth; {} for the default
+    stack or a network without blocks."""
+    stack = getattr(model, "stack", DEFAULT_STACK)
+    if stack == DEFAULT_STACK:
+        return {}
+    by_block: dict[int, dict[str, LayerInfo]] = {}
+    for info in infos:
+        index, part = split_name(info.name)
+        if index is not None:
+            by_block.setdefault(index, {})[part] = info
+    kernels: list[tuple[str, StackKernel]] = []
+    shape: Optional[BlockShape] = None
+    for index, block in sorted(by_block.items()):
+        shape = _block_shape(block, layers, itemsize(dtype))
+        if shape is not None:
+            kernels += [(f"blk{index}/{k.layer}", k) for k in block_kernels(stack, shape)]
+    names = {i.name for i in infos}
+    if shape is not None and "ln_f" in names:
+        kernels += [("ln_f", replace(k, layer="ln_f")) for k in block_kernels(stack, shape)
+                    if k.layer == "ln1" and k.name.startswith("layer_norm")]
+    out: dict[str, dict[str, list[KernelPrice]]] = {}
+    bw, launch = model.hardware.dram_bandwidth, model.params.launch_s
+    for name, k in kernels:
+        if name in names:
+            price = KernelPrice(kernel_seconds(k, bw, launch), k.name, 0)
+            out.setdefault(name, {"fwd": [], "bwd": []})[k.pass_].append(price)
     return out
 
 

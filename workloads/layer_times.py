@@ -249,11 +249,13 @@ def tensor_core_check(times: LayerTimes, network: Network, preset: str) -> Tenso
 
 
 def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
-                        dtype: str = "float32", tf32: str = "", attention: str = "") -> str:
+                        dtype: str = "float32", tf32: str = "", attention: str = "",
+                        stack: str = "fused") -> str:
     """Where a GPU's kernel times come from, as ``summary.json``'s ``kernel_times`` says it:
     ``roofline``, ``model fitted on ...`` (the preset's fitted kernel model; the ``tf32`` mode
     on a GPU with TF32; for a 16-bit ``dtype`` how its convolutions and GEMMs are priced; the
-    fused ``attention`` kernel, if any) or ``measured on DEVICE (FILE)``,
+    fused ``attention`` kernel, if any; the training ``stack`` where not the default) or
+    ``measured on DEVICE (FILE)``,
     with how times measured on another preset are carried over. Raises
     :class:`~sst_cdma.model.kernel_model.ModelError` for a preset the model cannot price and
     :class:`WorkloadError` for a layer-times file that does not load."""
@@ -273,4 +275,4 @@ def kernel_times_source(kernel_model: str, preset: str, layer_times: str = "",
 
     from dataclasses import replace
 
-    return replace(kernel_model_for(preset), tf32=tf32).describe(dtype, attention)
+    return replace(kernel_model_for(preset), tf32=tf32, stack=stack).describe(dtype, attention)

@@ -112,6 +112,7 @@ ELEMENT_OPTIONS: tuple[ElementOption, ...] = (
                   unset_help="one socket's DRAM of the --cpu platform"),
     ElementOption("--layer-times", MEASURED, "layer_times", default=""),
     ElementOption("--tf32", FITTED, "tf32", unset_help="PyTorch's, as above"),
+    ElementOption("--stack", FITTED, "stack"),
     ElementOption("--tensors", ENGINE, "tensors"),
     ElementOption("--functional", ENGINE, "functional"),
     ElementOption("--no-contention", GPU, "hbm_contention", invert=True),

@@ -22,6 +22,7 @@ from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 from sst_cdma.model.dtypes import NO_TF32, TF32_MODES
 from sst_cdma.model.element_params import fitted_word, network_word
 from sst_cdma.model.gpus import GPUS, GPUSpec
+from sst_cdma.model.stacks import DEFAULT_STACK, describe_stack
 from sst_cdma.model.kernel_model import (ATTENTION_KERNELS, HALF_DTYPES, AttentionParams, Hardware,
                            KernelParams, ModelError, TensorCores)
 
@@ -68,6 +69,9 @@ class KernelModel:
     #: the TF32 mode as asked, the fitted kernels' ``tf32`` (:data:`TF32_MODES`; '': PyTorch's
     #: default, :meth:`tf32_mode`)
     tf32: str = ""
+    #: the training stack whose memory-bound kernels a transformer launches
+    #: (:mod:`sst_cdma.model.stacks`; ``fused``: the simulator's own set)
+    stack: str = DEFAULT_STACK
 
     @property
     def description(self) -> str:
@@ -148,6 +152,8 @@ class KernelModel:
             parts.append(f"attention {kernel}: " + (a.fitted_on if a else
                                                     "no tensor cores: the fp32 GEMM rate, "
                                                     "no measurement"))
+        if self.stack != DEFAULT_STACK:  # the default's line is unchanged
+            parts.append(describe_stack(self.stack, self.hardware.dram_bandwidth))
         return "; ".join(parts)
 
 

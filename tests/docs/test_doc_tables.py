@@ -35,6 +35,7 @@ CHECKS = [
     Check("docs/clusters.md", "python -m sst_cdma.tools.collective_fit --fit"),
     Check("docs/gpus.md", "sst-cdma sweep sweeps/systems.yaml -o results/systems", slow=True),
     Check("docs/kernel_model.md", "python benchmarks/bench_tensor_core.py --markdown"),
+    Check("docs/kernel_model.md", "python benchmarks/bench_stacks.py --markdown"),
     Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --committed-params"),
     Check("docs/kernel_model.md", "python benchmarks/bench_kernel_model.py --markdown --tables "
           "logo-params loao-params", slow=True),
