@@ -200,10 +200,13 @@ def _flows(pids: Mapping[str, int], par: ParallelRecords) -> list[dict[str, Any]
     out: list[dict[str, Any]] = []
     for sender in sorted(par.messages, key=lambda g: pids.get(g, 0)):
         coords = par.ranks.get(sender)
-        for m in par.messages[sender] if coords is not None else []:
+        if coords is None:
+            continue
+        for m in par.messages[sender]:
             receiver = gpu_at.get((coords.tp, m.dst, coords.dp))
             recv = recvs.get((receiver, m.src, m.phase, m.seq)) if receiver else None
-            if m.direction != "send" or recv is None or receiver not in pids:
+            if m.direction != "send" or recv is None or receiver is None or \
+                    receiver not in pids:
                 continue
             flow = len(out) // 2 + 1
             out += [{"name": FLOW_NAME, "cat": FLOW_CAT, "ph": "s", "id": flow,
