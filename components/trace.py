@@ -108,6 +108,8 @@ def chrome_trace(gpus: dict[str, GPUResult], full: bool = True,
     order = sorted(gpus, key=lambda n: (0, par.ranks[n].rank, n) if n in par.ranks
                    else (1, 0, n))
     pids = {name: pid for pid, name in enumerate(order, start=1)}
+    groups = {(g.group, g.seq, rank): g for g in par.groups for rank in g.ranks}
+    gpu_of = {c.rank: gpu for gpu, c in par.ranks.items()}
     events: list[dict[str, Any]] = []
     for name in order:
         rep, pid = gpus[name], pids[name]
@@ -123,7 +125,8 @@ def chrome_trace(gpus: dict[str, GPUResult], full: bool = True,
                            "cat": kind, "ph": "X", "pid": pid, "tid": TRACK_OF[kind],
                            "ts": start / 1e6, "dur": (end - start) / 1e6})
         if full:
-            events += _message_events(name, pid, par) + _collective_events(name, pid, par)
+            events += _message_events(name, pid, par) + \
+                _collective_events(name, pid, par, groups, gpu_of)
         events.extend(memory_counter(pid, rep.memory_curve))
     if full:
         events += _flows(pids, par)
@@ -168,12 +171,13 @@ def _message_events(name: str, pid: int, par: ParallelRecords) -> list[dict[str,
     return out
 
 
-def _collective_events(name: str, pid: int, par: ParallelRecords) -> list[dict[str, Any]]:
+def _collective_events(name: str, pid: int, par: ParallelRecords,
+                       group_of: Mapping[tuple[str, int, int], CollectiveRecord],
+                       gpu_of: Mapping[int, str]) -> list[dict[str, Any]]:
     """The GPU's collectives, each an event with its op, group, bytes and (where the fabric
-    recorded it and the GPU's rank is known) the group's ranks and their GPUs in its args."""
+    recorded it, ``group_of`` by (group kind, seq, member rank), and the GPU's rank is known)
+    the group's ranks and their GPUs (``gpu_of``, by rank) in its args."""
     coords = par.ranks.get(name)
-    gpu_of = {c.rank: gpu for gpu, c in par.ranks.items()}
-    group_of = {(g.group, g.seq, rank): g for g in par.groups for rank in g.ranks}
     out = []
     for op, group, seq, tensor, nbytes, start, end in par.collectives.get(name, []):
         args: dict[str, Any] = {"op": op, "group": group, "seq": seq, "tensor": tensor,
