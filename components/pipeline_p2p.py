@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from .gpu import GPU
     from .workload_source import StreamOp
 
-__all__ = ["PeerWaitReason", "PeerWait", "PipelineMessage", "StageHello", "P2PResult",
+__all__ = ["PeerWaitReason", "PeerWait", "PipelineMessage", "StageHello", "P2PMessage",
+           "P2PResult",
            "PipelinePorts", "issue_send", "issue_recv", "recv_pending", "port_of"]
 
 #: the port an op of each phase uses: (a send's, a recv's)
@@ -79,10 +80,32 @@ class StageHello:
     port: str
 
 
+@dataclass(frozen=True)
+class P2PMessage:
+    """One message a GPU's ports sent or received (``direction``: ``send`` or ``recv``): the
+    tensor, the stages it went from and to, the phase it was sent in and its number ``seq``
+    among the sender's messages of that phase on that port (so a send and the recv that took
+    it share ``src``, ``phase`` and ``seq``), its bytes, and on this GPU's timeline when it
+    began and ended (a send: from its first byte leaving to its last; a recv: from the stream
+    reaching it to its taking the landed message)."""
+
+    direction: str
+    tensor: str
+    src: int
+    dst: int
+    phase: str
+    seq: int
+    nbytes: int
+    start_ps: int
+    end_ps: int
+
+
 @dataclass
 class P2PResult:
     """What one GPU's pipeline ports carried: its ``stage``, the bytes it sent and received,
-    the messages each way and the time its stream waited for messages in ``recv``."""
+    the messages each way and the time its stream waited for messages in ``recv``, and each
+    message (``messages``, in the order they were sent or taken: what the Chrome trace pairs
+    into flow arrows)."""
 
     gpu: str
     stage: int
@@ -91,6 +114,7 @@ class P2PResult:
     sends: int
     recvs: int
     recv_wait_ps: int
+    messages: list[P2PMessage] = field(default_factory=list, repr=False)
 
 
 class PipelinePorts(SubComponent):
@@ -133,6 +157,7 @@ class PipelinePorts(SubComponent):
         #: when each port's earlier messages have left, per port
         self.free_at: dict[str, int] = {"prev": 0, "next": 0}
         self.waiting_since: Optional[int] = None
+        self.messages: list[P2PMessage] = []
         self.sent_bytes = self.received_bytes = self.sends = self.recvs = self.wait_ps = 0
         self.stat_sent = self.register_statistic("sent_bytes")
         self.stat_wait = self.register_statistic("recv_wait_ps")
@@ -190,6 +215,8 @@ class PipelinePorts(SubComponent):
         self.sends += 1
         self.stat_sent.add_data(nbytes)
         self.gpu.timeline.append(("send", f"{op.name} -> stage {op.peer}", start, left))
+        self.messages.append(P2PMessage("send", op.name, self.params["stage"],
+                                        self.far_stage[port], op.phase, seq, nbytes, start, left))
 
     # -- receiving ---------------------------------------------------------------------------
     def _landed(self, port: str, message: PipelineMessage) -> None:
@@ -222,6 +249,11 @@ class PipelinePorts(SubComponent):
                 f"bytes) got {message.tensor} ({message.nbytes} bytes) from stage "
                 f"{message.stage}: the two stages' streams disagree")
         self.taken[(wait.port, wait.phase)] = wait.seq + 1
+        now = self.sim.now
+        self.messages.append(P2PMessage(
+            "recv", message.tensor, message.stage, self.params["stage"], message.phase,
+            message.seq, message.nbytes,
+            now if self.waiting_since is None else self.waiting_since, now))
         if self.waiting_since is not None:
             waited = self.sim.now - self.waiting_since
             self.wait_ps += waited
@@ -234,7 +266,8 @@ class PipelinePorts(SubComponent):
     def finish(self) -> None:
         """Publish what the ports carried."""
         self.publish(P2PResult(self.gpu.name, self.params["stage"], self.sent_bytes,
-                               self.received_bytes, self.sends, self.recvs, self.wait_ps))
+                               self.received_bytes, self.sends, self.recvs, self.wait_ps,
+                               self.messages))
 
 
 def port_of(op: "StreamOp", where: str, far_stage: dict[str, int]) -> str:

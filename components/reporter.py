@@ -15,7 +15,7 @@ from sst_cdma.engine.element import Component, Param
 
 from .console import console_summary
 from .summary import SystemResults, compose_summary
-from .trace import chrome_trace
+from .trace import chrome_trace, parallel_records
 
 
 class Reporter(Component):
@@ -57,5 +57,6 @@ class Reporter(Component):
                                               encoding="utf-8")
             if self.params["trace"]:
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
-                    runs.gpus, self.simulation.full_trace)) + "\n",
+                    runs.gpus, self.simulation.full_trace,
+                    parallel_records(self.simulation.results))) + "\n",
                                                 encoding="utf-8")

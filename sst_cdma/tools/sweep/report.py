@@ -9,7 +9,13 @@ another are listed, not drawn (:mod:`.figure_choice`). Points that do not fit in
 (:mod:`.fit`) are listed first, marked on every plot and in every table, and never chosen as
 the point whose timeline is drawn while another fits; a peak memory is drawn with the capacity
 it is held against. A multi-GPU sweep's ``gpus.csv`` (one row per point and GPU) gives each
-GPU's memory verdicts: a GPU that does not fit is listed by name beside its point.
+GPU's memory verdicts: a GPU that does not fit is listed by name beside its point. Points
+that ran a pipeline get its per-stage plots (:mod:`.stage_plots`: peak memory per stage against
+the capacity, the step's breakdown per stage), a panel per point.
+
+``sst-cdma report`` on one run's output folder (a ``summary.json``, no ``results.csv``) writes
+that run's report: its pipeline's per-stage plots, its GPU memory over time, its per-layer
+timeline and its plan, whichever it has.
 
 The report is written into a folder beside the output and moved in once whole: a report that
 fails halfway (a full disk) leaves the previous one as it was.
@@ -24,7 +30,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from sst_cdma.engine.file_safety import remove_tree
 from workloads.stream import STREAM_FILE
@@ -39,7 +45,11 @@ from sst_cdma.tools.sweep.fit import (Memory, capacity_of, does_not_fit, gpu_unf
 from sst_cdma.tools.sweep.figure_units import Axis, axis_for
 from sst_cdma.tools.sweep.marks import display_path
 from sst_cdma.tools.sweep.table import PARAM_PREFIXES
-from sst_cdma.tools.sweep.point_plots import PointPlotError, draw_memory, draw_timeline, memory_tracks
+from sst_cdma.tools.sweep.point_plots import (PointPlotError, draw_memory, draw_timeline,
+                                              memory_tracks, read_summary)
+from sst_cdma.tools.sweep.stage_plots import (MAX_PANELS, StagePlotError, draw_stage_breakdown,
+                                              draw_stage_memory, stage_breakdown, stage_memory,
+                                              stage_table)
 
 #: an earlier report.md in the output folder (read for the plots it shows)
 REPORT_FILE = FileKind("a report.md", 64 * MIB)
@@ -371,6 +381,7 @@ def _compose(csv: Path, frame: Any, x: Optional[str], timeline: Optional[int],
                and not pd.api.types.is_bool_dtype(frame[c])]
     drawn = _ratio_section(draft)
     drawn.update(_breakdown_section(draft, timeline))
+    _sweep_stage_section(draft)
     _figures_section(draft, figures, drawn)
     failed = frame[frame["status"] != "ok"]
     if len(failed):
@@ -420,9 +431,33 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
     cannot be drawn or the report cannot be written (a full disk: the previous report is then
     left as it was). ``timeline`` picks the point whose per-layer timeline, GPU memory
     (``memory.png``, from the point's trace.json) and plan are drawn (default: the one that
-    stalls most)."""
+    stalls most). ``results`` may also be one run's output folder (:func:`is_run_folder`):
+    then its report is :func:`_compose_run`'s, and ``x`` and ``timeline`` are refused."""
+    if is_run_folder(results):
+        for name, value in (("--x", x), ("--timeline", timeline)):
+            if value is not None:
+                raise ReportError(f"{name} {value}: {display_path(Path(results))} is one run's "
+                                  "output folder, not a sweep's: there is no sweep to choose in")
+        folder = Path(results)
+        return _write(Path(output) if output is not None else folder / "report",
+                      lambda staging: _compose_run(folder, staging))
     csv, frame, gpus = load_tables(results)
-    out = Path(output) if output is not None else csv.parent / "report"
+    return _write(Path(output) if output is not None else csv.parent / "report",
+                  lambda staging: _compose(csv, frame, x, timeline, staging, gpus))
+
+
+def is_run_folder(path: Union[str, Path]) -> bool:
+    """Whether ``path`` is one run's output folder (``sst --output-directory``): a folder
+    holding a ``summary.json`` and no sweep table (``results.csv``)."""
+    folder = Path(path)
+    return folder.is_dir() and (folder / "summary.json").is_file() and \
+        not (folder / "results.csv").exists()
+
+
+def _write(out: Path, compose: Callable[[Path], list[str]]) -> Report:
+    """Write a report into ``out`` through a staging folder: ``compose`` writes report.md and
+    the plots into the folder it is given and returns the plots' names; then they are moved
+    in (ReportError when that cannot be done: the previous report stays as it was)."""
     _make_output(out)
     for stale in stale_folders(out, ".report.partial-"):  # left by a killed report
         remove_tree(stale)
@@ -432,7 +467,7 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
         raise ReportError(f"{display_path(out)}: cannot write the report: "
                           f"{exc.strerror or exc}") from None
     try:
-        plots = _compose(csv, frame, x, timeline, staging, gpus)
+        plots = compose(staging)
         _publish(staging, out, plots)
     except OSError as exc:
         raise ReportError(f"{display_path(out)}: cannot write the report: "
@@ -441,6 +476,94 @@ def write_report(results: Union[str, Path], output: Union[str, Path, None] = Non
     finally:
         remove_tree(staging)
     return Report(markdown=out / "report.md", plots=[out / name for name in plots])
+
+
+def _stage_panels(summaries: list[tuple[str, Path]]) -> tuple[list[Any], list[Any]]:
+    """The (title, stages) panels of the stage memory and breakdown plots of each (title,
+    summary.json) that ran a pipeline; ReportError when one's pipeline is malformed."""
+    memory, breakdown = [], []
+    for title, path in summaries:
+        try:
+            summary = read_summary(path)
+            stages = stage_memory(summary, display_path(path))
+            shares = stage_breakdown(summary, display_path(path))
+        except (PointPlotError, StagePlotError) as exc:
+            raise ReportError(str(exc)) from None
+        if stages:
+            memory.append((title, stages))
+            breakdown.append((title, shares))
+    return memory, breakdown
+
+
+def _stage_plots(draft_plot: Callable[[str, str, str], None], staging: Path,
+                 summaries: list[tuple[str, Path]], what: str) -> None:
+    """Draw the stage memory and breakdown plots of ``summaries`` (title, summary.json) into
+    ``staging`` and record them (``draft_plot``: name, heading, text); nothing when none ran
+    a pipeline. ``what`` says whose stages they are (``the run's``, ``each point's``)."""
+    memory, breakdown = _stage_panels(summaries)
+    if not memory:
+        return
+    panels = "" if len(memory) == 1 else \
+        " One panel per point: " + "; ".join(title for title, _ in memory) + "."
+    draw_stage_memory(memory, staging / "stage_memory.png", "peak GPU memory per stage")
+    draft_plot("stage_memory.png", "## Peak memory per pipeline stage",
+               f"Peak GPU memory of {what} stages (the most of a stage's GPUs) against the "
+               "GPU's capacity (dashed; named in the legend when above the plot); a stage "
+               "that runs out is cross-hatched, the one that runs out first named." + panels
+               + ("\n\n" + stage_table(memory[0][1], breakdown[0][1]) if len(memory) == 1
+                  else ""))
+    draw_stage_breakdown(breakdown, staging / "stage_breakdown.png",
+                         "the step's breakdown per stage")
+    draft_plot("stage_breakdown.png", "## The step per pipeline stage",
+               f"Each of {what} stages' busy time (its kernels), its time in tensor-parallel "
+               "collectives and its idle time (the bubble, waits in recv included), as "
+               "shares of the step." + panels)
+
+
+def _sweep_stage_section(draft: _Draft) -> None:
+    """The sweep's stage plots: a panel per successful point that ran a pipeline (the first
+    :data:`MAX_PANELS`)."""
+    rows = [row for _, row in draft.ok.iterrows()
+            if (draft.folder / "points" / str(row["key"]) / "summary.json").is_file()]
+    summaries = [(f"point {row['point']}: {_point_label(row, draft.swept)}"
+                  + (" (does not fit)" if row[UNFIT] else ""),
+                  draft.folder / "points" / str(row["key"]) / "summary.json")
+                 for row in rows[:MAX_PANELS]]
+    _stage_plots(lambda n, h, t: draft.plot(n, h, t), draft.staging, summaries,
+                 "each point's")
+
+
+def _compose_run(folder: Path, staging: Path) -> list[str]:
+    """Write one run's report into ``staging``: its pipeline's stage plots, its GPU memory
+    over time, its per-layer timeline and its plan (whichever it has); returns the plots'
+    names."""
+    lines = [f"# Run report: {display_path(folder)}", ""]
+    plots: list[str] = []
+
+    def plot(name: str, heading: str, text: str) -> None:
+        plots.append(name)
+        lines.extend([heading, "", text, "", f"![{heading.lstrip('# ')}]({name})", ""])
+
+    summary = folder / "summary.json"
+    _stage_plots(plot, staging, [("the run", summary)], "the run's")
+    if draw_memory(folder, staging / "memory.png", "the run") is None:
+        plot("memory.png", "## GPU memory over time", "Bytes allocated on each GPU over the "
+             "iteration (the GPU memory counters of its trace.json); black: the capacity.")
+    try:
+        drew = draw_timeline(summary, staging / "timeline.png", "the run")
+    except PointPlotError as exc:
+        raise ReportError(str(exc)) from None
+    if drew:
+        plot("timeline.png", "## Per-layer timeline", "Each layer's kernel time and the time "
+             "the GPU then waited for copies, in iteration order.")
+    if _plan_plot(folder, "the run", staging / "plan.png"):
+        plot("plan.png", "## Per-tensor plan", "What the iteration did with each activation "
+             "tensor, bytes per tensor or per transformer block.")
+    if not plots:
+        lines += ["Nothing to draw: the run's summary has no pipeline, no layers and no "
+                  "plan, and it wrote no trace.json.", ""]
+    (staging / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    return plots
 
 
 def _pick_point(ok: Any, point: Optional[int]) -> Any:
@@ -511,5 +634,5 @@ def _speedups(ok: Any, swept: list[str]) -> Optional[tuple[Any, list[tuple[str, 
     return table, present  # type: ignore[return-value]
 
 
-__all__ = ["write_report", "load_results", "load_tables", "swept_columns", "memory_tracks", "system_keys",
+__all__ = ["write_report", "is_run_folder", "load_results", "load_tables", "swept_columns", "memory_tracks", "system_keys",
            "Report", "ReportError", "SYSTEM_KEYS_HOOK"]
