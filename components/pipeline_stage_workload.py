@@ -18,6 +18,7 @@ from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
+from workloads.parallel.zero import DP_GROUP
 from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
@@ -48,15 +49,16 @@ def _stage_policy(policy: str) -> None:
         raise ValueError(str(exc)) from None
 
 
-def tp_collectives(gpu: "GPU") -> tuple[int, int]:
-    """The GPU's collectives over its tp group, from its fabric port's records: how many, and
-    the time its stream spent in them (each from its compute stream draining to the group's
-    answer: the rank's exposed tensor-parallel communication); (0, 0) without a port."""
+def tp_collectives(gpu: "GPU", kind: str = TP_GROUP) -> tuple[int, int]:
+    """The GPU's collectives over its group of ``kind`` (its tp group by default), from its
+    fabric port's records: how many, and the time its stream spent in them (each from its
+    compute stream draining to the group's answer: the rank's exposed communication over
+    that group); (0, 0) without a port."""
     port = gpu.subcomponent("collectives")
     if not isinstance(port, CollectivePort):
         return 0, 0
     mine = [end - start for _, group, _, _, _, start, end in port.result.collectives
-            if group == TP_GROUP]
+            if group == kind]
     return len(mine), sum(mine)
 
 
@@ -116,6 +118,15 @@ class PipelineStageWorkload(WorkloadSource):
               maximum=MAX_EXACT_COUNT, why_maximum=f"a rank count is {MAX_EXACT_COUNT_WHY}"),
         Param("tp_rank", "int", 0, "this GPU's tensor-parallel rank in its stage (0 first; "
               "every rank of a stage runs the same shard stream)", minimum=0),
+        Param("dp", "int", 1, "data-parallel size: the stage's weight gradients are "
+              "reduced over its dp group after its last backward pass (ZeRO's collectives; "
+              "the GPU's collectives slot on a cdma.ClusterFabric)", minimum=1,
+              maximum=MAX_EXACT_COUNT, why_maximum=f"a rank count is {MAX_EXACT_COUNT_WHY}"),
+        Param("dp_rank", "int", 0, "this GPU's data-parallel rank (0 first; every replica "
+              "runs the same stream)", minimum=0),
+        Param("zero", "int", 0, "ZeRO stage over dp: 0 all-reduces the gradients; 1 and 2 "
+              "reduce-scatter them, all-gather the updated weights and hold 1/dp of the "
+              "optimizer states (3 is not built yet)", minimum=0, maximum=3),
         Param("sequence_parallel", "bool", False, "sequence parallelism (needs tp above 1): "
               "norms and residuals on sequence / tp, all-gathers and reduce-scatters in place "
               "of the all-reduces"),
@@ -127,14 +138,15 @@ class PipelineStageWorkload(WorkloadSource):
         if p["network"]:
             self.optimizer = p["optimizer"]
         try:
-            self.layout = make_layout(self._shape(), tp=p["tp"], pp=p["pp"], vpp=p["vpp"],
+            self.layout = make_layout(self._shape(), tp=p["tp"], pp=p["pp"], dp=p["dp"],
+                                      zero=p["zero"], vpp=p["vpp"],
                                       schedule=p["schedule"], micro_batches=p["micro_batches"],
                                       micro_batch_size=p["batch"],
                                       stage_split=self._stage_split(),
                                       sequence_parallel=p["sequence_parallel"])
         except (LayoutError, WorkloadError, OSError) as exc:
             raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
-        for param, size in (("stage", "pp"), ("tp_rank", "tp")):
+        for param, size in (("stage", "pp"), ("tp_rank", "tp"), ("dp_rank", "dp")):
             if p[param] >= p[size]:
                 raise ValueError(f"{name} ({self.type_name()}): {param} {p[param]} is not one "
                                  f"of {size} {p[size]} ranks (0 to {p[size] - 1})")
@@ -223,7 +235,8 @@ class PipelineStageWorkload(WorkloadSource):
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
             self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name,
-                                                  tied_head(net, p["optimizer"]), shard)
+                                                  tied_head(net, p["optimizer"]), shard,
+                                                  p["optimizer"])
         except ConfigError:
             raise
         except OSError as exc:
@@ -267,4 +280,24 @@ class PipelineStageWorkload(WorkloadSource):
                                          p["micro_batches"], end, gpu.kernel_total,
                                          held_at_once(self.held_spans(gpu)), gpu.memory.peak,
                                          gpu.memory.capacity, gpu.memory.oom, p["tp"],
-                                         p["tp_rank"], *tp_collectives(gpu)))
+                                         p["tp_rank"], *tp_collectives(gpu), p["dp"],
+                                         p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
+                                         *self._throughput_terms()))
+
+    def _throughput_terms(self) -> tuple[int, int, float]:
+        """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence), the whole
+        network's parameters and the GPU preset's dense peak FLOP/s in the network's dtype
+        (its tensor cores' for float16/bfloat16, its fp32 peak otherwise); zeros for the
+        chain of identical layers."""
+        p = self.params
+        if not p["network"]:
+            return 0, 0, 0.0
+        from sst_cdma.model.gpus import GPUS
+
+        net = load_network(p["network"], p["seq_len"])
+        spec = GPUS[self.owner.params["gpu_preset"]]
+        low = p["dtype"] in ("float16", "bfloat16") and spec.tensor_flops
+        from workloads.parallel.tensor import transformer_dims
+
+        return (p["batch"] * transformer_dims(net).seq_len, net.param_count(),
+                spec.tensor_flops if low else spec.peak_flops)
