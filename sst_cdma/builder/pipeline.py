@@ -113,9 +113,9 @@ def _check_network_layout(o: argparse.Namespace) -> None:
                              stage_split=split, sequence_parallel=o.sequence_parallel)
         o.micro_batches = layout.micro_batches
         if o.dp > 1 and o.zero == 3:
-            raise LayoutError(f"--zero 3 with --dp {o.dp}: ZeRO-3 all-gathers each layer's "
+            raise LayoutError(f"zero 3 with dp {o.dp}: ZeRO-3 all-gathers each layer's "
                               "weights ahead of use, which needs asynchronous collectives in "
-                              "the stage streams: not built yet (--zero 0, 1 or 2)")
+                              "the stage streams: not built yet (zero 0, 1 or 2)")
         if o.tp > 1:
             shard_transformer(load_network(o.network, o.seq_len), o.tp, o.sequence_parallel)
     except (LayoutError, WorkloadError) as exc:
