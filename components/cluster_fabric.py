@@ -213,7 +213,8 @@ class ClusterFabric(Component):
         except ClusterError as exc:
             raise ValueError(f"{self.name} ({self.type_name()}): {exc}") from None
         if self._world() > cluster.gpus:
-            raise ValueError(f"{self.name} ({self.type_name()}): {self._world()} ranks, but "
+            what = "ranks" if p["representative"] else "GPUs on its ports"
+            raise ValueError(f"{self.name} ({self.type_name()}): {self._world()} {what}, but "
                              f"nodes={p['nodes']} of {p['node']} hold {cluster.gpus}")
         return cluster
 

@@ -7,6 +7,7 @@ by the GPU's ``kernels`` slot, and with ``tp`` above 1 of one tensor-parallel ra
 with its collectives over its tp group (docs/parallel.md, "Stages of a transformer")."""
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
@@ -35,6 +36,14 @@ if TYPE_CHECKING:
     from .workload_source import Step
 
 __all__ = ["PipelineStageWorkload", "held_at_once", "tp_collectives"]
+
+
+#: the params in which the GPUs of one stage differ (their streams do not)
+TWIN_PARAMS = ("tp_rank", "dp_rank")
+#: per simulation: the stage streams built, by what they depend on
+#: (:meth:`PipelineStageWorkload._twin_key`), shared by the GPUs of a stage
+_BUILT: "weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], StageStream]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def _stage_policy(policy: str) -> None:
@@ -217,15 +226,34 @@ class PipelineStageWorkload(WorkloadSource):
         assert stream.plan is not None, "a rendered stream keeps its plan"
         return stream.plan
 
+    def _twin_key(self) -> tuple[object, ...]:
+        """What the stage's stream depends on: every param but the GPU's tp and dp ranks
+        (the ranks of a stage run one stream), the GPU preset and its kernels slot (the
+        element and its params)."""
+        p, kernels = self.params, self.kernels
+        mine = tuple(sorted((k, repr(v)) for k, v in p.items() if k not in TWIN_PARAMS))
+        theirs = tuple(sorted((k, repr(v)) for k, v in kernels.params.items()))
+        return (self.owner.params["gpu_preset"], kernels.type_name(), theirs, mine)
+
     def stage_stream(self) -> StageStream:
-        """The stage's stream and schedule (built once)."""
+        """The stage's stream and schedule (built once, and shared with the GPUs of the same
+        stage in this simulation: the same params and kernels give the same stream)."""
         if self.built is not None:
             return self.built
+        shared = _BUILT.setdefault(self.sim, {})
+        key = self._twin_key()
+        if key in shared:
+            self.built = shared[key]
+            return self.built
+        self.built = shared[key] = self._build_stage_stream()
+        return self.built
+
+    def _build_stage_stream(self) -> StageStream:
+        """The stage's stream and schedule, built."""
         p = self.params
         if not p["network"]:
-            self.built = uniform_stage_stream(self.layout, p["layers"], p["stage"],
-                                              self.uniform, self.name)
-            return self.built
+            return uniform_stage_stream(self.layout, p["layers"], p["stage"], self.uniform,
+                                        self.name)
         try:
             plan = self.rendered_plan()
             transformer_blocks(plan)
@@ -234,16 +262,15 @@ class PipelineStageWorkload(WorkloadSource):
             if p["tp"] > 1:
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
-            self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name,
-                                                  tied_head(net, p["optimizer"]), shard,
-                                                  p["optimizer"])
+            return transformer_stage_stream(plan, self.layout, p["stage"], self.name,
+                                            tied_head(net, p["optimizer"]), shard,
+                                            p["optimizer"])
         except ConfigError:
             raise
         except OSError as exc:
             raise ConfigError(f"{self.name}: cannot read workload: {exc}") from None
         except (StreamError, WorkloadError, ValueError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
-        return self.built
 
     def stream(self, memory_capacity: Optional[int]) -> Stream:
         """The stage's stream (the same for any memory)."""
