@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, ElementOption,
                                             add_element_options, element_params, flag_words,
@@ -200,7 +200,8 @@ def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any)
     work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS + NETWORK_OPTIONS),
                     "layers": o.layers, "stage": s, "tp_rank": t, "dp_rank": d})
     ports = gpu.setSubComponent("p2p", PORTS)
-    ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s})
+    ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s,
+                     **across_nodes(o)})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.dram_bandwidth, "capacity": spec.dram_capacity})
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
@@ -217,13 +218,15 @@ def _fabric(sst: Any, o: argparse.Namespace) -> Any:
     the ``--gpu``'s node preset, as many as the tp x pp x dp ranks fill (8 a node), the
     layout's tp, pp and dp, and with one replica simulated its ``representative`` mode; None
     with tp and dp 1."""
-    if o.tp == 1 and o.dp == 1:
+    if o.tp == 1 and o.dp == 1 and not o.cluster:
         return None
-    node = node_of(o)
+    node = o.cluster or node_of(o)
     gpus = o.tp * o.pp * o.dp
     fabric = sst.Component("fabric", "cdma.ClusterFabric")
     fabric.addParams({"node": node, "nodes": -(-gpus // NODES[node].gpus), "tp": o.tp,
                       "pp": o.pp, "dp": o.dp, "representative": replicas(o) < o.dp})
+    if o.cluster:
+        fabric.addParam("fabric", CLUSTER_FABRICS[o.cluster])
     return fabric
 
 
@@ -250,16 +253,23 @@ def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, name: str
     sst.Link(f"{name}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
 
 
-def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
-                   gpu: str = "hopper") -> argparse.Namespace:
+def build_pipeline(sst: Any, argv: Sequence[str], prog: str, gpu: str = "hopper",
+                   cluster: Optional[str] = None) -> argparse.Namespace:
     """Parse the options and add ``--pp`` stages of ``--tp`` GPUs each, in Megatron's rank
     order, stage s's ``next`` port wired to stage s + 1's ``prev`` between the GPUs of the
-    same tp rank (and the last stage's to the first's with virtual stages, whose chunks go
-    round the ring), with tp above 1 every GPU's collectives port on one cluster fabric, and
-    the reporter."""
-    parser = pipeline_parser(prog, gpu)
+    same tp (and dp) rank (and the last stage's to the first's with virtual stages, whose
+    chunks go round the ring), with tp or dp above 1 every GPU's collectives port on one
+    cluster fabric (replica 0 alone unless ``--simulate-every-rank``), and the reporter.
+    ``cluster`` (a :data:`~sst_cdma.model.clusters.NODES` preset) makes it a cluster of
+    those nodes: its GPUs, a fabric always, and the stages' messages over the NICs where
+    neighbouring stages sit on different nodes (docs/parallel.md, "The cluster
+    topology")."""
+    parser = pipeline_parser(prog, NODES[cluster].gpu if cluster else gpu)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
+    o.cluster = cluster
+    if cluster:
+        _check_cluster(o)
     speak_flags({**flag_words(), **{(opt.element, opt.param): Flag(opt.flag, opt.invert)
                                     for opt in NETWORK_OPTIONS}})
     if o.layers is None:
@@ -279,15 +289,45 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     return o
 
 
+#: the scale-out fabric of each cluster's nodes: their NICs' generation (docs/clusters.md)
+CLUSTER_FABRICS = {"dgx_h100": "rail_ndr", "dgx_a100": "rail_hdr"}
+
+
+def _check_cluster(o: argparse.Namespace) -> None:
+    """A cluster's run: a network's stages on its node's GPUs; one line otherwise."""
+    if not o.network:
+        raise ConfigError("model option error: a cluster's stages run a transformer: give "
+                          "--network (e.g. --network llama3_70b)")
+    if "gpu" in o.given:
+        raise ConfigError(f"model option error: --gpu {o.gpu}: the cluster's GPUs are its "
+                          f"{NODES[o.cluster].name} nodes' ({NODES[o.cluster].gpu})")
+
+
+def across_nodes(o: argparse.Namespace) -> dict[str, str]:
+    """On a cluster whose neighbouring stages sit on different nodes (tp x dp at least the
+    GPUs of a node) and with no ``--p2p-bandwidth``/``--p2p-latency`` given: the ports'
+    bandwidth and latency of one NIC, the network tier's large-message line of the node's
+    collective model (a send/recv is one step over the sender's NIC: docs/clusters.md);
+    otherwise nothing (the ports' own, NVLink's)."""
+    if not o.cluster or o.tp * o.dp < NODES[o.cluster].gpus:
+        return {}
+    from sst_cdma.model.collectives import system_tiers
+
+    line = system_tiers(o.cluster).inter.line("simple")
+    out = {"bandwidth": f"{line.busbw_Bps:.0f}B/s",
+           "latency": f"{round(line.step_latency_s * 1e12)}ps"}
+    return {k: v for k, v in out.items() if f"p2p_{k}" not in o.given}
+
+
 def _system(o: argparse.Namespace) -> str:
     """The console's ``system:`` line."""
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
     model = f" of {o.network}'s blocks" if o.network else ""
-    if o.tp == 1 and o.dp == 1:
+    if o.tp == 1 and o.dp == 1 and not o.cluster:
         return (f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to stage over "
                 "point-to-point links")
-    node = NODES[node_of(o)]
-    if o.dp == 1:
+    node = NODES[o.cluster or node_of(o)]
+    if o.dp == 1 and not o.cluster:
         sp = " with sequence parallelism" if o.sequence_parallel else ""
         return (f"{stages}{model}, each tp {o.tp}{sp} on {o.tp} {GPUS[o.gpu].name}s (rank = "
                 f"tp + {o.tp} x pp), stage to stage over point-to-point links, "
