@@ -28,8 +28,12 @@ TOPOLOGY = REPO / "topologies" / "dgx_h100_cluster.py"
 #: the cases: their options (seq 4096 at bfloat16, one sample a micro-batch)
 CASES = {
     "70b": "--network llama3_70b --tp 8 --pp 4 --dp 16 --micro-batches 16",
-    "405b": "--network llama3_405b --tp 8 --pp 16 --dp 128 --micro-batches {mb405}",
+    "405b": "--network llama3_405b --tp 8 --pp 16 --dp 128 --micro-batches {mb405} "
+            "--stage-split " + ",".join(["7"] + ["8"] * 14 + ["7"]),
 }
+#: the 405B case's split: its 126 blocks do not divide over 16 stages; the end stages, which
+#: hold the embedding and the LM head, take one block fewer (docs/parallel.md, "The cluster
+#: topology", says where that choice comes from)
 COMMON = "--batch 1 --seq-len 4096 --dtype bfloat16"
 TARGET_S, TARGET_GIB = 60.0, 4.0
 
