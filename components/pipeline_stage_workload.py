@@ -309,22 +309,24 @@ class PipelineStageWorkload(WorkloadSource):
                                          gpu.memory.capacity, gpu.memory.oom, p["tp"],
                                          p["tp_rank"], *tp_collectives(gpu), p["dp"],
                                          p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
-                                         *self._throughput_terms()))
+                                         *self._tokens_and_params(), self._peak_flops()))
 
-    def _throughput_terms(self) -> tuple[int, int, float]:
-        """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence), the whole
-        network's parameters and the GPU preset's dense peak FLOP/s in the network's dtype
-        (its tensor cores' for float16/bfloat16, its fp32 peak otherwise); zeros for the
-        chain of identical layers."""
+    def _tokens_and_params(self) -> tuple[int, int]:
+        """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence) and the
+        whole network's parameters; zeros for the chain of identical layers."""
         p = self.params
         if not p["network"]:
-            return 0, 0, 0.0
-        from sst_cdma.model.gpus import GPUS
-
-        net = load_network(p["network"], p["seq_len"])
-        spec = GPUS[self.owner.params["gpu_preset"]]
-        low = p["dtype"] in ("float16", "bfloat16") and spec.tensor_flops
+            return 0, 0
         from workloads.parallel.tensor import transformer_dims
 
-        return (p["batch"] * transformer_dims(net).seq_len, net.param_count(),
-                spec.tensor_flops if low else spec.peak_flops)
+        net = load_network(p["network"], p["seq_len"])
+        return p["batch"] * transformer_dims(net).seq_len, net.param_count()
+
+    def _peak_flops(self) -> float:
+        """The GPU preset's dense peak FLOP/s in the run's dtype: its tensor cores' for
+        float16/bfloat16 (where it has them), its fp32 peak otherwise."""
+        from sst_cdma.model.gpus import GPUS
+
+        spec = GPUS[self.owner.params["gpu_preset"]]
+        low = self.params["dtype"] in ("float16", "bfloat16") and spec.tensor_flops
+        return spec.tensor_flops if low else spec.peak_flops
