@@ -13,7 +13,12 @@ Rendezvous: the k-th collective each member of a group issues over it meets the 
 when the last member has issued it, every member's completes at that time plus the priced time
 (whole picoseconds, rounded up). A member whose k-th is another op, or of other bytes, is an
 error naming both ranks; a run that ends with members still waiting is a deadlock, reported
-with the ranks that wait, the op and the ranks that never issued it."""
+with the ranks that wait, the op and the ranks that never issued it.
+
+With ``representative`` only data-parallel replica 0 is on the ports (ports ``gpuR``, R its
+global rank): a group's collective completes once its simulated members have issued it, priced
+over the whole group on the ranks' real placement; the other replicas are identical, so they
+arrive at the same time (docs/parallel.md, "Symmetry")."""
 from __future__ import annotations
 
 import math
