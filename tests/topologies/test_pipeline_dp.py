@@ -3,7 +3,7 @@ group after its last backward pass (ZeRO 0: all-reduce; 1 and 2: reduce-scatter,
 updated weights all-gathered, each rank holding 1/dp of the optimizer states), priced on the
 ranks' real placement; and the symmetry of data-parallel replicas: replica 0 simulated alone
 gives byte-identical per-rank statistics, step and collective records to simulating every
-replica (8 and 16 GPUs). docs/parallel.md, "Data parallelism" and "Symmetry"."""
+replica (8, 16, 64 and 256 GPUs; from 64 on the dp groups span nodes). docs/parallel.md, "Data parallelism" and "Symmetry"."""
 from __future__ import annotations
 
 import io
@@ -73,7 +73,7 @@ def record_key(r):
             r.end_ps, r.cost)
 
 
-@pytest.mark.parametrize("tp, pp, dp", [(2, 2, 2), (2, 2, 4)])
+@pytest.mark.parametrize("tp, pp, dp", [(2, 2, 2), (2, 2, 4), (2, 2, 16), (2, 2, 64)])
 def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp):
     layout = f"--tp {tp} --pp {pp} --dp {dp}"
     one, s_one = run(layout)
@@ -116,6 +116,7 @@ def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp):
     dp_records = [r for r in fab_one.collectives if r.group == "dp"]
     assert dp_records and all(len(r.ranks) == dp and r.first_ps == r.last_ps
                               for r in dp_records)
+    assert all(("inter" in r.tiers) == (dp * tp > 8) for r in dp_records)
     # what only the full run has: the other replicas' tp groups' collectives, which the
     # fabric's statistics count once per group
     assert len(fab_every.collectives) - len(fab_one.collectives) == \
