@@ -194,13 +194,23 @@ def test_zero_1_shards_the_states_in_each_stage_s_peak_and_dp_crosses_nodes():
     ("--tp 2 --pp 2 --dp 2 --zero 3", "--zero 3 with --dp 2: ZeRO-3 all-gathers"),
     ("--tp 2 --pp 2 --dp 2 --global-batch 5",
      "--global-batch 5 is not a multiple of --batch 1 x --dp 2 = 2"),
+    ("--tp 2 --pp 2 --dp 2 --global-batch 8 --micro-batches 2",
+     "--global-batch 8 is --micro-batches 4 of --batch 1 x --dp 2, but --micro-batches is 2"),
+    ("--dp 2 --gpu ampere", "--dp 2 puts each stage's ranks on a cluster node, but no node "
+     "preset holds --gpu ampere's GPUs"),
 ])
 def test_a_bad_dp_option_is_one_line(opts, message):
+    gpu = "" if "--gpu" in opts else "--gpu hopper"
     with pytest.raises(RunError) as info:
-        sst_cdma.run(PIPELINE, f"--network gpt2_small --gpu hopper {opts}",
-                     console=io.StringIO())
+        sst_cdma.run(PIPELINE, f"--network gpt2_small {gpu} {opts}", console=io.StringIO())
     text = str(info.value)
     assert message in text and "\n" not in text
+
+
+def test_the_chain_of_identical_layers_takes_no_dp():
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, "--pp 2 --dp 2 --zero 1", console=io.StringIO())
+    assert "--dp, --zero need --network" in str(info.value)
 
 
 def test_global_batch_derives_the_micro_batches():
