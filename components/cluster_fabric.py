@@ -13,12 +13,17 @@ Rendezvous: the k-th collective each member of a group issues over it meets the 
 when the last member has issued it, every member's completes at that time plus the priced time
 (whole picoseconds, rounded up). A member whose k-th is another op, or of other bytes, is an
 error naming both ranks; a run that ends with members still waiting is a deadlock, reported
-with the ranks that wait, the op and the ranks that never issued it."""
+with the ranks that wait, the op and the ranks that never issued it.
+
+With ``representative`` only data-parallel replica 0 is on the ports (ports ``gpuR``, R its
+global rank): a group's collective completes once its simulated members have issued it, priced
+over the whole group on the ranks' real placement; the other replicas are identical, so they
+arrive at the same time (docs/parallel.md, "Symmetry")."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec, SubComponentSlot
@@ -106,6 +111,10 @@ class ClusterFabric(Component):
         Param("pp", "int", 1, "pipeline-parallel size of the layout", minimum=1),
         Param("dp", "int", 0, "data-parallel size of the layout (0: the GPUs on the ports "
               "over tp x pp)", minimum=0),
+        Param("representative", "bool", False, "only data-parallel replica 0 is on the ports "
+              "(ports gpuR, R its global rank): each collective is priced for its whole group "
+              "on the ranks' real placement and completes at the replica's arrival, the other "
+              "replicas being identical (needs dp; docs/parallel.md, \"Symmetry\")"),
     )
     PORTS = (Port("gpu%d", "rank N's GPU (its cdma.CollectivePort): ports gpu0 .. gpuN-1, "
                   "one per rank"),)
@@ -121,15 +130,19 @@ class ClusterFabric(Component):
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
+        #: the simulated ranks' links, by global rank
         self.links = self._rank_links()
-        self.world = len(self.links)
+        self.world = self._world()
         self.cluster = self._build_cluster()
         self.collective: ClusterCollective = self.subcomponent("collective")  # type: ignore[assignment]
         self.groups = self._layout_groups()
+        self._check_replica()
         #: per group kind: each rank's group number
         self.group_of = {kind: _index(tables, self.world)
                          for kind, tables in self.groups.items()}
-        self.hellos: list[Optional[CollectiveHello]] = [None] * self.world
+        #: (kind, group) -> its simulated members (all of them, but with one replica)
+        self.simulated: dict[tuple[str, int], tuple[int, ...]] = {}
+        self.hellos: dict[int, CollectiveHello] = {}
         #: collectives some members have issued: (kind, group, seq) -> rank -> its issue
         self.pending: dict[tuple[str, int, int], dict[int, CollectiveIssue]] = {}
         self.prices: dict[tuple[tuple[int, ...], str, int], CollectiveCost] = {}
@@ -140,17 +153,55 @@ class ClusterFabric(Component):
         self.stat_bytes = self.register_statistic("collective_bytes")
 
     # -- construction ----------------------------------------------------------------------
-    def _rank_links(self) -> list[LinkEnd]:
-        """The links of ports gpu0 .. gpuN-1 (every one connected, none skipped)."""
+    def _rank_links(self) -> dict[int, LinkEnd]:
+        """The links of ports gpu0 .. gpuN-1 (every one connected, none skipped; with
+        ``representative``, the ports of replica 0's ranks, checked once the groups are
+        known)."""
         numbers = sorted(int(port[3:]) for port in self.connected_ports())
         if not numbers:
             raise ValueError(f"{self.name} ({self.type_name()}): no GPU on its gpuN ports")
+        if self.params["representative"]:
+            return {i: self.connected_link(f"gpu{i}", self._arrivals_of(i)) for i in numbers}
         if numbers != list(range(len(numbers))):
             missing = sorted(set(range(numbers[-1] + 1)) - set(numbers))
             raise ValueError(f"{self.name} ({self.type_name()}): ports gpu0 .. gpu{numbers[-1]} "
                              f"are the ranks, but gpu{missing[0]} is not connected")
-        return [self.connected_link(f"gpu{i}", self._arrivals_of(i))
-                for i in range(len(numbers))]
+        return {i: self.connected_link(f"gpu{i}", self._arrivals_of(i))
+                for i in range(len(numbers))}
+
+    def _world(self) -> int:
+        """The layout's ranks: the GPUs on the ports, or with ``representative`` tp x pp x
+        dp (dp given)."""
+        p = self.params
+        if not p["representative"]:
+            return len(self.links)
+        if not p["dp"]:
+            raise ValueError(f"{self.name} ({self.type_name()}): representative needs the "
+                             "layout's dp (the replicas not on the ports)")
+        return p["tp"] * p["pp"] * p["dp"]
+
+    def _check_replica(self) -> None:
+        """With ``representative``: the ports are exactly data-parallel replica 0's ranks."""
+        p = self.params
+        if not p["representative"]:
+            return
+        tp, dp = p["tp"], p["dp"]
+        want = [t + s * tp * dp for s in range(p["pp"]) for t in range(tp)]
+        if sorted(self.links) != want:
+            odd = sorted(set(self.links) ^ set(want))[0]
+            raise ValueError(f"{self.name} ({self.type_name()}): representative: the ports "
+                             f"must be replica 0's ranks ({ranks_text(want)}), but gpu{odd} "
+                             f"is {'connected' if odd in self.links else 'not connected'}")
+
+    def members(self, kind: str, index: int) -> tuple[int, ...]:
+        """The simulated members of group ``index`` of ``kind``: all its ranks, or with
+        ``representative`` those of replica 0 (one rank of a dp group)."""
+        key = (kind, index)
+        out = self.simulated.get(key)
+        if out is None:
+            out = tuple(r for r in self.groups[kind][index] if r in self.links)
+            self.simulated[key] = out
+        return out
 
     def _arrivals_of(self, rank: int) -> Callable[[CollectiveIssue], None]:
         """The handler of rank ``rank``'s port."""
@@ -166,9 +217,10 @@ class ClusterFabric(Component):
                                     p["oversubscription"] or None)
         except ClusterError as exc:
             raise ValueError(f"{self.name} ({self.type_name()}): {exc}") from None
-        if self.world > cluster.gpus:
-            raise ValueError(f"{self.name} ({self.type_name()}): {self.world} GPUs on its ports, "
-                             f"but nodes={p['nodes']} of {p['node']} hold {cluster.gpus}")
+        if self._world() > cluster.gpus:
+            what = "ranks" if p["representative"] else "GPUs on its ports"
+            raise ValueError(f"{self.name} ({self.type_name()}): {self._world()} {what}, but "
+                             f"nodes={p['nodes']} of {p['node']} hold {cluster.gpus}")
         return cluster
 
     def _layout_groups(self) -> dict[str, tuple[tuple[int, ...], ...]]:
@@ -189,7 +241,7 @@ class ClusterFabric(Component):
     # -- init and setup ---------------------------------------------------------------------
     def init(self, phase: int) -> None:
         """Collect each rank's hello: its GPU and the group kinds its collectives name."""
-        for rank, link in enumerate(self.links):
+        for rank, link in self.links.items():
             while (msg := link.recv_untimed()) is not None:
                 if not isinstance(msg, CollectiveHello):
                     raise ConfigError(f"{self.name}: port gpu{rank} is not wired to a "
@@ -200,7 +252,8 @@ class ClusterFabric(Component):
         """Check every rank said hello, and every group its collectives name is one of the
         layout's kinds that the model can price (as many ranks on each node it spans)."""
         used: set[str] = set()
-        for rank, hello in enumerate(self.hellos):
+        for rank in self.links:
+            hello = self.hellos.get(rank)
             if hello is None:
                 raise ConfigError(f"{self.name}: port gpu{rank} is not wired to a "
                                   "cdma.CollectivePort (a GPU's 'collectives' slot)")
@@ -217,6 +270,8 @@ class ClusterFabric(Component):
             used.update(hello.groups)
         for kind in sorted(used):
             for index, ranks in enumerate(self.groups[kind]):
+                if not any(r in self.links for r in ranks):
+                    continue  # no simulated member: never priced
                 try:
                     group_shape(self.cluster, ranks)
                 except ClusterError as exc:
@@ -228,7 +283,7 @@ class ClusterFabric(Component):
         """Rank ``rank``'s collective reached the fabric: match it with its group's others;
         once all have come, answer each at the last arrival plus the priced time."""
         index = self.group_of[issue.group][rank]
-        ranks = self.groups[issue.group][index]
+        ranks = self.members(issue.group, index)
         key = (issue.group, index, issue.seq)
         members = self.pending.setdefault(key, {})
         if members:
@@ -244,17 +299,19 @@ class ClusterFabric(Component):
             del self.pending[key]
             self._complete(key, ranks, members)
 
-    def _complete(self, key: tuple[str, int, int], ranks: tuple[int, ...],
+    def _complete(self, key: tuple[str, int, int], simulated: tuple[int, ...],
                   members: dict[int, CollectiveIssue]) -> None:
-        """Every member has issued the collective: price it and answer each member."""
+        """Every simulated member has issued the collective: price it over the whole group
+        and answer each simulated member."""
         kind, index, seq = key
+        ranks = self.groups[kind][index]
         first = next(iter(members.values()))
         cost = self._price(ranks, first.op, first.nbytes, kind, index)
         arrivals = [issue.issued_ps for issue in members.values()]
         last = max(arrivals)
         end = last + math.ceil(cost.time_s * PS_PER_S)
         now = self.sim.now
-        for rank in ranks:
+        for rank in simulated:
             link = self.links[rank]
             link.send(CollectiveDone(kind, seq, end), max(0, end - now - link.latency))
         self.result.collectives.append(CollectiveRecord(
@@ -292,7 +349,7 @@ class ClusterFabric(Component):
         (kind, index, seq), members = min(self.pending.items())
         ranks = self.groups[kind][index]
         first = next(iter(members.values()))
-        absent = [r for r in ranks if r not in members]
+        absent = [r for r in self.members(kind, index) if r not in members]
         more = len(self.pending) - 1
         tail = f" ({more} more collective(s) waiting)" if more else ""
         return (f"{self.name}: deadlock: rank(s) {ranks_text(sorted(members))} wait in "

@@ -21,7 +21,11 @@ class PipelineStageResult:
     the capacity (``memory_capacity_bytes``) and where it first ran out (``out_of_memory``:
     the GPU memory's record, with its ``time_ps``; None if it never did). With tensor
     parallelism: ``tp`` ranks a stage, this GPU's ``tp_rank``, and its collectives over its tp
-    group (``tp_collectives``) with the time its stream spent in them (``tp_comm_ps``)."""
+    group (``tp_collectives``) with the time its stream spent in them (``tp_comm_ps``). With
+    data parallelism: ``dp`` replicas, this GPU's ``dp_rank`` and its collectives over its dp
+    group (``dp_collectives``, ``dp_comm_ps``). For tokens/s and MFU: the tokens of one
+    micro-batch (``tokens``), the whole network's parameters (``model_params``) and the GPU's
+    peak FLOP/s in the run's dtype (``peak_flops``); zeros for a chain of identical layers."""
 
     gpu: str
     stage: int
@@ -39,6 +43,13 @@ class PipelineStageResult:
     tp_rank: int = 0
     tp_collectives: int = 0
     tp_comm_ps: int = 0
+    dp: int = 1
+    dp_rank: int = 0
+    dp_collectives: int = 0
+    dp_comm_ps: int = 0
+    tokens: int = 0
+    model_params: int = 0
+    peak_flops: float = 0.0
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -50,9 +61,13 @@ def pipeline_fields(stages: Sequence[PipelineStageResult],
     the stage that ran out of memory first (None: none did). With tensor parallelism each
     stage has tp GPUs running the same shard stream: its figures are the most of any of them
     (its first GPU named), with its GPUs (``tp_gpus``) and the time in its tp collectives
-    (``tp_comm_time_s``), which is neither busy nor bubble."""
+    (``tp_comm_time_s``), which is neither busy nor bubble. With data parallelism, the time
+    in its dp collectives (``dp_comm_time_s``), the layout's ``dp``, and ``ranks``: every
+    rank of tp x pp x dp with its coordinates and the simulated GPU whose figures are its
+    own (itself, or with one replica simulated its dp-0 twin: docs/parallel.md,
+    "Symmetry"); with a network, ``tokens_per_s`` and ``mfu``."""
     by_stage: dict[int, list[PipelineStageResult]] = {}
-    for r in sorted(stages, key=lambda r: (r.stage, r.tp_rank)):
+    for r in sorted(stages, key=lambda r: (r.stage, r.dp_rank, r.tp_rank)):
         by_stage.setdefault(r.stage, []).append(r)
     step = max(r.end_ps for r in stages)
     first = by_stage[min(by_stage)][0]
@@ -66,7 +81,34 @@ def pipeline_fields(stages: Sequence[PipelineStageResult],
         "stages": entries}
     if first.tp > 1:
         out["tp"] = first.tp
+    if first.dp > 1:
+        out["dp"] = first.dp
+        out["ranks"] = rank_entries(stages)
+    if first.tokens and step:
+        out.update(throughput(first, step))
     return out
+
+
+def throughput(r: PipelineStageResult, step_ps: int) -> dict[str, float]:
+    """Tokens per second (the global batch's tokens, micro-batches x tokens of one x dp, over
+    the step) and MFU (6 x parameters x tokens/s over the GPUs' peak, tp x pp x dp x the
+    preset's peak FLOP/s in the run's dtype): docs/parallel.md, "The cluster topology"."""
+    tokens_per_s = r.micro_batches * r.tokens * r.dp / (step_ps / 10**12)
+    gpus = r.tp * r.pp * r.dp
+    return {"tokens_per_s": tokens_per_s,
+            "mfu": 6 * r.model_params * tokens_per_s / (gpus * r.peak_flops)}
+
+
+def rank_entries(stages: Sequence[PipelineStageResult]) -> list[dict[str, Any]]:
+    """Every rank of the layout, in rank order (tp fastest, then dp, then pp): its
+    coordinates and the simulated GPU its figures are (its own, or its dp-0 twin's when only
+    that replica ran)."""
+    first = stages[0]
+    tp, pp, dp = first.tp, first.pp, first.dp
+    ran = {(r.stage, r.dp_rank, r.tp_rank): r.gpu for r in stages}
+    return [{"rank": t + d * tp + s * tp * dp, "tp": t, "pp": s, "dp": d,
+             "gpu": ran.get((s, d, t)) or ran[(s, 0, t)]}
+            for s in range(pp) for d in range(dp) for t in range(tp)]
 
 
 def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
@@ -76,7 +118,8 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
     r = ranks[0]
     busy = max(x.busy_ps for x in ranks)
     comm = max(x.tp_comm_ps for x in ranks)
-    idle = step - busy - comm
+    dp_comm = max(x.dp_comm_ps for x in ranks)
+    idle = step - busy - comm - dp_comm
     entry: dict[str, Any] = {
         "stage": r.stage, "gpu": r.gpu, "busy_time_s": busy / 10**12,
         "idle_time_s": idle / 10**12, "bubble_share": idle / step if step else 0.0,
@@ -84,9 +127,12 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
         "peak_memory_bytes": max(x.peak_memory_bytes for x in ranks),
         "fits_in_memory": all(x.out_of_memory is None for x in ranks),
         **_port_fields([ports[x.gpu] for x in ranks if x.gpu in ports]),
-        "_worked_ps": busy + comm}
+        "_worked_ps": busy + comm + dp_comm}
     if r.tp > 1:
-        entry.update(tp_gpus=[x.gpu for x in ranks], tp_comm_time_s=comm / 10**12)
+        entry.update(tp_gpus=[x.gpu for x in ranks if x.dp_rank == 0],
+                     tp_comm_time_s=comm / 10**12)
+    if r.dp > 1:
+        entry["dp_comm_time_s"] = dp_comm / 10**12
     return entry
 
 
@@ -119,9 +165,18 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
     stages = f"{p['pp']} stages" if p["pp"] != 1 else "1 stage"
     if "tp" in p:
         stages += f" x tp {p['tp']}"
+    if "dp" in p:
+        stages += f" x dp {p['dp']}"
     lines = [f"{'pipeline:':<16} {stages}, {p['schedule']}{chunks}, "
              f"{p['micro_batches']} micro-batches: step {p['step_time_s'] * ms:.3f} ms, "
              f"bubble {p['bubble_share']:.1%} of the stages' time"]
+    if "tokens_per_s" in p:
+        lines.append(f"  {p['tokens_per_s']:,.0f} tokens/s, MFU {p['mfu']:.1%}")
+    if "ranks" in p:
+        ran = len({entry["gpu"] for entry in p["ranks"]})
+        lines.append(f"  {len(p['ranks'])} ranks, {ran} simulated" + (
+            " (one data-parallel replica; the others are its twins)"
+            if ran < len(p["ranks"]) else ""))
     held = "micro-batch(es)" if p["vpp"] == 1 else "(micro-batch, chunk) passes"
     oom = p["out_of_memory"]
     if oom is not None:
@@ -133,6 +188,8 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
         lines.append(f"  stage {s['stage']} ({gpus}): busy {s['busy_time_s'] * ms:.3f} ms, "
                      + (f"{s['tp_comm_time_s'] * ms:.3f} ms in TP collectives, "
                         if "tp_comm_time_s" in s else "")
+                     + (f"{s['dp_comm_time_s'] * ms:.3f} ms in DP collectives, "
+                        if "dp_comm_time_s" in s else "")
                      + f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
                      "in flight, peak memory "
                      f"{s['peak_memory_bytes'] / 2**20:.1f} MiB"

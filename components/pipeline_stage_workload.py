@@ -7,6 +7,7 @@ by the GPU's ``kernels`` slot, and with ``tp`` above 1 of one tensor-parallel ra
 with its collectives over its tp group (docs/parallel.md, "Stages of a transformer")."""
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
@@ -18,6 +19,7 @@ from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
+from workloads.parallel.zero import DP_GROUP
 from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
@@ -36,6 +38,14 @@ if TYPE_CHECKING:
 __all__ = ["PipelineStageWorkload", "held_at_once", "tp_collectives"]
 
 
+#: the params in which the GPUs of one stage differ (their streams do not)
+TWIN_PARAMS = ("tp_rank", "dp_rank")
+#: per simulation: the stage streams built, by what they depend on
+#: (:meth:`PipelineStageWorkload._twin_key`), shared by the GPUs of a stage
+_BUILT: "weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], StageStream]]" = \
+    weakref.WeakKeyDictionary()
+
+
 def _stage_policy(policy: str) -> None:
     """A policy a pipeline stage renders: any the renderer takes by name (the planner's
     ``auto`` and a ``plan`` file are for one GPU yet)."""
@@ -48,15 +58,16 @@ def _stage_policy(policy: str) -> None:
         raise ValueError(str(exc)) from None
 
 
-def tp_collectives(gpu: "GPU") -> tuple[int, int]:
-    """The GPU's collectives over its tp group, from its fabric port's records: how many, and
-    the time its stream spent in them (each from its compute stream draining to the group's
-    answer: the rank's exposed tensor-parallel communication); (0, 0) without a port."""
+def tp_collectives(gpu: "GPU", kind: str = TP_GROUP) -> tuple[int, int]:
+    """The GPU's collectives over its group of ``kind`` (its tp group by default), from its
+    fabric port's records: how many, and the time its stream spent in them (each from its
+    compute stream draining to the group's answer: the rank's exposed communication over
+    that group); (0, 0) without a port."""
     port = gpu.subcomponent("collectives")
     if not isinstance(port, CollectivePort):
         return 0, 0
     mine = [end - start for _, group, _, _, _, start, end in port.result.collectives
-            if group == TP_GROUP]
+            if group == kind]
     return len(mine), sum(mine)
 
 
@@ -116,6 +127,15 @@ class PipelineStageWorkload(WorkloadSource):
               maximum=MAX_EXACT_COUNT, why_maximum=f"a rank count is {MAX_EXACT_COUNT_WHY}"),
         Param("tp_rank", "int", 0, "this GPU's tensor-parallel rank in its stage (0 first; "
               "every rank of a stage runs the same shard stream)", minimum=0),
+        Param("dp", "int", 1, "data-parallel size: the stage's weight gradients are "
+              "reduced over its dp group after its last backward pass (ZeRO's collectives; "
+              "the GPU's collectives slot on a cdma.ClusterFabric)", minimum=1,
+              maximum=MAX_EXACT_COUNT, why_maximum=f"a rank count is {MAX_EXACT_COUNT_WHY}"),
+        Param("dp_rank", "int", 0, "this GPU's data-parallel rank (0 first; every replica "
+              "runs the same stream)", minimum=0),
+        Param("zero", "int", 0, "ZeRO stage over dp: 0 all-reduces the gradients; 1 and 2 "
+              "reduce-scatter them, all-gather the updated weights and hold 1/dp of the "
+              "optimizer states (3 is not built yet)", minimum=0, maximum=3),
         Param("sequence_parallel", "bool", False, "sequence parallelism (needs tp above 1): "
               "norms and residuals on sequence / tp, all-gathers and reduce-scatters in place "
               "of the all-reduces"),
@@ -127,14 +147,15 @@ class PipelineStageWorkload(WorkloadSource):
         if p["network"]:
             self.optimizer = p["optimizer"]
         try:
-            self.layout = make_layout(self._shape(), tp=p["tp"], pp=p["pp"], vpp=p["vpp"],
+            self.layout = make_layout(self._shape(), tp=p["tp"], pp=p["pp"], dp=p["dp"],
+                                      zero=p["zero"], vpp=p["vpp"],
                                       schedule=p["schedule"], micro_batches=p["micro_batches"],
                                       micro_batch_size=p["batch"],
                                       stage_split=self._stage_split(),
                                       sequence_parallel=p["sequence_parallel"])
         except (LayoutError, WorkloadError, OSError) as exc:
             raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
-        for param, size in (("stage", "pp"), ("tp_rank", "tp")):
+        for param, size in (("stage", "pp"), ("tp_rank", "tp"), ("dp_rank", "dp")):
             if p[param] >= p[size]:
                 raise ValueError(f"{name} ({self.type_name()}): {param} {p[param]} is not one "
                                  f"of {size} {p[size]} ranks (0 to {p[size] - 1})")
@@ -205,15 +226,34 @@ class PipelineStageWorkload(WorkloadSource):
         assert stream.plan is not None, "a rendered stream keeps its plan"
         return stream.plan
 
+    def _twin_key(self) -> tuple[object, ...]:
+        """What the stage's stream depends on: every param but the GPU's tp and dp ranks
+        (the ranks of a stage run one stream), the GPU preset and its kernels slot (the
+        element and its params)."""
+        p, kernels = self.params, self.kernels
+        mine = tuple(sorted((k, repr(v)) for k, v in p.items() if k not in TWIN_PARAMS))
+        theirs = tuple(sorted((k, repr(v)) for k, v in kernels.params.items()))
+        return (self.owner.params["gpu_preset"], kernels.type_name(), theirs, mine)
+
     def stage_stream(self) -> StageStream:
-        """The stage's stream and schedule (built once)."""
+        """The stage's stream and schedule (built once, and shared with the GPUs of the same
+        stage in this simulation: the same params and kernels give the same stream)."""
         if self.built is not None:
             return self.built
+        shared = _BUILT.setdefault(self.sim, {})
+        key = self._twin_key()
+        if key in shared:
+            self.built = shared[key]
+            return self.built
+        self.built = shared[key] = self._build_stage_stream()
+        return self.built
+
+    def _build_stage_stream(self) -> StageStream:
+        """The stage's stream and schedule, built."""
         p = self.params
         if not p["network"]:
-            self.built = uniform_stage_stream(self.layout, p["layers"], p["stage"],
-                                              self.uniform, self.name)
-            return self.built
+            return uniform_stage_stream(self.layout, p["layers"], p["stage"], self.uniform,
+                                        self.name)
         try:
             plan = self.rendered_plan()
             transformer_blocks(plan)
@@ -222,15 +262,15 @@ class PipelineStageWorkload(WorkloadSource):
             if p["tp"] > 1:
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
-            self.built = transformer_stage_stream(plan, self.layout, p["stage"], self.name,
-                                                  tied_head(net, p["optimizer"]), shard)
+            return transformer_stage_stream(plan, self.layout, p["stage"], self.name,
+                                            tied_head(net, p["optimizer"]), shard,
+                                            p["optimizer"])
         except ConfigError:
             raise
         except OSError as exc:
             raise ConfigError(f"{self.name}: cannot read workload: {exc}") from None
         except (StreamError, WorkloadError, ValueError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
-        return self.built
 
     def stream(self, memory_capacity: Optional[int]) -> Stream:
         """The stage's stream (the same for any memory)."""
@@ -267,4 +307,26 @@ class PipelineStageWorkload(WorkloadSource):
                                          p["micro_batches"], end, gpu.kernel_total,
                                          held_at_once(self.held_spans(gpu)), gpu.memory.peak,
                                          gpu.memory.capacity, gpu.memory.oom, p["tp"],
-                                         p["tp_rank"], *tp_collectives(gpu)))
+                                         p["tp_rank"], *tp_collectives(gpu), p["dp"],
+                                         p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
+                                         *self._tokens_and_params(), self._peak_flops()))
+
+    def _tokens_and_params(self) -> tuple[int, int]:
+        """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence) and the
+        whole network's parameters; zeros for the chain of identical layers."""
+        p = self.params
+        if not p["network"]:
+            return 0, 0
+        from workloads.parallel.tensor import transformer_dims
+
+        net = load_network(p["network"], p["seq_len"])
+        return p["batch"] * transformer_dims(net).seq_len, net.param_count()
+
+    def _peak_flops(self) -> float:
+        """The GPU preset's dense peak FLOP/s in the run's dtype: its tensor cores' for
+        float16/bfloat16 (where it has them), its fp32 peak otherwise."""
+        from sst_cdma.model.gpus import GPUS
+
+        spec = GPUS[self.owner.params["gpu_preset"]]
+        low = self.params["dtype"] in ("float16", "bfloat16") and spec.tensor_flops
+        return spec.tensor_flops if low else spec.peak_flops

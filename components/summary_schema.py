@@ -45,6 +45,7 @@ def _k(name: str, types: str, doc: str, when: str = ALWAYS) -> Key:
 ENGINE = "with a cDMA engine"
 PIPELINED = "with pipeline stages (topologies/pipeline_cdma.py)"
 TENSOR_PARALLEL = "with pipeline stages of tp above 1"
+DATA_PARALLEL = "with pipeline stages of dp above 1"
 SEVERAL = "with several GPUs"
 LINK = "with a host link"
 WHOLE = "when the run and that baseline are complete"
@@ -340,6 +341,14 @@ PIPELINE: tuple[Key, ...] = (
     _k("stages", "array", "one entry per stage, in stage order: see `pipeline.stages[]` "
        "below"),
     _k("tp", "integer", "tensor-parallel GPUs of each stage", TENSOR_PARALLEL),
+    _k("dp", "integer", "data-parallel replicas of the pipeline", DATA_PARALLEL),
+    _k("ranks", "array", "every rank of tp x pp x dp in rank order: `rank`, `tp`, `pp`, `dp` "
+       "and `gpu`, the simulated GPU whose figures are its own (itself, or its dp-0 twin when "
+       "one replica is simulated)", DATA_PARALLEL),
+    _k("tokens_per_s", "number", "the global batch's tokens (micro-batches x batch x sequence "
+       "x dp) over the step time", "with pipeline stages of a network"),
+    _k("mfu", "number", "model FLOPs utilization: 6 x parameters x tokens/s over tp x pp x dp "
+       "x the GPU preset's peak FLOP/s in the run's dtype", "with pipeline stages of a network"),
 )
 
 PIPELINE_STAGE: tuple[Key, ...] = (
@@ -348,7 +357,7 @@ PIPELINE_STAGE: tuple[Key, ...] = (
        "then the most of any of its GPUs)"),
     _k("busy_time_s", "number", "time its kernels ran"),
     _k("idle_time_s", "number", "the step time less its busy time (and its time in "
-       "tensor-parallel collectives)"),
+       "tensor-parallel and data-parallel collectives)"),
     _k("bubble_share", "number", "its idle time over the step time"),
     _k("in_flight_max", "integer", "the most (micro-batch, chunk) passes whose activations it "
        "held at once, as simulated (with one chunk a stage: micro-batches)"),
@@ -362,6 +371,8 @@ PIPELINE_STAGE: tuple[Key, ...] = (
     _k("tp_comm_time_s", "number", "time its stream spent in collectives over its tp group "
        "(each from its compute stream draining to the group's answer: blocking, so all "
        "exposed)", TENSOR_PARALLEL),
+    _k("dp_comm_time_s", "number", "time its stream spent in collectives over its dp group "
+       "(ZeRO's gradient reduction and weight all-gather, blocking)", DATA_PARALLEL),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, ElementOption,
                                             add_element_options, element_params, flag_words,
@@ -31,7 +31,8 @@ __all__ = ["pipeline_parser", "build_pipeline", "in_flags"]
 #: the layout's param names and the flags that set them, as its errors name them
 LAYOUT_FLAGS = {"pp": "--pp", "vpp": "--vpp", "micro_batches": "--micro-batches",
                 "schedule": "--schedule", "stage_split": "--stage-split", "tp": "--tp",
-                "sequence_parallel": "--sequence-parallel"}
+                "sequence_parallel": "--sequence-parallel", "dp": "--dp", "zero": "--zero",
+                "global_batch": "--global-batch", "micro_batch_size": "--batch"}
 #: the options of a transformer's stages (``--network``), on the stage element
 NETWORK_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--network", STAGE, "network"),
@@ -43,6 +44,8 @@ NETWORK_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--stage-split", STAGE, "stage_split"),
     ElementOption("--tp", STAGE, "tp"),
     ElementOption("--sequence-parallel", STAGE, "sequence_parallel"),
+    ElementOption("--dp", STAGE, "dp"),
+    ElementOption("--zero", STAGE, "zero"),
 )
 #: the options of the chain of identical layers, which a network's stages do not take
 CHAIN_ONLY = ("layers", "forward_time", "backward_time", "activation")
@@ -58,6 +61,13 @@ def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
                    help="with --network: the codec of each stage's DMA engine, which offloads "
                         "what --policy moves (none: a plain copy engine, vDNN) (default: zvc, "
                         "cDMA)")
+    p.add_argument("--global-batch", type=int, default=None, metavar="N",
+                   help="with --network: samples per optimizer step, micro-batches x --batch x "
+                        "--dp; derives --micro-batches (default: --micro-batches gives it)")
+    p.add_argument("--simulate-every-rank", action="store_true",
+                   help="with --dp above 1: simulate every data-parallel replica (default: "
+                        "replica 0 alone, whose twins are identical; docs/parallel.md, "
+                        "\"Symmetry\")")
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
@@ -95,15 +105,23 @@ def _check_network_layout(o: argparse.Namespace) -> None:
     try:
         shape = ModelShape(layers=d.blocks, heads=d.heads, kv_heads=d.kv_heads,
                            hidden=d.hidden, ffn=d.ffn, vocab=d.vocab)
-        make_layout(shape, tp=o.tp, pp=o.pp, vpp=o.vpp, schedule=o.schedule,
-                    micro_batches=o.micro_batches, stage_split=split,
-                    sequence_parallel=o.sequence_parallel)
+        given = "micro_batches" in o.given or o.global_batch is None
+        layout = make_layout(shape, tp=o.tp, pp=o.pp, dp=o.dp, zero=o.zero, vpp=o.vpp,
+                             schedule=o.schedule,
+                             micro_batches=o.micro_batches if given else None,
+                             global_batch=o.global_batch, micro_batch_size=o.batch,
+                             stage_split=split, sequence_parallel=o.sequence_parallel)
+        o.micro_batches = layout.micro_batches
+        if o.dp > 1 and o.zero == 3:
+            raise LayoutError(f"zero 3 with dp {o.dp}: ZeRO-3 all-gathers each layer's "
+                              "weights ahead of use, which needs asynchronous collectives in "
+                              "the stage streams: not built yet (zero 0, 1 or 2)")
         if o.tp > 1:
             shard_transformer(load_network(o.network, o.seq_len), o.tp, o.sequence_parallel)
     except (LayoutError, WorkloadError) as exc:
         raise ConfigError(f"model option error: --network {o.network}: "
                           f"{in_flags(str(exc))}") from None
-    if o.tp > 1:
+    if o.tp > 1 or o.dp > 1:
         node_of(o)
 
 
@@ -115,7 +133,7 @@ def _check_layout(o: argparse.Namespace) -> None:
         return
     network_only = [f"--{d.replace('_', '-')}" for d in
                     ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp",
-                     "sequence_parallel")
+                     "sequence_parallel", "dp", "zero", "global_batch", "simulate_every_rank")
                     if d in o.given]
     if network_only:
         raise ConfigError(f"model option error: {', '.join(network_only)} need --network: the "
@@ -138,55 +156,77 @@ def node_of(o: argparse.Namespace) -> str:
     nodes = [name for name, node in sorted(NODES.items()) if node.gpu == o.gpu]
     if not nodes:
         have = ", ".join(f"{node.gpu} ({name})" for name, node in sorted(NODES.items()))
-        raise ConfigError(f"model option error: --tp {o.tp} puts each stage's ranks on a "
+        what = f"--tp {o.tp}" if o.tp > 1 else f"--dp {o.dp}"
+        raise ConfigError(f"model option error: {what} puts each stage's ranks on a "
                           f"cluster node, but no node preset holds --gpu {o.gpu}'s GPUs (those "
                           f"that do: {have})")
     return nodes[0]
 
 
-def gpu_name(o: argparse.Namespace, s: int, t: int) -> str:
-    """The GPU of stage ``s``'s tensor-parallel rank ``t``: ``gpuR`` with R its global rank
-    in Megatron's order (t + tp x s, one data-parallel replica), and with tp above 1 its
-    coordinates (``gpu3-tp1-pp1``)."""
-    rank = t + o.tp * s
-    return f"gpu{rank}" if o.tp == 1 else f"gpu{rank}-tp{t}-pp{s}"
+def rank_of_gpu(o: argparse.Namespace, s: int, t: int, d: int = 0) -> int:
+    """The global rank of stage ``s``'s tensor-parallel rank ``t`` in data-parallel replica
+    ``d``, in Megatron's order: t + tp x d + tp x dp x s."""
+    return t + o.tp * d + o.tp * o.dp * s
 
 
-def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, fabric: Any) -> Any:
-    """Stage ``s``'s tensor-parallel rank ``t``: its GPU with its workload and ports, its
-    HBM and, with tp above 1, its port to the cluster fabric; returns the p2p ports."""
+def gpu_name(o: argparse.Namespace, s: int, t: int, d: int = 0) -> str:
+    """The GPU of stage ``s``'s tensor-parallel rank ``t`` in replica ``d``: ``gpuR`` with R
+    its global rank (:func:`rank_of_gpu`), and with tp or dp above 1 its coordinates
+    (``gpu3-tp1-pp1``; ``gpu6-tp0-pp1-dp1``)."""
+    rank = rank_of_gpu(o, s, t, d)
+    if o.tp == 1 and o.dp == 1:
+        return f"gpu{rank}"
+    tp = f"-tp{t}" if o.tp > 1 else ""
+    dp = f"-dp{d}" if o.dp > 1 else ""
+    return f"gpu{rank}{tp}-pp{s}{dp}"
+
+
+def replicas(o: argparse.Namespace) -> int:
+    """The data-parallel replicas simulated: every one with ``--simulate-every-rank``, else
+    replica 0 alone (its twins are identical: docs/parallel.md, "Symmetry")."""
+    return o.dp if o.simulate_every_rank else 1
+
+
+def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any) -> Any:
+    """Stage ``s``'s tensor-parallel rank ``t`` of replica ``d``: its GPU with its workload
+    and ports, its HBM and, with tp or dp above 1, its port to the cluster fabric; returns
+    the p2p ports."""
     spec = GPUS[o.gpu]
-    name = gpu_name(o, s, t)
+    name = gpu_name(o, s, t, d)
+    rank = rank_of_gpu(o, s, t, d)
     gpu = sst.Component(name, "cdma.GPU")
     gpu.addParams({"gpu_preset": o.gpu})
     work = gpu.setSubComponent("workload", STAGE)
     work.addParams({**element_params(o, STAGE, PIPELINE_OPTIONS + NETWORK_OPTIONS),
-                    "layers": o.layers, "stage": s, "tp_rank": t})
+                    "layers": o.layers, "stage": s, "tp_rank": t, "dp_rank": d})
     ports = gpu.setSubComponent("p2p", PORTS)
-    ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s})
+    ports.addParams({**element_params(o, PORTS, PIPELINE_OPTIONS), "stage": s,
+                     **across_nodes(o)})
     hbm = sst.Component(f"{name}.hbm", "cdma.HBM")
     hbm.addParams({"bandwidth": spec.dram_bandwidth, "capacity": spec.dram_capacity})
     sst.Link(f"{name}.l_hbm", "0ps").connect((gpu, "hbm"), (hbm, "gpu"))
     if fabric is not None:
         port = gpu.setSubComponent("collectives", "cdma.CollectivePort")
-        sst.Link(f"{name}.l_fabric", "0ps").connect((port, "fabric"),
-                                                    (fabric, f"gpu{t + o.tp * s}"))
+        sst.Link(f"{name}.l_fabric", "0ps").connect((port, "fabric"), (fabric, f"gpu{rank}"))
     if o.network:
-        _offload_path(sst, o, gpu, hbm, name, t + o.tp * s)
+        _offload_path(sst, o, gpu, hbm, name, rank)
     return ports
 
 
 def _fabric(sst: Any, o: argparse.Namespace) -> Any:
-    """With tp above 1, the cluster fabric that prices the ranks' collectives: nodes of the
-    ``--gpu``'s node preset, as many as the tp x pp GPUs fill (8 a node), the layout's tp and
-    pp with one data-parallel replica; None with tp 1."""
-    if o.tp == 1:
+    """With tp or dp above 1, the cluster fabric that prices the ranks' collectives: nodes of
+    the ``--gpu``'s node preset, as many as the tp x pp x dp ranks fill (8 a node), the
+    layout's tp, pp and dp, and with one replica simulated its ``representative`` mode; None
+    with tp and dp 1."""
+    if o.tp == 1 and o.dp == 1 and not o.cluster:
         return None
-    node = node_of(o)
-    gpus = o.tp * o.pp
+    node = o.cluster or node_of(o)
+    gpus = o.tp * o.pp * o.dp
     fabric = sst.Component("fabric", "cdma.ClusterFabric")
     fabric.addParams({"node": node, "nodes": -(-gpus // NODES[node].gpus), "tp": o.tp,
-                      "pp": o.pp, "dp": 1})
+                      "pp": o.pp, "dp": o.dp, "representative": replicas(o) < o.dp})
+    if o.cluster:
+        fabric.addParam("fabric", CLUSTER_FABRICS[o.cluster])
     return fabric
 
 
@@ -213,16 +253,23 @@ def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, name: str
     sst.Link(f"{name}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
 
 
-def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
-                   gpu: str = "hopper") -> argparse.Namespace:
+def build_pipeline(sst: Any, argv: Sequence[str], prog: str, gpu: str = "hopper",
+                   cluster: Optional[str] = None) -> argparse.Namespace:
     """Parse the options and add ``--pp`` stages of ``--tp`` GPUs each, in Megatron's rank
     order, stage s's ``next`` port wired to stage s + 1's ``prev`` between the GPUs of the
-    same tp rank (and the last stage's to the first's with virtual stages, whose chunks go
-    round the ring), with tp above 1 every GPU's collectives port on one cluster fabric, and
-    the reporter."""
-    parser = pipeline_parser(prog, gpu)
+    same tp (and dp) rank (and the last stage's to the first's with virtual stages, whose
+    chunks go round the ring), with tp or dp above 1 every GPU's collectives port on one
+    cluster fabric (replica 0 alone unless ``--simulate-every-rank``), and the reporter.
+    ``cluster`` (a :data:`~sst_cdma.model.clusters.NODES` preset) makes it a cluster of
+    those nodes: its GPUs, a fabric always, and the stages' messages over the NICs where
+    neighbouring stages sit on different nodes (docs/parallel.md, "The cluster
+    topology")."""
+    parser = pipeline_parser(prog, NODES[cluster].gpu if cluster else gpu)
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
+    o.cluster = cluster
+    if cluster:
+        _check_cluster(o)
     speak_flags({**flag_words(), **{(opt.element, opt.param): Flag(opt.flag, opt.invert)
                                     for opt in NETWORK_OPTIONS}})
     if o.layers is None:
@@ -230,26 +277,64 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str,
     _check_layout(o)
     fabric = _fabric(sst, o)
     links = o.pp if o.vpp > 1 else o.pp - 1
-    ports = {(s, t): _stage(sst, o, s, t, fabric)  # in rank order
-             for s in range(o.pp) for t in range(o.tp)}
-    for t in range(o.tp):
-        for s in range(links):
-            sst.Link(f"{gpu_name(o, s, t)}.l_next", "0ps").connect(
-                (ports[(s, t)], "next"), (ports[((s + 1) % o.pp, t)], "prev"))
+    ports = {(s, d, t): _stage(sst, o, s, t, d, fabric)  # in rank order
+             for s in range(o.pp) for d in range(replicas(o)) for t in range(o.tp)}
+    for d in range(replicas(o)):
+        for t in range(o.tp):
+            for s in range(links):
+                sst.Link(f"{gpu_name(o, s, t, d)}.l_next", "0ps").connect(
+                    (ports[(s, d, t)], "next"), (ports[((s + 1) % o.pp, d, t)], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
     reporter.addParam("system", _system(o))
     return o
+
+
+#: the scale-out fabric of each cluster's nodes: their NICs' generation (docs/clusters.md)
+CLUSTER_FABRICS = {"dgx_h100": "rail_ndr", "dgx_a100": "rail_hdr"}
+
+
+def _check_cluster(o: argparse.Namespace) -> None:
+    """A cluster's run: a network's stages on its node's GPUs; one line otherwise."""
+    if not o.network:
+        raise ConfigError("model option error: a cluster's stages run a transformer: give "
+                          "--network (e.g. --network llama3_70b)")
+    if "gpu" in o.given:
+        raise ConfigError(f"model option error: --gpu {o.gpu}: the cluster's GPUs are its "
+                          f"{NODES[o.cluster].name} nodes' ({NODES[o.cluster].gpu})")
+
+
+def across_nodes(o: argparse.Namespace) -> dict[str, str]:
+    """On a cluster whose neighbouring stages sit on different nodes (tp x dp at least the
+    GPUs of a node) and with no ``--p2p-bandwidth``/``--p2p-latency`` given: the ports'
+    bandwidth and latency of one NIC, the network tier's large-message line of the node's
+    collective model (a send/recv is one step over the sender's NIC: docs/clusters.md);
+    otherwise nothing (the ports' own, NVLink's)."""
+    if not o.cluster or o.tp * o.dp < NODES[o.cluster].gpus:
+        return {}
+    from sst_cdma.model.collectives import system_tiers
+
+    line = system_tiers(o.cluster).inter.line("simple")
+    out = {"bandwidth": f"{line.busbw_Bps:.0f}B/s",
+           "latency": f"{round(line.step_latency_s * 1e12)}ps"}
+    return {k: v for k, v in out.items() if f"p2p_{k}" not in o.given}
 
 
 def _system(o: argparse.Namespace) -> str:
     """The console's ``system:`` line."""
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
     model = f" of {o.network}'s blocks" if o.network else ""
-    if o.tp == 1:
+    if o.tp == 1 and o.dp == 1 and not o.cluster:
         return (f"{stages}{model}, one {GPUS[o.gpu].name} each, stage to stage over "
                 "point-to-point links")
-    sp = " with sequence parallelism" if o.sequence_parallel else ""
-    node = NODES[node_of(o)]
-    return (f"{stages}{model}, each tp {o.tp}{sp} on {o.tp} {GPUS[o.gpu].name}s (rank = tp + "
-            f"{o.tp} x pp), stage to stage over point-to-point links, tensor-parallel "
-            f"collectives on {node.name} nodes' fabric")
+    node = NODES[o.cluster or node_of(o)]
+    if o.dp == 1 and not o.cluster:
+        sp = " with sequence parallelism" if o.sequence_parallel else ""
+        return (f"{stages}{model}, each tp {o.tp}{sp} on {o.tp} {GPUS[o.gpu].name}s (rank = "
+                f"tp + {o.tp} x pp), stage to stage over point-to-point links, "
+                f"tensor-parallel collectives on {node.name} nodes' fabric")
+    sim = ("every replica simulated" if replicas(o) == o.dp else
+           f"replica 0 simulated, its {o.dp - 1} twins priced with it")
+    return (f"{stages}{model} x tp {o.tp} x dp {o.dp} (ZeRO {o.zero}) = "
+            f"{o.tp * o.pp * o.dp} {GPUS[o.gpu].name}s (rank = tp + {o.tp} x dp + "
+            f"{o.tp * o.dp} x pp) on {-(-o.tp * o.pp * o.dp // node.gpus)} {node.name} nodes, "
+            f"{sim}; collectives on the nodes' fabric")

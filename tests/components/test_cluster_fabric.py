@@ -328,3 +328,37 @@ def test_sst_info_lists_the_fabrics_slot_and_ports(capsys):
         assert f"         {param}: " in out
     assert sst_info(["cdma.CollectivePort"]) == 0
     assert "fabric: the link to the cluster fabric" in capsys.readouterr().out
+
+
+def test_one_replica_on_the_ports_prices_each_dp_collective_for_its_whole_group(
+        tmp_path, write_script):
+    # tp 8, dp 2 on 2 nodes: replica 0 (ranks 0-7) alone on the ports, its dp groups priced
+    # over both nodes; the same records as the 16 GPUs simulated, for the groups it is in
+    grad = 256 << 20
+    every = run_cluster(tmp_path, write_script, [block_stream(blocks=1, dp_bytes=grad)] * 16,
+                        nodes=2).results["fabric"]
+    one = run_cluster(tmp_path, write_script, [block_stream(blocks=1, dp_bytes=grad)] * 8,
+                      nodes=2, fabric_params=', "dp": 2, "representative": True'
+                      ).results["fabric"]
+    assert one.ranks == every.ranks == 16
+    dp = [r for r in one.collectives if r.group == "dp"]
+    assert sorted(r.ranks for r in dp) == [(i, i + 8) for i in range(8)]
+    cluster = build_cluster("dgx_h100", 2)
+    for r in dp:
+        assert r.tiers == ("inter",) and r.first_ps == r.last_ps
+        assert r.time_ps == priced_ps(cluster, r.ranks, "ring", "all_reduce", grad)
+    kept = [r for r in every.collectives if min(r.ranks) < 8]
+    assert one.collectives == kept
+
+
+@pytest.mark.parametrize("params, words", [
+    (', "representative": True', "representative needs the layout's dp"),
+    (', "dp": 2, "tp": 4, "representative": True',
+     "the ports must be replica 0's ranks (0-3), but gpu4 is connected"),
+])
+def test_a_representative_fabric_with_other_ports_is_one_line(tmp_path, write_script, params,
+                                                              words):
+    with pytest.raises(RunError) as err:
+        run_cluster(tmp_path, write_script, [block_stream(blocks=1)] * 8, nodes=2,
+                    fabric_params=params)
+    assert words in str(err.value) and "\n" not in str(err.value)

@@ -23,6 +23,10 @@ NOT_CDMA = {"phold_torus.py": "the PHOLD benchmark, no cDMA system",
                                 "test_pipeline_transformer.py)",
             "tp_cdma.py": "tensor-parallel blocks written by hand on a cluster fabric, no "
                           "network: its own options (tests/topologies/test_tp_topology.py)",
+            "dgx_h100_cluster.py": "a transformer over tp x pp x dp ranks of DGX H100 nodes: "
+                                   "the pipeline's options (tests/topologies/test_dgx_cluster.py)",
+            "dgx_a100_cluster.py": "the same on DGX A100 nodes "
+                                   "(tests/topologies/test_dgx_cluster.py)",
             "__init__.py": "the package's marker (topologies ship as package data)"}
 TOPOLOGIES = sorted(p.name for p in (REPO / "topologies").glob("*.py")
                     if p.name not in NOT_CDMA)

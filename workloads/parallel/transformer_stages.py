@@ -57,6 +57,7 @@ from .pipeline import stage_order
 from .ranks import ChunkLayers, stage_plans
 from .stage_stream import PassSpans, SpanKey, StageStream, peers, pipeline_steps
 from .tensor import TP_GROUP
+from .zero import DP_GROUP, model_state_bytes
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChunkCut", "chunk_cuts", "transformer_blocks", "transformer_stage_stream",
            "micro_batch_name", "shard_plan", "TiedHead", "tied_head", "with_tp_collectives",
-           "SEQUENCE_PARALLEL_GRADS"]
+           "SEQUENCE_PARALLEL_GRADS", "with_dp_collectives"]
 
 #: the buffer a stage all-reduces its norms' and row-parallel biases' gradients in, once a
 #: step before the optimizer, with sequence parallelism
@@ -354,6 +355,63 @@ def _sequence_parallel_grads(shard: "TensorShard", layers: Iterable[str], dtype:
              StreamOp("free", name, "update")])
 
 
+def _zero_states(tensors: dict[str, StreamTensor], update: Sequence[StreamOp], dp: int,
+                 zero: int, dtype: str, optimizer: str
+                 ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
+    """Under ZeRO ``zero`` >= 1 over ``dp`` ranks: each layer's optimizer state resized to
+    its 1/dp shard (:func:`~workloads.parallel.zero.model_state_bytes`, the layer's
+    parameters from its weights' bytes) and its step's kernel working on that shard only."""
+    from ..vdnn import OPTIMIZERS, state_name, weight_name
+
+    step = OPTIMIZERS.get(optimizer)
+    if zero == 0 or step is None:
+        return tensors, list(update)
+    out = dict(tensors)
+    ops: list[StreamOp] = []
+    for op in update:
+        if op.op == "compute" and weight_name(op.name) in tensors:
+            params = tensors[weight_name(op.name)].bytes // itemsize(dtype)
+            shard = -(-params // dp)
+            state = state_name(op.name)
+            if state in out:
+                out[state] = replace(out[state], bytes=model_state_bytes(
+                    params, dp, zero, dtype, optimizer).optimizer)
+            op = replace(op, flops=step.flops * shard, dram=step.dram_bytes(shard, dtype))
+        ops.append(op)
+    return out, ops
+
+
+def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTensor],
+                        dp: int, zero: int, dtype: str, optimizer: str
+                        ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
+    """A stage's optimizer step (``update``: its layers' step kernels, in order) with ZeRO's
+    data-parallel collectives over its dp group (:func:`~workloads.parallel.zero.step_collectives`
+    on the stage's own parameters): at stage 0 each weight gradient the step reads is
+    all-reduced in place before the first step kernel; at stages 1 and 2 each is
+    reduce-scattered before it, and each weight the step writes all-gathered in place after
+    the last (the whole buffer's bytes, nccl-tests' convention: the gradient, the weights),
+    and each layer's optimizer state and step shrink to its 1/dp shard. Returns the
+    declarations (resized) and the ops; ``dp`` 1 changes nothing. ZeRO-3 is a
+    :class:`LayoutError`: its per-layer all-gathers need asynchronous collectives."""
+    from ..vdnn import weight_name, wgrad_name
+
+    if dp == 1:
+        return tensors, list(update)
+    if zero == 3:
+        raise LayoutError("zero 3 all-gathers each layer's weights ahead of use, which needs "
+                          "asynchronous collectives in the stage streams: not built yet (zero "
+                          "0, 1 or 2)")
+    steps = [op for op in update if op.op == "compute"]
+    grads = [wgrad_name(op.name) for op in steps if wgrad_name(op.name) in op.reads]
+    weights = [weight_name(op.name) for op in steps if weight_name(op.name) in op.writes]
+    tensors, ops = _zero_states(tensors, update, dp, zero, dtype, optimizer)
+    reduce = "all_reduce" if zero == 0 else "reduce_scatter"
+    before = [StreamOp(reduce, g, "update", group=DP_GROUP) for g in grads]
+    after = [] if zero == 0 else [StreamOp("all_gather", w, "update", group=DP_GROUP)
+                                  for w in weights]
+    return tensors, before + ops + after
+
+
 class _Renamer:
     """Gives micro-batch ``mb``'s copy of each tensor that is not a model state."""
 
@@ -462,7 +520,8 @@ def _tied_copy(tied: TiedHead, dtype: str, last_phase: str
 def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
                              source: str = "<pipeline stage>",
                              tied: Optional[TiedHead] = None,
-                             shard: Optional["TensorShard"] = None) -> StageStream:
+                             shard: Optional["TensorShard"] = None,
+                             optimizer: str = "none") -> StageStream:
     """Stage ``stage``'s stream and schedule under ``layout``, cut from ``plan``, the
     single-GPU render of a transformer for one micro-batch (see the module's docstring): the
     prologue of its model states, every (micro-batch, chunk)'s forward span, every backward
@@ -472,7 +531,10 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     ``shard`` (the tensor-parallel shard ``plan`` renders, tp above 1) each pass runs the
     shard's collectives over its tp group after the layers they follow
     (:func:`with_tp_collectives`), and with sequence parallelism the stage all-reduces its
-    layers' norm and bias gradients before its optimizer step."""
+    layers' norm and bias gradients before its optimizer step. With ``layout.dp`` above 1
+    the step runs ZeRO ``layout.zero``'s collectives over the stage's dp group and holds the
+    optimizer states' shard (:func:`with_dp_collectives`; ``optimizer``, the plan's, sizes
+    them)."""
     if not 0 <= stage < layout.pp:
         raise LayoutError(f"stage {stage} is not a pipeline rank of pp {layout.pp}")
     if shard is not None and shard.tp > 1:
@@ -501,11 +563,15 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
         prologue, update, epilogue = prologue + allocs, update + stepping, epilogue + frees
         extra += copy
         states = states | {t.name for t in copy}
+    declared_here = {t.name: t for t in extra + _declarations(
+        plan, prologue + update + epilogue, states, layout.micro_batches)}
+    declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
+                                                plan.dtype, optimizer)
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + epilogue
-    stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy,
-                    {t.name: t for t in extra + _declarations(plan, ops, states,
-                                                              layout.micro_batches)}, ops)
+    tensors = {t.name: declared_here.get(t.name, t)
+               for t in extra + _declarations(plan, ops, states, layout.micro_batches)}
+    stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy, tensors, ops)
     stream = parse_stream(stream_text(stream), source)
     spans: dict[SpanKey, PassSpans] = {}
     f_at = len(prologue)

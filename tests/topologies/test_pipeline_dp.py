@@ -1,0 +1,220 @@
+"""topologies/pipeline_cdma.py with --dp: each stage's weight gradients reduced over its dp
+group after its last backward pass (ZeRO 0: all-reduce; 1 and 2: reduce-scatter, then the
+updated weights all-gathered, each rank holding 1/dp of the optimizer states), priced on the
+ranks' real placement; and the symmetry of data-parallel replicas: replica 0 simulated alone
+gives byte-identical per-rank statistics, step and collective records to simulating every
+replica (8, 16, 64 and 256 GPUs; from 64 on the dp groups span nodes). docs/parallel.md, "Data parallelism" and "Symmetry"."""
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import pytest
+
+import sst_cdma
+from components.cluster_fabric import ClusterFabricResult
+from components.summary_schema import check_summary
+from sst_cdma.engine.errors import RunError
+from sst_cdma.model.cluster_graph import build_cluster
+from sst_cdma.model.collectives import group_cost
+from workloads import load_network
+from workloads.parallel import ModelShape, make_layout
+from workloads.parallel.tensor import shard_transformer
+from workloads.parallel.transformer_stages import shard_plan, transformer_stage_stream
+from workloads.parallel.zero import model_state_bytes, step_volume_bytes
+from workloads.vdnn import state_name, weight_name, wgrad_name
+
+PIPELINE = "topologies/pipeline_cdma.py"
+SHAPE = ModelShape(layers=12, heads=12, kv_heads=12, hidden=768, ffn=3072, vocab=50257)
+OPTS = "--network gpt2_small --gpu hopper --micro-batches 2 --batch 1 --seq-len 256"
+
+
+def run(opts: str):
+    """The run's result and summary."""
+    result = sst_cdma.run(PIPELINE, f"{OPTS} {opts}", console=io.StringIO())
+    return result, result.reports["summary"]
+
+
+def twin(name: str, tp: int) -> str:
+    """The replica-0 twin of an element name (``gpuR-tpT-ppS-dpD...`` or ``hostR``)."""
+    m = re.match(r"gpu(\d+)(-tp\d+)?(-pp\d+)-dp(\d+)(.*)$", name)
+    if m:
+        rank, d = int(m.group(1)), int(m.group(4))
+        return f"gpu{rank - tp * d}{m.group(2) or ''}{m.group(3)}-dp0{m.group(5)}"
+    m = re.match(r"host(\d+)$", name)
+    assert m is None, "hosts are mapped with their GPU's rank in the test below"
+    return name
+
+
+def statistics_by_element(result, tp: int, dp: int, pp: int) -> dict[tuple, tuple]:
+    """Every GPU-side statistic row (all but the fabric's) keyed by the replica-0 twin of its
+    element, with its values; hosts mapped by rank."""
+    out: dict[tuple, tuple] = {}
+    values = [c for c in result.statistics.columns if "." in c or c == "SimTime"]
+    for row in result.statistics.to_dict("records"):
+        name = row["ComponentName"]
+        if name == "fabric":
+            continue
+        if (m := re.match(r"host(\d+)$", name)):
+            rank = int(m.group(1))
+            d = rank // tp % dp
+            name = f"host{rank - tp * d}"
+        else:
+            name = twin(name, tp)
+        key = (name, row["StatisticName"], row["StatisticSubId"])
+        out.setdefault(key, []).append(tuple(row[c] for c in values))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def record_key(r):
+    """A fabric record's figures."""
+    return (r.group, r.index, r.seq, r.op, r.tensor, r.nbytes, r.ranks, r.first_ps, r.last_ps,
+            r.end_ps, r.cost)
+
+
+@pytest.mark.parametrize("tp, pp, dp", [(2, 2, 2), (2, 2, 4), (2, 2, 16), (2, 2, 64)])
+def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp):
+    layout = f"--tp {tp} --pp {pp} --dp {dp}"
+    one, s_one = run(layout)
+    every, s_every = run(layout + " --simulate-every-rank")
+    assert check_summary(s_one) == [] and check_summary(s_every) == []
+    p_one, p_every = s_one["pipeline"], s_every["pipeline"]
+    # the step and every stage's figures are the same to the byte (the stage's GPUs named
+    # are replica 0's)
+    assert p_one["step_time_s"] == p_every["step_time_s"]
+    assert p_one["stages"] == p_every["stages"]
+    assert {k: v for k, v in p_one.items() if k != "ranks"} == \
+        {k: v for k, v in p_every.items() if k != "ranks"}
+    # every rank reported: its coordinates, and its own GPU or its replica-0 twin
+    gpus = tp * pp * dp
+    assert [e["rank"] for e in p_one["ranks"]] == sorted(e["rank"] for e in p_one["ranks"]) \
+        == list(range(gpus))
+    for a, b in zip(p_one["ranks"], p_every["ranks"]):
+        assert (a["tp"], a["pp"], a["dp"]) == (b["tp"], b["pp"], b["dp"])
+        assert a["rank"] == a["tp"] + tp * a["dp"] + tp * dp * a["pp"]
+        assert b["gpu"].startswith(f"gpu{b['rank']}-") and b["gpu"].endswith(f"-dp{b['dp']}")
+        assert a["gpu"] == twin(b["gpu"], tp)
+    # every statistic of every GPU, its HBM, DMA engine, link, ports and host: each replica's
+    # equal to replica 0's, byte for byte
+    stats_one = statistics_by_element(one, tp, dp, pp)
+    stats_every = statistics_by_element(every, tp, dp, pp)
+    assert stats_one.keys() == stats_every.keys()
+    for key, rows in stats_every.items():
+        assert set(rows) == set(stats_one[key]) and len(set(rows)) == 1, key
+        assert len(rows) == dp
+    # the GPUs' own collective records
+    for name in (n for n in every.results if n.endswith(":collectives[0]")):
+        assert every.results[name].collectives == one.results[twin(name, tp)].collectives
+    # the fabric's: those of groups holding a replica-0 rank, the same in order and figure
+    fab_one, fab_every = one.results["fabric"], every.results["fabric"]
+    assert isinstance(fab_one, ClusterFabricResult)
+    replica0 = {t + tp * dp * s for s in range(pp) for t in range(tp)}
+    kept = [record_key(r) for r in fab_every.collectives if set(r.ranks) & replica0]
+    assert [record_key(r) for r in fab_one.collectives] == kept
+    # each dp collective is priced over its whole group, every replica arriving at once
+    dp_records = [r for r in fab_one.collectives if r.group == "dp"]
+    assert dp_records and all(len(r.ranks) == dp and r.first_ps == r.last_ps
+                              for r in dp_records)
+    assert all(("inter" in r.tiers) == (dp * tp > 8) for r in dp_records)
+    # what only the full run has: the other replicas' tp groups' collectives, which the
+    # fabric's statistics count once per group
+    assert len(fab_every.collectives) - len(fab_one.collectives) == \
+        sum(1 for r in fab_every.collectives if r.group == "tp") * (dp - 1) // dp
+
+
+def stage_stream(stage: int, zero: int, dp: int = 2, pp: int = 2):
+    """Stage ``stage``'s stream under tp 2 x ``pp`` x dp ``dp`` with ZeRO ``zero``."""
+    net = load_network("gpt2_small", 256)
+    shard = shard_transformer(net, 2, False)
+    plan = shard_plan(net, 2, 1, "float32", "none", "adam")
+    layout = make_layout(SHAPE, tp=2, pp=pp, dp=dp, zero=zero, micro_batches=2)
+    return transformer_stage_stream(plan, layout, stage, shard=shard, optimizer="adam")
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_the_stage_s_gradients_are_reduced_over_dp_with_zero_s_volume(zero):
+    for stage in (0, 1):
+        built = stage_stream(stage, zero)
+        plain = stage_stream(stage, zero, dp=1)
+        ops, tensors = built.stream.ops, built.stream.tensors
+        dp_ops = [op for op in ops if op.group == "dp"]
+        steps = [op for op in ops if op.op == "compute" and op.phase == "update"]
+        layers = [op.name for op in steps]
+        params = sum(tensors[weight_name(n)].bytes // 4 for n in layers)
+        reduce = "all_reduce" if zero == 0 else "reduce_scatter"
+        # every gradient the step reads, reduced before the first step kernel; at ZeRO 1-2
+        # every weight it writes all-gathered after the last
+        first_step = ops.index(steps[0])
+        last_step = ops.index(steps[-1])
+        assert [(op.op, op.name) for op in dp_ops if ops.index(op) < first_step] == \
+            [(reduce, wgrad_name(n)) for n in layers]
+        assert [(op.op, op.name) for op in dp_ops if ops.index(op) > last_step] == \
+            ([] if zero == 0 else [("all_gather", weight_name(n)) for n in layers])
+        # ZeRO's per-rank volume (2 psi a step at stages 0-2): an all-reduce moves twice its
+        # buffer, a reduce-scatter or an all-gather once
+        moved = sum(tensors[op.name].bytes * (2 if op.op == "all_reduce" else 1)
+                    for op in dp_ops)
+        assert moved == step_volume_bytes(params, zero, "float32") > 0
+        # the optimizer states: each layer's 1/dp shard from ZeRO 1 on; the step's kernel too
+        for n, step in zip(layers, steps):
+            p = tensors[weight_name(n)].bytes // 4
+            assert tensors[state_name(n)].bytes == \
+                model_state_bytes(p, 2, zero, "float32", "adam").optimizer
+            before = next(op for op in plain.stream.ops
+                          if op.op == "compute" and op.phase == "update" and op.name == n)
+            assert step.flops == (before.flops if zero == 0 else before.flops // p * -(-p // 2))
+
+
+def test_zero_1_shards_the_states_in_each_stage_s_peak_and_dp_crosses_nodes():
+    _, zero0 = run("--tp 2 --pp 1 --dp 8")
+    result, zero1 = run("--tp 2 --pp 1 --dp 8 --zero 1")
+    a, b = zero0["pipeline"]["stages"][0], zero1["pipeline"]["stages"][0]
+    states = [sum(t.bytes for t in stage_stream(0, zero, dp=8, pp=1).stream.tensors.values()
+                  if t.kind == "state") for zero in (0, 1)]
+    # adam's states (held the whole step) shrink to their eighth: the peak drops by as much
+    assert states[1] * 8 == pytest.approx(states[0], rel=1e-3)
+    assert a["peak_memory_bytes"] - b["peak_memory_bytes"] == states[0] - states[1]
+    # 16 GPUs on two DGX H100s: each dp group holds 4 ranks of each node, so its collectives
+    # cross the network tier, priced as the model prices that group
+    fabric = result.results["fabric"]
+    cluster = build_cluster("dgx_h100", 2)
+    dp_records = [r for r in fabric.collectives if r.group == "dp"]
+    assert {r.ranks for r in dp_records} == {tuple(range(t, 16, 2)) for t in (0, 1)}
+    for r in dp_records:
+        assert "inter" in r.tiers
+        cost = group_cost(cluster, r.ranks, "ring", r.op, r.nbytes)
+        assert r.time_ps == math.ceil(cost.time_s * 1e12)
+    assert b["dp_comm_time_s"] * 1e12 == pytest.approx(
+        sum(r.time_ps for r in dp_records if r.ranks[0] == 0), abs=1)
+    assert zero1["pipeline"]["tokens_per_s"] > 0 and 0 < zero1["pipeline"]["mfu"] < 1
+
+
+@pytest.mark.parametrize("opts, message", [
+    ("--tp 2 --pp 2 --dp 2 --zero 3", "--zero 3 with --dp 2: ZeRO-3 all-gathers"),
+    ("--tp 2 --pp 2 --dp 2 --global-batch 5",
+     "--global-batch 5 is not a multiple of --batch 1 x --dp 2 = 2"),
+    ("--tp 2 --pp 2 --dp 2 --global-batch 8 --micro-batches 2",
+     "--global-batch 8 is --micro-batches 4 of --batch 1 x --dp 2, but --micro-batches is 2"),
+    ("--dp 2 --gpu ampere", "--dp 2 puts each stage's ranks on a cluster node, but no node "
+     "preset holds --gpu ampere's GPUs"),
+])
+def test_a_bad_dp_option_is_one_line(opts, message):
+    gpu = "" if "--gpu" in opts else "--gpu hopper"
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, f"--network gpt2_small {gpu} {opts}", console=io.StringIO())
+    text = str(info.value)
+    assert message in text and "\n" not in text
+
+
+def test_the_chain_of_identical_layers_takes_no_dp():
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, "--pp 2 --dp 2 --zero 1", console=io.StringIO())
+    assert "--dp, --zero need --network" in str(info.value)
+
+
+def test_global_batch_derives_the_micro_batches():
+    result = sst_cdma.run(PIPELINE, OPTS.replace("--micro-batches 2", "--tp 2 --pp 2 --dp 2 "
+                                                 "--global-batch 8"), console=io.StringIO())
+    summary = result.reports["summary"]
+    assert summary["pipeline"]["micro_batches"] == 4
