@@ -76,9 +76,10 @@ class ParallelRecords:
 
 def _coords(stage: PipelineStageResult) -> RankCoords:
     """A pipeline stage GPU's rank and coordinates, in Megatron-LM's rank order (tp fastest,
-    then dp, then pp: docs/parallel.md, section 2). A pipeline run is one data-parallel
-    replica (its records carry no dp coordinate), so dp is 0."""
-    return RankCoords(stage.tp_rank + stage.tp * stage.stage, stage.tp_rank, stage.stage, 0)
+    then dp, then pp: docs/parallel.md, section 2): rank = tp + TP (dp + DP pp)."""
+    dp = max(stage.dp, 1)
+    rank = stage.tp_rank + stage.tp * (stage.dp_rank + dp * stage.stage)
+    return RankCoords(rank, stage.tp_rank, stage.stage, stage.dp_rank)
 
 
 def parallel_records(results: Mapping[str, object]) -> ParallelRecords:

@@ -140,3 +140,14 @@ def test_a_single_gpu_run_draws_no_parallel_part(tmp_path):
     assert chrome_trace(runs.gpus, True)["traceEvents"] == events
     assert {e["ph"] for e in events} <= {"M", "X", "C"}
     assert _processes(events) == {1: "gpu0"}
+
+
+def test_every_data_parallel_replica_has_its_megatron_rank_when_all_are_simulated(tmp_path):
+    _, events = _run(PIPELINE, "--network gpt2_small --gpu hopper --pp 2 --dp 2 "
+                               "--simulate-every-rank --micro-batches 2 --batch 1 --seq-len 128",
+                     tmp_path)
+    names = _processes(events)
+    # rank = tp + TP (dp + DP pp) with TP 1, DP 2: replica d of stage s is rank d + 2 s
+    got = sorted(name.split(": ", 1)[1] for name in names.values())
+    assert got == sorted(f"rank {d + 2 * s} (tp 0, pp {s}, dp {d})"
+                         for s in range(2) for d in range(2))
