@@ -241,12 +241,12 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     folder = _results(tmp_path)
     assert main(["report", str(folder), "--x", "colour"]) == 1
     assert "--x colour: no such column" in _one_line_error(capsys)
-    run = tmp_path / "one_run"  # a single run's --output-directory, not a sweep's
+    run = tmp_path / "one_run"  # a single run's --output-directory: reported, if well formed
     run.mkdir()
     (run / "summary.json").write_text('{\n "iteration_time_s": 1.0,\n "layers": [1, 2, 3]\n}\n')
     assert main(["report", str(run)]) == 1
-    assert "holds one run's output; a results table is what 'sst-cdma sweep --output DIR' " \
-        "writes" in _one_line_error(capsys)
+    error = _one_line_error(capsys)
+    assert "one_run/summary.json: layers[0] is int (1), not a layer (an object)" in error
     assert main(["report", str(run / "summary.json")]) == 1
     assert "summary.json: not a results table (a CSV file) but JSON" in _one_line_error(capsys)
     (run / "notes.txt").write_text("a,b\n1,2\n1,2,3,4\n")

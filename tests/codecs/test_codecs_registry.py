@@ -326,6 +326,7 @@ def test_profiles_accept_ratios_of_registered_codecs_only(tmp_path):
         load_profile("digits_cnn").ratio("conv1", "toy", 0.0)
 
 
+@pytest.mark.slow  # loads every shipped profile twice (13 s)
 def test_shipped_profiles_load_unchanged_with_a_new_codec_registered(toy):
     from sst_cdma.profiles import load_profile, shipped_profile_path, shipped_profiles
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from network_tiers import LARGEST
+
 from sst_cdma.profiles.errors import ProfileError
 from sst_cdma.profiles.json_schema import JSON_SCHEMA_PATH, json_schema_text
 from sst_cdma.profiles.schema import parse_profile
@@ -30,7 +32,9 @@ def test_the_shipped_schema_is_the_generated_one():
         "regenerate it: python -m sst_cdma.profiles.json_schema"
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow, id=p.stem)
+                                  if p.stem in LARGEST else pytest.param(p, id=p.stem)
+                                  for p in SHIPPED])
 def test_every_shipped_profile_validates(validator, path):
     data = json.loads(path.read_text("utf-8"))
     parse_profile(data, path.name)

@@ -8,11 +8,12 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
+from network_tiers import tiered  # noqa: E402
 from workloads import TRANSFORMERS, load_network  # noqa: E402
 from workloads.torch_builder import build_torch  # noqa: E402
 
 
-@pytest.mark.parametrize("name", TRANSFORMERS)
+@pytest.mark.parametrize("name", tiered(TRANSFORMERS))
 def test_shapes_and_params_match_a_meta_forward_pass(name):
     net = load_network(name)
     model = build_torch(net, device="meta")

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from network_tiers import tiered
 from workloads import (NETWORK_DIR, NETWORKS, POLICIES, WorkloadError, load_network,
                                 parse_stream, render_stream, stream_stats)
 from workloads.loader import network_path
@@ -21,7 +22,7 @@ def rendered(name: str, policy: str, batch: int = 16, dtype: str = "float32"):
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", tiered(NETWORKS))
 @pytest.mark.every_network("name")
 def test_every_network_and_policy_renders_a_valid_stream(name, policy):
     text, stream = rendered(name, policy)
@@ -67,7 +68,7 @@ def _layer_inputs_read_backward(name: str) -> set[str]:
     return {t for i in infos if not i.in_place for t in i.inputs} & needed
 
 
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", tiered(NETWORKS))
 def test_conv_policy_offloads_exactly_the_conv_inputs(name):
     _, stream = rendered(name, "conv")
     offloads = [op for op in stream.ops if op.op == "offload"]
@@ -83,7 +84,7 @@ def test_conv_policy_offloads_exactly_the_conv_inputs(name):
         assert op.layer == first
 
 
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", tiered(NETWORKS))
 def test_all_policy_offloads_every_layer_input_a_backward_kernel_reads_and_none_nothing(name):
     _, stream = rendered(name, "all")
     assert {op.name for op in stream.ops if op.op == "offload"} == \
@@ -93,7 +94,7 @@ def test_all_policy_offloads_every_layer_input_a_backward_kernel_reads_and_none_
 
 
 @pytest.mark.parametrize("policy", ["all", "conv"])
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", tiered(NETWORKS))
 def test_forward_offload_overlaps_compute_and_frees_after_last_reader(name, policy):
     _, stream = rendered(name, policy)
     fwd = stream.phase_ops("forward")
@@ -120,7 +121,7 @@ def test_the_shipped_networks():
 
 
 @pytest.mark.parametrize("policy", ["all", "conv"])
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", tiered(SHIPPED))
 def test_every_offloaded_tensor_is_prefetched(name, policy):
     _, stream = rendered(name, policy)
     offloads = [op.name for op in stream.ops if op.op == "offload"]
@@ -162,7 +163,7 @@ def test_resnet50_all_frees_what_no_backward_kernel_reads_instead_of_offloading_
 
 
 @pytest.mark.parametrize("policy", ["all", "conv"])
-@pytest.mark.parametrize("name", NETWORKS)
+@pytest.mark.parametrize("name", tiered(NETWORKS))
 def test_prefetch_never_reaches_past_the_next_conv(name, policy):
     _, stream = rendered(name, policy)
     net = load_network(name)
