@@ -576,6 +576,7 @@ def fits_hint(s: dict[str, Any]) -> str:
         return ""
     moves = " and ".join(w for w, did in (("offloads", s["offloaded_bytes"]),
                                           ("recomputes", recomputes)) if did)
-    return (f"policy {s['policy']} {moves} though the oracle fits: --policy none (or auto, "
+    return (f"policy {s['policy']} {moves} though the oracle fits: "
+            f"{network_word('policy', 'none')} (or auto, "
             f"which then moves nothing) would take the oracle's {best * MS:.3f} ms, "
             f"{it / best:.2f}x faster")
