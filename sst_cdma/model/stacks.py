@@ -21,6 +21,8 @@ gradients where they meet (reads two, writes one), in every stack.
 """
 from __future__ import annotations
 
+from sst_cdma.model.element_params import fitted_word
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,7 +30,7 @@ __all__ = ["STACKS", "DEFAULT_STACK", "DRAM_FRACTION", "MASK_BYTES", "STAT_BYTES
            "StackError", "BlockShape", "StackKernel", "block_kernels", "kernel_seconds",
            "check_stack", "describe_stack"]
 
-#: the stacks ``--stack`` names; the first is the default (the simulator's own kernel set)
+#: the stacks the fitted kernels' ``stack`` param names; the first is the default (the simulator's own kernel set)
 STACKS = ("fused", "eager", "compile", "megatron")
 DEFAULT_STACK = STACKS[0]
 #: achievable share of a GPU's peak DRAM bandwidth for a streaming kernel: 2.8 of the H100
@@ -88,9 +90,9 @@ def check_stack(stack: str, preset: str, tensor_family: str) -> str:
     """``stack`` if GPU preset ``preset`` (of tensor-core family ``tensor_family``, '' for
     none) runs it; an unknown stack or one the GPU cannot run is a :class:`StackError`."""
     if stack not in STACKS:
-        raise StackError(f"--stack {stack}: unknown stack (one of {', '.join(STACKS)})")
+        raise StackError(f"{fitted_word('stack', stack)}: unknown stack (one of {', '.join(STACKS)})")
     if stack in _TE_STACKS and tensor_family not in _TE_FAMILIES:
-        raise StackError(f"--stack {stack}: GPU preset {preset!r} cannot run Transformer "
+        raise StackError(f"{fitted_word('stack', stack)}: GPU preset {preset!r} cannot run Transformer "
                          "Engine's fused kernels (they need a Volta or newer GPU)")
     return stack
 
@@ -160,10 +162,10 @@ def _residual(shape: BlockShape, layer: str, fused: bool) -> list[StackKernel]:
 def block_kernels(stack: str, shape: BlockShape) -> list[StackKernel]:
     """The memory-bound kernels ``stack`` launches for one transformer block of ``shape``
     (forward and backward), in block order; [] for ``fused`` (the GPU prices the network's
-    own element-wise layers). Attention and the GEMMs are not here: ``--attention`` and the
-    GEMM path price them in every stack."""
+    own element-wise layers). Attention and the GEMMs are not here: the ``attention`` param
+    and the GEMM path price them in every stack."""
     if stack not in STACKS:
-        raise StackError(f"--stack {stack}: unknown stack (one of {', '.join(STACKS)})")
+        raise StackError(f"{fitted_word('stack', stack)}: unknown stack (one of {', '.join(STACKS)})")
     if stack == DEFAULT_STACK:
         return []
     eager = stack == "eager"
