@@ -26,7 +26,7 @@ def stream(weight: int, moved: int = 0) -> str:
     a tensor of that size is offloaded in the forward pass and prefetched right after the
     weight gradient is made (the backward kernel is followed by a sync, so the prefetch is
     issued the moment the gradient is ready)."""
-    fwd_move = f"""offload a layer=l2
+    fwd_move = """offload a layer=l2
 compute l2 pass=fwd flops=0 dram=0 time=1ns reads=a
 sync l2
 """ if moved else ""

@@ -96,7 +96,7 @@ def test_console_prints_counts_bytes_and_recompute_time():
     sst_cdma.run(REPO / "topologies" / "pascal_cdma.py",
                  [*ALEX, "--policy", "offload-all+recompute-cheap"], console=console,
                  record_statistics=False)
-    line = next(l for l in console.getvalue().splitlines() if l.startswith("tensors:"))
+    line = next(ln for ln in console.getvalue().splitlines() if ln.startswith("tensors:"))
     assert "offload (" in line and "recompute" in line and " ms" in line
     two = io.StringIO()  # several GPUs: each has its own plan, the same one here
     sst_cdma.run(REPO / "topologies" / "pascal_cdma.py",

@@ -147,7 +147,7 @@ def test_a_root_complex_behind_a_switch_gets_its_own_console_line(run_script, mo
         {"sw": "switch", "rc": "root complex"}
     assert s["gpus_per_switch"] == 2
     lines = console.splitlines()
-    switch = next(i for i, l in enumerate(lines) if l.startswith("switch uplink:   1 shared"))
+    switch = next(i for i, ln in enumerate(lines) if ln.startswith("switch uplink:   1 shared"))
     assert lines[switch + 1].startswith("root complex:    1 shared, busiest rc (20.00 GB/s)")
 
 

@@ -79,7 +79,7 @@ def test_ci_runs_the_readmes_command_with_the_linter_and_the_type_checker():
     readme = (REPO / "README.md").read_text("utf-8")
     command = readme.split("what `.ci/run` does", 1)[1].split("```\n", 1)[1].split("\n", 1)[0]
     assert command.startswith("pip install torch==")
-    assert command.endswith("pytest -q && ruff check sst_cdma components workloads topologies benchmarks && mypy")
+    assert command.endswith("pytest -q && ruff check . && mypy")
     taken = subprocess.run([sys.executable, str(REPO / ".ci" / "readme_command.py")],
                            capture_output=True, text=True, check=True).stdout
     assert taken == command + "\n"                     # what .ci/run runs, read from the README

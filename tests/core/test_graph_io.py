@@ -195,7 +195,7 @@ def test_a_graph_saved_by_sst_core_16_loads_with_links_and_latencies(repo):
                     "ba": [("b", "Elink", 5000), ("a", "Wlink", 5000)],
                     "ns": [("a", "Nlink", 3000), ("b", "Slink", 3000)],
                     "sn": [("a", "Slink", 4000), ("b", "Nlink", 4000)]}
-    assert [l.name for l in g.links.values() if l.no_cut] == ["ns"]
+    assert [ln.name for ln in g.links.values() if ln.no_cut] == ["ns"]
     assert set(g.components["a"].statistics) == {"*"} and not g.components["b"].statistics
     assert g.components["a"].stat_load_level is None
     assert g.stat_load_level == 7
@@ -225,7 +225,7 @@ def test_sst_core_16_generated_scripts_rebuild_the_saved_graph(repo, name):
     from_script = run(repo / REFERENCE / f"{name}_config.py", run_mode="init").graph
     # SST's script lists the links component by component, its JSON in creation order
     def by_name(data):
-        return {**data, "links": sorted(data["links"] or [], key=lambda l: l["name"])}
+        return {**data, "links": sorted(data["links"] or [], key=lambda ln: ln["name"])}
     assert by_name(to_json(from_script)) == by_name(to_json(from_json))
 
 

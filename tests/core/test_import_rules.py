@@ -18,9 +18,12 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the engine: every module of sst_cdma/engine (the package's root, which re-exports its API,

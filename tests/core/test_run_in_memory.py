@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 import sst_cdma
 from sst_cdma.tools.cli.sst_main import main
@@ -25,7 +24,7 @@ def test_a_run_without_output_directory_returns_what_the_files_would_hold(tmp_pa
     memory = sst_cdma.run(PASCAL, OPTIONS, console=io.StringIO())
     assert os.listdir(tmp_path) == []
     out = tmp_path / "out"
-    written = sst_cdma.run(PASCAL, OPTIONS, output_directory=out, console=io.StringIO())
+    sst_cdma.run(PASCAL, OPTIONS, output_directory=out, console=io.StringIO())
 
     # every declared statistic is in memory; the file holds those of build()'s load level 2,
     # so the ones above it (the codec's, level 3) are the difference

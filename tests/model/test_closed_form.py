@@ -35,7 +35,7 @@ def test_simulation_equals_closed_form_without_contention(repo, network, policy)
     closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
     assert gpu.forward_time_ps == closed.forward_ps
-    sim_bounds = [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers]
+    sim_bounds = [(ln["layer"], ln["phase"], ln["end_ps"]) for ln in gpu.layers]
     assert sim_bounds == closed.boundaries
     assert gpu.compute_time_ps == closed.compute_ps
 

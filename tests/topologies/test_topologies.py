@@ -108,7 +108,7 @@ def test_policy_none_reports_the_memory_it_needed_instead_of_failing():
     # line gives too
     over = s["peak_gpu_memory_bytes"] - s["gpu_memory_capacity_bytes"]
     assert s["out_of_memory"]["bytes_short"] < over
-    line = next(l for l in console.splitlines() if l.startswith("out of memory:"))
+    line = next(ln for ln in console.splitlines() if ln.startswith("out of memory:"))
     assert line.endswith(f"; the peak needs {binary_size(over)} more")
     # vDNN's claim: VGG-16 at batch 256 trains on a 12 GB Titan X once feature maps are
     # offloaded, although keeping everything resident does not fit. The fastest algorithms'

@@ -100,7 +100,8 @@ def summary(script: Path, options: list[str], **kwargs: Any) -> dict[str, Any]:
 
 
 def same_apart_from_gpu_name(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    strip = lambda s: json.dumps({k: v for k, v in s.items() if k != "gpu"}, sort_keys=True)
+    def strip(s):
+        return json.dumps({k: v for k, v in s.items() if k != "gpu"}, sort_keys=True)
     return strip(a) == strip(b)
 
 
@@ -344,9 +345,10 @@ def test_a_root_complex_of_four_links_stalls_as_none_and_of_one_link_more(root_c
 
 def test_the_sample_output_has_the_runs_lines(root_complex):
     sample = next(b.code for b in blocks() if b.lang == "text" and "root complex:" in b.code)
-    mask = lambda text: re.sub(r"\d+(\.\d+)?", "#", text)
+    def mask(text):
+        return re.sub(r"\d+(\.\d+)?", "#", text)
     got = root_complex["rc"][1].splitlines()
-    assert [mask(l) for l in sample.splitlines()] == [mask(l) for l in got[:len(sample.splitlines())]]
+    assert [mask(ln) for ln in sample.splitlines()] == [mask(ln) for ln in got[:len(sample.splitlines())]]
 
 
 @pytest.mark.parametrize("options, fault", [

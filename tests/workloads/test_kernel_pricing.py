@@ -86,8 +86,8 @@ def test_the_timeline_and_the_trace_name_the_algorithm(repo, tmp_path):
     run = _simulate(repo, "--network", "alexnet", "--batch", "16", "--no-baselines",
                     out=tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
-    convs = [l for l in summary["layers"] if l["layer"].startswith("conv")]
-    assert convs and all(l["kernel_algorithm"].startswith(("fwd ", "bwd ")) for l in convs)
+    convs = [ln for ln in summary["layers"] if ln["layer"].startswith("conv")]
+    assert convs and all(ln["kernel_algorithm"].startswith(("fwd ", "bwd ")) for ln in convs)
     trace = json.loads((tmp_path / "trace.json").read_text())
     names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "compute"]
     assert any(n.startswith("conv2 (fwd, ") for n in names)

@@ -209,7 +209,7 @@ def test_measured_times_keep_the_simulation_equal_to_the_closed_form(repo, tmp_p
     gpu = result.results["gpu0"]
     closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
-    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
+    assert [(ln["layer"], ln["phase"], ln["end_ps"]) for ln in gpu.layers] == closed.boundaries
     assert gpu.compute_time_ps == sum(t["fwd"] + t["bwd"] for t in times.times_ps.values())
 
 

@@ -230,7 +230,7 @@ def test_simulation_equals_closed_form_on_a_short_gpt2(repo):
     gpu = result.results["gpu0"]
     closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
-    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
+    assert [(ln["layer"], ln["phase"], ln["end_ps"]) for ln in gpu.layers] == closed.boundaries
 
 
 @pytest.mark.parametrize("kernel_model", ["fitted", "roofline"])

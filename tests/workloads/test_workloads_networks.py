@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import (CNNS, NETWORKS, WorkloadError, itemsize, load_network)
+from workloads import (CNNS, WorkloadError, itemsize, load_network)
 from workloads.macros import MAX_DEPTH
 
 

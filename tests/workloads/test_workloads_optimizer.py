@@ -111,9 +111,9 @@ def test_the_update_phase_is_timed_as_the_closed_form_says(repo, network, policy
     gpu = result.results["gpu0"]
     closed = from_simulation(result.simulation, "gpu0")
     assert gpu.iteration_time_ps == closed.iteration_ps
-    assert [(l["layer"], l["phase"], l["end_ps"]) for l in gpu.layers] == closed.boundaries
-    updates = [l for l in gpu.layers if l["phase"] == "update"]
-    assert updates and gpu.update_time_ps == sum(l["end_ps"] - l["start_ps"] for l in updates)
+    assert [(ln["layer"], ln["phase"], ln["end_ps"]) for ln in gpu.layers] == closed.boundaries
+    updates = [ln for ln in gpu.layers if ln["phase"] == "update"]
+    assert updates and gpu.update_time_ps == sum(ln["end_ps"] - ln["start_ps"] for ln in updates)
     assert gpu.forward_time_ps + gpu.backward_time_ps + gpu.update_time_ps == \
         gpu.iteration_time_ps
 
