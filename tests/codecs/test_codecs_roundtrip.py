@@ -161,6 +161,7 @@ def test_decompress_accepts_any_bytes_like(alg: str) -> None:
 LARGE_CASES = [(a, d) for a in ALGS for d in DTYPES if a != "zlib" or d in ("float32", "int8")]
 
 
+@pytest.mark.slow  # arrays large enough for the parallel path
 @pytest.mark.parametrize("alg,dtype", LARGE_CASES)
 def test_large_arrays_use_the_parallel_path(alg: str, dtype: str, kernel_path: str) -> None:
     rng = np.random.default_rng(3)

@@ -63,6 +63,7 @@ def _readme_example() -> str:
     return block + "\nprint(result.reports['summary']['iteration_time_s'])\n"
 
 
+@pytest.mark.slow  # a plain install into a fresh environment (.ci/run makes one too)
 def test_after_a_plain_install_the_readme_example_and_python_m_run_from_the_checkout(tmp_path):
     """A copy of the tracked files, installed (not editable) into a fresh environment that sees
     this one's dependencies; then run from the copy's root."""

@@ -131,6 +131,7 @@ def test_a_malformed_pipeline_is_one_line_naming_the_file_and_field(tp_folder, t
         stage_memory(bad, "x") if "step" not in message else stage_breakdown(bad, "x")
 
 
+@pytest.mark.slow  # runs a four-point sweep
 def test_a_sweep_over_pp_and_schedule_gets_a_stage_panel_per_point(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = tmp_path / "sweep"

@@ -73,7 +73,8 @@ def record_key(r):
             r.end_ps, r.cost)
 
 
-@pytest.mark.parametrize("tp, pp, dp", [(2, 2, 2), (2, 2, 4), (2, 2, 16), (2, 2, 64)])
+@pytest.mark.parametrize("tp, pp, dp", [(2, 2, 2), (2, 2, 4), (2, 2, 16),
+                                        pytest.param(2, 2, 64, marks=pytest.mark.slow)])
 def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp):
     layout = f"--tp {tp} --pp {pp} --dp {dp}"
     one, s_one = run(layout)
