@@ -28,7 +28,8 @@ import traceback
 from typing import Any, NoReturn, Optional, Sequence
 
 from sst_cdma import __version__
-from sst_cdma.engine.stop_signals import exit_status, stop_message, stop_on_signals
+from sst_cdma.engine.stop_signals import (exit_status, signals_deferred, stop_message,
+                                          stop_on_signals)
 from sst_cdma.tools.cli.sst_main import OneLineParser
 
 PROG = "sst-cdma"
@@ -250,7 +251,10 @@ def _torch_tool(command: str, module: str, argv: list[str]) -> int:
     with stop_on_signals(ending=True):
         try:
             try:
-                tool = importlib.import_module(f"..{module}", __package__)
+                # a stop is raised once the import has ended: PyTorch's C++ initializers cannot
+                # pass an interrupt through (the process would abort with "terminate called")
+                with signals_deferred():
+                    tool = importlib.import_module(f"..{module}", __package__)
             except Exception as exc:  # the tool or its dependencies (PyTorch) are missing
                 return _fail(f"{command}: not available ({type(exc).__name__}: {exc})")
             return int(tool.main(argv) or 0)
