@@ -18,9 +18,11 @@ from typing import Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sst_cdma import run  # noqa: E402
 from sst_cdma.model.stacks import STACKS  # noqa: E402
+from text_tables import print_table  # noqa: E402
 
 TOPOLOGY = REPO / "topologies/hopper_pcie5_cdma.py"
 #: (network, micro-batch, sequence length) of each row
@@ -57,15 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="a markdown table")
     args = p.parse_args(argv)
     head = ["network", "GPU", *(f"{s} (ms)" for s in STACKS), "eager / megatron"]
-    rows = table()
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
-        for row in rows:
-            print("| " + " | ".join(row) + " |")
-    else:
-        for row in [head, *rows]:
-            print("  ".join(row))
+    print_table(head, ["---"] * 2 + ["---:"] * (len(head) - 2), table(), args.markdown)
     return 0
 
 

@@ -27,12 +27,14 @@ from typing import Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sst_cdma import run  # noqa: E402
 from sst_cdma.engine.file_reads import load_yaml  # noqa: E402
 from sst_cdma.model.gpus import GPUS  # noqa: E402
 from workloads.loader import NETWORK_FILE, load_network, network_path  # noqa: E402
 from workloads.transformer import TransformerConfig  # noqa: E402
+from text_tables import print_table  # noqa: E402
 
 TOPOLOGY = REPO / "topologies/hopper_pcie5_cdma.py"
 SEQ = 1024
@@ -180,17 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     for number, name in enumerate(args.tables):
         head, align, rows_of = TABLES[name]
-        rows = rows_of()
         if number:
             print()
-        if args.markdown:
-            print("| " + " | ".join(head) + " |")
-            print("|" + "|".join(align) + "|")
-            for row in rows:
-                print("| " + " | ".join(row) + " |")
-        else:
-            for row in [head, *rows]:
-                print("  ".join(row))
+        print_table(head, align, rows_of(), args.markdown)
     return 0
 
 
