@@ -13,18 +13,9 @@ import pandas as pd
 
 from sst_cdma.tools.sweep import run_sweep
 from sst_cdma.tools.sweep.execute import DONE
+from counting_sweep import COUNTING_SPEC
 
-SPEC = """
-name: counting
-topology: {script}
-options: {value: 0.5}
-grid:
-  n: [1, 2, 3]
-  mode: [a, b]
-params:
-  probe: {seed: [5]}
-statistics: [values_u32.Count, "probe:values_u64.Max"]
-"""
+SPEC = COUNTING_SPEC
 
 
 def test_sweep_on_a_cluster_gathers_one_row_per_point(counting, tmp_path, client2):

@@ -22,20 +22,11 @@ from sst_cdma.tools.sweep import SweepInterrupted, run_sweep
 from sst_cdma.tools.sweep.dispatch import Dispatcher, choose_executor
 from sst_cdma.tools.sweep.execute import RESULT
 from sst_cdma.tools.sweep.pool import ALLOWED_DEATHS
+from counting_sweep import COUNTING_SPEC
 
 REPO = Path(__file__).resolve().parents[2]
 
-SPEC = """
-name: counting
-topology: {script}
-options: {value: 0.5}
-grid:
-  n: [1, 2, 3]
-  mode: [a, b]
-params:
-  probe: {seed: [5]}
-statistics: [values_u32.Count, "probe:values_u64.Max"]
-"""
+SPEC = COUNTING_SPEC
 
 #: the keys of a point's result.json that time the run (they differ between any two runs)
 TIMINGS = ("wall_s", "run_s")
