@@ -37,7 +37,8 @@ from typing import Any, Mapping, Union
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 
-__all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "CpuAdamError",
+__all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "TORCH_IMPLEMENTATIONS",
+           "SIMD_BITS", "CpuAdamError",
            "CpuAdamProfile", "load_cpu_adam", "check_cpu_adam", "headline", "MIN_PARAMS_PER_S",
            "MAX_CORES", "MAX_PARAMS", "adam_rate_fault", "step_traffic_floor"]
 
@@ -49,7 +50,15 @@ DEFAULT_CPU_ADAM = Path(__file__).with_name("cpu_adam_default.json")
 CPU_ADAM_FILE = FileKind("a CPU-Adam file", 1 * MIB)
 #: PyTorch's CPU Adam implementations, fastest expected first: ``fused`` (one kernel over each
 #: tensor), ``foreach`` (multi-tensor ops), ``for-loop`` (one tensor at a time)
-IMPLEMENTATIONS: tuple[str, ...] = ("fused", "foreach", "for-loop")
+TORCH_IMPLEMENTATIONS: tuple[str, ...] = ("fused", "foreach", "for-loop")
+#: every implementation timed: PyTorch's, and ``deepspeed``, DeepSpeed's ``DeepSpeedCPUAdam``
+#: (its ``cpu_adam`` op: AVX-512/AVX2 over OpenMP threads), what ZeRO-Offload runs
+IMPLEMENTATIONS: tuple[str, ...] = TORCH_IMPLEMENTATIONS + ("deepspeed",)
+#: the CPU's vector extensions a file records (``machine.simd``, from ``/proc/cpuinfo``'s
+#: flags), widest first, and the vector bits each gives an fp32 multiply-add: AVX-512 512,
+#: AVX2 256, Arm's SVE and Advanced SIMD (NEON) 128 (SVE's width is the core's: Neoverse V2's
+#: is 128)
+SIMD_BITS: dict[str, int] = {"avx512f": 512, "avx2": 256, "sve": 128, "asimd": 128}
 #: the slowest Adam a host CPU may run, in parameters per second on one core: a fortieth of
 #: the slowest measurement shipped (3.7e7 on one core of an AMD EPYC, the smallest size), and
 #: at it a 13-billion-parameter step on one core already takes 3.6 hours of simulated time
@@ -61,14 +70,20 @@ MIN_PARAMS_PER_S_WHY = ("no CPU of a GPU host is slower, the slowest measurement
 #: x86-64 kernel built with MAXSMP, the most that kernel schedules on
 MAX_CORES = 8192
 MAX_CORES_WHY = "the most CPUs a Linux x86-64 kernel can be built for: NR_CPUS with MAXSMP"
+#: the fastest clock a file may record: no CPU core runs above 10 GHz (the fastest shipped
+#: parts boost to about 6), so a larger figure is a unit slip (kHz, Hz)
+MAX_MHZ = 10_000.0
+MAX_MHZ_WHY = "no CPU core runs at 10 GHz: a larger figure is a unit slip"
 #: the most parameters a measurement may have stepped: a count exact in float64
 MAX_PARAMS = 2 ** 53
 
 _TOP = ("format", "version", "machine", "date", "software", "command", "step", "measurements",
         "best_implementation", "best_implementation_all_cores", "size_params", "params_per_s_per_core", "params_per_s",
         "cores_measured")
-_OPTIONAL_TOP = ("unavailable",)
+_OPTIONAL_TOP = ("unavailable", "optimizers")
 _MACHINE = ("cpu", "cores", "architecture", "memory_bytes", "os", "load_average")
+#: recorded since DeepSpeed's CPU Adam was timed: the CPU's vector extensions and its clock
+_OPTIONAL_MACHINE = ("simd", "cpu_mhz")
 _STEP = ("optimizer", "master_dtype", "moments_dtype", "gradient_dtype", "weight_copy_dtype",
          "bytes_per_param_read", "bytes_per_param_written")
 _MEASUREMENT = ("implementation", "params", "tensors", "threads", "seconds", "median_s",
@@ -106,6 +121,18 @@ class CpuAdamProfile:
     source: str
     #: the measuring CPU's model name (the file's ``machine.cpu``)
     cpu: str = ""
+    #: the measuring CPU's vector extensions (``machine.simd``; () where the file predates
+    #: them) and its clock in MHz (``machine.cpu_mhz``; 0 where not recorded)
+    simd: tuple[str, ...] = ()
+    cpu_mhz: float = 0.0
+    #: what ``implementation`` ran (the file's ``optimizers``; "" where not recorded)
+    optimizer: str = ""
+
+    @property
+    def simd_bits(self) -> int:
+        """The widest fp32 vector of the measuring CPU's recorded extensions (0: none
+        recorded)."""
+        return max((SIMD_BITS[flag] for flag in self.simd), default=0)
 
     @property
     def shipped(self) -> bool:
@@ -216,6 +243,25 @@ def _check_measurement(where: str, item: Any) -> None:
                            f"({item['params'] / fastest!r})")
 
 
+def _check_recorded(doc: Mapping[str, Any]) -> None:
+    """The optional records: ``machine.simd`` a list of :data:`SIMD_BITS`' names,
+    ``machine.cpu_mhz`` a clock of at most :data:`MAX_MHZ`, ``optimizers`` one text per
+    implementation measured."""
+    machine = doc["machine"]
+    simd = machine.get("simd", [])
+    if not isinstance(simd, list) or any(flag not in SIMD_BITS for flag in simd):
+        raise CpuAdamError(f"machine.simd: {simd!r} is not a list of {', '.join(SIMD_BITS)}")
+    if "cpu_mhz" in machine:
+        _number("machine.cpu_mhz", machine["cpu_mhz"], most=MAX_MHZ, why=MAX_MHZ_WHY)
+    optimizers = doc.get("optimizers", {})
+    if not isinstance(optimizers, dict):
+        raise CpuAdamError(f"optimizers: expected an object, got {type(optimizers).__name__}")
+    for name, text in optimizers.items():
+        if name not in IMPLEMENTATIONS:
+            raise CpuAdamError(f"optimizers: {name!r} is not one of {', '.join(IMPLEMENTATIONS)}")
+        _text(f"optimizers.{name}", text)
+
+
 def headline(measurements: list[Mapping[str, Any]], cores: int) -> dict[str, Any]:
     """The headline figures of a list of measurements, at the largest size measured: the
     implementation fastest on one thread and its rate, and the implementation fastest on
@@ -248,9 +294,10 @@ def check_cpu_adam(doc: Any) -> None:
         raise CpuAdamError(f"version: {doc.get('version')!r} is not {VERSION} (a file of "
                            f"another version of sst-cdma)")
     _fields("", doc, _TOP, _OPTIONAL_TOP)
-    machine = _fields("machine", doc["machine"], _MACHINE)
+    machine = _fields("machine", doc["machine"], _MACHINE, _OPTIONAL_MACHINE)
     _text("machine.cpu", machine["cpu"])
     _number("machine.cores", machine["cores"], integer=True, most=MAX_CORES, why=MAX_CORES_WHY)
+    _check_recorded(doc)
     step = _fields("step", doc["step"], _STEP)
     for key in ("bytes_per_param_read", "bytes_per_param_written"):
         _number(f"step.{key}", step[key])
@@ -299,4 +346,6 @@ def load_cpu_adam(path: Union[str, Path] = DEFAULT_CPU_ADAM) -> CpuAdamProfile:
         bytes_per_param_written=float(step["bytes_per_param_written"]),
         machine=_describe(doc["machine"]), date=doc["date"],
         torch=str(doc["software"].get("torch", "")), source=str(path),
-        cpu=doc["machine"]["cpu"])
+        cpu=doc["machine"]["cpu"], simd=tuple(doc["machine"].get("simd", ())),
+        cpu_mhz=float(doc["machine"].get("cpu_mhz", 0.0)),
+        optimizer=str(doc.get("optimizers", {}).get(doc["best_implementation"], "")))

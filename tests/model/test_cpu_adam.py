@@ -114,7 +114,33 @@ BAD = {
                                "measurements[0].implementation: 'avx' is not one of"),
     "no all-core run": (lambda d: d.update(cores_measured=4),
                         "none on 4 threads (cores_measured)"),
+    "unknown simd flag": (lambda d: d["machine"].update(simd=["avx512f", "mmx"]),
+                          "machine.simd: ['avx512f', 'mmx'] is not a list of avx512f"),
+    "clock in kHz": (lambda d: d["machine"].update(cpu_mhz=2.6e6),
+                     "machine.cpu_mhz: 2600000.0 is more than 10000"),
+    "zero clock": (lambda d: d["machine"].update(cpu_mhz=0),
+                   "machine.cpu_mhz: 0 is not a positive finite number"),
+    "optimizer of no implementation": (lambda d: d.update(optimizers={"avx": "x"}),
+                                       "optimizers: 'avx' is not one of"),
+    "empty optimizer": (lambda d: d.update(optimizers={"deepspeed": ""}),
+                        "optimizers.deepspeed: '' is not a non-empty string"),
 }
+
+
+def test_the_recorded_cpu_and_optimizer_reach_the_profile(tmp_path):
+    doc = _doc()
+    doc["machine"].update(simd=["avx512f", "avx2"], cpu_mhz=2600.0)
+    doc["optimizers"] = {"foreach": "torch.optim.AdamW(foreach=True)",
+                         "deepspeed": "deepspeed.ops.adam.DeepSpeedCPUAdam(adamw_mode=True)"}
+    profile = load_cpu_adam(_write(tmp_path, doc))
+    assert (profile.simd, profile.simd_bits, profile.cpu_mhz) == (("avx512f", "avx2"), 512,
+                                                                 2600.0)
+    assert profile.implementation == "foreach"
+    assert profile.optimizer == "torch.optim.AdamW(foreach=True)"
+    # a file without them (the shipped one) has none
+    shipped = load_cpu_adam()
+    assert (shipped.simd, shipped.simd_bits, shipped.cpu_mhz, shipped.optimizer) == \
+        ((), 0, 0.0, "")
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -131,7 +131,7 @@ def _run(argv: list[str]) -> int:
         raise OSError(exc.errno, f"cannot write it: {exc.strerror or exc}",
                       f"--output {out}") from None
     for name, why in unavailable.items():
-        print(f"{name}: unavailable ({why})")
+        print(f"{name}: unavailable ({why.removeprefix(name + ': ')})")
     print(f"at {doc['size_params']} parameters: {doc['params_per_s_per_core'] / 1e6:.1f} M "
           f"parameters/s on 1 core ({doc['best_implementation']}), "
           f"{doc['params_per_s'] / 1e6:.1f} M on {doc['cores_measured']} "

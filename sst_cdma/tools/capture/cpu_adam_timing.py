@@ -1,9 +1,10 @@
-"""Time PyTorch's CPU AdamW step as ZeRO-Offload runs it on the host: fp32 master weights and
+"""Time the CPU AdamW step as ZeRO-Offload runs it on the host: fp32 master weights and
 moments, an fp32 gradient, the updated weights written back as a 16-bit copy.
 
-:func:`time_cpu_adam` measures each implementation (``fused``, ``foreach``, ``for-loop``) at
-each size and thread count; :func:`cpu_adam_document` turns the measurements into the
-version-1 file :mod:`sst_cdma.model.cpu_adam` reads.
+:func:`time_cpu_adam` measures each implementation (PyTorch's ``fused``, ``foreach``,
+``for-loop``, and DeepSpeed's ``DeepSpeedCPUAdam`` as ``deepspeed`` where it can be imported,
+:mod:`.deepspeed_adam`) at each size and thread count; :func:`cpu_adam_document` turns the
+measurements into the version-1 file :mod:`sst_cdma.model.cpu_adam` reads.
 """
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from typing import Any
 import torch
 
 from sst_cdma import __version__
-from sst_cdma.model.cpu_adam import FORMAT, IMPLEMENTATIONS, VERSION, check_cpu_adam, headline
+from sst_cdma.model.cpu_adam import (FORMAT, IMPLEMENTATIONS, SIMD_BITS, VERSION,
+                                     check_cpu_adam, headline)
 from sst_cdma.model.dtypes import DTYPES
-from sst_cdma.tools.capture.errors import CaptureError
+from sst_cdma.tools.capture.deepspeed_adam import DEEPSPEED, deepspeed_adam, deepspeed_version
+from sst_cdma.tools.capture.errors import CaptureError, Unavailable
 
 __all__ = ["AdamTiming", "Unavailable", "time_cpu_adam", "machine_description",
-           "cpu_adam_document", "available_cores", "BYTES_HELD_PER_PARAM"]
+           "cpu_adam_document", "available_cores", "BYTES_HELD_PER_PARAM", "cpu_features",
+           "optimizer_names"]
 
 #: the step's element types: fp32 master, moments and gradient, a bf16 weight copy
 MASTER_DTYPE = "float32"
@@ -70,10 +74,6 @@ class AdamTiming:
                 "params_per_s": self.params_per_s}
 
 
-class Unavailable(CaptureError):
-    """An implementation this PyTorch build cannot run on the CPU."""
-
-
 def available_cores() -> int:
     """The cores this process may run on."""
     try:
@@ -101,14 +101,22 @@ def _state(params: int, tensors: int) -> tuple[list[torch.Tensor], list[torch.Te
     return masters, copies
 
 
+def _optimizer(implementation: str, masters: list[torch.Tensor]) -> torch.optim.Optimizer:
+    """The implementation's AdamW over ``masters`` (lr 1e-4, weight decay 0.01, the default
+    betas and eps); one it cannot build here is :class:`Unavailable`."""
+    if implementation == DEEPSPEED:
+        return deepspeed_adam(masters, lr=1e-4, weight_decay=0.01)
+    try:
+        return torch.optim.AdamW(masters, lr=1e-4, weight_decay=0.01,
+                                 **_flags(implementation))  # type: ignore[arg-type]
+    except (RuntimeError, ValueError) as exc:
+        raise Unavailable(f"{implementation}: {str(exc).splitlines()[0]}") from None
+
+
 def _time_one(implementation: str, params: int, tensors: int, threads: int, repeat: int,
               warmup: int) -> AdamTiming:
     masters, copies = _state(params, tensors)
-    try:
-        optimizer = torch.optim.AdamW(masters, lr=1e-4, weight_decay=0.01,
-                                      **_flags(implementation))  # type: ignore[arg-type]
-    except (RuntimeError, ValueError) as exc:
-        raise Unavailable(f"{implementation}: {str(exc).splitlines()[0]}") from None
+    optimizer = _optimizer(implementation, masters)
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     seconds = []
@@ -182,15 +190,53 @@ def _memory_bytes() -> int | None:
         return None
 
 
+def cpu_features(text: str) -> tuple[list[str], float | None]:
+    """The vector extensions (of :data:`~sst_cdma.model.cpu_adam.SIMD_BITS`, widest first)
+    and the clock in MHz (None where not given) that ``/proc/cpuinfo``'s text ``text`` gives
+    for its first CPU: the ``flags`` line (x86) or ``Features`` line (Arm), and ``cpu MHz``."""
+    flags: set[str] = set()
+    mhz: float | None = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+        elif key == "cpu MHz" and mhz is None:
+            try:
+                mhz = float(value)
+            except ValueError:
+                mhz = None
+    return [flag for flag in SIMD_BITS if flag in flags], mhz if mhz and mhz > 0 else None
+
+
 def machine_description() -> dict[str, Any]:
     """The measuring machine: CPU model, cores this process may use, architecture, memory,
-    OS, and the 1-minute load average when the measurement started (others' work skews it)."""
+    OS, the 1-minute load average when the measurement started (others' work skews it), and
+    where Linux says them, the CPU's vector extensions and clock (``/proc/cpuinfo``)."""
     try:
         load: float | None = round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):
         load = None
-    return {"cpu": _cpu_model(), "cores": available_cores(), "architecture": platform.machine(),
-            "memory_bytes": _memory_bytes(), "os": platform.platform(), "load_average": load}
+    found = {"cpu": _cpu_model(), "cores": available_cores(),
+             "architecture": platform.machine(), "memory_bytes": _memory_bytes(),
+             "os": platform.platform(), "load_average": load}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            simd, mhz = cpu_features(info.read())
+    except OSError:
+        return found
+    found["simd"] = simd
+    if mhz is not None:
+        found["cpu_mhz"] = mhz
+    return found
+
+
+def optimizer_names(implementations: Sequence[str]) -> dict[str, str]:
+    """What each implementation measured ran: the optimizer class and its flags."""
+    names = {"fused": "torch.optim.AdamW(fused=True)", "foreach": "torch.optim.AdamW(foreach=True)",
+             "for-loop": "torch.optim.AdamW(foreach=False)",
+             DEEPSPEED: "deepspeed.ops.adam.DeepSpeedCPUAdam(adamw_mode=True)"}
+    return {name: names[name] for name in implementations}
 
 
 def cpu_adam_document(timings: Sequence[AdamTiming], unavailable: dict[str, str],
@@ -200,20 +246,26 @@ def cpu_adam_document(timings: Sequence[AdamTiming], unavailable: dict[str, str]
     itemsize = DTYPES[MASTER_DTYPE]
     measurements = [t.to_dict() for t in timings]
     cores = max(t.threads for t in timings)
+    measured = list(dict.fromkeys(t.implementation for t in timings))
+    software = {"torch": torch.__version__, "python": sys.version.split()[0],
+                "sst-cdma": __version__}
+    if DEEPSPEED in measured:
+        software["deepspeed"] = deepspeed_version()
+    optimizers = optimizer_names(measured)
     doc: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "machine": machine,
         "date": date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "software": {"torch": torch.__version__, "python": sys.version.split()[0],
-                     "sst-cdma": __version__},
-        "command": command,
-        "step": {"optimizer": "torch.optim.AdamW", "master_dtype": MASTER_DTYPE,
+        "software": software, "command": command,
+        "step": {"optimizer": ", ".join(dict.fromkeys(o.split("(")[0]
+                                                     for o in optimizers.values())),
+                 "master_dtype": MASTER_DTYPE,
                  "moments_dtype": MASTER_DTYPE, "gradient_dtype": MASTER_DTYPE,
                  "weight_copy_dtype": WEIGHT_COPY_DTYPE,
                  # read: master, exp_avg, exp_avg_sq, gradient; written: master, the two
                  # moments and the 16-bit weight copy
                  "bytes_per_param_read": 4 * itemsize,
                  "bytes_per_param_written": 3 * itemsize + DTYPES[WEIGHT_COPY_DTYPE]},
-        "measurements": measurements,
+        "measurements": measurements, "optimizers": optimizers,
     }
     if unavailable:
         doc["unavailable"] = dict(unavailable)

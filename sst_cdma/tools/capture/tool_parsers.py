@@ -24,9 +24,10 @@ DEFAULT_SIZES = "256Ki,4Mi,16Mi"
 
 def cpu_adam_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sst-cdma time-cpu-adam``."""
-    p = ToolParser(prog=CPU_ADAM_PROG, description="Time PyTorch's CPU AdamW step (fp32 master weights "
+    p = ToolParser(prog=CPU_ADAM_PROG, description="Time the CPU AdamW step (fp32 master weights "
                    "and moments, fp32 gradient, a bfloat16 weight copy written back, as "
-                   "ZeRO-Offload runs it on the host) for each implementation, size and thread "
+                   "ZeRO-Offload runs it on the host) of PyTorch's implementations and, where "
+                   "DeepSpeed is installed, of its DeepSpeedCPUAdam, for each size and thread "
                    "count, and write the parameters updated per second to a CPU Adam file.")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", "-o", metavar="FILE.json", help="CPU Adam file to write")
@@ -42,8 +43,9 @@ def cpu_adam_parser() -> argparse.ArgumentParser:
                    help="thread counts (torch.set_num_threads), 'all' for every core this "
                         "process may use (default 1,all)")
     p.add_argument("--implementations", default=",".join(IMPLEMENTATIONS), metavar="NAME,...",
-                   help=f"of {', '.join(IMPLEMENTATIONS)} (default all; those this PyTorch "
-                        "cannot run on the CPU are recorded as unavailable)")
+                   help=f"of {', '.join(IMPLEMENTATIONS)} (default all; those this machine "
+                        "cannot run on the CPU, deepspeed where DeepSpeed is not installed, "
+                        "are recorded as unavailable)")
     p.add_argument("--repeat", type=int, default=7, help="timed steps per measurement; the "
                    "fastest counts, the median is recorded too (default 7)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
