@@ -22,8 +22,8 @@ from sst_cdma.engine.param_words import param_word
 from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
                                      CpuAdamProfile, adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
-from sst_cdma.model.hosts import (DEFAULT_PLATFORM, AdamScaling, core_of_machine, platform,
-                                  platform_fault)
+from sst_cdma.model.hosts import (DEFAULT_PLATFORM, AdamOrigin, AdamScaling, adam_origin,
+                                  platform, platform_fault)
 
 from .interfaces import HostStep, HostTier
 from .messages import CpuStepDone, CpuStepRequest, ModelStatesManifest
@@ -63,6 +63,13 @@ class HostCPUResult:
     params_per_s: float = 0.0
     dram_bound: bool = False
     steps: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
+    #: the measurement: its implementation, the CPU it ran on, how its rate was carried to
+    #: the platform's core (:data:`sst_cdma.model.hosts.SCALINGS`, or ``given``) and whether
+    #: that CPU is another than the platform's
+    implementation: str = ""
+    measured_on: str = ""
+    scaling: str = "given"
+    other_cpu: bool = False
 
     @property
     def busy_ps(self) -> int:
@@ -79,6 +86,8 @@ def host_cpu_fields(cpus: list[HostCPUResult]) -> dict[str, Any]:
     return {"hosts": len(cpus), "platform": first.platform, "system": first.platform_line,
             "cores": first.cores, "adam_per_core_params_per_s": first.params_per_s_per_core,
             "adam_scale": first.scale, "adam_source": first.adam_source,
+            "adam_implementation": first.implementation, "adam_measured_on": first.measured_on,
+            "adam_scaling": first.scaling, "adam_other_cpu": first.other_cpu,
             "dram_bandwidth_Bps": first.dram_bandwidth, "adam_params_per_s": first.params_per_s,
             "dram_bound": first.dram_bound}
 
@@ -119,6 +128,8 @@ class HostCPU(Component):
         self.host = platform(p["platform"])
         self.cores = p["cores"] or self.host.cores_per_socket
         self.scale = 1.0
+        self.origin: Optional[AdamOrigin] = None
+        self.implementation = ""
         if p["adam_throughput"] > 0 and p["adam_file"]:
             raise ConfigError(f"{name} ({kind}): {param_word(kind, 'adam_throughput')} "
                               f"contradicts {param_word(kind, 'adam_file')}: each sets the "
@@ -133,6 +144,7 @@ class HostCPU(Component):
                                   f"{exc}") from None
             # one thread's rate: the step spreads over this element's cores from it
             self.rate = profile.params_per_s_per_core
+            self.implementation = profile.implementation
             self.source = f"{profile.implementation} Adam on {profile.machine}, {profile.date}"
             self.scale, note = self._scaling(profile)
             self.source += note
@@ -160,15 +172,16 @@ class HostCPU(Component):
         (:meth:`sst_cdma.model.hosts.CpuCore.speed_of`: vector width and clock), and what the
         source says of it: 1 where it was measured on the platform's CPU, or on a CPU the
         platform table does not know (then taken as the platform's)."""
-        core = core_of_machine(profile.cpu, profile.shipped)
-        if core is None:
+        origin = self.origin = adam_origin(profile.cpu, profile.shipped, self.host,
+                                           profile.simd_bits, profile.cpu_mhz)
+        if origin.scaling == "unscaled":
             return 1.0, (f" (a CPU the platform table does not know: taken as "
                          f"{self.host.core.name}'s)")
-        factor = core.speed_of(self.host.core)
-        if core is self.host.core or factor == 1.0:
+        if origin.factor == 1.0:
             return 1.0, ""
-        return factor, (f", scaled x{factor:.3f} to {self.host.core.name} by vector width "
-                        "and clock")
+        how = "the vector width and clock its file recorded" \
+            if origin.scaling.startswith("recorded") else "vector width and clock"
+        return origin.factor, f", scaled x{origin.factor:.3f} to {self.host.core.name} by {how}"
 
     def _handler(self, port: str) -> Any:
         return lambda req: self._request(port, req)
@@ -292,4 +305,12 @@ class HostCPU(Component):
         self.publish(HostCPUResult(self.name, [m.gpu for m in self.manifests], self.cores,
                                    self.rate, self.source, self.host.name,
                                    self.host.describe(), self.scale, adam.dram, adam.rate,
-                                   adam.dram_bound, list(self.steps)))
+                                   adam.dram_bound, list(self.steps), self.implementation,
+                                   *self._origin_fields()))
+
+    def _origin_fields(self) -> tuple[str, str, bool]:
+        """The measurement's CPU, how its rate was scaled and whether that CPU is another
+        than the platform's (a given rate: none, ``given``, False)."""
+        if self.origin is None:
+            return "", "given", False
+        return self.origin.cpu, self.origin.scaling, self.origin.other_cpu

@@ -305,6 +305,17 @@ HOST_CPU: tuple[Key, ...] = (
        "platform's core (vector width and clock; 1: taken as measured)"),
     _k("adam_source", "string", "where the rate came from: the measurement, its machine and "
        "date, and how it was scaled"),
+    _k("adam_implementation", "string", "the implementation measured fastest on one core "
+       "(`deepspeed`: DeepSpeed's DeepSpeedCPUAdam; `fused`, `foreach`, `for-loop`: PyTorch's "
+       "AdamW); empty where the rate was given"),
+    _k("adam_measured_on", "string", "the CPU the rate was measured on (the CPU Adam file's "
+       "`machine.cpu`); empty where the rate was given"),
+    _k("adam_scaling", "string", "how the measured rate reached the platform's core: `as "
+       "measured`, `vector width and clock` (from a CPU of the platform table), `recorded "
+       "vector width and clock` (from one it does not know, by what its file recorded), "
+       "`unscaled` or `given`"),
+    _k("adam_other_cpu", "boolean", "true when the rate was measured on a CPU other than the "
+       "platform's"),
     _k("dram_bandwidth_Bps", "number", "the host DRAM bandwidth the step shares with the "
        "copies (one socket's)"),
     _k("adam_params_per_s", "number", "parameters/s the cores reach together, bounded by the "

@@ -25,7 +25,7 @@ from sst_cdma.model.cpu_adam import MIN_PARAMS_PER_S, CpuAdamError, load_cpu_ada
     step_traffic_floor
 from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
 from sst_cdma.model.hosts import (DEFAULT_PLATFORM, GPU_HOSTS, HostPlatform, PLATFORMS,
-                                  core_of_machine, platform_fault, platform_names)
+                                  adam_origin, platform_fault, platform_names)
 from sst_cdma.model.compression import DECOMPRESSION_ENGINE
 from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
@@ -477,9 +477,10 @@ def _check_dram(o: argparse.Namespace, host: HostPlatform) -> None:
 
 
 def _note_adam_cpu(o: argparse.Namespace, host: HostPlatform) -> None:
-    """A ``--cpu-adam-file`` measured on a CPU the platform table does not know is taken as
-    the host CPU's rate unscaled: one warning naming both CPUs (a file the element cannot
-    read is its own to refuse)."""
+    """A ``--cpu-adam-file`` measured on another CPU than the host platform's: one warning
+    naming both CPUs and saying how its rate was carried to the host's core (scaled, or taken
+    unscaled where the table knows neither the CPU nor the file its width and clock); a file
+    the element cannot read is its own to refuse."""
     if not o.cpu_adam_file:
         return
     try:
@@ -487,10 +488,10 @@ def _note_adam_cpu(o: argparse.Namespace, host: HostPlatform) -> None:
     except CpuAdamError:
         return
     notices = current_graph().notices
-    note = (f"--cpu-adam-file {o.cpu_adam_file} was measured on {profile.cpu!r}, not on the "
-            f"host's {host.core.name} (--cpu {host.name}): the platform table does not know "
-            "that CPU, so its per-core rate is taken as the host's, unscaled")
-    if core_of_machine(profile.cpu, profile.shipped) is None and note not in notices:
+    origin = adam_origin(profile.cpu, profile.shipped, host, profile.simd_bits,
+                         profile.cpu_mhz)
+    note = origin.note(f"--cpu-adam-file {o.cpu_adam_file}")
+    if note and note not in notices:
         notices.append(note)
 
 

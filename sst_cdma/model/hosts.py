@@ -12,7 +12,9 @@ own channels, as a process bound to the GPU's socket sees them.
 A CPU Adam rate measured on one core of one CPU (``sst-cdma time-cpu-adam``) is carried to
 another core by the ratio of their vector throughput (vector bits x FMA pipes per cycle) and
 their base clocks: the fused Adam kernel is a stream of vector multiply-adds, one pass over
-memory per parameter. The socket's DRAM bounds what all its cores together reach.
+memory per parameter. The socket's DRAM bounds what all its cores together reach. A CPU the
+table does not know is carried by the vector width and clock its file recorded, where it
+recorded them (:func:`adam_origin`).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from typing import Optional
 
 __all__ = ["CpuCore", "HostPlatform", "PLATFORMS", "DEFAULT_PLATFORM", "GPU_HOSTS",
            "SHIPPED_ADAM_CPU", "HostPlatformError", "platform", "platform_fault", "platform_names",
-           "closest_platform", "core_of_machine", "AdamScaling", "scale_adam"]
+           "closest_platform", "core_of_machine", "AdamScaling", "scale_adam", "AdamOrigin",
+           "adam_origin", "SCALINGS"]
 
 
 class HostPlatformError(ValueError):
@@ -223,3 +226,70 @@ def scale_adam(per_core: float, measured_on: Optional[CpuCore], host: HostPlatfo
     taken as it is) carried to ``host``'s cores, ``cores`` of them, on ``dram`` B/s."""
     factor = measured_on.speed_of(host.core) if measured_on is not None else 1.0
     return AdamScaling(per_core * factor, factor, cores, bytes_per_param, dram)
+
+
+#: how a measured per-core rate reaches the host's core: ``as measured`` (on the host's own
+#: CPU), ``vector width and clock`` (from a CPU of this table), ``recorded vector width and
+#: clock`` (from a CPU this table does not know, by what its file recorded), ``unscaled`` (a
+#: CPU this table does not know, whose file recorded no width or clock: taken as the host's)
+SCALINGS = ("as measured", "vector width and clock", "recorded vector width and clock",
+            "unscaled")
+
+
+@dataclass(frozen=True)
+class AdamOrigin:
+    """Where a CPU Adam file's one-core rate was measured and how it is carried to ``host``'s
+    core: ``cpu`` the file's CPU name, ``core`` the measuring core (None: not known),
+    ``factor`` the ratio applied and ``scaling`` one of :data:`SCALINGS`."""
+
+    cpu: str
+    core: Optional[CpuCore]
+    host: HostPlatform
+    factor: float
+    scaling: str
+
+    @property
+    def other_cpu(self) -> bool:
+        """True when the file was measured on a CPU other than the host's."""
+        return self.core is not self.host.core
+
+    def note(self, what: str) -> str:
+        """One line saying that ``what`` (the file, as the user gave it) was measured on
+        another CPU than the host's, both named, and what was done with its rate ("" when it
+        was measured on the host's CPU)."""
+        if not self.other_cpu:
+            return ""
+        head = (f"{what} was measured on {self.cpu!r}, not on the host's "
+                f"{self.host.core.name} (--cpu {self.host.name})")
+        if self.scaling == "unscaled":
+            return (f"{head}: the platform table does not know that CPU, so its per-core rate "
+                    "is taken as the host's, unscaled")
+        assert self.core is not None
+        if self.scaling == "vector width and clock":
+            return (f"{head}: its per-core rate is scaled x{self.factor:.3f} from the "
+                    f"{self.core.name}'s by vector width and clock")
+        return (f"{head}: the platform table does not know that CPU, so its per-core rate is "
+                f"scaled x{self.factor:.3f} by the vector width ({self.core.simd_bits}-bit) "
+                f"and clock ({self.core.base_ghz:.2f} GHz) the file recorded (FMA pipes taken "
+                "as the host's)")
+
+
+def adam_origin(cpu: str, shipped: bool, host: HostPlatform, simd_bits: int = 0,
+                mhz: float = 0.0) -> AdamOrigin:
+    """How a rate measured on ``cpu`` (the shipped measurement where ``shipped``) reaches
+    ``host``'s core: from a CPU of the table by its vector width and clock; from one the table
+    does not know by the vector width ``simd_bits`` and clock ``mhz`` its file recorded, its
+    FMA pipes taken as the host core's (a CPU's flags do not say them); unscaled where the
+    file recorded neither."""
+    core = core_of_machine(cpu, shipped)
+    if core is not None:
+        factor = core.speed_of(host.core)
+        same = core is host.core or factor == 1.0
+        return AdamOrigin(cpu, core, host, 1.0 if same else factor,
+                          "as measured" if core is host.core else
+                          "vector width and clock")
+    if simd_bits > 0 and mhz > 0:
+        core = CpuCore(cpu, (), simd_bits, host.core.fma_pipes, mhz / 1000)
+        return AdamOrigin(cpu, core, host, core.speed_of(host.core),
+                          "recorded vector width and clock")
+    return AdamOrigin(cpu, None, host, 1.0, "unscaled")

@@ -12,7 +12,8 @@ import pytest
 
 from sst_cdma.model.gpus import GPUS
 from sst_cdma.model.hosts import (DEFAULT_PLATFORM, GPU_HOSTS, PLATFORMS, SHIPPED_ADAM_CPU,
-                                  HostPlatformError, core_of_machine, platform, scale_adam)
+                                  HostPlatformError, adam_origin, core_of_machine, platform,
+                                  scale_adam)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "host_cpu.md"
 
@@ -111,3 +112,22 @@ def test_scaling_is_vector_throughput_times_clock():
     assert adam.dram_bound and adam.rate == pytest.approx(307.2e9 / 28)
     slow = scale_adam(1e6, None, h100, 1, 28.0, h100.dram_bandwidth)
     assert slow.factor == 1.0 and not slow.dram_bound and slow.rate == 1e6
+
+
+def test_the_origin_of_a_rate_says_how_it_reaches_the_hosts_core():
+    h100, a100 = PLATFORMS["dgx-h100"], PLATFORMS["dgx-a100"]
+    own = adam_origin("Intel(R) Xeon(R) Platinum 8480C", False, h100)
+    assert (own.factor, own.scaling, own.other_cpu, own.note("f")) == \
+        (1.0, "as measured", False, "")
+    table = adam_origin("Intel(R) Xeon(R) Platinum 8480C", False, a100)
+    assert table.scaling == "vector width and clock" and table.other_cpu
+    assert table.factor == pytest.approx(h100.core.speed_of(a100.core))
+    assert adam_origin("AMD EPYC", True, DEFAULT_PLATFORM).scaling == "as measured"
+    # a CPU the table does not know: by the width and clock its file recorded, else unscaled
+    recorded = adam_origin("Intel(R) Xeon(R) Processor", False, a100, 512, 2600.0)
+    assert recorded.scaling == "recorded vector width and clock"
+    assert recorded.factor == pytest.approx((256 * 2.25) / (512 * 2.6))
+    unknown = adam_origin("Intel(R) Xeon(R) Processor", False, a100)
+    assert (unknown.core, unknown.factor, unknown.scaling) == (None, 1.0, "unscaled")
+    assert "'Intel(R) Xeon(R) Processor', not on the host's AMD EPYC 7742 (--cpu dgx-a100)" \
+        in unknown.note("f")

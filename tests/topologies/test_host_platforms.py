@@ -2,7 +2,7 @@
 the host memory and the host CPU step on one DRAM figure which ``--cpu-memory-bandwidth`` sets
 (within the CPU step's traffic floor and the channels' raw rate), the CPU Adam rate is the
 measured one scaled to the platform's cores and bounded by its DRAM, and a CPU Adam file from
-a CPU the table does not know is one warning naming both CPUs."""
+another CPU than the platform's is one warning naming both CPUs, recorded in the summary."""
 from __future__ import annotations
 
 import io
@@ -149,17 +149,51 @@ def test_a_file_from_an_unknown_cpu_warns_naming_both(tmp_path, capsys):
     assert "'AMD Ryzen 9 7950X 16-Core Processor'" in lines[0]
     assert "Intel Xeon Platinum 8480C (--cpu dgx-h100)" in lines[0]
     assert result.simulation.components["cpu"].scale == 1.0
+    summary = result.reports["summary"]["host_cpu"]
+    assert (summary["adam_scaling"], summary["adam_other_cpu"]) == ("unscaled", True)
 
 
 def test_a_file_from_the_platforms_own_cpu_is_taken_as_measured(tmp_path, capsys):
     path = adam_file(tmp_path, "Intel(R) Xeon(R) Platinum 8480C")
     own = run(PASCAL, [*ZERO, "--cpu", "dgx-h100", "--cpu-adam-file", str(path)])
     assert own.simulation.components["cpu"].scale == 1.0
-    # the same file on another platform is scaled from the 8480C to that platform's core
+    assert "--cpu-adam-file" not in capsys.readouterr().err
+    summary = own.reports["summary"]["host_cpu"]
+    assert (summary["adam_scaling"], summary["adam_other_cpu"]) == ("as measured", False)
+    assert summary["adam_measured_on"] == "Intel(R) Xeon(R) Platinum 8480C"
+
+
+def test_a_file_from_another_table_cpu_is_scaled_and_warns_naming_both(tmp_path, capsys):
+    path = adam_file(tmp_path, "Intel(R) Xeon(R) Platinum 8480C")
     other = run(PASCAL, [*ZERO, "--cpu", "dgx-a100", "--cpu-adam-file", str(path)])
     a100, h100 = PLATFORMS["dgx-a100"].core, PLATFORMS["dgx-h100"].core
     assert other.simulation.components["cpu"].scale == pytest.approx(h100.speed_of(a100))
-    assert "--cpu-adam-file" not in capsys.readouterr().err
+    lines = [x for x in capsys.readouterr().err.splitlines() if "--cpu-adam-file" in x]
+    assert len(lines) == 1
+    assert "'Intel(R) Xeon(R) Platinum 8480C', not on the host's AMD EPYC 7742 (--cpu " \
+           "dgx-a100): its per-core rate is scaled x0.562 from the Intel Xeon Platinum " \
+           "8480C's by vector width and clock" in lines[0]
+    summary = other.reports["summary"]["host_cpu"]
+    assert (summary["adam_scaling"], summary["adam_other_cpu"]) == \
+        ("vector width and clock", True)
+
+
+def test_an_unknown_cpu_that_recorded_its_width_and_clock_is_scaled_by_them(tmp_path, capsys):
+    doc = json.loads(DEFAULT_CPU_ADAM.read_text(encoding="utf-8"))
+    doc["machine"].update(cpu="Intel(R) Xeon(R) Processor", simd=["avx512f", "avx2"],
+                          cpu_mhz=2600.0)
+    path = tmp_path / "adam.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = run(PASCAL, [*ZERO, "--cpu", "dgx-h100", "--cpu-adam-file", str(path)])
+    # 512-bit vectors at 2.6 GHz against the 8480C's 512-bit at 2.0 GHz (the pipes taken alike)
+    assert result.simulation.components["cpu"].scale == pytest.approx(2.0 / 2.6)
+    lines = [x for x in capsys.readouterr().err.splitlines() if "--cpu-adam-file" in x]
+    assert len(lines) == 1 and "'Intel(R) Xeon(R) Processor'" in lines[0]
+    assert "Intel Xeon Platinum 8480C (--cpu dgx-h100)" in lines[0]
+    assert "by the vector width (512-bit) and clock (2.60 GHz) the file recorded" in lines[0]
+    summary = result.reports["summary"]["host_cpu"]
+    assert summary["adam_scaling"] == "recorded vector width and clock"
+    assert summary["adam_other_cpu"] and summary["adam_implementation"] == "fused"
 
 
 def test_the_summary_says_which_platform_the_scaled_rate_and_whether_dram_bound():
@@ -175,8 +209,19 @@ def test_the_summary_says_which_platform_the_scaled_rate_and_whether_dram_bound(
     assert cpu["adam_per_core_params_per_s"] == pytest.approx(
         SHIPPED.params_per_s_per_core * cpu["adam_scale"])
     assert cpu["dram_bound"] and cpu["dram_bandwidth_Bps"] == 307.2e9
+    # which measurement and how it was scaled: the shipped one, from its Zen 3 core
+    assert (cpu["adam_implementation"], cpu["adam_measured_on"]) == ("fused", "AMD EPYC")
+    assert (cpu["adam_scaling"], cpu["adam_other_cpu"]) == ("vector width and clock", True)
     line = next(x for x in console.getvalue().splitlines() if x.startswith("host CPU:"))
     assert "dgx-h100: 56 cores at 835 M Adam parameters/s each (measured x1.633)" in line
     assert line.endswith("on 307.2 GB/s of DRAM: DRAM-bound")
     # a run without a host CPU's step has no host_cpu
     assert "host_cpu" not in run(PASCAL, ALEX).reports["summary"]
+
+
+def test_a_given_rate_is_recorded_as_given():
+    result = run(PASCAL, [*ZERO, "--cpu", "dgx-h100", "--cpu-adam-throughput", "1e9"])
+    summary = result.reports["summary"]["host_cpu"]
+    assert (summary["adam_scaling"], summary["adam_other_cpu"]) == ("given", False)
+    assert summary["adam_measured_on"] == summary["adam_implementation"] == ""
+    assert summary["adam_per_core_params_per_s"] == 1e9
