@@ -115,6 +115,46 @@ def test_host_cpu_mds_measurement_table_is_the_shipped_files():
     assert len(doc["measurements"]) == 18 and "all 18 measurements" in _page("host_cpu.md")
 
 
+def test_host_cpu_mds_deepspeed_table_is_the_committed_files():
+    from doc_tables import page_tables
+
+    from sst_cdma.model.cpu_adam import load_cpu_adam
+
+    path = REPO / "sst_cdma" / "model" / "calibration_data" / "cpu_adam" / \
+        "xeon_avx512_deepspeed.json"
+    load_cpu_adam(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    units = {"Ki": 1024, "Mi": 1024 ** 2}
+    (table,) = [t for t in page_tables(REPO / "docs" / "host_cpu.md")
+                if t.heading == "DeepSpeed's CPU Adam, measured here"]
+    assert table.rows[0] == ("implementation", "params", "threads", "fastest step",
+                             "median step", "M parameters/s")
+    for implementation, params, threads, step, median, rate in table.rows[1:]:
+        count, unit = params.split()
+        (m,) = [m for m in doc["measurements"]
+                if (f"`{m['implementation']}`", m["params"], m["threads"])
+                == (implementation, int(count) * units[unit], int(threads))]
+        for shown, value in ((step, m["min_s"] * 1e3), (median, m["median_s"] * 1e3),
+                             (rate, m["params_per_s"] / 1e6)):
+            number, decimals = _shown(shown)
+            assert round(value, decimals) == number, (implementation, params, threads)
+    count = len(doc["measurements"])
+    assert f"all {count} measurements" in _page("host_cpu.md")
+    assert "deepspeed" in doc["optimizers"] and doc["machine"]["simd"]
+
+
+def test_the_warnings_host_cpu_md_quotes_are_what_the_model_says():
+    from sst_cdma.model.hosts import PLATFORMS, adam_origin
+
+    page = _page("host_cpu.md")
+    h100 = PLATFORMS["dgx-h100"]
+    for name, cpu, bits, mhz in (("mine.json", "AMD Ryzen 9 7950X", 0, 0.0),
+                                 ("xeon.json", "Intel(R) Xeon(R) Processor", 512, 2599.998),
+                                 ("epyc.json", "AMD EPYC 7742 64-Core Processor", 0, 0.0)):
+        note = adam_origin(cpu, False, h100, bits, mhz).note(f"--cpu-adam-file {name}")
+        assert f"    sst: warning: {note}\n" in page, note
+
+
 def test_sweeps_md_lists_every_shipped_spec_with_its_topologies():
     from doc_tables import page_tables
 
