@@ -304,14 +304,28 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _adam_origin(cpu: dict[str, Any]) -> str:
+    """Which measurement the host CPU's rate is and how it was scaled, in brackets ("" for a
+    given rate)."""
+    how = cpu["adam_scaling"]
+    if how == "given":
+        return ""
+    what = cpu["adam_implementation"]
+    if how == "unscaled":
+        return f" ({what} measured on another CPU, unscaled)"
+    if cpu["adam_scale"] == 1:
+        return f" ({what}, as measured)"
+    recorded = ", by its recorded width and clock" if how.startswith("recorded") else ""
+    return f" ({what} measured x{cpu['adam_scale']:.3f}{recorded})"
+
+
 def host_cpu_line(cpu: dict[str, Any]) -> str:
     """The console line of the host CPU: its platform, cores and per-core Adam rate (scaled
     from the measured one), and what they reach on the DRAM."""
-    scaled = f" (measured x{cpu['adam_scale']:.3f})" if cpu["adam_scale"] != 1 else ""
     bound = "DRAM-bound" if cpu["dram_bound"] else "bound by the cores"
     return _row("host CPU", f"{cpu['platform']}: {cpu['cores']} cores at "
                 f"{cpu['adam_per_core_params_per_s'] / 1e6:.0f} M Adam parameters/s each"
-                f"{scaled}, {cpu['adam_params_per_s'] / 1e9:.2f} G/s together on "
+                f"{_adam_origin(cpu)}, {cpu['adam_params_per_s'] / 1e9:.2f} G/s together on "
                 f"{cpu['dram_bandwidth_Bps'] / 1e9:g} GB/s of DRAM: {bound}")
 
 

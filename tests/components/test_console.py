@@ -121,3 +121,21 @@ def test_an_old_summary_without_the_new_keys_still_prints():
            if k not in ("copy_bounds", "engine_busy", "density_provenance")}
     text = console_summary(old)
     assert "cDMA engine:" in text and "densities:" not in text
+
+
+@pytest.mark.parametrize("scaling, scale, said", [
+    ("given", 1.0, "each, 1.00 G/s"),
+    ("as measured", 1.0, "each (deepspeed, as measured),"),
+    ("vector width and clock", 1.633, "each (deepspeed measured x1.633),"),
+    ("recorded vector width and clock", 0.769,
+     "each (deepspeed measured x0.769, by its recorded width and clock),"),
+    ("unscaled", 1.0, "each (deepspeed measured on another CPU, unscaled),"),
+])
+def test_the_host_cpu_line_says_which_measurement_and_how_it_was_scaled(scaling, scale, said):
+    from components.console import host_cpu_line
+
+    cpu = {"platform": "dgx-h100", "cores": 2, "adam_per_core_params_per_s": 5e8,
+           "adam_scale": scale, "adam_scaling": scaling, "adam_implementation": "deepspeed",
+           "adam_params_per_s": 1e9, "dram_bandwidth_Bps": 307.2e9, "dram_bound": False}
+    line = host_cpu_line(cpu)
+    assert "dgx-h100: 2 cores at 500 M Adam parameters/s " + said in line, line

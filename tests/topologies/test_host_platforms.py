@@ -184,7 +184,9 @@ def test_an_unknown_cpu_that_recorded_its_width_and_clock_is_scaled_by_them(tmp_
                           cpu_mhz=2600.0)
     path = tmp_path / "adam.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    result = run(PASCAL, [*ZERO, "--cpu", "dgx-h100", "--cpu-adam-file", str(path)])
+    console = io.StringIO()
+    result = sst_cdma.run(PASCAL, [*ZERO, "--cpu", "dgx-h100", "--cpu-adam-file", str(path)],
+                          console=console)
     # 512-bit vectors at 2.6 GHz against the 8480C's 512-bit at 2.0 GHz (the pipes taken alike)
     assert result.simulation.components["cpu"].scale == pytest.approx(2.0 / 2.6)
     lines = [x for x in capsys.readouterr().err.splitlines() if "--cpu-adam-file" in x]
@@ -192,6 +194,8 @@ def test_an_unknown_cpu_that_recorded_its_width_and_clock_is_scaled_by_them(tmp_
     assert "Intel Xeon Platinum 8480C (--cpu dgx-h100)" in lines[0]
     assert "by the vector width (512-bit) and clock (2.60 GHz) the file recorded" in lines[0]
     summary = result.reports["summary"]["host_cpu"]
+    line = next(x for x in console.getvalue().splitlines() if x.startswith("host CPU:"))
+    assert "each (fused measured x0.769, by its recorded width and clock)," in line
     assert summary["adam_scaling"] == "recorded vector width and clock"
     assert summary["adam_other_cpu"] and summary["adam_implementation"] == "fused"
 
@@ -213,7 +217,7 @@ def test_the_summary_says_which_platform_the_scaled_rate_and_whether_dram_bound(
     assert (cpu["adam_implementation"], cpu["adam_measured_on"]) == ("fused", "AMD EPYC")
     assert (cpu["adam_scaling"], cpu["adam_other_cpu"]) == ("vector width and clock", True)
     line = next(x for x in console.getvalue().splitlines() if x.startswith("host CPU:"))
-    assert "dgx-h100: 56 cores at 835 M Adam parameters/s each (measured x1.633)" in line
+    assert "dgx-h100: 56 cores at 835 M Adam parameters/s each (fused measured x1.633)" in line
     assert line.endswith("on 307.2 GB/s of DRAM: DRAM-bound")
     # a run without a host CPU's step has no host_cpu
     assert "host_cpu" not in run(PASCAL, ALEX).reports["summary"]
