@@ -5,6 +5,7 @@ its last, its gradients reduce-scattered after its backward; the persistent mode
 the overlap"."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import pytest
@@ -94,30 +95,41 @@ def test_each_pass_gathers_one_unit_ahead_and_frees_after_use(s):
                 assert not any(op.op == "reduce_scatter" for op in run)
 
 
+@dataclass(frozen=True)
+class Layer:
+    """A layer as zero.py's FSDP functions take it."""
+
+    name: str
+    params: int
+    weight_bytes: int
+
+
 @pytest.mark.parametrize("s", [0, 1])
 def test_the_units_and_their_collectives_are_fsdp_schedule_s(s):
     units, plain, layers = units_of(s)
-    ops = stage(s).stream.ops
-    tensors = stage(s).stream.tensors
-    by_name = {u.name: u for u in units}
-    shard_ops = fsdp_schedule([type("L", (), {"name": u.name, "params": u.params,
-                                              "weight_bytes": u.weight_bytes})
-                               for u in units])
-    # the schedule over single-layer stand-ins has the same units, bytes and kinds per phase
-    for phase in ("forward", "backward"):
+    built = stage(s)
+    ops, tensors = built.stream.ops, built.stream.tensors
+    every = list(dict.fromkeys(op.name for op in plain.ops if op.op == "compute"
+                               and op.pass_ == "fwd"))
+    infos = []
+    for name in every:
+        t = plain.tensors.get(weight_name(name))
+        infos.append(Layer(name, t.bytes // 4 if t else 0, t.bytes if t else 0))
+    shard_ops = fsdp_schedule(infos)
+    span = built.spans[(0, 0)]
+    for phase, (a, b) in (("forward", (span.forward_start, span.forward_end)),
+                          ("backward", (span.backward_start, span.backward_end))):
         want = sorted((op.kind, op.units[0], op.bytes) for op in shard_ops
                       if op.phase == phase and op.kind != "free")
-        mine = ops[stage(s).spans[(0, 0)].forward_start:stage(s).spans[(0, 0)].forward_end] \
-            if phase == "forward" else \
-            ops[stage(s).spans[(0, 0)].backward_start:stage(s).spans[(0, 0)].backward_end]
-        got = sorted((op.op, op.name.split(":")[0], tensors[op.name].bytes) for op in mine
-                     if op.group == "dp")
+        got = sorted((op.op, op.name.split(":")[0], tensors[op.name].bytes)
+                     for op in ops[a:b] if op.group == "dp")
         assert got == want
-    # a unit's bytes are its layers' unsharded weights
+    # a unit's bytes are its layers' unsharded weights, its buffers that size
     for u in units:
         assert u.weight_bytes == sum(plain.tensors[weight_name(n)].bytes for n in u.layers
-                                     if weight_name(n) in plain.tensors)
-        assert tensors[gathered_name(u.name)].bytes == by_name[u.name].weight_bytes
+                                     if weight_name(n) in plain.tensors) > 0
+        assert tensors[gathered_name(u.name)].bytes == tensors[unit_grad_name(u.name)].bytes \
+            == u.weight_bytes
     assert {n for u in units for n in u.layers} >= set(layers)
 
 
