@@ -73,10 +73,11 @@ def record_key(r):
             r.end_ps, r.cost)
 
 
-@pytest.mark.parametrize("tp, pp, dp", [(2, 2, 2), (2, 2, 4), (2, 2, 16),
-                                        pytest.param(2, 2, 64, marks=pytest.mark.slow)])
-def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp):
-    layout = f"--tp {tp} --pp {pp} --dp {dp}"
+@pytest.mark.parametrize("tp, pp, dp, zero", [(2, 2, 2, 0), (2, 2, 4, 0), (2, 2, 16, 0),
+                                              (2, 2, 4, 3),
+                                              pytest.param(2, 2, 64, 0, marks=pytest.mark.slow)])
+def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp, zero):
+    layout = f"--tp {tp} --pp {pp} --dp {dp} --zero {zero}"
     one, s_one = run(layout)
     every, s_every = run(layout + " --simulate-every-rank")
     assert check_summary(s_one) == [] and check_summary(s_every) == []
