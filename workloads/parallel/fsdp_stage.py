@@ -16,8 +16,9 @@ waited for by ``collective_wait``):
 * in the backward pass each unit's gradients land in a buffer of their own (``UNIT:fsdp_dw``),
   allocated before its first backward kernel and reduce-scattered after its last; the stream
   waits for unit k's reduce-scatter after issuing unit k + 1's, and frees its buffer then
-  (the last at the end of the pass, as FSDP waits for its reduce-scatters at the end of the
-  backward pass).
+  (the last at the end of the pass, as FSDP's ``_post_backward_final_callback``,
+  ``torch/distributed/fsdp/_runtime_utils.py``, makes the compute stream wait for the
+  post-backward stream's reduce-scatters at the end of the backward pass).
 
 The stage's persistent weights, gradients and optimizer states are the 1/dp shards
 (:func:`~workloads.parallel.transformer_stages.with_dp_collectives`); what is gathered lives

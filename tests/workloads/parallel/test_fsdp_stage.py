@@ -154,3 +154,19 @@ def test_the_stage_holds_the_shards_and_moves_three_psi_a_micro_batch(s):
 
 def test_zero_3_at_dp_1_runs_no_dp_collective():
     assert not [op for op in stage(0, 3, 1).stream.ops if op.group == "dp"]
+
+
+@pytest.mark.parametrize("s", [0, 1])
+def test_at_most_two_units_gathered_and_two_gradient_buffers_at_once(s):
+    held = {":fsdp_w": set(), ":fsdp_dw": set()}
+    most = {key: 0 for key in held}
+    for op in stage(s).stream.ops:
+        for suffix, alive in held.items():
+            if op.name.endswith(suffix):
+                if op.op == "alloc":
+                    alive.add(op.name)
+                elif op.op == "free":
+                    alive.discard(op.name)
+                most[suffix] = max(most[suffix], len(alive))
+    assert most == {":fsdp_w": 2, ":fsdp_dw": 2}
+    assert not any(held.values())
