@@ -3,11 +3,13 @@ ops over one of its rank's process groups, and ``cdma.CollectivePort``, the GPU'
 cluster fabric that prices them (``cdma.ClusterFabric``; docs/parallel.md, "Collectives on the
 cluster fabric").
 
-A collective runs on the GPU's compute stream, as NCCL's kernels run on the stream Megatron
-issues them on: it starts once the kernels issued before it have ended, and the stream issues
-nothing after it until it completes (a blocking collective, as Megatron's tensor-parallel
-all-reduce in the forward pass; an asynchronous form that lets kernels run beside it is not
-modelled yet). The copy stream goes on meanwhile.
+A collective starts once the kernels issued before it have ended. A blocking one runs on the
+GPU's compute stream, as NCCL's kernels run on the stream Megatron issues them on: the stream
+issues nothing after it until it completes (Megatron's tensor-parallel all-reduce in the
+forward pass). An asynchronous one (``async=1``) runs beside the kernels issued after it, as
+FSDP's all-gathers and reduce-scatters run on streams of their own; the stream waits for it
+only in a ``collective_wait`` of its tensor (``components/collective_wait.py``), and only for
+what is left of it. The copy stream goes on meanwhile.
 
 The k-th collective a rank's stream issues over its group of one kind (``tp``, ``dp``, ...)
 meets the k-th of every other member of that group at the fabric; the fabric answers each
@@ -17,6 +19,7 @@ fabric's answer, which ends it by calling the GPU's ``resume()``."""
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CollectiveWaitReason", "CollectiveWait", "CollectiveHello", "CollectiveIssue",
            "CollectiveDone", "CollectiveOpsResult", "CollectivePort", "issue_collective",
-           "collective_pending"]
+           "collective_pending", "collective_port"]
 
 
 class CollectiveWaitReason(enum.Enum):
@@ -88,22 +91,33 @@ class CollectiveDone(FrozenRecord):
 @dataclass(repr=False, eq=False)
 class CollectiveOpsResult(Record):
     """What one GPU's collectives did: per collective (op, group, seq, tensor, bytes, when
-    its stream got to it, when it ended), and the time its stream waited in them."""
+    it went to the fabric, when it ended), the time its stream waited in them (``wait_ps``)
+    and that time per group kind (``waited``: its exposed time; a blocking collective's is
+    all of it, an asynchronous one's its collective_wait's stall)."""
 
     gpu: str
     collectives: list[tuple[str, str, int, str, int, int, int]] = field(default_factory=list)
     wait_ps: int = 0
+    waited: dict[str, int] = field(default_factory=dict)
 
 
 class CollectivePort(SubComponent):
     """A GPU's port to the cluster fabric: the link its stream's all_reduce, reduce_scatter
-    and all_gather ops use (fills the GPU's ``collectives`` slot)."""
+    and all_gather ops use (fills the GPU's ``collectives`` slot).
+
+    The port runs one collective at a time over each group kind, in issue order (NCCL runs a
+    communicator's collectives in the order they were issued): a collective issued while
+    another over its group is at the fabric waits in the port's queue and goes to the fabric
+    when that one ends. A blocking collective's stream waits for its end; an asynchronous one
+    (``async=1``) lets the stream go on, and a ``collective_wait`` of its tensor waits for
+    the rest of it."""
 
     PORTS = (Port("fabric", "the link to the cluster fabric (cdma.ClusterFabric's gpuN, N "
                   "this GPU's rank)", required=True),)
     STATISTICS = (
         StatisticSpec("collective_wait_ps", "time the stream waited in each collective, from "
-                      "its compute stream draining to the group's answer", "ps", "f64", 1),
+                      "its compute stream draining to the group's answer (an asynchronous "
+                      "one: in its collective_wait)", "ps", "f64", 1),
     )
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
@@ -111,8 +125,17 @@ class CollectivePort(SubComponent):
         self.link: LinkEnd = self.connected_link("fabric", self._done)
         #: collectives issued so far over each group kind
         self.issued: dict[str, int] = {}
-        #: the collective the stream waits in: (group, seq, tensor, bytes, when issued)
-        self.current: Optional[tuple[str, int, str, int, int]] = None
+        #: the blocking collective the stream waits in: ((group, seq), when the stream got to it)
+        self.current: Optional[tuple[tuple[str, int], int]] = None
+        #: where a collective_wait stalls: when the stream got to it
+        self.wait_from: Optional[int] = None
+        #: per group kind, the collectives issued and not yet at the fabric:
+        #: (op, seq, tensor, bytes)
+        self.queued: dict[str, deque[tuple[str, int, str, int]]] = {}
+        #: per group kind, the collective at the fabric: (op, seq, tensor, bytes, sent at)
+        self.at_fabric: dict[str, tuple[str, int, str, int, int]] = {}
+        #: the last asynchronous collective of each tensor: (group, seq)
+        self.handles: dict[str, tuple[str, int]] = {}
         #: answers landed and not yet taken: (group, seq) -> end
         self.ended: dict[tuple[str, int], int] = {}
         self.result = CollectiveOpsResult("")
@@ -136,35 +159,76 @@ class CollectivePort(SubComponent):
         return bool(gpu.compute_busy or gpu.compute_q)
 
     def issue(self, op: "StreamOp") -> bool:
-        """Issue ``op`` (a collective) once the compute stream has drained, then wait for the
-        fabric's answer; True once it has come (the stream goes on)."""
+        """Issue ``op`` (a collective) once the compute stream has drained; an asynchronous
+        one returns True at once, a blocking one once the fabric's answer has come (the
+        stream goes on)."""
         gpu = self.gpu
-        seq = self.issued.get(op.group, 0)
         if self.current is None:
             if self._compute_busy():
                 gpu.blocked = CollectiveWait(CollectiveWaitReason.COMPUTE, op.op, op.group,
-                                             seq, op.name)
+                                             self.issued.get(op.group, 0), op.name)
                 return False
-            nbytes = gpu.stream.tensors[op.name].bytes
-            now = self.sim.now
-            self.issued[op.group] = seq + 1
-            self.current = (op.group, seq, op.name, nbytes, now)
-            self.link.send(CollectiveIssue(op.op, op.group, seq, op.name, nbytes, now))
-        group, seq, tensor, nbytes, start = self.current
-        end = self.ended.pop((group, seq), None)
-        if end is None:
-            gpu.blocked = CollectiveWait(CollectiveWaitReason.COLLECTIVE, op.op, group, seq,
-                                         tensor)
+            handle = self._start(op)
+            if op.async_:
+                self.handles[op.name] = handle
+                return True
+            self.current = (handle, self.sim.now)
+        (group, seq), reached = self.current
+        if not self._taken(op, group, seq, reached):
             return False
         self.current = None
-        self.result.collectives.append((op.op, group, seq, tensor, nbytes, start, end))
-        gpu.record("collective", f"{op.op} {tensor} group={group}", start, end)
-        self.result.wait_ps += end - start
-        self.stat_wait.add_data(end - start)
         # the collective ran on the compute stream: the kernels after it were enqueued behind
         # it, so the next one pays no launch after an idle stream
         gpu.compute_idle = False
         return True
+
+    def wait(self, op: "StreamOp") -> bool:
+        """A ``collective_wait`` of ``op.name``: True once its asynchronous collective has
+        ended; the stream's stall (from reaching the wait to the end) is exposed time."""
+        group, seq = self.handles[op.name]
+        if self.wait_from is None:
+            self.wait_from = self.sim.now
+        if not self._taken(op, group, seq, self.wait_from):
+            return False
+        self.wait_from = None
+        del self.handles[op.name]
+        return True
+
+    def _taken(self, op: "StreamOp", group: str, seq: int, reached: int) -> bool:
+        """Whether collective ``seq`` over ``group`` has ended (its answer taken, the
+        stream's wait since ``reached`` counted); the stream waits for it otherwise."""
+        end = self.ended.pop((group, seq), None)
+        if end is None:
+            self.gpu.blocked = CollectiveWait(CollectiveWaitReason.COLLECTIVE, op.op, group,
+                                              seq, op.name)
+            return False
+        stalled = max(0, end - reached)
+        self.result.wait_ps += stalled
+        self.result.waited[group] = self.result.waited.get(group, 0) + stalled
+        self.stat_wait.add_data(stalled)
+        return True
+
+    def _start(self, op: "StreamOp") -> tuple[str, int]:
+        """Queue ``op`` behind the collectives over its group, sending it to the fabric now if
+        none is there; its (group, seq)."""
+        group = op.group
+        seq = self.issued.get(group, 0)
+        self.issued[group] = seq + 1
+        nbytes = self.gpu.stream.tensors[op.name].bytes
+        self.queued.setdefault(group, deque()).append((op.op, seq, op.name, nbytes))
+        if group not in self.at_fabric:
+            self._send_next(group)
+        return group, seq
+
+    def _send_next(self, group: str) -> None:
+        """Send the next queued collective over ``group`` to the fabric (if any)."""
+        queue = self.queued.get(group)
+        if not queue:
+            return
+        kind, seq, tensor, nbytes = queue.popleft()
+        now = self.sim.now
+        self.at_fabric[group] = (kind, seq, tensor, nbytes, now)
+        self.link.send(CollectiveIssue(kind, group, seq, tensor, nbytes, now))
 
     def pending(self, wait: CollectiveWait) -> bool:
         """Whether what ``wait`` waits for has not happened yet."""
@@ -173,8 +237,15 @@ class CollectivePort(SubComponent):
         return (wait.group, wait.seq) not in self.ended
 
     def _done(self, done: CollectiveDone) -> None:
-        """The fabric's answer landed: keep it for the stream, and wake the stream."""
-        self.ended[(done.group, done.seq)] = done.end_ps
+        """The fabric's answer landed: record the collective, keep its end for the stream,
+        send the next queued over its group, and wake the stream."""
+        kind, seq, tensor, nbytes, start = self.at_fabric.pop(done.group)
+        assert seq == done.seq, "the fabric answers a group's collectives in order"
+        self.ended[(done.group, seq)] = done.end_ps
+        self.result.collectives.append((kind, done.group, seq, tensor, nbytes, start,
+                                        done.end_ps))
+        self.gpu.record("collective", f"{kind} {tensor} group={done.group}", start, done.end_ps)
+        self._send_next(done.group)
         self.gpu.resume()
 
     def finish(self) -> None:
@@ -183,7 +254,7 @@ class CollectivePort(SubComponent):
         self.publish(self.result)
 
 
-def _port(gpu: "GPU", op: "StreamOp") -> CollectivePort:
+def collective_port(gpu: "GPU", op: "StreamOp") -> CollectivePort:
     """The GPU's port to the cluster fabric (its ``collectives`` slot)."""
     port = gpu.subcomponent("collectives")
     if not isinstance(port, CollectivePort):
@@ -196,7 +267,7 @@ def _port(gpu: "GPU", op: "StreamOp") -> CollectivePort:
 def issue_collective(gpu: "GPU", op: "StreamOp") -> bool:
     """An all_reduce, reduce_scatter or all_gather: runs after the kernels before it, and
     the stream waits until its group's collective has completed."""
-    return _port(gpu, op).issue(op)
+    return collective_port(gpu, op).issue(op)
 
 
 def collective_pending(gpu: "GPU", wait: CollectiveWait) -> bool:

@@ -24,6 +24,7 @@ from .messages import (TIERS, AllReduceDone, CodecKernel, GradientManifest, Grad
 from .model_states import ModelStates
 from .pipeline_p2p import PeerWait, PipelinePorts, issue_recv, issue_send, recv_pending
 from .collective_ops import CollectivePort, CollectiveWait, collective_pending, issue_collective
+from .collective_wait import issue_collective_wait
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
@@ -490,6 +491,7 @@ class GPU(Component):
         "all_reduce": issue_collective,
         "reduce_scatter": issue_collective,
         "all_gather": issue_collective,
+        "collective_wait": issue_collective_wait,
     }
 
     def _streams_busy(self) -> bool:

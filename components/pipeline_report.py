@@ -23,7 +23,8 @@ class PipelineStageResult:
     parallelism: ``tp`` ranks a stage, this GPU's ``tp_rank``, and its collectives over its tp
     group (``tp_collectives``) with the time its stream spent in them (``tp_comm_ps``). With
     data parallelism: ``dp`` replicas, this GPU's ``dp_rank`` and its collectives over its dp
-    group (``dp_collectives``, ``dp_comm_ps``). For tokens/s and MFU: the tokens of one
+    group (``dp_collectives``, ``dp_comm_ps``: the time its stream waited in them, and
+    ``dp_hidden_ps``: the time they ran beside its kernels). For tokens/s and MFU: the tokens of one
     micro-batch (``tokens``), the whole network's parameters (``model_params``) and the GPU's
     peak FLOP/s in the run's dtype (``peak_flops``); zeros for a chain of identical layers."""
 
@@ -50,6 +51,7 @@ class PipelineStageResult:
     tokens: int = 0
     model_params: int = 0
     peak_flops: float = 0.0
+    dp_hidden_ps: int = 0
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -133,6 +135,7 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
                      tp_comm_time_s=comm / 10**12)
     if r.dp > 1:
         entry["dp_comm_time_s"] = dp_comm / 10**12
+        entry["dp_hidden_time_s"] = max(x.dp_hidden_ps for x in ranks) / 10**12
     return entry
 
 
@@ -188,7 +191,8 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
         lines.append(f"  stage {s['stage']} ({gpus}): busy {s['busy_time_s'] * ms:.3f} ms, "
                      + (f"{s['tp_comm_time_s'] * ms:.3f} ms in TP collectives, "
                         if "tp_comm_time_s" in s else "")
-                     + (f"{s['dp_comm_time_s'] * ms:.3f} ms in DP collectives, "
+                     + (f"{s['dp_comm_time_s'] * ms:.3f} ms in DP collectives "
+                        f"({s['dp_hidden_time_s'] * ms:.3f} ms more hidden), "
                         if "dp_comm_time_s" in s else "")
                      + f"bubble {s['bubble_share']:.1%}, at most {s['in_flight_max']} {held} "
                      "in flight, peak memory "

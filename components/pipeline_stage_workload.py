@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from .gpu import GPU
     from .workload_source import Step
 
-__all__ = ["PipelineStageWorkload", "held_at_once", "tp_collectives"]
+__all__ = ["PipelineStageWorkload", "held_at_once", "tp_collectives",
+           "hidden_collectives_ps"]
 
 
 #: the params in which the GPUs of one stage differ (their streams do not)
@@ -66,9 +67,19 @@ def tp_collectives(gpu: "GPU", kind: str = TP_GROUP) -> tuple[int, int]:
     port = gpu.subcomponent("collectives")
     if not isinstance(port, CollectivePort):
         return 0, 0
-    mine = [end - start for _, group, _, _, _, start, end in port.result.collectives
-            if group == kind]
-    return len(mine), sum(mine)
+    mine = [1 for _, group, *_ in port.result.collectives if group == kind]
+    return len(mine), port.result.waited.get(kind, 0)
+
+
+def hidden_collectives_ps(gpu: "GPU", kind: str = DP_GROUP) -> int:
+    """The time the GPU's collectives over its group of ``kind`` ran while its stream went
+    on (their time at the fabric less the stream's waits in them); 0 without a port."""
+    port = gpu.subcomponent("collectives")
+    if not isinstance(port, CollectivePort):
+        return 0
+    total = sum(end - start for _, group, _, _, _, start, end in port.result.collectives
+                if group == kind)
+    return total - port.result.waited.get(kind, 0)
 
 
 def held_at_once(spans: list[tuple[int, int]]) -> int:
@@ -135,7 +146,9 @@ class PipelineStageWorkload(WorkloadSource):
               "runs the same stream)", minimum=0),
         Param("zero", "int", 0, "ZeRO stage over dp: 0 all-reduces the gradients; 1 and 2 "
               "reduce-scatter them, all-gather the updated weights and hold 1/dp of the "
-              "optimizer states (3 is not built yet)", minimum=0, maximum=3),
+              "optimizer states; 3 holds 1/dp of every model state, all-gathers each unit's "
+              "weights ahead of use and reduce-scatters its gradients beside the backward",
+              minimum=0, maximum=3),
         Param("sequence_parallel", "bool", False, "sequence parallelism (needs tp above 1): "
               "norms and residuals on sequence / tp, all-gathers and reduce-scatters in place "
               "of the all-reduces"),
@@ -309,7 +322,8 @@ class PipelineStageWorkload(WorkloadSource):
                                          gpu.memory.capacity, gpu.memory.oom, p["tp"],
                                          p["tp_rank"], *tp_collectives(gpu), p["dp"],
                                          p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
-                                         *self._tokens_and_params(), self._peak_flops()))
+                                         *self._tokens_and_params(), self._peak_flops(),
+                                         hidden_collectives_ps(gpu)))
 
     def _tokens_and_params(self) -> tuple[int, int]:
         """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence) and the

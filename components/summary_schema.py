@@ -383,7 +383,11 @@ PIPELINE_STAGE: tuple[Key, ...] = (
        "(each from its compute stream draining to the group's answer: blocking, so all "
        "exposed)", TENSOR_PARALLEL),
     _k("dp_comm_time_s", "number", "time its stream spent in collectives over its dp group "
-       "(ZeRO's gradient reduction and weight all-gather, blocking)", DATA_PARALLEL),
+       "(ZeRO's gradient reduction and weight all-gathers): its exposed dp time, a blocking "
+       "collective's whole time and an asynchronous one's wait", DATA_PARALLEL),
+    _k("dp_hidden_time_s", "number", "time its dp collectives ran beside its kernels, the "
+       "stream not waiting (asynchronous ones: ZeRO-3's gathers and reduce-scatters, the "
+       "gradient buckets overlapped with the backward)", DATA_PARALLEL),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,

@@ -47,7 +47,7 @@ from .durations import parse_duration
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, read_text
 
 from .errors import StreamError, WorkloadError, read_fault
-from .stream_schema import (COLLECTIVES, LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION,
+from .stream_schema import (COLLECTIVE_WAIT, COLLECTIVES, LAYER, OPS, PHASES, STATEMENTS, STREAM_VERSION,
                             TENSOR_KINDS, Stream, StreamOp, StreamTensor, read_values)
 
 __all__ = ["STREAM_VERSION", "TENSOR_KINDS", "OPS", "StreamTensor", "StreamOp", "Stream",
@@ -70,6 +70,9 @@ class _Parser:
         self.allocated: set[str] = set()
         self.host: set[str] = set()
         self.inflight: dict[str, str] = {}
+        #: tensors with an asynchronous collective in flight (a sync does not end them: only
+        #: their collective_wait does) -> the collective
+        self.async_inflight: dict[str, str] = {}
         self.prefetch_issued: set[str] = set()
         self.codec: dict[str, str] = {}
         self.tier: dict[str, str] = {}  # where each offloaded tensor went ('' = the GPU's)
@@ -243,7 +246,7 @@ class _Parser:
 
     def transfer(self, head: str, name: str, values: dict[str, Any]) -> None:
         """Check an alloc, free, offload, prefetch or wait of tensor ``name``."""
-        busy = self.inflight.get(name)
+        busy = self.inflight.get(name) or self.async_inflight.get(name)
         if head == "alloc":
             if name in self.allocated:
                 raise self.fail(f"'alloc': tensor '{name}' is already allocated")
@@ -276,6 +279,12 @@ class _Parser:
             self.prefetch_issued.add(name)
         elif head in ("send", "recv") or head in COLLECTIVES:
             self.peer_transfer(head, name, busy)
+            if values.get("async_"):
+                self.async_inflight[name] = head
+        elif head == COLLECTIVE_WAIT:
+            if self.async_inflight.pop(name, None) is None:
+                raise self.fail(f"'{head}': tensor '{name}' has no asynchronous collective "
+                                "(async=1) in flight")
         elif head == "wait":
             if name not in self.prefetch_issued:
                 raise self.fail(f"'wait': tensor '{name}' has no prefetch before it")
@@ -305,6 +314,10 @@ class _Parser:
                     raise self.fail(f"'compute {layer}' {key[:-1]}s tensor '{name}' which is not "
                                     "resident (never allocated, freed or offloaded)")
                 busy = self.inflight.get(name)
+                if name in self.async_inflight:
+                    raise self.fail(f"'compute {layer}' {key[:-1]}s tensor '{name}' while its "
+                                    f"asynchronous {self.async_inflight[name]} is in flight "
+                                    f"(missing {COLLECTIVE_WAIT})")
                 if busy == "prefetch":
                     raise self.fail(f"'compute {layer}' {key[:-1]}s tensor '{name}' before its "
                                     "prefetch completed (missing wait)")

@@ -20,7 +20,7 @@ from .durations import format_ps, parse_duration
 if TYPE_CHECKING:
     from .plan import Plan
 
-__all__ = ["STREAM_VERSION", "TENSOR_KINDS", "COLLECTIVES", "OPS", "PHASES", "PASSES", "Form", "Key",
+__all__ = ["STREAM_VERSION", "TENSOR_KINDS", "COLLECTIVES", "COLLECTIVE_WAIT", "OPS", "PHASES", "PASSES", "Form", "Key",
            "Statement", "STATEMENTS", "StreamTensor", "StreamOp", "Stream", "read_values",
            "statement_line", "INT", "WORD", "LAYER", "DURATION", "ALGORITHM", "NAMES", "FLAG",
            "SHAPE", "PASS", "TENSOR_KIND", "CODEC"]
@@ -32,10 +32,13 @@ TENSOR_KINDS = ("activation", "gradient", "weight", "state", "workspace")
 #: The collectives a stream may issue over one of its rank's process groups (docs/parallel.md,
 #: "Collectives on the cluster fabric").
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+#: The op that waits for an asynchronous collective (``async=1``) of its tensor to end.
+COLLECTIVE_WAIT = "collective_wait"
 #: Ops allowed inside a phase (``send``/``recv``: a tensor to or from another pipeline stage,
-#: docs/parallel.md; the collectives over a process group).
+#: docs/parallel.md; the collectives over a process group, and the wait for an asynchronous
+#: one).
 OPS = ("alloc", "free", "offload", "prefetch", "wait", "compute", "sync", "send", "recv",
-       *COLLECTIVES)
+       *COLLECTIVES, COLLECTIVE_WAIT)
 #: The phases, in the order a stream has them (``update`` is optional).
 PHASES = ("forward", "backward", "update")
 #: The passes a compute op may have.
@@ -183,6 +186,9 @@ class StreamOp:
     #: on a collective: the kind of process group of the GPU's rank it runs over (``tp``,
     #: ``dp``, ``pp`` or ``embedding``; the fabric knows each rank's groups)
     group: str = _key("group", WORD, COLLECTIVES, True, "")
+    #: on a collective: ``async=1`` starts it and lets the stream go on (its kernels run
+    #: beside it); a ``collective_wait`` of its tensor waits for it to end
+    async_: bool = _key("async", FLAG, COLLECTIVES, default=False)
     line: int = field(default=0, compare=False)
 
 

@@ -112,10 +112,10 @@ def _check_network_layout(o: argparse.Namespace) -> None:
                              global_batch=o.global_batch, micro_batch_size=o.batch,
                              stage_split=split, sequence_parallel=o.sequence_parallel)
         o.micro_batches = layout.micro_batches
-        if o.dp > 1 and o.zero == 3:
-            raise LayoutError(f"zero 3 with dp {o.dp}: ZeRO-3 all-gathers each layer's "
-                              "weights ahead of use, which needs asynchronous collectives in "
-                              "the stage streams: not built yet (zero 0, 1 or 2)")
+        if o.dp == 1 and o.zero:
+            raise LayoutError(f"zero {o.zero} with dp 1: ZeRO shards the model states over "
+                              "the data-parallel ranks, and one rank has none to share them "
+                              "with (give dp above 1, or zero 0)")
         if o.tp > 1:
             shard_transformer(load_network(o.network, o.seq_len), o.tp, o.sequence_parallel)
     except (LayoutError, WorkloadError) as exc:

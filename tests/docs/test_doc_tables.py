@@ -75,6 +75,7 @@ CHECKS = [
     Check("docs/workloads.md", "python sweeps/state_compression.py"),
     Check("docs/tensor_parallel.md", "python -m sst_cdma.tools.tensor_parallel --table"),
     Check("docs/zero.md", "python -m sst_cdma.tools.zero_table"),
+    Check("docs/parallel.md", "python benchmarks/bench_zero3.py --markdown"),
     Check("docs/zero.md", "python -m sst_cdma.tools.zero_table --network llama3_405b --dp 1 8 64 "
           "128 --dtype bfloat16"),
 ]

@@ -42,14 +42,14 @@ of the word embeddings, as Megatron-LM keeps one on the last stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Collection, Iterable, Optional, Sequence
 
 from ..dtypes import itemsize
 from ..network import Network
 from ..plan import Block, Plan
 from ..render import stream_text
 from ..stream import Stream, parse_stream
-from ..stream_schema import StreamOp, StreamTensor
+from ..stream_schema import COLLECTIVE_WAIT, StreamOp, StreamTensor
 from ..transformer import split_name
 from ..vdnn import grad_name, wgrad_name
 from .layout import LayoutError, ParallelLayout
@@ -57,6 +57,8 @@ from .pipeline import stage_order
 from .ranks import ChunkLayers, stage_plans
 from .stage_stream import PassSpans, SpanKey, StageStream, peers, pipeline_steps
 from .tensor import TP_GROUP
+from .fsdp_stage import Passes, zero3_passes
+from .grad_overlap import last_backward_passes, overlap_reductions, stepped_gradients
 from .zero import DP_GROUP, model_state_bytes
 
 if TYPE_CHECKING:
@@ -360,11 +362,12 @@ def _zero_states(tensors: dict[str, StreamTensor], update: Sequence[StreamOp], d
                  ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
     """Under ZeRO ``zero`` >= 1 over ``dp`` ranks: each layer's optimizer state resized to
     its 1/dp shard (:func:`~workloads.parallel.zero.model_state_bytes`, the layer's
-    parameters from its weights' bytes) and its step's kernel working on that shard only."""
+    parameters from its weights' bytes), at ZeRO 3 its weights and gradients too, and its
+    step's kernel working on that shard only."""
     from ..vdnn import OPTIMIZERS, state_name, weight_name
 
     step = OPTIMIZERS.get(optimizer)
-    if zero == 0 or step is None:
+    if zero == 0 or (step is None and zero < 3):
         return tensors, list(update)
     out = dict(tensors)
     ops: list[StreamOp] = []
@@ -372,17 +375,23 @@ def _zero_states(tensors: dict[str, StreamTensor], update: Sequence[StreamOp], d
         if op.op == "compute" and weight_name(op.name) in tensors:
             params = tensors[weight_name(op.name)].bytes // itemsize(dtype)
             shard = -(-params // dp)
-            state = state_name(op.name)
-            if state in out:
-                out[state] = replace(out[state], bytes=model_state_bytes(
-                    params, dp, zero, dtype, optimizer).optimizer)
-            op = replace(op, flops=step.flops * shard, dram=step.dram_bytes(shard, dtype))
+            held = model_state_bytes(params, dp, zero, dtype, optimizer)
+            resized = {state_name(op.name): held.optimizer}
+            if zero == 3:
+                resized.update({weight_name(op.name): held.weights,
+                                wgrad_name(op.name): held.gradients})
+            for name, size in resized.items():
+                if name in out:
+                    out[name] = replace(out[name], bytes=size)
+            if step is not None:
+                op = replace(op, flops=step.flops * shard, dram=step.dram_bytes(shard, dtype))
         ops.append(op)
     return out, ops
 
 
 def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTensor],
-                        dp: int, zero: int, dtype: str, optimizer: str
+                        dp: int, zero: int, dtype: str, optimizer: str,
+                        overlapped: Collection[str] = ()
                         ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
     """A stage's optimizer step (``update``: its layers' step kernels, in order) with ZeRO's
     data-parallel collectives over its dp group (:func:`~workloads.parallel.zero.step_collectives`
@@ -390,26 +399,50 @@ def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTen
     all-reduced in place before the first step kernel; at stages 1 and 2 each is
     reduce-scattered before it, and each weight the step writes all-gathered in place after
     the last (the whole buffer's bytes, nccl-tests' convention: the gradient, the weights),
-    and each layer's optimizer state and step shrink to its 1/dp shard. Returns the
-    declarations (resized) and the ops; ``dp`` 1 changes nothing. ZeRO-3 is a
-    :class:`LayoutError`: its per-layer all-gathers need asynchronous collectives."""
-    from ..vdnn import weight_name, wgrad_name
+    and each layer's optimizer state and step shrink to its 1/dp shard. A gradient in
+    ``overlapped`` was reduced asynchronously beside the backward pass
+    (:mod:`~workloads.parallel.grad_overlap`): the step waits for it (``collective_wait``)
+    instead. Returns the declarations (resized) and the ops; ``dp`` 1 changes nothing. At ZeRO 3 each layer's
+    weights and gradients are its 1/dp shards too, and the step runs no collective: the
+    passes gather the weights and reduce-scatter the gradients
+    (:mod:`~workloads.parallel.fsdp_stage`)."""
+    from ..vdnn import weight_name
 
     if dp == 1:
         return tensors, list(update)
     if zero == 3:
-        raise LayoutError("zero 3 all-gathers each layer's weights ahead of use, which needs "
-                          "asynchronous collectives in the stage streams: not built yet (zero "
-                          "0, 1 or 2)")
+        return _zero_states(tensors, update, dp, zero, dtype, optimizer)
     steps = [op for op in update if op.op == "compute"]
     grads = [wgrad_name(op.name) for op in steps if wgrad_name(op.name) in op.reads]
     weights = [weight_name(op.name) for op in steps if weight_name(op.name) in op.writes]
     tensors, ops = _zero_states(tensors, update, dp, zero, dtype, optimizer)
     reduce = "all_reduce" if zero == 0 else "reduce_scatter"
-    before = [StreamOp(reduce, g, "update", group=DP_GROUP) for g in grads]
+    before = [StreamOp(COLLECTIVE_WAIT, g, "update") if g in overlapped
+              else StreamOp(reduce, g, "update", group=DP_GROUP) for g in grads]
     after = [] if zero == 0 else [StreamOp("all_gather", w, "update", group=DP_GROUP)
                                   for w in weights]
     return tensors, before + ops + after
+
+
+def _dp_passes(passes: Passes, layout: ParallelLayout, stage: int,
+               by_chunk: dict[int, ChunkCut], update: Sequence[StreamOp],
+               tensors: dict[str, StreamTensor], dtype: str
+               ) -> tuple[Passes, list[StreamTensor], list[str]]:
+    """The passes with the data-parallel collectives that run beside them (dp above 1): at
+    ZeRO 3 the units' gathers and reduce-scatters (:func:`~workloads.parallel.fsdp_stage.
+    zero3_passes`, with the declarations of their buffers), at ZeRO 0-2 the gradients'
+    reductions in each chunk's last backward pass (:func:`~workloads.parallel.grad_overlap.
+    overlap_reductions`, with the gradients so reduced)."""
+    if layout.dp == 1:
+        return passes, [], []
+    if layout.zero == 3:
+        done, buffers = zero3_passes(passes, {c: cut.layers for c, cut in by_chunk.items()},
+                                     tensors, dtype)
+        return done, buffers, []
+    kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+    done, overlapped = overlap_reductions(passes, last_backward_passes(stage_order(layout, stage)),
+                                          stepped_gradients(update), kind)
+    return done, [], overlapped
 
 
 class _Renamer:
@@ -563,10 +596,15 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
         prologue, update, epilogue = prologue + allocs, update + stepping, epilogue + frees
         extra += copy
         states = states | {t.name for t in copy}
+    passes, buffers, overlapped = _dp_passes(passes, layout, stage, by_chunk, update,
+                                             {t.name: t for t in plan.tensors + extra},
+                                             plan.dtype)
+    extra += buffers
+    states = states | {t.name for t in buffers}
     declared_here = {t.name: t for t in extra + _declarations(
         plan, prologue + update + epilogue, states, layout.micro_batches)}
     declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
-                                                plan.dtype, optimizer)
+                                                plan.dtype, optimizer, overlapped)
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + epilogue
     tensors = {t.name: declared_here.get(t.name, t)

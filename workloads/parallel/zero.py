@@ -22,16 +22,15 @@ buckets of ``bucket_bytes``). docs/zero.md shows the formulas, their sources and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 from ..dtypes import itemsize
 from ..errors import WorkloadError
-from ..network import LayerInfo
 from ..transformer import split_name
 from ..vdnn import OPTIMIZERS
 
 __all__ = ["ZERO_STAGES", "SHARDED", "COLLECTIVE_KINDS", "ShardOp", "StateBytes", "Collective",
-           "FsdpUnit", "check_zero", "bytes_per_param", "model_state_bytes",
+           "FsdpUnit", "WeightedLayer", "check_zero", "bytes_per_param", "model_state_bytes",
            "step_collectives", "step_volume_bytes", "fsdp_units", "fsdp_schedule", "model_state_table"]
 
 #: ZeRO's stages: 0 plain data parallelism, 1 P_os, 2 P_os+g, 3 P_os+g+p (FSDP's FULL_SHARD)
@@ -139,6 +138,18 @@ def step_volume_bytes(params: int, stage: int, dtype: str = "float16") -> int:
     return sum(c.volume for c in step_collectives(params, stage)) * itemsize(dtype)
 
 
+class WeightedLayer(Protocol):
+    """What the FSDP units need of a layer: its name, its parameters and their bytes (a
+    :class:`~workloads.network.LayerInfo`, or a stage stream's layer)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def params(self) -> int: ...
+    @property
+    def weight_bytes(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class FsdpUnit:
     """The layers sharded and gathered together (an FSDP unit): its name, its layers in
@@ -172,13 +183,13 @@ class ShardOp:
     needed_by: Optional[str] = None
 
 
-def fsdp_units(infos: Sequence[LayerInfo]) -> tuple[FsdpUnit, ...]:
+def fsdp_units(infos: Sequence[WeightedLayer]) -> tuple[FsdpUnit, ...]:
     """The FSDP units of layers ``infos`` (forward order): one per transformer block
     ``blk{i}/`` (as FSDP's transformer auto-wrap policy wraps each block), and one per weighted
     layer outside the blocks (the embedding, the final norm, the LM head: that policy's
     outermost unit holds them together; docs/zero.md); weightless layers outside the blocks
     belong to none."""
-    units: list[list[LayerInfo]] = []
+    units: list[list[WeightedLayer]] = []
     keys: list[str] = []
     for info in infos:
         block, _ = split_name(info.name)
@@ -231,7 +242,7 @@ def _scatters(backward: Sequence[FsdpUnit], bucket_bytes: int) -> list[ShardOp]:
     return ops
 
 
-def fsdp_schedule(infos: Sequence[LayerInfo], bucket_bytes: int = 0) -> tuple[ShardOp, ...]:
+def fsdp_schedule(infos: Sequence[WeightedLayer], bucket_bytes: int = 0) -> tuple[ShardOp, ...]:
     """ZeRO-3's collectives over layers ``infos`` (forward order, with their weight bytes in
     the iteration's dtype): the forward's gathers and frees, then the backward's gathers,
     frees and gradient reduce-scatters, each list in issue order (docs/zero.md)."""
