@@ -2,8 +2,8 @@
 H100 nodes (tp 8, dp 2, each dp group one GPU of each node on its own NIC), an offload on
 rank 0's link to its switch slows rank 0's dp all-reduce by exactly what max-min sharing of
 that link takes from it, and nothing else: the other dp groups, and the same run without the
-offload, take the model's time to the picosecond. The offload loses its share too. The
-pipeline topology's sends across nodes share the link the same way."""
+offload, take the model's time to the picosecond. The offload loses its share too; a card
+naming a link with no flow resources is one line."""
 from __future__ import annotations
 
 import io

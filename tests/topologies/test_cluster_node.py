@@ -3,7 +3,7 @@
 cards carry the sends across nodes at exactly the ports' rate and lose nothing; on, the
 sends across nodes and the offload copies lose time to each other and the step grows, while
 collectives that stay inside a node never touch a card. The summary and the console report
-both losses per stage."""
+both losses per stage; one replica simulated gives every replica's losses."""
 from __future__ import annotations
 
 import io
@@ -86,3 +86,21 @@ def test_a_run_without_a_cluster_has_no_cards():
     assert not [r for r in result.results.values() if isinstance(r, NICResult)]
     assert all("network_lost_time_s" not in s
                for s in result.reports["summary"]["pipeline"]["stages"])
+
+
+def test_one_replica_simulated_gives_every_replicas_losses():
+    # tp 2 x dp 8: each stage spans two nodes and its dp groups cross the network, the
+    # offloads on each GPU's link beside them; the twins' links are their own (section 11)
+    opts = ("--network gpt2_small --tp 2 --dp 8 --pp 2 --micro-batches 2 --batch 1 "
+            "--seq-len 512 --policy all")
+    one = sst_cdma.run(H100, opts, console=io.StringIO())
+    every = sst_cdma.run(H100, f"{opts} --simulate-every-rank", console=io.StringIO())
+    assert one.reports["summary"]["pipeline"]["stages"] == \
+        every.reports["summary"]["pipeline"]["stages"]
+
+    def dp(result):
+        return sorted((r.index, r.seq, r.end_ps, r.network_delay_ps)
+                      for r in result.results["fabric"].collectives if r.group == "dp")
+
+    assert dp(one) == dp(every)
+    assert any(delay for *_, delay in dp(one))  # some dp all-reduce was slowed
