@@ -67,6 +67,9 @@ class EngineResult:
     #: ps the codec units were busy (the bytes they (de)compressed at their full throughput;
     #: 0 for a plain copy engine)
     codec_busy_ps: float = 0.0
+    #: ps the copies' flows lost to other flows at each resource they crossed (the GPU's
+    #: host link shared with a network card's traffic, say): :mod:`components.copy_bounds`
+    copy_lost_ps: dict[str, float] = field(default_factory=dict)
     #: where the densities of the tensors it planned came from (:func:`density_provenance`;
     #: empty when no profile was read)
     density_provenance: dict[str, Any] = field(default_factory=dict)
@@ -378,7 +381,8 @@ class CDMAEngine(Component):
             functional_matches=self.functional_matches if p["functional"] else None,
             copies=self.copies, drives=[d.name for d in self.drives],
             nvme_path=p["nvme_path"] if self.drives else "",
-            copy_bounds_ps=dict(self.bounds.ps), codec_busy_ps=self._codec_busy_ps(),
+            copy_bounds_ps=dict(self.bounds.ps), copy_lost_ps=dict(self.bounds.lost_at),
+            codec_busy_ps=self._codec_busy_ps(),
             density_provenance=dict(self.plan.provenance)))
 
     def _codec_busy_ps(self) -> float:

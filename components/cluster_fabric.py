@@ -18,7 +18,12 @@ with the ranks that wait, the op and the ranks that never issued it.
 With ``representative`` only data-parallel replica 0 is on the ports (ports ``gpuR``, R its
 global rank): a group's collective completes once its simulated members have issued it, priced
 over the whole group on the ranks' real placement; the other replicas are identical, so they
-arrive at the same time (docs/parallel.md, "Symmetry")."""
+arrive at the same time (docs/parallel.md, "Symmetry").
+
+With rank N's network card on port ``nicN`` (``cdma.NIC``), the network phase of each of its
+collectives also runs as a flow on that card and its GPU's link to the PCIe switch they share
+(components/fabric_flows.py): alone it takes the priced time; slowed by the GPU's offload
+copies on that link, the collective ends later by the slowest member's loss."""
 from __future__ import annotations
 
 import math
@@ -27,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec, SubComponentSlot
-from sst_cdma.engine.flows import PS_PER_S
+from sst_cdma.engine.flows import PS_PER_S, FlowNetwork
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.model.cluster_graph import Cluster, build_cluster, group_shape
 from sst_cdma.model.clusters import FABRICS, NODES, ClusterError
@@ -37,6 +42,8 @@ from workloads.parallel.ranks import ProcessGroups, process_groups
 
 from .cluster_collective import ClusterCollective
 from .collective_ops import CollectiveDone, CollectiveHello, CollectiveIssue
+from .fabric_flows import NetworkFlows, network_load
+from .interfaces import NetworkCard
 
 __all__ = ["ClusterFabric", "ClusterFabricResult", "CollectiveRecord", "ranks_text"]
 
@@ -63,6 +70,9 @@ class CollectiveRecord:
     last_ps: int
     end_ps: int
     cost: CollectiveCost
+    #: how much later it ended than priced: its network phase's flows lost that long to
+    #: other flows on the members' NICs and GPU links (0 without NICs on the fabric)
+    network_delay_ps: int = 0
 
     @property
     def time_ps(self) -> int:
@@ -117,7 +127,10 @@ class ClusterFabric(Component):
               "replicas being identical (needs dp; docs/parallel.md, \"Symmetry\")"),
     )
     PORTS = (Port("gpu%d", "rank N's GPU (its cdma.CollectivePort): ports gpu0 .. gpuN-1, "
-                  "one per rank"),)
+                  "one per rank"),
+             Port("nic%d", "rank N's network card (a cdma.NIC), optional: the network phase "
+                  "of its collectives runs on it and on its GPU's link to the PCIe switch "
+                  "they share"),)
     SLOTS = (SubComponentSlot("collective", "the algorithm a collective of a group runs with "
                               "on the cluster", accepts=ClusterCollective,
                               default="cdma.ClusterRing"),)
@@ -151,13 +164,20 @@ class ClusterFabric(Component):
                                           self.world)
         self.stat_time = self.register_statistic("collective_time_ps")
         self.stat_bytes = self.register_statistic("collective_bytes")
+        self.nic_ports = [p for p in self.connected_ports() if p.startswith("nic")]
+        for port in self.nic_ports:
+            self.configure_link(port, self.refuse_event)
+        #: rank -> its network card (setup)
+        self.nics: dict[int, NetworkCard] = {}
+        self.network = NetworkFlows(self.service(FlowNetwork))
 
     # -- construction ----------------------------------------------------------------------
     def _rank_links(self) -> dict[int, LinkEnd]:
         """The links of ports gpu0 .. gpuN-1 (every one connected, none skipped; with
         ``representative``, the ports of replica 0's ranks, checked once the groups are
         known)."""
-        numbers = sorted(int(port[3:]) for port in self.connected_ports())
+        numbers = sorted(int(port[3:]) for port in self.connected_ports()
+                         if port.startswith("gpu"))
         if not numbers:
             raise ValueError(f"{self.name} ({self.type_name()}): no GPU on its gpuN ports")
         if self.params["representative"]:
@@ -251,6 +271,12 @@ class ClusterFabric(Component):
     def setup(self) -> None:
         """Check every rank said hello, and every group its collectives name is one of the
         layout's kinds that the model can price (as many ranks on each node it spans)."""
+        for port in self.nic_ports:
+            rank = int(port[3:])
+            if rank not in self.links:
+                raise ConfigError(f"{self.name}: port {port} holds a network card, but rank "
+                                  f"{rank} is not a GPU on its gpuN ports")
+            self.nics[rank] = self.peer_provider(port, NetworkCard)
         used: set[str] = set()
         for rank in self.links:
             hello = self.hellos.get(rank)
@@ -308,15 +334,29 @@ class ClusterFabric(Component):
         first = next(iter(members.values()))
         cost = self._price(ranks, first.op, first.nbytes, kind, index)
         arrivals = [issue.issued_ps for issue in members.values()]
+        cards = [self.nics[r] for r in simulated if r in self.nics]
+        load = network_load(self.cluster, ranks, cost) if cards else None
+        if load is None:
+            self._answer(key, simulated, first, arrivals, cost, 0)
+            return
+        self.network.run(cards, *load, lambda delay: self._answer(
+            key, simulated, first, arrivals, cost, delay), label=f"{kind}{index}#{seq}")
+
+    def _answer(self, key: tuple[str, int, int], simulated: tuple[int, ...],
+                first: CollectiveIssue, arrivals: list[int], cost: CollectiveCost,
+                delay: int) -> None:
+        """Answer each simulated member: the collective ends at the last arrival plus the
+        priced time plus ``delay`` (its network flows' loss), and record it."""
+        kind, index, seq = key
         last = max(arrivals)
-        end = last + math.ceil(cost.time_s * PS_PER_S)
+        end = last + math.ceil(cost.time_s * PS_PER_S) + delay
         now = self.sim.now
         for rank in simulated:
             link = self.links[rank]
             link.send(CollectiveDone(kind, seq, end), max(0, end - now - link.latency))
         self.result.collectives.append(CollectiveRecord(
-            kind, index, seq, first.op, first.tensor, first.nbytes, ranks, min(arrivals), last,
-            end, cost))
+            kind, index, seq, first.op, first.tensor, first.nbytes, self.groups[kind][index],
+            min(arrivals), last, end, cost, delay))
         self.stat_time.add_data(end - last)
         self.stat_bytes.add_data(first.nbytes)
 

@@ -27,6 +27,8 @@ class CopyBounds:
     def __init__(self, kinds: Mapping[str, str]) -> None:
         self.kinds = dict(kinds)
         self.ps = {kind: 0.0 for kind in BOUNDS}
+        #: resource -> ps the copies lost there to other flows (their time beyond isolated)
+        self.lost_at: dict[str, float] = {}
 
     def kind(self, resource: str) -> str:
         """The kind of ``resource``: ``engine``, ``HBM`` or ``link``."""
@@ -36,6 +38,8 @@ class CopyBounds:
         """Charge a finished flow: the time it lost at each resource to that resource, its
         isolated time to the resource that sets its rate alone."""
         lost = dict(flow.lost or {})
+        for name, ps in lost.items():
+            self.lost_at[name] = self.lost_at.get(name, 0.0) + ps
         pairs = flow.route.pairs
         if pairs and flow.amount > 0:
             tightest = min(pairs, key=lambda pair: pair[0].capacity / pair[1])[0]

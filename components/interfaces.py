@@ -11,7 +11,7 @@ from .messages import (CodecKernel, CopyCost, CpuStepRequest, DrivePath, Offload
                        PathInfo)
 
 __all__ = ["CodecKernels", "HostPath", "HostStore", "MemoryPool", "StorageDrive",
-           "TransferCosts", "HostTier", "HostStep", "StateCodec"]
+           "TransferCosts", "HostTier", "HostStep", "StateCodec", "NetworkCard"]
 
 
 @runtime_checkable
@@ -226,4 +226,32 @@ class HostStep(Protocol):
     def host_room(self) -> int:
         """Bytes of the pinned pool one GPU's model states may take: the pool shared evenly
         by the GPUs this CPU steps for."""
+        ...
+
+
+@runtime_checkable
+class NetworkCard(Protocol):
+    """A GPU's network card behind the PCIe switch it shares with that GPU (``cdma.NIC``):
+    the flow resources its traffic loads, sending (the card's transmit side and the GPU's link
+    to the switch, GPU to switch) and receiving (its receive side and the GPU's link, switch
+    to GPU), so that inter-node traffic and the GPU's offload copies share that link; and a
+    place to note the flows it carried."""
+
+    name: str
+
+    def send_weights(self) -> dict[str, float]:
+        """{flow resource: weight} of bytes leaving the GPU through this card."""
+        ...
+
+    def recv_weights(self) -> dict[str, float]:
+        """{flow resource: weight} of bytes this card delivers into the GPU's memory."""
+        ...
+
+    def pcie_resources(self) -> tuple[str, ...]:
+        """The flow resources of the GPU's link to the shared PCIe switch (none without one)."""
+        ...
+
+    def charge(self, flow: Any, pcie: Any) -> None:
+        """Note a finished flow of this card's traffic and the time it lost at the PCIe
+        resources ``pcie`` (the names of the links it crossed)."""
         ...

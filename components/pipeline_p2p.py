@@ -14,18 +14,27 @@ and lands ``latency`` after that. Messages from one peer in one phase are matche
 order they were sent: a stage's n-th recv on a port in a phase takes the n-th message its peer
 sent that way (the stages' orders send and receive their passes in the same order). A ``recv`` whose
 message has not landed makes the stream wait (:class:`PeerWait`); the GPU issues on when it
-lands."""
+lands.
+
+With the GPU's network card on port ``nic`` (``cdma.NIC``: the stages sit on different nodes),
+a message is a flow instead, capped at ``bandwidth``, over the card's transmit side and the
+GPU's link to the PCIe switch it shares with the card, and the receiver's card and link (which
+its hello names): alone it leaves when the formula says; an offload copy on either GPU's link
+slows it (docs/clusters.md, "The PCIe switch a GPU shares with its NIC")."""
 from __future__ import annotations
 
 import enum
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Param, Port, StatisticSpec, SubComponent
-from sst_cdma.engine.flows import PS_PER_S
+from sst_cdma.engine.flows import PS_PER_S, Flow, FlowNetwork
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
+
+from .interfaces import NetworkCard
 
 if TYPE_CHECKING:
     from .gpu import GPU
@@ -74,10 +83,25 @@ class PipelineMessage:
 
 @dataclass(frozen=True)
 class StageHello:
-    """Sent once at init on each port: the stage at this end and the port it left by."""
+    """Sent once at init on each port: the stage at this end and the port it left by; with a
+    network card, what a message to this end loads on the receiving side (``recv``: {flow
+    resource: weight}) and which of those resources are the GPU's PCIe link (``pcie``)."""
 
     stage: int
     port: str
+    recv: tuple[tuple[str, float], ...] = ()
+    pcie: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    """A message waiting for its port, sent as a flow over the network card."""
+
+    phase: str
+    seq: int
+    tensor: str
+    peer: int
+    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -136,7 +160,9 @@ class PipelinePorts(SubComponent):
     PORTS = (Port("prev", "the link to the stage before: activations come in, their "
                   "gradients go back"),
              Port("next", "the link to the stage after: activations go out, their gradients "
-                  "come back"))
+                  "come back"),
+             Port("nic", "the GPU's network card (a cdma.NIC), where its neighbour stages sit "
+                  "on other nodes: messages become flows on it and on the GPU's PCIe link"))
     STATISTICS = (
         StatisticSpec("sent_bytes", "bytes of each message sent", "B", "f64", 1),
         StatisticSpec("recv_wait_ps", "time the stream waited in each recv", "ps", "f64", 1),
@@ -161,6 +187,13 @@ class PipelinePorts(SubComponent):
         self.sent_bytes = self.received_bytes = self.sends = self.recvs = self.wait_ps = 0
         self.stat_sent = self.register_statistic("sent_bytes")
         self.stat_wait = self.register_statistic("recv_wait_ps")
+        self.nic_link = self.configure_link("nic", self.refuse_event)
+        self.nic: Optional[NetworkCard] = None
+        #: per port: what a message loads at the far end, and its PCIe resources
+        self.far_recv: dict[str, dict[str, float]] = {}
+        self.far_pcie: dict[str, tuple[str, ...]] = {}
+        #: per port: messages waiting to go as flows over the card (the first one moving)
+        self.outgoing: dict[str, deque[_Outgoing]] = {"prev": deque(), "next": deque()}
 
     @property
     def gpu(self) -> "GPU":
@@ -170,17 +203,28 @@ class PipelinePorts(SubComponent):
     def init(self, phase: int) -> None:
         """Phase 0: tell each peer this stage; then learn the peers' stages (a ``next`` port
         must lead to a ``prev`` one)."""
+        if phase == 0 and self.nic_link is not None:
+            self.nic = self.peer_provider("nic", NetworkCard)
         for port, end in self.links.items():
             if end is None:
                 continue
             if phase == 0:
-                end.send_untimed(StageHello(self.params["stage"], port))
+                end.send_untimed(self._hello(port))
             while (hello := end.recv_untimed()) is not None:
                 if hello.port == port:
                     raise ConfigError(f"{self.name}: port {port!r} is wired to port "
                                       f"{hello.port!r} of stage {hello.stage}: a stage's "
                                       "'next' port leads to the next stage's 'prev'")
                 self.far_stage[port] = hello.stage
+                self.far_recv[port] = dict(hello.recv)
+                self.far_pcie[port] = hello.pcie
+
+    def _hello(self, port: str) -> StageHello:
+        """This end's hello: its stage and, with a card, what a message to it loads."""
+        if self.nic is None:
+            return StageHello(self.params["stage"], port)
+        return StageHello(self.params["stage"], port, tuple(self.nic.recv_weights().items()),
+                          self.nic.pcie_resources())
 
     def setup(self) -> None:
         """Check every send and recv of the GPU's stream: its port connected to the stage it
@@ -200,6 +244,11 @@ class PipelinePorts(SubComponent):
         key = (port, op.phase)
         seq = self.sent.get(key, 0)
         self.sent[key] = seq + 1
+        if self.nic is not None and self.params["bandwidth"]:
+            self.outgoing[port].append(_Outgoing(op.phase, seq, op.name, op.peer or 0, nbytes))
+            if len(self.outgoing[port]) == 1:
+                self._start_flow(port)
+            return
         start = max(now, self.free_at[port])
         bandwidth = self.params["bandwidth"]
         left = start + (math.ceil(nbytes * PS_PER_S / bandwidth) if bandwidth else 0)
@@ -211,12 +260,45 @@ class PipelinePorts(SubComponent):
             memory.free(tensor)
         else:
             self.schedule_at(left, lambda _: memory.free(tensor))
+        self._count_sent(op.name, op.peer or 0, port, op.phase, seq, nbytes, start, left)
+
+    def _start_flow(self, port: str) -> None:
+        """Put the first message waiting on ``port`` on the card: one flow over this end's
+        sending side and the far end's receiving side, at most ``bandwidth``."""
+        assert self.nic is not None
+        message = self.outgoing[port][0]
+        start = self.sim.now
+        weights = {**self.nic.send_weights(), **self.far_recv.get(port, {})}
+        self.service(FlowNetwork).start(message.nbytes, weights,
+                                        lambda flow: self._left(port, start, flow),
+                                        cap=self.params["bandwidth"], label=message.tensor)
+
+    def _left(self, port: str, start: int, flow: Flow) -> None:
+        """A message's last byte has left over the card: free the sender's copy, land it
+        ``latency`` later, count it, and start the next one waiting on the port."""
+        assert self.nic is not None
+        message = self.outgoing[port].popleft()
+        self.nic.charge(flow, (*self.nic.pcie_resources(), *self.far_pcie.get(port, ())))
+        left = self.sim.now
+        end = self.links[port]
+        assert end is not None
+        end.send(PipelineMessage(self.params["stage"], message.phase, message.seq,
+                                 message.tensor, message.nbytes, start), self.params["latency"])
+        self.gpu.memory.free(message.tensor)
+        self._count_sent(message.tensor, message.peer, port, message.phase, message.seq,
+                         message.nbytes, start, left)
+        if self.outgoing[port]:
+            self._start_flow(port)
+
+    def _count_sent(self, tensor: str, peer: int, port: str, phase: str, seq: int,
+                    nbytes: int, start: int, left: int) -> None:
+        """Count a sent message and note it on the GPU's timeline and the ports' record."""
         self.sent_bytes += nbytes
         self.sends += 1
         self.stat_sent.add_data(nbytes)
-        self.gpu.timeline.append(("send", f"{op.name} -> stage {op.peer}", start, left))
-        self.messages.append(P2PMessage("send", op.name, self.params["stage"],
-                                        self.far_stage[port], op.phase, seq, nbytes, start, left))
+        self.gpu.timeline.append(("send", f"{tensor} -> stage {peer}", start, left))
+        self.messages.append(P2PMessage("send", tensor, self.params["stage"],
+                                        self.far_stage[port], phase, seq, nbytes, start, left))
 
     # -- receiving ---------------------------------------------------------------------------
     def _landed(self, port: str, message: PipelineMessage) -> None:

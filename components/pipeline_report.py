@@ -55,7 +55,9 @@ class PipelineStageResult:
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
-                    ports: Mapping[str, P2PResult]) -> dict[str, Any]:
+                    ports: Mapping[str, P2PResult],
+                    pcie_lost: Optional[Mapping[str, tuple[float, float]]] = None
+                    ) -> dict[str, Any]:
     """The summary's ``pipeline``: the layout, the step time (when the last stage's last pass
     ended) and each stage's busy and idle time, its bubble share (idle over the step), the
     micro-batches it held at once, its peak memory and whether it fits and, from its GPU's
@@ -67,13 +69,17 @@ def pipeline_fields(stages: Sequence[PipelineStageResult],
     in its dp collectives (``dp_comm_time_s``), the layout's ``dp``, and ``ranks``: every
     rank of tp x pp x dp with its coordinates and the simulated GPU whose figures are its
     own (itself, or with one replica simulated its dp-0 twin: docs/parallel.md,
-    "Symmetry"); with a network, ``tokens_per_s`` and ``mfu``."""
+    "Symmetry"); with a network, ``tokens_per_s`` and ``mfu``. Where a network card shares
+    each GPU's link to its PCIe switch (``pcie_lost``, by GPU: the ps its network traffic and
+    its offload copies lost there), each stage's ``network_lost_time_s`` and
+    ``copies_lost_time_s``."""
     by_stage: dict[int, list[PipelineStageResult]] = {}
     for r in sorted(stages, key=lambda r: (r.stage, r.dp_rank, r.tp_rank)):
         by_stage.setdefault(r.stage, []).append(r)
     step = max(r.end_ps for r in stages)
     first = by_stage[min(by_stage)][0]
-    entries = [_stage_entry(ranks, step, ports) for ranks in by_stage.values()]
+    entries = [_stage_entry(ranks, step, ports, pcie_lost or {})
+               for ranks in by_stage.values()]
     worked = sum(e.pop("_worked_ps") for e in entries)
     out = {
         "pp": first.pp, "vpp": first.vpp, "schedule": first.schedule,
@@ -114,7 +120,8 @@ def rank_entries(stages: Sequence[PipelineStageResult]) -> list[dict[str, Any]]:
 
 
 def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
-                 ports: Mapping[str, P2PResult]) -> dict[str, Any]:
+                 ports: Mapping[str, P2PResult],
+                 pcie_lost: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
     """One stage's entry from its tp ranks' records (each figure the most of any rank), with
     ``_worked_ps`` (its busy and tp-collective time) for the pipeline's bubble share."""
     r = ranks[0]
@@ -136,6 +143,10 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
     if r.dp > 1:
         entry["dp_comm_time_s"] = dp_comm / 10**12
         entry["dp_hidden_time_s"] = max(x.dp_hidden_ps for x in ranks) / 10**12
+    lost = [pcie_lost[x.gpu] for x in ranks if x.gpu in pcie_lost]
+    if lost:
+        entry["network_lost_time_s"] = max(net for net, _ in lost) / 10**12
+        entry["copies_lost_time_s"] = max(copies for _, copies in lost) / 10**12
     return entry
 
 
@@ -198,5 +209,9 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
                      "in flight, peak memory "
                      f"{s['peak_memory_bytes'] / 2**20:.1f} MiB"
                      + (f", {s['recv_wait_time_s'] * ms:.3f} ms waiting in recv, "
-                        f"{s['sent_bytes'] / 1e6:.1f} MB sent" if "sent_bytes" in s else ""))
+                        f"{s['sent_bytes'] / 1e6:.1f} MB sent" if "sent_bytes" in s else "")
+                     + (f"; at its PCIe switch the network lost "
+                        f"{s['network_lost_time_s'] * ms:.3f} ms to offload copies, the copies "
+                        f"{s['copies_lost_time_s'] * ms:.3f} ms"
+                        if "network_lost_time_s" in s else ""))
     return lines

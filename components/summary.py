@@ -19,6 +19,7 @@ from sst_cdma.engine.config import ConfigError
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
 from .host_cpu import HostCPUResult, host_cpu_fields
+from .nic import NICResult
 from .nvme import NVMeResult, nvme_fields
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
@@ -69,6 +70,9 @@ class SystemResults:
         self.drives = {n: r for n, r in results.items() if isinstance(r, NVMeResult)}
         self.stages = [r for r in results.values() if isinstance(r, PipelineStageResult)]
         self.ports = {r.gpu: r for r in results.values() if isinstance(r, P2PResult)}
+        #: network cards by the GPU link they share
+        self.nics = {r.gpu_link: r for r in results.values()
+                     if isinstance(r, NICResult) and r.gpu_link}
         #: the host CPUs that stepped a main GPU's optimizer
         self.host_cpus = [r for r in results.values() if isinstance(r, HostCPUResult)
                           and set(r.gpus) & set(self.main)]
@@ -88,6 +92,18 @@ class SystemResults:
         if engine is None or not engine.path:
             return None
         return self.links.get(engine.path[0])
+
+    def pcie_lost(self) -> dict[str, tuple[float, float]]:
+        """Per GPU whose host link a network card shares: (ps the card's traffic lost at the
+        PCIe links, ps the GPU's copies lost at its host link)."""
+        out = {}
+        for gpu, engine in self.engine_of.items():
+            link = engine.path[0] if engine.path else ""
+            nic = self.nics.get(link)
+            if nic is not None:
+                copies = sum(engine.copy_lost_ps.get(f"{link}.{d}", 0.0) for d in ("d2h", "h2d"))
+                out[gpu] = (nic.pcie_lost_ps, copies)
+        return out
 
     def shared_links(self, gpus: list[str]) -> dict[str, LinkResult]:
         """The links beyond the GPUs' own host links (switch uplinks), by name."""
@@ -124,7 +140,7 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
         summary["nvme"] = nvme_fields([runs.drives[d] for d in drives],
                                       next(e.nvme_path for e in engines if e.drives))
     if runs.stages:
-        summary["pipeline"] = pipeline_fields(runs.stages, runs.ports)
+        summary["pipeline"] = pipeline_fields(runs.stages, runs.ports, runs.pcie_lost())
     if runs.host_cpus:
         summary["host_cpu"] = host_cpu_fields(runs.host_cpus)
     summary["system"] = describe_system(runs, system)

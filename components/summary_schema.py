@@ -388,6 +388,13 @@ PIPELINE_STAGE: tuple[Key, ...] = (
     _k("dp_hidden_time_s", "number", "time its dp collectives ran beside its kernels, the "
        "stream not waiting (asynchronous ones: ZeRO-3's gathers and reduce-scatters, the "
        "gradient buckets overlapped with the backward)", DATA_PARALLEL),
+    _k("network_lost_time_s", "number", "time its GPU's inter-node traffic (the network "
+       "phases of its collectives, its sends across nodes) lost to other flows on the PCIe "
+       "links it crossed, its offload copies on the GPU's link to the PCIe switch it shares "
+       "with its NIC (docs/clusters.md)", "on a cluster topology"),
+    _k("copies_lost_time_s", "number", "time its GPU's offload and prefetch copies lost to "
+       "other flows on the GPU's link to that PCIe switch: the NIC's traffic", "on a cluster "
+       "topology"),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,

@@ -15,6 +15,7 @@ from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, Elem
                                             add_element_options, element_params, flag_words,
                                             given_options)
 from sst_cdma.builder.topology import ModelOptionParser
+from sst_cdma.builder.cluster_node import wire_nic
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
 from sst_cdma.model.clusters import NODES
@@ -210,6 +211,8 @@ def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any)
         sst.Link(f"{name}.l_fabric", "0ps").connect((port, "fabric"), (fabric, f"gpu{rank}"))
     if o.network:
         _offload_path(sst, o, gpu, hbm, name, rank)
+    if o.cluster:
+        wire_nic(sst, o, name, rank, f"{name}.pcie", fabric, ports)
     return ports
 
 
