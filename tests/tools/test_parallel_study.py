@@ -16,7 +16,7 @@ from workloads.parallel.tensor import transformer_dims
 
 
 def test_the_tables_are_registered_once_each_and_a_second_registration_is_refused():
-    assert list(TABLES) == ["pipeline-depth", "megatron", "schedules"]
+    assert {"pipeline-depth", "schedules", "megatron"} <= set(TABLES)
     with pytest.raises(ValueError, match="'schedules' is registered twice"):
         register("schedules", "again")(lambda: Table(("a",), ()))
     assert TABLES["schedules"].title.startswith("1F1B against GPipe")
@@ -42,7 +42,7 @@ def test_the_command_lists_the_tables_and_refuses_an_unknown_one_in_one_line():
         refused = _study(*args)
         assert refused.returncode == 2 and refused.stdout == ""
         assert len(refused.stderr.splitlines()) == 1 and fault in refused.stderr
-        assert "the tables are pipeline-depth, megatron, schedules" in refused.stderr
+        assert f"the tables are {', '.join(TABLES)}" in refused.stderr
 
 
 def _summary(stalls: dict[str, float], recv_waits: dict[str, float]) -> dict:

@@ -5,13 +5,7 @@ below; adding one is that function and its block in EVALUATION.md."""
 from __future__ import annotations
 
 from . import depth, published, schedules  # noqa: F401  (each registers its tables)
+from .cli import main
 from .registry import TABLES, StudyTable, Table, markdown, register
 
 __all__ = ["TABLES", "StudyTable", "Table", "markdown", "register", "main"]
-
-
-def main(argv: "list[str] | None" = None) -> int:
-    """Print the named tables as markdown, each after its title (``--list``: the names)."""
-    from .cli import main as cli_main
-
-    return cli_main(argv)
