@@ -227,3 +227,8 @@ class HostStep(Protocol):
         """Bytes of the pinned pool one GPU's model states may take: the pool shared evenly
         by the GPUs this CPU steps for."""
         ...
+
+    def gpus_stepped(self) -> int:
+        """The GPUs whose optimizer steps this CPU runs (they share its cores, one step at
+        a time, and its DRAM)."""
+        ...

@@ -1,0 +1,133 @@
+"""topologies/pipeline_cdma.py with --optimizer-states host: ZeRO-Offload under data
+parallelism, each rank's CPU Adam on its 1/dp partition, the GPUs of a node sharing their
+socket's host CPU and DRAM (docs/parallel.md, "ZeRO-Offload under data parallelism")."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import sst_cdma
+from components.host_cpu import HostCPUResult
+from components.summary_schema import check_summary
+from sst_cdma.engine.errors import RunError
+from sst_cdma.model.hosts import PLATFORMS
+
+PIPELINE = "topologies/pipeline_cdma.py"
+OPTS = ("--network gpt2_small --gpu hopper --micro-batches 1 --batch 1 --seq-len 128 "
+        "--dtype float16 --optimizer-states host")
+
+
+def run(opts: str):
+    """The run's result, summary and console text."""
+    console = io.StringIO()
+    result = sst_cdma.run(PIPELINE, f"{OPTS} {opts}", console=console)
+    summary = result.reports["summary"]
+    assert check_summary(summary) == []
+    return result, summary, console.getvalue()
+
+
+def states_of(summary, gpu: str) -> dict:
+    """The ``model_states`` of one GPU's summary entry (the summary's own with one GPU)."""
+    if "gpus" not in summary:
+        return summary["model_states"]
+    (entry,) = [g for g in summary["gpus"] if g["gpu"] == gpu]
+    return entry["model_states"]
+
+
+def test_each_rank_s_cpu_step_shrinks_with_its_partition():
+    grads, alone = {}, {}
+    for dp in (1, 2, 4):
+        opts = "--pp 1" if dp == 1 else f"--pp 1 --dp {dp} --zero 2"
+        _, summary, _ = run(opts)
+        states = states_of(summary, "gpu0" if dp == 1 else "gpu0-pp0-dp0")
+        grads[dp], alone[dp] = states["gradients_to_host_bytes"], states["cpu_step_alone_s"]
+    params = grads[1] // 2  # float16 gradients of the whole stage (one bucket)
+    for dp in (2, 4):
+        # the rank copies its padded partition, ceil(P / dp) parameters, and steps it alone
+        # in 1/dp of the time (the step is linear in its parameters)
+        assert grads[dp] == 2 * -(-params // dp)
+        assert alone[dp] * dp == pytest.approx(alone[1], rel=1e-6)
+
+
+def test_eight_ranks_of_a_node_queue_on_their_socket_s_cpu():
+    result, summary, console = run("--pp 1 --dp 8 --zero 2")
+    cpus = {name: r for name, r in result.results.items() if isinstance(r, HostCPUResult)}
+    assert sorted(cpus) == ["node0.cpu0", "node0.cpu1"]
+    host = PLATFORMS["dgx-h100"]
+    for name, cpu in cpus.items():
+        # a DGX H100 socket: its 4 GPUs (two PCIe switches of two) step on its cores and DRAM
+        socket = int(name[-1])
+        assert cpu.gpus == [f"gpu{r}-pp0-dp{r}" for r in range(4 * socket, 4 * socket + 4)]
+        assert cpu.platform == "dgx-h100" and cpu.cores == host.cores_per_socket
+        assert cpu.dram_bandwidth == host.dram_bandwidth
+        ranks = [states_of(summary, gpu) for gpu in cpu.gpus]
+        alone = ranks[0]["cpu_step_alone_s"] * 1e12
+        assert all(r["cpu_step_alone_s"] * 1e12 == alone for r in ranks)
+        # the steps run one at a time on every core, back to back, each at least as long
+        # as alone: the last of the four ends 4 steps after the first began, plus at most
+        # the DRAM time of the copies that share the socket's DRAM with them
+        steps = cpu.steps
+        assert len(steps) == 4
+        assert all(b[1] == a[2] for a, b in zip(steps, steps[1:]))
+        assert all(end - start >= alone - 1 for _, start, end in steps)
+        copies = sum(r["gradients_to_host_bytes"] + r["weights_to_gpu_bytes"] for r in ranks)
+        span = steps[-1][2] - steps[0][1]
+        assert 4 * alone - 4 <= span <= 4 * alone + copies / cpu.dram_bandwidth * 1e12
+        # the ranks' GPUs waited for the CPU in turn: each one's wait includes the steps
+        # queued before its own
+        waits = sorted(r["host_cpu_wait_s"] * 1e12 for r in ranks)
+        for k, wait in enumerate(waits):
+            assert wait >= (k + 1) * alone - 4
+    stage = summary["pipeline"]["stages"][0]["host"]
+    assert stage["gpus_on_cpu"] == 4 and stage["cpu"].startswith("node0.cpu")
+    assert stage["cpu_wait_time_s"] >= 4 * stage["cpu_step_alone_s"] - 4e-12
+    assert "shared by 4 GPUs" in console
+    assert "every replica simulated" in console  # replicas share the sockets
+
+
+def test_one_replica_stands_for_its_twins_when_they_share_no_socket():
+    # tp 4: replica 0's GPUs fill socket 0, replica 1's socket 1
+    _, one, text = run("--pp 1 --tp 4 --dp 2 --zero 1")
+    _, every, _ = run("--pp 1 --tp 4 --dp 2 --zero 1 --simulate-every-rank")
+    assert "replica 0 simulated" in text
+    p_one, p_every = one["pipeline"], every["pipeline"]
+    assert {k: v for k, v in p_one.items() if k != "ranks"} == \
+        {k: v for k, v in p_every.items() if k != "ranks"}
+    assert p_one["stages"][0]["host"]["gpus_on_cpu"] == 4
+    twins = {g["gpu"]: g["model_states"] for g in every["gpus"]}
+    for t in range(4):  # rank t + 4 x dp
+        mine = states_of(one, f"gpu{t}-tp{t}-pp0-dp0")
+        assert mine == twins[f"gpu{t}-tp{t}-pp0-dp0"] == twins[f"gpu{t + 4}-tp{t}-pp0-dp1"]
+
+
+def test_the_delayed_update_is_never_slower():
+    _, now, _ = run("--pp 2 --dp 2 --zero 1")
+    _, delayed, _ = run("--pp 2 --dp 2 --zero 1 --delayed-update")
+    assert delayed["pipeline"]["step_time_s"] <= now["pipeline"]["step_time_s"]
+
+
+@pytest.mark.parametrize("opts, message", [
+    ("--pp 2 --dp 2 --zero 0", "--optimizer-states host with --dp 2 and --zero 0: "
+     "ZeRO-Offload keeps each rank's partition"),
+    ("--pp 2 --optimizer sgd", "give --optimizer adam, not sgd"),
+    ("--pp 2 --optimizer-states nvme", "nvme (ZeRO-Infinity) is not built for pipeline"),
+])
+def test_a_bad_offload_option_is_one_line(opts, message):
+    with pytest.raises(RunError) as info:
+        run(opts)
+    text = str(info.value)
+    assert message in text and "\n" not in text
+
+
+def test_the_delayed_update_needs_the_states_on_the_host():
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, OPTS.replace("--optimizer-states host", "--delayed-update"),
+                     console=io.StringIO())
+    assert "--delayed-update overlaps" in str(info.value)
+
+
+def test_the_chain_of_identical_layers_has_no_states_to_offload():
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, "--pp 2 --optimizer-states host", console=io.StringIO())
+    assert "--optimizer-states need --network" in str(info.value)
