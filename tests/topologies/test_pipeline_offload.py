@@ -4,12 +4,14 @@ socket's host CPU and DRAM (docs/parallel.md, "ZeRO-Offload under data paralleli
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
 import sst_cdma
 from components.host_cpu import HostCPUResult
 from components.summary_schema import check_summary
+from sst_cdma.builder.stage_hosts import replicas_share_hosts
 from sst_cdma.engine.errors import RunError
 from sst_cdma.model.hosts import PLATFORMS
 
@@ -86,10 +88,36 @@ def test_eight_ranks_of_a_node_queue_on_their_socket_s_cpu():
     assert "every replica simulated" in console  # replicas share the sockets
 
 
+def statistics(result) -> dict[tuple, tuple]:
+    """Every statistic row but the fabric's, keyed by (element, statistic, sub-id), with
+    replica 1's GPUs (ranks 4-7, ``gpuR-tpT-pp0-dp1...``) and socket 1's host and CPU
+    (``node0.host1``, ``node0.cpu1``) named as their replica-0 twins."""
+    values = [c for c in result.statistics.columns if "." in c or c == "SimTime"]
+    out: dict[tuple, list] = {}
+    for row in result.statistics.to_dict("records"):
+        name = row["ComponentName"]
+        if name == "fabric":
+            continue
+        m = re.match(r"gpu(\d+)(-tp\d+-pp0)-dp1(.*)$", name)
+        if m:
+            name = f"gpu{int(m.group(1)) - 4}{m.group(2)}-dp0{m.group(3)}"
+        name = re.sub(r"^node0\.(host|cpu)1$", r"node0.\g<1>0", name)
+        key = (name, row["StatisticName"], row["StatisticSubId"])
+        out.setdefault(key, []).append(tuple(row[c] for c in values))
+    return {k: tuple(v) for k, v in out.items()}
+
+
 def test_one_replica_stands_for_its_twins_when_they_share_no_socket():
     # tp 4: replica 0's GPUs fill socket 0, replica 1's socket 1
-    _, one, text = run("--pp 1 --tp 4 --dp 2 --zero 1")
-    _, every, _ = run("--pp 1 --tp 4 --dp 2 --zero 1 --simulate-every-rank")
+    r_one, one, text = run("--pp 1 --tp 4 --dp 2 --zero 1")
+    r_every, every, _ = run("--pp 1 --tp 4 --dp 2 --zero 1 --simulate-every-rank")
+    # every statistic of every GPU (and its HBM, engine, link, model-state driver), host
+    # memory and host CPU: each replica's (and socket's) equal to replica 0's, byte for byte
+    stats_one, stats_every = statistics(r_one), statistics(r_every)
+    assert stats_one.keys() == stats_every.keys()
+    assert any(key[0] == "node0.cpu0" for key in stats_one)
+    for key, rows in stats_every.items():
+        assert len(rows) == 2 and set(rows) == set(stats_one[key]), key
     assert "replica 0 simulated" in text
     p_one, p_every = one["pipeline"], every["pipeline"]
     assert {k: v for k, v in p_one.items() if k != "ranks"} == \
@@ -99,6 +127,19 @@ def test_one_replica_stands_for_its_twins_when_they_share_no_socket():
     for t in range(4):  # rank t + 4 x dp
         mine = states_of(one, f"gpu{t}-tp{t}-pp0-dp0")
         assert mine == twins[f"gpu{t}-tp{t}-pp0-dp0"] == twins[f"gpu{t + 4}-tp{t}-pp0-dp1"]
+
+
+@pytest.mark.parametrize("node, tp, pp, dp, shared", [
+    (None, 1, 2, 4, False),        # no nodes: each stage a host of its own
+    ("dgx_h100", 2, 2, 1, False),  # one replica
+    ("dgx_h100", 1, 1, 8, True),   # ranks 0-3 on socket 0: replicas 0-3
+    ("dgx_h100", 2, 2, 2, True),   # ranks 0, 1 and 2, 3 (replica 1) on socket 0
+    ("dgx_h100", 4, 2, 2, False),  # each replica's stage fills a socket
+    ("dgx_h100", 8, 2, 4, False),
+    ("dgx_a100", 2, 1, 2, True),
+])
+def test_which_layouts_share_a_socket_across_replicas(node, tp, pp, dp, shared):
+    assert replicas_share_hosts(node, tp, pp, dp) is shared
 
 
 def test_the_delayed_update_is_never_slower():

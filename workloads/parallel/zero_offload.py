@@ -7,14 +7,17 @@ stage_1_and_2.py``) keeps each data-parallel rank's partition of the fp32 states
 the rank reduce-scatters the 16-bit gradients, copies its partition of them to the host, runs
 ``DeepSpeedCPUAdam`` over that partition in ``step()``, copies its updated 16-bit partition
 back to the GPU, and all-gathers the partitions into the whole weights. Rajbhandari et al.'s
-ZeRO (SC 2020) gives the partition: 1/N_d of the states at stages 1 and 2; Ren et al.'s
-ZeRO-Offload (USENIX ATC 2021, section 4.2) says each rank's CPU steps its own partition.
+ZeRO (SC 2020) gives the partition: 1/N_d of the states at stages 1 and 2; DeepSpeed's ZeRO
+page (deepspeed.readthedocs.io/en/stable/zero3.html) says each process "updates only its
+partition".
 
 :func:`stage_state_plan` cuts a stage's weighted layers into the gradient buckets the driver
 copies (backward order, as :func:`~workloads.model_states.state_buckets` cuts a single GPU's:
 a bucket closes at DeepSpeed's ``reduce_bucket_size`` of whole gradients), each carrying the
-rank's 1/dp partition of its parameters (``ceil(params / dp)``: DeepSpeed pads the flat buffer
-to ``dp`` equal parts) at ZeRO 1 and 2, the whole at dp 1. :func:`offload_collectives` gives
+rank's 1/dp partition of its parameters (``ceil(params / dp)``: DeepSpeed pads the flat
+buffer to a multiple of ``nccl_start_alignment_factor x dp`` elements in
+``flatten_dense_tensors_aligned`` and gives each rank an equal part; the alignment's few
+elements are left out here) at ZeRO 1 and 2, the whole at dp 1. :func:`offload_collectives` gives
 the stage's collectives around the host's step: each weight gradient reduce-scattered over the
 dp group before its partition is copied, each weight all-gathered once the host has stepped
 and the partitions are back.
@@ -36,7 +39,7 @@ __all__ = ["partition", "stage_state_plan", "offload_collectives", "final_gradie
 
 def partition(params: int, dp: int, zero: int) -> int:
     """Parameters of one rank's partition of ``params``: ``ceil(params / dp)`` at ZeRO 1 or 2
-    with ``dp`` above 1 (the flat buffer padded to ``dp`` equal parts), else all of them."""
+    with ``dp`` above 1 (the flat buffer cut in ``dp`` equal parts), else all of them."""
     return -(-params // dp) if zero in (1, 2) and dp > 1 else params
 
 
