@@ -61,14 +61,6 @@ def _stage_policy(policy: str) -> None:
         raise ValueError(str(exc)) from None
 
 
-def _stage_states(place: str) -> None:
-    """``optimizer_states``: gpu or host on a pipeline stage (ZeRO-Infinity's SSD tier is
-    not wired to the stages' hosts yet)."""
-    if place == "nvme":
-        raise ValueError("nvme (ZeRO-Infinity) is not built for pipeline stages: their "
-                         "hosts have no SSDs yet; give gpu or host")
-
-
 def tp_collectives(gpu: "GPU", kind: str = TP_GROUP) -> tuple[int, int]:
     """The GPU's collectives over its group of ``kind`` (its tp group by default), from its
     fabric port's records: how many, and the time its stream spent in them (each from its
@@ -151,11 +143,11 @@ class PipelineStageWorkload(WorkloadSource):
               "norms and residuals on sequence / tp, all-gathers and reduce-scatters in place "
               "of the all-reduces"),
         Param("optimizer_states", "str", "gpu", "where the optimizer states (the fp32 master "
-              "weights and moments) of the stage's layers live: gpu, or host (ZeRO-Offload: "
+              "weights and moments) of the stage's layers live: gpu, host (ZeRO-Offload: "
               "each rank's 1/dp partition in pinned host memory, stepped by the host CPU on "
-              "the model_states driver's port 'cpu'; needs a network and adam); nvme is not "
-              "built for pipeline stages", choices=("gpu", "host", "nvme"),
-              check=_stage_states),
+              "the model_states driver's port 'cpu'; needs a network and adam) or nvme "
+              "(ZeRO-Infinity: that partition on the engine's SSDs, read into host memory "
+              "around the CPU's step)", choices=("gpu", "host", "nvme")),
         Param("delayed_update", "bool", False, "ZeRO-Offload's one-step delayed parameter "
               "update (optimizer_states host): the host CPU's step of the previous iteration "
               "overlaps this one"),

@@ -15,7 +15,9 @@ from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, Elem
                                             add_element_options, element_params, flag_words,
                                             given_options)
 from sst_cdma.builder.stage_hosts import StageHosts, replicas_share_hosts
-from sst_cdma.builder.topology import ModelOptionParser
+from sst_cdma.builder.model_options import param_type
+from sst_cdma.builder.topology import NVME_COUNT, ModelOptionParser
+from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
 from sst_cdma.model.clusters import NODES
@@ -72,6 +74,14 @@ def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
                         "replica 0 alone, whose twins are identical, unless its GPUs share a "
                         "host CPU with theirs under --optimizer-states host; docs/parallel.md, "
                         "\"Symmetry\")")
+    p.add_argument("--nvme", type=param_type(NVME_COUNT), default=0, metavar="N",
+                   help="with --network: NVMe SSDs per host (each node socket's, or each "
+                        "stage's own), on its root ports, every GPU's engine of the host on "
+                        "each: the tier of --optimizer-states nvme (default: 0, none; "
+                        "docs/storage.md)")
+    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
+                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
+                        f"{DEFAULT_SSD}; docs/storage.md)")
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
@@ -139,7 +149,7 @@ def _check_layout(o: argparse.Namespace) -> None:
     network_only = [f"--{d.replace('_', '-')}" for d in
                     ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp",
                      "sequence_parallel", "dp", "zero", "global_batch", "simulate_every_rank",
-                     "optimizer_states", "delayed_update")
+                     "optimizer_states", "delayed_update", "nvme", "nvme_preset")
                     if d in o.given]
     if network_only:
         raise ConfigError(f"model option error: {', '.join(network_only)} need --network: the "
@@ -158,7 +168,11 @@ def _check_layout(o: argparse.Namespace) -> None:
 
 def _check_offload(o: argparse.Namespace) -> None:
     """ZeRO-Offload on the stages: Adam, and at ``--dp`` above 1 ZeRO 1 or 2 (each rank's
-    partition on its host); ``--delayed-update`` needs it; a LayoutError naming the flags."""
+    partition on its host), SSDs for the nvme tier (ZeRO-Infinity), a known SSD preset;
+    ``--delayed-update`` needs it; a LayoutError naming the flags."""
+    if o.nvme_preset not in SSDS:
+        raise LayoutError(f"--nvme-preset {o.nvme_preset!r} is not a known SSD (one of "
+                          f"{', '.join(sorted(SSDS))}; docs/storage.md)")
     if o.optimizer_states == "gpu":
         if o.delayed_update:
             raise LayoutError("--delayed-update overlaps the host CPU's optimizer step with "
@@ -168,6 +182,9 @@ def _check_offload(o: argparse.Namespace) -> None:
         raise LayoutError(f"--optimizer-states {o.optimizer_states} runs the step on the host "
                           f"CPU, whose rate is measured for Adam: give --optimizer adam, not "
                           f"{o.optimizer}")
+    if o.optimizer_states == "nvme" and not o.nvme:
+        raise LayoutError("--optimizer-states nvme needs an NVMe SSD to hold the states: the "
+                          "hosts have none (give --nvme N, N >= 1)")
     if o.dp > 1 and o.zero not in (1, 2):  # param names: in_flags makes them flags
         raise LayoutError(f"--optimizer-states {o.optimizer_states} with dp {o.dp} and "
                           f"zero {o.zero}: ZeRO-Offload keeps each rank's partition of the "
@@ -252,6 +269,7 @@ def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any,
         sst.Link(f"{name}.l_fabric", "0ps").connect((port, "fabric"), (fabric, f"gpu{rank}"))
     if o.network:
         _offload_path(sst, o, gpu, hbm, name, hosts.host(rank))
+        hosts.engine_on_drives(name, rank)
         if o.optimizer_states != "gpu":
             hosts.model_states(gpu, name, rank)
     return ports
@@ -369,8 +387,11 @@ def _system(o: argparse.Namespace) -> str:
         return line
     where = ("its node socket's host CPU, shared with the socket's other GPUs"
              if _node(o) else "a host CPU of its own")
-    return (f"{line}; optimizer states on the hosts (ZeRO-Offload: each rank's "
-            f"{'1/' + str(o.dp) + ' ' if o.dp > 1 else ''}partition stepped by {where})")
+    part = f"each rank's {'1/' + str(o.dp) + ' ' if o.dp > 1 else ''}partition"
+    if o.optimizer_states == "nvme":
+        return (f"{line}; optimizer states on the hosts' {o.nvme} SSD(s) each (ZeRO-Infinity: "
+                f"{part} read into host memory and stepped by {where})")
+    return f"{line}; optimizer states on the hosts (ZeRO-Offload: {part} stepped by {where})"
 
 
 def _layout_line(o: argparse.Namespace) -> str:

@@ -10,14 +10,16 @@ evenly over its sockets in local-rank order (a DGX's PCIe switches, two GPUs eac
 the sockets in turn: docs/clusters.md), the host platform the node's
 (:data:`NODE_PLATFORMS`, its figures in docs/host_cpu.md). Global rank r sits on node
 ``r // gpus`` (nodes filled in rank order, as the cluster fabric places them). Without nodes
-each stage has a host of its own (``host<rank>``, its CPU ``cpu<rank>``), as before.
+each stage has a host of its own (``host<rank>``, its CPU ``cpu<rank>``), as before. With
+``--nvme N`` each host has N SSDs of ``--nvme-preset`` on its root ports (``<host>.nvme<d>``),
+every engine of the host on every drive (ZeRO-Infinity's tier: ``--optimizer-states nvme``).
 """
 from __future__ import annotations
 
 import argparse
 from typing import Any, Optional
 
-from sst_cdma.builder.model_options import HOST_CPU, HOST_MEMORY
+from sst_cdma.builder.model_options import HOST_CPU, HOST_MEMORY, NVME
 from sst_cdma.model.clusters import NODES
 from sst_cdma.model.gpus import GPUS
 from sst_cdma.model.hosts import DEFAULT_PLATFORM, PLATFORMS, HostPlatform
@@ -54,6 +56,9 @@ class StageHosts:
         self.hosts: dict[str, Any] = {}
         self.cpus: dict[str, Any] = {}
         self.ports: dict[str, int] = {}
+        #: each host's SSDs and the engines on them so far
+        self.drives: dict[str, list[Any]] = {}
+        self.engines: dict[str, int] = {}
 
     def _platform(self) -> HostPlatform:
         """The node's host platform; without nodes the GPU's node preset's where there is
@@ -79,9 +84,34 @@ class StageHosts:
             host.addParams(self._memory_params())
             self.hosts[name] = host
             self.ports[name] = 0
+            self._add_drives(name)
         port = self.ports[name]
         self.ports[name] = port + 1
         return self.hosts[name], f"pcie{port}"
+
+    def _add_drives(self, host_name: str) -> None:
+        """``--nvme`` SSDs of ``--nvme-preset`` on the host's first root ports."""
+        host = self.hosts[host_name]
+        self.drives[host_name] = []
+        self.engines[host_name] = 0
+        for d in range(self.o.nvme):
+            drive = self.sst.Component(f"{host_name}.nvme{d}", NVME)
+            drive.addParams({"preset": self.o.nvme_preset})
+            port = self.ports[host_name]
+            self.ports[host_name] = port + 1
+            self.sst.Link(f"{host_name}.nvme{d}.l_host", "0ps").connect(
+                (drive, "host"), (host, f"pcie{port}"))
+            self.drives[host_name].append(drive)
+
+    def engine_on_drives(self, name: str, rank: int) -> None:
+        """GPU ``name``'s engine (``<name>.dma``) on every SSD of rank ``rank``'s host."""
+        host_name, _ = self._where(rank)
+        engine = self.sst.findComponentByName(f"{name}.dma")
+        g = self.engines[host_name]
+        self.engines[host_name] = g + 1
+        for d, drive in enumerate(self.drives[host_name]):
+            self.sst.Link(f"{name}.dma.l_nvme{d}", "0ps").connect((engine, f"nvme{d}"),
+                                                                   (drive, f"dma{g}"))
 
     def _memory_params(self) -> dict[str, Any]:
         """A host memory's params: with nodes or a host CPU (``states``) one socket's DRAM of

@@ -10,10 +10,12 @@ import pytest
 
 import sst_cdma
 from components.host_cpu import HostCPUResult
+from components.nvme import NVMeResult
 from components.summary_schema import check_summary
 from sst_cdma.builder.stage_hosts import replicas_share_hosts
 from sst_cdma.engine.errors import RunError
 from sst_cdma.model.hosts import PLATFORMS
+from workloads.vdnn import OPTIMIZERS
 
 PIPELINE = "topologies/pipeline_cdma.py"
 OPTS = ("--network gpt2_small --gpu hopper --micro-batches 1 --batch 1 --seq-len 128 "
@@ -152,7 +154,9 @@ def test_the_delayed_update_is_never_slower():
     ("--pp 2 --dp 2 --zero 0", "--optimizer-states host with --dp 2 and --zero 0: "
      "ZeRO-Offload keeps each rank's partition"),
     ("--pp 2 --optimizer sgd", "give --optimizer adam, not sgd"),
-    ("--pp 2 --optimizer-states nvme", "nvme (ZeRO-Infinity) is not built for pipeline"),
+    ("--pp 2 --optimizer-states nvme", "--optimizer-states nvme needs an NVMe SSD to hold "
+     "the states: the hosts have none (give --nvme N, N >= 1)"),
+    ("--pp 2 --nvme 1 --nvme-preset nope", "--nvme-preset 'nope' is not a known SSD"),
 ])
 def test_a_bad_offload_option_is_one_line(opts, message):
     with pytest.raises(RunError) as info:
@@ -166,6 +170,32 @@ def test_the_delayed_update_needs_the_states_on_the_host():
         sst_cdma.run(PIPELINE, OPTS.replace("--optimizer-states host", "--delayed-update"),
                      console=io.StringIO())
     assert "--delayed-update overlaps" in str(info.value)
+
+
+def test_zero_infinity_puts_each_rank_s_partition_on_its_socket_s_ssds():
+    # run's OPTS say host; the later --optimizer-states wins
+    result, summary, console = run("--pp 1 --dp 8 --zero 2 --nvme 2 --optimizer-states nvme")
+    assert "ZeRO-Infinity" in console
+    states = {g["gpu"]: g["model_states"] for g in summary["gpus"]}
+    params = -(-states["gpu0-pp0-dp0"]["gradients_to_host_bytes"] // 2)
+    partition = OPTIMIZERS["adam"].state_bytes(params, "float16")
+    for s in states.values():
+        # its partition's states read from the drives before its step, written back after
+        assert s["states_from_nvme_bytes"] == s["states_to_nvme_bytes"] == partition
+        assert s["nvme_state_bytes"] == {"bucket0:s": partition}
+    drives = {name: r for name, r in result.results.items() if isinstance(r, NVMeResult)}
+    assert sorted(drives) == [f"node0.host{k}.nvme{d}" for k in (0, 1) for d in (0, 1)]
+    step = summary["pipeline"]["step_time_s"]
+    for k in (0, 1):
+        mine = [r for name, r in drives.items() if name.startswith(f"node0.host{k}.")]
+        # the socket's two drives hold its four ranks' partitions, striped
+        assert sum(r.bytes_read for r in mine) == sum(r.bytes_written for r in mine) \
+            == 4 * partition
+        # and no faster than the drives can read them and write them back
+        read = 4 * partition / sum(min(r.read_rate_Bps, r.link_bandwidth_Bps) for r in mine)
+        write = 4 * partition / sum(min(r.write_rate_Bps, r.link_bandwidth_Bps)
+                                    for r in mine)
+        assert step > max(read, write)
 
 
 def test_the_chain_of_identical_layers_has_no_states_to_offload():
