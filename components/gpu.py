@@ -203,6 +203,10 @@ class GPU(Component):
         self.states: Optional[ModelStates] = None
         #: the op the model states' traffic must end before (the epilogue's first; -1: none)
         self.states_at = -1
+        #: where the model states' gradients are final, where the workload says (the op's
+        #: identity in :attr:`ops` -> the gradients; None: each kernel of the last
+        #: micro-batch makes those it writes final)
+        self.final_grads: Optional[dict[int, tuple[str, ...]]] = None
         self.micro_starts: dict[int, int] = {}
         self.micro_times: list[int] = []
         if self.params["data_parallel"] and self.nvlink is None:
@@ -340,9 +344,10 @@ class GPU(Component):
                               "port 'dma' on the engine's 'states' and 'cpu' on a cdma.HostCPU")
         states.take(self, plan, self.stream.dtype)
         self.states = states
-        rendered = self.stream.plan
-        assert rendered is not None, "model states come from a rendered stream's plan"
-        self.states_at = len(self.ops) - len(rendered.epilogue)
+        self.states_at = len(self.ops) - self.workload.states_after(self.stream)
+        final = self.workload.final_gradients(self.ops)
+        if final is not None:
+            self.final_grads = {id(self.ops[i]): grads for i, grads in final.items()}
 
     def init(self, phase: int) -> None:
         """Find the GPU memory, render the iteration for it and tell the engine which tensors
@@ -417,6 +422,8 @@ class GPU(Component):
             handler = self.OP_HANDLERS.get(op.op)
             if handler is not None and not handler(self, op):
                 return
+            if self.final_grads and op.op != "compute":
+                self._gradients_final(op)  # a collective reduced them
             self.pc += 1
             if self.update_at is None and op.phase != self.phase_changes[-1][1]:
                 self.phase_changes.append((self.sim.now, op.phase))
@@ -623,8 +630,8 @@ class GPU(Component):
             for tensor in op.writes:
                 if tensor in self.wgrads:
                     self.nvlink_link.send(GradientReady(self.wgrads[tensor]))
-        if self.states is not None and len(self.micro_times) + 1 >= len(self.micro_starts):
-            self.states.written(op.writes)  # the last micro-batch: its gradients leave
+        if self.states is not None:
+            self._gradients_final(op)
         self.kernel_total += now - start
         self._layer_kernel += now - start
         self.stat_kernel.add_data(now - start)
@@ -632,6 +639,17 @@ class GPU(Component):
         self.compute_busy = False
         self._kick_compute()
         self._unblock()
+
+    def _gradients_final(self, op: StreamOp) -> None:
+        """``op`` ended: the gradients it made final leave for the host (the workload's
+        :meth:`~components.workload_source.WorkloadSource.final_gradients`, else those a
+        kernel of the last micro-batch wrote)."""
+        assert self.states is not None, "only a GPU with model states moves gradients"
+        if self.final_grads is not None:
+            if id(op) in self.final_grads:
+                self.states.written(self.final_grads[id(op)])
+        elif len(self.micro_times) + 1 >= len(self.micro_starts):
+            self.states.written(op.writes)
 
     # -- SM kernels of the engine's codec -------------------------------------------------------
     def _codec_kernel(self, direction: str, tensor: str, codec: str) -> Optional[CodecKernel]:

@@ -244,6 +244,10 @@ class HostCPU(Component):
         """Bytes of the pinned pool one GPU's model states may take (see :class:`HostStep`)."""
         return self.peer_provider("memory", HostTier).capacity // max(1, len(self.ports))
 
+    def gpus_stepped(self) -> int:
+        """The GPUs on this CPU's ``gpu%d`` ports (see :class:`HostStep`)."""
+        return len(self.ports)
+
     @staticmethod
     def _cap(dram_bytes: int, duration: int) -> float:
         """The DRAM rate cap that makes a step alone end at its compute time (half a ps early:

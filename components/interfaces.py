@@ -228,6 +228,11 @@ class HostStep(Protocol):
         by the GPUs this CPU steps for."""
         ...
 
+    def gpus_stepped(self) -> int:
+        """The GPUs whose optimizer steps this CPU runs (they share its cores, one step at
+        a time, and its DRAM)."""
+        ...
+
 
 @runtime_checkable
 class NetworkCard(Protocol):

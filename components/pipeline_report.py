@@ -3,7 +3,7 @@
 them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from .pipeline_p2p import P2PResult
@@ -26,7 +26,11 @@ class PipelineStageResult:
     group (``dp_collectives``, ``dp_comm_ps``: the time its stream waited in them, and
     ``dp_hidden_ps``: the time they ran beside its kernels). For tokens/s and MFU: the tokens of one
     micro-batch (``tokens``), the whole network's parameters (``model_params``) and the GPU's
-    peak FLOP/s in the run's dtype (``peak_flops``); zeros for a chain of identical layers."""
+    peak FLOP/s in the run's dtype (``peak_flops``); zeros for a chain of identical layers.
+    With the optimizer states on the host (ZeRO-Offload), ``host``: its host CPU's time on
+    this rank's partition (``cpu_step_ps``, and ``cpu_step_alone_ps`` had the CPU been its
+    alone), the GPU's idle time while a step of its was at the CPU (``cpu_wait_ps``), the
+    bytes its gradient and weight copies moved, its CPU's name and the GPUs sharing it."""
 
     gpu: str
     stage: int
@@ -52,6 +56,7 @@ class PipelineStageResult:
     model_params: int = 0
     peak_flops: float = 0.0
     dp_hidden_ps: int = 0
+    host: dict[str, Any] = field(default_factory=dict)
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -147,7 +152,26 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
     if lost:
         entry["network_lost_time_s"] = max(net for net, _ in lost) / 10**12
         entry["copies_lost_time_s"] = max(copies for _, copies in lost) / 10**12
+    if r.host:
+        entry["host"] = _host_entry(ranks)
     return entry
+
+
+def _host_entry(ranks: Sequence[PipelineStageResult]) -> dict[str, Any]:
+    """A stage's ZeRO-Offload figures, of its rank that waited longest for its host CPU (its
+    GPU named): the CPU's time on the rank's partition as it ran beside the other GPUs on
+    that CPU and alone, the GPU's idle time while its steps were at the CPU (queued behind
+    the other GPUs' or running), the copies' bytes, and the CPU with how many GPUs share
+    it."""
+    r = max(ranks, key=lambda x: (x.host["cpu_wait_ps"], x.host["cpu_step_ps"], -x.tp_rank))
+    h = r.host
+    return {"gpu": r.gpu, "cpu": h["cpu"], "gpus_on_cpu": h["gpus_on_cpu"],
+            "cpu_step_time_s": h["cpu_step_ps"] / 10**12,
+            "cpu_step_alone_s": h["cpu_step_alone_ps"] / 10**12,
+            "cpu_step_span_s": h["cpu_step_span_ps"] / 10**12,
+            "cpu_wait_time_s": h["cpu_wait_ps"] / 10**12,
+            "gradients_to_host_bytes": h["gradients_to_host_bytes"],
+            "weights_to_gpu_bytes": h["weights_to_gpu_bytes"]}
 
 
 def _first_out_of_memory(stages: Sequence[PipelineStageResult]) -> Optional[dict[str, Any]]:
@@ -214,4 +238,18 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
                         f"{s['network_lost_time_s'] * ms:.3f} ms to offload copies, the copies "
                         f"{s['copies_lost_time_s'] * ms:.3f} ms"
                         if "network_lost_time_s" in s else ""))
+        if "host" in s:
+            lines.append(_host_line(s["host"]))
     return lines
+
+
+def _host_line(h: dict[str, Any]) -> str:
+    """A stage's ZeRO-Offload line: its rank's CPU step against alone, the GPU's wait, the
+    copies and the sharing."""
+    ms = 1e3
+    return (f"    host ({h['gpu']}): CPU Adam {h['cpu_step_time_s'] * ms:.3f} ms over "
+            f"{h['cpu_step_span_s'] * ms:.3f} ms on {h['cpu']} (alone "
+            f"{h['cpu_step_alone_s'] * ms:.3f} ms; shared by {h['gpus_on_cpu']} GPUs), GPU idle "
+            f"{h['cpu_wait_time_s'] * ms:.3f} ms waiting for it, "
+            f"{h['gradients_to_host_bytes'] / 1e6:.1f} MB gradients to the host, "
+            f"{h['weights_to_gpu_bytes'] / 1e6:.1f} MB weights back")

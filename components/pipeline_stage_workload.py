@@ -8,7 +8,7 @@ with its collectives over its tp group (docs/parallel.md, "Stages of a transform
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Mapping, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
@@ -19,13 +19,16 @@ from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
+from workloads.model_states import ModelStatePlan, Placement
 from workloads.parallel.zero import DP_GROUP
+from workloads.parallel.zero_offload import final_gradient_ops
 from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
 from workloads.policies import check_policy
 from workloads.render import iteration_stream
 from workloads.stream import Stream, StreamError
+from workloads.stream_schema import StreamOp
 
 from .collective_ops import CollectivePort
 from .pipeline_report import PipelineStageResult
@@ -152,7 +155,21 @@ class PipelineStageWorkload(WorkloadSource):
         Param("sequence_parallel", "bool", False, "sequence parallelism (needs tp above 1): "
               "norms and residuals on sequence / tp, all-gathers and reduce-scatters in place "
               "of the all-reduces"),
+        Param("optimizer_states", "str", "gpu", "where the optimizer states (the fp32 master "
+              "weights and moments) of the stage's layers live: gpu, host (ZeRO-Offload: "
+              "each rank's 1/dp partition in pinned host memory, stepped by the host CPU on "
+              "the model_states driver's port 'cpu'; needs a network and adam) or nvme "
+              "(ZeRO-Infinity: that partition on the engine's SSDs, read into host memory "
+              "around the CPU's step)", choices=("gpu", "host", "nvme")),
+        Param("delayed_update", "bool", False, "ZeRO-Offload's one-step delayed parameter "
+              "update (optimizer_states host): the host CPU's step of the previous iteration "
+              "overlaps this one"),
     )
+
+    @classmethod
+    def needs_host_cpu(cls, params: Mapping[str, Any]) -> bool:
+        """True when the host CPU steps the stage's optimizer states (ZeRO-Offload)."""
+        return params["optimizer_states"] != "gpu"
 
     def __init__(self, simulation: Any, name: str, params: Any) -> None:
         super().__init__(simulation, name, params)
@@ -174,6 +191,32 @@ class PipelineStageWorkload(WorkloadSource):
                                  f"of {size} {p[size]} ranks (0 to {p[size] - 1})")
         self.uniform = UniformLayers(p["forward_time"], p["backward_time"], p["activation"])
         self.built: Optional[StageStream] = None
+        self.placement = self._placement(name)
+
+    def _placement(self, name: str) -> Optional[Placement]:
+        """The model states' placement with the optimizer states off the GPU (None: on it),
+        checked: a network's stages, Adam, and at dp above 1 ZeRO 1 or 2."""
+        p = self.params
+        if p["optimizer_states"] == "gpu":
+            if p["delayed_update"]:
+                raise ValueError(f"{name} ({self.type_name()}): delayed_update overlaps the "
+                                 "host CPU's step with the next iteration: it needs "
+                                 "optimizer_states host")
+            return None
+        where = f"{name} ({self.type_name()}): optimizer_states {p['optimizer_states']}"
+        if not p["network"]:
+            raise ValueError(f"{where}: the chain of identical layers has no weights; give "
+                             "a network")
+        if p["dp"] > 1 and p["zero"] not in (1, 2):
+            raise ValueError(f"{where} with dp {p['dp']}: ZeRO-Offload keeps each rank's "
+                             f"partition of the optimizer states on its host: zero 1 or 2, "
+                             f"not {p['zero']}")
+        placement = Placement(p["optimizer_states"], delayed_update=p["delayed_update"])
+        try:
+            placement.check(p["optimizer"])
+        except WorkloadError as exc:
+            raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
+        return placement
 
     def _shape(self) -> ModelShape:
         """The model the layout is checked against: the chain's ``layers``, or the network's
@@ -231,11 +274,12 @@ class PipelineStageWorkload(WorkloadSource):
                                   "model or the roofline")
             net = load_network(p["network"], p["seq_len"])
             return shard_plan(net, p["tp"], p["batch"], p["dtype"], p["policy"], p["optimizer"],
-                              kernels.model, kernels.workspace_limit, p["sequence_parallel"])
+                              kernels.model, kernels.workspace_limit, p["sequence_parallel"],
+                              self.placement)
         stream = iteration_stream(p["network"], p["batch"], p["dtype"], p["policy"],
                                   kernels.layer_times, p["optimizer"], 0, "liveness",
                                   kernels.model, kernels.workspace_limit, None,
-                                  seq_len=p["seq_len"])
+                                  seq_len=p["seq_len"], placement=self.placement)
         assert stream.plan is not None, "a rendered stream keeps its plan"
         return stream.plan
 
@@ -275,9 +319,10 @@ class PipelineStageWorkload(WorkloadSource):
             if p["tp"] > 1:
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
-            return transformer_stage_stream(plan, self.layout, p["stage"], self.name,
-                                            tied_head(net, p["optimizer"]), shard,
-                                            p["optimizer"])
+            # offloaded: the head's copy is stepped with the stage's other states, on the host
+            tied = tied_head(net, "none" if self.placement else p["optimizer"])
+            return transformer_stage_stream(plan, self.layout, p["stage"], self.name, tied,
+                                            shard, p["optimizer"], self.placement)
         except ConfigError:
             raise
         except OSError as exc:
@@ -292,6 +337,21 @@ class PipelineStageWorkload(WorkloadSource):
     def schedule(self, stream: Stream) -> list["Step"]:
         """The stage's passes in its schedule's order."""
         return list(self.stage_stream().steps)
+
+    def model_states(self, stream: Stream) -> Optional[ModelStatePlan]:
+        """With the optimizer states on the host: the buckets of this rank's partition the
+        host CPU steps (None otherwise)."""
+        return self.stage_stream().model_states
+
+    def states_after(self, stream: Stream) -> int:
+        """The weights' all-gathers and the epilogue: they wait for the host's step."""
+        return self.stage_stream().after_states
+
+    def final_gradients(self, ops: list[StreamOp]) -> Optional[dict[int, tuple[str, ...]]]:
+        """A gradient's partition leaves for the host after its reduce-scatter (dp above 1)
+        or its last kernel (:func:`~workloads.parallel.zero_offload.final_gradient_ops`)."""
+        plan = self.stage_stream().model_states
+        return None if plan is None else final_gradient_ops(ops, plan)
 
     def held_spans(self, gpu: "GPU") -> list[tuple[int, int]]:
         """For each (micro-batch, chunk): from its first forward kernel's start to its last
@@ -323,7 +383,24 @@ class PipelineStageWorkload(WorkloadSource):
                                          p["tp_rank"], *tp_collectives(gpu), p["dp"],
                                          p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
                                          *self._tokens_and_params(), self._peak_flops(),
-                                         hidden_collectives_ps(gpu)))
+                                         hidden_collectives_ps(gpu),
+                                         self._host_fields(gpu, end)))
+
+    def _host_fields(self, gpu: "GPU", end: int) -> dict[str, Any]:
+        """With the optimizer states on the host: this rank's host CPU figures
+        (:class:`~components.pipeline_report.PipelineStageResult`'s ``host``); {} without."""
+        states = gpu.states
+        if states is None:
+            return {}
+        f = states.fields(end)
+        cpu = states.host_cpu()
+        span = f["cpu_step_span_ps"]
+        return {"cpu": cpu.name if cpu else "", "gpus_on_cpu": cpu.gpus_stepped() if cpu else 0,
+                "cpu_step_ps": f["cpu_step_time_ps"], "cpu_step_alone_ps": f["cpu_step_alone_ps"],
+                "cpu_step_span_ps": span[1] - span[0] if span else 0,
+                "cpu_wait_ps": f["host_cpu_wait_ps"],
+                "gradients_to_host_bytes": f["gradients_to_host_bytes"],
+                "weights_to_gpu_bytes": f["weights_to_gpu_bytes"]}
 
     def _tokens_and_params(self) -> tuple[int, int]:
         """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence) and the

@@ -395,6 +395,13 @@ PIPELINE_STAGE: tuple[Key, ...] = (
     _k("copies_lost_time_s", "number", "time its GPU's offload and prefetch copies lost to "
        "other flows on the GPU's link to that PCIe switch: the NIC's traffic", "on a cluster "
        "topology"),
+    _k("host", "object", "ZeRO-Offload, of its rank that waited longest for its host CPU: "
+       "`gpu`; `cpu`, the host CPU (a node socket's) and `gpus_on_cpu`, the GPUs sharing it; "
+       "`cpu_step_time_s`, the CPU's time on the rank's partition beside the others' "
+       "traffic, and `cpu_step_alone_s`, alone; `cpu_step_span_s`, its first step's start to "
+       "its last one's end; `cpu_wait_time_s`, the GPU's idle time while its steps were at "
+       "the CPU (queued or running); `gradients_to_host_bytes`, `weights_to_gpu_bytes`",
+       "with pipeline stages and --optimizer-states host"),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,

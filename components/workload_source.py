@@ -79,6 +79,20 @@ class WorkloadSource(SubComponent):
         plan = stream.plan
         return plan.model_states if plan is not None else None
 
+    def states_after(self, stream: "Stream") -> int:
+        """How many ops at the end of the scheduled stream wait for the model states' copies
+        and the host CPU's steps: the plan's epilogue (which frees the weights and
+        gradients)."""
+        plan = stream.plan
+        assert plan is not None, "model states come from a rendered stream's plan"
+        return len(plan.epilogue)
+
+    def final_gradients(self, ops: list["StreamOp"]) -> Optional[dict[int, tuple[str, ...]]]:
+        """Where the model states' weight gradients are final in ``ops`` (the stream in its
+        schedule's order): op index -> the gradients that leave for the host once it ends;
+        None: every kernel of the step's last micro-batch makes final those it writes."""
+        return None
+
     def schedule(self, stream: "Stream") -> list["Step"]:
         """The order one optimizer step runs the spans of ``stream.ops`` in: the plan's
         (several micro-batches: each one's forward and backward passes in turn), or the

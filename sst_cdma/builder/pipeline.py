@@ -14,8 +14,11 @@ from typing import Any, Optional, Sequence
 from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, ElementOption,
                                             add_element_options, element_params, flag_words,
                                             given_options)
-from sst_cdma.builder.topology import ModelOptionParser
 from sst_cdma.builder.cluster_node import wire_nic
+from sst_cdma.builder.stage_hosts import StageHosts, replicas_share_hosts
+from sst_cdma.builder.model_options import param_type
+from sst_cdma.builder.topology import NVME_COUNT, ModelOptionParser
+from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
 from sst_cdma.model.clusters import NODES
@@ -47,6 +50,8 @@ NETWORK_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--sequence-parallel", STAGE, "sequence_parallel"),
     ElementOption("--dp", STAGE, "dp"),
     ElementOption("--zero", STAGE, "zero"),
+    ElementOption("--optimizer-states", STAGE, "optimizer_states"),
+    ElementOption("--delayed-update", STAGE, "delayed_update"),
 )
 #: the options of the chain of identical layers, which a network's stages do not take
 CHAIN_ONLY = ("layers", "forward_time", "backward_time", "activation")
@@ -67,8 +72,17 @@ def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
                         "--dp; derives --micro-batches (default: --micro-batches gives it)")
     p.add_argument("--simulate-every-rank", action="store_true",
                    help="with --dp above 1: simulate every data-parallel replica (default: "
-                        "replica 0 alone, whose twins are identical; docs/parallel.md, "
+                        "replica 0 alone, whose twins are identical, unless its GPUs share a "
+                        "host CPU with theirs under --optimizer-states host; docs/parallel.md, "
                         "\"Symmetry\")")
+    p.add_argument("--nvme", type=param_type(NVME_COUNT), default=0, metavar="N",
+                   help="with --network: NVMe SSDs per host (each node socket's, or each "
+                        "stage's own), on its root ports, every GPU's engine of the host on "
+                        "each: the tier of --optimizer-states nvme (default: 0, none; "
+                        "docs/storage.md)")
+    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
+                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
+                        f"{DEFAULT_SSD}; docs/storage.md)")
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "
@@ -117,6 +131,7 @@ def _check_network_layout(o: argparse.Namespace) -> None:
             raise LayoutError(f"zero {o.zero} with dp 1: ZeRO shards the model states over "
                               "the data-parallel ranks, and one rank has none to share them "
                               "with (give dp above 1, or zero 0)")
+        _check_offload(o)
         if o.tp > 1:
             shard_transformer(load_network(o.network, o.seq_len), o.tp, o.sequence_parallel)
     except (LayoutError, WorkloadError) as exc:
@@ -134,7 +149,8 @@ def _check_layout(o: argparse.Namespace) -> None:
         return
     network_only = [f"--{d.replace('_', '-')}" for d in
                     ("batch", "seq_len", "dtype", "policy", "optimizer", "stage_split", "tp",
-                     "sequence_parallel", "dp", "zero", "global_batch", "simulate_every_rank")
+                     "sequence_parallel", "dp", "zero", "global_batch", "simulate_every_rank",
+                     "optimizer_states", "delayed_update", "nvme", "nvme_preset")
                     if d in o.given]
     if network_only:
         raise ConfigError(f"model option error: {', '.join(network_only)} need --network: the "
@@ -149,6 +165,31 @@ def _check_layout(o: argparse.Namespace) -> None:
                     micro_batches=o.micro_batches)
     except LayoutError as exc:
         raise ConfigError(f"model option error: {in_flags(str(exc))}") from None
+
+
+def _check_offload(o: argparse.Namespace) -> None:
+    """ZeRO-Offload on the stages: Adam, and at ``--dp`` above 1 ZeRO 1 or 2 (each rank's
+    partition on its host), SSDs for the nvme tier (ZeRO-Infinity), a known SSD preset;
+    ``--delayed-update`` needs it; a LayoutError naming the flags."""
+    if o.nvme_preset not in SSDS:
+        raise LayoutError(f"--nvme-preset {o.nvme_preset!r} is not a known SSD (one of "
+                          f"{', '.join(sorted(SSDS))}; docs/storage.md)")
+    if o.optimizer_states == "gpu":
+        if o.delayed_update:
+            raise LayoutError("--delayed-update overlaps the host CPU's optimizer step with "
+                              "the next iteration: it needs --optimizer-states host")
+        return
+    if o.optimizer != "adam":
+        raise LayoutError(f"--optimizer-states {o.optimizer_states} runs the step on the host "
+                          f"CPU, whose rate is measured for Adam: give --optimizer adam, not "
+                          f"{o.optimizer}")
+    if o.optimizer_states == "nvme" and not o.nvme:
+        raise LayoutError("--optimizer-states nvme needs an NVMe SSD to hold the states: the "
+                          "hosts have none (give --nvme N, N >= 1)")
+    if o.dp > 1 and o.zero not in (1, 2):  # param names: in_flags makes them flags
+        raise LayoutError(f"--optimizer-states {o.optimizer_states} with dp {o.dp} and "
+                          f"zero {o.zero}: ZeRO-Offload keeps each rank's partition of the "
+                          "optimizer states on its host: give zero 1 or 2")
 
 
 def node_of(o: argparse.Namespace) -> str:
@@ -183,12 +224,30 @@ def gpu_name(o: argparse.Namespace, s: int, t: int, d: int = 0) -> str:
 
 
 def replicas(o: argparse.Namespace) -> int:
-    """The data-parallel replicas simulated: every one with ``--simulate-every-rank``, else
-    replica 0 alone (its twins are identical: docs/parallel.md, "Symmetry")."""
-    return o.dp if o.simulate_every_rank else 1
+    """The data-parallel replicas simulated: every one with ``--simulate-every-rank``, or
+    where replica 0's GPUs share a host CPU with other replicas' (``--optimizer-states
+    host``: the twins' steps queue on the same cores), else replica 0 alone (its twins are
+    identical: docs/parallel.md, "Symmetry")."""
+    return o.dp if o.simulate_every_rank or _host_twins(o) else 1
 
 
-def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any) -> Any:
+def _host_twins(o: argparse.Namespace) -> bool:
+    """True when the host CPUs step model states and replica 0's GPUs share a socket with
+    another replica's."""
+    if not o.network or o.optimizer_states == "gpu":
+        return False
+    return replicas_share_hosts(_node(o), o.tp, o.pp, o.dp)
+
+
+def _node(o: argparse.Namespace) -> Optional[str]:
+    """The node preset the ranks sit on (None: no nodes, each stage a host of its own)."""
+    if o.tp == 1 and o.dp == 1 and not o.cluster:
+        return None
+    return o.cluster or node_of(o)
+
+
+def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any,
+           hosts: StageHosts) -> Any:
     """Stage ``s``'s tensor-parallel rank ``t`` of replica ``d``: its GPU with its workload
     and ports, its HBM and, with tp or dp above 1, its port to the cluster fabric; returns
     the p2p ports."""
@@ -210,7 +269,10 @@ def _stage(sst: Any, o: argparse.Namespace, s: int, t: int, d: int, fabric: Any)
         port = gpu.setSubComponent("collectives", "cdma.CollectivePort")
         sst.Link(f"{name}.l_fabric", "0ps").connect((port, "fabric"), (fabric, f"gpu{rank}"))
     if o.network:
-        _offload_path(sst, o, gpu, hbm, name, rank)
+        _offload_path(sst, o, gpu, hbm, name, hosts.host(rank))
+        hosts.engine_on_drives(name, rank)
+        if o.optimizer_states != "gpu":
+            hosts.model_states(gpu, name, rank)
     if o.cluster:
         wire_nic(sst, o, name, rank, f"{name}.pcie", fabric, ports)
     return ports
@@ -234,11 +296,11 @@ def _fabric(sst: Any, o: argparse.Namespace) -> Any:
 
 
 def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, name: str,
-                  rank: int) -> None:
+                  host: tuple[Any, str]) -> None:
     """A network's stage: its DMA engine (the ``--algorithm`` codec in its slot) on the GPU's
-    HBM, over the preset's host link to a host memory of its own (``host<rank>``: each stage
-    on a node of its own, as pipeline stages across nodes are), for what ``--policy``
-    offloads."""
+    HBM, over the preset's host link to ``host`` (its host memory and port there:
+    :class:`~sst_cdma.builder.stage_hosts.StageHosts`), for what ``--policy`` offloads and
+    the model states' copies."""
     spec = GPUS[o.gpu]
     dma = sst.Component(f"{name}.dma", "cdma.CDMAEngine")
     if o.algorithm != "none":  # none: the slot stays empty, a plain copy engine
@@ -247,13 +309,10 @@ def _offload_path(sst: Any, o: argparse.Namespace, gpu: Any, hbm: Any, name: str
         dma.setSubComponent("codec", element_type(o.algorithm))
     link = sst.Component(f"{name}.pcie", "cdma.PCIeBridge")
     link.addParams(HOST_LINKS[spec.host_link])
-    host = sst.Component(f"host{rank}", "cdma.HostMemory")
-    host.addParams({k: v for k, v in (("bandwidth", spec.host_memory_bandwidth),
-                                      ("pinned_capacity", spec.host_memory_capacity)) if v})
     sst.Link(f"{name}.l_dma", "0ps").connect((gpu, "dma"), (dma, "gpu"))
     sst.Link(f"{name}.l_dram", "0ps").connect((dma, "hbm"), (hbm, "dma"))
     sst.Link(f"{name}.l_pcie", "0ps").connect((dma, "pcie"), (link, "gpu"))
-    sst.Link(f"{name}.l_host", "0ps").connect((link, "host"), (host, "pcie0"))
+    sst.Link(f"{name}.l_host", "0ps").connect((link, "host"), host)
 
 
 def build_pipeline(sst: Any, argv: Sequence[str], prog: str, gpu: str = "hopper",
@@ -279,8 +338,9 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str, gpu: str = "hopper"
         o.layers = 2 * o.pp * o.vpp
     _check_layout(o)
     fabric = _fabric(sst, o)
+    hosts = StageHosts(sst, o, _node(o), bool(o.network) and o.optimizer_states != "gpu")
     links = o.pp if o.vpp > 1 else o.pp - 1
-    ports = {(s, d, t): _stage(sst, o, s, t, d, fabric)  # in rank order
+    ports = {(s, d, t): _stage(sst, o, s, t, d, fabric, hosts)  # in rank order
              for s in range(o.pp) for d in range(replicas(o)) for t in range(o.tp)}
     for d in range(replicas(o)):
         for t in range(o.tp):
@@ -323,7 +383,22 @@ def across_nodes(o: argparse.Namespace) -> dict[str, str]:
 
 
 def _system(o: argparse.Namespace) -> str:
-    """The console's ``system:`` line."""
+    """The console's ``system:`` line: the layout and, with the optimizer states on the
+    host, where each rank's CPU Adam runs."""
+    line = _layout_line(o)
+    if not o.network or o.optimizer_states == "gpu":
+        return line
+    where = ("its node socket's host CPU, shared with the socket's other GPUs"
+             if _node(o) else "a host CPU of its own")
+    part = f"each rank's {'1/' + str(o.dp) + ' ' if o.dp > 1 else ''}partition"
+    if o.optimizer_states == "nvme":
+        return (f"{line}; optimizer states on the hosts' {o.nvme} SSD(s) each (ZeRO-Infinity: "
+                f"{part} read into host memory and stepped by {where})")
+    return f"{line}; optimizer states on the hosts (ZeRO-Offload: {part} stepped by {where})"
+
+
+def _layout_line(o: argparse.Namespace) -> str:
+    """The layout part of the ``system:`` line."""
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
     model = f" of {o.network}'s blocks" if o.network else ""
     if o.tp == 1 and o.dp == 1 and not o.cluster:
@@ -337,6 +412,7 @@ def _system(o: argparse.Namespace) -> str:
                 f"tensor-parallel collectives on {node.name} nodes' fabric")
     sim = ("every replica simulated" if replicas(o) == o.dp else
            f"replica 0 simulated, its {o.dp - 1} twins priced with it")
+
     return (f"{stages}{model} x tp {o.tp} x dp {o.dp} (ZeRO {o.zero}) = "
             f"{o.tp * o.pp * o.dp} {GPUS[o.gpu].name}s (rank = tp + {o.tp} x dp + "
             f"{o.tp * o.dp} x pp) on {-(-o.tp * o.pp * o.dp // node.gpus)} {node.name} nodes, "

@@ -37,7 +37,8 @@ def run(opts: str):
 
 
 def twin(name: str, tp: int) -> str:
-    """The replica-0 twin of an element name (``gpuR-tpT-ppS-dpD...`` or ``hostR``)."""
+    """The replica-0 twin of an element name (``gpuR-tpT-ppS-dpD...``; a node's socket host,
+    ``nodeN.hostK``, is its own: the GPUs of several replicas share it)."""
     m = re.match(r"gpu(\d+)(-tp\d+)?(-pp\d+)-dp(\d+)(.*)$", name)
     if m:
         rank, d = int(m.group(1)), int(m.group(4))
@@ -54,8 +55,8 @@ def statistics_by_element(result, tp: int, dp: int, pp: int) -> dict[tuple, tupl
     values = [c for c in result.statistics.columns if "." in c or c == "SimTime"]
     for row in result.statistics.to_dict("records"):
         name = row["ComponentName"]
-        if name == "fabric":
-            continue
+        if name == "fabric" or re.match(r"node\d+\.host\d+$", name):
+            continue  # node_hosts below
         if (m := re.match(r"host(\d+)$", name)):
             rank = int(m.group(1))
             d = rank // tp % dp
@@ -65,6 +66,14 @@ def statistics_by_element(result, tp: int, dp: int, pp: int) -> dict[tuple, tupl
         key = (name, row["StatisticName"], row["StatisticSubId"])
         out.setdefault(key, []).append(tuple(row[c] for c in values))
     return {k: tuple(v) for k, v in out.items()}
+
+
+def node_hosts(result) -> dict[tuple, tuple]:
+    """The statistic rows of the nodes' socket hosts (``nodeN.hostK``), keyed by element."""
+    values = [c for c in result.statistics.columns if "." in c or c == "SimTime"]
+    return {(row["ComponentName"], row["StatisticName"], row["StatisticSubId"]):
+            tuple(row[c] for c in values) for row in result.statistics.to_dict("records")
+            if re.match(r"node\d+\.host\d+$", row["ComponentName"])}
 
 
 def record_key(r):
@@ -105,6 +114,10 @@ def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp, zero)
     for key, rows in stats_every.items():
         assert set(rows) == set(stats_one[key]) and len(set(rows)) == 1, key
         assert len(rows) == dp
+    # a node socket's host is one element for the replicas whose GPUs it holds: those the
+    # run of replica 0 has, the same in both runs
+    hosts_one, hosts_every = node_hosts(one), node_hosts(every)
+    assert hosts_one and all(hosts_every[k] == v for k, v in hosts_one.items())
     # the GPUs' own collective records
     for name in (n for n in every.results if n.endswith(":collectives[0]")):
         assert every.results[name].collectives == one.results[twin(name, tp)].collectives

@@ -20,7 +20,7 @@ backward time and an activation size each): the case the closed forms of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..durations import format_ps
 from ..schedule import Step
@@ -28,6 +28,9 @@ from ..stream import Stream, parse_stream
 from .layout import LayoutError, ParallelLayout
 from .pipeline import BACKWARD, FORWARD, Order, stage_order
 from .ranks import ChunkLayers, stage_plans
+
+if TYPE_CHECKING:
+    from ..model_states import ModelStatePlan
 
 __all__ = ["UniformLayers", "StageStream", "uniform_stage_stream", "pipeline_steps",
            "peers", "PassSpans"]
@@ -68,13 +71,17 @@ class PassSpans:
 
 @dataclass(frozen=True)
 class StageStream:
-    """A stage's stream, its schedule, where each (micro-batch, chunk)'s passes lie, and the
-    order the schedule runs them in."""
+    """A stage's stream, its schedule, where each (micro-batch, chunk)'s passes lie, the
+    order the schedule runs them in and, with the optimizer states on the host
+    (ZeRO-Offload), the buckets its rank's host CPU steps and how many ops at the stream's
+    end wait for that step (the weights' all-gathers and the epilogue)."""
 
     stream: Stream
     steps: tuple[Step, ...]
     spans: dict[SpanKey, PassSpans]
     order: Order
+    model_states: Optional["ModelStatePlan"] = None
+    after_states: int = 0
 
 
 def peers(layout: ParallelLayout, stage: int) -> tuple[int, int]:

@@ -51,7 +51,7 @@ from ..render import stream_text
 from ..stream import Stream, parse_stream
 from ..stream_schema import COLLECTIVE_WAIT, StreamOp, StreamTensor
 from ..transformer import split_name
-from ..vdnn import grad_name, wgrad_name
+from ..vdnn import grad_name, weight_name, wgrad_name
 from .layout import LayoutError, ParallelLayout
 from .pipeline import stage_order
 from .ranks import ChunkLayers, stage_plans
@@ -60,9 +60,12 @@ from .tensor import TP_GROUP
 from .fsdp_stage import Passes, zero3_passes
 from .grad_overlap import last_backward_passes, overlap_reductions, stepped_gradients
 from .zero import DP_GROUP, model_state_bytes
+from .zero_offload import offload_collectives, stage_state_plan
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
+
+    from ..model_states import ModelStatePlan, Placement
 
     from .tensor import CommOp, TensorShard
 
@@ -554,7 +557,8 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
                              source: str = "<pipeline stage>",
                              tied: Optional[TiedHead] = None,
                              shard: Optional["TensorShard"] = None,
-                             optimizer: str = "none") -> StageStream:
+                             optimizer: str = "none",
+                             placement: Optional["Placement"] = None) -> StageStream:
     """Stage ``stage``'s stream and schedule under ``layout``, cut from ``plan``, the
     single-GPU render of a transformer for one micro-batch (see the module's docstring): the
     prologue of its model states, every (micro-batch, chunk)'s forward span, every backward
@@ -567,7 +571,13 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     layers' norm and bias gradients before its optimizer step. With ``layout.dp`` above 1
     the step runs ZeRO ``layout.zero``'s collectives over the stage's dp group and holds the
     optimizer states' shard (:func:`with_dp_collectives`; ``optimizer``, the plan's, sizes
-    them)."""
+    them). With ``placement`` offloading the optimizer states (ZeRO-Offload; ``plan`` rendered
+    with it, so it holds no state and runs no update kernel) the stage's rank steps its
+    partition on the host CPU: the stream's ``model_states`` are its buckets
+    (:func:`~workloads.parallel.zero_offload.stage_state_plan`), its update reduce-scatters
+    the gradients and the weights are all-gathered once the host's step is back
+    (:func:`~workloads.parallel.zero_offload.offload_collectives`), those gathers and the
+    epilogue the ops that wait for the host (``after_states``)."""
     if not 0 <= stage < layout.pp:
         raise LayoutError(f"stage {stage} is not a pipeline rank of pp {layout.pp}")
     if shard is not None and shard.tp > 1:
@@ -605,8 +615,11 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
         plan, prologue + update + epilogue, states, layout.micro_batches)}
     declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
                                                 plan.dtype, optimizer, overlapped)
+    host_states, update, gathers, epilogue = _host_step(
+        placement, declared_here, [n for c in mine for n in c.layers], layout, plan.dtype,
+        optimizer, update, epilogue)
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
-        [op for k in keys for op in passes[k][1]] + update + epilogue
+        [op for k in keys for op in passes[k][1]] + update + gathers + epilogue
     tensors = {t.name: declared_here.get(t.name, t)
                for t in extra + _declarations(plan, ops, states, layout.micro_batches)}
     stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy, tensors, ops)
@@ -619,16 +632,48 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
         f_at, b_at = f_at + len(passes[k][0]), b_at + len(passes[k][1])
     order = stage_order(layout, stage)
     steps = pipeline_steps(order, spans, len(stream.ops), len(prologue), b_at)
-    return StageStream(stream, tuple(steps), spans, order)
+    return StageStream(stream, tuple(steps), spans, order, host_states,
+                       len(gathers) + len(epilogue))
+
+
+def _host_step(placement: Optional["Placement"], declared: dict[str, StreamTensor],
+               layers: Sequence[str], layout: ParallelLayout, dtype: str, optimizer: str,
+               update: list[StreamOp], epilogue: list[StreamOp]
+               ) -> tuple[Optional["ModelStatePlan"], list[StreamOp], list[StreamOp],
+                          list[StreamOp]]:
+    """With ``placement`` offloading the optimizer states: the rank's buckets, the update
+    with the gradients' reduce-scatters, the weights' all-gathers and the epilogue (in the
+    update phase after them); otherwise no buckets and the ops as they are."""
+    if placement is None or not placement.offloaded:
+        return None, update, [], epilogue
+    weighted = _weighted(declared, layers, dtype)
+    states = stage_state_plan(weighted, dtype, optimizer, placement, layout.dp, layout.zero)
+    scatters, gathers = offload_collectives(weighted, layout.dp, layout.zero)
+    if gathers:  # the frees after the gathers, in the update phase the stream ends with
+        epilogue = [replace(op, phase="update") for op in epilogue]
+    return states, update + scatters, gathers, epilogue
+
+
+def _weighted(declared: dict[str, StreamTensor], layers: Sequence[str], dtype: str
+              ) -> list[tuple[str, int]]:
+    """The stage's weighted layers, (layer, parameters) in ``layers``' order: those whose
+    weights and weight gradients ``declared`` holds (the tied head's copy included)."""
+    at = {name: k for k, name in enumerate(layers)}
+    found = [(t.layer, t.bytes // itemsize(dtype)) for t in declared.values()
+             if t.kind == "weight" and t.layer and t.name == weight_name(t.layer)
+             and wgrad_name(t.layer) in declared]
+    return sorted(found, key=lambda lp: at.get(lp[0], len(at)))
 
 
 def shard_plan(network: Network, tp: int, batch: int, dtype: str, policy: str,
                optimizer: str, kernel_model: Optional["KernelModel"] = None,
-               workspace_limit: Optional[int] = None, sequence_parallel: bool = False) -> Plan:
+               workspace_limit: Optional[int] = None, sequence_parallel: bool = False,
+               placement: Optional["Placement"] = None) -> Plan:
     """The single-GPU plan of tensor-parallel rank's shard of ``network`` over ``tp`` ranks
     (:func:`~workloads.parallel.tensor.shard_transformer`, with ``sequence_parallel`` or
     not), its kernels priced by ``kernel_model`` (None: the GPU's roofline): the compute of
-    one rank; :func:`transformer_stage_stream` adds the collectives."""
+    one rank; :func:`transformer_stage_stream` adds the collectives. ``placement`` places
+    the model states (:func:`~workloads.vdnn.plan_iteration`'s)."""
     from ..kernel_pricing import price_network
     from ..vdnn import plan_iteration
     from .tensor import shard_transformer
@@ -636,4 +681,5 @@ def shard_plan(network: Network, tp: int, batch: int, dtype: str, policy: str,
     shard = shard_transformer(network, tp, sequence_parallel).network
     kernels = None if kernel_model is None else price_network(shard, batch, dtype, kernel_model,
                                                               workspace_limit)
-    return plan_iteration(shard, batch, dtype, policy, None, optimizer, 0, kernels)
+    return plan_iteration(shard, batch, dtype, policy, None, optimizer, 0, kernels,
+                          placement=placement)

@@ -1,0 +1,113 @@
+"""ZeRO-Offload under data parallelism on a pipeline stage (workloads/parallel/zero_offload.py):
+each rank's buckets hold its 1/dp partition of its stage's parameters (DeepSpeed pads the flat
+buffer to dp equal parts), the stage's stream reduce-scatters the gradients before their
+partitions leave and all-gathers the weights after the host's step, and each gradient is
+final where its reduce-scatter (or, at dp 1, its last kernel) ends."""
+from __future__ import annotations
+
+import pytest
+
+from sst_cdma.model.fitted import kernel_model_for
+from workloads import load_network
+from workloads.errors import WorkloadError
+from workloads.model_states import Placement
+from workloads.parallel import ModelShape, make_layout
+from workloads.parallel.transformer_stages import tied_head, transformer_stage_stream
+from workloads.parallel.zero_offload import (final_gradient_ops, offload_collectives,
+                                             partition, stage_state_plan)
+from workloads.render import iteration_stream
+from workloads.vdnn import OPTIMIZERS, weight_name, wgrad_name
+
+NETWORK, SEQ, BATCH, DTYPE = "gpt2_small", 128, 1, "float16"
+SHAPE = ModelShape(layers=12, heads=12, kv_heads=12, hidden=768, ffn=3072, vocab=50257)
+HOST = Placement("host")
+
+
+def stage(pp: int, dp: int, zero: int, s: int = 0, m: int = 2):
+    """Stage ``s`` of gpt2_small with its optimizer states on the host."""
+    plan = iteration_stream(NETWORK, BATCH, DTYPE, "none", optimizer="adam",
+                            kernel_model=kernel_model_for("hopper"), seq_len=SEQ,
+                            placement=HOST).plan
+    assert plan is not None
+    lay = make_layout(SHAPE, pp=pp, dp=dp, zero=zero, micro_batches=m,
+                      micro_batch_size=BATCH)
+    net = load_network(NETWORK, SEQ)
+    return transformer_stage_stream(plan, lay, s, "t", tied_head(net, "none"), None, "adam",
+                                    HOST)
+
+
+def test_partition_is_the_padded_share_at_zero_1_and_2_only():
+    assert partition(10, 4, 1) == 3 and partition(12, 4, 2) == 3
+    assert partition(10, 4, 0) == 10 and partition(10, 1, 1) == 10
+
+
+@pytest.mark.parametrize("dp", [1, 2, 4, 8])
+def test_each_rank_s_buckets_hold_its_partition(dp):
+    weighted = [("a", 1000), ("b", 3001), ("c", 7)]
+    plan = stage_state_plan(weighted, DTYPE, "adam", HOST, dp, 1 if dp > 1 else 0)
+    (bucket,) = plan.buckets  # DeepSpeed's 5e8-element bucket holds them all
+    shard = -(-4008 // dp)
+    adam = OPTIMIZERS["adam"]
+    assert bucket.layers == ("c", "b", "a")  # backward order
+    assert bucket.params == shard and bucket.grad_bytes == bucket.weight_bytes == 2 * shard
+    assert bucket.state_bytes == adam.state_bytes(shard, DTYPE)
+    assert bucket.step_dram_bytes == adam.dram_bytes(shard, DTYPE)
+
+
+def test_a_small_bucket_cuts_whole_gradients_in_backward_order():
+    weighted = [("a", 100), ("b", 100), ("c", 100)]
+    placement = Placement("host", bucket_bytes=400)  # two layers' float16 gradients
+    plan = stage_state_plan(weighted, DTYPE, "adam", placement, 4, 2)
+    assert [b.layers for b in plan.buckets] == [("c", "b"), ("a",)]
+    assert [b.params for b in plan.buckets] == [50, 25]
+
+
+def test_collectives_around_the_host_step():
+    weighted = [("a", 10), ("b", 20)]
+    scatters, gathers = offload_collectives(weighted, 4, 1)
+    assert [(op.op, op.name, op.group) for op in scatters] == \
+        [("reduce_scatter", wgrad_name("b"), "dp"), ("reduce_scatter", wgrad_name("a"), "dp")]
+    assert [(op.op, op.name) for op in gathers] == \
+        [("all_gather", weight_name("a")), ("all_gather", weight_name("b"))]
+    assert offload_collectives(weighted, 1, 0) == ([], [])
+    with pytest.raises(WorkloadError, match="zero 1 or 2"):
+        offload_collectives(weighted, 4, 0)
+
+
+def test_refusals():
+    with pytest.raises(WorkloadError, match="on the GPU"):
+        stage_state_plan([("a", 1)], DTYPE, "adam", Placement(), 2, 1)
+    with pytest.raises(WorkloadError, match="no weighted layer"):
+        stage_state_plan([], DTYPE, "adam", HOST, 2, 1)
+
+
+@pytest.mark.parametrize("dp, zero", [(1, 0), (4, 1)])
+def test_a_stage_s_stream_moves_its_partition(dp, zero):
+    built = stage(2, dp, zero)
+    ops, tensors = built.stream.ops, built.stream.tensors
+    plan = built.model_states
+    assert plan is not None
+    stage_params = sum(t.bytes // 2 for t in tensors.values()
+                       if t.kind == "weight" and t.name == weight_name(t.layer))
+    assert sum(b.params for b in plan.buckets) == -(-stage_params // dp)
+    # no optimizer state and no update kernel on the GPU: the host steps them
+    assert not [t for t in tensors.values() if t.kind == "state"]
+    assert not [op for op in ops if op.op == "compute" and op.phase == "update"]
+    scatters = [op.name for op in ops if op.op == "reduce_scatter"]
+    gathers = [i for i, op in enumerate(ops) if op.op == "all_gather"]
+    grads = {w for b in plan.buckets for w in b.wgrads}
+    if dp == 1:
+        assert not scatters and not gathers
+    else:
+        assert set(scatters) == grads
+        # the gathers and the epilogue are the ops that wait for the host
+        assert gathers[0] == len(ops) - built.after_states
+    final = final_gradient_ops(list(ops), plan)
+    assert sorted(w for ws in final.values() for w in ws) == sorted(grads)
+    for at, ws in final.items():
+        op = ops[at]
+        if dp == 1:
+            assert op.op == "compute" and op.phase == "backward"
+            assert not any(w in later.writes for later in ops[at + 1:] for w in ws)
+        else:
+            assert op.op == "reduce_scatter" and ws == (op.name,)
