@@ -624,16 +624,24 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
                for t in extra + _declarations(plan, ops, states, layout.micro_batches)}
     stream = Stream(source, 1, plan.network, plan.batch, plan.dtype, plan.policy, tensors, ops)
     stream = parse_stream(stream_text(stream), source)
-    spans: dict[SpanKey, PassSpans] = {}
-    f_at = len(prologue)
-    b_at = f_at + sum(len(passes[k][0]) for k in keys)
-    for k in keys:
-        spans[k] = PassSpans(f_at, f_at + len(passes[k][0]), b_at, b_at + len(passes[k][1]))
-        f_at, b_at = f_at + len(passes[k][0]), b_at + len(passes[k][1])
+    spans, b_at = _pass_spans(passes, keys, len(prologue))
     order = stage_order(layout, stage)
     steps = pipeline_steps(order, spans, len(stream.ops), len(prologue), b_at)
     return StageStream(stream, tuple(steps), spans, order, host_states,
                        len(gathers) + len(epilogue))
+
+
+def _pass_spans(passes: Passes, keys: Sequence[SpanKey], f_at: int
+                ) -> tuple[dict[SpanKey, PassSpans], int]:
+    """Where each (micro-batch, chunk)'s forward and backward ops sit in a stream whose
+    forward spans start at op ``f_at`` in ``keys``' order and whose backward spans follow
+    them; and the op after the last backward span."""
+    spans: dict[SpanKey, PassSpans] = {}
+    b_at = f_at + sum(len(passes[k][0]) for k in keys)
+    for k in keys:
+        spans[k] = PassSpans(f_at, f_at + len(passes[k][0]), b_at, b_at + len(passes[k][1]))
+        f_at, b_at = f_at + len(passes[k][0]), b_at + len(passes[k][1])
+    return spans, b_at
 
 
 def _host_step(placement: Optional["Placement"], declared: dict[str, StreamTensor],
