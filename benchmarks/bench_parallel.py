@@ -39,9 +39,11 @@ TARGET_S, TARGET_GIB = 60.0, 4.0
 
 
 def one_case(options: str) -> dict[str, Any]:
-    """Run ``options`` in this process: wall and CPU seconds, peak RSS and the figures."""
+    """Run ``options`` in this process: wall and CPU seconds, peak RSS (and the RSS before
+    the run, imports done) and the figures."""
     from sst_cdma import run
 
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     wall, cpu = time.perf_counter(), time.process_time()
     result = run(TOPOLOGY, options, console=io.StringIO(), record_statistics=False)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -49,6 +51,7 @@ def one_case(options: str) -> dict[str, Any]:
     oom = p["out_of_memory"]
     return {"wall_s": wall, "cpu_s": cpu,
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "base_rss_gib": base,
             "step_s": p["step_time_s"], "tokens_per_s": p["tokens_per_s"], "mfu": p["mfu"],
             "ranks": len(p["ranks"]), "simulated": len({e["gpu"] for e in p["ranks"]}),
             "out_of_memory_stage": None if oom is None else oom["stage"]}

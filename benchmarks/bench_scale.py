@@ -1,9 +1,11 @@
 """How cost grows with the number of GPUs: the DGX-style topology (eight P100s per node, two
 per PCIe switch) at 8, 64, 256 and 1,024 GPUs (``--max 4096`` adds 2,048 and 4,096), each one
-training iteration of the default job with its oracle and vDNN baselines, each size in a
-fresh process of its own (so that its peak memory is its own); then the ``--ratio-gpus`` case
-(default 1,024) of this checkout against another commit (``--against``, default ``HEAD~1``),
-measured in the same run.
+training iteration of the default job with its oracle and vDNN baselines, every node simulated
+(``--simulate-every-node``: by default node 0 alone is, docs/topologies.md, "Identical
+nodes"), each size in a fresh process of its own (so that its peak memory is its own); then
+the ``--ratio-gpus`` case (default 1,024; the options as given, so node 0 alone in this
+checkout) against another commit (``--against``, default ``HEAD~1``), measured in the same
+run.
 
     python benchmarks/bench_scale.py [--max 1024] [--against REV | --no-against]
         [--ratio-gpus 1024] [--repeats 1] [-- model options]
@@ -102,7 +104,7 @@ def sweep(sizes: Sequence[int], options: Sequence[str]) -> list[tuple[int, float
     print(f"{'GPUs':>6} {'wall s':>8} {'CPU s':>8} {'ms/GPU':>8} {'build s':>8} {'setup s':>8} "
           f"{'run s':>8} {'peak MiB':>9} {'KiB/GPU':>8}")
     for gpus in sizes:
-        m = measured(gpus, options)
+        m = measured(gpus, ["--simulate-every-node", *options])
         rows.append((gpus, m["wall_s"]))
         print(f"{gpus:>6} {m['wall_s']:>8.2f} {m['cpu_s']:>8.2f} {1e3 * m['wall_s'] / gpus:>8.2f} "
               f"{m['build_s']:>8.2f} {m['setup_s']:>8.2f} {m['run_s']:>8.2f} "

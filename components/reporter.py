@@ -14,6 +14,7 @@ from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param
 
 from .console import console_summary
+from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
 from .summary import SystemResults, compose_summary
 from .trace import chrome_trace, parallel_records
 
@@ -32,6 +33,12 @@ class Reporter(Component):
               "write the statistic file only into the run's output folder, where it has one; "
               "without one the statistics stay in memory, as the cDMA topologies write theirs "
               "only where there is a folder for them (a graph saved from one keeps the rule)"),
+        Param("nodes", "int", 1, "identical, independent nodes the simulated node 0 stands "
+              "for: its records are copied for the other nodes under their names "
+              "(components.node_twins) before the summary is composed", minimum=1,
+              why_minimum="at least the node simulated"),
+        Param("node_strides", "str", "", "with nodes above 1: how many of each numbered "
+              "element a node holds, as WORD:COUNT pairs (gpu:8 host:1 cpu:1 switch:4)"),
     )
 
     def __init__(self, simulation: Any, name: str, params: Mapping[str, Any]) -> None:
@@ -39,8 +46,26 @@ class Reporter(Component):
         if self.params["statistics_need_folder"] and simulation.output_directory is None:
             simulation.statistics.keep_in_memory()
 
+    def _copy_node_twins(self) -> None:
+        """Every node's records in the run's results, and its statistics in their output,
+        from node 0's (the one simulated)."""
+        try:
+            strides = parse_strides(self.params["node_strides"])
+        except ValueError as exc:
+            raise ConfigError(f"{self.name}: param node_strides: {exc}") from None
+        nodes, names = self.params["nodes"], [el.name for el in self.simulation.elements()]
+        results = self.simulation.results
+        twins = node_twin_results(results, nodes, strides, names)
+        results.clear()
+        results.update(twins)
+        self.simulation.statistics.copy_statistics(
+            [(name, twin_name(name, node, strides))
+             for name, node in twin_plan(names, nodes, strides)])
+
     def finish(self) -> None:
         """Build the summary and write it where the run asked."""
+        if self.params["nodes"] > 1:
+            self._copy_node_twins()
         try:
             runs = SystemResults(self.simulation.results)
         except ConfigError as exc:

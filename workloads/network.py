@@ -146,6 +146,7 @@ class Network:
         self._index = {layer.name: i for i, layer in enumerate(self.layers)}
         self._sample_shapes: dict[str, Shape] = {}
         self._tensors: dict[str, _Tensor] = {}
+        self._param_count: int | None = None
         self._analyze()
 
     # -- construction -------------------------------------------------------------------------
@@ -209,8 +210,11 @@ class Network:
         return self._sample_shapes[name]
 
     def param_count(self) -> int:
-        """Total learnable parameters."""
-        return sum(info.params for info in self.infer(1))
+        """Total learnable parameters (counted once: the layers are a tuple, never changed;
+        each rank of a pipeline asks)."""
+        if self._param_count is None:
+            self._param_count = sum(info.params for info in self.infer(1))
+        return self._param_count
 
     def macs(self) -> int:
         """Forward multiply-adds of conv and FC layers for one sample."""

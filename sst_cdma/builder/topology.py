@@ -121,6 +121,11 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     p.add_argument("--gpus-per-host", type=int, default=0,
                    help="GPUs per host (node): each host has its own memory and PCIe root "
                         "(default: 0, every GPU on one host)")
+    p.add_argument("--simulate-every-node", action="store_true",
+                   help="simulate every node (host) of the system: by default, where --gpus "
+                        "fills several nodes that share nothing (no --data-parallel fabric), "
+                        "node 0 alone is simulated and every node reported with its figures "
+                        "(docs/topologies.md, \"Identical nodes\")")
     p.add_argument("--gpus-per-switch", type=int, default=0,
                    help="GPUs sharing one PCIe switch upstream port (default: 0, no switch)")
     p.add_argument("--workspace", default="", metavar="SIZE",
@@ -315,14 +320,14 @@ def _system(sst: Any, spec: SystemSpec) -> None:
     GPUs (a DGX-1 node holds eight), all on one host when that is 0."""
     o = spec.options
     per_host = o.gpus_per_host or o.gpus
-    hosts = -(-o.gpus // per_host)
+    hosts = -(-o.gpus // per_host)  # the names of the whole system's, node 0 alone or not
     host = None
     port = 0
     switch = None
     cpu = None
     switches: list[Any] = []
     engines: list[Any] = []
-    for i in range(o.gpus):
+    for i in range(o.gpus // o.node_copies):
         if i % per_host == 0:
             h = i // per_host
             host = sst.Component("host" if hosts == 1 else f"host{h}", "cdma.HostMemory")
@@ -364,22 +369,44 @@ def _refuse(message: str) -> NoReturn:
 GPU_MEMORY_BYTES = 700 * 1024
 
 
-def _check_memory(gpus: int) -> None:
-    """Refuse a GPU count whose simulation cannot fit in this machine's memory."""
-    need, have = gpus * GPU_MEMORY_BYTES, available_memory()
+def _check_memory(gpus: int, simulated: int) -> None:
+    """Refuse a GPU count whose simulation (of ``simulated`` GPUs) cannot fit in this
+    machine's memory."""
+    need, have = simulated * GPU_MEMORY_BYTES, available_memory()
     if have is not None and need > have:
-        _refuse(f"--gpus {gpus} needs at least {need / 2**30:.1f} GiB of memory (about "
+        shown = f"{gpus}" if simulated == gpus else f"{gpus} ({simulated} simulated)"
+        _refuse(f"--gpus {shown} needs at least {need / 2**30:.1f} GiB of memory (about "
                 f"{GPU_MEMORY_BYTES / 2**20:.1f} MiB per simulated GPU, baselines included), "
                 f"more than the {have / 2**30:.1f} GiB this process may use")
 
 
+def node_copies(o: argparse.Namespace) -> int:
+    """How many nodes node 0 stands for (1: every GPU simulated): the hosts ``--gpus`` fills,
+    where it fills them all alike and nothing joins them (no data-parallel fabric), unless
+    ``--simulate-every-node``."""
+    per_host = o.gpus_per_host or o.gpus
+    if o.simulate_every_node or o.data_parallel or o.gpus % per_host:
+        return 1
+    return o.gpus // per_host
+
+
+def node_strides(o: argparse.Namespace) -> str:
+    """The reporter's ``node_strides``: how many GPUs, hosts, host CPUs and switches a node
+    holds (:mod:`components.node_twins`)."""
+    per_host = o.gpus_per_host or o.gpus
+    switches = per_host // o.gpus_per_switch if o.gpus_per_switch else 0
+    return f"gpu:{per_host} host:1 cpu:1 switch:{switches}"
+
+
 def _check_topology(o: argparse.Namespace) -> None:
-    """The topology's own options: counts and how GPUs group into hosts and switches."""
+    """The topology's own options: counts and how GPUs group into hosts and switches (and
+    how many nodes node 0 stands for, ``o.node_copies``)."""
     if o.gpus < 1:
         _refuse(f"--gpus must be >= 1, got {o.gpus}")
-    _check_memory(o.gpus)
     if o.gpus_per_host < 0:
         _refuse(f"--gpus-per-host must be >= 0 (0: one host), got {o.gpus_per_host}")
+    o.node_copies = node_copies(o)
+    _check_memory(o.gpus, o.gpus // o.node_copies)
     if o.gpus_per_switch < 0:
         _refuse(f"--gpus-per-switch must be >= 0 (0: no switch), got {o.gpus_per_switch}")
     if o.data_parallel and o.gpus < 2:
@@ -603,6 +630,8 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
     if not o.no_baselines:
         add_baselines()
     reporter = sst.Component("report", "cdma.Reporter")
+    if o.node_copies > 1:
+        reporter.addParams({"nodes": o.node_copies, "node_strides": node_strides(o)})
     if system:  # the topology's own name for its shape, which --gpus may have changed
         reporter.addParam("system", system if o.gpus == gpus else
                           f"{system}, run with {o.gpus} of its {gpus} GPUs")

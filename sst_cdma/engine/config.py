@@ -130,6 +130,17 @@ class ConfigLink(Record):
         return self.ends[i].latency if self.ends[i].latency is not None else self.latency
 
 
+def _subcomponent(todo: list[ConfigComponent], name: str) -> Optional[ConfigComponent]:
+    """The subcomponent called ``name`` in the trees of the components in ``todo``, or None."""
+    while todo:
+        element = todo.pop()
+        for sub in element.subcomponents:
+            if sub.name == name:
+                return sub
+            todo.append(sub)
+    return None
+
+
 class ConfigGraph:
     """Everything one topology script configured. Components are nodes of ``self.graph`` (a
     networkx MultiGraph) and connected links are its edges, keyed by link name."""
@@ -171,14 +182,12 @@ class ConfigGraph:
         comp = self.component(name)
         if comp is not None or ":" not in name:
             return comp
-        todo = list(self.components.values())
-        while todo:
-            element = todo.pop()
-            for sub in element.subcomponents:
-                if sub.name == name:
-                    return sub
-                todo.append(sub)
-        return None
+        owner = self.component(self.owner(name))  # where setSubComponent names it: its tree
+        todo = [owner] if owner is not None else []
+        found = _subcomponent(todo, name)
+        # a subcomponent named otherwise (a graph file's own name): every component's tree
+        return found if found is not None else _subcomponent(list(self.components.values()),
+                                                             name)
 
     def owner(self, name: str) -> str:
         """The component an element name belongs to (a subcomponent's is its top parent)."""

@@ -296,3 +296,34 @@ def test_the_calibrate_benchmark_counts_the_cpu_of_the_whole_process_tree(capsys
     with pytest.raises(SystemExit):
         bench.main(["--repeats", "0"])
     assert "--repeats: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_dgx1_nodes_benchmark_compares_consoles_and_each_gpus_figures():
+    bench = load("bench_dgx1_nodes")
+    ok, line = bench.compare_consoles("a\nhint: x\nb\n", "a\nb\n")
+    assert ok and "adds 1 line(s)" in line
+    ok, line = bench.compare_consoles("a\nc\n", "a\nb\n")
+    assert not ok and "'b' is not in this one's" in line
+    one = [{"gpu": "gpu0", "t": 1.0}, {"gpu": "gpu1", "t": 2.0, "new": 0}]
+    assert bench.compare_entries(one, [{"gpu": "gpu0", "t": 1.0}, {"gpu": "gpu1", "t": 2.0}]) \
+        == "per-GPU summaries: identical, 2 GPUs, 4 figures; keys only this checkout writes: new"
+    assert "first at gpu1 t: 2.0 here, 3.0 there" in bench.compare_entries(
+        one, [{"gpu": "gpu0", "t": 1.0}, {"gpu": "gpu1", "t": 3.0}])
+
+
+def test_the_parallel_scaling_benchmark_takes_sizes_that_fill_replicas():
+    bench = load("bench_parallel_scaling")
+    assert bench.sizes_of("64,128") == [64, 128]
+    with pytest.raises(ValueError, match="100 is not"):
+        bench.sizes_of("64,100")
+    with pytest.raises(ValueError, match="16 is not"):
+        bench.sizes_of("16,32")  # one replica
+    with pytest.raises(ValueError, match="two or more"):
+        bench.sizes_of("64")
+
+
+@pytest.mark.slow
+def test_the_parallel_scaling_benchmark_simulates_every_rank_and_fits(capsys):
+    assert load("bench_parallel_scaling").main(["--sizes", "32,48"]) == 0
+    out = capsys.readouterr().out
+    assert "\n    48         48 " in out and "growth exponent of CPU time over 32-48 ranks" in out

@@ -252,8 +252,8 @@ def test_chunk_mode_moves_the_same_bytes_to_the_drives_no_faster_than_flows(repo
 def test_each_host_has_its_own_drives_and_its_gpus_reach_only_those(repo):
     result = sst_cdma.run(repo / "topologies" / "pascal_cdma.py",
                           ["--no-baselines", *SMALL, "--gpus", "4", "--gpus-per-host", "2",
-                           "--nvme", "1", "--offload-to", "nvme"], console=io.StringIO(),
-                          run_mode="init")
+                           "--nvme", "1", "--offload-to", "nvme", "--simulate-every-node"],
+                          console=io.StringIO(), run_mode="init")
     ends = {(e.component, e.port): link.name for link in result.graph.links.values()
             for e in link.ends}
     assert ("host0.nvme0", "dma1") in ends and ("host1.nvme0", "dma1") in ends

@@ -81,7 +81,7 @@ def test_each_gh200_superchip_has_its_own_grace_memory():
     more than one superchip's alone."""
     opts = ("--network", "vgg16", "--batch", "32", "--policy", "all", "--algorithm", "none",
             "--no-baselines")
-    four = run(GH200, *opts, "--gpus", "4")
+    four = run(GH200, *opts, "--gpus", "4", "--simulate-every-node")
     assert sorted(n for n, c in four.graph.components.items()
                   if c.type == "cdma.HostMemory") == ["host0", "host1", "host2", "host3"]
     one = summary(GH200, *opts)

@@ -161,7 +161,7 @@ def test_malformed_workload_stream_names_the_line(tmp_path):
 
 def test_gpus_beyond_a_node_get_hosts_of_their_own():
     result, _ = run("dgx1_cdma.py", "--network", "alexnet", "--batch", "8", "--gpus", "24",
-                    "--no-baselines", "--policy", "all")
+                    "--no-baselines", "--policy", "all", "--simulate-every-node")
     comps = result.simulation.components
     hosts = sorted(n for n in comps if n.startswith("host"))
     assert hosts == ["host0", "host1", "host2"]  # eight GPUs per DGX-1 node

@@ -189,7 +189,7 @@ def test_the_element_options_table_is_the_generated_options():
 def test_the_names_build_gives_are_the_guides(workdir):
     result, _ = run(REPO / "topologies" / "pascal_cdma.py",
                     ["--network", "alexnet", "--batch", "8", "--gpus", "4", "--gpus-per-switch",
-                     "2", "--gpus-per-host", "2"], run_mode="init")
+                     "2", "--gpus-per-host", "2", "--simulate-every-node"], run_mode="init")
     types = {c.name: c.type for c in result.graph.components.values()}
     text = DOC.read_text(encoding="utf-8")
     table = text[text.index("| name | element | what |"):text.index("The links are")]

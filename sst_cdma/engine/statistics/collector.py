@@ -3,9 +3,10 @@
 to their field types as the output writes them)."""
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Optional, Sequence
 
 from sst_cdma.engine.kernel import STATISTIC_PRIORITY, Simulator
 from sst_cdma.engine.units import UnitAlgebra, UnitError
@@ -167,6 +168,28 @@ class StatisticsCollector:
             print(f"sst: warning: statistic {stat.full_name}: {field} does not fit its type "
                   f"{ftype} and wraps, as SST-core's does (declare the statistic f64)",
                   file=sys.stderr)
+
+    def copy_statistics(self, plan: Sequence[tuple[str, str]]) -> None:
+        """Write each statistic of an element that stands for others under their names too:
+        ``plan`` lists (element, name) pairs in the order the end-of-run dump is to write
+        them, an element paired with its own name for its own statistics; an element the plan
+        does not name keeps its statistics, after the plan's. Called after the run, before
+        :meth:`finish` (a periodic dump during the run wrote the element's own only)."""
+        own: dict[str, list[Statistic]] = {}
+        for stat in self.stats:
+            own.setdefault(stat.component, []).append(stat)
+        planned = {element for element, _ in plan}
+        out: list[Statistic] = []
+        for element, name in plan:
+            for stat in own.get(element, ()):
+                if name == element:
+                    out.append(stat)
+                else:
+                    twin = copy.copy(stat)
+                    twin.component = name
+                    out.append(twin)
+        out += [stat for stat in self.stats if stat.component not in planned]
+        self.stats = out
 
     def finish(self, end_ps: Optional[int] = None) -> None:
         """The end-of-run dump of every statistic stamped ``end_ps`` (default: the current
