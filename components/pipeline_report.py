@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .pipeline_p2p import P2PResult
 
-__all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines"]
+__all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines", "planner_line"]
 
 
 @dataclass
@@ -50,6 +50,8 @@ class PipelineStageResult:
     tokens: int = 0
     model_params: int = 0
     peak_flops: float = 0.0
+    #: policy auto: what the stage's planner chose and why (None under other policies)
+    planner: Optional[dict[str, Any]] = None
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -133,6 +135,8 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
                      tp_comm_time_s=comm / 10**12)
     if r.dp > 1:
         entry["dp_comm_time_s"] = dp_comm / 10**12
+    if r.planner is not None:
+        entry["planner"] = dict(r.planner)
     return entry
 
 
@@ -195,4 +199,31 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
                      f"{s['peak_memory_bytes'] / 2**20:.1f} MiB"
                      + (f", {s['recv_wait_time_s'] * ms:.3f} ms waiting in recv, "
                         f"{s['sent_bytes'] / 1e6:.1f} MB sent" if "sent_bytes" in s else ""))
+        if "planner" in s:
+            lines.append(planner_line(s["stage"], s["planner"]))
+    short = [s for s in p["stages"] if "planner" in s and not s["planner"]["fits"]]
+    if short:
+        worst = max(short, key=lambda s: s["planner"]["bytes_short"])
+        lines.append(f"  planner: no plan fits stage(s) {', '.join(str(s['stage']) for s in short)}"
+                     f"; stage {worst['stage']} is the most short, by "
+                     f"{worst['planner']['bytes_short'] / 2**30:.2f} GiB")
     return lines
+
+
+def planner_line(stage: int, plan: Mapping[str, Any]) -> str:
+    """What stage ``stage``'s planner (policy auto) chose and why: the passes it holds at
+    once, the room its model states leave, its choices and whether its plan fits."""
+    gib = 2**30
+    c = plan["choices"]
+    why = (f"    stage {stage} plan: {plan['in_flight']} in flight ({plan['waiting']} waiting), "
+           f"model states {plan['model_state_bytes'] / gib:.2f} of "
+           f"{plan['capacity_bytes'] / gib:.2f} GiB: ")
+    total = sum(c.values())
+    if c["keep"] == total:
+        chose = f"keeps all {total} activations"
+    else:
+        chose = (f"offload {c['offload']}, compress {c['compress']} ({plan['codec']}), "
+                 f"recompute {c['recompute']}, keep {c['keep']} of {total} activations")
+    fits = (f"peak {plan['peak_bytes'] / gib:.2f} GiB, fits" if plan["fits"] else
+            f"no plan fits: {plan['bytes_short'] / gib:.2f} GiB short")
+    return f"{why}{chose}; {fits}"

@@ -8,15 +8,18 @@ with its collectives over its tp group (docs/parallel.md, "Stages of a transform
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Mapping, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
+from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
+from workloads.network import Network
+from workloads.parallel.stage_planner import StageMemoryPlan, StageProblem, plan_stage
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
 from workloads.parallel.zero import DP_GROUP
@@ -28,6 +31,8 @@ from workloads.render import iteration_stream
 from workloads.stream import Stream, StreamError
 
 from .collective_ops import CollectivePort
+from .interfaces import MemoryPool, TransferCosts
+from .messages import MovedTensor, OffloadManifest
 from .pipeline_report import PipelineStageResult
 from .workload_source import WorkloadSource
 
@@ -44,14 +49,18 @@ TWIN_PARAMS = ("tp_rank", "dp_rank")
 #: (:meth:`PipelineStageWorkload._twin_key`), shared by the GPUs of a stage
 _BUILT: "weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], StageStream]]" = \
     weakref.WeakKeyDictionary()
+#: per simulation: the stage memory plans of policy auto, by the stream they made
+_PLANNED: "weakref.WeakKeyDictionary[Any, dict[int, StageMemoryPlan]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def _stage_policy(policy: str) -> None:
-    """A policy a pipeline stage renders: any the renderer takes by name (the planner's
-    ``auto`` and a ``plan`` file are for one GPU yet)."""
-    if policy in ("auto", "plan"):
-        raise ValueError(f"policy {policy!r} plans one GPU's memory; pipeline stages take "
-                         "none, all, conv, recompute or CHOICE-GROUP terms")
+    """A policy a pipeline stage renders: any the renderer takes by name, or ``auto`` (each
+    stage plans its own memory); a ``plan`` file is one GPU's plan."""
+    if policy == "plan":
+        raise ValueError("policy 'plan' reads one plan file for one GPU; a pipeline stage "
+                         "plans its own with auto, or takes none, all, conv, recompute or "
+                         "CHOICE-GROUP terms")
     try:
         check_policy(policy)
     except WorkloadError as exc:
@@ -115,7 +124,8 @@ class PipelineStageWorkload(WorkloadSource):
         Param("dtype", "str", "float32", "element type of the network", choices=tuple(DTYPES)),
         Param("policy", "str", "none", "memory policy of each chunk of the network: a vDNN "
               "offload policy (none, all, conv), recompute or CHOICE-GROUP terms joined by "
-              "'+' (docs/workloads.md); not auto or plan yet", check=_stage_policy),
+              "'+' (docs/workloads.md), or auto: each stage plans its own for the passes it "
+              "holds at once (docs/parallel.md); not plan", check=_stage_policy),
         Param("optimizer", "str", "adam", "optimizer step ending the network's step; its "
               "states count in each stage's memory (none: forward and backward only)",
               choices=("none", "sgd", "momentum", "adam")),
@@ -161,6 +171,8 @@ class PipelineStageWorkload(WorkloadSource):
                                  f"of {size} {p[size]} ranks (0 to {p[size] - 1})")
         self.uniform = UniformLayers(p["forward_time"], p["backward_time"], p["activation"])
         self.built: Optional[StageStream] = None
+        #: the GPU's memory the stage plans for under policy auto (None: unlimited)
+        self.capacity: Optional[int] = None
 
     def _shape(self) -> ModelShape:
         """The model the layout is checked against: the chain's ``layers``, or the network's
@@ -206,22 +218,27 @@ class PipelineStageWorkload(WorkloadSource):
         except (ModelError, WorkloadError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 
-    def rendered_plan(self) -> Plan:
+    def rendered_plan(self, policy: str = "", choices: Optional[Mapping[str, str]] = None
+                      ) -> Plan:
         """The network's single-GPU plan of one micro-batch, as ``cdma.NetworkWorkload``
         renders it for this GPU's kernels slot (with ``tp`` above 1, of one tensor-parallel
-        rank's shard)."""
+        rank's shard); ``policy`` (default: the param's) and ``choices`` (its per-tensor
+        choices) as the stage planner asks."""
         p, kernels = self.params, self.kernels
+        policy = policy or p["policy"]
         if p["tp"] > 1:
             if kernels.layer_times:
                 raise ConfigError(f"{self.name}: measured layer times are of the whole "
                                   f"network; tp {p['tp']} renders a shard: give the fitted "
                                   "model or the roofline")
             net = load_network(p["network"], p["seq_len"])
-            return shard_plan(net, p["tp"], p["batch"], p["dtype"], p["policy"], p["optimizer"],
-                              kernels.model, kernels.workspace_limit, p["sequence_parallel"])
-        stream = iteration_stream(p["network"], p["batch"], p["dtype"], p["policy"],
+            return shard_plan(net, p["tp"], p["batch"], p["dtype"], policy, p["optimizer"],
+                              kernels.model, kernels.workspace_limit, p["sequence_parallel"],
+                              choices)
+        stream = iteration_stream(p["network"], p["batch"], p["dtype"], policy,
                                   kernels.layer_times, p["optimizer"], 0, "liveness",
                                   kernels.model, kernels.workspace_limit, None,
+                                  None if choices is None else tuple(sorted(choices.items())),
                                   seq_len=p["seq_len"])
         assert stream.plan is not None, "a rendered stream keeps its plan"
         return stream.plan
@@ -233,7 +250,8 @@ class PipelineStageWorkload(WorkloadSource):
         p, kernels = self.params, self.kernels
         mine = tuple(sorted((k, repr(v)) for k, v in p.items() if k not in TWIN_PARAMS))
         theirs = tuple(sorted((k, repr(v)) for k, v in kernels.params.items()))
-        return (self.owner.params["gpu_preset"], kernels.type_name(), theirs, mine)
+        return (self.owner.params["gpu_preset"], kernels.type_name(), theirs, mine,
+                self.capacity if p["policy"] == "auto" else None)
 
     def stage_stream(self) -> StageStream:
         """The stage's stream and schedule (built once, and shared with the GPUs of the same
@@ -255,16 +273,20 @@ class PipelineStageWorkload(WorkloadSource):
             return uniform_stage_stream(self.layout, p["layers"], p["stage"], self.uniform,
                                         self.name)
         try:
-            plan = self.rendered_plan()
-            transformer_blocks(plan)
             net = load_network(p["network"], p["seq_len"])
             shard = None
             if p["tp"] > 1:
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
-            return transformer_stage_stream(plan, self.layout, p["stage"], self.name,
-                                            tied_head(net, p["optimizer"]), shard,
-                                            p["optimizer"])
+            tied = tied_head(net, p["optimizer"])
+
+            def cut(plan: Plan) -> StageStream:
+                transformer_blocks(plan)
+                return transformer_stage_stream(plan, self.layout, p["stage"], self.name, tied,
+                                                shard, p["optimizer"])
+            if p["policy"] == "auto" and self.capacity is not None:
+                return self._plan_memory(net, cut)
+            return cut(self.rendered_plan("none" if p["policy"] == "auto" else ""))
         except ConfigError:
             raise
         except OSError as exc:
@@ -272,8 +294,57 @@ class PipelineStageWorkload(WorkloadSource):
         except (StreamError, WorkloadError, ValueError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 
+    def _plan_memory(self, net: Network, cut: Any) -> StageStream:
+        """Policy auto: the stage's own plan for its GPU's memory and the passes it holds at
+        once (:func:`~workloads.parallel.stage_planner.plan_stage`), kept for the summary."""
+        assert self.capacity is not None
+        problem = StageProblem(net, self.rendered_plan("none"), self.layout,
+                               self.params["stage"], self._kernel_pricer(),
+                               self._copy_costs(net), lambda c: self.rendered_plan("auto", c),
+                               cut)
+        made = plan_stage(problem, self.capacity, f"{self.name}: stage "
+                          f"{self.params['stage']} policy auto")
+        _PLANNED.setdefault(self.sim, {})[id(made.built)] = made
+        return made.built
+
+    def memory_plan(self) -> Optional[StageMemoryPlan]:
+        """Policy auto: the stage's memory plan (None under any other policy)."""
+        return _PLANNED.get(self.sim, {}).get(id(self.stage_stream()))
+
+    def _kernel_pricer(self) -> Any:
+        """Prices a compute op as the GPU runs it, for the stage's planner (as policy auto's
+        on one GPU: the kernels slot's time and the launch after a sync)."""
+        kernels = self.kernels
+        memory = self.owner.peer_provider("hbm", MemoryPool)
+        dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
+        priced: dict[tuple[Optional[int], int, int], int] = {}
+
+        def kernel_ps(op: Any) -> int:
+            key = (op.time_ps, op.flops or 0, op.dram or 0)
+            if key not in priced:
+                modelled = op.time_ps is None or self.modelled_times
+                priced[key] = kernels.kernel_ps(op.time_ps, key[1], key[2], dram_bw) + \
+                    kernels.after_sync_ps(modelled)
+            return priced[key]
+        return kernel_ps
+
+    def _copy_costs(self, net: Network) -> Optional[dict[str, Any]]:
+        """Each activation's copy costs from the engine on the GPU's ``dma`` port (None
+        without one: keep and recompute only)."""
+        gpu = self.owner
+        if "dma" not in gpu.connected_ports():
+            return None
+        p = self.params
+        tensors = net.tensors(p["batch"], p["dtype"])
+        return gpu.peer_provider("dma", TransferCosts).transfer_costs(OffloadManifest(
+            gpu=gpu.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
+            tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
+                          for t in tensors.values()), tier=gpu.params["offload_to"]))
+
     def stream(self, memory_capacity: Optional[int]) -> Stream:
-        """The stage's stream (the same for any memory)."""
+        """The stage's stream (the same for any memory, but under policy auto, which plans
+        for ``memory_capacity``)."""
+        self.capacity = memory_capacity
         return self.stage_stream().stream
 
     def schedule(self, stream: Stream) -> list["Step"]:
@@ -309,7 +380,19 @@ class PipelineStageWorkload(WorkloadSource):
                                          gpu.memory.capacity, gpu.memory.oom, p["tp"],
                                          p["tp_rank"], *tp_collectives(gpu), p["dp"],
                                          p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
-                                         *self._tokens_and_params(), self._peak_flops()))
+                                         *self._tokens_and_params(), self._peak_flops(),
+                                         self._planner_entry()))
+
+    def _planner_entry(self) -> Optional[dict[str, Any]]:
+        """Policy auto: what the stage's planner chose and why, with the engine's codec (the
+        summary's ``pipeline.stages[].planner``); None otherwise."""
+        made = self.memory_plan() if self.params["network"] else None
+        if made is None:
+            return None
+        gpu = self.owner
+        codec = getattr(gpu.peer_provider("dma", TransferCosts), "algorithm", "none") \
+            if "dma" in gpu.connected_ports() else "none"
+        return {**made.as_dict(), "codec": codec}
 
     def _tokens_and_params(self) -> tuple[int, int]:
         """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence) and the

@@ -373,6 +373,12 @@ PIPELINE_STAGE: tuple[Key, ...] = (
        "exposed)", TENSOR_PARALLEL),
     _k("dp_comm_time_s", "number", "time its stream spent in collectives over its dp group "
        "(ZeRO's gradient reduction and weight all-gather, blocking)", DATA_PARALLEL),
+    _k("planner", "object", "what its planner chose and why (docs/parallel.md, \"Every stage "
+       "plans its memory\"): `in_flight` (passes held at once), `waiting` (passes held while "
+       "another runs), `capacity_bytes`, `model_state_bytes`, `choices` (activations kept, "
+       "offloaded, compressed, recomputed), `codec`, `predicted_pass_time_s`, `peak_bytes` (its "
+       "stream's allocations replayed), `fits`, `bytes_short`, `rounds`",
+       "with pipeline stages of a network under policy auto"),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
