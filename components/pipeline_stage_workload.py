@@ -17,7 +17,7 @@ from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
-from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
+from workloads.parallel import SCHEDULES, LayoutError, ModelShape, ParallelLayout, make_layout
 from workloads.network import Network
 from workloads.parallel.stage_planner import StageMemoryPlan, StageProblem, plan_stage
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
@@ -280,13 +280,13 @@ class PipelineStageWorkload(WorkloadSource):
                 net = shard.network
             tied = tied_head(net, p["optimizer"])
 
-            def cut(plan: Plan) -> StageStream:
+            def cut(plan: Plan, layout: ParallelLayout) -> StageStream:
                 transformer_blocks(plan)
-                return transformer_stage_stream(plan, self.layout, p["stage"], self.name, tied,
+                return transformer_stage_stream(plan, layout, p["stage"], self.name, tied,
                                                 shard, p["optimizer"])
             if p["policy"] == "auto" and self.capacity is not None:
                 return self._plan_memory(net, cut)
-            return cut(self.rendered_plan("none" if p["policy"] == "auto" else ""))
+            return cut(self.rendered_plan("none" if p["policy"] == "auto" else ""), self.layout)
         except ConfigError:
             raise
         except OSError as exc:

@@ -72,3 +72,23 @@ def test_policy_plan_is_refused_for_stages_in_one_line():
     text = str(info.value)
     assert "policy 'plan' reads one plan file for one GPU" in text
     assert "\n" not in text
+
+
+def test_interleaved_tensor_and_data_parallel_stages_run_what_they_planned():
+    """gpt2_medium, tp 2 x pp 2 x dp 2 with ZeRO 1, sequence parallelism and two chunks a
+    stage, 4 micro-batches of 48 x 1024 tokens on H100s: each stage plans for the
+    (micro-batch, chunk) passes it holds (5 on stage 0, 3 on stage 1); the collectives'
+    buffers and the shard's tensors are in its replayed peak, which its GPUs reach exactly."""
+    summary, text = run("--network gpt2_medium --pp 2 --vpp 2 --schedule interleaved --tp 2 "
+                        "--dp 2 --zero 1 --micro-batches 4 --batch 48 --seq-len 1024 "
+                        "--sequence-parallel --policy auto")
+    assert check_summary(summary) == []
+    for s, held in zip(summary["pipeline"]["stages"], (5, 3)):
+        plan = s["planner"]
+        assert plan["in_flight"] == s["in_flight_max"] == held
+        assert plan["waiting"] == held - 1
+        assert s["peak_memory_bytes"] == plan["peak_bytes"] <= plan["capacity_bytes"]
+        assert plan["fits"] and s["fits_in_memory"]
+        assert plan["choices"]["keep"] < sum(plan["choices"].values())
+    assert summary["pipeline"]["out_of_memory"] is None
+    assert text.count(" plan: ") == 2

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import numpy as np
 
+from sst_cdma.engine.progress import timed
+
 from ..network import Network
 from ..plan import Plan
 from ..planner import (PlanInfeasible, PlanModel, build_model, choices_counts, induced_needs,
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from components.messages import CopyCost
 
 __all__ = ["StagePressure", "stage_pressure", "StageProblem", "StageMemoryPlan", "stage_model",
-           "plan_stage", "stage_peak", "stage_state_bytes"]
+           "plan_stage", "stage_peak", "stage_state_bytes", "few_micro_batches"]
 
 GiB = 1024 ** 3
 #: plans per stage while the exact peak of the cut stream overflows the model's
@@ -121,8 +123,9 @@ class StageProblem:
     ``none``, as the stage renders it), the ``layout`` and the ``stage``; kernels priced by
     ``kernel_ps(op)`` and copies by ``copy_costs`` (tensor -> CopyCost; None: no engine, so
     keep and recompute only); ``render(choices)`` the network's plan with those per-tensor
-    choices (policy ``auto``) and ``cut(plan)`` the stage's stream and schedule cut from a
-    plan (:func:`~workloads.parallel.transformer_stages.transformer_stage_stream`)."""
+    choices (policy ``auto``) and ``cut(plan, layout)`` the stage's stream and schedule cut
+    from a plan under a layout (``layout`` or :func:`few_micro_batches` of it:
+    :func:`~workloads.parallel.transformer_stages.transformer_stage_stream`)."""
 
     network: Network
     base: Plan
@@ -131,7 +134,13 @@ class StageProblem:
     kernel_ps: Callable[[Any], int]
     copy_costs: Optional[Mapping[str, "CopyCost"]]
     render: Callable[[Mapping[str, str]], Plan]
-    cut: Callable[[Plan], StageStream]
+    cut: Callable[[Plan, ParallelLayout], StageStream]
+
+
+def few_micro_batches(layout: ParallelLayout) -> ParallelLayout:
+    """``layout`` with the fewest micro-batches its schedule takes (one; pp for interleaving):
+    a stage's stream cut for it holds the same model states, cut in a fraction of the time."""
+    return replace(layout, micro_batches=layout.pp if layout.schedule == "interleaved" else 1)
 
 
 @dataclass
@@ -388,29 +397,34 @@ def stage_model(problem: StageProblem, capacity: int,
                 needs: Optional[Mapping[str, frozenset[int]]] = None,
                 keep: Optional[StageStream] = None) -> PlanModel:
     """The planner's model of stage ``problem.stage`` for ``capacity`` bytes (the module's
-    docstring): ``keep`` is the stage's all-keep stream (cut from ``problem.base`` when not
-    given), ``needs`` the backward reads recomputations add."""
-    built = keep if keep is not None else problem.cut(problem.base)
+    docstring): ``keep`` is the stage's all-keep stream, of any micro-batches (its model
+    states are read from it; cut from ``problem.base`` for :func:`few_micro_batches` when
+    not given), ``needs`` the backward reads recomputations add."""
+    built = keep if keep is not None else problem.cut(problem.base,
+                                                      few_micro_batches(problem.layout))
     cut = _StageCut(problem, built)
     return cut.model(cut.full_model(capacity, needs or {}))
 
 
+@timed("planning_s")
 def plan_stage(problem: StageProblem, capacity: int, label: str = "") -> StageMemoryPlan:
     """Stage ``problem.stage``'s plan for ``capacity`` bytes of GPU memory (the module's
     docstring): all-keep when its cut stream fits, else the greedy plan of its model whose
     cut stream's exact peak fits, else (nothing fits) its least-memory plan, reported
     short."""
-    keep = problem.cut(problem.base)
-    cut = _StageCut(problem, keep)
-    peak = stage_peak(keep)
-    if peak <= capacity:
-        model = cut.model(cut.full_model(capacity, {}))
-        rows = model.first_row
-        # policy auto keeping everything renders the all-keep plan's ops: only the name differs
-        kept = replace(keep, stream=replace(keep.stream, policy="auto"))
-        return StageMemoryPlan(problem.stage, cut.pressure, capacity, cut.states,
-                               {t: "keep" for t in model.tensors}, model.time_ps(rows),
-                               int(model.memory(rows).max()), peak, True, 0, False, kept)
+    cut = _StageCut(problem, problem.cut(problem.base, few_micro_batches(problem.layout)))
+    model = cut.model(cut.full_model(capacity, {}))
+    rows = model.first_row
+    if model.memory(rows).max() <= capacity:  # the model's all-keep peak is the stream's
+        keep = problem.cut(problem.base, problem.layout)
+        peak = stage_peak(keep)
+        if peak <= capacity:
+            # policy auto keeping everything renders the all-keep plan's ops: only the name
+            # differs
+            kept = replace(keep, stream=replace(keep.stream, policy="auto"))
+            return StageMemoryPlan(problem.stage, cut.pressure, capacity, cut.states,
+                                   {t: "keep" for t in model.tensors}, model.time_ps(rows),
+                                   int(model.memory(rows).max()), peak, True, 0, False, kept)
     target = capacity
     made: Optional[StageMemoryPlan] = None
     for round_ in range(1, ROUNDS + 1):
@@ -449,7 +463,7 @@ def _planned(problem: StageProblem, cut: _StageCut, target: int, capacity: int,
         rows = _least_rows(model)
         choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
         time_ps, model_peak, stop = model.time_ps(rows), int(model.memory(rows).max()), True
-    built = problem.cut(problem.render(choices))
+    built = problem.cut(problem.render(choices), problem.layout)
     peak = stage_peak(built)
     return StageMemoryPlan(problem.stage, cut.pressure, capacity, cut.states, choices, time_ps,
                            model_peak, peak, peak <= capacity, -round_ if stop else round_,

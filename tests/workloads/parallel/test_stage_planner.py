@@ -49,7 +49,7 @@ def problem(network, blocks, pp, m, stage, batch=2, schedule="1f1b", vpp=1, cost
     def render(choices):
         return plan_iteration(net, batch, "float32", "auto", None, "adam", choices=choices)
 
-    def cut(plan):
+    def cut(plan, layout=layout):
         return transformer_stage_stream(plan, layout, stage, "test", tied, None, "adam")
     return StageProblem(net, base, layout, stage, kernel_ps,
                         copy_costs(net, batch) if costs else None, render, cut)
