@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
-from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
@@ -31,8 +30,7 @@ from workloads.render import iteration_stream
 from workloads.stream import Stream, StreamError
 
 from .collective_ops import CollectivePort
-from .interfaces import MemoryPool, TransferCosts
-from .messages import MovedTensor, OffloadManifest
+from .interfaces import TransferCosts
 from .pipeline_report import PipelineStageResult
 from .workload_source import WorkloadSource
 
@@ -299,8 +297,10 @@ class PipelineStageWorkload(WorkloadSource):
         once (:func:`~workloads.parallel.stage_planner.plan_stage`), kept for the summary."""
         assert self.capacity is not None
         problem = StageProblem(net, self.rendered_plan("none"), self.layout,
-                               self.params["stage"], self._kernel_pricer(),
-                               self._copy_costs(net), lambda c: self.rendered_plan("auto", c),
+                               self.params["stage"], self.planner_kernel_ps(),
+                               self.planner_copy_costs(net, self.params["batch"],
+                                                       self.params["dtype"]),
+                               lambda c: self.rendered_plan("auto", c),
                                cut)
         made = plan_stage(problem, self.capacity, f"{self.name}: stage "
                           f"{self.params['stage']} policy auto")
@@ -310,36 +310,6 @@ class PipelineStageWorkload(WorkloadSource):
     def memory_plan(self) -> Optional[StageMemoryPlan]:
         """Policy auto: the stage's memory plan (None under any other policy)."""
         return _PLANNED.get(self.sim, {}).get(id(self.stage_stream()))
-
-    def _kernel_pricer(self) -> Any:
-        """Prices a compute op as the GPU runs it, for the stage's planner (as policy auto's
-        on one GPU: the kernels slot's time and the launch after a sync)."""
-        kernels = self.kernels
-        memory = self.owner.peer_provider("hbm", MemoryPool)
-        dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
-        priced: dict[tuple[Optional[int], int, int], int] = {}
-
-        def kernel_ps(op: Any) -> int:
-            key = (op.time_ps, op.flops or 0, op.dram or 0)
-            if key not in priced:
-                modelled = op.time_ps is None or self.modelled_times
-                priced[key] = kernels.kernel_ps(op.time_ps, key[1], key[2], dram_bw) + \
-                    kernels.after_sync_ps(modelled)
-            return priced[key]
-        return kernel_ps
-
-    def _copy_costs(self, net: Network) -> Optional[dict[str, Any]]:
-        """Each activation's copy costs from the engine on the GPU's ``dma`` port (None
-        without one: keep and recompute only)."""
-        gpu = self.owner
-        if "dma" not in gpu.connected_ports():
-            return None
-        p = self.params
-        tensors = net.tensors(p["batch"], p["dtype"])
-        return gpu.peer_provider("dma", TransferCosts).transfer_costs(OffloadManifest(
-            gpu=gpu.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
-            tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
-                          for t in tensors.values()), tier=gpu.params["offload_to"]))
 
     def stream(self, memory_capacity: Optional[int]) -> Stream:
         """The stage's stream (the same for any memory, but under policy auto, which plans
