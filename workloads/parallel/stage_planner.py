@@ -19,8 +19,9 @@ stage's share of that network for the stage's pressure:
 * the waiting passes: a tensor its choice keeps across the seam between its chunk's forward
   and backward is held by every waiting pass of that chunk (offloaded, compressed and
   recomputed tensors are not held while a pass waits). :func:`stage_pressure` lists, for each
-  chunk and phase that runs, how many passes of each chunk wait meanwhile (the moments no
-  other moment outnumbers in every chunk); the slots of that chunk and phase must hold each
+  chunk and phase that runs, how many passes of each chunk of other micro-batches wait
+  meanwhile (the moments no other moment outnumbers in every chunk; the running
+  micro-batch's other chunks are in its one-micro-batch model already); the slots of that chunk and phase must hold each
   such set: its row holds, besides its own bytes in those slots, ``waiting passes of its
   chunk x bytes``. The first set is added to the slots themselves, every further one to a
   copy of them that takes no time (appended after the update slots), so each slot's memory
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["StagePressure", "stage_pressure", "StageProblem", "StageMemoryPlan", "stage_model",
            "plan_stage", "stage_peak", "stage_state_bytes", "few_micro_batches"]
 
-GiB = 1024 ** 3
 #: plans per stage while the exact peak of the cut stream overflows the model's
 ROUNDS = 6
 #: plans per capacity while the reads induced by recomputation grow (they only grow)
@@ -428,9 +428,8 @@ def plan_stage(problem: StageProblem, capacity: int, label: str = "") -> StageMe
     target = capacity
     made: Optional[StageMemoryPlan] = None
     for round_ in range(1, ROUNDS + 1):
-        made = _planned(problem, cut, target, capacity, round_, label)
-        if made.fits or made.rounds < 0:
-            made.rounds = abs(made.rounds)
+        made, least = _planned(problem, cut, target, capacity, round_, label)
+        if made.fits or least:  # fits, or nothing fits the model: the least-memory plan
             return made
         target -= made.peak_bytes - capacity
         if target <= 0:
@@ -440,10 +439,10 @@ def plan_stage(problem: StageProblem, capacity: int, label: str = "") -> StageMe
 
 
 def _planned(problem: StageProblem, cut: _StageCut, target: int, capacity: int,
-             round_: int, label: str) -> StageMemoryPlan:
+             round_: int, label: str) -> tuple[StageMemoryPlan, bool]:
     """One round: the greedy plan of the stage's model for ``target`` bytes, its reads
-    settled, its stream cut and its exact peak; when nothing fits the model (rounds given
-    negative: stop) the least-memory plan."""
+    settled, its stream cut and its exact peak; when nothing fits the model the least-memory
+    plan (and True)."""
     needs: dict[str, frozenset[int]] = {}
     model = cut.model(cut.full_model(target, needs))
     net, batch, dtype = problem.network, problem.base.batch, problem.base.dtype
@@ -466,8 +465,7 @@ def _planned(problem: StageProblem, cut: _StageCut, target: int, capacity: int,
     built = problem.cut(problem.render(choices), problem.layout)
     peak = stage_peak(built)
     return StageMemoryPlan(problem.stage, cut.pressure, capacity, cut.states, choices, time_ps,
-                           model_peak, peak, peak <= capacity, -round_ if stop else round_,
-                           True, built)
+                           model_peak, peak, peak <= capacity, round_, True, built), stop
 
 
 def _least_rows(model: PlanModel) -> np.ndarray:
