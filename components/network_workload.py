@@ -8,7 +8,6 @@ from typing import Any, Mapping, Optional
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
-from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.model.attention import ATTENTION_FORMS
 from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
@@ -20,9 +19,8 @@ from workloads.render import iteration_stream, plan_auto, stream_text
 from workloads.state_planner import StateCosts, candidates, choose_placement
 from workloads.stream import Stream, StreamError
 
-from .interfaces import HostStep, MemoryPool, TransferCosts
+from .interfaces import HostStep, TransferCosts
 from .model_states import ModelStates
-from .messages import MovedTensor, OffloadManifest
 from .workload_source import WorkloadSource
 
 __all__ = ["NetworkWorkload", "MAX_GRAD_ACCUM"]
@@ -203,25 +201,9 @@ class NetworkWorkload(WorkloadSource):
         """Run the planner for the GPU's memory, its kernels slot and its engine."""
         p = self.params
         kernels = self.kernels
-        gpu = self.owner
-        memory = gpu.peer_provider("hbm", MemoryPool)
-        dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
-
-        priced: dict[tuple[Optional[int], int, int], int] = {}
-
-        def kernel_ps(op: Any) -> int:
-            # the stream synchronizes after every layer, so a layer's first kernel also waits
-            # the launch latency (components/gpu.py, an idle compute stream); the planner asks
-            # of every placement's plans alike: each kernel priced once
-            key = (op.time_ps, op.flops or 0, op.dram or 0)
-            ps = priced.get(key)
-            if ps is None:
-                modelled = op.time_ps is None or self.modelled_times
-                ps = priced[key] = kernels.kernel_ps(op.time_ps, key[1], key[2], dram_bw) + \
-                    kernels.after_sync_ps(modelled)
-            return ps
-
-        costs = self._transfer_costs()
+        kernel_ps = self.planner_kernel_ps()
+        costs = self.planner_copy_costs(load_network(p["network"], p["seq_len"],
+                                                     p["attention"]), p["batch"], p["dtype"])
 
         def plan(placement: Optional[Placement]) -> Any:
             return plan_auto(p["network"], p["batch"], p["dtype"], capacity, kernel_ps, costs,
@@ -295,17 +277,3 @@ class NetworkWorkload(WorkloadSource):
                           cpu.host_room(),
                           storage if self.params["plan_states"] == "nvme" else None)
 
-    def _transfer_costs(self) -> Optional[dict[str, Any]]:
-        """Each tensor's copy costs from the engine on the GPU's ``dma`` port (None without
-        one)."""
-        gpu = self.owner
-        if "dma" not in gpu.connected_ports():
-            return None
-        p = self.params
-        engine = gpu.peer_provider("dma", TransferCosts)
-        net = load_network(p["network"], p["seq_len"], p["attention"])
-        tensors = net.tensors(p["batch"], p["dtype"])
-        return engine.transfer_costs(OffloadManifest(
-            gpu=gpu.name, network=net.name, dtype=p["dtype"], batch=p["batch"],
-            tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
-                          for t in tensors.values()), tier=gpu.params["offload_to"]))

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .pipeline_p2p import P2PResult
 
-__all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines"]
+__all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines", "planner_line"]
 
 
 @dataclass
@@ -57,6 +57,8 @@ class PipelineStageResult:
     peak_flops: float = 0.0
     dp_hidden_ps: int = 0
     host: dict[str, Any] = field(default_factory=dict)
+    #: policy auto: what the stage's planner chose and why (None under other policies)
+    planner: Optional[dict[str, Any]] = None
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -154,6 +156,8 @@ def _stage_entry(ranks: Sequence[PipelineStageResult], step: int,
         entry["copies_lost_time_s"] = max(copies for _, copies in lost) / 10**12
     if r.host:
         entry["host"] = _host_entry(ranks)
+    if r.planner is not None:
+        entry["planner"] = dict(r.planner)
     return entry
 
 
@@ -240,7 +244,34 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
                         if "network_lost_time_s" in s else ""))
         if "host" in s:
             lines.append(_host_line(s["host"]))
+        if "planner" in s:
+            lines.append(planner_line(s["stage"], s["planner"]))
+    short = [s for s in p["stages"] if "planner" in s and not s["planner"]["fits"]]
+    if short:
+        worst = max(short, key=lambda s: s["planner"]["bytes_short"])
+        lines.append(f"  planner: no plan fits stage(s) {', '.join(str(s['stage']) for s in short)}"
+                     f"; stage {worst['stage']} is the most short, by "
+                     f"{worst['planner']['bytes_short'] / 2**30:.2f} GiB")
     return lines
+
+
+def planner_line(stage: int, plan: Mapping[str, Any]) -> str:
+    """What stage ``stage``'s planner (policy auto) chose and why: the passes it holds at
+    once, the room its model states leave, its choices and whether its plan fits."""
+    gib = 2**30
+    c = plan["choices"]
+    why = (f"    stage {stage} plan: {plan['in_flight']} in flight ({plan['waiting']} waiting), "
+           f"model states {plan['model_state_bytes'] / gib:.2f} of "
+           f"{plan['capacity_bytes'] / gib:.2f} GiB: ")
+    total = sum(c.values())
+    if c["keep"] == total:
+        chose = f"keeps all {total} activations"
+    else:
+        chose = (f"offload {c['offload']}, compress {c['compress']} ({plan['codec']}), "
+                 f"recompute {c['recompute']}, keep {c['keep']} of {total} activations")
+    fits = (f"peak {plan['peak_bytes'] / gib:.2f} GiB, fits" if plan["fits"] else
+            f"no plan fits: {plan['bytes_short'] / gib:.2f} GiB short")
+    return f"{why}{chose}; {fits}"
 
 
 def _host_line(h: dict[str, Any]) -> str:

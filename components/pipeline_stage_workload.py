@@ -16,7 +16,9 @@ from sst_cdma.model.dtypes import DTYPES
 from sst_cdma.model.kernel_model import ModelError
 from workloads import WorkloadError, load_network
 from workloads.layer_times import kernel_times_source
-from workloads.parallel import SCHEDULES, LayoutError, ModelShape, make_layout
+from workloads.parallel import SCHEDULES, LayoutError, ModelShape, ParallelLayout, make_layout
+from workloads.network import Network
+from workloads.parallel.stage_planner import StageMemoryPlan, StageProblem, plan_stage
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
 from workloads.model_states import ModelStatePlan, Placement
@@ -31,6 +33,7 @@ from workloads.stream import Stream, StreamError
 from workloads.stream_schema import StreamOp
 
 from .collective_ops import CollectivePort
+from .interfaces import TransferCosts
 from .pipeline_report import PipelineStageResult
 from .workload_source import WorkloadSource
 
@@ -48,14 +51,18 @@ TWIN_PARAMS = ("tp_rank", "dp_rank")
 #: (:meth:`PipelineStageWorkload._twin_key`), shared by the GPUs of a stage
 _BUILT: "weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], StageStream]]" = \
     weakref.WeakKeyDictionary()
+#: per simulation: the stage memory plans of policy auto, by the stream they made
+_PLANNED: "weakref.WeakKeyDictionary[Any, dict[int, StageMemoryPlan]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def _stage_policy(policy: str) -> None:
-    """A policy a pipeline stage renders: any the renderer takes by name (the planner's
-    ``auto`` and a ``plan`` file are for one GPU yet)."""
-    if policy in ("auto", "plan"):
-        raise ValueError(f"policy {policy!r} plans one GPU's memory; pipeline stages take "
-                         "none, all, conv, recompute or CHOICE-GROUP terms")
+    """A policy a pipeline stage renders: any the renderer takes by name, or ``auto`` (each
+    stage plans its own memory); a ``plan`` file is one GPU's plan."""
+    if policy == "plan":
+        raise ValueError("policy 'plan' reads one plan file for one GPU; a pipeline stage "
+                         "plans its own with auto, or takes none, all, conv, recompute or "
+                         "CHOICE-GROUP terms")
     try:
         check_policy(policy)
     except WorkloadError as exc:
@@ -129,7 +136,8 @@ class PipelineStageWorkload(WorkloadSource):
         Param("dtype", "str", "float32", "element type of the network", choices=tuple(DTYPES)),
         Param("policy", "str", "none", "memory policy of each chunk of the network: a vDNN "
               "offload policy (none, all, conv), recompute or CHOICE-GROUP terms joined by "
-              "'+' (docs/workloads.md); not auto or plan yet", check=_stage_policy),
+              "'+' (docs/workloads.md), or auto: each stage plans its own for the passes it "
+              "holds at once (docs/parallel.md); not plan", check=_stage_policy),
         Param("optimizer", "str", "adam", "optimizer step ending the network's step; its "
               "states count in each stage's memory (none: forward and backward only)",
               choices=("none", "sgd", "momentum", "adam")),
@@ -217,6 +225,8 @@ class PipelineStageWorkload(WorkloadSource):
         except WorkloadError as exc:
             raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
         return placement
+        #: the GPU's memory the stage plans for under policy auto (None: unlimited)
+        self.capacity: Optional[int] = None
 
     def _shape(self) -> ModelShape:
         """The model the layout is checked against: the chain's ``layers``, or the network's
@@ -262,23 +272,27 @@ class PipelineStageWorkload(WorkloadSource):
         except (ModelError, WorkloadError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 
-    def rendered_plan(self) -> Plan:
+    def rendered_plan(self, policy: str = "", choices: Optional[Mapping[str, str]] = None
+                      ) -> Plan:
         """The network's single-GPU plan of one micro-batch, as ``cdma.NetworkWorkload``
         renders it for this GPU's kernels slot (with ``tp`` above 1, of one tensor-parallel
-        rank's shard)."""
+        rank's shard); ``policy`` (default: the param's) and ``choices`` (its per-tensor
+        choices) as the stage planner asks."""
         p, kernels = self.params, self.kernels
+        policy = policy or p["policy"]
         if p["tp"] > 1:
             if kernels.layer_times:
                 raise ConfigError(f"{self.name}: measured layer times are of the whole "
                                   f"network; tp {p['tp']} renders a shard: give the fitted "
                                   "model or the roofline")
             net = load_network(p["network"], p["seq_len"])
-            return shard_plan(net, p["tp"], p["batch"], p["dtype"], p["policy"], p["optimizer"],
+            return shard_plan(net, p["tp"], p["batch"], p["dtype"], policy, p["optimizer"],
                               kernels.model, kernels.workspace_limit, p["sequence_parallel"],
-                              self.placement)
-        stream = iteration_stream(p["network"], p["batch"], p["dtype"], p["policy"],
+                              self.placement, choices)
+        stream = iteration_stream(p["network"], p["batch"], p["dtype"], policy,
                                   kernels.layer_times, p["optimizer"], 0, "liveness",
                                   kernels.model, kernels.workspace_limit, None,
+                                  None if choices is None else tuple(sorted(choices.items())),
                                   seq_len=p["seq_len"], placement=self.placement)
         assert stream.plan is not None, "a rendered stream keeps its plan"
         return stream.plan
@@ -290,7 +304,8 @@ class PipelineStageWorkload(WorkloadSource):
         p, kernels = self.params, self.kernels
         mine = tuple(sorted((k, repr(v)) for k, v in p.items() if k not in TWIN_PARAMS))
         theirs = tuple(sorted((k, repr(v)) for k, v in kernels.params.items()))
-        return (self.owner.params["gpu_preset"], kernels.type_name(), theirs, mine)
+        return (self.owner.params["gpu_preset"], kernels.type_name(), theirs, mine,
+                self.capacity if p["policy"] == "auto" else None)
 
     def stage_stream(self) -> StageStream:
         """The stage's stream and schedule (built once, and shared with the GPUs of the same
@@ -312,8 +327,6 @@ class PipelineStageWorkload(WorkloadSource):
             return uniform_stage_stream(self.layout, p["layers"], p["stage"], self.uniform,
                                         self.name)
         try:
-            plan = self.rendered_plan()
-            transformer_blocks(plan)
             net = load_network(p["network"], p["seq_len"])
             shard = None
             if p["tp"] > 1:
@@ -321,8 +334,14 @@ class PipelineStageWorkload(WorkloadSource):
                 net = shard.network
             # offloaded: the head's copy is stepped with the stage's other states, on the host
             tied = tied_head(net, "none" if self.placement else p["optimizer"])
-            return transformer_stage_stream(plan, self.layout, p["stage"], self.name, tied,
-                                            shard, p["optimizer"], self.placement)
+
+            def cut(plan: Plan, layout: ParallelLayout) -> StageStream:
+                transformer_blocks(plan)
+                return transformer_stage_stream(plan, layout, p["stage"], self.name, tied,
+                                                shard, p["optimizer"], self.placement)
+            if p["policy"] == "auto" and self.capacity is not None:
+                return self._plan_memory(net, cut)
+            return cut(self.rendered_plan("none" if p["policy"] == "auto" else ""), self.layout)
         except ConfigError:
             raise
         except OSError as exc:
@@ -330,8 +349,29 @@ class PipelineStageWorkload(WorkloadSource):
         except (StreamError, WorkloadError, ValueError) as exc:
             raise ConfigError(f"{self.name}: {exc}") from None
 
+    def _plan_memory(self, net: Network, cut: Any) -> StageStream:
+        """Policy auto: the stage's own plan for its GPU's memory and the passes it holds at
+        once (:func:`~workloads.parallel.stage_planner.plan_stage`), kept for the summary."""
+        assert self.capacity is not None
+        problem = StageProblem(net, self.rendered_plan("none"), self.layout,
+                               self.params["stage"], self.planner_kernel_ps(),
+                               self.planner_copy_costs(net, self.params["batch"],
+                                                       self.params["dtype"]),
+                               lambda c: self.rendered_plan("auto", c),
+                               cut)
+        made = plan_stage(problem, self.capacity, f"{self.name}: stage "
+                          f"{self.params['stage']} policy auto")
+        _PLANNED.setdefault(self.sim, {})[id(made.built)] = made
+        return made.built
+
+    def memory_plan(self) -> Optional[StageMemoryPlan]:
+        """Policy auto: the stage's memory plan (None under any other policy)."""
+        return _PLANNED.get(self.sim, {}).get(id(self.stage_stream()))
+
     def stream(self, memory_capacity: Optional[int]) -> Stream:
-        """The stage's stream (the same for any memory)."""
+        """The stage's stream (the same for any memory, but under policy auto, which plans
+        for ``memory_capacity``)."""
+        self.capacity = memory_capacity
         return self.stage_stream().stream
 
     def schedule(self, stream: Stream) -> list["Step"]:
@@ -384,7 +424,7 @@ class PipelineStageWorkload(WorkloadSource):
                                          p["dp_rank"], *tp_collectives(gpu, DP_GROUP),
                                          *self._tokens_and_params(), self._peak_flops(),
                                          hidden_collectives_ps(gpu),
-                                         self._host_fields(gpu, end)))
+                                         self._host_fields(gpu, end), self._planner_entry()))
 
     def _host_fields(self, gpu: "GPU", end: int) -> dict[str, Any]:
         """With the optimizer states on the host: this rank's host CPU figures
@@ -401,6 +441,17 @@ class PipelineStageWorkload(WorkloadSource):
                 "cpu_wait_ps": f["host_cpu_wait_ps"],
                 "gradients_to_host_bytes": f["gradients_to_host_bytes"],
                 "weights_to_gpu_bytes": f["weights_to_gpu_bytes"]}
+
+    def _planner_entry(self) -> Optional[dict[str, Any]]:
+        """Policy auto: what the stage's planner chose and why, with the engine's codec (the
+        summary's ``pipeline.stages[].planner``); None otherwise."""
+        made = self.memory_plan() if self.params["network"] else None
+        if made is None:
+            return None
+        gpu = self.owner
+        codec = getattr(gpu.peer_provider("dma", TransferCosts), "algorithm", "none") \
+            if "dma" in gpu.connected_ports() else "none"
+        return {**made.as_dict(), "codec": codec}
 
     def _tokens_and_params(self) -> tuple[int, int]:
         """For tokens/s and MFU: the tokens of one micro-batch (batch x sequence) and the

@@ -402,6 +402,12 @@ PIPELINE_STAGE: tuple[Key, ...] = (
        "its last one's end; `cpu_wait_time_s`, the GPU's idle time while its steps were at "
        "the CPU (queued or running); `gradients_to_host_bytes`, `weights_to_gpu_bytes`",
        "with pipeline stages and --optimizer-states host"),
+    _k("planner", "object", "what its planner chose and why (docs/parallel.md, \"Every stage "
+       "plans its memory\"): `in_flight` (passes held at once), `waiting` (passes held while "
+       "another runs), `capacity_bytes`, `model_state_bytes`, `choices` (activations kept, "
+       "offloaded, compressed, recomputed), `codec`, `predicted_pass_time_s`, `peak_bytes` (its "
+       "stream's allocations replayed), `fits`, `bytes_short`, `rounds`",
+       "with pipeline stages of a network under policy auto"),
 )
 
 _JSON = {"string": str, "integer": int, "number": (int, float), "boolean": bool,

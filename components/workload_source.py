@@ -4,17 +4,22 @@ from. ``cdma.NetworkWorkload`` (components/network_workload.py) renders a networ
 what either gives it and makes no stream itself."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from sst_cdma.engine.element import SubComponent
+from sst_cdma.engine.flows import FlowNetwork
 from workloads.stats import REPORTED_CHOICES, tensor_choices
 from workloads.schedule import single_pass
 from workloads.vdnn import wgrad_name
+
+from .interfaces import MemoryPool, TransferCosts
+from .messages import MovedTensor, OffloadManifest
 
 if TYPE_CHECKING:
     # the types of what a workload gives the GPU, for the components modules that may not
     # import workloads themselves (tests/core/test_import_rules.py)
     from workloads.model_states import ModelStatePlan
+    from workloads.network import Network
     from workloads.schedule import Step
     from workloads.stream import Stream
     from workloads.stream_schema import StreamOp
@@ -55,6 +60,39 @@ class WorkloadSource(SubComponent):
         """True when the stream's kernel times are modelled (their DRAM traffic shares HBM
         bandwidth with the DMA engine); measured or given ones are timers."""
         return False
+
+    def planner_kernel_ps(self) -> Callable[[Any], int]:
+        """Prices a compute op as the GPU runs it, for policy auto's planner: the kernels
+        slot's time and, since the stream synchronizes after every layer, the launch latency a
+        layer's first kernel waits (components/gpu.py, an idle compute stream); each distinct
+        kernel priced once (the planner asks of every plan alike)."""
+        kernels = self.kernels
+        memory = self.owner.peer_provider("hbm", MemoryPool)
+        dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
+        priced: dict[tuple[Optional[int], int, int], int] = {}
+
+        def kernel_ps(op: Any) -> int:
+            key = (op.time_ps, op.flops or 0, op.dram or 0)
+            ps = priced.get(key)
+            if ps is None:
+                modelled = op.time_ps is None or self.modelled_times
+                ps = priced[key] = kernels.kernel_ps(op.time_ps, key[1], key[2], dram_bw) + \
+                    kernels.after_sync_ps(modelled)
+            return ps
+        return kernel_ps
+
+    def planner_copy_costs(self, network: "Network", batch: int, dtype: str
+                           ) -> Optional[dict[str, Any]]:
+        """Each tensor of ``network``'s copy costs from the engine on the GPU's ``dma`` port,
+        for policy auto's planner (None without an engine: keep and recompute only)."""
+        gpu = self.owner
+        if "dma" not in gpu.connected_ports():
+            return None
+        tensors = network.tensors(batch, dtype)
+        return gpu.peer_provider("dma", TransferCosts).transfer_costs(OffloadManifest(
+            gpu=gpu.name, network=network.name, dtype=dtype, batch=batch,
+            tensors=tuple(MovedTensor(t.name, t.bytes, t.sparse, t.shape)
+                          for t in tensors.values()), tier=gpu.params["offload_to"]))
 
     def kernel_times_source(self) -> str:
         """Where the stream's kernel times come from, as the reports say it."""

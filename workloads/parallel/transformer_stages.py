@@ -42,7 +42,9 @@ of the word embeddings, as Megatron-LM keeps one on the last stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Collection, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Collection, Iterable, Mapping, Optional, Sequence
+
+from sst_cdma.model.price_memo import PriceMemo
 
 from ..dtypes import itemsize
 from ..network import Network
@@ -76,6 +78,10 @@ __all__ = ["ChunkCut", "chunk_cuts", "transformer_blocks", "transformer_stage_st
 #: the buffer a stage all-reduces its norms' and row-parallel biases' gradients in, once a
 #: step before the optimizer, with sequence parallelism
 SEQUENCE_PARALLEL_GRADS = "tp:sequence_parallel_grads"
+
+#: the shards :func:`shard_plan` rendered and their priced kernels, with the network their key
+#: names by identity (a loaded network is shared and does not change)
+_SHARDS = PriceMemo(8)
 
 #: ops whose ``name`` is a layer, not a tensor
 _LAYER_OPS = ("compute", "sync")
@@ -676,18 +682,26 @@ def _weighted(declared: dict[str, StreamTensor], layers: Sequence[str], dtype: s
 def shard_plan(network: Network, tp: int, batch: int, dtype: str, policy: str,
                optimizer: str, kernel_model: Optional["KernelModel"] = None,
                workspace_limit: Optional[int] = None, sequence_parallel: bool = False,
-               placement: Optional["Placement"] = None) -> Plan:
+               placement: Optional["Placement"] = None,
+               choices: Optional[Mapping[str, str]] = None) -> Plan:
     """The single-GPU plan of tensor-parallel rank's shard of ``network`` over ``tp`` ranks
     (:func:`~workloads.parallel.tensor.shard_transformer`, with ``sequence_parallel`` or
     not), its kernels priced by ``kernel_model`` (None: the GPU's roofline): the compute of
     one rank; :func:`transformer_stage_stream` adds the collectives. ``placement`` places
-    the model states (:func:`~workloads.vdnn.plan_iteration`'s)."""
+    the model states (:func:`~workloads.vdnn.plan_iteration`'s); ``choices`` are the
+    per-tensor choices of policy ``auto`` (a stage's planner's)."""
     from ..kernel_pricing import price_network
     from ..vdnn import plan_iteration
     from .tensor import shard_transformer
 
-    shard = shard_transformer(network, tp, sequence_parallel).network
-    kernels = None if kernel_model is None else price_network(shard, batch, dtype, kernel_model,
-                                                              workspace_limit)
+    key = (id(network), tp, sequence_parallel, batch, dtype, kernel_model, workspace_limit)
+    entry = _SHARDS.get(key)
+    if entry is None:  # the stages (and a stage's planner) render the same shard, priced once
+        shard = shard_transformer(network, tp, sequence_parallel).network
+        kernels = None if kernel_model is None else price_network(shard, batch, dtype,
+                                                                  kernel_model, workspace_limit)
+        entry = (network, shard, kernels)
+        _SHARDS.put(key, entry)
+    _, shard, kernels = entry
     return plan_iteration(shard, batch, dtype, policy, None, optimizer, 0, kernels,
-                          placement=placement)
+                          placement=placement, choices=choices)
