@@ -53,7 +53,7 @@ def test_the_tool_prints_the_tables_and_rewrites_the_schema(monkeypatch, tmp_pat
 
 
 def test_a_summary_carries_its_schema_version(summary):
-    assert summary["schema_version"] == SCHEMA_VERSION == 1
+    assert summary["schema_version"] == SCHEMA_VERSION == 2
     assert json_schema()["properties"]["schema_version"]["type"] == "integer"
 
 
