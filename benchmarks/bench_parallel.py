@@ -36,6 +36,8 @@ CASES = {
 #: topology", says where that choice comes from)
 COMMON = "--batch 1 --seq-len 4096 --dtype bfloat16"
 TARGET_S, TARGET_GIB = 60.0, 4.0
+#: the 405B case's micro-batches a replica unless --micro-batches-405b says otherwise
+MICRO_BATCHES_405B = 16
 
 
 def one_case(options: str) -> dict[str, Any]:
@@ -89,7 +91,8 @@ def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="bench_parallel.py", description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default="70b,405b",
                         help=f"comma-separated cases of {', '.join(CASES)} (default: all)")
-    parser.add_argument("--micro-batches-405b", type=int, default=16, metavar="N",
+    parser.add_argument("--micro-batches-405b", type=int, default=MICRO_BATCHES_405B,
+                        metavar="N",
                         help="micro-batches of the 405B case (default: 16, a multiple of pp)")
     o = parser.parse_args(list(argv))
     names = [c.strip() for c in o.cases.split(",") if c.strip()]

@@ -10,6 +10,7 @@ import pytest
 from doc_tables import REPO, Table, block_starting, run_block, tables_after, tables_in
 from sst_cdma.tools.parallel_study import TABLES
 from sst_cdma.tools.parallel_study.published import PUBLISHED
+from workloads.parallel.tensor import transformer_dims
 
 PAGE = REPO / "EVALUATION.md"
 COMMAND = "python -m sst_cdma.tools.parallel_study {}"
@@ -99,3 +100,90 @@ def test_the_published_column_is_table_1s_and_the_ratio_is_the_two_columns():
     for row in rows:
         ratio = float(row["simulated TFLOP/s per GPU (Eq. 3)"]) / float(row["published"])
         assert float(row["simulated / published"]) == pytest.approx(ratio, abs=0.006)
+
+
+def _stage_counts(cell: str) -> list[int]:
+    return [int(x) for x in cell.split(", ")]
+
+
+def test_the_planner_fits_every_stage_plans_only_the_first_ones_and_zvc_changes_nothing():
+    rows = _rows("stage-auto")
+    m = 8
+    choices = ("offload per stage", "compress per stage", "recompute per stage",
+               "keep per stage")
+    for pp in {row["pp"] for row in rows}:
+        p = int(pp)
+        at = {r["activations"]: r for r in rows if r["pp"] == pp}
+        assert at["keep"]["runs out first"] == "stage 0"
+        assert all(at["keep"][c] == "-" for c in choices)
+        assert {k: v for k, v in at["auto, ZVC"].items() if k != "activations"} == \
+            {k: v for k, v in at["auto, plain copy"].items() if k != "activations"}
+        sizes = set()
+        for label, row in at.items():
+            assert _stage_counts(row["in flight per stage"]) == [min(p - s, m) for s in range(p)]
+            if label == "keep":
+                continue
+            assert row["runs out first"] == "-"
+            assert max(_numbers(row["peak GiB per stage, first to last"])) <= 80.0
+            counts = [_stage_counts(row[c]) for c in choices]
+            sizes.add(tuple(map(sum, zip(*counts))))     # each stage's activations, whatever plan
+            planned = [any(c[s] for c in counts[:3]) for s in range(p)]
+            assert planned[0] and planned == sorted(planned, reverse=True), (pp, label)
+        assert len(sizes) == 1, pp
+
+
+def test_the_network_and_the_copies_lose_time_to_each_other_only_where_both_run():
+    rows = _rows("pcie-switch")
+    lost = ("network lost to copies, ms per stage", "copies lost to network, ms per stage")
+    by = {(r["nodes"], r["ZeRO"], r["activations"]): r for r in rows}
+    for (nodes, zero, label), row in by.items():
+        keep = by[nodes, zero, "keep"]
+        assert float(row["x keep"]) == pytest.approx(
+            float(row["step ms"]) / float(keep["step ms"]), abs=0.006)
+        for column in lost:
+            assert all((v == 0) == (label == "keep") for v in _numbers(row[column])), row
+    for nodes in {r["nodes"] for r in rows}:
+        plain1 = by[nodes, "1", "offload all, plain copy"]
+        plain3 = by[nodes, "3", "offload all, plain copy"]
+        zstd3 = by[nodes, "3", "offload all, byte-plane Zstd"]
+        for a, b in zip(_numbers(plain1[lost[0]]), _numbers(plain3[lost[0]])):
+            assert b > 5 * a      # ZeRO 3's gathers run beside the copies, ZeRO 1's do not
+        for a, b in zip(_numbers(zstd3[lost[0]]), _numbers(plain3[lost[0]])):
+            assert a < b          # compressed copies hold the link for less time
+        assert float(zstd3["step ms"]) < float(plain3["step ms"])
+    for key, h100 in by.items():
+        if key[0] == "DGX H100" and key[2] != "keep":
+            a100 = by[("DGX A100", key[1], key[2])]
+            assert all(a > h for a, h in zip(_numbers(a100[lost[0]]), _numbers(h100[lost[0]])))
+
+
+def test_the_405b_row_is_the_benchmarks_layout_and_the_6n_column_is_palms_count_cut():
+    import sys
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_parallel
+    from workloads import load_network
+
+    table = tables_after(PAGE, block_starting(PAGE, "python benchmarks/bench_parallel.py "
+                                                    "--cases 405b"))
+    assert len(table) == 1
+    rows = [dict(zip(table[0].rows[0], row)) for row in table[0].rows[1:]]
+    options = (bench_parallel.CASES["405b"].format(mb405=bench_parallel.MICRO_BATCHES_405B)
+               + " " + bench_parallel.COMMON).split()
+    value = {k: options[options.index(k) + 1] for k in ("--tp", "--pp", "--dp", "--seq-len",
+                                                        "--micro-batches")}
+    simulated = rows[-1]
+    tp, pp, dp = (int(value[k]) for k in ("--tp", "--pp", "--dp"))
+    assert simulated["tp x pp x dp"] == f"{tp} x {pp} x {dp}"
+    assert int(simulated["GPUs"].replace(",", "")) == tp * pp * dp
+    assert simulated["tokens a sequence"] == f"{int(value['--seq-len']):,}"
+    assert simulated["sequences a replica"] == value["--micro-batches"]
+    tokens = int(value["--micro-batches"]) * int(value["--seq-len"]) * dp
+    assert simulated["tokens a step"] == f"{tokens / 1e6:.1f}M"
+    network = load_network("llama3_405b")
+    d = transformer_dims(network)
+    for row in rows[:-1]:
+        t = int(row["tokens a sequence"].replace(",", ""))
+        six_n = 6 * network.param_count()
+        attention = 12 * d.blocks * d.hidden * t
+        published = float(row["MFU"].rstrip("%")) / 100
+        assert row["counted as 6N"] == f"{published * six_n / (six_n + attention):.1%}"

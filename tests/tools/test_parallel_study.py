@@ -11,6 +11,8 @@ import pytest
 from sst_cdma.tools.parallel_study import TABLES, Table, markdown, register
 from sst_cdma.tools.parallel_study.published import NETWORKS, PUBLISHED, eq3_flops
 from sst_cdma.tools.parallel_study.runs import REPO, pipeline_run
+from sst_cdma.tools.parallel_study.stage_auto import stage_choices
+from sst_cdma.tools.parallel_study.switch import switch_run
 from workloads import load_network
 from workloads.parallel.tensor import transformer_dims
 
@@ -88,3 +90,40 @@ def test_eq3_is_eight_flops_a_parameter_and_token_where_the_paper_says_it_is():
         per_token = eq3_flops(4, 2048, d.blocks, d.hidden, d.vocab) / (4 * 2048)
         assert per_token / (8 * network.param_count()) == pytest.approx(1, rel=within)
         assert per_token > 8 * network.param_count()
+
+
+def test_the_stage_auto_and_pcie_switch_tables_are_registered():
+    assert {"stage-auto", "pcie-switch"} <= set(TABLES)
+    assert "--policy auto" in TABLES["stage-auto"].title
+    assert "PCIe" in TABLES["pcie-switch"].title
+
+
+def test_a_switch_run_reads_each_stages_dp_time_and_what_both_sides_lost_at_the_link():
+    summary = _summary({"gpu0": 1.0, "gpu1": 0.5}, {"gpu0": 0.25, "gpu1": 0.5})
+    for stage, (exposed, hidden, net, copies) in zip(summary["pipeline"]["stages"],
+                                                     ((0.1, 0.2, 0.03, 0.04),
+                                                      (0.3, 0.4, 0.05, 0.06))):
+        stage.update(dp_comm_time_s=exposed, dp_hidden_time_s=hidden,
+                     network_lost_time_s=net, copies_lost_time_s=copies)
+    run = switch_run(summary)
+    assert run.step_s == 2.0 and run.tokens_per_s == 10.0
+    assert run.dp_exposed_s == (0.1, 0.3) and run.dp_hidden_s == (0.2, 0.4)
+    assert run.network_lost_s == (0.03, 0.05) and run.copies_lost_s == (0.04, 0.06)
+    assert run.peaks == (2**30, 2 * 2**30)
+
+
+def test_a_run_without_network_cards_or_dp_reads_zero_lost_and_zero_dp_time():
+    run = switch_run(_summary({"gpu0": 1.0}, {"gpu0": 0.0}))
+    assert run.network_lost_s == run.copies_lost_s == run.dp_exposed_s == (0.0,)
+
+
+def test_stage_choices_are_each_stages_planner_counts_and_none_without_a_plan():
+    summary = _summary({"gpu0": 1.0, "gpu1": 0.5}, {"gpu0": 0.0, "gpu1": 0.0})
+    assert stage_choices(summary) == {}
+    for stage, (offload, recompute) in zip(summary["pipeline"]["stages"], ((3, 5), (0, 1))):
+        stage["planner"] = {"choices": {"keep": 10 - offload - recompute, "offload": offload,
+                                        "compress": 0, "recompute": recompute}}
+    assert stage_choices(summary) == {"offload": (3, 0), "compress": (0, 0),
+                                      "recompute": (5, 1), "keep": (2, 9)}
+    del summary["pipeline"]["stages"][1]["planner"]
+    assert stage_choices(summary) == {}

@@ -4,7 +4,8 @@ many GPUs", each printed by one command. A table is one function registered by n
 below; adding one is that function and its block in EVALUATION.md."""
 from __future__ import annotations
 
-from . import depth, published, schedules  # noqa: F401  (each registers its tables)
+# each module registers its tables
+from . import depth, published, schedules, stage_auto, switch  # noqa: F401
 from .cli import main
 from .registry import TABLES, StudyTable, Table, markdown, register
 
