@@ -23,7 +23,7 @@ from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
 from workloads.model_states import ModelStatePlan, Placement
 from workloads.parallel.zero import DP_GROUP
-from workloads.parallel.zero_offload import final_gradient_ops
+from workloads.parallel.zero_offload import OFFLOAD_ZERO, final_gradient_ops
 from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
@@ -203,7 +203,7 @@ class PipelineStageWorkload(WorkloadSource):
 
     def _placement(self, name: str) -> Optional[Placement]:
         """The model states' placement with the optimizer states off the GPU (None: on it),
-        checked: a network's stages, Adam, and at dp above 1 ZeRO 1 or 2."""
+        checked: a network's stages, Adam, and at dp above 1 ZeRO 1, 2 or 3."""
         p = self.params
         if p["optimizer_states"] == "gpu":
             if p["delayed_update"]:
@@ -215,9 +215,9 @@ class PipelineStageWorkload(WorkloadSource):
         if not p["network"]:
             raise ValueError(f"{where}: the chain of identical layers has no weights; give "
                              "a network")
-        if p["dp"] > 1 and p["zero"] not in (1, 2):
+        if p["dp"] > 1 and p["zero"] not in OFFLOAD_ZERO:
             raise ValueError(f"{where} with dp {p['dp']}: ZeRO-Offload keeps each rank's "
-                             f"partition of the optimizer states on its host: zero 1 or 2, "
+                             f"partition of the optimizer states on its host: zero 1, 2 or 3, "
                              f"not {p['zero']}")
         placement = Placement(p["optimizer_states"], delayed_update=p["delayed_update"])
         try:
