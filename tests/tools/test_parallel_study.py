@@ -11,12 +11,13 @@ import pytest
 from sst_cdma.tools.parallel_study import TABLES, Table, markdown, register
 from sst_cdma.tools.parallel_study.published import NETWORKS, PUBLISHED, eq3_flops
 from sst_cdma.tools.parallel_study.runs import REPO, pipeline_run
+from sst_cdma.tools.parallel_study import zero
 from workloads import load_network
 from workloads.parallel.tensor import transformer_dims
 
 
 def test_the_tables_are_registered_once_each_and_a_second_registration_is_refused():
-    assert {"pipeline-depth", "schedules", "megatron"} <= set(TABLES)
+    assert {"pipeline-depth", "schedules", "megatron", "zero"} <= set(TABLES)
     with pytest.raises(ValueError, match="'schedules' is registered twice"):
         register("schedules", "again")(lambda: Table(("a",), ()))
     assert TABLES["schedules"].title.startswith("1F1B against GPipe")
@@ -88,3 +89,22 @@ def test_eq3_is_eight_flops_a_parameter_and_token_where_the_paper_says_it_is():
         per_token = eq3_flops(4, 2048, d.blocks, d.hidden, d.vocab) / (4 * 2048)
         assert per_token / (8 * network.param_count()) == pytest.approx(1, rel=within)
         assert per_token > 8 * network.param_count()
+
+
+def test_the_zero_table_offloads_only_where_a_rank_has_a_partition_and_gives_nvme_drives():
+    assert (0, "gpu") in zero.ROWS and not [r for r in zero.ROWS if r[0] == 0 and r[1] != "gpu"]
+    assert {states for _, states in zero.ROWS} == {"gpu", "host", "nvme"}
+    nvme = zero.options(3, "nvme")
+    assert nvme[-6:] == ("--zero", "3", "--optimizer-states", "nvme", "--nvme", "2")
+    assert "--nvme" not in zero.options(1, "host") and "--dp" in zero.COMMON
+
+
+def test_the_zero_table_s_cells_are_each_stage_s_dp_and_host_times():
+    stages = [{"dp_comm_time_s": 0.0012, "dp_hidden_time_s": 0.0305,
+               "host": {"cpu_step_time_s": 0.049, "cpu_wait_time_s": 0.1928}},
+              {"dp_comm_time_s": 0.0002, "dp_hidden_time_s": 0.0343,
+               "host": {"cpu_step_time_s": 0.0484, "cpu_wait_time_s": 0.1085}}]
+    assert zero._dp_cell(stages) == "1.2 / 30.5, 0.2 / 34.3"
+    assert zero._host_cell(stages) == "49.0 / 192.8, 48.4 / 108.5"
+    del stages[1]["host"]  # states on the GPU: no host entry
+    assert zero._host_cell(stages) == "-"

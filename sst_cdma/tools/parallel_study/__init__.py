@@ -4,7 +4,7 @@ many GPUs", each printed by one command. A table is one function registered by n
 below; adding one is that function and its block in EVALUATION.md."""
 from __future__ import annotations
 
-from . import depth, published, schedules  # noqa: F401  (each registers its tables)
+from . import depth, published, schedules, zero  # noqa: F401  (each registers its tables)
 from .cli import main
 from .registry import TABLES, StudyTable, Table, markdown, register
 
