@@ -257,7 +257,8 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
 
 def planner_line(stage: int, plan: Mapping[str, Any]) -> str:
     """What stage ``stage``'s planner (policy auto) chose and why: the passes it holds at
-    once, the room its model states leave, its choices and whether its plan fits."""
+    once, the room its model states leave, its choices, whether its plan fits and, where it
+    placed them (optimizer_states auto), where the optimizer states went and why."""
     gib = 2**30
     c = plan["choices"]
     why = (f"    stage {stage} plan: {plan['in_flight']} in flight ({plan['waiting']} waiting), "
@@ -271,7 +272,10 @@ def planner_line(stage: int, plan: Mapping[str, Any]) -> str:
                  f"recompute {c['recompute']}, keep {c['keep']} of {total} activations")
     fits = (f"peak {plan['peak_bytes'] / gib:.2f} GiB, fits" if plan["fits"] else
             f"no plan fits: {plan['bytes_short'] / gib:.2f} GiB short")
-    return f"{why}{chose}; {fits}"
+    states = plan.get("optimizer_states")
+    placed = "" if states is None else \
+        f"; optimizer states on the {states['placement']} ({states['reason']})"
+    return f"{why}{chose}; {fits}{placed}"
 
 
 def _host_line(h: dict[str, Any]) -> str:

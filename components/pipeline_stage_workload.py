@@ -19,11 +19,12 @@ from workloads.layer_times import kernel_times_source
 from workloads.parallel import SCHEDULES, LayoutError, ModelShape, ParallelLayout, make_layout
 from workloads.network import Network
 from workloads.parallel.stage_planner import StageMemoryPlan, StageProblem, plan_stage
+from workloads.parallel.stage_states import place_optimizer_states
 from workloads.parallel.stage_stream import StageStream, UniformLayers, uniform_stage_stream
 from workloads.parallel.tensor import TP_GROUP, shard_transformer
 from workloads.model_states import ModelStatePlan, Placement
 from workloads.parallel.zero import DP_GROUP
-from workloads.parallel.zero_offload import final_gradient_ops
+from workloads.parallel.zero_offload import OFFLOAD_ZERO, final_gradient_ops
 from workloads.parallel.transformer_stages import (shard_plan, tied_head, transformer_blocks,
                                                    transformer_stage_stream)
 from workloads.plan import Plan
@@ -168,7 +169,9 @@ class PipelineStageWorkload(WorkloadSource):
               "each rank's 1/dp partition in pinned host memory, stepped by the host CPU on "
               "the model_states driver's port 'cpu'; needs a network and adam) or nvme "
               "(ZeRO-Infinity: that partition on the engine's SSDs, read into host memory "
-              "around the CPU's step)", choices=("gpu", "host", "nvme")),
+              "around the CPU's step) or auto (policy auto: on the GPU, unless no plan of the "
+              "stage fits with them there; then on the host, as host)",
+              choices=("gpu", "host", "nvme", "auto")),
         Param("delayed_update", "bool", False, "ZeRO-Offload's one-step delayed parameter "
               "update (optimizer_states host): the host CPU's step of the previous iteration "
               "overlaps this one"),
@@ -199,11 +202,15 @@ class PipelineStageWorkload(WorkloadSource):
                                  f"of {size} {p[size]} ranks (0 to {p[size] - 1})")
         self.uniform = UniformLayers(p["forward_time"], p["backward_time"], p["activation"])
         self.built: Optional[StageStream] = None
+        #: optimizer_states auto: the placement a stage no plan fits on the GPU tries
+        self.auto_host: Optional[Placement] = None
         self.placement = self._placement(name)
+        #: the GPU's memory the stage plans for under policy auto (None: unlimited)
+        self.capacity: Optional[int] = None
 
     def _placement(self, name: str) -> Optional[Placement]:
         """The model states' placement with the optimizer states off the GPU (None: on it),
-        checked: a network's stages, Adam, and at dp above 1 ZeRO 1 or 2."""
+        checked: a network's stages, Adam, and at dp above 1 ZeRO 1, 2 or 3."""
         p = self.params
         if p["optimizer_states"] == "gpu":
             if p["delayed_update"]:
@@ -215,18 +222,24 @@ class PipelineStageWorkload(WorkloadSource):
         if not p["network"]:
             raise ValueError(f"{where}: the chain of identical layers has no weights; give "
                              "a network")
-        if p["dp"] > 1 and p["zero"] not in (1, 2):
+        if p["dp"] > 1 and p["zero"] not in OFFLOAD_ZERO:
             raise ValueError(f"{where} with dp {p['dp']}: ZeRO-Offload keeps each rank's "
-                             f"partition of the optimizer states on its host: zero 1 or 2, "
+                             f"partition of the optimizer states on its host: zero 1, 2 or 3, "
                              f"not {p['zero']}")
-        placement = Placement(p["optimizer_states"], delayed_update=p["delayed_update"])
+        auto = p["optimizer_states"] == "auto"
+        if auto and p["policy"] != "auto":
+            raise ValueError(f"{where}: each stage's planner places them: it needs policy "
+                             f"auto, not {p['policy']}")
+        placement = Placement("host" if auto else p["optimizer_states"],
+                              delayed_update=p["delayed_update"])
         try:
             placement.check(p["optimizer"])
         except WorkloadError as exc:
             raise ValueError(f"{name} ({self.type_name()}): {exc}") from None
+        if auto:  # on the GPU until the stage's planner finds no plan fits there
+            self.auto_host = placement
+            return None
         return placement
-        #: the GPU's memory the stage plans for under policy auto (None: unlimited)
-        self.capacity: Optional[int] = None
 
     def _shape(self) -> ModelShape:
         """The model the layout is checked against: the chain's ``layers``, or the network's
@@ -332,11 +345,12 @@ class PipelineStageWorkload(WorkloadSource):
             if p["tp"] > 1:
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
-            # offloaded: the head's copy is stepped with the stage's other states, on the host
-            tied = tied_head(net, "none" if self.placement else p["optimizer"])
 
             def cut(plan: Plan, layout: ParallelLayout) -> StageStream:
                 transformer_blocks(plan)
+                # offloaded: the head's copy is stepped with the stage's other states, on
+                # the host
+                tied = tied_head(net, "none" if self.placement else p["optimizer"])
                 return transformer_stage_stream(plan, layout, p["stage"], self.name, tied,
                                                 shard, p["optimizer"], self.placement)
             if p["policy"] == "auto" and self.capacity is not None:
@@ -351,7 +365,21 @@ class PipelineStageWorkload(WorkloadSource):
 
     def _plan_memory(self, net: Network, cut: Any) -> StageStream:
         """Policy auto: the stage's own plan for its GPU's memory and the passes it holds at
-        once (:func:`~workloads.parallel.stage_planner.plan_stage`), kept for the summary."""
+        once (:func:`~workloads.parallel.stage_planner.plan_stage`), kept for the summary;
+        with optimizer_states auto, with its optimizer states where
+        :func:`~workloads.parallel.stage_states.place_optimizer_states` puts them."""
+        if self.auto_host is None:
+            made = self._plan_stage(net, cut)
+        else:
+            def plan_on(placement: Optional[Placement]) -> StageMemoryPlan:
+                self.placement = placement
+                return self._plan_stage(net, cut)
+            made, self.placement = place_optimizer_states(plan_on, self.auto_host)
+        _PLANNED.setdefault(self.sim, {})[id(made.built)] = made
+        return made.built
+
+    def _plan_stage(self, net: Network, cut: Any) -> StageMemoryPlan:
+        """The stage's plan with its model states where :attr:`placement` puts them."""
         assert self.capacity is not None
         problem = StageProblem(net, self.rendered_plan("none"), self.layout,
                                self.params["stage"], self.planner_kernel_ps(),
@@ -359,10 +387,8 @@ class PipelineStageWorkload(WorkloadSource):
                                                        self.params["dtype"]),
                                lambda c: self.rendered_plan("auto", c),
                                cut)
-        made = plan_stage(problem, self.capacity, f"{self.name}: stage "
+        return plan_stage(problem, self.capacity, f"{self.name}: stage "
                           f"{self.params['stage']} policy auto")
-        _PLANNED.setdefault(self.sim, {})[id(made.built)] = made
-        return made.built
 
     def memory_plan(self) -> Optional[StageMemoryPlan]:
         """Policy auto: the stage's memory plan (None under any other policy)."""

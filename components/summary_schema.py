@@ -406,7 +406,9 @@ PIPELINE_STAGE: tuple[Key, ...] = (
        "plans its memory\"): `in_flight` (passes held at once), `waiting` (passes held while "
        "another runs), `capacity_bytes`, `model_state_bytes`, `choices` (activations kept, "
        "offloaded, compressed, recomputed), `codec`, `predicted_pass_time_s`, `peak_bytes` (its "
-       "stream's allocations replayed), `fits`, `bytes_short`, `rounds`",
+       "stream's allocations replayed), `fits`, `bytes_short`, `rounds`; with "
+       "--optimizer-states auto `optimizer_states` (`placement`, gpu or host, where the "
+       "planner put them, and `reason`)",
        "with pipeline stages of a network under policy auto"),
 )
 

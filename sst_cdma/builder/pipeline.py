@@ -29,6 +29,7 @@ from sst_cdma.engine.param_words import Flag
 from workloads import WorkloadError, load_network
 from workloads.parallel import LayoutError, ModelShape, make_layout
 from workloads.parallel.tensor import shard_transformer, transformer_dims
+from workloads.parallel.zero_offload import OFFLOAD_ZERO
 
 __all__ = ["pipeline_parser", "build_pipeline", "in_flags"]
 
@@ -168,7 +169,8 @@ def _check_layout(o: argparse.Namespace) -> None:
 
 
 def _check_offload(o: argparse.Namespace) -> None:
-    """ZeRO-Offload on the stages: Adam, and at ``--dp`` above 1 ZeRO 1 or 2 (each rank's
+    """ZeRO-Offload on the stages: Adam, ``auto`` with ``--policy auto`` (each stage's
+    planner places them), and at ``--dp`` above 1 ZeRO 1, 2 or 3 (each rank's
     partition on its host), SSDs for the nvme tier (ZeRO-Infinity), a known SSD preset;
     ``--delayed-update`` needs it; a LayoutError naming the flags."""
     if o.nvme_preset not in SSDS:
@@ -179,6 +181,9 @@ def _check_offload(o: argparse.Namespace) -> None:
             raise LayoutError("--delayed-update overlaps the host CPU's optimizer step with "
                               "the next iteration: it needs --optimizer-states host")
         return
+    if o.optimizer_states == "auto" and o.policy != "auto":
+        raise LayoutError(f"--optimizer-states auto lets each stage's planner move them to "
+                          f"the host: it needs --policy auto, not {o.policy}")
     if o.optimizer != "adam":
         raise LayoutError(f"--optimizer-states {o.optimizer_states} runs the step on the host "
                           f"CPU, whose rate is measured for Adam: give --optimizer adam, not "
@@ -186,10 +191,10 @@ def _check_offload(o: argparse.Namespace) -> None:
     if o.optimizer_states == "nvme" and not o.nvme:
         raise LayoutError("--optimizer-states nvme needs an NVMe SSD to hold the states: the "
                           "hosts have none (give --nvme N, N >= 1)")
-    if o.dp > 1 and o.zero not in (1, 2):  # param names: in_flags makes them flags
+    if o.dp > 1 and o.zero not in OFFLOAD_ZERO:  # param names: in_flags makes them flags
         raise LayoutError(f"--optimizer-states {o.optimizer_states} with dp {o.dp} and "
                           f"zero {o.zero}: ZeRO-Offload keeps each rank's partition of the "
-                          "optimizer states on its host: give zero 1 or 2")
+                          "optimizer states on its host: give zero 1, 2 or 3")
 
 
 def node_of(o: argparse.Namespace) -> str:
@@ -394,6 +399,9 @@ def _system(o: argparse.Namespace) -> str:
     if o.optimizer_states == "nvme":
         return (f"{line}; optimizer states on the hosts' {o.nvme} SSD(s) each (ZeRO-Infinity: "
                 f"{part} read into host memory and stepped by {where})")
+    if o.optimizer_states == "auto":
+        return (f"{line}; optimizer states on the GPU, or on the hosts where a stage's plan "
+                f"does not fit with them there (ZeRO-Offload: {part} stepped by {where})")
     return f"{line}; optimizer states on the hosts (ZeRO-Offload: {part} stepped by {where})"
 
 

@@ -187,3 +187,24 @@ def test_the_405b_row_is_the_benchmarks_layout_and_the_6n_column_is_palms_count_
         attention = 12 * d.blocks * d.hidden * t
         published = float(row["MFU"].rstrip("%")) / 100
         assert row["counted as 6N"] == f"{published * six_n / (six_n + attention):.1%}"
+
+
+def test_zero_3_and_offload_each_lower_the_peak_and_offload_leaves_zero_3_s_dp_time():
+    rows = {(r["ZeRO"], r["optimizer states"]): r for r in _rows("zero")}
+    peak = {key: _numbers(r["peak GiB per stage, first to last"]) for key, r in rows.items()}
+    for s in range(2):
+        assert peak["0", "gpu"][s] > peak["1", "gpu"][s] > peak["3", "gpu"][s]
+        for z in ("1", "2", "3"):
+            # the optimizer-state shard leaves the GPU, to the host or the SSDs alike
+            assert peak[z, "host"][s] == peak[z, "nvme"][s] < peak[z, "gpu"][s]
+    for z in ("1", "2", "3"):
+        assert float(rows[z, "gpu"]["step ms"]) < float(rows[z, "host"]["step ms"]) < \
+            float(rows[z, "nvme"]["step ms"])
+        assert rows[z, "gpu"]["host CPU ms: step / its GPU's wait, per stage"] == "-" != \
+            rows[z, "host"]["host CPU ms: step / its GPU's wait, per stage"]
+    # ZeRO 3's passes run every dp collective wherever the states are
+    dp = {rows["3", where]["DP ms exposed / hidden, per stage"] for where in ("gpu", "host", "nvme")}
+    assert len(dp) == 1
+    room = {key: float(r["room on the fullest stage, GiB"]) for key, r in rows.items()}
+    assert max(room, key=room.__getitem__) in {("3", "host"), ("3", "nvme")}
+    assert rows["0", "gpu"]["runs out first"] == "stage 0"

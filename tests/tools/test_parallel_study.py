@@ -13,12 +13,13 @@ from sst_cdma.tools.parallel_study.published import NETWORKS, PUBLISHED, eq3_flo
 from sst_cdma.tools.parallel_study.runs import REPO, pipeline_run
 from sst_cdma.tools.parallel_study.stage_auto import stage_choices
 from sst_cdma.tools.parallel_study.switch import switch_run
+from sst_cdma.tools.parallel_study import zero
 from workloads import load_network
 from workloads.parallel.tensor import transformer_dims
 
 
 def test_the_tables_are_registered_once_each_and_a_second_registration_is_refused():
-    assert {"pipeline-depth", "schedules", "megatron"} <= set(TABLES)
+    assert {"pipeline-depth", "schedules", "megatron", "zero"} <= set(TABLES)
     with pytest.raises(ValueError, match="'schedules' is registered twice"):
         register("schedules", "again")(lambda: Table(("a",), ()))
     assert TABLES["schedules"].title.startswith("1F1B against GPipe")
@@ -127,3 +128,22 @@ def test_stage_choices_are_each_stages_planner_counts_and_none_without_a_plan():
                                       "recompute": (5, 1), "keep": (2, 9)}
     del summary["pipeline"]["stages"][1]["planner"]
     assert stage_choices(summary) == {}
+
+
+def test_the_zero_table_offloads_only_where_a_rank_has_a_partition_and_gives_nvme_drives():
+    assert (0, "gpu") in zero.ROWS and not [r for r in zero.ROWS if r[0] == 0 and r[1] != "gpu"]
+    assert {states for _, states in zero.ROWS} == {"gpu", "host", "nvme"}
+    nvme = zero.options(3, "nvme")
+    assert nvme[-6:] == ("--zero", "3", "--optimizer-states", "nvme", "--nvme", "2")
+    assert "--nvme" not in zero.options(1, "host") and "--dp" in zero.COMMON
+
+
+def test_the_zero_table_s_cells_are_each_stage_s_dp_and_host_times():
+    stages = [{"dp_comm_time_s": 0.0012, "dp_hidden_time_s": 0.0305,
+               "host": {"cpu_step_time_s": 0.049, "cpu_wait_time_s": 0.1928}},
+              {"dp_comm_time_s": 0.0002, "dp_hidden_time_s": 0.0343,
+               "host": {"cpu_step_time_s": 0.0484, "cpu_wait_time_s": 0.1085}}]
+    assert zero._dp_cell(stages) == "1.2 / 30.5, 0.2 / 34.3"
+    assert zero._host_cell(stages) == "49.0 / 192.8, 48.4 / 108.5"
+    del stages[1]["host"]  # states on the GPU: no host entry
+    assert zero._host_cell(stages) == "-"

@@ -92,3 +92,41 @@ def test_interleaved_tensor_and_data_parallel_stages_run_what_they_planned():
         assert plan["choices"]["keep"] < sum(plan["choices"].values())
     assert summary["pipeline"]["out_of_memory"] is None
     assert text.count(" plan: ") == 2
+
+
+#: gpt2_small over 2 P100 stages, 4 micro-batches of 36 x 1024 tokens: no plan of the last
+#: stage (its logits) fits with its optimizer states on the GPU; with them on its host it does
+SHORT_STATES = ("--network gpt2_small --gpu p100 --pp 2 --micro-batches 4 --batch 36 "
+                "--seq-len 1024 --policy auto")
+
+
+def test_a_stage_short_with_its_states_on_the_gpu_moves_them_to_its_host():
+    summary, text = run(SHORT_STATES + " --optimizer-states auto")
+    assert check_summary(summary) == []
+    p = summary["pipeline"]
+    assert p["out_of_memory"] is None
+    first, last = p["stages"]
+    # the first stage fits with them on the GPU and keeps them there, with no host step
+    assert first["planner"]["optimizer_states"]["placement"] == "gpu" and "host" not in first
+    # the last does not: on its host its plan fits, and the simulated GPU holds that plan
+    plan = last["planner"]
+    assert plan["optimizer_states"]["placement"] == "host" and plan["fits"]
+    assert plan["optimizer_states"]["reason"].endswith("on the host it fits")
+    assert last["peak_memory_bytes"] == plan["peak_bytes"] <= plan["capacity_bytes"]
+    assert last["host"]["gradients_to_host_bytes"] > 0
+    assert plan["model_state_bytes"] < first["planner"]["model_state_bytes"]
+    assert "optimizer states on the host (with them on the GPU no plan fits" in text
+    # the same layout with the states kept on the GPU: the last stage is short and runs out
+    on_gpu, _ = run(SHORT_STATES)
+    assert on_gpu["pipeline"]["out_of_memory"]["stage"] == 1
+    assert not on_gpu["pipeline"]["stages"][1]["planner"]["fits"]
+    assert "optimizer_states" not in on_gpu["pipeline"]["stages"][1]["planner"]
+
+
+def test_optimizer_states_auto_needs_policy_auto_in_one_line():
+    with pytest.raises(RunError) as info:
+        sst_cdma.run(PIPELINE, "--network gpt2_small --pp 2 --optimizer-states auto",
+                     console=io.StringIO())
+    text = str(info.value)
+    assert "--optimizer-states auto lets each stage's planner move them to the host: it " \
+        "needs --policy auto, not none" in text and "\n" not in text

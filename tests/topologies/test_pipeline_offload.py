@@ -144,6 +144,43 @@ def test_which_layouts_share_a_socket_across_replicas(node, tp, pp, dp, shared):
     assert replicas_share_hosts(node, tp, pp, dp) is shared
 
 
+def dp_moved(result, gpu: str) -> dict[str, int]:
+    """The bytes rank ``gpu`` put on the fabric over its dp group, by collective kind."""
+    port = result.results[f"{gpu}:collectives[0]"]
+    out: dict[str, int] = {}
+    for op, group, *_, nbytes, _, _ in port.collectives:
+        if group == "dp":
+            out[op] = out.get(op, 0) + nbytes
+    return out
+
+
+@pytest.mark.parametrize("dp", [2, 4])
+def test_zero_3_offload_moves_each_rank_s_shards_and_steps_1_over_dp(dp):
+    _, whole, _ = run("--pp 1")
+    result, summary, _ = run(f"--pp 1 --dp {dp} --zero 3")
+    on_gpu, gpu_summary, _ = run(f"--pp 1 --dp {dp} --zero 3 --optimizer-states gpu")
+    alone = states_of(whole, "gpu0")
+    params = alone["gradients_to_host_bytes"] // 2  # the stage's float16 gradients, all
+    for g in summary["gpus"]:
+        mine = g["model_states"]
+        # the rank's gradient shards go to the host and its 16-bit shards come back: 1/dp
+        # of the stage's, each layer padded to dp parts (at most dp - 1 elements for each of
+        # gpt2_small's fewer than 100 weighted layers)
+        assert mine["gradients_to_host_bytes"] == mine["weights_to_gpu_bytes"]
+        shard = mine["gradients_to_host_bytes"] // 2
+        assert params <= dp * shard <= params + 100 * (dp - 1)
+        # the CPU steps the shard alone in its share of the whole stage's time
+        assert mine["cpu_step_alone_s"] == pytest.approx(
+            alone["cpu_step_alone_s"] * shard / params, rel=1e-6)
+        # ZeRO 3's passes move the same bytes as with the states on the GPU (replica 0 alone
+        # simulated there: its twins are identical): nothing is gathered after the host's step
+        assert dp_moved(result, g["gpu"]) == dp_moved(on_gpu, "gpu0-pp0-dp0")
+        assert set(dp_moved(result, g["gpu"])) == {"all_gather", "reduce_scatter"}
+    # the optimizer states' shard leaves the GPU
+    assert summary["pipeline"]["stages"][0]["peak_memory_bytes"] < \
+        gpu_summary["pipeline"]["stages"][0]["peak_memory_bytes"]
+
+
 def test_the_delayed_update_is_never_slower():
     _, now, _ = run("--pp 2 --dp 2 --zero 1")
     _, delayed, _ = run("--pp 2 --dp 2 --zero 1 --delayed-update")

@@ -34,7 +34,7 @@ from ..stream_schema import COLLECTIVE_WAIT, StreamOp, StreamTensor
 from ..vdnn import weight_name
 from .zero import DP_GROUP, FsdpUnit, fsdp_units
 
-__all__ = ["Passes", "gathered_name", "unit_grad_name", "stage_units", "unit_buffers",
+__all__ = ["Passes", "gathered_name", "unit_grad_name", "is_unit_grad", "stage_units", "unit_buffers",
            "fsdp_pass", "zero3_passes"]
 
 #: (micro-batch, chunk) -> its forward span's ops and its backward span's
@@ -49,6 +49,11 @@ def gathered_name(unit: str) -> str:
 def unit_grad_name(unit: str) -> str:
     """The buffer unit ``unit``'s gradients land in before their reduce-scatter."""
     return f"{unit}:fsdp_dw"
+
+
+def is_unit_grad(tensor: str) -> bool:
+    """True when ``tensor`` is an FSDP unit's gradient buffer (:func:`unit_grad_name`)."""
+    return tensor.endswith(":fsdp_dw")
 
 
 @dataclass(frozen=True)

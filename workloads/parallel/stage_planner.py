@@ -164,6 +164,9 @@ class StageMemoryPlan:
     rounds: int
     planned: bool
     built: StageStream = field(repr=False)
+    #: with the optimizer states placed by the planner (``optimizer_states`` ``auto``): where
+    #: it put them and why (:func:`~workloads.parallel.stage_states.place_optimizer_states`)
+    states_choice: Optional[dict[str, str]] = None
 
     @property
     def short_bytes(self) -> int:
@@ -183,7 +186,8 @@ class StageMemoryPlan:
                 "choices": self.counts(),
                 "predicted_pass_time_s": self.predicted_pass_ps * 1e-12,
                 "peak_bytes": self.peak_bytes, "fits": self.fits,
-                "bytes_short": self.short_bytes, "rounds": self.rounds}
+                "bytes_short": self.short_bytes, "rounds": self.rounds,
+                **({"optimizer_states": dict(self.states_choice)} if self.states_choice else {})}
 
 
 def stage_peak(built: StageStream) -> int:

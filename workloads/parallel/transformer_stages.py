@@ -395,7 +395,27 @@ def _zero_states(tensors: dict[str, StreamTensor], update: Sequence[StreamOp], d
             if step is not None:
                 op = replace(op, flops=step.flops * shard, dram=step.dram_bytes(shard, dtype))
         ops.append(op)
+    if zero == 3:
+        _shard_unstepped(out, tensors, {op.name for op in ops if op.op == "compute"}, dp,
+                         dtype, optimizer)
     return out, ops
+
+
+def _shard_unstepped(out: dict[str, StreamTensor], tensors: Mapping[str, StreamTensor],
+                     stepped: Collection[str], dp: int, dtype: str, optimizer: str) -> None:
+    """At ZeRO 3: the weights and weight gradients of the layers no step kernel of the
+    stage updates (their optimizer states on the host, ZeRO-Offload's) resized in ``out``
+    to their 1/dp shards, as a stepped layer's are."""
+    from ..vdnn import weight_name
+
+    for t in tensors.values():
+        layer = t.layer
+        if t.kind != "weight" or not layer or t.name != weight_name(layer) or \
+                layer in stepped or wgrad_name(layer) not in tensors:
+            continue
+        held = model_state_bytes(t.bytes // itemsize(dtype), dp, 3, dtype, optimizer)
+        out[t.name] = replace(out[t.name], bytes=held.weights)
+        out[wgrad_name(layer)] = replace(out[wgrad_name(layer)], bytes=held.gradients)
 
 
 def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTensor],
@@ -619,11 +639,11 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     states = states | {t.name for t in buffers}
     declared_here = {t.name: t for t in extra + _declarations(
         plan, prologue + update + epilogue, states, layout.micro_batches)}
-    declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
-                                                plan.dtype, optimizer, overlapped)
     host_states, update, gathers, epilogue = _host_step(
         placement, declared_here, [n for c in mine for n in c.layers], layout, plan.dtype,
         optimizer, update, epilogue)
+    declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
+                                                plan.dtype, optimizer, overlapped)
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + gathers + epilogue
     tensors = {t.name: declared_here.get(t.name, t)
@@ -655,9 +675,11 @@ def _host_step(placement: Optional["Placement"], declared: dict[str, StreamTenso
                update: list[StreamOp], epilogue: list[StreamOp]
                ) -> tuple[Optional["ModelStatePlan"], list[StreamOp], list[StreamOp],
                           list[StreamOp]]:
-    """With ``placement`` offloading the optimizer states: the rank's buckets, the update
-    with the gradients' reduce-scatters, the weights' all-gathers and the epilogue (in the
-    update phase after them); otherwise no buckets and the ops as they are."""
+    """With ``placement`` offloading the optimizer states: the rank's buckets (of the
+    layers' whole parameters, ``declared`` unsharded), the update with the gradients'
+    reduce-scatters, the weights' all-gathers and the epilogue (in the update phase after
+    them; at ZeRO 3 neither collective: the passes run them); otherwise no buckets and the
+    ops as they are."""
     if placement is None or not placement.offloaded:
         return None, update, [], epilogue
     weighted = _weighted(declared, layers, dtype)

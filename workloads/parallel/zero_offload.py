@@ -30,25 +30,37 @@ from ..dtypes import itemsize
 from ..errors import WorkloadError
 from ..model_states import (DEEPSPEED_BUCKET_ELEMENTS, ModelStatePlan, Placement, StateBucket,
                             bucket_name)
-from ..stream_schema import StreamOp
+from ..stream_schema import COLLECTIVE_WAIT, StreamOp
 from ..vdnn import OPTIMIZERS, weight_name, wgrad_name
+from .fsdp_stage import is_unit_grad
 from .zero import DP_GROUP
 
-__all__ = ["partition", "stage_state_plan", "offload_collectives", "final_gradient_ops"]
+__all__ = ["OFFLOAD_ZERO", "partition", "stage_state_plan", "offload_collectives",
+           "final_gradient_ops"]
+
+#: the ZeRO stages whose optimizer states may leave for the host with dp above 1: each rank
+#: keeps its partition there (DeepSpeed's ``offload_optimizer`` at stages 1, 2 and 3)
+OFFLOAD_ZERO = (1, 2, 3)
 
 
 def partition(params: int, dp: int, zero: int) -> int:
-    """Parameters of one rank's partition of ``params``: ``ceil(params / dp)`` at ZeRO 1 or 2
-    with ``dp`` above 1 (the flat buffer cut in ``dp`` equal parts), else all of them."""
-    return -(-params // dp) if zero in (1, 2) and dp > 1 else params
+    """Parameters of one rank's partition of ``params``: ``ceil(params / dp)`` at ZeRO 1, 2
+    or 3 with ``dp`` above 1 (the flat buffer, or at ZeRO 3 the parameter, cut in ``dp``
+    equal parts), else all of them."""
+    return -(-params // dp) if zero in OFFLOAD_ZERO and dp > 1 else params
 
 
 def _bucket(index: int, layers: Sequence[tuple[str, int]], dtype: str, optimizer: str,
             dp: int, zero: int) -> StateBucket:
-    """Bucket ``index`` of ``layers`` ((layer, parameters) pairs), the rank's partition."""
+    """Bucket ``index`` of ``layers`` ((layer, parameters) pairs), the rank's partition: at
+    ZeRO 1-2 of the bucket's flat buffer, at ZeRO 3 each layer's own (the shards the GPU
+    holds)."""
     step = OPTIMIZERS[optimizer]
     assert step is not None, "the host CPU steps Adam: checked by the placement"
-    shard = partition(sum(params for _, params in layers), dp, zero)
+    if zero == 3:
+        shard = sum(partition(params, dp, zero) for _, params in layers)
+    else:
+        shard = partition(sum(params for _, params in layers), dp, zero)
     size = shard * itemsize(dtype)
     names = tuple(layer for layer, _ in layers)
     return StateBucket(bucket_name(index), names, tuple(wgrad_name(n) for n in names), shard,
@@ -89,14 +101,18 @@ def offload_collectives(weighted: Sequence[tuple[str, int]], dp: int, zero: int
     layers (forward order): each weight gradient reduce-scattered in place over the dp group
     (backward order, after the last backward pass: its partition then leaves for the host),
     and each weight all-gathered in place (forward order, once every partition is stepped
-    and back on the GPU); both empty with ``dp`` 1. The bytes are each whole buffer's
-    (nccl-tests' convention, as :func:`~workloads.parallel.transformer_stages.
-    with_dp_collectives` counts them)."""
-    if dp == 1:
+    and back on the GPU); both empty with ``dp`` 1, and at ZeRO 3, whose passes
+    reduce-scatter the gradients and gather the weights where they are used
+    (:mod:`~workloads.parallel.fsdp_stage`: DeepSpeed's stage 3 copies each rank's stepped
+    16-bit partition back, ``_reassign_or_swap_out_partitioned_parameters``, and gathers
+    nothing after its ``step()``). The bytes are each whole buffer's (nccl-tests'
+    convention, as :func:`~workloads.parallel.transformer_stages.with_dp_collectives`
+    counts them)."""
+    if dp == 1 or zero == 3:
         return [], []
-    if zero not in (1, 2):
+    if zero not in OFFLOAD_ZERO:
         raise WorkloadError(f"zero {zero} with dp {dp}: ZeRO-Offload keeps each rank's "
-                            "partition of the optimizer states on its host: zero 1 or 2")
+                            "partition of the optimizer states on its host: zero 1, 2 or 3")
     scatters = [StreamOp("reduce_scatter", wgrad_name(layer), "update", group=DP_GROUP)
                 for layer, _ in reversed(list(weighted))]
     gathers = [StreamOp("all_gather", weight_name(layer), "update", group=DP_GROUP)
@@ -107,10 +123,13 @@ def offload_collectives(weighted: Sequence[tuple[str, int]], dp: int, zero: int
 def final_gradient_ops(ops: Sequence[StreamOp], plan: ModelStatePlan) -> dict[int, tuple[str, ...]]:
     """Where each of ``plan``'s weight gradients is final in ``ops`` (a stage's ops in its
     schedule's order): index -> the gradients whose partition may leave for the host once
-    that op has ended. With its reduce-scatter in ``ops`` (dp above 1) a gradient is final
-    after it; else after the last kernel writing it (the last micro-batch's backward), and
-    one no kernel writes (a tied head's copy, whose gradient the head's kernel accumulates
-    elsewhere) after the stage's last backward kernel."""
+    that op has ended. With its reduce-scatter in ``ops`` (ZeRO 1-2, dp above 1) a gradient
+    is final after it; at ZeRO 3 after the wait for the reduce-scatter of the FSDP unit's
+    gradient buffer that follows its last kernel (:func:`_unit_scatter_waits`: the last
+    micro-batch's reduction into the rank's shard, DeepSpeed's gradient-accumulation boundary
+    in ``partition_grads``); else after the last kernel writing it (the last micro-batch's
+    backward), and one no kernel writes (a tied head's copy, whose gradient the head's kernel
+    accumulates elsewhere) after the stage's last backward kernel."""
     wanted = [w for b in plan.buckets for w in b.wgrads]
     scattered = {op.name: i for i, op in enumerate(ops)
                  if op.op == "reduce_scatter" and op.name in wanted}
@@ -124,10 +143,25 @@ def final_gradient_ops(ops: Sequence[StreamOp], plan: ModelStatePlan) -> dict[in
         for t in op.writes:
             if t in wanted:
                 last[t] = i
+    unit_waits = _unit_scatter_waits(ops)
     out: dict[int, list[str]] = {}
     for w in wanted:
         at = scattered.get(w, last.get(w, backward_end))
         if at < 0:
             raise WorkloadError(f"gradient {w}: the stage runs no backward kernel to make it")
+        if w not in scattered:
+            at = next((wait for scatter, wait in unit_waits if scatter > at), at)
         out.setdefault(at, []).append(w)
     return {i: tuple(ws) for i, ws in out.items()}
+
+
+def _unit_scatter_waits(ops: Sequence[StreamOp]) -> list[tuple[int, int]]:
+    """Each asynchronous reduce-scatter of an FSDP unit's gradient buffer in ``ops`` (ZeRO
+    3) with the ``collective_wait`` that ends it: (its index, the wait's index), in order."""
+    out = []
+    for i, op in enumerate(ops):
+        if op.op == "reduce_scatter" and op.async_ and is_unit_grad(op.name):
+            wait = next(k for k in range(i + 1, len(ops))
+                        if ops[k].op == COLLECTIVE_WAIT and ops[k].name == op.name)
+            out.append((i, wait))
+    return out

@@ -5,7 +5,7 @@ below; adding one is that function and its block in EVALUATION.md."""
 from __future__ import annotations
 
 # each module registers its tables
-from . import depth, published, schedules, stage_auto, switch  # noqa: F401
+from . import depth, published, schedules, stage_auto, switch, zero  # noqa: F401
 from .cli import main
 from .registry import TABLES, StudyTable, Table, markdown, register
 

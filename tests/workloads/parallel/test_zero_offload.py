@@ -36,9 +36,18 @@ def stage(pp: int, dp: int, zero: int, s: int = 0, m: int = 2):
                                     HOST)
 
 
-def test_partition_is_the_padded_share_at_zero_1_and_2_only():
-    assert partition(10, 4, 1) == 3 and partition(12, 4, 2) == 3
+def test_partition_is_the_padded_share_at_zero_1_2_and_3_only():
+    assert partition(10, 4, 1) == 3 and partition(12, 4, 2) == 3 and partition(10, 4, 3) == 3
     assert partition(10, 4, 0) == 10 and partition(10, 1, 1) == 10
+
+
+def test_a_zero_3_bucket_holds_each_layer_s_shard():
+    # ZeRO 3 partitions each parameter (DeepSpeed pads each to dp parts), ZeRO 1-2 the flat
+    # buffer: 3 + 3 against ceil(20 / 4) = 5
+    weighted = [("a", 10), ("b", 10)]
+    (z3,) = stage_state_plan(weighted, DTYPE, "adam", HOST, 4, 3).buckets
+    (z1,) = stage_state_plan(weighted, DTYPE, "adam", HOST, 4, 1).buckets
+    assert z3.params == 6 and z3.grad_bytes == z3.weight_bytes == 12 and z1.params == 5
 
 
 @pytest.mark.parametrize("dp", [1, 2, 4, 8])
@@ -70,7 +79,9 @@ def test_collectives_around_the_host_step():
     assert [(op.op, op.name) for op in gathers] == \
         [("all_gather", weight_name("a")), ("all_gather", weight_name("b"))]
     assert offload_collectives(weighted, 1, 0) == ([], [])
-    with pytest.raises(WorkloadError, match="zero 1 or 2"):
+    # ZeRO 3's passes gather and reduce-scatter: nothing runs around the host's step
+    assert offload_collectives(weighted, 4, 3) == ([], [])
+    with pytest.raises(WorkloadError, match="zero 1, 2 or 3"):
         offload_collectives(weighted, 4, 0)
 
 
@@ -111,3 +122,46 @@ def test_a_stage_s_stream_moves_its_partition(dp, zero):
             assert not any(w in later.writes for later in ops[at + 1:] for w in ws)
         else:
             assert op.op == "reduce_scatter" and ws == (op.name,)
+
+
+@pytest.mark.parametrize("s", [0, 1])
+def test_a_zero_3_stage_moves_its_shards_and_gathers_nothing_after_the_step(s):
+    dp, m = 4, 2
+    built = stage(2, dp, 3, s, m=m)
+    unsharded = stage(2, 1, 0, s, m=m).stream.tensors
+    ops, tensors = built.stream.ops, built.stream.tensors
+    plan = built.model_states
+    assert plan is not None
+    weights = {t.layer: t.bytes // 2 for t in unsharded.values()
+               if t.kind == "weight" and t.name == weight_name(t.layer)}
+    # each layer's weights and gradients on the GPU are its 1/dp shard, no state is there,
+    # and the host's buckets hold exactly those shards
+    for layer, params in weights.items():
+        assert tensors[weight_name(layer)].bytes == tensors[wgrad_name(layer)].bytes == \
+            2 * -(-params // dp)
+    assert not [t for t in tensors.values() if t.kind == "state"]
+    assert sum(b.params for b in plan.buckets) == sum(-(-p // dp) for p in weights.values())
+    assert not [op for op in ops if op.op == "compute" and op.phase == "update"]
+    # the only dp collectives are the passes' (FSDP units'); none after the step
+    assert not [op for op in ops if op.phase == "update" and op.group == "dp"]
+    assert gathers_after(ops, built.after_states) == []
+    # a gradient is final when the last micro-batch's reduce-scatter of its unit has ended
+    final = final_gradient_ops(list(ops), plan)
+    grads = {w for b in plan.buckets for w in b.wgrads}
+    assert sorted(w for ws in final.values() for w in ws) == sorted(grads)
+    for at, ws in final.items():
+        op = ops[at]
+        assert op.op == "collective_wait" and op.name.endswith(":fsdp_dw")
+        scatter = max(i for i in range(at) if ops[i].op == "reduce_scatter"
+                      and ops[i].name == op.name)
+        # the last micro-batch's, after the last kernel writing each gradient (a tied
+        # head's copy, which no kernel writes, after the last backward kernel)
+        assert not any(k.op == "reduce_scatter" and k.name == op.name for k in ops[at + 1:])
+        for w in ws:
+            writes = [i for i, k in enumerate(ops) if k.op == "compute" and w in k.writes]
+            assert not writes or max(writes) < scatter
+
+
+def gathers_after(ops, after: int) -> list:
+    """The all-gathers among the ``after`` ops that wait for the host."""
+    return [op for op in ops[len(ops) - after:] if op.op == "all_gather"]
