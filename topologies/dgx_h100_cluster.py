@@ -2,7 +2,8 @@
 NICs, one per GPU) on a rail-optimized NDR fabric, training a transformer split tp x pp x dp
 in Megatron's rank order: each pipeline stage's tp GPUs run one tensor-parallel rank's shard
 with its collectives, stages hand activations over the NICs where they sit on different
-nodes, and each stage's gradients are reduced over its dp group (ZeRO 0-2). One
+nodes, and each stage's gradients are reduced over its dp group (ZeRO 0-3), in bfloat16
+unless --dtype says otherwise. One
 data-parallel replica is simulated (the others are identical; --simulate-every-rank for all),
 every rank reported (docs/parallel.md, "The cluster topology").
 

@@ -8,6 +8,7 @@ running one tensor-parallel rank's shard, their collectives on one ``cdma.Cluste
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import re
 from typing import Any, Optional, Sequence
 
@@ -54,16 +55,31 @@ NETWORK_OPTIONS: tuple[ElementOption, ...] = (
     ElementOption("--optimizer-states", STAGE, "optimizer_states"),
     ElementOption("--delayed-update", STAGE, "delayed_update"),
 )
+#: the element type a cluster topology's stages train in unless --dtype says: bfloat16, as
+#: large-model training on A100s and H100s runs (Llama 3's 405B: BF16 MFU, "The Llama 3 Herd
+#: of Models", arXiv 2407.21783, Table 4; EVALUATION.md, "Llama 3 405B against its published
+#: MFU"); the pipeline topology keeps the element's own default
+CLUSTER_DTYPE = "bfloat16"
 #: the options of the chain of identical layers, which a network's stages do not take
 CHAIN_ONLY = ("layers", "forward_time", "backward_time", "activation")
 
 
-def pipeline_parser(prog: str, gpu: str) -> ModelOptionParser:
+def network_options(cluster: bool) -> tuple[ElementOption, ...]:
+    """The options of a transformer's stages: on a cluster topology ``--dtype`` defaults to
+    :data:`CLUSTER_DTYPE`."""
+    if not cluster:
+        return NETWORK_OPTIONS
+    return tuple(replace(opt, default=CLUSTER_DTYPE) if opt.flag == "--dtype" else opt
+                 for opt in NETWORK_OPTIONS)
+
+
+def pipeline_parser(prog: str, gpu: str, cluster: bool = False) -> ModelOptionParser:
     """The pipeline topology's options: the stages' and ports' params
-    (:data:`~sst_cdma.builder.model_options.PIPELINE_OPTIONS`) and the GPU preset."""
+    (:data:`~sst_cdma.builder.model_options.PIPELINE_OPTIONS`) and the GPU preset; a
+    cluster's (``cluster``) train in :data:`CLUSTER_DTYPE` unless ``--dtype`` says."""
     p = ModelOptionParser(prog=prog, description="pipeline-parallel stages model options",
                           allow_abbrev=False)
-    add_element_options(p, PIPELINE_OPTIONS + NETWORK_OPTIONS)
+    add_element_options(p, PIPELINE_OPTIONS + network_options(cluster))
     p.add_argument("--algorithm", default="zvc", choices=ALGORITHMS,
                    help="with --network: the codec of each stage's DMA engine, which offloads "
                         "what --policy moves (none: a plain copy engine, vDNN) (default: zvc, "
@@ -331,7 +347,7 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str, gpu: str = "hopper"
     those nodes: its GPUs, a fabric always, and the stages' messages over the NICs where
     neighbouring stages sit on different nodes (docs/parallel.md, "The cluster
     topology")."""
-    parser = pipeline_parser(prog, NODES[cluster].gpu if cluster else gpu)
+    parser = pipeline_parser(prog, NODES[cluster].gpu if cluster else gpu, bool(cluster))
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
     o.cluster = cluster
