@@ -167,3 +167,20 @@ def test_a_twin_s_record_names_the_twin_s_elements_and_tp_rank():
 def test_a_malformed_twin_is_one_line(text):
     with pytest.raises(ValueError, match="is not 'SIM TWIN T \\[SIMHOST TWINHOST\\]'"):
         parse_tp_twins(text)
+
+
+def test_the_output_files_are_a_run_of_every_rank_s_but_the_system_line(tmp_path):
+    opts = f"{GPT2} --tp 4 --pp 2"
+    consoles = []
+    for name, extra in (("one", ""), ("every", " --simulate-every-rank")):
+        console = io.StringIO()
+        sst_cdma.run(PIPELINE, opts + extra, output_directory=tmp_path / name, console=console)
+        consoles.append(console.getvalue().splitlines())
+    one, every = tmp_path / "one", tmp_path / "every"
+    assert (one / "trace.json").read_bytes() == (every / "trace.json").read_bytes()
+    lines = [(d / "summary.json").read_text(encoding="utf-8").splitlines() for d in (one, every)]
+    differ = [(a, b) for a, b in zip(*lines) if a != b]
+    assert len(lines[0]) == len(lines[1]) and len(differ) == 1
+    assert differ[0][0].strip().startswith('"system": ') and "twins copied" in differ[0][0]
+    assert [a for a, b in zip(*consoles) if a != b] == [consoles[0][1]]
+    assert consoles[0][1].startswith("system:") and len(consoles[0]) == len(consoles[1])
