@@ -1,5 +1,6 @@
 """Wall time and peak memory of the DGX H100 cluster topology at scale, one data-parallel
-replica simulated (docs/parallel.md, "Symmetry" and "The cluster topology"): Llama 3 70B on
+replica simulated and of each of its stages the tensor-parallel rank 0 (docs/parallel.md,
+"Symmetry" and "The cluster topology"): Llama 3 70B on
 512 GPUs (tp 8, pp 4, dp 16, 16 micro-batches) and Llama 3 405B on 16,384 GPUs (tp 8, pp 16,
 dp 128, the layout its authors trained it with), each in a fresh process of its own so that
 its peak memory is its own.

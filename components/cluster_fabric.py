@@ -18,7 +18,10 @@ with the ranks that wait, the op and the ranks that never issued it.
 With ``representative`` only data-parallel replica 0 is on the ports (ports ``gpuR``, R its
 global rank): a group's collective completes once its simulated members have issued it, priced
 over the whole group on the ranks' real placement; the other replicas are identical, so they
-arrive at the same time (docs/parallel.md, "Symmetry").
+arrive at the same time (docs/parallel.md, "Symmetry"). With ``tp_representative`` only each
+stage's tensor-parallel rank 0 is on the ports (of replica 0, or of every replica): a tp
+group's collective completes at that rank's arrival, priced over the whole group; the stage's
+other tp ranks run the same stream, and their own groups (dp, pp) are priced for none.
 
 With rank N's network card on port ``nicN`` (``cdma.NIC``), the network phase of each of its
 collectives also runs as a flow on that card and its GPU's link to the PCIe switch they share
@@ -125,6 +128,10 @@ class ClusterFabric(Component):
               "(ports gpuR, R its global rank): each collective is priced for its whole group "
               "on the ranks' real placement and completes at the replica's arrival, the other "
               "replicas being identical (needs dp; docs/parallel.md, \"Symmetry\")"),
+        Param("tp_representative", "bool", False, "only tensor-parallel rank 0 of each stage "
+              "(of each replica on the ports) is on the ports: a tp group's collective "
+              "completes at that rank's arrival, priced for the whole group, the stage's other "
+              "tp ranks running the same stream (docs/parallel.md, \"Symmetry\")"),
     )
     PORTS = (Port("gpu%d", "rank N's GPU (its cdma.CollectivePort): ports gpu0 .. gpuN-1, "
                   "one per rank"),
@@ -180,7 +187,7 @@ class ClusterFabric(Component):
                          if port.startswith("gpu"))
         if not numbers:
             raise ValueError(f"{self.name} ({self.type_name()}): no GPU on its gpuN ports")
-        if self.params["representative"]:
+        if self._represents():
             return {i: self.connected_link(f"gpu{i}", self._arrivals_of(i)) for i in numbers}
         if numbers != list(range(len(numbers))):
             missing = sorted(set(range(numbers[-1] + 1)) - set(numbers))
@@ -189,33 +196,47 @@ class ClusterFabric(Component):
         return {i: self.connected_link(f"gpu{i}", self._arrivals_of(i))
                 for i in range(len(numbers))}
 
+    def _represents(self) -> bool:
+        """Whether the ports hold some ranks for others (``representative`` or
+        ``tp_representative``)."""
+        return bool(self.params["representative"] or self.params["tp_representative"])
+
     def _world(self) -> int:
-        """The layout's ranks: the GPUs on the ports, or with ``representative`` tp x pp x
-        dp (dp given)."""
+        """The layout's ranks: the GPUs on the ports, or with ``representative`` or
+        ``tp_representative`` tp x pp x dp (dp given)."""
         p = self.params
-        if not p["representative"]:
+        if not self._represents():
             return len(self.links)
         if not p["dp"]:
-            raise ValueError(f"{self.name} ({self.type_name()}): representative needs the "
-                             "layout's dp (the replicas not on the ports)")
+            what = "representative" if p["representative"] else "tp_representative"
+            raise ValueError(f"{self.name} ({self.type_name()}): {what} needs the "
+                             "layout's dp (the ranks not on the ports)")
         return p["tp"] * p["pp"] * p["dp"]
 
     def _check_replica(self) -> None:
-        """With ``representative``: the ports are exactly data-parallel replica 0's ranks."""
+        """With ``representative`` or ``tp_representative``: the ports are exactly the
+        simulated ranks (replica 0's, or every replica's; each stage's tp rank 0, or all)."""
         p = self.params
-        if not p["representative"]:
+        if not self._represents():
             return
         tp, dp = p["tp"], p["dp"]
-        want = [t + s * tp * dp for s in range(p["pp"]) for t in range(tp)]
+        replicas = 1 if p["representative"] else dp
+        tps = 1 if p["tp_representative"] else tp
+        want = sorted(t + tp * d + s * tp * dp for s in range(p["pp"])
+                      for d in range(replicas) for t in range(tps))
         if sorted(self.links) != want:
             odd = sorted(set(self.links) ^ set(want))[0]
-            raise ValueError(f"{self.name} ({self.type_name()}): representative: the ports "
-                             f"must be replica 0's ranks ({ranks_text(want)}), but gpu{odd} "
+            what = " and ".join(k for k in ("representative", "tp_representative") if p[k])
+            whose = ("replica 0's ranks" if tps == tp else
+                     "tp rank 0 of each stage" + (" of replica 0" if replicas < dp else ""))
+            raise ValueError(f"{self.name} ({self.type_name()}): {what}: the ports must be "
+                             f"{whose} ({ranks_text(want)}), but gpu{odd} "
                              f"is {'connected' if odd in self.links else 'not connected'}")
 
     def members(self, kind: str, index: int) -> tuple[int, ...]:
         """The simulated members of group ``index`` of ``kind``: all its ranks, or with
-        ``representative`` those of replica 0 (one rank of a dp group)."""
+        ``representative`` those of replica 0 (one rank of a dp group), with
+        ``tp_representative`` its tp rank 0 (one rank of a tp group)."""
         key = (kind, index)
         out = self.simulated.get(key)
         if out is None:
@@ -238,7 +259,7 @@ class ClusterFabric(Component):
         except ClusterError as exc:
             raise ValueError(f"{self.name} ({self.type_name()}): {exc}") from None
         if self._world() > cluster.gpus:
-            what = "ranks" if p["representative"] else "GPUs on its ports"
+            what = "ranks" if self._represents() else "GPUs on its ports"
             raise ValueError(f"{self.name} ({self.type_name()}): {self._world()} {what}, but "
                              f"nodes={p['nodes']} of {p['node']} hold {cluster.gpus}")
         return cluster

@@ -59,6 +59,9 @@ class PipelineStageResult:
     host: dict[str, Any] = field(default_factory=dict)
     #: policy auto: what the stage's planner chose and why (None under other policies)
     planner: Optional[dict[str, Any]] = None
+    #: a tp rank not simulated: the GPU of its stage's simulated tp rank, whose record this
+    #: is a copy of (components/rank_twins.py); "" for a simulated GPU's own
+    twin_of: str = ""
 
 
 def pipeline_fields(stages: Sequence[PipelineStageResult],
@@ -116,11 +119,11 @@ def throughput(r: PipelineStageResult, step_ps: int) -> dict[str, float]:
 
 def rank_entries(stages: Sequence[PipelineStageResult]) -> list[dict[str, Any]]:
     """Every rank of the layout, in rank order (tp fastest, then dp, then pp): its
-    coordinates and the simulated GPU its figures are (its own, or its dp-0 twin's when only
-    that replica ran)."""
+    coordinates and the simulated GPU its figures are (its own, its dp-0 twin's when only
+    that replica ran, its stage's tp rank 0's when only that tp rank ran)."""
     first = stages[0]
     tp, pp, dp = first.tp, first.pp, first.dp
-    ran = {(r.stage, r.dp_rank, r.tp_rank): r.gpu for r in stages}
+    ran = {(r.stage, r.dp_rank, r.tp_rank): r.twin_of or r.gpu for r in stages}
     return [{"rank": t + d * tp + s * tp * dp, "tp": t, "pp": s, "dp": d,
              "gpu": ran.get((s, d, t)) or ran[(s, 0, t)]}
             for s in range(pp) for d in range(dp) for t in range(tp)]
@@ -216,9 +219,7 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
         lines.append(f"  {p['tokens_per_s']:,.0f} tokens/s, MFU {p['mfu']:.1%}")
     if "ranks" in p:
         ran = len({entry["gpu"] for entry in p["ranks"]})
-        lines.append(f"  {len(p['ranks'])} ranks, {ran} simulated" + (
-            " (one data-parallel replica; the others are its twins)"
-            if ran < len(p["ranks"]) else ""))
+        lines.append(f"  {len(p['ranks'])} ranks, {ran} simulated" + _twins_note(p, ran))
     held = "micro-batch(es)" if p["vpp"] == 1 else "(micro-batch, chunk) passes"
     oom = p["out_of_memory"]
     if oom is not None:
@@ -253,6 +254,20 @@ def pipeline_lines(p: dict[str, Any]) -> list[str]:
                      f"; stage {worst['stage']} is the most short, by "
                      f"{worst['planner']['bytes_short'] / 2**30:.2f} GiB")
     return lines
+
+
+def _twins_note(p: Mapping[str, Any], ran: int) -> str:
+    """What the simulated ranks stand for: one replica, each stage's tp rank 0, or both."""
+    if ran == len(p["ranks"]):
+        return ""
+    own = [e for e in p["ranks"] if e["gpu"].startswith(f"gpu{e['rank']}-")]
+    one_tp = p.get("tp", 1) > 1 and all(e["tp"] == 0 for e in own)
+    one_replica = all(e["dp"] == 0 for e in own)
+    if one_tp and one_replica:
+        return " (tp rank 0 of each stage of one data-parallel replica; the others are its twins)"
+    if one_tp:
+        return " (tp rank 0 of each stage of every replica; the other tp ranks are its twins)"
+    return " (one data-parallel replica; the others are its twins)"
 
 
 def planner_line(stage: int, plan: Mapping[str, Any]) -> str:

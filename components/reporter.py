@@ -15,6 +15,7 @@ from sst_cdma.engine.element import Component, Param
 
 from .console import console_summary
 from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
+from . import rank_twins
 from .summary import SystemResults, compose_summary
 from .trace import chrome_trace, parallel_records
 
@@ -39,6 +40,10 @@ class Reporter(Component):
               why_minimum="at least the node simulated"),
         Param("node_strides", "str", "", "with nodes above 1: how many of each numbered "
               "element a node holds, as WORD:COUNT pairs (gpu:8 host:1 cpu:1 switch:4)"),
+        Param("tp_twins", "str", "", "a pipeline's tensor-parallel ranks not simulated, each "
+              "standing in for by its stage's simulated tp rank 0: 'SIM TWIN T [SIMHOST "
+              "TWINHOST]' entries separated by ';', whose records and statistics are copied "
+              "under the twin's names (components.rank_twins) before the summary is composed"),
     )
 
     def __init__(self, simulation: Any, name: str, params: Mapping[str, Any]) -> None:
@@ -62,10 +67,30 @@ class Reporter(Component):
             [(name, twin_name(name, node, strides))
              for name, node in twin_plan(names, nodes, strides)])
 
+    def _copy_tp_twins(self) -> None:
+        """Every tp rank's records in the run's results, and its statistics in their output,
+        from its stage's simulated tp rank's."""
+        try:
+            twins = rank_twins.parse_tp_twins(self.params["tp_twins"])
+        except ValueError as exc:
+            raise ConfigError(f"{self.name}: param tp_twins: {exc}") from None
+        names = [el.name for el in self.simulation.elements()]
+        results = self.simulation.results
+        copied = rank_twins.tp_twin_results(results, twins, names)
+        results.clear()
+        results.update(copied)
+        statistics = self.simulation.statistics
+        registered = list(dict.fromkeys(stat.component for stat in statistics.stats))
+        statistics.copy_statistics(
+            [(name, name if twin is None else twin.rename(name) or name)
+             for name, twin in rank_twins.twin_plan(registered, twins)])
+
     def finish(self) -> None:
         """Build the summary and write it where the run asked."""
         if self.params["nodes"] > 1:
             self._copy_node_twins()
+        if self.params["tp_twins"]:
+            self._copy_tp_twins()
         try:
             runs = SystemResults(self.simulation.results)
         except ConfigError as exc:

@@ -88,10 +88,13 @@ def pipeline_parser(prog: str, gpu: str, cluster: bool = False) -> ModelOptionPa
                    help="with --network: samples per optimizer step, micro-batches x --batch x "
                         "--dp; derives --micro-batches (default: --micro-batches gives it)")
     p.add_argument("--simulate-every-rank", action="store_true",
-                   help="with --dp above 1: simulate every data-parallel replica (default: "
-                        "replica 0 alone, whose twins are identical, unless its GPUs share a "
-                        "host CPU with theirs under --optimizer-states host; docs/parallel.md, "
-                        "\"Symmetry\")")
+                   help="with --dp or --tp above 1: simulate every data-parallel replica and "
+                        "every tensor-parallel rank of a stage (default: replica 0 alone, "
+                        "unless its GPUs share a host CPU with other replicas' under "
+                        "--optimizer-states host, and each stage's tp rank 0 alone, unless "
+                        "a --policy, --nvme or --optimizer-states puts its ranks' traffic on "
+                        "the host socket they share; the twins are identical: "
+                        "docs/parallel.md, \"Symmetry\")")
     p.add_argument("--nvme", type=param_type(NVME_COUNT), default=0, metavar="N",
                    help="with --network: NVMe SSDs per host (each node socket's, or each "
                         "stage's own), on its root ports, every GPU's engine of the host on "
@@ -252,6 +255,24 @@ def replicas(o: argparse.Namespace) -> int:
     return o.dp if o.simulate_every_rank or _host_twins(o) else 1
 
 
+def tp_ranks(o: argparse.Namespace) -> int:
+    """The tensor-parallel ranks simulated in each stage: every one with
+    ``--simulate-every-rank`` or where a stage's ranks put traffic on the host socket they
+    share (:func:`tp_twins_share_hosts`), else tp rank 0 alone (the others run the same
+    stream: docs/parallel.md, "Symmetry")."""
+    return o.tp if o.simulate_every_rank or tp_twins_share_hosts(o) else 1
+
+
+def tp_twins_share_hosts(o: argparse.Namespace) -> bool:
+    """True when a stage's tp ranks, on one node's socket, would move bytes through its host
+    memory or CPU: an offloading ``--policy`` (any but none), ``--nvme`` drives, or the
+    optimizer states on the host; simulating rank 0 alone would leave the others' load off
+    the socket."""
+    if o.tp == 1 or not o.network:
+        return False
+    return o.policy != "none" or bool(o.nvme) or o.optimizer_states != "gpu"
+
+
 def _host_twins(o: argparse.Namespace) -> bool:
     """True when the host CPUs step model states and replica 0's GPUs share a socket with
     another replica's."""
@@ -310,7 +331,8 @@ def _fabric(sst: Any, o: argparse.Namespace) -> Any:
     gpus = o.tp * o.pp * o.dp
     fabric = sst.Component("fabric", "cdma.ClusterFabric")
     fabric.addParams({"node": node, "nodes": -(-gpus // NODES[node].gpus), "tp": o.tp,
-                      "pp": o.pp, "dp": o.dp, "representative": replicas(o) < o.dp})
+                      "pp": o.pp, "dp": o.dp, "representative": replicas(o) < o.dp,
+                      "tp_representative": tp_ranks(o) < o.tp})
     if o.cluster:
         fabric.addParam("fabric", CLUSTER_FABRICS[o.cluster])
     return fabric
@@ -361,16 +383,39 @@ def build_pipeline(sst: Any, argv: Sequence[str], prog: str, gpu: str = "hopper"
     fabric = _fabric(sst, o)
     hosts = StageHosts(sst, o, _node(o), bool(o.network) and o.optimizer_states != "gpu")
     links = o.pp if o.vpp > 1 else o.pp - 1
-    ports = {(s, d, t): _stage(sst, o, s, t, d, fabric, hosts)  # in rank order
-             for s in range(o.pp) for d in range(replicas(o)) for t in range(o.tp)}
+    ports = {}
+    for s, d in ((s, d) for s in range(o.pp) for d in range(replicas(o))):  # in rank order
+        ports.update({(s, d, t): _stage(sst, o, s, t, d, fabric, hosts)
+                      for t in range(tp_ranks(o))})
+        if o.network:  # the twins' sockets, as a run of every rank has them
+            for t in range(tp_ranks(o), o.tp):
+                hosts.host(rank_of_gpu(o, s, t, d))
     for d in range(replicas(o)):
-        for t in range(o.tp):
+        for t in range(tp_ranks(o)):
             for s in range(links):
                 sst.Link(f"{gpu_name(o, s, t, d)}.l_next", "0ps").connect(
                     (ports[(s, d, t)], "next"), (ports[((s + 1) % o.pp, d, t)], "prev"))
     reporter = sst.Component("report", "cdma.Reporter")
     reporter.addParam("system", _system(o))
+    if tp_ranks(o) < o.tp:
+        reporter.addParam("tp_twins", tp_twins(o, hosts))
     return o
+
+
+def tp_twins(o: argparse.Namespace, hosts: StageHosts) -> str:
+    """The reporter's ``tp_twins``: each stage's tp ranks but 0, of each simulated replica,
+    named with their simulated rank 0 and, with a network, its host and theirs
+    (:mod:`components.rank_twins`)."""
+    entries = []
+    for s, d in ((s, d) for s in range(o.pp) for d in range(replicas(o))):
+        sim = gpu_name(o, s, 0, d)
+        for t in range(1, o.tp):
+            entry = f"{sim} {gpu_name(o, s, t, d)} {t}"
+            if o.network:
+                entry += (f" {hosts.host_name(rank_of_gpu(o, s, 0, d))}"
+                          f" {hosts.host_name(rank_of_gpu(o, s, t, d))}")
+            entries.append(entry)
+    return ";".join(entries)
 
 
 #: the scale-out fabric of each cluster's nodes: their NICs' generation (docs/clusters.md)
@@ -421,6 +466,19 @@ def _system(o: argparse.Namespace) -> str:
     return f"{line}; optimizer states on the hosts (ZeRO-Offload: {part} stepped by {where})"
 
 
+def _tp_sim(o: argparse.Namespace) -> str:
+    """With tp above 1: which tp ranks of a stage were simulated, and why all where they
+    were."""
+    if o.tp == 1:
+        return ""
+    if tp_ranks(o) < o.tp:
+        return f", tp rank 0 of each stage simulated, its {o.tp - 1} twins copied"
+    if o.simulate_every_rank:
+        return ", every tp rank simulated"
+    return (", every tp rank simulated (a stage's ranks share their node socket's host "
+            "memory or CPU)")
+
+
 def _layout_line(o: argparse.Namespace) -> str:
     """The layout part of the ``system:`` line."""
     stages = f"{o.pp} pipeline stages" if o.pp > 1 else "1 pipeline stage"
@@ -433,9 +491,9 @@ def _layout_line(o: argparse.Namespace) -> str:
         sp = " with sequence parallelism" if o.sequence_parallel else ""
         return (f"{stages}{model}, each tp {o.tp}{sp} on {o.tp} {GPUS[o.gpu].name}s (rank = "
                 f"tp + {o.tp} x pp), stage to stage over point-to-point links, "
-                f"tensor-parallel collectives on {node.name} nodes' fabric")
+                f"tensor-parallel collectives on {node.name} nodes' fabric{_tp_sim(o)}")
     sim = ("every replica simulated" if replicas(o) == o.dp else
-           f"replica 0 simulated, its {o.dp - 1} twins priced with it")
+           f"replica 0 simulated, its {o.dp - 1} twins priced with it") + _tp_sim(o)
 
     return (f"{stages}{model} x tp {o.tp} x dp {o.dp} (ZeRO {o.zero}) = "
             f"{o.tp * o.pp * o.dp} {GPUS[o.gpu].name}s (rank = tp + {o.tp} x dp + "

@@ -76,6 +76,10 @@ class StageHosts:
         socket = local // (spec.gpus // spec.cpus)
         return f"node{n}.host{socket}", f"node{n}.cpu{socket}"
 
+    def host_name(self, rank: int) -> str:
+        """The name of rank ``rank``'s host memory."""
+        return self._where(rank)[0]
+
     def host(self, rank: int) -> tuple[Any, str]:
         """Rank ``rank``'s host memory and its next free ``pcie`` port there."""
         name, _ = self._where(rank)

@@ -351,10 +351,33 @@ def test_one_replica_on_the_ports_prices_each_dp_collective_for_its_whole_group(
     assert one.collectives == kept
 
 
+def test_tp_rank_0_alone_on_the_ports_prices_each_tp_collective_for_its_whole_group(
+        tmp_path, write_script):
+    # tp 8, dp 2 on 2 nodes: rank 0 alone on the ports (one replica, one tp rank), its tp
+    # collectives priced over ranks 0-7 and its dp ones over (0, 8); the same records and
+    # GPU as the 16 GPUs simulated, for the groups it is in
+    grad = 256 << 20
+    every = run_cluster(tmp_path, write_script, [block_stream(blocks=1, dp_bytes=grad)] * 16,
+                        nodes=2)
+    one = run_cluster(tmp_path, write_script, [block_stream(blocks=1, dp_bytes=grad)],
+                      nodes=2, fabric_params=', "tp": 8, "dp": 2, "representative": True, '
+                                             '"tp_representative": True')
+    fab_one, fab_every = one.results["fabric"], every.results["fabric"]
+    assert fab_one.ranks == fab_every.ranks == 16
+    assert {r.ranks for r in fab_one.collectives} == {tuple(range(8)), (0, 8)}
+    assert all(r.first_ps == r.last_ps for r in fab_one.collectives)
+    assert fab_one.collectives == [r for r in fab_every.collectives if 0 in r.ranks]
+    assert one.results["gpu0"] == every.results["gpu0"]
+
+
 @pytest.mark.parametrize("params, words", [
     (', "representative": True', "representative needs the layout's dp"),
+    (', "tp_representative": True', "tp_representative needs the layout's dp"),
     (', "dp": 2, "tp": 4, "representative": True',
      "the ports must be replica 0's ranks (0-3), but gpu4 is connected"),
+    (', "dp": 1, "tp": 4, "pp": 2, "tp_representative": True',
+     "tp_representative: the ports must be tp rank 0 of each stage (0, 4), but gpu1 is "
+     "connected"),
 ])
 def test_a_representative_fabric_with_other_ports_is_one_line(tmp_path, write_script, params,
                                                               words):

@@ -42,7 +42,7 @@ def test_tokens_per_second_and_mfu_follow_their_formulas(h100):
     assert p["mfu"] == pytest.approx(6 * params * p["tokens_per_s"] / (64 * peak), rel=1e-12)
     assert 0 < p["mfu"] < 1
     assert f"{p['tokens_per_s']:,.0f} tokens/s, MFU {p['mfu']:.1%}" in text
-    assert "64 ranks, 16 simulated (one data-parallel replica" in text
+    assert "64 ranks, 2 simulated (tp rank 0 of each stage of one data-parallel replica" in text
     lines = [line for line in text.splitlines() if line.startswith("  stage ")]
     assert len(lines) == 2
     assert all(" ms in TP collectives, " in line and " ms in DP collectives (" in line

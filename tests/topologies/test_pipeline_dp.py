@@ -48,6 +48,14 @@ def twin(name: str, tp: int) -> str:
     return name
 
 
+def tp0(gpu: str) -> str:
+    """The GPU of ``gpu``'s stage's tensor-parallel rank 0 in its replica, which the run of
+    one replica simulates for its tp twins (``gpuR-tpT-...``: R - T, tp0)."""
+    m = re.match(r"gpu(\d+)-tp(\d+)(-.*)$", gpu)
+    assert m is not None
+    return f"gpu{int(m.group(1)) - int(m.group(2))}-tp0{m.group(3)}"
+
+
 def statistics_by_element(result, tp: int, dp: int, pp: int) -> dict[tuple, tuple]:
     """Every GPU-side statistic row (all but the fabric's) keyed by the replica-0 twin of its
     element, with its values; hosts mapped by rank."""
@@ -105,7 +113,7 @@ def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp, zero)
         assert (a["tp"], a["pp"], a["dp"]) == (b["tp"], b["pp"], b["dp"])
         assert a["rank"] == a["tp"] + tp * a["dp"] + tp * dp * a["pp"]
         assert b["gpu"].startswith(f"gpu{b['rank']}-") and b["gpu"].endswith(f"-dp{b['dp']}")
-        assert a["gpu"] == twin(b["gpu"], tp)
+        assert a["gpu"] == tp0(twin(b["gpu"], tp))  # its stage's tp rank 0 (rank_twins)
     # every statistic of every GPU, its HBM, DMA engine, link, ports and host: each replica's
     # equal to replica 0's, byte for byte
     stats_one = statistics_by_element(one, tp, dp, pp)
@@ -124,18 +132,19 @@ def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp, zero)
     # the fabric's: those of groups holding a replica-0 rank, the same in order and figure
     fab_one, fab_every = one.results["fabric"], every.results["fabric"]
     assert isinstance(fab_one, ClusterFabricResult)
-    replica0 = {t + tp * dp * s for s in range(pp) for t in range(tp)}
-    kept = [record_key(r) for r in fab_every.collectives if set(r.ranks) & replica0]
+    simulated = {tp * dp * s for s in range(pp)}  # each stage's tp rank 0 of replica 0
+    kept = [record_key(r) for r in fab_every.collectives if set(r.ranks) & simulated]
     assert [record_key(r) for r in fab_one.collectives] == kept
     # each dp collective is priced over its whole group, every replica arriving at once
     dp_records = [r for r in fab_one.collectives if r.group == "dp"]
     assert dp_records and all(len(r.ranks) == dp and r.first_ps == r.last_ps
                               for r in dp_records)
     assert all(("inter" in r.tiers) == (dp * tp > 8) for r in dp_records)
-    # what only the full run has: the other replicas' tp groups' collectives, which the
-    # fabric's statistics count once per group
+    # what only the full run has: the other replicas' tp groups' collectives and the dp
+    # groups' of the other tp ranks, which the fabric's statistics count once per group
     assert len(fab_every.collectives) - len(fab_one.collectives) == \
-        sum(1 for r in fab_every.collectives if r.group == "tp") * (dp - 1) // dp
+        sum(1 for r in fab_every.collectives if r.group == "tp") * (dp - 1) // dp + \
+        sum(1 for r in fab_every.collectives if r.group == "dp") * (tp - 1) // tp
 
 
 def stage_stream(stage: int, zero: int, dp: int = 2, pp: int = 2):
@@ -208,7 +217,8 @@ def test_zero_1_shards_the_states_in_each_stage_s_peak_and_dp_crosses_nodes():
     fabric = result.results["fabric"]
     cluster = build_cluster("dgx_h100", 2)
     dp_records = [r for r in fabric.collectives if r.group == "dp"]
-    assert {r.ranks for r in dp_records} == {tuple(range(t, 16, 2)) for t in (0, 1)}
+    # (tp rank 1's dp group is its twin's: tp rank 0 alone is simulated)
+    assert {r.ranks for r in dp_records} == {tuple(range(0, 16, 2))}
     for r in dp_records:
         assert "inter" in r.tiers
         cost = group_cost(cluster, r.ranks, "ring", r.op, r.nbytes)
