@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from sst_cdma import __version__
 
 
@@ -75,15 +73,19 @@ def test_missing_script_is_an_error():
     assert out.returncode == 1 and "no such topology file" in out.stderr
 
 
-@pytest.mark.parametrize("element", ["cdma.GPU", "cdma.HBM", "cdma.PCIeBridge", "cdma.PCIeSwitch",
-                                     "cdma.CDMAEngine", "cdma.HostMemory", "cdma.Reporter",
-                                     "testElement.PHOLD"])
-def test_sst_info_documents_each_element(element):
-    out = sh("sst-info", element)
+ELEMENTS = ["cdma.GPU", "cdma.HBM", "cdma.PCIeBridge", "cdma.PCIeSwitch", "cdma.CDMAEngine",
+            "cdma.HostMemory", "cdma.Reporter", "testElement.PHOLD"]
+
+
+def test_sst_info_documents_each_element():
+    """One ``sst-info`` naming every element (one start of the command): a section each."""
+    out = sh("sst-info", *ELEMENTS)
     assert out.returncode == 0, out.stderr
-    assert f'Filtering output on Element = "{element}"' in out.stdout
-    assert "Parameters (" in out.stdout and "Ports (" in out.stdout
-    assert "Statistics (" in out.stdout
+    sections = out.stdout.split("Filtering output on Element = ")[1:]
+    assert [section.split("\n", 1)[0] for section in sections] == [f'"{e}"' for e in ELEMENTS]
+    for element, section in zip(ELEMENTS, sections):
+        assert "Parameters (" in section and "Ports (" in section, element
+        assert "Statistics (" in section, element
 
 
 def test_sst_info_shows_defaults_and_units():
