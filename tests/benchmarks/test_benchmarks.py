@@ -212,6 +212,7 @@ def test_the_zero_offload_benchmark_runs_both_steps_and_prints_the_ratio(capsys)
     assert "gpt2_small zero-offload" in out and "zero-offload / plain wall time:" in out
 
 
+@pytest.mark.slow  # every codec on 1 MiB of every element type: ~9 s on a loaded 2-core machine
 def test_the_state_codec_benchmark_prints_every_codec_on_every_element_type(capsys):
     from sst_cdma import codecs
     from sst_cdma.model.dtypes import DTYPES

@@ -37,8 +37,15 @@ def wait_for_torch(proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+#: every measuring command stops through tool_main.run_tool; the default tier stops one of them
+#: (each start imports PyTorch: ~3 CPU-s), the slow tier the others
+DEFAULT_TIER = "capture-states"
+
+
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
-@pytest.mark.parametrize("command", sorted(LONG))
+@pytest.mark.parametrize("command", [
+    pytest.param(c, id=c, marks=[] if c == DEFAULT_TIER else [pytest.mark.slow])
+    for c in sorted(LONG)])
 def test_sigterm_stops_a_measuring_command_in_one_line(tmp_path, command):
     out = tmp_path / "out.json"
     proc = subprocess.Popen([sys.executable, "-m", "sst_cdma.tools.cli.sst_cdma_main", command,

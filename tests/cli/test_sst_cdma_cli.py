@@ -124,6 +124,15 @@ def _said(err: str) -> list[str]:
     return lines[1:]
 
 
+def _published(points: Path) -> set[str]:
+    """The points published finished in ``points``: not a worker's folder still being written,
+    which holds ``DONE`` a moment before it is renamed into place (a stop then removes it)."""
+    if not points.exists():
+        return set()
+    return {p.name for p in points.glob("*")
+            if ".tmp-" not in p.name and ".old-" not in p.name and (p / "DONE").is_file()}
+
+
 def _slow_sweep(tmp_path: Path) -> tuple[list[str], Path]:
     """The command of an 8-point sweep of 0.8 s points on 2 workers, and its output folder."""
     spec = _write(tmp_path, """
@@ -145,9 +154,7 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
     deadline = time.monotonic() + 60
     points = out / "points"
     while time.monotonic() < deadline:
-        done = [p for p in points.glob("*") if (p / "DONE").is_file()] if points.exists() \
-            else []
-        if len(done) >= 2 or proc.poll() is not None:
+        if len(_published(points)) >= 2 or proc.poll() is not None:
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)                 # Ctrl-C reaches the whole group
@@ -155,7 +162,8 @@ def test_ctrl_c_keeps_finished_points_and_a_rerun_resumes(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted:" in err and "run again to resume" in err
     assert len(_said(err)) == 1                          # no worker tracebacks
-    finished = {p.name for p in points.glob("*") if (p / "DONE").is_file()}
+    assert not [p for p in points.glob("*") if ".tmp-" in p.name or ".old-" in p.name]
+    finished = _published(points)
     assert 2 <= len(finished) < 8
     runs = {n: len((tmp_path / "runs" / str(n)).read_text().splitlines())
             for n in range(1, 9) if (tmp_path / "runs" / str(n)).exists()}
@@ -182,7 +190,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path, group):
     deadline = time.monotonic() + 60
     points = out / "points"
     while time.monotonic() < deadline and proc.poll() is None:
-        if points.exists() and any((p / "DONE").is_file() for p in points.glob("*")):
+        if _published(points):
             break
         time.sleep(0.05)
     if group:
@@ -194,8 +202,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path, group):
     assert "Traceback" not in err
     assert "stopped by SIGTERM:" in err and "run again to resume" in err and len(_said(err)) == 1
     assert not [p for p in points.glob("*") if ".tmp-" in p.name or ".old-" in p.name]
-    finished = [p for p in points.glob("*") if (p / "DONE").is_file()]
-    assert 1 <= len(finished) < 8
+    assert 1 <= len(_published(points)) < 8
 
 
 def _results(tmp_path: Path) -> Path:

@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from sst_cdma import __version__
 
 
@@ -75,23 +73,33 @@ def test_missing_script_is_an_error():
     assert out.returncode == 1 and "no such topology file" in out.stderr
 
 
-@pytest.mark.parametrize("element", ["cdma.GPU", "cdma.HBM", "cdma.PCIeBridge", "cdma.PCIeSwitch",
-                                     "cdma.CDMAEngine", "cdma.HostMemory", "cdma.Reporter",
-                                     "testElement.PHOLD"])
-def test_sst_info_documents_each_element(element):
-    out = sh("sst-info", element)
+def _sections(*elements: str) -> dict[str, str]:
+    """``sst-info ELEMENTS`` (one start of the command): each element's section."""
+    out = sh("sst-info", *elements)
     assert out.returncode == 0, out.stderr
-    assert f'Filtering output on Element = "{element}"' in out.stdout
-    assert "Parameters (" in out.stdout and "Ports (" in out.stdout
-    assert "Statistics (" in out.stdout
+    sections = out.stdout.split("Filtering output on Element = ")[1:]
+    assert [s.split("\n", 1)[0] for s in sections] == [f'"{e}"' for e in elements]
+    return dict(zip(elements, sections))
+
+
+ELEMENTS = ["cdma.GPU", "cdma.HBM", "cdma.PCIeBridge", "cdma.PCIeSwitch", "cdma.CDMAEngine",
+            "cdma.HostMemory", "cdma.Reporter", "testElement.PHOLD"]
+
+
+def test_sst_info_documents_each_element():
+    """One ``sst-info`` naming every element (one start of the command): a section each."""
+    for element, section in _sections(*ELEMENTS).items():
+        assert "Parameters (" in section and "Ports (" in section, element
+        assert "Statistics (" in section, element
 
 
 def test_sst_info_shows_defaults_and_units():
-    out = sh("sst-info", "cdma.ZVC").stdout
+    shown = _sections("cdma.ZVC", "cdma.CDMAEngine")
+    out = shown["cdma.ZVC"]
     assert "codec_unit_throughput: uncompressed bytes per second each unit compresses or " \
            "decompresses (at least 1 MB/s: slower is no hardware unit, and one iteration would " \
            "take years) (B/s)  [32GB/s]" in out
-    out = sh("sst-info", "cdma.CDMAEngine").stdout
+    out = shown["cdma.CDMAEngine"]
     assert "mode: flow: transfers share bandwidth max-min fairly as flows; chunk: transfers " \
            "move in bursts through a bounded buffer (one of: flow, chunk)  [flow]" in out
     assert "filled by: cdma.BplaneZstd, cdma.LZ4, cdma.RLE, cdma.ZVC, cdma.Zlib, cdma.Zstd" in out
@@ -122,8 +130,8 @@ def test_sst_info_lists_libraries_and_rejects_unknown():
 
 
 def test_sst_info_names_the_interfaces_each_port_provides():
-    out = sh("sst-info", "cdma.HBM").stdout
-    assert "gpu: the GPU whose kernels use this memory (required) [provides MemoryPool]" in out
-    out = sh("sst-info", "cdma.HostMemory").stdout
-    assert "[provides HostStore, HostPath]" in out
-    assert "[provides" not in sh("sst-info", "cdma.GPU").stdout
+    shown = _sections("cdma.HBM", "cdma.HostMemory", "cdma.GPU")
+    assert "gpu: the GPU whose kernels use this memory (required) [provides MemoryPool]" \
+        in shown["cdma.HBM"]
+    assert "[provides HostStore, HostPath]" in shown["cdma.HostMemory"]
+    assert "[provides" not in shown["cdma.GPU"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -251,6 +252,7 @@ def _type_only(tree: ast.AST) -> set[int]:
     return out
 
 
+@lru_cache(maxsize=None)  # the cycle and the floor tests read the same graph; neither edits it
 def import_graph(packages: tuple[str, ...] = ("sst_cdma", "components", "workloads",
                                               "topologies")) -> "nx.DiGraph":
     """Module -> the modules of ``packages`` it imports, at any depth (imports inside

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sst_in_process import run_sst
 
 import sst_cdma
 from sst_cdma.engine.runner import execute_script
@@ -34,9 +34,7 @@ CASES: dict[str, tuple[Path, list[str], dict[str, str]]] = {
 def _sst_stdout(script: Path, options: list[str], program: dict[str, str]) -> str:
     """What the ``sst`` command prints on standard output for the same run."""
     flags = [arg for key, value in program.items() for arg in (f"--{key}", value)]
-    done = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", *flags,
-                           str(script), "--", *options], cwd=REPO, capture_output=True,
-                          text=True, timeout=600, check=False)
+    done = run_sst(*flags, script, "--", *options, cwd=REPO)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

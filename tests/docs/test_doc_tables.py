@@ -70,8 +70,11 @@ CHECKS = [
           "llama3_8b llama3_70b llama3_405b gpt3_175b"),
     Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report digits"),
     Check("docs/storage.md", "python sweeps/storage_tiers.py --only vgg16"),
-    Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b"),
-    Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states"),
+    # the default tier runs storage_tiers.py on vgg16 and shipped_report on digits (above),
+    # tests/sweep/test_storage_tiers.py and tests/profiles/test_shipped_report.py their rows
+    Check("docs/storage.md", "python sweeps/storage_tiers.py --only llama_7b", slow=True),
+    Check("docs/profiles.md", "python -m sst_cdma.tools.capture.shipped_report states",
+          slow=True),
     Check("docs/workloads.md", "python sweeps/state_compression.py"),
     Check("docs/tensor_parallel.md", "python -m sst_cdma.tools.tensor_parallel --table"),
     Check("docs/zero.md", "python -m sst_cdma.tools.zero_table"),

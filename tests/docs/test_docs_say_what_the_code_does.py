@@ -9,8 +9,6 @@ import json
 import importlib.util
 import inspect
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from doc_tables import REPO
@@ -43,14 +41,15 @@ def test_the_line_host_cpu_md_quotes_without_pytorch_is_what_time_cpu_adam_print
     assert not (tmp_path / "host.json").exists()
 
 
-def test_the_bad_option_line_host_cpu_md_quotes_is_what_time_cpu_adam_prints(tmp_path):
+def test_the_bad_option_line_host_cpu_md_quotes_is_what_time_cpu_adam_prints(tmp_path, capsys,
+                                                                            monkeypatch):
     quoted = _quoted_after(_page("host_cpu.md"), "A bad option is one line,")
     bad = re.search(r"(--\w+): '([^']*)'", quoted)
     assert bad, quoted
-    done = subprocess.run([sys.executable, "-m", "sst_cdma", "time-cpu-adam", bad.group(1),
-                           bad.group(2), "--output", str(tmp_path / "host.json")],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert (done.returncode, done.stderr) == (2, quoted + "\n")
+    monkeypatch.chdir(tmp_path)
+    code = main(["time-cpu-adam", bad.group(1), bad.group(2), "--output",
+                 str(tmp_path / "host.json")])
+    assert (code, capsys.readouterr().err) == (2, quoted + "\n")
 
 
 def test_sweeps_md_lists_the_fields_of_sweep_outcome():

@@ -4,15 +4,13 @@ and bad input as one line (docs/kernel_model.md, "Stacks")."""
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sst_in_process import run_sst
 
 from sst_cdma.model.calibration import DATA_DIR, fit_error
 from sst_cdma.model.fitted import kernel_model_for, load_tensor_families
@@ -160,11 +158,8 @@ def test_bad_stack_is_one_line() -> None:
 
 
 def test_megatron_on_pascal_refused_by_the_run() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", "topologies/pascal_cdma.py",
-                        "--", "--network", "gpt2_small", "--batch", "1", "--stack",
-                        "megatron"], cwd=REPO, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = run_sst("topologies/pascal_cdma.py", "--", "--network", "gpt2_small", "--batch", "1",
+                "--stack", "megatron", cwd=REPO)
     assert r.returncode != 0
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, r.stderr

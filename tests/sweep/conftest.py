@@ -5,6 +5,7 @@ import logging
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,19 +142,40 @@ def _cluster(workers: int):
     return cluster, client
 
 
-@pytest.fixture(scope="session")
+HERE = Path(__file__).resolve().parent
+#: the local Dask clusters the tests of this folder share, by their number of workers
+_CLUSTERS: dict[int, tuple[Any, Any]] = {}
+
+
+def _shared_client(workers: int):
+    """The client of a local Dask cluster of ``workers`` workers, started on first use and
+    shared by the tests of this folder until the run leaves it."""
+    if workers not in _CLUSTERS:
+        _CLUSTERS[workers] = _cluster(workers)
+    return _CLUSTERS[workers][1]
+
+
+def _close_clusters() -> None:
+    while _CLUSTERS:
+        _, (cluster, client) = _CLUSTERS.popitem()
+        client.close()
+        cluster.close()
+
+
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """Close the shared clusters once the next test is not one of this folder's (idle, their
+    workers' and scheduler's heartbeats would take a tenth of a core from every test after)."""
+    if nextitem is None or HERE not in Path(nextitem.path).resolve().parents:
+        _close_clusters()
+
+
+@pytest.fixture(scope="module")
 def client2():
     """A 2-worker local Dask cluster shared by the sweep tests."""
-    cluster, client = _cluster(2)
-    yield client
-    client.close()
-    cluster.close()
+    return _shared_client(2)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client1():
     """A 1-worker local Dask cluster."""
-    cluster, client = _cluster(1)
-    yield client
-    client.close()
-    cluster.close()
+    return _shared_client(1)

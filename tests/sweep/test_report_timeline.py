@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,12 +13,18 @@ import sst_cdma
 from sst_cdma.tools.sweep.report import ReportError, memory_tracks, write_report
 
 
-@pytest.fixture
-def results(tmp_path, repo):
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory) -> Path:
+    """Two points (AlexNet b4, policy all, plain and ZVC) simulated once for the module, and
+    their results.csv."""
+    folder = tmp_path_factory.mktemp("timeline")
     rows = []
     for i, algorithm in enumerate(["none", "zvc"]):
-        out = tmp_path / "points" / f"k{i}"
-        sst_cdma.run(repo / "topologies/pascal_cdma.py",
+        out = folder / "points" / f"k{i}"
+        sst_cdma.run(REPO / "topologies/pascal_cdma.py",
                      ["--network", "alexnet", "--batch", "4", "--policy", "all", "--algorithm",
                       algorithm], output_directory=out, console=io.StringIO())
         s = json.loads((out / "summary.json").read_text())
@@ -24,7 +32,15 @@ def results(tmp_path, repo):
                      "opt.algorithm": algorithm, **{k: s[k] for k in (
                          "iteration_time_s", "compute_time_s", "stall_time_s")},
                      "baselines.vdnn.iteration_time_s": s["baselines"]["vdnn"]["iteration_time_s"]})
-    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    return folder
+
+
+@pytest.fixture
+def results(simulated, tmp_path) -> Path:
+    """A copy of the two simulated points and their table of the test's own (tests remove
+    and edit its files)."""
+    shutil.copytree(simulated, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 

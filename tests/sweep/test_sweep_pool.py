@@ -178,24 +178,28 @@ def test_ctrl_c_keeps_finished_points_and_leaves_no_half_written_folder(counting
         assert counting.count(int(again.table[again.table["key"] == key]["opt.n"].iloc[0])) == 1
 
 
-LOCAL_SWEEP = """
+#: the sweep command on a pool (``--workers 2``), then in one process (``--workers 1``), in one
+#: interpreter: after each, its exit status and whether distributed and dask were imported
+LOCAL_SWEEPS = """
 import sys
 from sst_cdma.tools.cli.sst_cdma_main import main
-status = main(sys.argv[1:])
-print(status, "distributed" in sys.modules, "dask" in sys.modules)
+spec, out = sys.argv[1:]
+for workers in ("2", "1"):
+    status = main(["sweep", spec, "-o", out + workers, "--workers", workers, "--no-progress"])
+    print(status, "distributed" in sys.modules, "dask" in sys.modules)
 """
 
 
-@pytest.mark.parametrize("workers", ["2", "1"])
-def test_a_local_sweep_imports_neither_dask_nor_distributed(counting, tmp_path, workers):
+def test_a_local_sweep_imports_neither_dask_nor_distributed(counting, tmp_path):
     spec = counting.spec("topology: {script}\ngrid:\n  n: [1, 2, 3]\n")
-    done = subprocess.run([sys.executable, "-c", LOCAL_SWEEP, "sweep", str(spec), "-o",
-                           str(tmp_path / "out"), "--workers", workers, "--no-progress"],
+    done = subprocess.run([sys.executable, "-c", LOCAL_SWEEPS, str(spec), str(tmp_path / "out")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "0 False False", done.stdout
-    assert "3 points: 3 run, 0 cached, 0 failed" in done.stdout
-    assert counting.count(1) == counting.count(2) == counting.count(3) == 1
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("0 ")] == ["0 False False"] * 2, done.stdout
+    assert sum("3 points: 3 run, 0 cached, 0 failed" in line for line in lines) == 2, done.stdout
+    assert counting.count(1) == counting.count(2) == counting.count(3) == 2   # once each way
+    assert len({pid for n in (1, 2, 3) for pid in counting.pids(n)[1:]}) == 1  # inline: 1 process
 
 
 def test_the_executor_options_are_checked(counting, capsys):

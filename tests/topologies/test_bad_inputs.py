@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sst_in_process import run_sst
 
 import sst_cdma
 from sst_cdma.engine.runner import RunError
@@ -31,10 +31,9 @@ def refused(*opts: str, topology: Path = PASCAL, **kwargs) -> str:
     return text
 
 
-def sst(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """The ``sst`` command in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=120)
+def sst(*args: object, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The ``sst`` command (its console script's main, in this process)."""
+    return run_sst(*args, cwd=cwd)
 
 
 # -- 17: NaN and infinity ----------------------------------------------------------------------

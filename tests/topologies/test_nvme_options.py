@@ -4,12 +4,11 @@ without drives, a drive that fills up; ``sst`` prints the line and exits non-zer
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from progress_lines import without_progress
+from sst_in_process import run_sst
 
 import sst_cdma
 from sst_cdma.engine.runner import RunError
@@ -74,9 +73,8 @@ def test_striping_and_compression_each_make_the_tier_hold_more():
 
 
 def test_sst_prints_the_overshoot_in_one_line_and_exits_non_zero():
-    done = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(PASCAL), "--",
-                           *SMALL, "--nvme", "1", "--offload-to", "nvme", "--nvme-capacity",
-                           "10MB"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = run_sst(PASCAL, "--", *SMALL, "--nvme", "1", "--offload-to", "nvme",
+                   "--nvme-capacity", "10MB", cwd=REPO)
     assert done.returncode != 0
     lines = without_progress(done.stderr).strip().splitlines()  # a loaded machine's progress
     assert len(lines) == 1 and "NVMe capacity exhausted" in lines[0], done.stderr

@@ -4,12 +4,10 @@ the schedules' closed forms give them with free links; bad layouts refused in on
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sst_in_process import run_sst
 
 import sst_cdma
 from components.summary_schema import check_summary
@@ -88,10 +86,8 @@ def test_the_stage_that_runs_out_of_memory_first_is_reported():
 
 
 def test_the_command_of_the_docs_runs_and_prints_a_line_per_stage():
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(PIPELINE),
-                          "--", "--pp", "4", "--micro-batches", "8", "--schedule", "1f1b"],
-                         capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+    out = run_sst(PIPELINE, "--", "--pp", "4", "--micro-batches", "8", "--schedule", "1f1b",
+                  cwd=REPO)
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("  stage ")]
     assert len(lines) == 4

@@ -12,12 +12,10 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sst_in_process import run_sst
 
 import sst_cdma
 from components.cluster_fabric import ClusterFabricResult
@@ -159,11 +157,8 @@ def test_sequence_parallelism_lowers_each_stage_s_peak_as_the_accounting_says(ru
 
 
 def test_the_command_prints_a_line_per_stage_with_its_tp_time_and_draws_a_trace(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main",
-                          "--output-directory", str(tmp_path), str(PIPELINE), "--",
-                          *OPTS.split(), "--tp", "2"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
+    out = run_sst("--output-directory", tmp_path, PIPELINE, "--", *OPTS.split(), "--tp", "2",
+                  cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "2 pipeline stages of gpt2_small's blocks, each tp 2 on 2 H100 SXM5s" in out.stdout
     assert "pipeline:        2 stages x tp 2, 1f1b, 4 micro-batches" in out.stdout

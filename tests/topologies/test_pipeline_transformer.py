@@ -7,12 +7,10 @@ over the uniform stages; a stage short of memory is named; bad options are one l
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from sst_in_process import run_sst
 
 import sst_cdma
 from components.summary_schema import check_summary
@@ -149,11 +147,8 @@ def test_a_tensor_parallel_stage_runs_the_shard_and_its_collectives():
 
 
 def test_the_command_of_the_docs_runs_and_prints_a_line_per_stage():
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "sst_cdma.tools.cli.sst_main", str(PIPELINE),
-                          "--", "--network", "gpt2_small", "--pp", "4", "--micro-batches", "8",
-                          "--batch", "1", "--seq-len", "512"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
+    out = run_sst(PIPELINE, "--", "--network", "gpt2_small", "--pp", "4", "--micro-batches",
+                  "8", "--batch", "1", "--seq-len", "512", cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "4 pipeline stages of gpt2_small's blocks" in out.stdout
     lines = [line for line in out.stdout.splitlines() if line.startswith("  stage ")]
