@@ -345,12 +345,15 @@ class PipelineStageWorkload(WorkloadSource):
             if p["tp"] > 1:
                 shard = shard_transformer(net, p["tp"], p["sequence_parallel"])
                 net = shard.network
+            fabric = isinstance(self.owner.subcomponent("collectives"), CollectivePort)
 
             def cut(plan: Plan, layout: ParallelLayout) -> StageStream:
                 transformer_blocks(plan)
                 # offloaded: the head's copy is stepped with the stage's other states, on
-                # the host
-                tied = tied_head(net, "none" if self.placement else p["optimizer"])
+                # the host; with a fabric port its gradient is all-reduced with the first
+                # stage's
+                tied = tied_head(net, "none" if self.placement else p["optimizer"],
+                                 all_reduce=fabric)
                 return transformer_stage_stream(plan, layout, p["stage"], self.name, tied,
                                                 shard, p["optimizer"], self.placement)
             if p["policy"] == "auto" and self.capacity is not None:

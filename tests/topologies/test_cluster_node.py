@@ -18,7 +18,7 @@ from sst_cdma.model.collectives import system_tiers
 
 H100 = "topologies/dgx_h100_cluster.py"
 #: tp 4 x dp 2 fills a node: the two stages sit on two nodes and send over their cards; the
-#: tp and dp groups stay inside a node
+#: tp and dp groups stay inside a node (the embedding groups, one rank of each stage, do not)
 OPTS = "--network gpt2_small --tp 4 --dp 2 --pp 2 --micro-batches 2 --batch 1 --seq-len 512"
 
 
@@ -42,13 +42,18 @@ def test_without_offloads_the_cards_carry_the_sends_at_the_ports_rate(off):
     result, summary, text = off
     assert check_summary(summary) == []
     bandwidth = system_tiers("dgx_h100").inter.line("simple").busbw_Bps
-    for name in ("gpu0-tp0-pp0-dp0", "gpu8-tp0-pp1-dp0"):
+    tied = [r for r in result.results["fabric"].collectives if r.group == "embedding"]
+    for rank, name in ((0, "gpu0-tp0-pp0-dp0"), (8, "gpu8-tp0-pp1-dp0")):
         nic = result.results[f"{name}.nic"]
         assert isinstance(nic, NICResult) and nic.gpu_link == f"{name}.pcie"
-        assert nic.flows == 2 and nic.pcie_lost_ps == 0  # one send a micro-batch
+        # one send a micro-batch, and the network phase of the tied embeddings' all-reduce
+        assert nic.flows == 2 + 1 and nic.pcie_lost_ps == 0
         ports = result.results[f"{name}:p2p[0]"]
         sends = [m for m in ports.messages if m.direction == "send"]
-        assert len(sends) == 2 and nic.sent_bytes == pytest.approx(sum(m.nbytes for m in sends))
+        # a ring all-reduce of two ranks sends 2(n - 1)/n = 1 buffer from each
+        (mine,) = [r for r in tied if rank in r.ranks]
+        assert len(sends) == 2 and nic.sent_bytes == pytest.approx(
+            sum(m.nbytes for m in sends) + mine.nbytes)
         for m in sends:
             assert m.end_ps - m.start_ps == math.ceil(m.nbytes * 1e12 / float(
                 f"{bandwidth:.0f}"))
@@ -72,8 +77,13 @@ def test_offloads_and_sends_across_nodes_lose_time_to_each_other(off, on):
     assert max(m.end_ps - m.start_ps for m in slowed) > max(m.end_ps - m.start_ps
                                                           for m in alone)
     # the tp and dp groups stay inside a node: no card carries them, nothing slows them
+    records = result.results["fabric"].collectives
     assert all(r.network_delay_ps == 0 and r.tiers == ("intra",)
-               for r in result.results["fabric"].collectives)
+               for r in records if r.group in ("tp", "dp"))
+    # the tied embeddings' all-reduce pairs each first-stage rank with its last-stage twin,
+    # on the other node: it crosses the network (replica 0's four groups simulated)
+    tied = [r for r in records if r.group == "embedding"]
+    assert len(tied) == 4 and all("inter" in r.tiers for r in tied)
     line = next(x for x in text.splitlines() if x.startswith("  stage 1 "))
     assert (f"the network lost {stages[1]['network_lost_time_s'] * 1e3:.3f} ms to offload "
             f"copies, the copies {stages[1]['copies_lost_time_s'] * 1e3:.3f} ms") in line

@@ -140,10 +140,14 @@ def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp, zero)
     assert dp_records and all(len(r.ranks) == dp and r.first_ps == r.last_ps
                               for r in dp_records)
     assert all(("inter" in r.tiers) == (dp * tp > 8) for r in dp_records)
-    # what only the full run has: the other replicas' tp groups' collectives and the dp
-    # groups' of the other tp ranks, which the fabric's statistics count once per group
+    # what only the full run has: the other replicas' tp and embedding groups' collectives
+    # (gpt2_small's tied embeddings: one all-reduce a step between each pipeline's first and
+    # last rank) and the dp groups' of the other tp ranks, which the fabric's statistics count
+    # once per group
+    replica_local = ("tp", "embedding")
+    assert any(r.group == "embedding" for r in fab_one.collectives)
     assert len(fab_every.collectives) - len(fab_one.collectives) == \
-        sum(1 for r in fab_every.collectives if r.group == "tp") * (dp - 1) // dp + \
+        sum(1 for r in fab_every.collectives if r.group in replica_local) * (dp - 1) // dp + \
         sum(1 for r in fab_every.collectives if r.group == "dp") * (tp - 1) // tp
 
 
@@ -156,7 +160,7 @@ def stage_stream(stage: int, zero: int, dp: int = 2, pp: int = 2):
     return transformer_stage_stream(plan, layout, stage, shard=shard, optimizer="adam")
 
 
-@pytest.mark.parametrize("zero", [0, 1, 2])
+@pytest.mark.parametrize("zero", [0, 1])
 def test_the_stage_s_gradients_are_reduced_over_dp_with_zero_s_volume(zero):
     for stage in (0, 1):
         built = stage_stream(stage, zero)
@@ -167,6 +171,7 @@ def test_the_stage_s_gradients_are_reduced_over_dp_with_zero_s_volume(zero):
         layers = [op.name for op in steps]
         params = sum(tensors[weight_name(n)].bytes // 4 for n in layers)
         reduce = "all_reduce" if zero == 0 else "reduce_scatter"
+        # ZeRO 2 reduce-scatters every backward pass: tests/workloads/parallel/test_zero2_grads.py
         # every gradient the step reads, reduced asynchronously in the last backward pass
         # (micro-batch 1 of 2), right after its layer's last backward kernel and its sync;
         # the step waits for each before its first kernel; at ZeRO 1-2 every weight it
@@ -188,7 +193,7 @@ def test_the_stage_s_gradients_are_reduced_over_dp_with_zero_s_volume(zero):
             [("collective_wait", wgrad_name(n)) for n in layers]
         assert [(op.op, op.name) for op in dp_ops if ops.index(op) > last_step] == \
             ([] if zero == 0 else [("all_gather", weight_name(n)) for n in layers])
-        # ZeRO's per-rank volume (2 psi a step at stages 0-2): an all-reduce moves twice its
+        # ZeRO's per-rank volume (2 psi a step at stages 0-1): an all-reduce moves twice its
         # buffer, a reduce-scatter or an all-gather once
         moved = sum(tensors[op.name].bytes * (2 if op.op == "all_reduce" else 1)
                     for op in dp_ops)

@@ -27,7 +27,7 @@ from sst_cdma.model.collectives import group_cost
 from workloads import load_network
 from workloads.parallel import ModelShape, make_layout
 from workloads.parallel.tensor import saved_activations, shard_transformer
-from workloads.parallel.transformer_stages import (chunk_cuts, shard_plan,
+from workloads.parallel.transformer_stages import (chunk_cuts, shard_plan, tied_head,
                                                    transformer_stage_stream)
 from workloads.stream_schema import COLLECTIVES
 from workloads.transformer import split_name
@@ -54,14 +54,15 @@ def runs():
             "sp": run(OPTS + " --tp 2 --sequence-parallel")}
 
 
-def stage_streams(sp: bool):
+def stage_streams(sp: bool, policy: str = "none"):
     """Each stage's shard stream and schedule as the GPUs run them (the collectives do not
     depend on the kernels' prices)."""
     net = load_network("gpt2_small", 512)
     shard = shard_transformer(net, 2, sp)
-    plan = shard_plan(net, 2, 1, "float32", "none", "adam", sequence_parallel=sp)
+    plan = shard_plan(net, 2, 1, "float32", policy, "adam", sequence_parallel=sp)
     layout = make_layout(SHAPE, tp=2, pp=2, micro_batches=4, sequence_parallel=sp)
-    return [transformer_stage_stream(plan, layout, s, shard=shard) for s in range(2)]
+    tied = tied_head(shard.network, "adam", all_reduce=True)
+    return [transformer_stage_stream(plan, layout, s, tied=tied, shard=shard) for s in range(2)]
 
 
 def priced_ps(ranks, op: str, nbytes: int) -> int:
@@ -105,19 +106,52 @@ def test_each_collective_takes_the_model_s_time_on_the_fabric(runs, case):
     assert isinstance(fabric, ClusterFabricResult)
     assert (fabric.node, fabric.nodes, fabric.ranks) == ("dgx_h100", 1, 4)
     records = fabric.collectives
-    assert {(r.group, r.ranks) for r in records} == {("tp", (0, 1)), ("tp", (2, 3))}
+    # the tp pairs, and the tied word embeddings' all-reduce between each pipeline's first and
+    # last rank (one a step, of the vocabulary shard x hidden in float32)
+    assert {(r.group, r.ranks) for r in records} == {("tp", (0, 1)), ("tp", (2, 3)),
+                                                     ("embedding", (0, 2)),
+                                                     ("embedding", (1, 3))}
+    tied = tied_head(shard_transformer(load_network("gpt2_small", 512), 2).network)
+    assert tied is not None
+    assert [(r.op, r.nbytes) for r in records if r.group == "embedding"] == \
+        [("all_reduce", tied.params * 4)] * 2
     for r in records:
         assert r.time_ps == priced_ps(r.ranks, r.op, r.nbytes) > 0
         assert r.tiers == ("intra",)
         # the pair runs the same stream: both arrive at once
-        assert r.first_ps == r.last_ps
+        assert r.first_ps == r.last_ps or r.group == "embedding"
     # each stage's time in TP collectives is its group's collectives' priced time
     for entry, ranks in zip(summary["pipeline"]["stages"], ((0, 1), (2, 3))):
-        total = sum(r.time_ps for r in records if r.ranks == ranks)
+        total = sum(r.time_ps for r in records if r.ranks == ranks and r.group == "tp")
         assert round(entry["tp_comm_time_s"] * 1e12) == total
         assert entry["tp_gpus"] == [NAMES[ranks[0]], NAMES[ranks[1]]]
         for rank in ranks:
-            assert result.results[f"{NAMES[rank]}:collectives[0]"].wait_ps == total
+            port = result.results[f"{NAMES[rank]}:collectives[0]"]
+            assert port.waited["tp"] == total
+            # the embedding all-reduce: from the rank's arrival to the group's answer
+            mine = [r for r in records if r.group == "embedding" and rank in r.ranks]
+            assert port.waited["embedding"] >= mine[0].time_ps
+            assert port.wait_ps == total + port.waited["embedding"]
+
+
+def test_full_recomputation_reruns_the_recomputed_kernels_collectives(runs):
+    result, summary, _ = run(OPTS + " --tp 2 --policy recompute")
+    assert check_summary(summary) == []
+    plain = runs["tp2"][1]["pipeline"]["stages"]
+    for s, stage in enumerate(stage_streams(False, "recompute")):
+        ops_run = [op for step in stage.steps for op in stage.stream.ops[step.start:step.end]]
+        expected = [(op.op, stage.stream.tensors[op.name].bytes) for op in ops_run
+                    if op.op in COLLECTIVES]
+        # the all-reduces after the recompute kernels of proj: one a block and micro-batch
+        again = sum(1 for i, op in enumerate(ops_run) if op.op in COLLECTIVES
+                    and op.phase == "backward" and ops_run[i - 1].pass_ == "recompute")
+        assert again == 4 * 6
+        for name in NAMES[2 * s:2 * s + 2]:
+            assert result.results[name].completed
+            ran = result.results[f"{name}:collectives[0]"].collectives
+            assert [(op, nbytes) for op, _, _, _, nbytes, _, _ in ran] == expected
+        # the stage spends longer in TP collectives than without recomputation
+        assert summary["pipeline"]["stages"][s]["tp_comm_time_s"] > plain[s]["tp_comm_time_s"]
 
 
 def test_the_step_with_tp_2_is_shorter_than_tp_1_s_but_longer_than_half(runs):
@@ -200,7 +234,10 @@ def test_an_a100_80gb_pipeline_runs_on_dgx_a100_nodes():
                              "--micro-batches 2 --seq-len 128")
     fabric = result.results["fabric"]
     assert (fabric.node, fabric.nodes, fabric.ranks) == ("dgx_a100", 1, 8)
-    assert {r.ranks for r in fabric.collectives} == {(0, 1, 2, 3), (4, 5, 6, 7)}
+    assert {r.ranks for r in fabric.collectives if r.group == "tp"} == \
+        {(0, 1, 2, 3), (4, 5, 6, 7)}
+    assert {r.ranks for r in fabric.collectives if r.group == "embedding"} == \
+        {(t, t + 4) for t in range(4)}
     assert [s["tp_gpus"][0] for s in summary["pipeline"]["stages"]] == \
         ["gpu0-tp0-pp0", "gpu4-tp0-pp1"]
 

@@ -1,7 +1,7 @@
 """topologies/pipeline_cdma.py with --zero 3 (and the overlapped reductions of --zero 0-2):
 the issue's command runs, each rank's dp traffic (its port's record of what it issued on the
-fabric) is ZeRO's 3Ψ a micro-batch at stage 3 and 2Ψ a step at stages 1-2, the dp time splits
-into exposed and hidden, the shards lower each stage's peak, and one replica stands for all.
+fabric) is ZeRO's 3Ψ a micro-batch at stage 3, 2Ψ a step at stage 1 and (m + 1)Ψ at stage 2
+(its gradients reduce-scattered every micro-batch), the dp time splits into exposed and hidden, the shards lower each stage's peak, and one replica stands for all.
 docs/parallel.md, "ZeRO-3 and the overlap"."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from workloads import load_network
 from workloads.parallel import ModelShape, make_layout
 from workloads.parallel.transformer_stages import tied_head, transformer_stage_stream
 from workloads.render import iteration_stream
-from workloads.vdnn import weight_name
+from workloads.vdnn import weight_name, wgrad_name
 
 PIPELINE = "topologies/pipeline_cdma.py"
 SHAPE = ModelShape(layers=12, heads=12, kv_heads=12, hidden=768, ffn=3072, vocab=50257)
@@ -56,7 +56,7 @@ def dp_records(result, gpu: str):
     return [c for c in port.collectives if c[1] == "dp"], port
 
 
-@pytest.mark.parametrize("zero, psis", [(3, 3 * MICRO), (2, 2), (1, 2)])
+@pytest.mark.parametrize("zero, psis", [(3, 3 * MICRO), (2, MICRO + 1), (1, 2)])
 def test_each_rank_moves_zero_s_volume(zero, psis):
     result, summary, _ = run(zero)
     assert check_summary(summary) == []
@@ -112,3 +112,49 @@ def test_zero_0_all_reduces_beside_the_last_backward_pass():
         assert {c[0] for c in mine} == {"all_reduce"}
         assert entry["dp_hidden_time_s"] > 0
         assert sum(end - start for *_, start, end in mine) > port.waited["dp"]
+
+
+def allocated_peak(stage: int, zero: int) -> int:
+    """The most bytes stage ``stage``'s stream holds at once under ZeRO ``zero``, walking its
+    allocations and frees in the order its schedule runs them."""
+    plan = iteration_stream("gpt2_small", 1, "float32", "none", None, "adam", 0, "liveness",
+                            None, None, None, seq_len=512).plan
+    layout = make_layout(SHAPE, pp=2, dp=2, zero=zero, micro_batches=MICRO)
+    built = transformer_stage_stream(plan, layout, stage, optimizer="adam",
+                                     tied=tied_head(load_network("gpt2_small", 512), "adam",
+                                                    all_reduce=True))
+    live: dict[str, int] = {}
+    most = 0
+    for step in built.steps:
+        for op in built.stream.ops[step.start:step.end]:
+            if op.op == "alloc":
+                live[op.name] = built.stream.tensors[op.name].bytes
+            elif op.op == "free":
+                live.pop(op.name)
+            most = max(most, sum(live.values()))
+    return most
+
+
+def test_zero_2_s_sharded_gradients_lower_each_stage_s_peak_below_zero_1_s():
+    plan = iteration_stream("gpt2_small", 1, "float32", "none", None, "adam", 0, "liveness",
+                            None, None, None, seq_len=512).plan
+    peaks = {z: [s["peak_memory_bytes"] for s in run(z)[1]["pipeline"]["stages"]]
+             for z in (1, 2)}
+    for stage in (0, 1):
+        layout = make_layout(SHAPE, pp=2, micro_batches=1)
+        built = transformer_stage_stream(plan, layout, stage, optimizer="adam",
+                                         tied=tied_head(load_network("gpt2_small", 512),
+                                                        "adam")).stream
+        layers = [op.name for op in built.ops if op.op == "compute" and op.phase == "update"]
+        whole = {n: built.tensors[wgrad_name(n)].bytes for n in layers}
+        # each whole gradient (float32) kept as its half: what the stage no longer holds
+        saved = sum(whole[n] - -(-whole[n] // 8) * 4 for n in layers)
+        drop = peaks[1][stage] - peaks[2][stage]
+        # the drop is what the stream's own allocations say, and at most the shards' saving:
+        # at ZeRO 2's peak the stage may hold one block layer's whole gradient (its buffer
+        # before its reduce-scatter ends)
+        assert drop == allocated_peak(stage, 1) - allocated_peak(stage, 2)
+        biggest = max(whole[n] for n in layers if n.startswith("blk"))
+        assert saved - biggest <= drop <= saved
+    # the last stage's peak falls where no whole gradient is held: it drops by all of it
+    assert peaks[1][1] - peaks[2][1] == saved

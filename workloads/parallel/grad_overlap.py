@@ -1,5 +1,6 @@
-"""The data-parallel gradient reduction of ZeRO 0-2 overlapped with the backward pass
-(docs/parallel.md, "ZeRO-3 and the overlap").
+"""The data-parallel gradient reduction of ZeRO 0-1 overlapped with the backward pass
+(docs/parallel.md, "ZeRO-3 and the overlap"; ZeRO 2 reduce-scatters in every backward pass
+instead, :mod:`~workloads.parallel.zero2_grads`).
 
 Megatron-LM's pipeline schedules turn gradient synchronisation on for the last micro-batch
 only (``enable_grad_sync()`` before its backward step in
@@ -9,7 +10,7 @@ only (``enable_grad_sync()`` before its backward step in
 pass has filled it (``reduce_independent_p_g_buckets_and_remove_grads`` in
 ``deepspeed/runtime/zero/stage_1_and_2.py``, on a stream of its own with ``overlap_comm``).
 So here: in each model chunk's last backward pass of the step, each layer's weight gradient
-is reduced over the dp group (an all-reduce at ZeRO 0, a reduce-scatter at 1 and 2) by an
+is reduced over the dp group (an all-reduce at ZeRO 0, a reduce-scatter at 1) by an
 asynchronous collective issued right after that layer's backward kernel (after its ``sync``),
 one bucket per layer's gradient (the render keeps one gradient tensor per layer); the
 optimizer step waits for each (``collective_wait``) before its first kernel."""

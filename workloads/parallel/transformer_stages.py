@@ -37,7 +37,10 @@ moves to the start of the offloading chunk's backward pass (:func:`_relocate_pre
 anything else that names another chunk's tensor (a recomputation re-running the boundary
 tensor's producer, whose inputs are on the stage before) is refused, naming the op, the tensor
 and the virtual stages. With a tied LM head (:func:`tied_head`) the head's stage holds a copy
-of the word embeddings, as Megatron-LM keeps one on the last stage.
+of the word embeddings, as Megatron-LM keeps one on the last stage, and (with a fabric) the
+first and the last stage all-reduce the word embeddings' gradient over their embedding group
+before the step (:mod:`~workloads.parallel.tied_grads`). A forward kernel recomputed in the
+backward pass runs its layer's tensor-parallel collectives again (:func:`with_tp_collectives`).
 """
 from __future__ import annotations
 
@@ -63,6 +66,9 @@ from .fsdp_stage import Passes, zero3_passes
 from .grad_overlap import last_backward_passes, overlap_reductions, stepped_gradients
 from .zero import DP_GROUP, model_state_bytes
 from .zero_offload import offload_collectives, stage_state_plan
+from .zero2_grads import zero2_passes
+from .tied_grads import (WORD_EMBEDDING_GRADS, with_embedding_all_reduce,
+                         word_embedding_grad_bytes)
 
 if TYPE_CHECKING:
     from sst_cdma.model.fitted import KernelModel
@@ -320,12 +326,30 @@ class _CollectiveOps:
                 StreamOp("free", name, comm.phase)]
 
     def block(self, block: Block, phase: str) -> Block:
-        """``block`` with the collectives that follow its layer's kernel of ``phase``."""
+        """``block`` with the collectives that follow its layer's kernel of ``phase``, and in
+        the backward pass those that follow each forward kernel it recomputes."""
         ops = self.after.get((phase, block.layer))
-        if not ops:
-            return block
-        at = _kernel_at(block, block.layer, "fwd" if phase == "forward" else "bwd")
-        return replace(block, ops=block.ops[:at + 1] + ops + block.ops[at + 1:])
+        out = block.ops
+        if ops:
+            at = _kernel_at(block, block.layer, "fwd" if phase == "forward" else "bwd")
+            out = out[:at + 1] + ops + out[at + 1:]
+        if phase == "backward":
+            out = self.recomputed(out)
+        return block if out is block.ops else replace(block, ops=out)
+
+    def recomputed(self, ops: list[StreamOp]) -> list[StreamOp]:
+        """``ops`` (a backward block's) with, right after each recompute kernel, the forward
+        collectives of its layer run again (in the backward phase, on the recomputed tensor
+        or a buffer of their own as in the forward pass)."""
+        if not any(op.pass_ == "recompute" and ("forward", op.name) in self.after for op in ops):
+            return ops
+        out: list[StreamOp] = []
+        for op in ops:
+            out.append(op)
+            if op.op == "compute" and op.pass_ == "recompute":
+                out += [replace(o, phase="backward") for o in self.after.get(("forward", op.name),
+                                                                              ())]
+        return out
 
 
 def with_tp_collectives(plan: Plan, comm: Sequence["CommOp"]) -> Plan:
@@ -340,8 +364,10 @@ def with_tp_collectives(plan: Plan, comm: Sequence["CommOp"]) -> Plan:
     the cross entropy's per-token values) runs on a buffer of its own, declared
     ``LAYER:tp_KIND<n>`` with the op's bytes, allocated just before it and freed just after.
     The update phase's ops are left out: a pipeline stage all-reduces its own layers'
-    (:func:`transformer_stage_stream`). A :class:`LayoutError` names an op whose layer has no
-    kernel in its pass."""
+    (:func:`transformer_stage_stream`). A forward kernel the plan recomputes in the backward
+    pass (``pass=recompute``) is followed by its layer's forward collectives again, in the
+    backward phase, as Megatron-LM's recomputed forward reruns them. A :class:`LayoutError`
+    names an op whose layer has no kernel in its pass."""
     made = _CollectiveOps(plan)
     for op in comm:
         if op.phase != "update":
@@ -367,12 +393,13 @@ def _sequence_parallel_grads(shard: "TensorShard", layers: Iterable[str], dtype:
 
 
 def _zero_states(tensors: dict[str, StreamTensor], update: Sequence[StreamOp], dp: int,
-                 zero: int, dtype: str, optimizer: str
+                 zero: int, dtype: str, optimizer: str, sharded: Collection[str] = ()
                  ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
     """Under ZeRO ``zero`` >= 1 over ``dp`` ranks: each layer's optimizer state resized to
     its 1/dp shard (:func:`~workloads.parallel.zero.model_state_bytes`, the layer's
-    parameters from its weights' bytes), at ZeRO 3 its weights and gradients too, and its
-    step's kernel working on that shard only."""
+    parameters from its weights' bytes), at ZeRO 3 its weights and gradients too, the
+    gradients in ``sharded`` too (ZeRO 2's), and its step's kernel working on that shard
+    only."""
     from ..vdnn import OPTIMIZERS, state_name, weight_name
 
     step = OPTIMIZERS.get(optimizer)
@@ -387,8 +414,9 @@ def _zero_states(tensors: dict[str, StreamTensor], update: Sequence[StreamOp], d
             held = model_state_bytes(params, dp, zero, dtype, optimizer)
             resized = {state_name(op.name): held.optimizer}
             if zero == 3:
-                resized.update({weight_name(op.name): held.weights,
-                                wgrad_name(op.name): held.gradients})
+                resized[weight_name(op.name)] = held.weights
+            if zero == 3 or wgrad_name(op.name) in sharded:
+                resized[wgrad_name(op.name)] = held.gradients
             for name, size in resized.items():
                 if name in out:
                     out[name] = replace(out[name], bytes=size)
@@ -431,7 +459,9 @@ def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTen
     and each layer's optimizer state and step shrink to its 1/dp shard. A gradient in
     ``overlapped`` was reduced asynchronously beside the backward pass
     (:mod:`~workloads.parallel.grad_overlap`): the step waits for it (``collective_wait``)
-    instead. Returns the declarations (resized) and the ops; ``dp`` 1 changes nothing. At ZeRO 3 each layer's
+    instead; at ZeRO 2 it was reduce-scattered and waited for in every backward pass
+    (:mod:`~workloads.parallel.zero2_grads`): the step reduces nothing and the gradient is
+    its 1/dp shard. Returns the declarations (resized) and the ops; ``dp`` 1 changes nothing. At ZeRO 3 each layer's
     weights and gradients are its 1/dp shards too, and the step runs no collective: the
     passes gather the weights and reduce-scatter the gradients
     (:mod:`~workloads.parallel.fsdp_stage`)."""
@@ -444,10 +474,12 @@ def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTen
     steps = [op for op in update if op.op == "compute"]
     grads = [wgrad_name(op.name) for op in steps if wgrad_name(op.name) in op.reads]
     weights = [weight_name(op.name) for op in steps if weight_name(op.name) in op.writes]
-    tensors, ops = _zero_states(tensors, update, dp, zero, dtype, optimizer)
+    in_passes = set(overlapped) if zero == 2 else set()
+    tensors, ops = _zero_states(tensors, update, dp, zero, dtype, optimizer, in_passes)
     reduce = "all_reduce" if zero == 0 else "reduce_scatter"
     before = [StreamOp(COLLECTIVE_WAIT, g, "update") if g in overlapped
-              else StreamOp(reduce, g, "update", group=DP_GROUP) for g in grads]
+              else StreamOp(reduce, g, "update", group=DP_GROUP)
+              for g in grads if g not in in_passes]
     after = [] if zero == 0 else [StreamOp("all_gather", w, "update", group=DP_GROUP)
                                   for w in weights]
     return tensors, before + ops + after
@@ -459,15 +491,19 @@ def _dp_passes(passes: Passes, layout: ParallelLayout, stage: int,
                ) -> tuple[Passes, list[StreamTensor], list[str]]:
     """The passes with the data-parallel collectives that run beside them (dp above 1): at
     ZeRO 3 the units' gathers and reduce-scatters (:func:`~workloads.parallel.fsdp_stage.
-    zero3_passes`, with the declarations of their buffers), at ZeRO 0-2 the gradients'
-    reductions in each chunk's last backward pass (:func:`~workloads.parallel.grad_overlap.
-    overlap_reductions`, with the gradients so reduced)."""
+    zero3_passes`, with the declarations of their buffers), at ZeRO 2 every backward pass's
+    gradient buffers and reduce-scatters (:func:`~workloads.parallel.zero2_grads.
+    zero2_passes`, with their buffers' declarations), at ZeRO 0-1 the gradients' reductions
+    in each chunk's last backward pass (:func:`~workloads.parallel.grad_overlap.
+    overlap_reductions`); and the gradients so reduced."""
     if layout.dp == 1:
         return passes, [], []
     if layout.zero == 3:
         done, buffers = zero3_passes(passes, {c: cut.layers for c, cut in by_chunk.items()},
                                      tensors, dtype)
         return done, buffers, []
+    if layout.zero == 2:
+        return zero2_passes(passes, stepped_gradients(update), tensors)
     kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
     done, overlapped = overlap_reductions(passes, last_backward_passes(stage_order(layout, stage)),
                                           stepped_gradients(update), kind)
@@ -536,21 +572,26 @@ def _declarations(plan: Plan, ops: Iterable[StreamOp], states: set[str],
 class TiedHead:
     """An LM head tied to the word embeddings (``params`` weights: vocabulary x hidden, of
     this rank's shard) under ``optimizer``: on a pipeline its stage holds a copy of its own,
-    as Megatron-LM keeps one on the last stage (docs/parallel.md)."""
+    as Megatron-LM keeps one on the last stage (docs/parallel.md). With ``all_reduce`` the
+    first and the last stage all-reduce the two copies' gradients over their embedding group
+    before the step (:mod:`~workloads.parallel.tied_grads`; it needs a fabric)."""
 
     params: int
     optimizer: str = "none"
+    all_reduce: bool = False
 
 
-def tied_head(network: Network, optimizer: str = "none") -> Optional[TiedHead]:
-    """The tied LM head of ``network`` (its ``lm_head`` layer's ``tied`` param), or None."""
+def tied_head(network: Network, optimizer: str = "none", all_reduce: bool = False
+              ) -> Optional[TiedHead]:
+    """The tied LM head of ``network`` (its ``lm_head`` layer's ``tied`` param), or None;
+    ``all_reduce`` as :class:`TiedHead` says."""
     if "lm_head" not in {layer.name for layer in network.layers}:
         return None
     layer = network.layer("lm_head")
     if not layer.params.get("tied"):
         return None
     hidden = network.sample_shape(layer.input_tensors[0])[-1] if layer.input_tensors else 0
-    return TiedHead(int(hidden) * int(layer.params["num_output"]), optimizer)
+    return TiedHead(int(hidden) * int(layer.params["num_output"]), optimizer, all_reduce)
 
 
 def _tied_copy(tied: TiedHead, dtype: str, last_phase: str
@@ -590,7 +631,8 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     prologue of its model states, every (micro-batch, chunk)'s forward span, every backward
     span, the optimizer step of its layers and the epilogue, the steps running the spans in the
     stage's order. With ``tied`` (:func:`tied_head`) and more than one stage, the stage of the
-    LM head holds a copy of the word embeddings with its gradient and optimizer state. With
+    LM head holds a copy of the word embeddings with its gradient and optimizer state (and
+    the end stages all-reduce its gradient with ``tied.all_reduce``: :func:`_tied_grads`). With
     ``shard`` (the tensor-parallel shard ``plan`` renders, tp above 1) each pass runs the
     shard's collectives over its tp group after the layers they follow
     (:func:`with_tp_collectives`), and with sequence parallelism the stage all-reduces its
@@ -644,6 +686,9 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
         optimizer, update, epilogue)
     declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
                                                 plan.dtype, optimizer, overlapped)
+    declared_here, update = _tied_grads(tied, mine, layout, declared_here, update, plan.dtype,
+                                        placement)
+    extra += [declared_here[WORD_EMBEDDING_GRADS]] if WORD_EMBEDDING_GRADS in declared_here else []
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + gathers + epilogue
     tensors = {t.name: declared_here.get(t.name, t)
@@ -655,6 +700,29 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
     steps = pipeline_steps(order, spans, len(stream.ops), len(prologue), b_at)
     return StageStream(stream, tuple(steps), spans, order, host_states,
                        len(gathers) + len(epilogue))
+
+
+def _tied_grads(tied: Optional[TiedHead], mine: Sequence[ChunkCut], layout: ParallelLayout,
+                declared: dict[str, StreamTensor], update: list[StreamOp], dtype: str,
+                placement: Optional["Placement"]
+                ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
+    """On a pipeline's first and last stage with a tied head that ``all_reduce``s: the update
+    with the word embeddings' gradient all-reduce over the embedding group
+    (:mod:`~workloads.parallel.tied_grads`); elsewhere the update as it is."""
+    if tied is None or not tied.all_reduce or layout.pp == 1:
+        return declared, update
+    if any(cut.chunk.head for cut in mine):
+        gradient = wgrad_name("lm_head")
+    else:
+        firsts = [n for cut in mine if cut.chunk.embedding for n in cut.layers
+                  if split_name(n)[0] is None and wgrad_name(n) in declared]
+        if not firsts:
+            return declared, update
+        gradient = wgrad_name(firsts[0])
+    offloaded = placement is not None and placement.offloaded
+    sharded = layout.zero == 3 or (layout.zero == 2 and not offloaded)
+    nbytes = word_embedding_grad_bytes(tied.params, dtype, layout.dp, sharded)
+    return with_embedding_all_reduce(update, declared, gradient, nbytes)
 
 
 def _pass_spans(passes: Passes, keys: Sequence[SpanKey], f_at: int

@@ -6,7 +6,8 @@ sequence parallelism (Megatron's f and f-bar), all-gathers and reduce-scatters w
 embedding's on the first stage, the LM head's and the cross entropy's on the last; with
 sequence parallelism each stage all-reduces its own layers' norm and bias gradients once, the
 stages together the whole network's. The tensors each pass holds shrink as tensor.py's
-accounting says."""
+accounting says. A recomputed forward kernel runs its layer's forward collectives again (full
+recomputation); the attention core's recomputation (selective) runs none."""
 from __future__ import annotations
 
 import pytest
@@ -26,11 +27,11 @@ SHAPE = ModelShape(layers=12, heads=12, kv_heads=12, hidden=768, ffn=3072, vocab
 TP, PP, M, BATCH, DTYPE, SEQ = 2, 2, 4, 1, "float32", 512
 
 
-def built(sp: bool):
-    """The shard, its plan, the layout and both stages' streams."""
+def built(sp: bool, policy: str = "none"):
+    """The shard, its plan (under ``policy``), the layout and both stages' streams."""
     net = load_network("gpt2_small", SEQ)
     shard = shard_transformer(net, TP, sp)
-    plan = shard_plan(net, TP, BATCH, DTYPE, "none", "adam", sequence_parallel=sp)
+    plan = shard_plan(net, TP, BATCH, DTYPE, policy, "adam", sequence_parallel=sp)
     layout = make_layout(SHAPE, tp=TP, pp=PP, micro_batches=M, sequence_parallel=sp)
     stages = [transformer_stage_stream(plan, layout, s, shard=shard) for s in range(PP)]
     return shard, plan, layout, stages
@@ -178,3 +179,42 @@ def test_a_comm_op_after_a_layer_with_no_kernel_is_refused():
     with pytest.raises(LayoutError, match="all_reduce over tp after layer tokens \\(forward\\): "
                                           "the plan has no forward kernel"):
         with_tp_collectives(plan, [CommOp("all_reduce", "tp", 8, "tokens", "forward")])
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_a_recomputed_kernel_runs_its_forward_collectives_again(sp):
+    shard, _, _, plain = built(sp)
+    forward: dict[str, list[tuple[str, int]]] = {}
+    for c in shard.comm_ops(BATCH, DTYPE):
+        if c.phase == "forward":
+            forward.setdefault(c.after_layer, []).append((c.kind, c.bytes))
+    for policy, rerun in (("recompute", True), ("recompute-attn", False)):
+        _, _, _, stages = built(sp, policy)
+        for stage, before in zip(stages, plain):
+            tensors = stage.stream.tensors
+            span = stage.spans[(0, 0)]
+            backward = stage.stream.ops[span.backward_start:span.backward_end]
+            again = [op for op in backward if op.op == "compute" and op.pass_ == "recompute"]
+            assert again  # each policy recomputes something on each stage
+            expected = []
+            for i, op in enumerate(backward):
+                if op.op != "compute" or op.pass_ != "recompute":
+                    continue
+                mine = forward.get(op.name, [])
+                # right after the recomputed kernel, before the next kernel: its layer's
+                # forward collectives, in order, kinds and bytes, in the backward phase
+                follows = [o for o in backward[i + 1:] if o.op in COLLECTIVES
+                           or o.op == "compute"][:len(mine)]
+                assert [(o.op, tensors[o.name].bytes) for o in follows] == mine
+                assert all(o.phase == "backward" and o.group == "tp" for o in follows)
+                expected += mine
+            # selective recomputation redoes the attention core only, and no collective
+            # follows one of its kernels (Korthikanti et al. 2022, section 5)
+            assert bool(expected) == rerun
+            if not rerun:
+                assert {split_name(op.name)[1] for op in again} <= {"scores", "probs", "context"}
+            # the pass runs the plain pass's collectives plus those again, nothing else
+            first = before.spans[(0, 0)]
+            base = span_collectives(before.stream, first.backward_start, first.backward_end)
+            mine_all = span_collectives(stage.stream, span.backward_start, span.backward_end)
+            assert sorted(mine_all) == sorted(base + expected)
