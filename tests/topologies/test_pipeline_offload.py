@@ -239,3 +239,38 @@ def test_the_chain_of_identical_layers_has_no_states_to_offload():
     with pytest.raises(RunError) as info:
         sst_cdma.run(PIPELINE, "--pp 2 --optimizer-states host", console=io.StringIO())
     assert "--optimizer-states need --network" in str(info.value)
+
+
+def test_zero_2_offload_keeps_the_gradient_shard_and_copies_the_same_partition():
+    _, zero1, _ = run("--pp 1 --dp 4 --zero 1")
+    _, zero2, _ = run("--pp 1 --dp 4 --zero 2")
+    a, b = zero1["pipeline"]["stages"][0], zero2["pipeline"]["stages"][0]
+    one, two = states_of(zero1, "gpu0-pp0-dp0"), states_of(zero2, "gpu0-pp0-dp0")
+    # the rank copies its partition once either way (ZeRO 2's shard, after the last pass)
+    assert one["gradients_to_host_bytes"] == two["gradients_to_host_bytes"] > 0
+    whole = sum(t.bytes for t in stage_tensors(4, 1).values()
+                if t.kind == "gradient" and t.name.endswith(":dw"))
+    shard = two["gradients_to_host_bytes"]
+    assert shard * 4 == pytest.approx(whole, rel=1e-6)
+    # the persistent gradients shrink from whole to the rank's shard, and the peak drops by
+    # exactly as much (no layer's whole gradient waits for its reduce-scatter at the peak)
+    assert a["peak_memory_bytes"] - b["peak_memory_bytes"] == whole - shard
+
+
+def stage_tensors(dp: int, zero: int) -> dict:
+    """The tensors of gpt2_small's single stage with its states on the host."""
+    from sst_cdma.model.fitted import kernel_model_for
+    from workloads import load_network
+    from workloads.model_states import Placement
+    from workloads.parallel import ModelShape, make_layout
+    from workloads.parallel.transformer_stages import tied_head, transformer_stage_stream
+    from workloads.render import iteration_stream
+
+    plan = iteration_stream("gpt2_small", 1, "float16", "none", optimizer="adam",
+                            kernel_model=kernel_model_for("hopper"), seq_len=128,
+                            placement=Placement("host")).plan
+    shape = ModelShape(layers=12, heads=12, kv_heads=12, hidden=768, ffn=3072, vocab=50257)
+    lay = make_layout(shape, pp=1, dp=dp, zero=zero, micro_batches=1, micro_batch_size=1)
+    net = load_network("gpt2_small", 128)
+    return transformer_stage_stream(plan, lay, 0, "t", tied_head(net, "none"), None, "adam",
+                                    Placement("host")).stream.tensors

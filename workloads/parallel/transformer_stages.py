@@ -487,7 +487,7 @@ def with_dp_collectives(update: Sequence[StreamOp], tensors: dict[str, StreamTen
 
 def _dp_passes(passes: Passes, layout: ParallelLayout, stage: int,
                by_chunk: dict[int, ChunkCut], update: Sequence[StreamOp],
-               tensors: dict[str, StreamTensor], dtype: str
+               tensors: dict[str, StreamTensor], dtype: str, grads: Sequence[str] = ()
                ) -> tuple[Passes, list[StreamTensor], list[str]]:
     """The passes with the data-parallel collectives that run beside them (dp above 1): at
     ZeRO 3 the units' gathers and reduce-scatters (:func:`~workloads.parallel.fsdp_stage.
@@ -495,7 +495,8 @@ def _dp_passes(passes: Passes, layout: ParallelLayout, stage: int,
     gradient buffers and reduce-scatters (:func:`~workloads.parallel.zero2_grads.
     zero2_passes`, with their buffers' declarations), at ZeRO 0-1 the gradients' reductions
     in each chunk's last backward pass (:func:`~workloads.parallel.grad_overlap.
-    overlap_reductions`); and the gradients so reduced."""
+    overlap_reductions`); and the gradients so reduced. ``grads``: at ZeRO 2 the gradients
+    to reduce when no step kernel reads them (ZeRO-Offload's, stepped on the host)."""
     if layout.dp == 1:
         return passes, [], []
     if layout.zero == 3:
@@ -503,7 +504,7 @@ def _dp_passes(passes: Passes, layout: ParallelLayout, stage: int,
                                      tensors, dtype)
         return done, buffers, []
     if layout.zero == 2:
-        return zero2_passes(passes, stepped_gradients(update), tensors)
+        return zero2_passes(passes, grads or stepped_gradients(update), tensors)
     kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
     done, overlapped = overlap_reductions(passes, last_backward_passes(stage_order(layout, stage)),
                                           stepped_gradients(update), kind)
@@ -674,20 +675,20 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
         prologue, update, epilogue = prologue + allocs, update + stepping, epilogue + frees
         extra += copy
         states = states | {t.name for t in copy}
-    passes, buffers, overlapped = _dp_passes(passes, layout, stage, by_chunk, update,
-                                             {t.name: t for t in plan.tensors + extra},
-                                             plan.dtype)
+    known = {t.name: t for t in plan.tensors + extra}
+    passes, buffers, overlapped = _dp_passes(
+        passes, layout, stage, by_chunk, update, known, plan.dtype,
+        _offloaded_grads(placement, known, [n for c in mine for n in c.layers], plan.dtype))
     extra += buffers
     states = states | {t.name for t in buffers}
     declared_here = {t.name: t for t in extra + _declarations(
         plan, prologue + update + epilogue, states, layout.micro_batches)}
     host_states, update, gathers, epilogue = _host_step(
         placement, declared_here, [n for c in mine for n in c.layers], layout, plan.dtype,
-        optimizer, update, epilogue)
+        optimizer, update, epilogue, overlapped)
     declared_here, update = with_dp_collectives(update, declared_here, layout.dp, layout.zero,
                                                 plan.dtype, optimizer, overlapped)
-    declared_here, update = _tied_grads(tied, mine, layout, declared_here, update, plan.dtype,
-                                        placement)
+    declared_here, update = _tied_grads(tied, mine, layout, declared_here, update, plan.dtype)
     extra += [declared_here[WORD_EMBEDDING_GRADS]] if WORD_EMBEDDING_GRADS in declared_here else []
     ops = prologue + [op for k in keys for op in passes[k][0]] + \
         [op for k in keys for op in passes[k][1]] + update + gathers + epilogue
@@ -703,8 +704,7 @@ def transformer_stage_stream(plan: Plan, layout: ParallelLayout, stage: int,
 
 
 def _tied_grads(tied: Optional[TiedHead], mine: Sequence[ChunkCut], layout: ParallelLayout,
-                declared: dict[str, StreamTensor], update: list[StreamOp], dtype: str,
-                placement: Optional["Placement"]
+                declared: dict[str, StreamTensor], update: list[StreamOp], dtype: str
                 ) -> tuple[dict[str, StreamTensor], list[StreamOp]]:
     """On a pipeline's first and last stage with a tied head that ``all_reduce``s: the update
     with the word embeddings' gradient all-reduce over the embedding group
@@ -719,8 +719,7 @@ def _tied_grads(tied: Optional[TiedHead], mine: Sequence[ChunkCut], layout: Para
         if not firsts:
             return declared, update
         gradient = wgrad_name(firsts[0])
-    offloaded = placement is not None and placement.offloaded
-    sharded = layout.zero == 3 or (layout.zero == 2 and not offloaded)
+    sharded = layout.zero in (2, 3)  # ZeRO 2's passes reduce-scatter it, offloaded or not
     nbytes = word_embedding_grad_bytes(tied.params, dtype, layout.dp, sharded)
     return with_embedding_all_reduce(update, declared, gradient, nbytes)
 
@@ -740,22 +739,39 @@ def _pass_spans(passes: Passes, keys: Sequence[SpanKey], f_at: int
 
 def _host_step(placement: Optional["Placement"], declared: dict[str, StreamTensor],
                layers: Sequence[str], layout: ParallelLayout, dtype: str, optimizer: str,
-               update: list[StreamOp], epilogue: list[StreamOp]
+               update: list[StreamOp], epilogue: list[StreamOp],
+               reduced: Collection[str] = ()
                ) -> tuple[Optional["ModelStatePlan"], list[StreamOp], list[StreamOp],
                           list[StreamOp]]:
     """With ``placement`` offloading the optimizer states: the rank's buckets (of the
     layers' whole parameters, ``declared`` unsharded), the update with the gradients'
     reduce-scatters, the weights' all-gathers and the epilogue (in the update phase after
     them; at ZeRO 3 neither collective: the passes run them); otherwise no buckets and the
-    ops as they are."""
+    ops as they are. A gradient in ``reduced`` (ZeRO 2's, reduce-scattered in every backward
+    pass: :mod:`~workloads.parallel.zero2_grads`) is not reduced again, and ``declared``
+    holds its 1/dp shard (resized here)."""
     if placement is None or not placement.offloaded:
         return None, update, [], epilogue
     weighted = _weighted(declared, layers, dtype)
     states = stage_state_plan(weighted, dtype, optimizer, placement, layout.dp, layout.zero)
     scatters, gathers = offload_collectives(weighted, layout.dp, layout.zero)
+    scatters = [op for op in scatters if op.name not in reduced]
+    for layer, params in weighted:
+        if wgrad_name(layer) in reduced:
+            held = model_state_bytes(params, layout.dp, 2, dtype, optimizer).gradients
+            declared[wgrad_name(layer)] = replace(declared[wgrad_name(layer)], bytes=held)
     if gathers:  # the frees after the gathers, in the update phase the stream ends with
         epilogue = [replace(op, phase="update") for op in epilogue]
     return states, update + scatters, gathers, epilogue
+
+
+def _offloaded_grads(placement: Optional["Placement"], declared: dict[str, StreamTensor],
+                     layers: Sequence[str], dtype: str) -> list[str]:
+    """With ``placement`` offloading the optimizer states, the weight gradients of the
+    stage's weighted layers (:func:`_weighted`), which the host steps; else none."""
+    if placement is None or not placement.offloaded:
+        return []
+    return [wgrad_name(layer) for layer, _ in _weighted(declared, layers, dtype)]
 
 
 def _weighted(declared: dict[str, StreamTensor], layers: Sequence[str], dtype: str

@@ -34,12 +34,17 @@ from ..vdnn import wgrad_name
 from .fsdp_stage import Passes
 from .zero import DP_GROUP
 
-__all__ = ["zero2_grad_name", "zero2_pass", "zero2_passes"]
+__all__ = ["is_zero2_grad", "zero2_grad_name", "zero2_pass", "zero2_passes"]
 
 
 def zero2_grad_name(layer: str) -> str:
     """The buffer layer ``layer``'s whole gradient lands in before its reduce-scatter."""
     return f"{layer}:zero2_dw"
+
+
+def is_zero2_grad(tensor: str) -> bool:
+    """True when ``tensor`` is a layer's ZeRO-2 gradient buffer (:func:`zero2_grad_name`)."""
+    return tensor.endswith(":zero2_dw")
 
 
 def _ends(ops: Sequence[StreamOp], layers: set[str]) -> tuple[list[str], dict[str, int],

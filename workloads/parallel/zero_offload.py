@@ -34,6 +34,7 @@ from ..stream_schema import COLLECTIVE_WAIT, StreamOp
 from ..vdnn import OPTIMIZERS, weight_name, wgrad_name
 from .fsdp_stage import is_unit_grad
 from .zero import DP_GROUP
+from .zero2_grads import is_zero2_grad, zero2_grad_name
 
 __all__ = ["OFFLOAD_ZERO", "partition", "stage_state_plan", "offload_collectives",
            "final_gradient_ops"]
@@ -127,10 +128,14 @@ def final_gradient_ops(ops: Sequence[StreamOp], plan: ModelStatePlan) -> dict[in
     is final after it; at ZeRO 3 after the wait for the reduce-scatter of the FSDP unit's
     gradient buffer that follows its last kernel (:func:`_unit_scatter_waits`: the last
     micro-batch's reduction into the rank's shard, DeepSpeed's gradient-accumulation boundary
-    in ``partition_grads``); else after the last kernel writing it (the last micro-batch's
-    backward), and one no kernel writes (a tied head's copy, whose gradient the head's kernel
+    in ``partition_grads``), at ZeRO 2 likewise after the wait for its layer's buffer's
+    reduce-scatter in the last backward pass (the shard the GPU accumulated over the
+    micro-batches then leaves whole, once); else after the last kernel writing it (the last
+    micro-batch's backward), and one no kernel writes (a tied head's copy, whose gradient the head's kernel
     accumulates elsewhere) after the stage's last backward kernel."""
     wanted = [w for b in plan.buckets for w in b.wgrads]
+    zero2 = _zero2_last_waits(ops)
+    layer_of = {w: layer for b in plan.buckets for layer, w in zip(b.layers, b.wgrads)}
     scattered = {op.name: i for i, op in enumerate(ops)
                  if op.op == "reduce_scatter" and op.name in wanted}
     last: dict[str, int] = {}
@@ -146,13 +151,20 @@ def final_gradient_ops(ops: Sequence[StreamOp], plan: ModelStatePlan) -> dict[in
     unit_waits = _unit_scatter_waits(ops)
     out: dict[int, list[str]] = {}
     for w in wanted:
-        at = scattered.get(w, last.get(w, backward_end))
+        at = scattered.get(w, zero2.get(layer_of[w], last.get(w, backward_end)))
         if at < 0:
             raise WorkloadError(f"gradient {w}: the stage runs no backward kernel to make it")
-        if w not in scattered:
+        if w not in scattered and layer_of[w] not in zero2:
             at = next((wait for scatter, wait in unit_waits if scatter > at), at)
         out.setdefault(at, []).append(w)
     return {i: tuple(ws) for i, ws in out.items()}
+
+
+def _zero2_last_waits(ops: Sequence[StreamOp]) -> dict[str, int]:
+    """Layer -> the index of the last ``collective_wait`` in ``ops`` for its ZeRO-2 gradient
+    buffer's reduce-scatter (:mod:`~workloads.parallel.zero2_grads`: the last micro-batch's)."""
+    return {op.name[:-len(zero2_grad_name(""))]: i for i, op in enumerate(ops)
+            if op.op == COLLECTIVE_WAIT and is_zero2_grad(op.name)}
 
 
 def _unit_scatter_waits(ops: Sequence[StreamOp]) -> list[tuple[int, int]]:

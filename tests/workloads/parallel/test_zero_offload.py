@@ -165,3 +165,39 @@ def test_a_zero_3_stage_moves_its_shards_and_gathers_nothing_after_the_step(s):
 def gathers_after(ops, after: int) -> list:
     """The all-gathers among the ``after`` ops that wait for the host."""
     return [op for op in ops[len(ops) - after:] if op.op == "all_gather"]
+
+
+@pytest.mark.parametrize("s", [0, 1])
+def test_a_zero_2_stage_keeps_only_the_gradient_shard_and_moves_it_once(s):
+    dp, m = 4, 2
+    built, zero1 = stage(2, dp, 2, s, m=m), stage(2, dp, 1, s, m=m)
+    ops, tensors = built.stream.ops, built.stream.tensors
+    plan, plan1 = built.model_states, zero1.model_states
+    assert plan is not None and plan1 is not None
+    grads = {w for b in plan.buckets for w in b.wgrads}
+    # every layer a backward kernel writes has its gradient reduce-scattered in each
+    # micro-batch's pass, its persistent gradient the 1/dp shard (ZeRO 1's is whole)
+    buffers = [op.name for op in ops if op.op == "reduce_scatter" and op.async_]
+    assert buffers and all(b.endswith(":zero2_dw") for b in buffers)
+    in_passes = {b[:-len(":zero2_dw")] for b in buffers}
+    assert len(buffers) == m * len(in_passes)
+    for layer in in_passes:
+        whole = zero1.stream.tensors[wgrad_name(layer)].bytes
+        assert tensors[wgrad_name(layer)].bytes == 2 * -(-(whole // 2) // dp) < whole
+        assert tensors[f"{layer}:zero2_dw"].bytes == whole
+    # the update reduce-scatters only the gradients no pass reduced; the host's buckets,
+    # what each copy moves, are the same partitions as ZeRO 1's
+    again = {op.name for op in ops if op.op == "reduce_scatter" and op.phase == "update"}
+    assert again == grads - {wgrad_name(layer) for layer in in_passes}
+    assert [b.grad_bytes for b in plan.buckets] == [b.grad_bytes for b in plan1.buckets]
+    # each reduced gradient's partition leaves once: after the last micro-batch's wait
+    final = final_gradient_ops(list(ops), plan)
+    assert sorted(w for ws in final.values() for w in ws) == sorted(grads)
+    for at, ws in final.items():
+        op = ops[at]
+        if op.op == "collective_wait":
+            assert op.name.endswith(":zero2_dw")
+            assert not any(k.op == "reduce_scatter" and k.name == op.name for k in ops[at:])
+            assert ws == (wgrad_name(op.name[:-len(":zero2_dw")]),)
+        else:
+            assert op.op == "reduce_scatter" and ws == (op.name,) and op.name in again
