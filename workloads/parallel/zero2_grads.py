@@ -23,7 +23,9 @@ shards plus at most two layers' whole gradients. One bucket per layer's gradient
 :mod:`~workloads.parallel.grad_overlap` keeps (a ``reduce_bucket_size`` of its own is not
 modelled). Each micro-batch reduce-scatters Ψ of the stage's Ψ parameters and the step
 all-gathers the updated weights once: (m + 1)Ψ a step of m micro-batches (2Ψ with one, the ZeRO
-paper's count, Rajbhandari et al., SC 2020, section 7).
+paper's count, Rajbhandari et al., SC 2020, section 7). With the optimizer states offloaded
+(:mod:`~workloads.parallel.zero_offload`) the passes are the same, ``grads`` then the weighted
+layers' gradients the host steps, and the shard leaves for the host after the last pass.
 """
 from __future__ import annotations
 
