@@ -21,7 +21,8 @@ over the whole group on the ranks' real placement; the other replicas are identi
 arrive at the same time (docs/parallel.md, "Symmetry"). With ``tp_representative`` only each
 stage's tensor-parallel rank 0 is on the ports (of replica 0, or of every replica): a tp
 group's collective completes at that rank's arrival, priced over the whole group; the stage's
-other tp ranks run the same stream, and their own groups (dp, pp) are priced for none.
+other tp ranks run the same stream, and their own groups (dp, pp, embedding) are priced for
+none.
 
 With rank N's network card on port ``nicN`` (``cdma.NIC``), the network phase of each of its
 collectives also runs as a flow on that card and its GPU's link to the PCIe switch they share

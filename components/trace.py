@@ -65,13 +65,15 @@ class ParallelRecords:
     timelines: each GPU's rank and coordinates (``ranks``), its ports' messages
     (``messages``), its collectives as its fabric port recorded them (``collectives``: op,
     group, seq, tensor, bytes, start, end) and the fabric's record of each group's collective
-    (``groups``). Empty for a run with none of them."""
+    (``groups``), and each copied tp twin's simulated GPU (``twin_of``:
+    components/rank_twins.py). Empty for a run with none of them."""
 
     ranks: dict[str, RankCoords] = field(default_factory=dict)
     messages: dict[str, list[P2PMessage]] = field(default_factory=dict)
     collectives: dict[str, list[tuple[str, str, int, str, int, int, int]]] = \
         field(default_factory=dict)
     groups: list[CollectiveRecord] = field(default_factory=list)
+    twin_of: dict[str, str] = field(default_factory=dict)
 
 
 def _coords(stage: PipelineStageResult) -> RankCoords:
@@ -88,6 +90,8 @@ def parallel_records(results: Mapping[str, object]) -> ParallelRecords:
     for record in results.values():
         if isinstance(record, PipelineStageResult):
             out.ranks[record.gpu] = _coords(record)
+            if record.twin_of:
+                out.twin_of[record.gpu] = record.twin_of
         elif isinstance(record, P2PResult):
             out.messages[record.gpu] = record.messages
         elif isinstance(record, CollectiveOpsResult):
@@ -175,22 +179,49 @@ def _message_events(name: str, pid: int, par: ParallelRecords) -> list[dict[str,
 def _collective_events(name: str, pid: int, par: ParallelRecords,
                        group_of: Mapping[tuple[str, int, int], CollectiveRecord],
                        gpu_of: Mapping[int, str]) -> list[dict[str, Any]]:
-    """The GPU's collectives, each an event with its op, group, bytes and (where the fabric
-    recorded it, ``group_of`` by (group kind, seq, member rank), and the GPU's rank is known)
-    the group's ranks and their GPUs (``gpu_of``, by rank) in its args."""
-    coords = par.ranks.get(name)
+    """The GPU's collectives, each an event with its op, group, bytes and (where its group is
+    known, :func:`_group_record`; ``group_of`` the fabric's records by (group kind, seq,
+    member rank)) the group's index, ranks and their GPUs (``gpu_of``, by rank) in its
+    args."""
     out = []
     for op, group, seq, tensor, nbytes, start, end in par.collectives.get(name, []):
         args: dict[str, Any] = {"op": op, "group": group, "seq": seq, "tensor": tensor,
                                 "bytes": nbytes}
-        record = group_of.get((group, seq, coords.rank)) if coords is not None else None
-        if record is not None:
-            args.update(group_index=record.index, ranks=list(record.ranks),
-                        gpus=[gpu_of.get(r, f"rank {r}") for r in record.ranks])
+        found = _group_record(name, group, seq, par, group_of)
+        if found is not None:
+            index, ranks = found
+            args.update(group_index=index, ranks=list(ranks),
+                        gpus=[gpu_of.get(r, f"rank {r}") for r in ranks])
         out.append({"name": f"collective {op} {tensor} group={group}", "cat": "collective",
                     "ph": "X", "pid": pid, "tid": TRACK_OF["collective"], "ts": start / 1e6,
                     "dur": (end - start) / 1e6, "args": args})
     return out
+
+
+def _group_record(name: str, group: str, seq: int, par: ParallelRecords,
+                  group_of: Mapping[tuple[str, int, int], CollectiveRecord]
+                  ) -> Optional[tuple[int, tuple[int, ...]]]:
+    """The index and ranks of the group of ``name``'s collective ``seq`` over ``group``: the
+    fabric's record of it, or for a copied tp twin whose group the fabric did not price (a
+    group of twins only: its dp or embedding group), its simulated GPU's group shifted by the
+    twin's tp rank ``t``, ranks and index alike: in Megatron-LM's rank order (tp fastest) the
+    group of tp rank t of a kind other than tp holds tp rank 0's ranks plus t, and its number
+    is tp rank 0's plus t (workloads/parallel/ranks.py's ``process_groups``). None where
+    neither is known."""
+    coords = par.ranks.get(name)
+    if coords is None:
+        return None
+    record = group_of.get((group, seq, coords.rank))
+    if record is not None:
+        return record.index, record.ranks
+    sim = par.ranks.get(par.twin_of.get(name, ""))
+    if sim is None or sim.tp != 0:
+        return None
+    record = group_of.get((group, seq, sim.rank))
+    if record is None:
+        return None
+    shift = coords.rank - sim.rank
+    return record.index + shift, tuple(r + shift for r in record.ranks)
 
 
 def _flows(pids: Mapping[str, int], par: ParallelRecords) -> list[dict[str, Any]]:

@@ -17,6 +17,8 @@ from components.cluster_fabric import ClusterFabricResult
 from components.pipeline_p2p import P2PResult
 from components.summary import SystemResults
 from components.trace import TRACK_OF, ParallelRecords, chrome_trace, parallel_records
+from workloads.parallel.layout import ParallelLayout
+from workloads.parallel.ranks import process_groups
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "topologies" / "pipeline_cdma.py"
@@ -108,7 +110,18 @@ def test_each_collective_is_one_event_per_member_with_its_group_and_bytes(tp_run
     assert all(e["tid"] == TRACK_OF["collective"] for e in drawn)
     by_member = Counter((names[e["pid"]], e["args"]["group"], e["args"]["seq"]) for e in drawn)
     gpu_of = {r: gpu for gpu, (r, _, _) in RANKS.items()}
-    assert len(drawn) == sum(len(c.ranks) for c in fabric.collectives)
+    # each event names its group as the layout's tables number it, its members each once
+    tables = process_groups(ParallelLayout(tp=2, pp=2, dp=1))
+    assert all(getattr(tables, e["args"]["group"])[e["args"]["group_index"]] ==
+               tuple(e["args"]["ranks"]) for e in drawn)
+    groups = Counter((e["args"]["group"], e["args"]["seq"], tuple(e["args"]["ranks"]))
+                     for e in drawn)
+    assert all(n == len(ranks) for (_, _, ranks), n in groups.items())
+    # the fabric's groups, and tp rank 1's embedding group (ranks 1, 3): a group of twins
+    # only, which the fabric does not price (docs/parallel.md, "Symmetry")
+    recorded = {(c.group, c.seq, c.ranks) for c in fabric.collectives}
+    twins_only = {("embedding", seq, (1, 3)) for g, seq, _ in recorded if g == "embedding"}
+    assert twins_only and set(groups) == recorded | twins_only
     for record in fabric.collectives:
         members = [gpu_of[r] for r in record.ranks]
         assert all(by_member[(gpu, record.group, record.seq)] == 1 for gpu in members)

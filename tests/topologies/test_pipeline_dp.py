@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections import Counter
 
 import pytest
 
@@ -140,15 +141,16 @@ def test_one_replica_gives_every_rank_s_figures_byte_identical(tp, pp, dp, zero)
     assert dp_records and all(len(r.ranks) == dp and r.first_ps == r.last_ps
                               for r in dp_records)
     assert all(("inter" in r.tiers) == (dp * tp > 8) for r in dp_records)
-    # what only the full run has: the other replicas' tp and embedding groups' collectives
-    # (gpt2_small's tied embeddings: one all-reduce a step between each pipeline's first and
-    # last rank) and the dp groups' of the other tp ranks, which the fabric's statistics count
-    # once per group
-    replica_local = ("tp", "embedding")
+    # what only the full run has: the other replicas' tp groups' collectives, the dp groups'
+    # of the other tp ranks, which the fabric's statistics count once per group, and the
+    # embedding groups' (gpt2_small's tied embeddings: one all-reduce a step between each
+    # pipeline's first and last rank) of every pipeline but replica 0's tp rank 0 (a group of
+    # twins, or of another replica's ranks: docs/parallel.md, "Symmetry")
+    count = Counter(r.group for r in fab_every.collectives)
     assert any(r.group == "embedding" for r in fab_one.collectives)
     assert len(fab_every.collectives) - len(fab_one.collectives) == \
-        sum(1 for r in fab_every.collectives if r.group in replica_local) * (dp - 1) // dp + \
-        sum(1 for r in fab_every.collectives if r.group == "dp") * (tp - 1) // tp
+        count["tp"] * (dp - 1) // dp + count["dp"] * (tp - 1) // tp + \
+        count["embedding"] * (tp * dp - 1) // (tp * dp)
 
 
 def stage_stream(stage: int, zero: int, dp: int = 2, pp: int = 2):
