@@ -137,7 +137,8 @@ def indexed_element(library: str, element: str) -> Optional[type[Element]]:
 
 #: (library package, ``library.Element``) -> (the module that defines it, its class), as
 #: :func:`indexed_element` found it: a build looks up each element of its graph, a sweep every
-#: point's again; a hit stands while that module is still the one imported
+#: point's again; a hit stands while that module is still the one imported and still holds the
+#: class under its name (a module that makes elements at run time may drop one)
 _FOUND: dict[tuple[Optional[str], str], tuple[ModuleType, type[Element]]] = {}
 
 
@@ -150,7 +151,8 @@ def find_element(type_name: str) -> type[Element]:
     lib, elem = type_name.split(".", 1)
     key = (library_modules().get(lib), type_name)
     found = _FOUND.get(key)
-    if found is not None and sys.modules.get(found[0].__name__) is found[0]:
+    if found is not None and sys.modules.get(found[0].__name__) is found[0] \
+            and vars(found[0]).get(found[1].__name__) is found[1]:
         return found[1]
     indexed = indexed_element(lib, elem)
     if indexed is not None:
