@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
-from sst_cdma.engine.cyclic_gc import held_back
 from sst_cdma.engine.file_safety import remove_tree
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
 from sst_cdma.engine.stale_folders import owner_tag
@@ -289,10 +288,9 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
     with in_directory(tmp), contextlib.redirect_stdout(output), \
             contextlib.redirect_stderr(output):
         try:
-            with held_back():  # as sst runs it: a run makes no cyclic garbage worth a pass
-                result = run(task.script, options, output_directory=tmp,
-                             console=console, overrides=overrides or None,
-                             full_trace=task.full_trace)
+            result = run(task.script, options, output_directory=tmp,
+                         console=console, overrides=overrides or None,
+                         full_trace=task.full_trace)
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
                           end_reason=str(result.end_reason),
                           run_s=round(sum(result.timing.values()), 6))
