@@ -16,6 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from .durations import format_ps, parse_duration
+from sst_cdma.engine.dict_init import dict_init
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -143,6 +144,7 @@ def _key(key: str, form: Form, statements: tuple[str, ...], required: bool = Fal
     return field(default=default, metadata=meta)
 
 
+@dict_init  # tens of thousands made per planned iteration
 @dataclass(frozen=True)
 class StreamTensor:
     """A declared tensor (``tensor NAME bytes=... kind=...``); ``line`` is its line in the text
@@ -157,6 +159,7 @@ class StreamTensor:
     line: int = field(default=0, compare=False)
 
 
+@dict_init
 @dataclass(frozen=True)
 class StreamOp:
     """One op of a phase; ``name`` is the tensor (alloc/free/offload/prefetch/wait) or layer

@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import pkgutil
 import re
+import sys
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -134,15 +135,30 @@ def indexed_element(library: str, element: str) -> Optional[type[Element]]:
     return None
 
 
+#: (library package, ``library.Element``) -> (the module that defines it, its class), as
+#: :func:`indexed_element` found it: a build looks up each element of its graph, a sweep every
+#: point's again; a hit stands while that module is still the one imported and still holds the
+#: class under its name (a module that makes elements at run time may drop one)
+_FOUND: dict[tuple[Optional[str], str], tuple[ModuleType, type[Element]]] = {}
+
+
 def find_element(type_name: str) -> type[Element]:
     """The class for ``library.Element``, importing only its module where the library's
-    package says which it is (:func:`indexed_element`); ElementNotFound with close matches
-    otherwise."""
+    package says which it is (:func:`indexed_element`, remembered); ElementNotFound with close
+    matches otherwise."""
     if "." not in type_name:
         raise ElementNotFound(f"element type {type_name!r} must be 'library.Element'")
     lib, elem = type_name.split(".", 1)
+    key = (library_modules().get(lib), type_name)
+    found = _FOUND.get(key)
+    if found is not None and sys.modules.get(found[0].__name__) is found[0] \
+            and vars(found[0]).get(found[1].__name__) is found[1]:
+        return found[1]
     indexed = indexed_element(lib, elem)
     if indexed is not None:
+        module = sys.modules.get(indexed.__module__)
+        if module is not None:
+            _FOUND[key] = (module, indexed)
         return indexed
     elements = load_library(lib)
     if elem not in elements:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 from sst_cdma.codecs.registry import algorithm_names
 from sst_cdma.model.dtypes import PROFILE_DTYPES, PROFILE_ITEMSIZES
@@ -241,36 +241,103 @@ def _parse_tensor(c: _Checker, value: Any, path: str, dtype: str) -> dict[str, A
         raise c.fail(points_path, "is empty; at least one point is needed")
     parsed = []
     previous: float | None = None
+    known = algorithm_names()
+    names = frozenset(known)
     for i, point in enumerate(points):
-        ppath = f"{points_path}[{i}]"
-        raw = c.obj(point, ppath, _POINT_REQUIRED, _POINT_OPTIONAL)
-        progress = c.unit_interval(raw["progress"], f"{ppath}.progress")
-        if previous is not None and progress <= previous:
-            raise c.fail(f"{ppath}.progress",
-                         f"{_show(raw['progress'])} is not greater than the previous point's "
-                         f"{previous!r} (progress must be strictly increasing)")
-        previous = progress
-        item: dict[str, Any] = {"progress": progress,
-                                "density": c.unit_interval(raw["density"], f"{ppath}.density")}
-        if "ratios" in raw:
-            item["ratios"] = _parse_ratios(c, raw["ratios"], f"{ppath}.ratios", dtype,
-                                           item["density"])
-        if "ratios_by_dtype" in raw:
-            bpath = f"{ppath}.ratios_by_dtype"
-            by_dtype = c.mapping(raw["ratios_by_dtype"], bpath)
-            item["ratios_by_dtype"] = {}
-            for other, ratios in by_dtype.items():
-                if other not in KNOWN_DTYPES or other == dtype:
-                    raise c.fail(bpath, f"{_show(other)} is not another element type than the "
-                                        f"profile's {dtype} (expected one of "
-                                        f"{', '.join(t for t in KNOWN_DTYPES if t != dtype)})")
-                # the point's density is of its own element type: converted to another, a
-                # tensor may gain zeros (values under the other type's smallest), so only
-                # the type's own ceiling (every element zero) binds there
-                item["ratios_by_dtype"][other] = _parse_ratios(c, ratios, f"{bpath}.{other}",
-                                                               other, 0.0)
+        item = _plain_point(point, previous, dtype, known, names)
+        if item is None:
+            item = _checked_point(c, point, f"{points_path}[{i}]", previous, dtype)
+        previous = item["progress"]
         parsed.append(item)
     out["points"] = parsed
+    return out
+
+
+def _checked_point(c: _Checker, point: Any, ppath: str, previous: Optional[float],
+                   dtype: str) -> dict[str, Any]:
+    """One point of a tensor's ``points``, every field checked (an error names ``ppath``)."""
+    raw = c.obj(point, ppath, _POINT_REQUIRED, _POINT_OPTIONAL)
+    progress = c.unit_interval(raw["progress"], f"{ppath}.progress")
+    if previous is not None and progress <= previous:
+        raise c.fail(f"{ppath}.progress",
+                     f"{_show(raw['progress'])} is not greater than the previous point's "
+                     f"{previous!r} (progress must be strictly increasing)")
+    item: dict[str, Any] = {"progress": progress,
+                            "density": c.unit_interval(raw["density"], f"{ppath}.density")}
+    if "ratios" in raw:
+        item["ratios"] = _parse_ratios(c, raw["ratios"], f"{ppath}.ratios", dtype,
+                                       item["density"])
+    if "ratios_by_dtype" in raw:
+        bpath = f"{ppath}.ratios_by_dtype"
+        by_dtype = c.mapping(raw["ratios_by_dtype"], bpath)
+        item["ratios_by_dtype"] = {}
+        for other, ratios in by_dtype.items():
+            if other not in KNOWN_DTYPES or other == dtype:
+                raise c.fail(bpath, f"{_show(other)} is not another element type than the "
+                                    f"profile's {dtype} (expected one of "
+                                    f"{', '.join(t for t in KNOWN_DTYPES if t != dtype)})")
+            # the point's density is of its own element type: converted to another, a
+            # tensor may gain zeros (values under the other type's smallest), so only
+            # the type's own ceiling (every element zero) binds there
+            item["ratios_by_dtype"][other] = _parse_ratios(c, ratios, f"{bpath}.{other}",
+                                                           other, 0.0)
+    return item
+
+
+#: the fields a point may have, for :func:`_plain_point`
+_POINT_FIELDS = frozenset(_POINT_REQUIRED + _POINT_OPTIONAL)
+
+
+def _plain_unit(value: Any) -> bool:
+    """A JSON number (not a boolean) in [0, 1]."""
+    return type(value) in (int, float) and 0.0 <= value <= 1.0
+
+
+def _plain_point(point: Any, previous: Optional[float], dtype: str, known: Sequence[str],
+                 names: frozenset[str]) -> Optional[dict[str, Any]]:
+    """A point that passes every check of :func:`_checked_point`, parsed as it parses it,
+    quickly (a profile holds thousands); None for anything else, which
+    :func:`_checked_point` then reads, and says what is wrong with."""
+    if type(point) is not dict or not point.keys() <= _POINT_FIELDS:
+        return None
+    progress: Any = point.get("progress")
+    density: Any = point.get("density")
+    if not (_plain_unit(progress) and _plain_unit(density)) \
+            or (previous is not None and progress <= previous):
+        return None
+    item: dict[str, Any] = {"progress": float(progress), "density": float(density)}
+    if "ratios" in point:
+        ratios = _plain_ratios(point["ratios"], dtype, item["density"], known, names)
+        if ratios is None:
+            return None
+        item["ratios"] = ratios
+    if "ratios_by_dtype" in point:
+        by_dtype = point["ratios_by_dtype"]
+        if type(by_dtype) is not dict:
+            return None
+        item["ratios_by_dtype"] = {}
+        for other, value in by_dtype.items():
+            ratios = _plain_ratios(value, other, 0.0, known, names) \
+                if other in KNOWN_DTYPES and other != dtype else None
+            if ratios is None:
+                return None
+            item["ratios_by_dtype"][other] = ratios
+    return item
+
+
+def _plain_ratios(ratios: Any, dtype: str, density: float, known: Sequence[str],
+                  names: frozenset[str]) -> Optional[dict[str, float]]:
+    """:func:`_parse_ratios` of ``ratios`` where it passes every check; None otherwise."""
+    if type(ratios) is not dict or not ratios.keys() <= names:
+        return None
+    out = {}
+    for algorithm in known:
+        if algorithm in ratios:
+            ratio = ratios[algorithm]
+            if type(ratio) not in (int, float) or not 0 < ratio < math.inf \
+                    or ratio_ceiling_fault(algorithm, ratio, dtype, density):
+                return None
+            out[algorithm] = float(ratio)
     return out
 
 

@@ -49,3 +49,37 @@ def test_unknown_names_suggest_close_matches():
         find_element("cdma.GPUs")
     with pytest.raises(ElementNotFound, match="must be 'library.Element'"):
         find_element("GPU")
+
+
+def test_a_found_element_is_remembered_until_its_module_is_imported_again(tmp_path,
+                                                                          monkeypatch):
+    pkg = tmp_path / "gadget_elements"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("OPEN_ELEMENT_MODULES = ()\n")
+    source = textwrap.dedent('''
+        from sst_cdma.engine.element import Component
+
+        class Gadget(Component):
+            """{doc}"""
+    ''')
+    (pkg / "gadget.py").write_text(source.format(doc="The first gadget."))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = [EntryPoint("gadgets", "gadget_elements", library.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(library, "entry_points", lambda group: fake)
+    library.library_modules.cache_clear()
+    try:
+        first = find_element("gadgets.Gadget")
+        assert find_element("gadgets.Gadget") is first
+        # the module imported again (a reload, an edited source): the new class, not the kept one
+        import importlib
+
+        (pkg / "gadget.py").write_text(source.format(doc="The second gadget."))
+        importlib.invalidate_caches()
+        sys.modules.pop("gadget_elements.gadget")
+        again = find_element("gadgets.Gadget")
+        assert again is not first and again.description() == "The second gadget."
+    finally:
+        library.library_modules.cache_clear()
+        load_library.cache_clear()
+        sys.modules.pop("gadget_elements", None)
+        sys.modules.pop("gadget_elements.gadget", None)

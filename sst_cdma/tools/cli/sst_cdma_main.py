@@ -493,10 +493,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def run_main() -> int:
     """``main`` for the console script: a closed stdout pipe (``sst-cdma ... | head``) ends
-    quietly."""
+    quietly; the process's last garbage collections are skipped (it exits next)."""
+    from sst_cdma.engine.cyclic_gc import done_with_collecting
     from sst_cdma.tools.cli.sst_main import quiet_on_closed_pipe
 
-    return quiet_on_closed_pipe(main)
+    code = quiet_on_closed_pipe(main)  # (the collector stays on: a sweep's points need it)
+    done_with_collecting()
+    return code
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import traceback
 from typing import Callable, NoReturn, Optional, Sequence, Union
 
 from sst_cdma import __version__
-from sst_cdma.engine.cyclic_gc import held_back
+from sst_cdma.engine.cyclic_gc import done_with_collecting, held_back
 
 with held_back():  # the engine's imports (networkx, numpy among them) make no cyclic garbage
     from sst_cdma.engine.config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
@@ -364,8 +364,12 @@ def timing_info(result: "RunResult") -> str:
 
 
 def run_main() -> int:
-    """``main`` for the console script: a closed stdout pipe (``sst ... | head``) ends quietly."""
-    return quiet_on_closed_pipe(main)
+    """``main`` for the console script: a closed stdout pipe (``sst ... | head``) ends quietly;
+    the process's last garbage collections are skipped (it exits next)."""
+    with held_back():  # switched back on after the freeze: no pass over the run's objects
+        code = quiet_on_closed_pipe(main)
+        done_with_collecting()
+    return code
 
 
 def quiet_on_closed_pipe(entry: Callable[[], int]) -> int:
