@@ -93,13 +93,13 @@ def test_uneven_stages_are_bound_by_the_slowest():
     assert result.idle[1] == 10 + 20
 
 
-@pytest.mark.parametrize("p, m", product(range(1, 7), range(1, 12)))
+@pytest.mark.parametrize("p, m", list(product(range(1, 7), range(1, 12))))
 def test_1f1b_holds_min_p_minus_s_m_micro_batches_and_gpipe_m(p, m):
     assert in_flight(orders_of("1f1b", p, m)) == tuple(min(p - s, m) for s in range(p))
     assert in_flight(orders_of("gpipe", p, m)) == (m,) * p
 
 
-@pytest.mark.parametrize("p, v", product(range(2, 7), range(2, 5)))
+@pytest.mark.parametrize("p, v", list(product(range(2, 7), range(2, 5))))
 def test_interleaved_first_stage_holds_korthikantis_factor(p, v):
     # first stage: p (1 + (p - 1)/(p v)) micro-batches of a whole stage's activations, each
     # chunk 1/v of them; reached once the warm-up fits: m >= 2p (m a multiple of p)
