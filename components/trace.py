@@ -15,14 +15,17 @@ args, one event per member. A run without them draws what it always drew, byte f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+import sys
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .cluster_fabric import ClusterFabricResult, CollectiveRecord
 from .collective_ops import CollectiveOpsResult
 from .gpu import GPUResult
 from .model_state_driver import COPY_STREAMS
 from .pipeline_p2p import P2PMessage, P2PResult
 from .pipeline_report import PipelineStageResult
+
+if TYPE_CHECKING:
+    from .cluster_fabric import ClusterFabricResult, CollectiveRecord
 
 __all__ = ["chrome_trace", "memory_counter", "TRACKS", "TRACK_OF", "RankCoords",
            "ParallelRecords", "parallel_records"]
@@ -87,6 +90,7 @@ def _coords(stage: PipelineStageResult) -> RankCoords:
 def parallel_records(results: Mapping[str, object]) -> ParallelRecords:
     """The :class:`ParallelRecords` among a run's published records (by element name)."""
     out = ParallelRecords()
+    fabric = _fabric_result_class()
     for record in results.values():
         if isinstance(record, PipelineStageResult):
             out.ranks[record.gpu] = _coords(record)
@@ -96,9 +100,17 @@ def parallel_records(results: Mapping[str, object]) -> ParallelRecords:
             out.messages[record.gpu] = record.messages
         elif isinstance(record, CollectiveOpsResult):
             out.collectives[record.gpu] = record.collectives
-        elif isinstance(record, ClusterFabricResult):
+        elif fabric is not None and isinstance(record, fabric):
             out.groups.extend(record.collectives)
     return out
+
+
+def _fabric_result_class() -> Optional[type["ClusterFabricResult"]]:
+    """``ClusterFabricResult`` where its module is loaded, else None: a run without a cluster
+    fabric publishes none, and a single GPU's job need not import the fabric to know it."""
+    module = sys.modules.get(f"{__package__}.cluster_fabric")
+    found: Optional[type[ClusterFabricResult]] = getattr(module, "ClusterFabricResult", None)
+    return found
 
 
 def chrome_trace(gpus: dict[str, GPUResult], full: bool = True,
