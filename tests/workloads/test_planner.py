@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import sst_cdma
-from components.kernel_times import roofline_ps
 from components.messages import CopyCost
 from sst_cdma.engine.runner import RunError
 from workloads import load_network
@@ -18,21 +17,10 @@ from workloads.planner import PlanInfeasible, build_model, \
     lower_bound_peak, plan_greedy, plan_milp, plan_peak, plan_to_fit
 from workloads.vdnn import plan_iteration
 
+from planner_costs import copy_costs, kernel_ps
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny_transformer.yaml"
-
-
-def kernel_ps(op):
-    return roofline_ps(op.flops or 0, op.dram or 0, 10e12, 0.6, 500e9, 5_000_000)
-
-
-def copy_costs(net, batch, link=12e9, codec=30e9, ratio=3.0, latency=1_000_000):
-    out = {}
-    for name, t in net.tensors(batch, "float32").items():
-        plain = latency + int(t.bytes / link * 1e12)
-        packed = latency + int(max(t.bytes / codec, t.bytes / ratio / link) * 1e12)
-        out[name] = CopyCost(plain, plain, packed, packed, int(t.bytes / ratio))
-    return out
 
 
 def de_copy_costs(net, batch, link=12e9, sm=25e9, de=600e9, ratio=3.0, latency=1_000_000):

@@ -8,8 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.kernel_times import roofline_ps
-from components.messages import CopyCost
 from workloads import load_network
 from workloads.parallel import ModelShape, in_flight, make_layout, stage_orders
 from workloads.parallel.stage_planner import (StageProblem, plan_stage, stage_model,
@@ -18,21 +16,10 @@ from workloads.parallel.transformer_stages import tied_head, transformer_stage_s
 from workloads.planner import build_model, lower_bound_peak, plan_greedy, plan_milp
 from workloads.vdnn import plan_iteration
 
+from planner_costs import copy_costs, kernel_ps
+
 REPO = Path(__file__).resolve().parents[3]
 TINY = REPO / "tests" / "data" / "tiny_transformer.yaml"
-
-
-def kernel_ps(op):
-    return roofline_ps(op.flops or 0, op.dram or 0, 10e12, 0.6, 500e9, 5_000_000)
-
-
-def copy_costs(net, batch, link=12e9, codec=30e9, ratio=3.0, latency=1_000_000):
-    out = {}
-    for name, t in net.tensors(batch, "float32").items():
-        plain = latency + int(t.bytes / link * 1e12)
-        packed = latency + int(max(t.bytes / codec, t.bytes / ratio / link) * 1e12)
-        out[name] = CopyCost(plain, plain, packed, packed, int(t.bytes / ratio))
-    return out
 
 
 def problem(network, blocks, pp, m, stage, batch=2, schedule="1f1b", vpp=1, costs=True):
