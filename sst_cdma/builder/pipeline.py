@@ -18,8 +18,8 @@ from sst_cdma.builder.model_options import (PIPELINE_OPTIONS, PORTS, STAGE, Elem
 from sst_cdma.builder.cluster_node import wire_nic
 from sst_cdma.builder.stage_hosts import StageHosts, replicas_share_hosts
 from sst_cdma.builder.model_options import param_type
-from sst_cdma.builder.topology import NVME_COUNT, ModelOptionParser
-from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
+from sst_cdma.builder.topology import NVME_COUNT, ModelOptionParser, add_nvme_preset_option
+from sst_cdma.model.ssds import SSDS
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.param_words import speak_flags
 from sst_cdma.model.clusters import NODES
@@ -100,9 +100,7 @@ def pipeline_parser(prog: str, gpu: str, cluster: bool = False) -> ModelOptionPa
                         "stage's own), on its root ports, every GPU's engine of the host on "
                         "each: the tier of --optimizer-states nvme (default: 0, none; "
                         "docs/storage.md)")
-    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
-                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
-                        f"{DEFAULT_SSD}; docs/storage.md)")
+    add_nvme_preset_option(p)
     p.add_argument("--gpu", default=gpu, type=gpu_preset, choices=sorted(GPUS),
                    metavar=gpu_choices(),
                    help=f"GPU preset of every stage: its HBM bandwidth and capacity (default: "

@@ -138,9 +138,7 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                         "PCIe switches (round robin) or its root complex; every GPU of the "
                         "host stripes its nvme-tier transfers across them (default: 0, none; "
                         "docs/storage.md)")
-    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
-                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
-                        f"{DEFAULT_SSD}; docs/storage.md)")
+    add_nvme_preset_option(p)
     p.add_argument("--no-baselines", action="store_true",
                    help="skip the oracle and vDNN baselines")
     p.add_argument("--stats", default="", choices=("", "csv", "json", "txt", "console"),
@@ -423,6 +421,13 @@ def _check_topology(o: argparse.Namespace) -> None:
 #: the options that describe the ``--nvme`` SSDs: their preset, how the engines reach them,
 #: and the SSD element's own
 NVME_OPTIONS = ("nvme_preset", "nvme_path", *(opt.dest for opt in options_of(NVME)))
+
+
+def add_nvme_preset_option(p: argparse.ArgumentParser) -> None:
+    """``--nvme-preset NAME``: the datasheet of the ``--nvme`` SSDs (a :data:`SSDS` name)."""
+    p.add_argument("--nvme-preset", default=DEFAULT_SSD, metavar="NAME",
+                   help=f"the SSDs' datasheet: {', '.join(sorted(SSDS))} (default: "
+                        f"{DEFAULT_SSD}; docs/storage.md)")
 
 
 def _check_storage(o: argparse.Namespace) -> None:
