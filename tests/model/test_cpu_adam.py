@@ -75,6 +75,25 @@ def test_the_headline_is_the_fastest_per_thread_count_at_the_largest_size():
     assert figures["params_per_s"] == pytest.approx(4000 / 5e-5)
 
 
+def test_a_host_steps_with_deepspeeds_rates_where_the_file_measured_them(tmp_path):
+    doc = _doc()
+    slower = [_measurement("deepspeed", 4000, 1, 3e-4), _measurement("deepspeed", 4000, 2, 2e-4)]
+    doc["measurements"] += slower
+    doc.update(headline(doc["measurements"], 2))
+    assert doc["best_implementation"] == "foreach"  # the fastest measured stays the headline
+    profile = load_cpu_adam(_write(tmp_path, doc))
+    assert profile.implementation == profile.implementation_all_cores == "deepspeed"
+    assert profile.params_per_s_per_core == pytest.approx(4000 / 3e-4)
+    assert profile.params_per_s_all_cores == pytest.approx(4000 / 2e-4)
+
+
+def test_deepspeed_measured_on_one_thread_only_leaves_the_fastest(tmp_path):
+    doc = _doc()
+    doc["measurements"].append(_measurement("deepspeed", 4000, 1, 3e-4))
+    doc.update(headline(doc["measurements"], 2))
+    assert load_cpu_adam(_write(tmp_path, doc)).implementation == "foreach"
+
+
 def test_the_shipped_default_loads():
     profile = load_cpu_adam()
     assert profile.source == str(DEFAULT_CPU_ADAM)

@@ -22,7 +22,7 @@ from sst_cdma.engine.atomic_files import write_text_whole
 from sst_cdma.model.cpu_adam import DEFAULT_CPU_ADAM, IMPLEMENTATIONS, CpuAdamError
 from sst_cdma.engine.units import UnitAlgebra, UnitError
 from sst_cdma.engine.machine import memory_fault
-from sst_cdma.model.cpu_adam import MAX_CORES, MAX_CORES_WHY
+from sst_cdma.model.cpu_adam import MAX_CORES, MAX_CORES_WHY, stepped_rates
 from sst_cdma.tools.capture.cpu_adam_timing import (BYTES_HELD_PER_PARAM, AdamTiming, available_cores,
                               cpu_adam_document, machine_description, time_cpu_adam)
 from sst_cdma.tools.capture.tool_main import run_tool
@@ -136,6 +136,11 @@ def _run(argv: list[str]) -> int:
           f"parameters/s on 1 core ({doc['best_implementation']}), "
           f"{doc['params_per_s'] / 1e6:.1f} M on {doc['cores_measured']} "
           f"({doc['best_implementation_all_cores']}); wrote {out}")
+    rates = stepped_rates(doc)
+    if rates is not doc:
+        print(f"a host steps with {rates['best_implementation']} (what ZeRO-Offload runs): "
+              f"{rates['params_per_s_per_core'] / 1e6:.1f} M on 1 core, "
+              f"{rates['params_per_s'] / 1e6:.1f} M on {rates['cores_measured']}")
     return 0
 
 
