@@ -77,6 +77,16 @@ class RunResult:
         """Every statistic dump as a pandas DataFrame with the CSV's columns."""
         return self.table()
 
+    def statistics_csv(self) -> str:
+        """:attr:`statistics` as the CSV text its ``to_csv(index=False, lineterminator="\\n")``
+        writes (empty when no statistic was dumped), made without pandas where the run's
+        statistics are at hand."""
+        if self.simulation is not None:
+            text: str = self.simulation.statistics.table_csv()
+            return text
+        table = self.statistics
+        return table.to_csv(index=False, lineterminator="\n") if len(table) else ""
+
     @property
     def sim_time_s(self) -> float:
         """Simulated time in seconds."""

@@ -294,9 +294,9 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
                           end_reason=str(result.end_reason),
                           run_s=round(sum(result.timing.values()), 6))
-            stats = result.statistics
-            if stats is not None and len(stats):
-                stats.to_csv(tmp / STATISTICS, index=False, lineterminator="\n")
+            table = result.statistics_csv()
+            if table:
+                (tmp / STATISTICS).write_bytes(table.encode("utf-8"))
         except RunError as exc:
             record.update(status="failed", error=script_error(exc, output.getvalue()))
         except SystemExit as exc:
