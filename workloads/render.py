@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .planner import PlanResult
     from .model_states import Placement
 
-__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "stream_text", "iteration_stream",
+__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "load_templates", "stream_text", "iteration_stream",
            "plan_auto"]
 
 #: per-tensor choices as a hashable value: ((tensor, choice), ...) sorted by tensor
@@ -60,19 +60,40 @@ def _environment() -> "jinja2.Environment":
     )
 
 
+def load_templates() -> None:
+    """Import jinja2 and compile ``stream.j2`` now, as the first stream's text would: a
+    process that forks workers (a sweep's pool) does it once for them all."""
+    _environment().get_template("stream.j2")
+
+
 def render_plan(plan: Plan, template: str = "stream.j2") -> str:
     """The text of an already computed :class:`~workloads.plan.Plan`."""
     return _environment().get_template(template).render(plan=plan, stream=plan.stream(),
                                                         line=statement_line)
 
 
+#: the texts of the last few rendered streams, by the stream's identity (a rendered stream is
+#: memoized, shared and read-only: the points of a sweep that share a network share it), each
+#: kept with its stream so that the identity is not reused while it is kept
+_TEXTS: dict[int, tuple[Stream, str]] = {}
+TEXTS_KEPT = 4
+
+
 def stream_text(stream: Stream) -> str:
     """The text of ``stream``; :func:`~workloads.stream.parse_stream` of it gives ``stream``
     back. A rendered stream is laid out from its plan (per-layer blocks and their comments,
-    as the run writes ``gpu.stream``), a parsed one plainly: one statement per line."""
+    as the run writes ``gpu.stream``; the text of one of the last :data:`TEXTS_KEPT` rendered
+    streams is not laid out again), a parsed one plainly: one statement per line."""
     if stream.plan is not None:
-        return _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
+        kept = _TEXTS.get(id(stream))
+        if kept is not None and kept[0] is stream:
+            return kept[1]
+        text = _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
                                                                line=statement_line)
+        while len(_TEXTS) >= TEXTS_KEPT:
+            del _TEXTS[next(iter(_TEXTS))]
+        _TEXTS[id(stream)] = (stream, text)
+        return text
     lines = [statement_line(stream)] + [statement_line(t) for t in stream.tensors.values()]
     last = max((PHASES.index(op.phase) for op in stream.ops), default=0)
     for phase in PHASES[:last + 1]:
