@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param
+from sst_cdma.engine.json_text import indented
 
 from .console import console_summary
 from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
@@ -103,7 +104,8 @@ class Reporter(Component):
             print(console_summary(summary), file=self.simulation.console)
         out = self.simulation.output_directory
         if out is not None:
-            (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
+            # (json.dumps(summary, indent=2, sort_keys=True)'s text, in a fraction of its time)
+            (out / "summary.json").write_text(indented(summary, 2, sort_keys=True) + "\n",
                                               encoding="utf-8")
             if self.params["trace"]:
                 (out / "trace.json").write_text(json.dumps(chrome_trace(

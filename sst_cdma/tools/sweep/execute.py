@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import re
 import threading
@@ -28,6 +27,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from sst_cdma.engine.file_safety import remove_tree
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.json_text import indented
 from sst_cdma.engine.stale_folders import owner_tag
 
 DONE = "DONE"
@@ -322,8 +322,7 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
         (tmp / "console.txt").write_text(console.getvalue(), encoding="utf-8")
     if output.getvalue():
         (tmp / "output.txt").write_text(output.getvalue(), encoding="utf-8")
-    (tmp / RESULT).write_text(json.dumps(record, indent=2) + "\n",
-                              encoding="utf-8")
+    (tmp / RESULT).write_text(indented(record, 2) + "\n", encoding="utf-8")
     (tmp / DONE).write_text("", encoding="utf-8")
     return record
 
