@@ -31,6 +31,36 @@ def test_point_publishes_a_complete_folder(counting, tmp_path):
     assert counting.count(2) == 1                                      # finished: not rerun
 
 
+def test_a_point_another_worker_published_first_returns_that_workers_record(counting,
+                                                                             tmp_path,
+                                                                             monkeypatch):
+    import sst_cdma.tools.sweep.execute as execute
+
+    first = run_point(_task(counting, tmp_path, "--n", "2", "--value", "3"))
+    real_run_into = execute._run_into
+
+    def late(task, tmp):  # ran while the cache was still empty, finished after the other
+        record = real_run_into(task, tmp)
+        record["summary"]["iteration_time_s"] = -1.0  # what would tell the two apart
+        return record
+
+    monkeypatch.setattr(execute, "load_result",
+                        lambda points, key, real=execute.load_result: None
+                        if late.checking else real(points, key))
+    monkeypatch.setattr(execute, "_run_into", late)
+    late.checking = True  # type: ignore[attr-defined]
+    real_publish = execute._publish
+
+    def publish(tmp, final, replace_failed=False):
+        late.checking = False  # type: ignore[attr-defined]
+        return real_publish(tmp, final, replace_failed)
+
+    monkeypatch.setattr(execute, "_publish", publish)
+    again = run_point(_task(counting, tmp_path, "--n", "2", "--value", "3"))
+    assert again == first == load_result(tmp_path / "points", "k1")
+    assert [p.name for p in (tmp_path / "points").iterdir()] == ["k1"]   # its folder dropped
+
+
 def test_failure_is_a_record_with_a_clean_one_line_error(counting, tmp_path):
     record = run_point(_task(counting, tmp_path, "--n", "1", "--fail"))
     assert record["status"] == "failed"

@@ -401,6 +401,6 @@ def test_workers_inherit_a_frozen_heap_and_this_process_gets_its_own_back():
     with frozen_heap():
         outer = gc.get_freeze_count()
         with frozen_heap():  # frozen already: the inner block leaves it frozen
-            assert gc.get_freeze_count() >= outer > 1000
-        assert gc.get_freeze_count() >= outer
+            assert outer > 1000 and gc.get_freeze_count() > 1000
+        assert gc.get_freeze_count() > outer // 2  # (a frozen object may still be freed)
     assert gc.get_freeze_count() == 0

@@ -237,8 +237,10 @@ def _run_points(spec: SweepSpec, tasks: list[tuple[Point, PointTask]],
         with Dispatcher(**where) as dispatcher:
             failed_now = 0
             for task, record in dispatcher.run(t for _, t in todo):
-                # the published record when there is one: the same bytes a rerun will read
-                records[task.key] = load_result(points_dir, task.key) or record
+                # the published record: the same a rerun will read (a point's worker returns
+                # it; a point lost with its workers may have an earlier one published)
+                records[task.key] = (load_result(points_dir, task.key) or record) \
+                    if record.get("transient") else record
                 failed_now += record.get("status") != "ok"
                 bar.update(1)
                 if failed_now:

@@ -203,11 +203,12 @@ def _discard(folder: Path) -> None:
     remove_tree(aside)
 
 
-def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
+def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> Optional[dict[str, Any]]:
     """Move the finished point folder ``tmp`` to ``final``. A folder already there that is not
     a readable result (no ``DONE``, or a corrupt ``result.json``: see :func:`load_result`) is
     replaced, and so is a failed result with ``replace_failed``; a good result
-    there (another worker finished the same point first) is kept and ``tmp`` dropped."""
+    there (another worker finished the same point first) is kept, ``tmp`` dropped, and that
+    result's record returned (None when ``tmp`` took the place)."""
     if final.is_dir() and not final.is_symlink():
         old = load_result(final.parent, final.name)
         if old is None or (replace_failed and old.get("status") != "ok"):
@@ -215,10 +216,12 @@ def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
     try:
         os.rename(tmp, final)
     except OSError:
-        if load_result(final.parent, final.name) is not None:  # another worker was first
+        first = load_result(final.parent, final.name)
+        if first is not None:  # another worker was first
             remove_tree(tmp)
-            return
+            return first
         raise
+    return None
 
 
 class PointStorageError(RuntimeError):
@@ -241,7 +244,9 @@ def _storage_error(exc: OSError, task: PointTask) -> PointStorageError:
 
 def run_point(task: PointTask) -> dict[str, Any]:
     """Run one point and publish its folder (unless it is already there: finished, or failed
-    and ``task.retry_failed`` is false); return its record (``result.json``): key, status
+    and ``task.retry_failed`` is false); return the published record (the ``result.json``
+    this point's folder holds, another worker's where that one published the point first, as
+    :func:`load_result` reads it, so the sweep need not read it again): key, status
     (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary, wall_s (the whole
     point: the run, its outputs, the point's folder) and run_s (the run in this process: script,
     build, setup, event loop, finish). A failure of
@@ -264,7 +269,7 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     try:
         tmp.mkdir()
         record = _run_into(task, tmp)
-        _publish(tmp, final, task.retry_failed)
+        record = _publish(tmp, final, task.retry_failed) or record
     except KeyboardInterrupt:  # Ctrl-C or a stop signal where the point runs in the sweep's
         remove_tree(tmp)       # own process: no half-written folder of a live process is left
         raise                  # (gone already once published)
