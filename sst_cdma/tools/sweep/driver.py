@@ -144,15 +144,20 @@ def _remove_leftovers(points_dir: Path, todo: list[tuple[Point, PointTask]],
     removes only the half-written folders of processes of this machine that no longer exist
     (the local workers a stop signal killed mid-point), and the run's staging folders beside
     them (``KEY.tmp-<host>-<pid>-<nonce>.partial-...``, made by the same process)."""
+    try:
+        names = os.listdir(points_dir)  # once, not a glob per point
+    except FileNotFoundError:
+        return
     for _, task in todo:
+        prefix = f"{task.key}.tmp-"
         if only_stale:
-            prefix = f"{task.key}.tmp-"
-            found = [entry for entry in points_dir.glob(prefix + "*")
-                     if left_by_dead_process(entry.name.split(".partial-", 1)[0], prefix)]
+            found = [name for name in names if name.startswith(prefix) and
+                     left_by_dead_process(name.split(".partial-", 1)[0], prefix)]
         else:
-            found = [*points_dir.glob(f"{task.key}.tmp-*"), *points_dir.glob(f"{task.key}.old-*")]
+            found = [name for name in names
+                     if name.startswith((prefix, f"{task.key}.old-"))]
         for stale in found:
-            remove_tree(stale)
+            remove_tree(points_dir / stale)
 
 
 def _from_the_cache(tasks: list[tuple[Point, PointTask]], points_dir: Path, retry_failed: bool
