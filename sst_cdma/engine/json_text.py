@@ -64,11 +64,22 @@ def indented(obj: Any, indent: int = 2, sort_keys: bool = False) -> str:
             return sequence(value, inset)
         return other(value, inset)
 
+    def scalar_or(value: Any, inset: str) -> str:
+        # (text() inlined for the common scalars: one call fewer per value)
+        kind = type(value)
+        if kind is str:
+            return encode_basestring_ascii(value)
+        if kind is float:
+            return _float_text(value)
+        if kind is int:
+            return int.__repr__(value)
+        return text(value, inset)
+
     def sequence(values: Any, inset: str) -> str:
         if not values:
             return "[]"
         inner = inset + step
-        parts = [text(item, inner) for item in values]
+        parts = [scalar_or(item, inner) for item in values]
         return "[\n" + inner + (",\n" + inner).join(parts) + "\n" + inset + "]"
 
     def mapping(values: dict[Any, Any], inset: str) -> str:
@@ -76,7 +87,8 @@ def indented(obj: Any, indent: int = 2, sort_keys: bool = False) -> str:
             return "{}"
         inner = inset + step
         items = sorted(values.items()) if sort_keys else values.items()
-        parts = [_key_text(key) + ": " + text(item, inner) for key, item in items]
+        parts = [(encode_basestring_ascii(key) if type(key) is str else _key_text(key)) +
+                 ": " + scalar_or(item, inner) for key, item in items]
         return "{\n" + inner + (",\n" + inner).join(parts) + "\n" + inset + "}"
 
     def other(value: Any, inset: str) -> str:
