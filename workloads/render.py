@@ -60,40 +60,19 @@ def _environment() -> "jinja2.Environment":
     )
 
 
-def load_templates() -> None:
-    """Import jinja2 and compile ``stream.j2`` now, as the first stream's text would: a
-    process that forks workers (a sweep's pool) does it once for them all."""
-    _environment().get_template("stream.j2")
-
-
 def render_plan(plan: Plan, template: str = "stream.j2") -> str:
     """The text of an already computed :class:`~workloads.plan.Plan`."""
     return _environment().get_template(template).render(plan=plan, stream=plan.stream(),
                                                         line=statement_line)
 
 
-#: the texts of the last few rendered streams, by the stream's identity (a rendered stream is
-#: memoized, shared and read-only: the points of a sweep that share a network share it), each
-#: kept with its stream so that the identity is not reused while it is kept
-_TEXTS: dict[int, tuple[Stream, str]] = {}
-TEXTS_KEPT = 4
-
-
 def stream_text(stream: Stream) -> str:
     """The text of ``stream``; :func:`~workloads.stream.parse_stream` of it gives ``stream``
     back. A rendered stream is laid out from its plan (per-layer blocks and their comments,
-    as the run writes ``gpu.stream``; the text of one of the last :data:`TEXTS_KEPT` rendered
-    streams is not laid out again), a parsed one plainly: one statement per line."""
+    as the run writes ``gpu.stream``), a parsed one plainly: one statement per line."""
     if stream.plan is not None:
-        kept = _TEXTS.get(id(stream))
-        if kept is not None and kept[0] is stream:
-            return kept[1]
-        text = _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
+        return _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
                                                                line=statement_line)
-        while len(_TEXTS) >= TEXTS_KEPT:
-            del _TEXTS[next(iter(_TEXTS))]
-        _TEXTS[id(stream)] = (stream, text)
-        return text
     lines = [statement_line(stream)] + [statement_line(t) for t in stream.tensors.values()]
     last = max((PHASES.index(op.phase) for op in stream.ops), default=0)
     for phase in PHASES[:last + 1]:
@@ -379,3 +358,39 @@ def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelM
     scaled = {layer: {p: max(1, round(ps * ratio(layer, p))) for p, ps in passes.items()}
               for layer, passes in measured.times_ps.items()}
     return replace(measured, times_ps=scaled)
+
+
+def load_templates() -> None:
+    """Import jinja2 and compile ``stream.j2`` now, as the first stream's text would: a
+    process that forks workers (a sweep's pool) does it once for them all."""
+    _environment().get_template("stream.j2")
+
+
+#: the texts of the last few rendered streams, by the stream's identity (a rendered stream is
+#: memoized, shared and read-only: the points of a sweep that share a network share it), each
+#: kept with its stream so that the identity is not reused while it is kept
+_TEXTS: dict[int, tuple[Stream, str]] = {}
+TEXTS_KEPT = 4
+
+
+def _kept_text(text_of: Callable[[Stream], str]) -> Callable[[Stream], str]:
+    """``text_of`` (:func:`stream_text`), with the text of each of the last
+    :data:`TEXTS_KEPT` rendered streams it gave kept and given again rather than laid out
+    again (a parsed stream's text is made each time)."""
+    @functools.wraps(text_of)
+    def kept(stream: Stream) -> str:
+        if stream.plan is None:
+            return text_of(stream)
+        known = _TEXTS.get(id(stream))
+        if known is not None and known[0] is stream:
+            return known[1]
+        text = text_of(stream)
+        while len(_TEXTS) >= TEXTS_KEPT:
+            del _TEXTS[next(iter(_TEXTS))]
+        _TEXTS[id(stream)] = (stream, text)
+        return text
+
+    return kept
+
+
+stream_text = _kept_text(stream_text)  # type: ignore[assignment]

@@ -93,6 +93,29 @@ class ModelOptionParser(argparse.ArgumentParser):
         return f" ({'; '.join(hints)})" if hints else ""
 
 
+def _parser_inputs() -> tuple[Any, ...]:
+    """What :func:`option_parser` reads besides its arguments, as a value: the registered
+    codecs, the GPU, link, host and SSD presets, and the element classes whose params the
+    options are made from. A parser made when any of these differed is not reused."""
+    elements = sorted({opt.element.partition(":")[0] for opt in ELEMENT_OPTIONS})
+    return (tuple(ALGORITHMS), tuple(GPUS), tuple(LINKS), tuple(PLATFORMS), tuple(GPU_HOSTS),
+            tuple(SSDS), tuple(find_element(name) for name in elements))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_parser(prog: str, gpu: str, link: Optional[str], gpus: int, cpu: str,
+                   defaults: tuple[tuple[str, Any], ...],
+                   inputs: tuple[Any, ...]) -> ModelOptionParser:
+    """:func:`option_parser` with ``defaults`` set, made once per process for each set of
+    arguments and :func:`_parser_inputs` (``inputs``: part of the key only). Parsing leaves a
+    parser as it was and every default is immutable, so one parser serves every run of a
+    sweep's points: making it is 64 ``add_argument`` calls, a third of executing a topology
+    script."""
+    parser = option_parser(prog, gpu, link, gpus, cpu)
+    parser.set_defaults(**dict(defaults))
+    return parser
+
+
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                   gpus: int = 1, cpu: str = DEFAULT_PLATFORM.name) -> ModelOptionParser:
     """The model options of every cDMA topology (defaults differ per script): the element
@@ -147,29 +170,6 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
                    metavar="{csv,json,txt,console}", help="statistic output format (default: csv with --output-directory, "
                         "else none)")
     return p
-
-
-def _parser_inputs() -> tuple[Any, ...]:
-    """What :func:`option_parser` reads besides its arguments, as a value: the registered
-    codecs, the GPU, link, host and SSD presets, and the element classes whose params the
-    options are made from. A parser made when any of these differed is not reused."""
-    elements = sorted({opt.element.partition(":")[0] for opt in ELEMENT_OPTIONS})
-    return (tuple(ALGORITHMS), tuple(GPUS), tuple(LINKS), tuple(PLATFORMS), tuple(GPU_HOSTS),
-            tuple(SSDS), tuple(find_element(name) for name in elements))
-
-
-@functools.lru_cache(maxsize=16)
-def _cached_parser(prog: str, gpu: str, link: Optional[str], gpus: int, cpu: str,
-                   defaults: tuple[tuple[str, Any], ...],
-                   inputs: tuple[Any, ...]) -> ModelOptionParser:
-    """:func:`option_parser` with ``defaults`` set, made once per process for each set of
-    arguments and :func:`_parser_inputs` (``inputs``: part of the key only). Parsing leaves a
-    parser as it was and every default is immutable, so one parser serves every run of a
-    sweep's points: making it is 64 ``add_argument`` calls, a third of executing a topology
-    script."""
-    parser = option_parser(prog, gpu, link, gpus, cpu)
-    parser.set_defaults(**dict(defaults))
-    return parser
 
 
 @dataclass

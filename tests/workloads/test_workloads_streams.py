@@ -300,20 +300,3 @@ def test_command_line_names_a_stream_that_is_not_utf8(tmp_path, capsys):
     assert main(["stats", str(path)]) == 1
     err = capsys.readouterr().err
     assert err == f"error: {path}: not UTF-8 text (byte 0xff at offset 25)\n"
-
-
-def test_a_rendered_streams_text_is_laid_out_once_and_each_stream_keeps_its_own():
-    import workloads.render as render
-
-    streams = [iteration_stream("alexnet", 8, "float32", policy)
-               for policy in ("all", "conv", "none", "all")]
-    assert streams[3] is streams[0]
-    texts = [stream_text(s) for s in streams]
-    assert texts[0] is texts[3]                       # the second time: the text kept
-    assert len({texts[0], texts[1], texts[2]}) == 3   # another stream: its own text
-    render._TEXTS.clear()
-    assert stream_text(streams[1]) == texts[1] == render_stream("alexnet", 8, "float32",
-                                                                policy="conv")
-    for n in range(render.TEXTS_KEPT + 2):            # never more than TEXTS_KEPT kept
-        stream_text(iteration_stream("alexnet", 8 + n, "float32", "all"))
-    assert len(render._TEXTS) == render.TEXTS_KEPT
