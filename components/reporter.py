@@ -105,8 +105,10 @@ class Reporter(Component):
         out = self.simulation.output_directory
         if out is not None:
             # (json.dumps(summary, indent=2, sort_keys=True)'s text, in a fraction of its time)
-            (out / "summary.json").write_text(indented(summary, 2, sort_keys=True) + "\n",
-                                              encoding="utf-8")
+            text = indented(summary, 2, sort_keys=True) + "\n"
+            (out / "summary.json").write_text(text, encoding="utf-8")
+            # the text as written, for a caller that embeds it (a sweep point's result.json)
+            self.simulation.reports["summary.json"] = text
             if self.params["trace"]:
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
                     runs.gpus, self.simulation.full_trace,

@@ -223,3 +223,40 @@ def test_a_run_error_names_its_place_once(tmp_path):
         "x.py:3: cannot read samples/a.npy or samples/"
     assert pickle.loads(pickle.dumps(SpecPath(where, "prof/bad.json"))).written == \
         "prof/bad.json"
+
+
+SUMMARY_LIKE = {"iteration_time_s": 0.1 + 0.2, "gpus": [{"name": "gpu0", "bytes": 2 ** 40,
+                                                      "ratio": 1 / 3, "none": None,
+                                                      "ok": True, "layers": []}] * 3,
+                "by_id": {1: "a", 10: "b", 2: {}}, "é note": "tab\t\"quoted\"", "z": -0.0,
+                "nested": {"b": [[1, 2.5e-30], {"y": 1e22}], "a": False}}
+
+
+def test_result_json_with_the_summarys_text_spliced_in_is_json_dumps_text():
+    from sst_cdma.tools.sweep.execute import result_text
+
+    text = json.dumps(SUMMARY_LIKE, indent=2, sort_keys=True) + "\n"
+    record = {"key": "k1", "status": "ok", "error": "", "sim_time_ps": 5, "events": 7,
+              "end_reason": "done", "summary": json.loads(text), "run_s": 0.25,
+              "wall_s": 0.5}
+    assert result_text(record, text) == json.dumps(record, indent=2) == result_text(record)
+    empty = {**record, "summary": {}}
+    assert result_text(empty, "{}\n") == json.dumps(empty, indent=2)
+
+
+def test_a_cdma_points_result_json_embeds_the_summary_as_written(tmp_path, monkeypatch):
+    import sst_cdma.tools.sweep.execute as execute
+
+    spliced = []
+    real = execute.result_text
+    monkeypatch.setattr(execute, "result_text",
+                        lambda record, text=None: spliced.append(text is not None) or
+                        real(record, text))
+    task = PointTask(key="k1", script=str(REPO / "topologies" / "pascal_cdma.py"),
+                     topology_name="pascal_cdma.py",
+                     model_options=("--network", "alexnet", "--batch", "16"),
+                     points_dir=str(tmp_path / "points"))
+    record = run_point(task)
+    assert record["status"] == "ok" and spliced == [True]
+    assert (tmp_path / "points" / "k1" / "result.json").read_text() == \
+        json.dumps(record, indent=2) + "\n"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import threading
@@ -276,6 +277,20 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     return record
 
 
+def result_text(record: dict[str, Any], summary_text: Optional[str] = None) -> str:
+    """``result.json``'s text: ``json.dumps(record, indent=2)``'s. ``summary_text``: the text
+    of ``summary.json`` that ``record["summary"]`` was read from, where it is
+    ``json.dumps(summary, indent=2, sort_keys=True)``'s (as the cDMA reporter writes it): then
+    the record's summary (its objects' keys in that order, every value read back as it was
+    written) is written as that text, indented a level, rather than encoded again (a 64-GPU
+    point's summary is 2.8 MB)."""
+    if summary_text is None:
+        return indented(record, 2)
+    mark = json.dumps(f"@summary-{uuid.uuid4().hex}@")
+    text = indented({**record, "summary": json.loads(mark)}, 2)
+    return text.replace(mark, summary_text.rstrip("\n").replace("\n", "\n  "), 1)
+
+
 def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
     """Run the point with ``tmp`` as its folder and working directory, and write its files
     there (``DONE`` last); return its record."""
@@ -285,6 +300,7 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
                               "sim_time_ps": None, "events": None, "end_reason": None,
                               "summary": None}
     console, output = io.StringIO(), io.StringIO()
+    written: Optional[str] = None  # summary.json's text as the run's reporter wrote it
     paths = task_paths(task)
     options = [str(arg) for arg in task.model_options]
     overrides = {pattern: {name: str(value) for name, value in params.items()}
@@ -299,6 +315,7 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
                           end_reason=str(result.end_reason),
                           run_s=round(sum(result.timing.values()), 6))
+            written = result.reports.get(SUMMARY)
             table = result.statistics_csv()
             if table:
                 (tmp / STATISTICS).write_bytes(table.encode("utf-8"))
@@ -327,7 +344,10 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
         (tmp / "console.txt").write_text(console.getvalue(), encoding="utf-8")
     if output.getvalue():
         (tmp / "output.txt").write_text(output.getvalue(), encoding="utf-8")
-    (tmp / RESULT).write_text(indented(record, 2) + "\n", encoding="utf-8")
+    if not isinstance(written, str) or record["summary"] is None or \
+            (tmp / SUMMARY).read_text(encoding="utf-8") != written:
+        written = None
+    (tmp / RESULT).write_text(result_text(record, written) + "\n", encoding="utf-8")
     (tmp / DONE).write_text("", encoding="utf-8")
     return record
 
