@@ -370,7 +370,7 @@ def load_templates() -> None:
 #: memoized, shared and read-only: the points of a sweep that share a network share it), each
 #: kept with its stream so that the identity is not reused while it is kept
 _TEXTS: dict[int, tuple[Stream, str]] = {}
-TEXTS_KEPT = 4
+TEXTS_KEPT = 2
 
 
 def _kept_text(text_of: Callable[[Stream], str]) -> Callable[[Stream], str]:
