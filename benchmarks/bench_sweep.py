@@ -9,9 +9,12 @@ sweeps/phold.yaml (PHOLD tori; no cDMA model needed). The points run as ``sst-cd
 runs them (one worker: in this process; more: the process pool), or on a local Dask cluster
 with ``--executor dask``. Each cold run also prints the share of workers x wall time spent
 simulating (the points' in-process run times, ``run_s``), and the CPU time spent inside
-``sst_cdma.engine.runner.run`` (script, build, set-up, event loop, finish) as a share of the
-workers' CPU time (the pool's processes; one worker: this process's while the sweep ran) and
-of the whole sweep's. On the paper's study (24 points of
+``sst_cdma.engine.runner.run`` (script, build, set-up, event loop, finish), inside
+``Simulation.run`` within it (the simulation proper: set-up, event loop, finish; not the
+script, the elements' build, nor what the sweep does around the run: the point's tables and
+records) and inside the event loop alone (``Simulator.run``), each as a share of the workers'
+CPU time (the pool's processes; one worker: this process's while the sweep ran) and of the
+whole sweep's. On the paper's study (24 points of
 ~50 ms) the fixed costs (imports, the check of every point) are most of the wall time; on
 sweeps/throughput.yaml (8 points of a second or more) the share measures the sweep's own
 per-point cost. ``benchmarks/bench_sweep_against_commit.py`` compares a cold sweep's CPU time
@@ -51,23 +54,41 @@ def timed_sweep(spec: Path, output: Path, workers: int,
     return time.perf_counter() - t0, outcome
 
 
-def count_simulation_cpu(folder: Path) -> None:
-    """From now on, in this process and every worker forked from it, add the CPU seconds
-    spent inside ``sst_cdma.engine.runner.run`` to ``folder/<pid>.cpu``."""
-    import sst_cdma.engine.runner as runner
+#: what the share counts, as (name, module, attribute, what it covers): each a function a
+#: point's run goes through, the next inside the one before
+COUNTED = (("run", "sst_cdma.engine.runner", "run",
+            "the run: script, build, set-up, event loop, finish"),
+           ("simulation", "sst_cdma.engine.simulation", "Simulation.run",
+            "the simulation proper: set-up, event loop, finish"),
+           ("loop", "sst_cdma.engine.kernel", "Simulator.run", "the event loop alone"))
 
-    real = runner.run
 
+def _counted(real: Any, folder: Path, name: str) -> Any:
+    """``real``, adding the CPU seconds each call spends to the number in
+    ``folder/<pid>.<name>`` (the pid of the process that calls it)."""
     def counted(*args: Any, **kwargs: Any) -> Any:
         t0 = time.process_time()
         try:
             return real(*args, **kwargs)
         finally:
-            path = folder / f"{os.getpid()}.cpu"
+            path = folder / f"{os.getpid()}.{name}"
             before = float(path.read_text()) if path.exists() else 0.0
             path.write_text(repr(before + time.process_time() - t0))
 
-    runner.run = counted
+    return counted
+
+
+def count_simulation_cpu(folder: Path) -> None:
+    """From now on, in this process and every worker forked from it, add the CPU seconds
+    spent inside each function of :data:`COUNTED` to ``folder/<pid>.<name>``."""
+    import importlib
+
+    for name, module, attribute, _ in COUNTED:
+        owner: Any = importlib.import_module(module)
+        if "." in attribute:
+            cls, attribute = attribute.split(".")
+            owner = getattr(owner, cls)
+        setattr(owner, attribute, _counted(getattr(owner, attribute), folder, name))
 
 
 def cpu_s(who: int) -> float:
@@ -78,9 +99,10 @@ def cpu_s(who: int) -> float:
 
 def cpu_share(spec: Path, output: Path, workers: int, executor: Optional[str],
               folder: Path) -> tuple[float, object, str]:
-    """:func:`timed_sweep`, and a line saying the share of the workers' CPU time and of the
-    whole sweep's spent simulating (empty on Dask, whose workers are not forked from here)."""
-    for old in folder.glob("*.cpu"):
+    """:func:`timed_sweep`, and lines saying the share of the workers' CPU time and of the
+    whole sweep's spent in each function of :data:`COUNTED` (empty on Dask, whose workers are
+    not forked from here)."""
+    for old in folder.iterdir():
         old.unlink()
     own, children = cpu_s(resource.RUSAGE_SELF), cpu_s(resource.RUSAGE_CHILDREN)
     wall, outcome = timed_sweep(spec, output, workers, executor)
@@ -88,14 +110,16 @@ def cpu_share(spec: Path, output: Path, workers: int, executor: Optional[str],
     if executor == "dask":
         return wall, outcome, ""
     pooled = workers > 1
-    simulating = sum(float(f.read_text()) for f in folder.glob("*.cpu")
-                     if (f.stem != str(os.getpid())) == pooled)
     workers_cpu = children if pooled else own
-    return wall, outcome, (f"    CPU: {'the workers' if pooled else 'this process'} "
-                           f"{workers_cpu:.2f} s, of it simulating {simulating:.2f} s "
-                           f"({simulating / workers_cpu:.0%}); the whole sweep "
-                           f"{own + children:.2f} s ({simulating / (own + children):.0%} "
-                           "simulating)")
+    lines = [f"    CPU: {'the workers' if pooled else 'this process'} {workers_cpu:.2f} s; "
+             f"the whole sweep {own + children:.2f} s"]
+    for name, module, attribute, what in COUNTED:
+        spent = sum(float(f.read_text()) for f in folder.glob(f"*.{name}")
+                    if (f.stem != str(os.getpid())) == pooled)
+        lines.append(f"      in {module.rsplit('.', 1)[1]}.{attribute} ({what}): {spent:.2f} s, "
+                     f"{spent / workers_cpu:.0%} of the {'workers' if pooled else 'process'}' "
+                     f"CPU, {spent / (own + children):.0%} of the sweep's")
+    return wall, outcome, "\n".join(lines)
 
 
 def point_seconds(output: Path, key: str = "wall_s") -> float:

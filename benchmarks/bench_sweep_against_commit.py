@@ -4,7 +4,7 @@ process it started and waited for: user + system seconds from ``getrusage(RUSAGE
 and its wall time, each run in a fresh process writing to a fresh folder (no cached point).
 
     python benchmarks/bench_sweep_against_commit.py [--against 7ebb46f] [--repeats 3]
-        [--spec sweeps/paper.yaml] [--workers 2] [--this-option=--executor=dask]
+        [--spec sweeps/paper.yaml] [--workers 2] [--this-option=--executor=dask] [--bytecode]
 
 ``REV`` (default ``7ebb46f``, the commit issue #35 measures against) is checked out into a
 temporary git worktree, removed after; each tree runs from its own folder with ``PYTHONPATH``
@@ -12,7 +12,11 @@ pointing at it, on its own copy of ``SPEC`` (a path relative to the tree). The t
 alternately, other first, so the machine's load falls on both alike; the figures are medians
 and the ratios this / other (below 1: this checkout is cheaper). ``--this-option`` adds an
 option to this checkout's command only (``--executor=dask``: this tree's Dask path against
-the other). The results tables are compared too: ``results.csv`` must hold the same rows in
+the other). Where ``PYTHONDONTWRITEBYTECODE`` is set and a tree holds no bytecode, each run
+compiles every module it imports from that tree from source, a cost both trees pay alike;
+``--bytecode`` compiles both trees' packages first (``compileall``, into their
+``__pycache__`` folders), as installing them would, and removes from this checkout after the
+runs the bytecode files it wrote. The results tables are compared too: ``results.csv`` must hold the same rows in
 both trees but for the ``key`` column (a point's key hashes the model's source, which differs
 between commits); a tree that writes each GPU's figures as rows of ``gpus.csv`` is compared
 with one that wrote them as ``gpus.<N>.*`` columns of ``results.csv`` figure by figure (empty
@@ -22,7 +26,9 @@ each table file of each tree's last run is printed too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import importlib.util
 import os
 import resource
 import statistics
@@ -31,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commit_tree import other_tree  # noqa: E402
@@ -43,6 +50,30 @@ UNCOMPARED = ("key",)
 GPU_TABLE, GPU_COLUMN = "gpus.csv", "gpu"
 #: the table files whose sizes are printed
 TABLE_FILES = ("results.csv", "results.parquet", "gpus.csv", "gpus.parquet")
+
+
+#: the folders of a tree whose modules a sweep imports
+PACKAGES = ("sst_cdma", "components", "workloads", "topologies")
+
+
+@contextlib.contextmanager
+def compiled(trees: list[Path]) -> Iterator[None]:
+    """Write the bytecode of each tree's packages (``__pycache__``), as an install does; on
+    leaving, remove the bytecode files that were not there before."""
+    sources = [source for tree in trees for name in PACKAGES if (tree / name).is_dir()
+               for source in (tree / name).rglob("*.py")]
+    new = [Path(importlib.util.cache_from_source(str(source))) for source in sources]
+    new = [path for path in new if not path.exists()]
+    try:
+        subprocess.run([sys.executable, "-m", "compileall", "-q",
+                        *(str(tree / name) for tree in trees for name in PACKAGES
+                          if (tree / name).is_dir())], check=True, capture_output=True)
+        yield
+    finally:
+        for path in new:
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the folder, where it is now empty
+                path.parent.rmdir()
 
 
 def children_cpu_s() -> float:
@@ -127,11 +158,14 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--this-option", action="append", default=[], metavar="OPTION",
                     help="an option for this checkout's command only (repeatable)")
+    ap.add_argument("--bytecode", action="store_true",
+                    help="compile both trees' packages first, as an install does")
     args = ap.parse_args()
     got: dict[str, list[float]] = {}
     sizes: dict[str, str] = {}
     same = True
-    with tempfile.TemporaryDirectory() as tmp, other_tree(args.against) as other:
+    with tempfile.TemporaryDirectory() as tmp, other_tree(args.against) as other, \
+            compiled([other, REPO] if args.bytecode else []):
         for i in range(args.repeats):
             tables = {}
             for side, tree, extra in (("other", other, []), ("this", REPO, args.this_option)):
@@ -147,7 +181,8 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"{args.spec} cold, --workers {args.workers}{' ' if args.this_option else ''}"
           f"{' '.join(args.this_option)} against {args.against}, {args.repeats} alternating "
-          "run(s) each (medians, CPU of the whole process tree)")
+          "run(s) each (medians, CPU of the whole process tree"
+          f"{'; both trees compiled first' if args.bytecode else ''})")
     for what, unit in (("cpu", "CPU-s"), ("wall", "s wall")):
         print(f"{what:4s}: this {med[f'{what}_this']:.2f} {unit}, other "
               f"{med[f'{what}_other']:.2f} {unit}, ratio "

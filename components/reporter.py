@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param
+from sst_cdma.engine.json_text import indented
 
 from .console import console_summary
 from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
@@ -103,8 +104,11 @@ class Reporter(Component):
             print(console_summary(summary), file=self.simulation.console)
         out = self.simulation.output_directory
         if out is not None:
-            (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
-                                              encoding="utf-8")
+            # (json.dumps(summary, indent=2, sort_keys=True)'s text, in a fraction of its time)
+            text = indented(summary, 2, sort_keys=True) + "\n"
+            (out / "summary.json").write_text(text, encoding="utf-8")
+            # the text as written, for a caller that embeds it (a sweep point's result.json)
+            self.simulation.reports["summary.json"] = text
             if self.params["trace"]:
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
                     runs.gpus, self.simulation.full_trace,

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .planner import PlanResult
     from .model_states import Placement
 
-__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "stream_text", "iteration_stream",
+__all__ = ["TEMPLATE_DIR", "render_stream", "render_plan", "load_templates", "stream_text", "iteration_stream",
            "plan_auto"]
 
 #: per-tensor choices as a hashable value: ((tensor, choice), ...) sorted by tensor
@@ -358,3 +358,39 @@ def scale_layer_times(measured: "LayerTimes", network: Network, target: "KernelM
     scaled = {layer: {p: max(1, round(ps * ratio(layer, p))) for p, ps in passes.items()}
               for layer, passes in measured.times_ps.items()}
     return replace(measured, times_ps=scaled)
+
+
+def load_templates() -> None:
+    """Import jinja2 and compile ``stream.j2`` now, as the first stream's text would: a
+    process that forks workers (a sweep's pool) does it once for them all."""
+    _environment().get_template("stream.j2")
+
+
+#: the texts of the last few rendered streams, by the stream's identity (a rendered stream is
+#: memoized, shared and read-only: the points of a sweep that share a network share it), each
+#: kept with its stream so that the identity is not reused while it is kept
+_TEXTS: dict[int, tuple[Stream, str]] = {}
+TEXTS_KEPT = 2
+
+
+def _kept_text(text_of: Callable[[Stream], str]) -> Callable[[Stream], str]:
+    """``text_of`` (:func:`stream_text`), with the text of each of the last
+    :data:`TEXTS_KEPT` rendered streams it gave kept and given again rather than laid out
+    again (a parsed stream's text is made each time)."""
+    @functools.wraps(text_of)
+    def kept(stream: Stream) -> str:
+        if stream.plan is None:
+            return text_of(stream)
+        known = _TEXTS.get(id(stream))
+        if known is not None and known[0] is stream:
+            return known[1]
+        text = text_of(stream)
+        while len(_TEXTS) >= TEXTS_KEPT:
+            del _TEXTS[next(iter(_TEXTS))]
+        _TEXTS[id(stream)] = (stream, text)
+        return text
+
+    return kept
+
+
+stream_text = _kept_text(stream_text)  # type: ignore[assignment]

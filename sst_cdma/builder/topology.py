@@ -9,6 +9,7 @@ same graph, so the summary can put the speed-up in front of the user.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,12 +27,13 @@ from sst_cdma.model.cpu_adam import MIN_PARAMS_PER_S, CpuAdamError, load_cpu_ada
 from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
 from sst_cdma.model.hosts import (DEFAULT_PLATFORM, GPU_HOSTS, HostPlatform, PLATFORMS,
                                   adam_origin, platform_fault, platform_names)
-from sst_cdma.model.compression import DECOMPRESSION_ENGINE
+from sst_cdma.model.compression import ALGORITHMS, DECOMPRESSION_ENGINE
 from sst_cdma.model.links import HOST_LINKS
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS
 from sst_cdma.engine.element import Param, ParamRuleError
 from sst_cdma.engine.library import find_element
-from sst_cdma.builder.model_options import (CODEC, ENGINE, FITTED, HOST_CPU, HOST_MEMORY,
+from sst_cdma.builder.model_options import (CODEC, ELEMENT_OPTIONS, ENGINE, FITTED, HOST_CPU,
+                                            HOST_MEMORY,
                                             LINK, NETWORK, NVME, STREAM, add_element_options,
                                             element_params,
                                             explicit, flag_words, given_options, options_of,
@@ -89,6 +91,29 @@ class ModelOptionParser(argparse.ArgumentParser):
             if close:
                 hints.append(f"{flag}: did you mean {close[0]}?")
         return f" ({'; '.join(hints)})" if hints else ""
+
+
+def _parser_inputs() -> tuple[Any, ...]:
+    """What :func:`option_parser` reads besides its arguments, as a value: the registered
+    codecs, the GPU, link, host and SSD presets, and the element classes whose params the
+    options are made from. A parser made when any of these differed is not reused."""
+    elements = sorted({opt.element.partition(":")[0] for opt in ELEMENT_OPTIONS})
+    return (tuple(ALGORITHMS), tuple(GPUS), tuple(LINKS), tuple(PLATFORMS), tuple(GPU_HOSTS),
+            tuple(SSDS), tuple(find_element(name) for name in elements))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_parser(prog: str, gpu: str, link: Optional[str], gpus: int, cpu: str,
+                   defaults: tuple[tuple[str, Any], ...],
+                   inputs: tuple[Any, ...]) -> ModelOptionParser:
+    """:func:`option_parser` with ``defaults`` set, made once per process for each set of
+    arguments and :func:`_parser_inputs` (``inputs``: part of the key only). Parsing leaves a
+    parser as it was and every default is immutable, so one parser serves every run of a
+    sweep's points: making it is 64 ``add_argument`` calls, a third of executing a topology
+    script."""
+    parser = option_parser(prog, gpu, link, gpus, cpu)
+    parser.set_defaults(**dict(defaults))
+    return parser
 
 
 def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
@@ -607,9 +632,10 @@ def build(sst: Any, argv: Sequence[str], prog: str, gpu: str = "pascal",
           cpu: str = DEFAULT_PLATFORM.name) -> argparse.Namespace:
     """Parse the model options and add the main system plus its oracle and vDNN baselines;
     ``cpu`` is the topology's host platform (``--cpu`` overrides it)."""
-    parser = option_parser(prog, gpu, link, gpus, cpu)
-    parser.set_defaults(gpus_per_switch=gpus_per_switch, gpus_per_host=gpus_per_host,
-                        data_parallel=data_parallel)
+    parser = _cached_parser(prog, gpu, link, gpus, cpu,
+                            (("gpus_per_switch", gpus_per_switch),
+                             ("gpus_per_host", gpus_per_host), ("data_parallel", data_parallel)),
+                            _parser_inputs())
     o = parser.parse_args(list(argv))
     o.given = given_options(argv, parser)
     speak_flags(flag_words())  # errors raised below name the flags the user typed

@@ -77,6 +77,16 @@ class RunResult:
         """Every statistic dump as a pandas DataFrame with the CSV's columns."""
         return self.table()
 
+    def statistics_csv(self) -> str:
+        """:attr:`statistics` as the CSV text its ``to_csv(index=False, lineterminator="\\n")``
+        writes (empty when no statistic was dumped), made without pandas where the run's
+        statistics are at hand."""
+        if self.simulation is not None:
+            text: str = self.simulation.statistics.table_csv()
+            return text
+        table = self.statistics
+        return table.to_csv(index=False, lineterminator="\n") if len(table) else ""
+
     @property
     def sim_time_s(self) -> float:
         """Simulated time in seconds."""
@@ -191,7 +201,7 @@ def execute_script(script: Union[str, Path], model_options: Sequence[str] = (),
     cli_options = {k: v for k, v in (program_options or {}).items() if v}
     graph.program_options.update(cli_options)
     saved_argv, saved_sst, saved_path = sys.argv, sys.modules.get("sst"), list(sys.path)
-    loaded = {name.partition(".")[0] for name in sys.modules}
+    loaded = set(sys.modules)
     config_api._reset(graph, path)
     argv = _WatchedArgv(["sstsim.x", *model_options])  # SST-core's argv[0]
     sys.argv = argv
@@ -262,12 +272,14 @@ def _say_notices(graph: ConfigGraph, options: dict[str, str]) -> None:
 def _forget_script_modules(folder: str, loaded: set[str]) -> None:
     """Drop the modules a script imported from its own folder (packages of it included), so
     that the next script, in another folder or after an edit, imports its own helpers rather
-    than these (sweep workers run many scripts in one process). Modules of packages that were
-    loaded before the script ran (this project's own) stay."""
+    than these (sweep workers run many scripts in one process). ``loaded``: the modules loaded
+    before the script ran; they stay, and so do the new modules of their packages (this
+    project's own): only the modules the script added are looked at."""
     root = os.path.join(os.path.abspath(folder), "")
-    for name, module in list(sys.modules.items()):
+    for name in sys.modules.keys() - loaded:
         if name.partition(".")[0] in loaded:
             continue
+        module = sys.modules[name]
         # a namespace package (a folder without __init__.py) has a __path__ but no __file__
         places = [getattr(module, "__file__", None) or "", *getattr(module, "__path__", ())]
         if any(place and os.path.abspath(place).startswith(root) for place in places):

@@ -328,3 +328,19 @@ def test_the_parallel_scaling_benchmark_simulates_every_rank_and_fits(capsys):
     assert load("bench_parallel_scaling").main(["--sizes", "32,48"]) == 0
     out = capsys.readouterr().out
     assert "\n    48         48 " in out and "growth exponent of CPU time over 32-48 ranks" in out
+
+
+def test_the_sweep_benchmark_compiles_both_trees_and_takes_back_only_its_own_bytecode(tmp_path):
+    bench = load("bench_sweep_against_commit")
+    package = tmp_path / "workloads"
+    (package / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "a.py", "sub/b.py"):
+        (package / name).write_text("X = 1\n")
+    cache = Path(importlib.util.cache_from_source(str(package / "a.py")))
+    cache.parent.mkdir()
+    cache.write_bytes(b"there before")                # bytecode the tree held already
+    with bench.compiled([tmp_path]):
+        written = sorted(p.name for p in package.rglob("*.pyc"))
+        assert len(written) == 3 and cache.read_bytes() != b"there before"
+    assert [p.name for p in package.rglob("*.pyc")] == [cache.name]
+    assert not (package / "sub" / "__pycache__").exists()

@@ -31,6 +31,36 @@ def test_point_publishes_a_complete_folder(counting, tmp_path):
     assert counting.count(2) == 1                                      # finished: not rerun
 
 
+def test_a_point_another_worker_published_first_returns_that_workers_record(counting,
+                                                                             tmp_path,
+                                                                             monkeypatch):
+    import sst_cdma.tools.sweep.execute as execute
+
+    first = run_point(_task(counting, tmp_path, "--n", "2", "--value", "3"))
+    real_run_into = execute._run_into
+
+    def late(task, tmp):  # ran while the cache was still empty, finished after the other
+        record = real_run_into(task, tmp)
+        record["summary"]["iteration_time_s"] = -1.0  # what would tell the two apart
+        return record
+
+    monkeypatch.setattr(execute, "load_result",
+                        lambda points, key, real=execute.load_result: None
+                        if late.checking else real(points, key))
+    monkeypatch.setattr(execute, "_run_into", late)
+    late.checking = True  # type: ignore[attr-defined]
+    real_publish = execute._publish
+
+    def publish(tmp, final, replace_failed=False):
+        late.checking = False  # type: ignore[attr-defined]
+        return real_publish(tmp, final, replace_failed)
+
+    monkeypatch.setattr(execute, "_publish", publish)
+    again = run_point(_task(counting, tmp_path, "--n", "2", "--value", "3"))
+    assert again == first == load_result(tmp_path / "points", "k1")
+    assert [p.name for p in (tmp_path / "points").iterdir()] == ["k1"]   # its folder dropped
+
+
 def test_failure_is_a_record_with_a_clean_one_line_error(counting, tmp_path):
     record = run_point(_task(counting, tmp_path, "--n", "1", "--fail"))
     assert record["status"] == "failed"
@@ -193,3 +223,40 @@ def test_a_run_error_names_its_place_once(tmp_path):
         "x.py:3: cannot read samples/a.npy or samples/"
     assert pickle.loads(pickle.dumps(SpecPath(where, "prof/bad.json"))).written == \
         "prof/bad.json"
+
+
+SUMMARY_LIKE = {"iteration_time_s": 0.1 + 0.2, "gpus": [{"name": "gpu0", "bytes": 2 ** 40,
+                                                      "ratio": 1 / 3, "none": None,
+                                                      "ok": True, "layers": []}] * 3,
+                "by_id": {1: "a", 10: "b", 2: {}}, "é note": "tab\t\"quoted\"", "z": -0.0,
+                "nested": {"b": [[1, 2.5e-30], {"y": 1e22}], "a": False}}
+
+
+def test_result_json_with_the_summarys_text_spliced_in_is_json_dumps_text():
+    from sst_cdma.tools.sweep.execute import result_text
+
+    text = json.dumps(SUMMARY_LIKE, indent=2, sort_keys=True) + "\n"
+    record = {"key": "k1", "status": "ok", "error": "", "sim_time_ps": 5, "events": 7,
+              "end_reason": "done", "summary": json.loads(text), "run_s": 0.25,
+              "wall_s": 0.5}
+    assert result_text(record, text) == json.dumps(record, indent=2) == result_text(record)
+    empty = {**record, "summary": {}}
+    assert result_text(empty, "{}\n") == json.dumps(empty, indent=2)
+
+
+def test_a_cdma_points_result_json_embeds_the_summary_as_written(tmp_path, monkeypatch):
+    import sst_cdma.tools.sweep.execute as execute
+
+    spliced = []
+    real = execute.result_text
+    monkeypatch.setattr(execute, "result_text",
+                        lambda record, text=None: spliced.append(text is not None) or
+                        real(record, text))
+    task = PointTask(key="k1", script=str(REPO / "topologies" / "pascal_cdma.py"),
+                     topology_name="pascal_cdma.py",
+                     model_options=("--network", "alexnet", "--batch", "16"),
+                     points_dir=str(tmp_path / "points"))
+    record = run_point(task)
+    assert record["status"] == "ok" and spliced == [True]
+    assert (tmp_path / "points" / "k1" / "result.json").read_text() == \
+        json.dumps(record, indent=2) + "\n"

@@ -375,3 +375,32 @@ def test_a_stopped_sweep_removes_the_folders_and_staging_folders_of_dead_workers
     task = PointTask(key="k1", script="s.py", topology_name="s.py", model_options=())
     _remove_leftovers(tmp_path, [(None, task)], only_stale=True)  # type: ignore[list-item]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])
+
+
+def _frozen_in_worker(task: object) -> dict[str, object]:
+    """A pool task's record: how many objects the worker's collector holds frozen."""
+    import gc
+
+    return {"key": getattr(task, "key"), "status": "ok", "frozen": gc.get_freeze_count()}
+
+
+def test_workers_inherit_a_frozen_heap_and_this_process_gets_its_own_back():
+    import gc
+
+    from sst_cdma.tools.sweep.execute import PointTask
+    from sst_cdma.tools.sweep.pool import PointPool, frozen_heap
+
+    gc.unfreeze()  # (whatever froze objects before: the count below is the pool's own)
+    with PointPool(2, _frozen_in_worker, lambda task, error: {"error": error}) as pool:
+        tasks = [PointTask(key=f"k{i}", script="s.py", topology_name="s.py", model_options=())
+                 for i in range(3)]
+        records = [record for _, record in pool.run(tasks)]
+    assert sorted(r["key"] for r in records) == ["k0", "k1", "k2"]
+    assert all(r["frozen"] > 1000 for r in records)  # the modules it inherited, at least
+    assert gc.get_freeze_count() == 0
+    with frozen_heap():
+        outer = gc.get_freeze_count()
+        with frozen_heap():  # frozen already: the inner block leaves it frozen
+            assert outer > 1000 and gc.get_freeze_count() > 1000
+        assert gc.get_freeze_count() > outer // 2  # (a frozen object may still be freed)
+    assert gc.get_freeze_count() == 0

@@ -13,6 +13,7 @@ from sst_cdma.engine.units import UnitAlgebra, UnitError
 from sst_cdma.engine.element import StatisticEnable
 from sst_cdma.engine.statistics.outputs import MemoryOnlyOutput, StatisticOutput, fit_value, format_value, make_output
 from sst_cdma.engine.statistics.reader import typed_table
+from sst_cdma.engine.statistics.table_csv import table_csv
 from sst_cdma.engine.statistics.types import NullStatistic, Statistic, StatisticError, make_statistic
 
 if TYPE_CHECKING:
@@ -202,6 +203,11 @@ class StatisticsCollector:
         (``Sum.u64`` unsigned 64-bit integers...; 0 where a statistic has no such field), as
         :func:`~sst_cdma.engine.statistics.reader.read_statistics` reads the CSV back."""
         return typed_table(self.rows, CSV_HEAD + self.columns)
+
+    def table_csv(self) -> str:
+        """:meth:`table` as the CSV text its ``to_csv(index=False, lineterminator="\\n")``
+        writes, made without pandas; empty when no statistic was dumped."""
+        return table_csv(self.rows, CSV_HEAD + self.columns) if self.rows else ""
 
 
 __all__ = ["StatisticsCollector", "format_value"]

@@ -22,19 +22,22 @@ from sst_cdma.tools.sweep.pool import PointPool
 EXECUTORS = ("pool", "dask")
 
 
-def _import_the_model() -> None:
+def import_the_model() -> None:
     """Import what every point needs, before workers are forked from this process: what
     checking the points did not import already (the modules the elements import as a run
-    sets them up) is then imported once, not once per worker."""
-    import pandas  # noqa: F401  (each point writes its statistics table with it)
+    sets them up, jinja2 and the compiled stream template) is then imported once, not once per
+    worker."""
     import zstandard  # noqa: F401  (the codecs')
 
     import components  # noqa: F401  (the element library, the model and the runner)
     import sst_cdma.engine.runner  # noqa: F401
     import sst_cdma.profiles  # noqa: F401  (the captured profiles the elements read)
+    import sst_cdma.profiles.network_names  # noqa: F401
     import workloads.kernel_pricing  # noqa: F401
     import workloads.profiles  # noqa: F401
-    import workloads.render  # noqa: F401
+    from workloads.render import load_templates
+
+    load_templates()  # each point writes its GPUs' streams with the template
 
 
 @contextlib.contextmanager
@@ -49,7 +52,7 @@ def _forked_workers() -> Iterator[None]:
         return
     import dask
 
-    _import_the_model()
+    import_the_model()
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
         yield
 
@@ -87,6 +90,14 @@ def quiet_worker() -> None:
     process ends with the close; nothing is left to restore)."""
     for logger in _shutdown_loggers():
         logger.disabled = True
+
+
+def forks_workers(workers: int, scheduler: Optional[str] = None, client: Any = None,
+                  executor: Optional[str] = None) -> bool:
+    """Whether the points run in workers forked from this process (the pool, or a local Dask
+    cluster on Linux), which inherit what it imported: :func:`import_the_model` first."""
+    where = choose_executor(workers, scheduler, client, executor)
+    return where == "pool" or (where == "dask" and not scheduler and client is None)
 
 
 class DispatchError(Exception):
@@ -202,7 +213,7 @@ class Dispatcher:
             return
         if self.executor == "pool":
             if self._pool is None:
-                _import_the_model()  # once, here: every forked worker inherits it
+                import_the_model()  # once, here: every forked worker inherits it
                 self._pool = PointPool(self.workers, _run, _lost)
             yield from self._pool.run(tasks)
             return
@@ -264,4 +275,5 @@ def _lost(task: PointTask, error: str) -> dict[str, Any]:
             "transient": True}
 
 
-__all__ = ["Dispatcher", "DispatchError", "EXECUTORS", "choose_executor"]
+__all__ = ["Dispatcher", "DispatchError", "EXECUTORS", "choose_executor", "forks_workers",
+           "import_the_model"]

@@ -13,10 +13,12 @@ from sst_cdma.engine.atomic_files import check_replaceable
 from sst_cdma.engine.file_safety import remove_tree
 from sst_cdma.engine.stale_folders import left_by_dead_process
 from sst_cdma.engine.stop_signals import exit_status, stop_message
-from sst_cdma.tools.sweep.dispatch import DispatchError, Dispatcher, choose_executor
+from sst_cdma.tools.sweep.dispatch import (DispatchError, Dispatcher, choose_executor,
+                                           forks_workers, import_the_model)
 from sst_cdma.tools.sweep.execute import PointTask, load_result
 from sst_cdma.tools.sweep.keys import inputs_digest, key_of, script_digest
 from sst_cdma.tools.sweep.marks import SpecError, display_path
+from sst_cdma.tools.sweep.pool import frozen_heap
 from sst_cdma.tools.sweep.spec import Point, SweepSpec, load_spec
 from sst_cdma.tools.sweep.table import (build_table, gpu_rows, point_row, table_files,
                                         write_tables)
@@ -142,15 +144,20 @@ def _remove_leftovers(points_dir: Path, todo: list[tuple[Point, PointTask]],
     removes only the half-written folders of processes of this machine that no longer exist
     (the local workers a stop signal killed mid-point), and the run's staging folders beside
     them (``KEY.tmp-<host>-<pid>-<nonce>.partial-...``, made by the same process)."""
+    try:
+        names = os.listdir(points_dir)  # once, not a glob per point
+    except FileNotFoundError:
+        return
     for _, task in todo:
+        prefix = f"{task.key}.tmp-"
         if only_stale:
-            prefix = f"{task.key}.tmp-"
-            found = [entry for entry in points_dir.glob(prefix + "*")
-                     if left_by_dead_process(entry.name.split(".partial-", 1)[0], prefix)]
+            found = [name for name in names if name.startswith(prefix) and
+                     left_by_dead_process(name.split(".partial-", 1)[0], prefix)]
         else:
-            found = [*points_dir.glob(f"{task.key}.tmp-*"), *points_dir.glob(f"{task.key}.old-*")]
+            found = [name for name in names
+                     if name.startswith((prefix, f"{task.key}.old-"))]
         for stale in found:
-            remove_tree(stale)
+            remove_tree(points_dir / stale)
 
 
 def _from_the_cache(tasks: list[tuple[Point, PointTask]], points_dir: Path, retry_failed: bool
@@ -176,8 +183,8 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
               log: Optional[IO[str]] = None, executor: Optional[str] = None) -> SweepOutcome:
     """Run the sweep ``spec_path`` into ``output`` (default ``results/<name>``) and write
     ``results.csv`` / ``results.parquet`` (and ``gpus.csv`` / ``gpus.parquet``, one row per
-    point and GPU, when a point has per-GPU entries). The points run in a pool of ``workers`` processes
-    forked from this one (``workers=1``: in this process), or on Dask when a ``scheduler``
+    point and GPU, when a point has per-GPU entries). The points run in a pool of ``workers``
+    processes forked from this one (``workers=1``: in this process), or on Dask when a ``scheduler``
     address or a ``client`` is given or ``executor="dask"`` (a local cluster of ``workers``):
     see :func:`~sst_cdma.tools.sweep.dispatch.choose_executor`, whose ValueError a bad
     combination raises. Points already finished there are not rerun
@@ -185,8 +192,6 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     spec or a point is bad, or when the output folder cannot be one (a file or a stale symlink
     in the way: see :func:`check_output`); SweepInterrupted when stopped early. Each failed
     point is said on ``log`` (default stderr), one line each, progress bar or not."""
-    from tqdm import tqdm
-
     choose_executor(workers, scheduler, client, executor)  # a bad combination: before all
     log = log if log is not None else sys.stderr
     spec = load_spec(spec_path)
@@ -198,20 +203,49 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
     if todo:
         print(f"{spec.name}: {len(tasks)} points, {len(todo)} to run ({len(tasks) - len(todo)} "
               f"cached); checking each point's options and params first", file=log, flush=True)
-    validate_points(str(spec_path), [p for p, _ in todo])
-    _make_folder(points_dir)
     cached = len(tasks) - len(todo)  # points sharing a key count as cached
-    done = 0
+    if todo and forks_workers(workers, scheduler, client, executor):
+        import_the_model()  # before the heap is frozen: the workers inherit it, frozen
+    with frozen_heap():  # what is imported now is walked by no collection of the sweep's
+        validate_points(str(spec_path), [p for p, _ in todo])
+        _make_folder(points_dir)
+        _run_points(spec, tasks, todo, records, points_dir,
+                    dict(workers=workers, scheduler=scheduler, client=client,
+                         executor=executor), progress, log)
+        _remove_leftovers(points_dir, todo)
+        rows, table, gpus = _tables(spec, tasks, records, points_dir)
+    try:
+        csv_path, parquet_path = write_tables(table, out, gpus)
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else out
+        raise SpecError(f"cannot write the results table: {exc.strerror or exc}", where) \
+            from None
+    failed = _say_failures(spec.name, rows, log)
+    _check_statistics_matched(spec, rows, spec_path)
+    return SweepOutcome(spec=spec, output=out, total=len(tasks), ran=len(todo),
+                        cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
+                        table=table, gpus=gpus)
+
+
+def _run_points(spec: SweepSpec, tasks: list[tuple[Point, PointTask]],
+                todo: list[tuple[Point, PointTask]], records: dict[str, dict[str, Any]],
+                points_dir: Path, where: dict[str, Any], progress: bool, log: IO[str]) -> None:
+    """Run the points of ``todo`` where ``where`` (:class:`Dispatcher`'s arguments) says, with
+    a progress bar on ``log``, and put each one's record into ``records`` by key.
+    SweepInterrupted when stopped before every point of ``tasks`` is done (Ctrl-C, a stop
+    signal, a lost scheduler), after removing the half-written folders of dead workers."""
+    from tqdm import tqdm
+
     bar = tqdm(total=len(todo), desc=spec.name, unit="point", file=log,
                disable=not progress or not todo, leave=True, dynamic_ncols=True)
     try:
-        with Dispatcher(workers=workers, scheduler=scheduler, client=client,
-                        executor=executor) as dispatcher:
+        with Dispatcher(**where) as dispatcher:
             failed_now = 0
             for task, record in dispatcher.run(t for _, t in todo):
-                # the published record when there is one: the same bytes a rerun will read
-                records[task.key] = load_result(points_dir, task.key) or record
-                done += 1
+                # the published record: the same a rerun will read (a point's worker returns
+                # it; a point lost with its workers may have an earlier one published)
+                records[task.key] = (load_result(points_dir, task.key) or record) \
+                    if record.get("transient") else record
                 failed_now += record.get("status") != "ok"
                 bar.update(1)
                 if failed_now:
@@ -233,19 +267,6 @@ def run_sweep(spec_path: Union[str, Path], output: Union[str, Path, None] = None
                                finished, len(tasks)) from None
     finally:
         bar.close()
-    _remove_leftovers(points_dir, todo)
-    rows, table, gpus = _tables(spec, tasks, records, points_dir)
-    try:
-        csv_path, parquet_path = write_tables(table, out, gpus)
-    except OSError as exc:
-        where = exc.filename if exc.filename is not None else out
-        raise SpecError(f"cannot write the results table: {exc.strerror or exc}", where) \
-            from None
-    failed = _say_failures(spec.name, rows, log)
-    _check_statistics_matched(spec, rows, spec_path)
-    return SweepOutcome(spec=spec, output=out, total=len(tasks), ran=len(todo),
-                        cached=cached, failed=failed, csv=csv_path, parquet=parquet_path,
-                        table=table, gpus=gpus)
 
 
 def _tables(spec: SweepSpec, tasks: list[tuple[Point, PointTask]],

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from sst_cdma.engine.file_safety import remove_tree
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.json_text import indented
 from sst_cdma.engine.stale_folders import owner_tag
 
 DONE = "DONE"
@@ -203,11 +204,12 @@ def _discard(folder: Path) -> None:
     remove_tree(aside)
 
 
-def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
+def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> Optional[dict[str, Any]]:
     """Move the finished point folder ``tmp`` to ``final``. A folder already there that is not
     a readable result (no ``DONE``, or a corrupt ``result.json``: see :func:`load_result`) is
     replaced, and so is a failed result with ``replace_failed``; a good result
-    there (another worker finished the same point first) is kept and ``tmp`` dropped."""
+    there (another worker finished the same point first) is kept, ``tmp`` dropped, and that
+    result's record returned (None when ``tmp`` took the place)."""
     if final.is_dir() and not final.is_symlink():
         old = load_result(final.parent, final.name)
         if old is None or (replace_failed and old.get("status") != "ok"):
@@ -215,10 +217,12 @@ def _publish(tmp: Path, final: Path, replace_failed: bool = False) -> None:
     try:
         os.rename(tmp, final)
     except OSError:
-        if load_result(final.parent, final.name) is not None:  # another worker was first
+        first = load_result(final.parent, final.name)
+        if first is not None:  # another worker was first
             remove_tree(tmp)
-            return
+            return first
         raise
+    return None
 
 
 class PointStorageError(RuntimeError):
@@ -241,7 +245,9 @@ def _storage_error(exc: OSError, task: PointTask) -> PointStorageError:
 
 def run_point(task: PointTask) -> dict[str, Any]:
     """Run one point and publish its folder (unless it is already there: finished, or failed
-    and ``task.retry_failed`` is false); return its record (``result.json``): key, status
+    and ``task.retry_failed`` is false); return the published record (the ``result.json``
+    this point's folder holds, another worker's where that one published the point first, as
+    :func:`load_result` reads it, so the sweep need not read it again): key, status
     (``ok``/``failed``), error, sim_time_ps, events, end_reason, summary, wall_s (the whole
     point: the run, its outputs, the point's folder) and run_s (the run in this process: script,
     build, setup, event loop, finish). A failure of
@@ -264,11 +270,25 @@ def _run_point(task: PointTask) -> dict[str, Any]:
     try:
         tmp.mkdir()
         record = _run_into(task, tmp)
-        _publish(tmp, final, task.retry_failed)
+        record = _publish(tmp, final, task.retry_failed) or record
     except KeyboardInterrupt:  # Ctrl-C or a stop signal where the point runs in the sweep's
         remove_tree(tmp)       # own process: no half-written folder of a live process is left
         raise                  # (gone already once published)
     return record
+
+
+def result_text(record: dict[str, Any], summary_text: Optional[str] = None) -> str:
+    """``result.json``'s text: ``json.dumps(record, indent=2)``'s. ``summary_text``: the text
+    of ``summary.json`` that ``record["summary"]`` was read from, where it is
+    ``json.dumps(summary, indent=2, sort_keys=True)``'s (as the cDMA reporter writes it): then
+    the record's summary (its objects' keys in that order, every value read back as it was
+    written) is written as that text, indented a level, rather than encoded again (a 64-GPU
+    point's summary is 2.8 MB)."""
+    if summary_text is None:
+        return indented(record, 2)
+    mark = json.dumps(f"@summary-{uuid.uuid4().hex}@")
+    text = indented({**record, "summary": json.loads(mark)}, 2)
+    return text.replace(mark, summary_text.rstrip("\n").replace("\n", "\n  "), 1)
 
 
 def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
@@ -280,6 +300,7 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
                               "sim_time_ps": None, "events": None, "end_reason": None,
                               "summary": None}
     console, output = io.StringIO(), io.StringIO()
+    written: Optional[str] = None  # summary.json's text as the run's reporter wrote it
     paths = task_paths(task)
     options = [str(arg) for arg in task.model_options]
     overrides = {pattern: {name: str(value) for name, value in params.items()}
@@ -294,9 +315,10 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
             record.update(sim_time_ps=int(result.sim_time_ps), events=int(result.events),
                           end_reason=str(result.end_reason),
                           run_s=round(sum(result.timing.values()), 6))
-            stats = result.statistics
-            if stats is not None and len(stats):
-                stats.to_csv(tmp / STATISTICS, index=False, lineterminator="\n")
+            written = result.reports.get(SUMMARY)
+            table = result.statistics_csv()
+            if table:
+                (tmp / STATISTICS).write_bytes(table.encode("utf-8"))
         except RunError as exc:
             record.update(status="failed", error=script_error(exc, output.getvalue()))
         except SystemExit as exc:
@@ -322,8 +344,10 @@ def _run_into(task: PointTask, tmp: Path) -> dict[str, Any]:
         (tmp / "console.txt").write_text(console.getvalue(), encoding="utf-8")
     if output.getvalue():
         (tmp / "output.txt").write_text(output.getvalue(), encoding="utf-8")
-    (tmp / RESULT).write_text(json.dumps(record, indent=2) + "\n",
-                              encoding="utf-8")
+    if not isinstance(written, str) or record["summary"] is None or \
+            (tmp / SUMMARY).read_text(encoding="utf-8") != written:
+        written = None
+    (tmp / RESULT).write_text(result_text(record, written) + "\n", encoding="utf-8")
     (tmp / DONE).write_text("", encoding="utf-8")
     return record
 

@@ -23,6 +23,8 @@ close once its point is done, and ends.
 from __future__ import annotations
 
 import collections
+import contextlib
+import gc
 import multiprocessing
 import multiprocessing.connection
 import signal
@@ -53,6 +55,22 @@ def _fork_context() -> Union[multiprocessing.context.ForkContext,
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Run the block with every object this process holds now moved out of the cyclic
+    collector's reach (``gc.freeze``: the modules, the caches), and back after
+    (``gc.unfreeze``) unless something had frozen objects before: the collections the block
+    sets off walk only what it made. A worker forked inside the block keeps its inheritance
+    frozen, so its collections never walk (nor copy the pages of) what it inherited."""
+    frozen_before = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
 
 
 def _worker_signals() -> None:
@@ -163,7 +181,7 @@ class PointPool:
         others = [w.conn for w in self._pool] + [mine]  # (the pool's ends, its own too)
         process = self._context.Process(target=_serve, daemon=True, name="sst-cdma-point",
                                         args=(theirs, others, self._run_task, self._lost))
-        with default_stop_signals():
+        with default_stop_signals(), frozen_heap():
             process.start()
         theirs.close()
         worker = _Worker(process, mine)
@@ -267,4 +285,4 @@ class PointPool:
             self._end(worker)
 
 
-__all__ = ["PointPool", "ALLOWED_DEATHS"]
+__all__ = ["PointPool", "ALLOWED_DEATHS", "frozen_heap"]
