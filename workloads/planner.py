@@ -230,7 +230,7 @@ class _ModelBuilder:
         self.key = (id(network), batch, dtype, id(base), self.fixed.tobytes(),
                     self.compute.tobytes(), self.copies.tobytes(),
                     tuple(self.fwd_ps.items()), elastic_workspace, self.recompute,
-                    None if copy_costs is None else tuple(copy_costs.items()))
+                    _cost_key(copy_costs))
 
     def plan(self, capacity: int, extra_needs: Mapping[str, frozenset[int]],
              label: str) -> PlanResult:
@@ -346,6 +346,26 @@ class _ModelBuilder:
         return made
 
 
+def _compresses(c: CopyCost) -> bool:
+    """Whether a copy through the codec beats the plain one either way: where it does not
+    (dense data bypassed, or a codec slower than the link) ``compress`` is never the better
+    choice, and the model leaves it out."""
+    return c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps
+
+
+def _cost_key(copy_costs: Optional[Mapping[str, CopyCost]]) -> Optional[tuple]:
+    """What a model reads of ``copy_costs``, by value: each tensor's plain copy times and,
+    where ``compress`` is open to it (:func:`_compresses`), its codec's times and SM kernels.
+    Two engines whose codecs gain nothing on any tensor (a plain-copy baseline beside a codec
+    that bypasses dense data) give the same key, so they share their plans."""
+    if copy_costs is None:
+        return None
+    return tuple((name, c.plain_out_ps, c.plain_in_ps) +
+                 ((c.packed_out_ps, c.packed_in_ps, c.sm_out_ps, c.sm_in_ps)
+                  if _compresses(c) else ())
+                 for name, c in copy_costs.items())
+
+
 def _sm_kernels(choice: str, cost: tuple[float, float, float],
                 copy_costs: Optional[Mapping[str, CopyCost]], tensor: str) -> tuple[float, float]:
     """The compute-stream time of the SM (de)compression kernels a ``compress`` row's offload
@@ -401,10 +421,7 @@ def _options(ti: TensorInfo, producer: LayerInfo,
     if ti.consumers:
         if copy_costs is not None and ti.name in copy_costs:
             options.append("offload")
-            c = copy_costs[ti.name]
-            # through a codec that gains nothing (dense data bypassed, or a codec slower
-            # than the link) a compressed copy is never the better one: leave it out
-            if c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps:
+            if _compresses(copy_costs[ti.name]):
                 options.append("compress")
         if producer.kind != "data" and recompute:
             options.append("recompute")

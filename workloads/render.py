@@ -144,7 +144,11 @@ def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optiona
     its checks, its model states and its stream, and its baseline run all of them again.
     Keyed by the network, measured times and priced kernels themselves (held with the plan, so
     their identity stands for them: each is shared read-only already) and the other inputs by
-    value, the choices as a set. The plans are shared: treat them as read-only."""
+    value, the choices as a set, the default placement as none given (the same iteration:
+    the planner weighs it by name, the stream names none). The plans are shared: treat them as
+    read-only."""
+    if placement is not None and placement.default:
+        placement = None
     key = (id(net), id(times), id(kernels), batch, dtype, policy, optimizer, workspace,
            allocation, None if choices is None else frozenset(choices.items()), placement)
     entry = _PLANS.get(key)

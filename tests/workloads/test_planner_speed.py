@@ -15,6 +15,7 @@ from components.messages import CopyCost
 from sst_cdma.model.price_memo import PriceMemo
 from workloads import load_network
 from workloads import planner as planner_module
+from workloads.model_states import Placement
 from workloads.planner import (PlanInfeasible, PlanModel, _ModelBuilder, _whole_ps, build_model,
                                induced_needs, lower_bound_peak, plan_greedy, plan_peak,
                                plan_to_fit)
@@ -208,6 +209,34 @@ def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
     assert calls == ["x", "x"]
 
 
+def test_engines_whose_codecs_gain_nothing_share_their_plans(monkeypatch):
+    """A plain-copy engine and a codec slower than its link price every plain copy alike and
+    offer no compressed one: the model is the same, so the second engine's plan is the
+    first's; a codec that beats the link offers compress and plans anew."""
+    net = load_network("alexnet")
+    base = plan_iteration(net, 64, "float32", "none")
+    capacity = int(plan_peak(base) * 0.9)
+    calls = []
+    monkeypatch.setattr(planner_module, "plan_greedy",
+                        lambda model, label="": calls.append(model) or plan_greedy(model, label))
+    monkeypatch.setattr(planner_module, "_GREEDY", PriceMemo(32))
+    plain = copy_costs(net, 64, codec=1e9)  # the codec slower than the 12 GB/s link
+    assert not any(c.packed_out_ps < c.plain_out_ps for c in plain.values())
+    raw = {name: CopyCost(c.plain_out_ps, c.plain_in_ps, c.plain_out_ps, c.plain_in_ps,
+                          c.wire_bytes * 3) for name, c in plain.items()}  # a plain engine
+
+    def plan(costs):
+        return _ModelBuilder(net, 64, "float32", base, kernel_ps, costs, False,
+                             None).plan(capacity, {}, "x")
+    first = plan(plain)
+    same_plan(first, plan(raw))
+    assert len(calls) == 1
+    assert "compress" not in calls[0].row_choice
+    faster = plan(copy_costs(net, 64))
+    assert len(calls) == 2 and "compress" in calls[1].row_choice
+    assert faster.choices != first.choices
+
+
 def test_plan_to_fit_plans_what_it_planned_before(monkeypatch):
     """plan_to_fit's rounds on the old greedy and the full rebuild of every model give the
     plan the fast greedy and the builder give."""
@@ -234,6 +263,16 @@ def test_a_schedule_is_made_once_per_inputs():
     assert other is not plan
     afresh = plan_iteration(net, 16, "float32", "auto", choices=chosen)
     assert plan.ops() == afresh.ops() and plan.tensors == afresh.tensors
+
+
+def test_the_default_placement_is_the_schedule_of_none_given():
+    net = load_network("alexnet")
+    plan = _scheduled(net, 16, "float32", "none", None, "adam", 0, None)
+    assert _scheduled(net, 16, "float32", "none", None, "adam", 0, None,
+                      placement=Placement()) is plan
+    host = _scheduled(net, 16, "float32", "none", None, "adam", 0, None,
+                      placement=Placement(optimizer_states="host"))
+    assert host is not plan and host.model_states is not None
 
 
 def test_a_networks_layers_are_worked_out_once():
