@@ -384,7 +384,8 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
     layer's forward kernel time, and per slot the time of the plan's own copies (priced by
     ``transfer_ps``; none without it)."""
     sizes = {t.name: t.bytes for t in base.tensors}
-    releases = gradient_releases(base)
+    freed = {first: sum(sizes[t] for t in bucket)
+             for first, bucket in gradient_releases(base).items()}
     activations = {t.name for t in base.tensors if t.kind == "activation"
                    or (elastic_workspace and t.kind == "workspace")}
     fixed = np.zeros(len(blocks))
@@ -395,22 +396,27 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
     fwd_ps: dict[str, int] = {}
     for k, block in enumerate(blocks):
         peak = in_use
+        busy = moved = 0.0  # float sums, in the order numpy's would take them
         for o in block.ops:
-            if o.op in ("alloc", "free") and o.name in activations:
-                continue
-            if o.op == "alloc":
-                in_use += sizes[o.name] - sum(sizes[t] for t in releases.get(o.name, ()))
-                peak = max(peak, in_use)
-            elif o.op == "free":
-                in_use -= sizes[o.name]
-            elif o.op == "compute":
+            kind = o.op
+            if kind == "alloc":
+                if o.name not in activations:
+                    in_use += sizes[o.name] - freed.get(o.name, 0)
+                    if in_use > peak:
+                        peak = in_use
+            elif kind == "free":
+                if o.name not in activations:
+                    in_use -= sizes[o.name]
+            elif kind == "compute":
                 ps = kernel_ps(o)
-                compute[k] += ps
+                busy += ps
                 if o.pass_ == "fwd":
                     fwd_ps[o.name] = ps
-            elif o.op in ("offload", "prefetch") and transfer_ps is not None:
-                copies[k] += transfer_ps(o, sizes[o.name])
+            elif kind in ("offload", "prefetch") and transfer_ps is not None:
+                moved += transfer_ps(o, sizes[o.name])
         fixed[k] = peak
+        compute[k] = busy
+        copies[k] = moved
     return fixed, compute, fwd_ps, copies
 
 
@@ -1033,19 +1039,41 @@ def gradient_releases(plan: Plan) -> dict[str, tuple[str, ...]]:
     return out
 
 
+#: the peaks :func:`plan_peak` replayed, by the plan (held, so its identity stands for it: the
+#: schedules are shared read-only) and whether workspace counts; a policy ``auto`` run's
+#: baseline asks again of every schedule its placements made
+_PEAKS = PriceMemo(64)
+
+
 def plan_peak(plan: Plan, workspace: bool = True) -> int:
     """The exact peak of ``plan``: its allocations replayed in issue order (without
     workspace buffers when ``workspace`` is False), less the gradients the GPU frees once
-    their bucket is on the host (:func:`gradient_releases`)."""
+    their bucket is on the host (:func:`gradient_releases`). Worked out once per plan (treat
+    plans as read-only once asked)."""
+    key = (id(plan), workspace)
+    entry = _PEAKS.get(key)
+    if entry is None:
+        entry = (plan, _replayed_peak(plan, workspace))
+        _PEAKS.put(key, entry)
+    return entry[1]
+
+
+def _replayed_peak(plan: Plan, workspace: bool) -> int:
+    """:func:`plan_peak` worked out."""
     sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
              for t in plan.tensors}
-    releases = gradient_releases(plan)
+    freed = {first: sum(sizes[t] for t in bucket)
+             for first, bucket in gradient_releases(plan).items()}
     in_use = peak = 0
     for op in plan.ops():
-        if op.op == "alloc":
-            in_use += sizes[op.name] - sum(sizes[t] for t in releases.get(op.name, ()))
-            peak = max(peak, in_use)
-        elif op.op == "free":
+        kind = op.op
+        if kind == "alloc":
+            in_use += sizes[op.name]
+            if freed:
+                in_use -= freed.get(op.name, 0)
+            if in_use > peak:
+                peak = in_use
+        elif kind == "free":
             in_use -= sizes[op.name]
     return peak
 
