@@ -35,7 +35,8 @@ overflows, plans again for a capacity lowered by the overflow.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Collection, Mapping, NamedTuple, Optional,
+                    Sequence)
 
 import numpy as np
 
@@ -189,12 +190,39 @@ _TensorRows = tuple[tuple[str, ...], list[tuple[_Spans, tuple[int, int, int],
                                                 tuple[float, float]]]]
 
 
+#: what builders alike share, by what places their rows (the network, held, and the slots,
+#: forward kernel prices, copy costs and rebuilds): each tensor's rows, and the first model's
+#: rows laid out (:class:`_Layout`; None until one is): a run's placements, and its baseline's,
+#: plan one network with the same prices
+_SHARED = PriceMemo(8)
+
+
+class _Layout(NamedTuple):
+    """The kept model arrays as :meth:`_ModelBuilder._lay_out` made them, for builders alike
+    to start from (each writes on copies: see :meth:`_ModelBuilder._adopt`)."""
+
+    placed: list
+    allowed: list[tuple[str, ...]]
+    row_choice: list[str]
+    nbytes: list[int]
+    row_tensor: np.ndarray
+    first: np.ndarray
+    resident: np.ndarray
+    slots: np.ndarray
+    costs: np.ndarray
+    sm: np.ndarray
+    least_t: list[np.ndarray]
+    least: np.ndarray
+    most: np.ndarray
+
+
 class _ModelBuilder:
     """:func:`build_model` in two steps: what does not depend on the capacity or the reads a
     plan induces (the network's layers and tensors, the all-keep plan replayed) worked out
     once, then a model per call; :func:`plan_to_fit` builds one per round of induced reads,
     and each tensor's rows are kept while the reads that place them (the first and the last)
-    stay the same."""
+    stay the same. Builders whose rows are placed alike (``_SHARED``) share those rows and
+    start from one layout."""
 
     def __init__(self, network: Network, batch: int, dtype: str, base: Plan,
                  kernel_ps: Callable[[object], int],
@@ -211,7 +239,6 @@ class _ModelBuilder:
         # a rebuild re-runs forward kernels, whose weights must be on the GPU
         states = base.model_states
         self.recompute = states is None or states.placement.weights == "gpu"
-        self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = {}
         #: per tensor, the rows the kept model arrays hold (empty until the first model)
         self._placed: list[_TensorRows] = []
         #: the kept arrays are a model's too (copied before they change)
@@ -227,10 +254,19 @@ class _ModelBuilder:
         #: and the all-keep plan themselves (held, so their identity stands for them) and the
         #: prices, by value
         self.held = (network, base)
+        fwd, costs = tuple(self.fwd_ps.items()), _cost_key(copy_costs)
         self.key = (id(network), batch, dtype, id(base), self.fixed.tobytes(),
-                    self.compute.tobytes(), self.copies.tobytes(),
-                    tuple(self.fwd_ps.items()), elastic_workspace, self.recompute,
-                    _cost_key(copy_costs))
+                    self.compute.tobytes(), self.copies.tobytes(), fwd, elastic_workspace,
+                    self.recompute, costs)
+        placing = (id(network), batch, dtype, len(self.blocks), tuple(self.fpos.items()),
+                   tuple(self.bpos.items()), fwd, self.recompute, costs)
+        shared = _SHARED.get(placing)
+        if shared is None:
+            shared = [network, {}, None]
+            _SHARED.put(placing, shared)
+        #: [network, tensor -> (the reads that place its rows, its rows), _Layout or None]
+        self._shared = shared
+        self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = shared[1]
 
     def plan(self, capacity: int, extra_needs: Mapping[str, frozenset[int]],
              label: str) -> PlanResult:
@@ -263,7 +299,7 @@ class _ModelBuilder:
                 need[tensor].extend(k for k in at if k not in need[tensor])
         made = [self._tensor_rows(ti, need[ti.name]) for ti in self.tensors.values()]
         if not self._placed:
-            self._lay_out(made)
+            self._start(made)
         changed = [t for t, rows in enumerate(made) if rows is not self._placed[t]]
         if changed and self._handed:  # the last model has these arrays: write on copies
             self._resident, self._slots = self._resident.copy(), self._slots.copy()
@@ -276,6 +312,32 @@ class _ModelBuilder:
                          self._slots, self._costs, capacity, self._first.copy(), self._sm,
                          dict(self.bpos), self.copies, least_resident=self._least.copy(),
                          most_resident=self._most.copy())
+
+    def _start(self, made: list[_TensorRows]) -> None:
+        """The first model's rows: adopted where a builder alike laid out these very rows,
+        else laid out (and kept for the next)."""
+        kept: Optional[_Layout] = self._shared[2]
+        if kept is not None and len(kept.placed) == len(made) and \
+                all(a is b for a, b in zip(kept.placed, made)):
+            self._adopt(kept)
+            return
+        self._lay_out(made)
+        self._shared[2] = _Layout(list(self._placed), self._allowed, self._row_choice,
+                                  self._bytes, self._row_tensor, self._first, self._resident,
+                                  self._slots, self._costs, self._sm, list(self._least_t),
+                                  self._least.copy(), self._most.copy())
+        self._handed = True  # the layout kept has these arrays: write on copies
+
+    def _adopt(self, kept: _Layout) -> None:
+        """Start from ``kept``: its arrays shared until this builder writes (on copies, as
+        after handing a model out), what it updates in place copied now."""
+        self._placed, self._least_t = list(kept.placed), list(kept.least_t)
+        self._allowed, self._row_choice, self._bytes = kept.allowed, kept.row_choice, kept.nbytes
+        self._row_tensor, self._first = kept.row_tensor, kept.first
+        self._resident, self._slots, self._costs, self._sm = \
+            kept.resident, kept.slots, kept.costs, kept.sm
+        self._least, self._most = kept.least.copy(), kept.most.copy()
+        self._handed = True
 
     def _lay_out(self, made: list[_TensorRows]) -> None:
         """The first model's rows, kept to be updated in place: each tensor's choices do not

@@ -180,6 +180,32 @@ def test_a_model_built_in_place_is_the_model_built_before():
     assert not np.array_equal(first.resident, second.resident)
 
 
+def test_builders_alike_start_from_one_layout_and_write_on_copies(monkeypatch):
+    """A second builder of the same rows (another placement's all-keep plan, the same slots
+    and prices) adopts the first's laid-out arrays; the models both then build, with reads
+    moved in either order, are those built row by row, and neither changes the other's."""
+    monkeypatch.setattr(planner_module, "_SHARED", PriceMemo(8))
+    net = load_network(str(TINY))
+    base = plan_iteration(net, 64, "float32", "none")
+    capacity = int(plan_peak(base) * 0.75)
+    costs = copy_costs(net, 64)
+    one = _ModelBuilder(net, 64, "float32", base, kernel_ps, costs, False, None)
+    first = one(capacity)
+    needs = induced_needs(net, 64, "float32", plan_greedy(first).choices)
+    assert needs
+    other = _ModelBuilder(net, 64, "float32", plan_iteration(net, 64, "float32", "none"),
+                          kernel_ps, costs, False, None)
+    adopted = other(capacity)
+    assert adopted.resident is first.resident  # one layout, shared until written
+    moved = other(capacity, needs)
+    again = one(capacity, needs)
+    for model, reads in ((first, None), (adopted, None), (moved, needs), (again, needs)):
+        same_model(model, reference_build_model(net, 64, "float32", base, kernel_ps, capacity,
+                                                costs, extra_needs=reads))
+    apart = _ModelBuilder(net, 64, "float32", base, kernel_ps, None, False, None)(capacity)
+    assert apart.resident is not first.resident  # no engine: other rows, laid out afresh
+
+
 def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
     net = load_network("alexnet")
     base = plan_iteration(net, 64, "float32", "none")
