@@ -160,6 +160,25 @@ def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optiona
     return entry[1]
 
 
+#: the workspace limits a schedule leaves its kernels in a GPU's memory, by the schedule (held,
+#: so its identity stands for it) and the capacity: a run's baseline and its stream ask again of
+#: every plan its placements chose
+_LIMITS = PriceMemo(16)
+
+
+def _limits(plan: Plan, capacity: int) -> Mapping[str, Mapping[str, int]]:
+    """:func:`~workloads.kernel_pricing.limits_from_free_memory` of a shared (read-only)
+    schedule, worked out once per capacity."""
+    from .kernel_pricing import limits_from_free_memory
+
+    key = (id(plan), capacity)
+    entry = _LIMITS.get(key)
+    if entry is None:
+        entry = (plan, limits_from_free_memory(plan, capacity))
+        _LIMITS.put(key, entry)
+    return entry[1]
+
+
 def _planned(net: Network, batch: int, dtype: str, policy: str,
              times: Optional[Times], optimizer: str, workspace: int,
              allocation: str, kernel_model: Optional["KernelModel"],
@@ -168,7 +187,7 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
              placement: Optional["Placement"] = None) -> tuple[Plan, Optional[Mapping]]:
     """The plan of one iteration and the kernels it was priced with (algorithms chosen to fit
     ``memory_capacity`` when given)."""
-    from .kernel_pricing import limits_from_free_memory, price_network
+    from .kernel_pricing import price_network
 
     chosen = dict(choices) if choices is not None else None
     plan = _scheduled(net, batch, dtype, policy, times, optimizer, workspace, kernels,
@@ -176,7 +195,7 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
     if kernel_model is not None and memory_capacity:
         limits: dict[str, dict[str, int]] = {}
         for _ in range(4):  # a smaller workspace frees memory for others: settle in a few
-            tight = limits_from_free_memory(plan, memory_capacity)
+            tight = _limits(plan, memory_capacity)
             if not tight:
                 break
             for layer, passes in tight.items():

@@ -291,6 +291,24 @@ def test_a_schedule_is_made_once_per_inputs():
     assert plan.ops() == afresh.ops() and plan.tensors == afresh.tensors
 
 
+def test_a_schedules_workspace_limits_are_worked_out_once_per_capacity(monkeypatch):
+    from workloads import kernel_pricing, render
+
+    calls = []
+    real = kernel_pricing.limits_from_free_memory
+    monkeypatch.setattr(kernel_pricing, "limits_from_free_memory",
+                        lambda plan, capacity: calls.append(capacity) or real(plan, capacity))
+    monkeypatch.setattr(render, "_LIMITS", PriceMemo(16))
+    net = load_network("alexnet")
+    plan = _scheduled(net, 16, "float32", "none", None, "none", 1 << 30, None)
+    tight = int(plan_peak(plan) * 0.95)
+    first = render._limits(plan, tight)
+    assert first == real(plan, tight) and first  # the workspace does not all fit
+    assert render._limits(plan, tight) is first
+    assert render._limits(plan, 2 * tight) == {}
+    assert calls == [tight, 2 * tight]
+
+
 def test_the_default_placement_is_the_schedule_of_none_given():
     net = load_network("alexnet")
     plan = _scheduled(net, 16, "float32", "none", None, "adam", 0, None)
