@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional
 
 from sst_cdma.engine.progress import timed
 from sst_cdma.model.price_memo import PriceMemo
@@ -23,7 +23,7 @@ from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
 from .plan import Plan
-from .stream_schema import PHASES, Stream, statement_line
+from .stream_schema import PHASES, Stream, StreamOp, StreamTensor, statement_line
 from .vdnn import Times, plan_iteration
 
 if TYPE_CHECKING:
@@ -60,10 +60,16 @@ def _environment() -> "jinja2.Environment":
     )
 
 
+def _lines(items: Iterable[Stream | StreamTensor | StreamOp]) -> str:
+    """The templates' ``lines(xs)``: each statement's line, each ended by a newline (one call
+    a block, not one a line: a transformer's stream has thousands)."""
+    return "".join([statement_line(x) + "\n" for x in items])
+
+
 def render_plan(plan: Plan, template: str = "stream.j2") -> str:
     """The text of an already computed :class:`~workloads.plan.Plan`."""
     return _environment().get_template(template).render(plan=plan, stream=plan.stream(),
-                                                        line=statement_line)
+                                                        line=statement_line, lines=_lines)
 
 
 def stream_text(stream: Stream) -> str:
@@ -72,7 +78,8 @@ def stream_text(stream: Stream) -> str:
     as the run writes ``gpu.stream``), a parsed one plainly: one statement per line."""
     if stream.plan is not None:
         return _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
-                                                               line=statement_line)
+                                                               line=statement_line,
+                                                               lines=_lines)
     lines = [statement_line(stream)] + [statement_line(t) for t in stream.tensors.values()]
     last = max((PHASES.index(op.phase) for op in stream.ops), default=0)
     for phase in PHASES[:last + 1]:
