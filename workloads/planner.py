@@ -958,10 +958,12 @@ def _rows(model: PlanModel, choices: Mapping[str, str]) -> np.ndarray:
 
 
 def _result(model: PlanModel, rows: np.ndarray) -> PlanResult:
-    choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
-    ends = np.cumsum(model.slot_times(rows))
-    return PlanResult(choices, model.time_ps(rows), int(model.memory(rows).max()),
-                      backward_end_ps={layer: float(ends[k])
+    tensor_of, choice_of = model.row_tensor.tolist(), model.row_choice
+    choices = {model.tensors[tensor_of[r]]: choice_of[r] for r in rows.tolist()}
+    times = model.slot_times(rows)  # model.time_ps(rows) is its sum
+    ends = np.cumsum(times).tolist()
+    return PlanResult(choices, float(times.sum()), int(model.memory(rows).max()),
+                      backward_end_ps={layer: ends[k]
                                        for layer, k in model.backward_slot.items()})
 
 
