@@ -154,11 +154,14 @@ def inferred(network: Network, batch: int, dtype: str
 
 class _Made(NamedTuple):
     """What every schedule of the same inputs makes alike: its plain ops (by kind, name and
-    phase) and, by layer, its blocks' comments (by layer and pass), its forward kernels (by layer, pass and phase) and its backward kernel
-    (by layer and whether its output gradient is allocated). The ops are frozen, so the plans
-    share them."""
+    phase), its declarations and, by layer, its blocks' comments (by layer and pass), its
+    forward kernels (by layer, pass and phase) and its backward kernel (by layer and whether
+    its output gradient is allocated). Ops and tensors are frozen, so the plans share them."""
 
     plain: dict[tuple[str, str, str], StreamOp]
+    #: by optimizer step and whether the host CPU steps: the declarations and ``scratch``
+    declared: dict[tuple[Optional[Optimizer], bool],
+                   tuple[list[StreamTensor], dict[str, dict[str, tuple[str, ...]]]]]
     comments: dict[tuple[str, str], str]
     forward: dict[tuple[str, str, str], StreamOp]
     backward: dict[tuple[str, bool], StreamOp]
@@ -175,7 +178,7 @@ def _made(network: Network, batch: int, dtype: str, times: Optional[Times],
     key = (id(network), batch, dtype, id(times), id(kernels), workspace)
     entry = _MADE.get(key)
     if entry is None:
-        entry = ((network, times, kernels), _Made({}, {}, {}, {}))
+        entry = ((network, times, kernels), _Made({}, {}, {}, {}, {}))
         _MADE.put(key, entry)
     return entry[1]
 
@@ -340,7 +343,17 @@ class _Schedule:
 
     # -- declarations ---------------------------------------------------------------------
     def declarations(self) -> list[StreamTensor]:
-        """Every tensor the iteration uses, in declaration order."""
+        """Every tensor the iteration uses, in declaration order (made once per inputs,
+        optimizer and where it steps; the convolutions' workspace noted in ``scratch``)."""
+        key = (self.step, self.host_step)
+        kept = self.made.declared.get(key)
+        if kept is None:
+            kept = self.made.declared[key] = (self._declared(), self.scratch)
+        decls, self.scratch = kept
+        return list(decls)
+
+    def _declared(self) -> list[StreamTensor]:
+        """:meth:`declarations` made."""
         decls: list[StreamTensor] = []
         for ti in self.tensors.values():
             # a tensor carrying statistics besides its elements declares its bytes only

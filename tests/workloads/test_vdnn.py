@@ -41,6 +41,9 @@ def test_every_plan_is_the_plan_made_afresh(monkeypatch):
 
 def test_schedules_of_the_same_inputs_share_their_ops(monkeypatch):
     none, every, auto, host = _plans(monkeypatch)
+    assert all(a is b for a, b in zip(none.tensors, every.tensors))  # declared once
+    assert none.tensors is not every.tensors  # each plan its own list
+    assert len(host.tensors) < len(none.tensors)  # the host steps: no state on the GPU
     for plan in (every, auto, host):
         for a, b in zip(none.forward + none.backward, plan.forward + plan.backward):
             assert (a.layer, a.comment) == (b.layer, b.comment)
