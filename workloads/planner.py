@@ -34,6 +34,7 @@ overflows, plans again for a capacity lowered by the overflow.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import (TYPE_CHECKING, Any, Callable, Collection, Mapping, NamedTuple, Optional,
                     Sequence)
@@ -312,6 +313,27 @@ class _ModelBuilder:
                          self._slots, self._costs, capacity, self._first.copy(), self._sm,
                          dict(self.bpos), self.copies, least_resident=self._least.copy(),
                          most_resident=self._most.copy())
+
+    def kept(self) -> PlanResult:
+        """The plan that keeps every tensor, as :func:`_result` of a model's keep rows gives
+        it, without laying a model out: each tensor resident over its keep row's slots (one
+        range), nothing copied or rebuilt (each slot's time its kernels' or the all-keep
+        plan's own copies')."""
+        need = _needs(self.infos, self.idx, self.tensors)
+        n = len(self.blocks)
+        held = [0] * (n + 1)  # whole bytes, where each tensor comes and goes
+        for ti in self.tensors.values():
+            options, rows = self._tensor_rows(ti, need[ti.name])
+            assert options[0] == "keep" and len(rows[0][0]) == 1, "a keep row is one range"
+            (a, b), = rows[0][0]
+            held[a] += ti.bytes
+            held[b] -= ti.bytes
+        resident = np.array(list(itertools.accumulate(held[:n])), dtype=float)
+        times = np.maximum(self.compute, self.copies)
+        ends = np.cumsum(times).tolist()
+        return PlanResult({name: "keep" for name in self.tensors}, float(times.sum()),
+                          int((self.fixed + resident).max()),
+                          backward_end_ps={layer: ends[k] for layer, k in self.bpos.items()})
 
     def _start(self, made: list[_TensorRows]) -> None:
         """The first model's rows: adopted where a builder alike laid out these very rows,
@@ -1040,8 +1062,7 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                           transfer_ps)
     fixed_ws = not elastic_workspace
     if plan_peak(base, fixed_ws) <= capacity:
-        model = build(capacity)
-        out = _result(model, model.first_row.copy())
+        out = build.kept()
         out.rendered_peak_bytes = plan_peak(base, fixed_ws)
         return out
     target = capacity

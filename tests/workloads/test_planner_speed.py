@@ -206,6 +206,23 @@ def test_builders_alike_start_from_one_layout_and_write_on_copies(monkeypatch):
     assert apart.resident is not first.resident  # no engine: other rows, laid out afresh
 
 
+@pytest.mark.parametrize("network,placement", [
+    ("alexnet", None), (str(TINY), None),
+    ("alexnet", Placement(optimizer_states="host", gradients="host")),
+    (str(TINY), Placement(optimizer_states="host", gradients="host", weights="host"))])
+def test_the_all_keep_plan_is_the_models_keep_rows(network, placement):
+    """Where everything fits, plan_to_fit's all-keep plan (worked out without a model) is the
+    one a model's keep rows give: choices, predicted time, modelled peak, slot ends."""
+    net = load_network(network)
+    base = plan_iteration(net, 16, "float32", "none", None, "adam", placement=placement)
+    transfer = (lambda op, nbytes: 1_000_000 + nbytes // 10) if placement else None
+    build = _ModelBuilder(net, 16, "float32", base, kernel_ps, copy_costs(net, 16), True,
+                          transfer)
+    model = build(plan_peak(base))
+    same_plan(build.kept(), planner_module._result(model, model.first_row.copy()))
+    assert bool(model.fixed_copies.any()) == bool(placement and placement.weights == "host")
+
+
 def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
     net = load_network("alexnet")
     base = plan_iteration(net, 64, "float32", "none")
