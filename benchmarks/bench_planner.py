@@ -44,8 +44,12 @@ def run(topology: str, options: Sequence[str]) -> dict[str, Any]:
     render._iteration.cache_clear()
     render._priced.cache_clear()
     render._PLANS.clear()  # the schedules, plans and layer tables planning keeps
+    render._LIMITS.clear()
     planner._GREEDY.clear()
+    planner._SHARED.clear()
+    planner._PEAKS.clear()
     vdnn._INFERRED.clear()
+    vdnn._MADE.clear()
 
     result = sst_cdma.run(REPO / "topologies" / topology, list(options),
                           console=io.StringIO(), record_statistics=False)

@@ -271,7 +271,15 @@ class CDMAEngine(Component):
                 if self.codec is not None else None
             return kernel.time_ps if kernel is not None else 0
 
+        priced: dict[tuple[str, int, int, bool], int] = {}
+
         def ps(direction: str, raw: int, size: int, coded: bool) -> int:
+            key = (direction, raw, size, coded)  # tensors of a size alike: priced once
+            if key not in priced:
+                priced[key] = copy_ps(direction, raw, size, coded)
+            return priced[key]
+
+        def copy_ps(direction: str, raw: int, size: int, coded: bool) -> int:
             codec, packed = self._codec_stage(direction, coded)
             inner, outer = transfer_weights(direction, raw, size, hbm, codec, path, packed)
             latency = path.latency_ps

@@ -36,6 +36,7 @@ from .network import Layer, LayerInfo, Network
 from .shapes import head_dim
 from .plan import Plan
 from .transformer import split_name
+from .vdnn import inferred
 
 __all__ = ["PricedKernel", "price_network", "stack_kernels", "limits_from_free_memory"]
 
@@ -139,7 +140,7 @@ def price_network(network: Network, batch: int, dtype: str, model: KernelModel,
     hw, kp = model.hardware, model.params
     size = itemsize(dtype)
     layers = {layer.name: layer for layer in network.layers}
-    infos = [i for i in network.infer(batch, dtype) if i.kind != "data"]
+    infos = [i for i in inferred(network, batch, dtype)[0] if i.kind != "data"]
     convs = [i for i in infos if i.kind == "conv"]
     try:
         mode = model.tf32_mode(model.tf32)

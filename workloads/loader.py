@@ -21,7 +21,7 @@ from .errors import WorkloadError, read_fault
 from .kinds import KINDS, normalize_params
 from .macros import Macro, expand_layers, parse_macros
 from .network import NAME_RE, Layer, Network
-from .transformer import TransformerConfig, expand_transformer, role_of
+from .transformer import ATTENTIONS, TransformerConfig, expand_transformer, role_of
 
 __all__ = ["NETWORKS", "CNNS", "TRANSFORMERS", "CAPTURE_NETWORKS", "NETWORK_DIR", "MACRO_LIBRARY",
            "load_network", "network_path", "load_macro_library"]
@@ -103,7 +103,30 @@ def load_network(name_or_path: str | os.PathLike[str], seq_len: int = 0,
     ``seq_len`` and ``attention`` (``naive``/``fused``) override a transformer definition's
     (0 / '': the definition's); a CNN refuses them."""
     path = network_path(name_or_path)
-    return _load(str(path.resolve()), path.stat().st_mtime_ns, str(path), seq_len, attention)
+    resolved, mtime_ns, label = str(path.resolve()), path.stat().st_mtime_ns, str(path)
+    defaults = _transformer_defaults(resolved, mtime_ns, label)
+    if defaults is not None:  # the definition's own values given or not: one network
+        seq_len, attention = seq_len or defaults[0], attention or defaults[1]
+    return _load(resolved, mtime_ns, label, seq_len, attention)
+
+
+@functools.lru_cache(maxsize=64)
+def _transformer_defaults(resolved: str, mtime_ns: int, label: str
+                          ) -> Optional[tuple[int, str]]:
+    """A transformer definition's own sequence length and attention where both are valid
+    (the network a load that leaves them out builds), else None (a CNN, or a definition whose
+    fault its load reports)."""
+    try:
+        doc = _read_yaml(Path(resolved), label)
+    except WorkloadError:
+        return None
+    config = doc.get("transformer") if isinstance(doc, Mapping) else None
+    if not isinstance(config, Mapping):
+        return None
+    seq_len, attention = config.get("seq_len"), config.get("attention")
+    if type(seq_len) is not int or seq_len < 1 or attention not in ATTENTIONS:
+        return None
+    return seq_len, attention
 
 
 @functools.lru_cache(maxsize=64)

@@ -206,10 +206,13 @@ def state_buckets(weighted: Sequence["LayerInfo"], dtype: str, step: OptimizerSt
                                    step.dram_bytes(params, dtype)))
         group.clear()
 
+    held = 0  # the group's gradient bytes
     for info in reversed(list(weighted)):
         group.append(info)
-        if sum(i.weight_bytes for i in group) >= cap:
+        held += info.weight_bytes
+        if held >= cap:
             close()
+            held = 0
     if group:
         close()
     return tuple(buckets)

@@ -34,8 +34,10 @@ overflows, plans again for a capacity lowered by the overflow.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Collection, Mapping, NamedTuple, Optional,
+                    Sequence)
 
 import numpy as np
 
@@ -189,12 +191,39 @@ _TensorRows = tuple[tuple[str, ...], list[tuple[_Spans, tuple[int, int, int],
                                                 tuple[float, float]]]]
 
 
+#: what builders alike share, by what places their rows (the network, held, and the slots,
+#: forward kernel prices, copy costs and rebuilds): each tensor's rows, and the first model's
+#: rows laid out (:class:`_Layout`; None until one is): a run's placements, and its baseline's,
+#: plan one network with the same prices
+_SHARED = PriceMemo(8)
+
+
+class _Layout(NamedTuple):
+    """The kept model arrays as :meth:`_ModelBuilder._lay_out` made them, for builders alike
+    to start from (each writes on copies: see :meth:`_ModelBuilder._adopt`)."""
+
+    placed: list
+    allowed: list[tuple[str, ...]]
+    row_choice: list[str]
+    nbytes: list[int]
+    row_tensor: np.ndarray
+    first: np.ndarray
+    resident: np.ndarray
+    slots: np.ndarray
+    costs: np.ndarray
+    sm: np.ndarray
+    least_t: list[np.ndarray]
+    least: np.ndarray
+    most: np.ndarray
+
+
 class _ModelBuilder:
     """:func:`build_model` in two steps: what does not depend on the capacity or the reads a
     plan induces (the network's layers and tensors, the all-keep plan replayed) worked out
     once, then a model per call; :func:`plan_to_fit` builds one per round of induced reads,
     and each tensor's rows are kept while the reads that place them (the first and the last)
-    stay the same."""
+    stay the same. Builders whose rows are placed alike (``_SHARED``) share those rows and
+    start from one layout."""
 
     def __init__(self, network: Network, batch: int, dtype: str, base: Plan,
                  kernel_ps: Callable[[object], int],
@@ -211,7 +240,6 @@ class _ModelBuilder:
         # a rebuild re-runs forward kernels, whose weights must be on the GPU
         states = base.model_states
         self.recompute = states is None or states.placement.weights == "gpu"
-        self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = {}
         #: per tensor, the rows the kept model arrays hold (empty until the first model)
         self._placed: list[_TensorRows] = []
         #: the kept arrays are a model's too (copied before they change)
@@ -227,10 +255,19 @@ class _ModelBuilder:
         #: and the all-keep plan themselves (held, so their identity stands for them) and the
         #: prices, by value
         self.held = (network, base)
+        fwd, costs = tuple(self.fwd_ps.items()), _cost_key(copy_costs)
         self.key = (id(network), batch, dtype, id(base), self.fixed.tobytes(),
-                    self.compute.tobytes(), self.copies.tobytes(),
-                    tuple(self.fwd_ps.items()), elastic_workspace, self.recompute,
-                    None if copy_costs is None else tuple(copy_costs.items()))
+                    self.compute.tobytes(), self.copies.tobytes(), fwd, elastic_workspace,
+                    self.recompute, costs)
+        placing = (id(network), batch, dtype, len(self.blocks), tuple(self.fpos.items()),
+                   tuple(self.bpos.items()), fwd, self.recompute, costs)
+        shared = _SHARED.get(placing)
+        if shared is None:
+            shared = [network, {}, None]
+            _SHARED.put(placing, shared)
+        #: [network, tensor -> (the reads that place its rows, its rows), _Layout or None]
+        self._shared = shared
+        self._rows: dict[str, tuple[Optional[tuple[int, int]], _TensorRows]] = shared[1]
 
     def plan(self, capacity: int, extra_needs: Mapping[str, frozenset[int]],
              label: str) -> PlanResult:
@@ -263,7 +300,7 @@ class _ModelBuilder:
                 need[tensor].extend(k for k in at if k not in need[tensor])
         made = [self._tensor_rows(ti, need[ti.name]) for ti in self.tensors.values()]
         if not self._placed:
-            self._lay_out(made)
+            self._start(made)
         changed = [t for t, rows in enumerate(made) if rows is not self._placed[t]]
         if changed and self._handed:  # the last model has these arrays: write on copies
             self._resident, self._slots = self._resident.copy(), self._slots.copy()
@@ -276,6 +313,53 @@ class _ModelBuilder:
                          self._slots, self._costs, capacity, self._first.copy(), self._sm,
                          dict(self.bpos), self.copies, least_resident=self._least.copy(),
                          most_resident=self._most.copy())
+
+    def kept(self) -> PlanResult:
+        """The plan that keeps every tensor, as :func:`_result` of a model's keep rows gives
+        it, without laying a model out: each tensor resident over its keep row's slots (one
+        range), nothing copied or rebuilt (each slot's time its kernels' or the all-keep
+        plan's own copies')."""
+        need = _needs(self.infos, self.idx, self.tensors)
+        n = len(self.blocks)
+        held = [0] * (n + 1)  # whole bytes, where each tensor comes and goes
+        for ti in self.tensors.values():
+            options, rows = self._tensor_rows(ti, need[ti.name])
+            assert options[0] == "keep" and len(rows[0][0]) == 1, "a keep row is one range"
+            (a, b), = rows[0][0]
+            held[a] += ti.bytes
+            held[b] -= ti.bytes
+        resident = np.array(list(itertools.accumulate(held[:n])), dtype=float)
+        times = np.maximum(self.compute, self.copies)
+        ends = np.cumsum(times).tolist()
+        return PlanResult({name: "keep" for name in self.tensors}, float(times.sum()),
+                          int((self.fixed + resident).max()),
+                          backward_end_ps={layer: ends[k] for layer, k in self.bpos.items()})
+
+    def _start(self, made: list[_TensorRows]) -> None:
+        """The first model's rows: adopted where a builder alike laid out these very rows,
+        else laid out (and kept for the next)."""
+        kept: Optional[_Layout] = self._shared[2]
+        if kept is not None and len(kept.placed) == len(made) and \
+                all(a is b for a, b in zip(kept.placed, made)):
+            self._adopt(kept)
+            return
+        self._lay_out(made)
+        self._shared[2] = _Layout(list(self._placed), self._allowed, self._row_choice,
+                                  self._bytes, self._row_tensor, self._first, self._resident,
+                                  self._slots, self._costs, self._sm, list(self._least_t),
+                                  self._least.copy(), self._most.copy())
+        self._handed = True  # the layout kept has these arrays: write on copies
+
+    def _adopt(self, kept: _Layout) -> None:
+        """Start from ``kept``: its arrays shared until this builder writes (on copies, as
+        after handing a model out), what it updates in place copied now."""
+        self._placed, self._least_t = list(kept.placed), list(kept.least_t)
+        self._allowed, self._row_choice, self._bytes = kept.allowed, kept.row_choice, kept.nbytes
+        self._row_tensor, self._first = kept.row_tensor, kept.first
+        self._resident, self._slots, self._costs, self._sm = \
+            kept.resident, kept.slots, kept.costs, kept.sm
+        self._least, self._most = kept.least.copy(), kept.most.copy()
+        self._handed = True
 
     def _lay_out(self, made: list[_TensorRows]) -> None:
         """The first model's rows, kept to be updated in place: each tensor's choices do not
@@ -346,6 +430,26 @@ class _ModelBuilder:
         return made
 
 
+def _compresses(c: CopyCost) -> bool:
+    """Whether a copy through the codec beats the plain one either way: where it does not
+    (dense data bypassed, or a codec slower than the link) ``compress`` is never the better
+    choice, and the model leaves it out."""
+    return c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps
+
+
+def _cost_key(copy_costs: Optional[Mapping[str, CopyCost]]) -> Optional[tuple]:
+    """What a model reads of ``copy_costs``, by value: each tensor's plain copy times and,
+    where ``compress`` is open to it (:func:`_compresses`), its codec's times and SM kernels.
+    Two engines whose codecs gain nothing on any tensor (a plain-copy baseline beside a codec
+    that bypasses dense data) give the same key, so they share their plans."""
+    if copy_costs is None:
+        return None
+    return tuple((name, c.plain_out_ps, c.plain_in_ps) +
+                 ((c.packed_out_ps, c.packed_in_ps, c.sm_out_ps, c.sm_in_ps)
+                  if _compresses(c) else ())
+                 for name, c in copy_costs.items())
+
+
 def _sm_kernels(choice: str, cost: tuple[float, float, float],
                 copy_costs: Optional[Mapping[str, CopyCost]], tensor: str) -> tuple[float, float]:
     """The compute-stream time of the SM (de)compression kernels a ``compress`` row's offload
@@ -364,7 +468,8 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
     layer's forward kernel time, and per slot the time of the plan's own copies (priced by
     ``transfer_ps``; none without it)."""
     sizes = {t.name: t.bytes for t in base.tensors}
-    releases = gradient_releases(base)
+    freed = {first: sum(sizes[t] for t in bucket)
+             for first, bucket in gradient_releases(base).items()}
     activations = {t.name for t in base.tensors if t.kind == "activation"
                    or (elastic_workspace and t.kind == "workspace")}
     fixed = np.zeros(len(blocks))
@@ -375,22 +480,27 @@ def _keep_slots(base: Plan, blocks: list, kernel_ps: Callable[[object], int],
     fwd_ps: dict[str, int] = {}
     for k, block in enumerate(blocks):
         peak = in_use
+        busy = moved = 0.0  # float sums, in the order numpy's would take them
         for o in block.ops:
-            if o.op in ("alloc", "free") and o.name in activations:
-                continue
-            if o.op == "alloc":
-                in_use += sizes[o.name] - sum(sizes[t] for t in releases.get(o.name, ()))
-                peak = max(peak, in_use)
-            elif o.op == "free":
-                in_use -= sizes[o.name]
-            elif o.op == "compute":
+            kind = o.op
+            if kind == "alloc":
+                if o.name not in activations:
+                    in_use += sizes[o.name] - freed.get(o.name, 0)
+                    if in_use > peak:
+                        peak = in_use
+            elif kind == "free":
+                if o.name not in activations:
+                    in_use -= sizes[o.name]
+            elif kind == "compute":
                 ps = kernel_ps(o)
-                compute[k] += ps
+                busy += ps
                 if o.pass_ == "fwd":
                     fwd_ps[o.name] = ps
-            elif o.op in ("offload", "prefetch") and transfer_ps is not None:
-                copies[k] += transfer_ps(o, sizes[o.name])
+            elif kind in ("offload", "prefetch") and transfer_ps is not None:
+                moved += transfer_ps(o, sizes[o.name])
         fixed[k] = peak
+        compute[k] = busy
+        copies[k] = moved
     return fixed, compute, fwd_ps, copies
 
 
@@ -401,10 +511,7 @@ def _options(ti: TensorInfo, producer: LayerInfo,
     if ti.consumers:
         if copy_costs is not None and ti.name in copy_costs:
             options.append("offload")
-            c = copy_costs[ti.name]
-            # through a codec that gains nothing (dense data bypassed, or a codec slower
-            # than the link) a compressed copy is never the better one: leave it out
-            if c.packed_out_ps < c.plain_out_ps or c.packed_in_ps < c.plain_in_ps:
+            if _compresses(copy_costs[ti.name]):
                 options.append("compress")
         if producer.kind != "data" and recompute:
             options.append("recompute")
@@ -873,10 +980,12 @@ def _rows(model: PlanModel, choices: Mapping[str, str]) -> np.ndarray:
 
 
 def _result(model: PlanModel, rows: np.ndarray) -> PlanResult:
-    choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
-    ends = np.cumsum(model.slot_times(rows))
-    return PlanResult(choices, model.time_ps(rows), int(model.memory(rows).max()),
-                      backward_end_ps={layer: float(ends[k])
+    tensor_of, choice_of = model.row_tensor.tolist(), model.row_choice
+    choices = {model.tensors[tensor_of[r]]: choice_of[r] for r in rows.tolist()}
+    times = model.slot_times(rows)  # model.time_ps(rows) is its sum
+    ends = np.cumsum(times).tolist()
+    return PlanResult(choices, float(times.sum()), int(model.memory(rows).max()),
+                      backward_end_ps={layer: ends[k]
                                        for layer, k in model.backward_slot.items()})
 
 
@@ -953,8 +1062,7 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                           transfer_ps)
     fixed_ws = not elastic_workspace
     if plan_peak(base, fixed_ws) <= capacity:
-        model = build(capacity)
-        out = _result(model, model.first_row.copy())
+        out = build.kept()
         out.rendered_peak_bytes = plan_peak(base, fixed_ws)
         return out
     target = capacity
@@ -1016,19 +1124,41 @@ def gradient_releases(plan: Plan) -> dict[str, tuple[str, ...]]:
     return out
 
 
+#: the peaks :func:`plan_peak` replayed, by the plan (held, so its identity stands for it: the
+#: schedules are shared read-only) and whether workspace counts; a policy ``auto`` run's
+#: baseline asks again of every schedule its placements made
+_PEAKS = PriceMemo(64)
+
+
 def plan_peak(plan: Plan, workspace: bool = True) -> int:
     """The exact peak of ``plan``: its allocations replayed in issue order (without
     workspace buffers when ``workspace`` is False), less the gradients the GPU frees once
-    their bucket is on the host (:func:`gradient_releases`)."""
+    their bucket is on the host (:func:`gradient_releases`). Worked out once per plan (treat
+    plans as read-only once asked)."""
+    key = (id(plan), workspace)
+    entry = _PEAKS.get(key)
+    if entry is None:
+        entry = (plan, _replayed_peak(plan, workspace))
+        _PEAKS.put(key, entry)
+    return entry[1]
+
+
+def _replayed_peak(plan: Plan, workspace: bool) -> int:
+    """:func:`plan_peak` worked out."""
     sizes = {t.name: t.bytes if workspace or t.kind != "workspace" else 0
              for t in plan.tensors}
-    releases = gradient_releases(plan)
+    freed = {first: sum(sizes[t] for t in bucket)
+             for first, bucket in gradient_releases(plan).items()}
     in_use = peak = 0
     for op in plan.ops():
-        if op.op == "alloc":
-            in_use += sizes[op.name] - sum(sizes[t] for t in releases.get(op.name, ()))
-            peak = max(peak, in_use)
-        elif op.op == "free":
+        kind = op.op
+        if kind == "alloc":
+            in_use += sizes[op.name]
+            if freed:
+                in_use -= freed.get(op.name, 0)
+            if in_use > peak:
+                peak = in_use
+        elif kind == "free":
             in_use -= sizes[op.name]
     return peak
 

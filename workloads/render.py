@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional
 
 from sst_cdma.engine.progress import timed
 from sst_cdma.model.price_memo import PriceMemo
@@ -23,7 +23,7 @@ from .layer_times import LayerTimes, load_layer_times
 from .loader import MACRO_LIBRARY, load_network, network_path
 from .network import Network
 from .plan import Plan
-from .stream_schema import PHASES, Stream, statement_line
+from .stream_schema import PHASES, Stream, StreamOp, StreamTensor, statement_line
 from .vdnn import Times, plan_iteration
 
 if TYPE_CHECKING:
@@ -60,10 +60,16 @@ def _environment() -> "jinja2.Environment":
     )
 
 
+def _lines(items: Iterable[Stream | StreamTensor | StreamOp]) -> str:
+    """The templates' ``lines(xs)``: each statement's line, each ended by a newline (one call
+    a block, not one a line: a transformer's stream has thousands)."""
+    return "".join([statement_line(x) + "\n" for x in items])
+
+
 def render_plan(plan: Plan, template: str = "stream.j2") -> str:
     """The text of an already computed :class:`~workloads.plan.Plan`."""
     return _environment().get_template(template).render(plan=plan, stream=plan.stream(),
-                                                        line=statement_line)
+                                                        line=statement_line, lines=_lines)
 
 
 def stream_text(stream: Stream) -> str:
@@ -72,7 +78,8 @@ def stream_text(stream: Stream) -> str:
     as the run writes ``gpu.stream``), a parsed one plainly: one statement per line."""
     if stream.plan is not None:
         return _environment().get_template("stream.j2").render(plan=stream.plan, stream=stream,
-                                                               line=statement_line)
+                                                               line=statement_line,
+                                                               lines=_lines)
     lines = [statement_line(stream)] + [statement_line(t) for t in stream.tensors.values()]
     last = max((PHASES.index(op.phase) for op in stream.ops), default=0)
     for phase in PHASES[:last + 1]:
@@ -144,7 +151,11 @@ def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optiona
     its checks, its model states and its stream, and its baseline run all of them again.
     Keyed by the network, measured times and priced kernels themselves (held with the plan, so
     their identity stands for them: each is shared read-only already) and the other inputs by
-    value, the choices as a set. The plans are shared: treat them as read-only."""
+    value, the choices as a set, the default placement as none given (the same iteration:
+    the planner weighs it by name, the stream names none). The plans are shared: treat them as
+    read-only."""
+    if placement is not None and placement.default:
+        placement = None
     key = (id(net), id(times), id(kernels), batch, dtype, policy, optimizer, workspace,
            allocation, None if choices is None else frozenset(choices.items()), placement)
     entry = _PLANS.get(key)
@@ -156,6 +167,25 @@ def _scheduled(net: Network, batch: int, dtype: str, policy: str, times: Optiona
     return entry[1]
 
 
+#: the workspace limits a schedule leaves its kernels in a GPU's memory, by the schedule (held,
+#: so its identity stands for it) and the capacity: a run's baseline and its stream ask again of
+#: every plan its placements chose
+_LIMITS = PriceMemo(16)
+
+
+def _limits(plan: Plan, capacity: int) -> Mapping[str, Mapping[str, int]]:
+    """:func:`~workloads.kernel_pricing.limits_from_free_memory` of a shared (read-only)
+    schedule, worked out once per capacity."""
+    from .kernel_pricing import limits_from_free_memory
+
+    key = (id(plan), capacity)
+    entry = _LIMITS.get(key)
+    if entry is None:
+        entry = (plan, limits_from_free_memory(plan, capacity))
+        _LIMITS.put(key, entry)
+    return entry[1]
+
+
 def _planned(net: Network, batch: int, dtype: str, policy: str,
              times: Optional[Times], optimizer: str, workspace: int,
              allocation: str, kernel_model: Optional["KernelModel"],
@@ -164,7 +194,7 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
              placement: Optional["Placement"] = None) -> tuple[Plan, Optional[Mapping]]:
     """The plan of one iteration and the kernels it was priced with (algorithms chosen to fit
     ``memory_capacity`` when given)."""
-    from .kernel_pricing import limits_from_free_memory, price_network
+    from .kernel_pricing import price_network
 
     chosen = dict(choices) if choices is not None else None
     plan = _scheduled(net, batch, dtype, policy, times, optimizer, workspace, kernels,
@@ -172,7 +202,7 @@ def _planned(net: Network, batch: int, dtype: str, policy: str,
     if kernel_model is not None and memory_capacity:
         limits: dict[str, dict[str, int]] = {}
         for _ in range(4):  # a smaller workspace frees memory for others: settle in a few
-            tight = limits_from_free_memory(plan, memory_capacity)
+            tight = _limits(plan, memory_capacity)
             if not tight:
                 break
             for layer, passes in tight.items():

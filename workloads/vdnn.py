@@ -42,7 +42,7 @@ The rules (vDNN, Rhu et al. MICRO 2016; docs/workloads.md has the full statement
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 from sst_cdma.engine.progress import tick, timed
 from sst_cdma.model.element_params import network_word
@@ -152,6 +152,37 @@ def inferred(network: Network, batch: int, dtype: str
     return entry[1], entry[2]
 
 
+class _Made(NamedTuple):
+    """What every schedule of the same inputs makes alike: its plain ops (by kind, name and
+    phase), its declarations and, by layer, its blocks' comments (by layer and pass), its
+    forward kernels (by layer, pass and phase) and its backward kernel (by layer and whether
+    its output gradient is allocated). Ops and tensors are frozen, so the plans share them."""
+
+    plain: dict[tuple[str, str, str], StreamOp]
+    #: by optimizer step and whether the host CPU steps: the declarations and ``scratch``
+    declared: dict[tuple[Optional[Optimizer], bool],
+                   tuple[list[StreamTensor], dict[str, dict[str, tuple[str, ...]]]]]
+    comments: dict[tuple[str, str], str]
+    forward: dict[tuple[str, str, str], StreamOp]
+    backward: dict[tuple[str, bool], StreamOp]
+
+
+#: :class:`_Made` by network, batch, element type, measured times, priced kernels (those
+#: three held, so their identity stands for them) and workspace: a policy ``auto`` run
+#: schedules one network 8 times over its placements
+_MADE = PriceMemo(8)
+
+
+def _made(network: Network, batch: int, dtype: str, times: Optional[Times],
+          kernels: Optional[Kernels], workspace: int) -> _Made:
+    key = (id(network), batch, dtype, id(times), id(kernels), workspace)
+    entry = _MADE.get(key)
+    if entry is None:
+        entry = ((network, times, kernels), _Made({}, {}, {}, {}, {}))
+        _MADE.put(key, entry)
+    return entry[1]
+
+
 @timed("planning_s")
 def plan_iteration(network: Network, batch: int, dtype: str = "float32", policy: str = "conv",
                    times: Optional[Times] = None,
@@ -242,6 +273,7 @@ class _Schedule:
         #: the optimizer step runs on the host CPU (ZeRO-Offload): no state, no update kernel
         self.host_step = placement.offloaded
         self.times, self.kernels, self.workspace = times, kernels, workspace
+        self.made = _made(network, batch, dtype, times, kernels, workspace)
         self.allocation = allocation
         #: every buffer allocated once for the iteration (decided once the offloads are known)
         self.wide = False
@@ -311,7 +343,17 @@ class _Schedule:
 
     # -- declarations ---------------------------------------------------------------------
     def declarations(self) -> list[StreamTensor]:
-        """Every tensor the iteration uses, in declaration order."""
+        """Every tensor the iteration uses, in declaration order (made once per inputs,
+        optimizer and where it steps; the convolutions' workspace noted in ``scratch``)."""
+        key = (self.step, self.host_step)
+        kept = self.made.declared.get(key)
+        if kept is None:
+            kept = self.made.declared[key] = (self._declared(), self.scratch)
+        decls, self.scratch = kept
+        return list(decls)
+
+    def _declared(self) -> list[StreamTensor]:
+        """:meth:`declarations` made."""
         decls: list[StreamTensor] = []
         for ti in self.tensors.values():
             # a tensor carrying statistics besides its elements declares its bytes only
@@ -441,20 +483,47 @@ class _Schedule:
             return ""
         return self.kernels[layer][pass_].algorithm
 
+    def _op(self, kind: str, name: str, phase: str) -> StreamOp:
+        """A plain op (alloc, free, sync or wait: no field but these), made once per inputs."""
+        key = (kind, name, phase)
+        op = self.made.plain.get(key)
+        if op is None:
+            op = self.made.plain[key] = StreamOp(kind, name, phase)
+        return op
+
+    def _comment(self, i: LayerInfo, pass_: str) -> str:
+        """The comment of layer ``i``'s block of pass ``pass_`` (fwd or bwd)."""
+        key = (i.name, pass_)
+        text = self.made.comments.get(key)
+        if text is None:
+            text = self.made.comments[key] = _comment(i, pass_)
+        return text
+
     def _forward_kernel(self, i: LayerInfo, pass_: str, phase: str) -> StreamOp:
         """Layer ``i``'s forward kernel (``pass_`` fwd, or recompute when it rebuilds its
         output in the backward pass)."""
-        return StreamOp("compute", i.name, phase, pass_=pass_, flops=i.flops_fwd,
-                        dram=i.dram_fwd, time_ps=self._time(i.name, "fwd"),
-                        algorithm=self._algorithm(i.name, "fwd"),
-                        reads=tuple(dict.fromkeys(i.inputs)) + (
-                            (weight_name(i.name),) if i.params else ()),
-                        writes=(i.output,) + self.scratch[i.name]["fwd"])
+        key = (i.name, pass_, phase)
+        op = self.made.forward.get(key)
+        if op is None:
+            op = self.made.forward[key] = StreamOp(
+                "compute", i.name, phase, pass_=pass_, flops=i.flops_fwd, dram=i.dram_fwd,
+                time_ps=self._time(i.name, "fwd"), algorithm=self._algorithm(i.name, "fwd"),
+                reads=tuple(dict.fromkeys(i.inputs)) + (
+                    (weight_name(i.name),) if i.params else ()),
+                writes=(i.output,) + self.scratch[i.name]["fwd"])
+        return op
 
     def _backward_kernel(self, i: LayerInfo) -> StreamOp:
         """Layer ``i``'s backward kernel."""
         dy = grad_name(i.output)
         has_dy = dy in self.grads
+        op = self.made.backward.get((i.name, has_dy))
+        if op is None:
+            op = self.made.backward[(i.name, has_dy)] = self._backward_op(i, dy, has_dy)
+        return op
+
+    def _backward_op(self, i: LayerInfo, dy: str, has_dy: bool) -> StreamOp:
+        """:meth:`_backward_kernel` made."""
         reads = tuple(dict.fromkeys(i.bwd_needs)) + ((dy,) if has_dy else ()) + (
             (weight_name(i.name),) if i.params else ())
         if i.in_place:
@@ -471,16 +540,16 @@ class _Schedule:
     def prologue(self, decls: list[StreamTensor]) -> list[StreamOp]:
         """The allocations that live for the whole iteration."""
         if self.wide:  # every buffer, once, for the whole iteration
-            return [StreamOp("alloc", d.name, "forward") for d in decls
+            return [self._op("alloc", d.name, "forward") for d in decls
                     if d.name not in self.off_gpu]
         ops = []
         for i in self.weighted:
             if weight_name(i.name) not in self.host_weights:
-                ops.append(StreamOp("alloc", weight_name(i.name), "forward"))
+                ops.append(self._op("alloc", weight_name(i.name), "forward"))
             if wgrad_name(i.name) not in self.host_grads:
-                ops.append(StreamOp("alloc", wgrad_name(i.name), "forward"))
+                ops.append(self._op("alloc", wgrad_name(i.name), "forward"))
         for i in self.stateful:
-            ops.append(StreamOp("alloc", state_name(i.name), "forward"))
+            ops.append(self._op("alloc", state_name(i.name), "forward"))
         return ops
 
     def forward(self) -> list[Block]:
@@ -488,26 +557,28 @@ class _Schedule:
         wide, resident = self.wide, self.resident
         blocks: list[Block] = []
         for i in self.infos:
-            block = Block(i.name, i.kind, _comment(i, "fwd"))
+            block = Block(i.name, i.kind, self._comment(i, "fwd"))
             ops = block.ops
             blocks.append(block)
             if i.kind == "data" or not i.in_place:
                 if not wide:
-                    ops.append(StreamOp("alloc", i.output, "forward"))
+                    ops.append(self._op("alloc", i.output, "forward"))
                 resident.add(i.output)
             if i.kind == "data":
                 continue
             for t in self.offload_at[i.name]:
                 ops.append(StreamOp("offload", t, "forward", layer=i.name, codec=self._codec(t)))
             ws = self.scratch[i.name]["fwd"]
-            ops.extend(StreamOp("alloc", t, "forward") for t in ws if not wide)
+            if ws and not wide:
+                ops.extend(self._op("alloc", t, "forward") for t in ws)
             self._weights_in(i, 1, "forward", ops)
             ops.append(self._forward_kernel(i, "fwd", "forward"))
-            ops.append(StreamOp("sync", i.name, "forward"))
-            ops.extend(StreamOp("free", t, "forward") for t in ws if not wide)
+            ops.append(self._op("sync", i.name, "forward"))
+            if ws and not wide:
+                ops.extend(self._op("free", t, "forward") for t in ws)
             self._weights_out(i, "forward", ops)
             for t in self.free_after_fwd[i.name]:
-                ops.append(StreamOp("free", t, "forward"))
+                ops.append(self._op("free", t, "forward"))
                 resident.discard(t)
         return blocks
 
@@ -522,36 +593,39 @@ class _Schedule:
 
     def _backward_block(self, i: LayerInfo) -> Block:
         wide = self.wide
-        block = Block(i.name, i.kind, _comment(i, "bwd"))
+        block = Block(i.name, i.kind, self._comment(i, "bwd"))
         ops = block.ops
         if not i.in_place:
             for t in i.grad_inputs:
                 g = grad_name(t)
                 if g not in self.grads:
                     if not wide:
-                        ops.append(StreamOp("alloc", g, "backward"))
+                        ops.append(self._op("alloc", g, "backward"))
                     self.grads.add(g)
         here = self.idx[i.name]
         self._prefetch(i, here, ops)
         rebuilt_ws = self._recompute(here, ops)
         ws = self.scratch[i.name]["bwd"] if i.has_backward else ()
-        ops.extend(StreamOp("alloc", t, "backward") for t in ws if not wide)
+        if ws and not wide:
+            ops.extend(self._op("alloc", t, "backward") for t in ws)
         if i.params and wgrad_name(i.name) in self.host_grads:
-            ops.append(StreamOp("alloc", wgrad_name(i.name), "backward"))
+            ops.append(self._op("alloc", wgrad_name(i.name), "backward"))
         self._weights_in(i, -1, "backward", ops)
         if i.has_backward:
             ops.append(self._backward_kernel(i))
-            ops.append(StreamOp("sync", i.name, "backward"))
-        ops.extend(StreamOp("free", t, "backward") for t in ws if not wide)
+            ops.append(self._op("sync", i.name, "backward"))
+        if ws and not wide:
+            ops.extend(self._op("free", t, "backward") for t in ws)
         self._weights_out(i, "backward", ops)
-        ops.extend(StreamOp("free", t, "backward") for t in rebuilt_ws)
+        if rebuilt_ws:
+            ops.extend(self._op("free", t, "backward") for t in rebuilt_ws)
         dy = grad_name(i.output)
         if not i.in_place and dy in self.grads and not wide:
-            ops.append(StreamOp("free", dy, "backward"))
+            ops.append(self._op("free", dy, "backward"))
             self.grads.discard(dy)
         for t in self.release_at.get(here, []):
             if t in self.resident and not wide:
-                ops.append(StreamOp("free", t, "backward"))
+                ops.append(self._op("free", t, "backward"))
                 self.resident.discard(t)
         return block
 
@@ -563,15 +637,15 @@ class _Schedule:
         if w not in self.host_weights:
             return
         if w not in self.weights_coming:
-            ops.append(StreamOp("alloc", w, phase))
+            ops.append(self._op("alloc", w, phase))
             ops.append(StreamOp("prefetch", w, phase, layer=i.name, codec="none",
                                 tier=self.placement.weights))
         self.weights_coming.discard(w)
-        ops.append(StreamOp("wait", w, phase))
+        ops.append(self._op("wait", w, phase))
         at = self.weighted_at[i.name] + order
         if 0 <= at < len(self.weighted):
             ahead = weight_name(self.weighted[at].name)
-            ops.append(StreamOp("alloc", ahead, phase))
+            ops.append(self._op("alloc", ahead, phase))
             ops.append(StreamOp("prefetch", ahead, phase, layer=i.name, codec="none",
                                 tier=self.placement.weights))
             self.weights_coming.add(ahead)
@@ -579,24 +653,26 @@ class _Schedule:
     def _weights_out(self, i: LayerInfo, phase: str, ops: list[StreamOp]) -> None:
         """Weights on the host: layer ``i``'s copy on the GPU is freed after its kernel."""
         if weight_name(i.name) in self.host_weights:
-            ops.append(StreamOp("free", weight_name(i.name), phase))
+            ops.append(self._op("free", weight_name(i.name), phase))
 
     def _prefetch(self, i: LayerInfo, here: int, ops: list[StreamOp]) -> None:
         """Layer ``i``'s prefetches: on demand (with a ``wait``) what its backward (or a
         rebuild at it) needs and is still on the host, then ahead: the nearest earlier layer's
         offloaded tensors, searching back to the first CONV layer (inclusive)."""
+        if not self.offloaded_set:  # nothing went out: nothing comes back
+            return
         demand = [t for t in dict.fromkeys(i.bwd_needs + tuple(self.rebuild_inputs.get(here, ())))
                   if t in self.offloaded_set and t not in self.prefetched]
         k = self._ahead_stop(here - 1)
         ahead = [t for t in self.anchored.get(k, []) if t not in self.prefetched] if k >= 0 \
             else []
         for t in demand + ahead:
-            ops.append(StreamOp("alloc", t, "backward"))
+            ops.append(self._op("alloc", t, "backward"))
             ops.append(StreamOp("prefetch", t, "backward", layer=i.name, codec=self._codec(t)))
             self.prefetched.add(t)
             self.resident.add(t)
         for t in demand:
-            ops.append(StreamOp("wait", t, "backward"))
+            ops.append(self._op("wait", t, "backward"))
 
     def _ahead_stop(self, start: int) -> int:
         """Where the search for tensors to prefetch ahead stops, walking down from layer index
@@ -621,11 +697,11 @@ class _Schedule:
         workspace buffers their kernels hold until the layer's sync."""
         rebuilt_ws: list[str] = []
         for t in self.recompute_at.get(here, ()):
-            ops.append(StreamOp("alloc", t, "backward"))
+            ops.append(self._op("alloc", t, "backward"))
             self.resident.add(t)
             for layer in (self.tensors[t].producer,) + self.tensors[t].modifiers:
                 ws = self.scratch[layer]["fwd"]
-                ops.extend(StreamOp("alloc", w, "backward") for w in ws)
+                ops.extend(self._op("alloc", w, "backward") for w in ws)
                 rebuilt_ws.extend(ws)
                 ops.append(self._forward_kernel(self.info[layer], "recompute", "backward"))
         return rebuilt_ws
@@ -634,25 +710,25 @@ class _Schedule:
         """The frees of what is still allocated after the last phase."""
         phase = self.last_phase
         if self.wide:  # everything, in declaration order
-            return [StreamOp("free", d.name, phase) for d in decls
+            return [self._op("free", d.name, phase) for d in decls
                     if d.name not in self.off_gpu]
         # several micro-batches: each one's backward ends with these frees (the plan's tail)
         ops = self.activation_frees(phase) if self.placement.grad_accum == 1 else []
         for i in self.weighted:
             if weight_name(i.name) not in self.host_weights:
-                ops.append(StreamOp("free", weight_name(i.name), phase))
+                ops.append(self._op("free", weight_name(i.name), phase))
             if wgrad_name(i.name) not in self.host_grads:
-                ops.append(StreamOp("free", wgrad_name(i.name), phase))
+                ops.append(self._op("free", wgrad_name(i.name), phase))
         for i in self.stateful:
-            ops.append(StreamOp("free", state_name(i.name), phase))
+            ops.append(self._op("free", state_name(i.name), phase))
         return ops
 
     def activation_frees(self, phase: str) -> list[StreamOp]:
         """The frees of the activations and activation gradients still allocated after the
         backward pass (with several micro-batches per step, issued after each one's backward:
         the plan's ``tail``)."""
-        ops = [StreamOp("free", t, phase) for t in self.tensors if t in self.resident]
-        return ops + [StreamOp("free", g, phase) for g in sorted(self.grads)]
+        ops = [self._op("free", t, phase) for t in self.tensors if t in self.resident]
+        return ops + [self._op("free", g, phase) for g in sorted(self.grads)]
 
     def update(self, optimizer: str) -> list[Block]:
         """The optimizer step: one update kernel per layer with weights (none when the host
@@ -669,7 +745,7 @@ class _Schedule:
                                       dram=step.dram_bytes(i.params, self.dtype),
                                       reads=(weight_name(i.name), wgrad_name(i.name)) + state,
                                       writes=(weight_name(i.name),) + state))
-            block.ops.append(StreamOp("sync", i.name, "update"))
+            block.ops.append(self._op("sync", i.name, "update"))
             blocks.append(block)
         return blocks
 

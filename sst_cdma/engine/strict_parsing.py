@@ -51,17 +51,16 @@ def _digits_error(exc: ValueError) -> StrictParseError:
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     """Refuse a value whose lists and mappings nest deeper than ``limit`` levels (walked
     without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    # only lists and mappings are stacked: a profile's thousands of numbers are looked at once
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, (dict, list)) else []
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item \
-            if isinstance(item, list) else None
-        if children is None:
-            continue
         if depth > limit:
             raise StrictParseError(f"its lists and objects are nested too deeply (over {limit} "
                                    "levels)")
-        stack.extend((child, depth + 1) for child in children)
+        for child in (item.values() if isinstance(item, dict) else item):
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
 
 
 def _refuse_constant(name: str) -> float:

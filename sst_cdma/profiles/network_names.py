@@ -41,7 +41,8 @@ def network_tensor_shapes(network: str) -> Optional[Mapping[str, Optional[tuple[
             other = load_network(network, attention=form)
         except WorkloadError:  # a CNN has no attention form: its shapes are fixed
             return out
-        out.update((name, None) for name in other.tensors(1))
+        if other is not net:  # the definition's own form: its tensors are in already
+            out.update((name, None) for name in other.tensors(1))
     return {name: None for name in out}  # a transformer: shapes follow --seq-len
 
 

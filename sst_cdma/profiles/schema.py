@@ -7,6 +7,7 @@ documented in ``docs/profiles.md``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import datetime
@@ -330,15 +331,30 @@ def _plain_ratios(ratios: Any, dtype: str, density: float, known: Sequence[str],
     """:func:`_parse_ratios` of ``ratios`` where it passes every check; None otherwise."""
     if type(ratios) is not dict or not ratios.keys() <= names:
         return None
+    most = _ceilings(dtype)
+    bits = _ELEMENT_BITS.get(dtype)
     out = {}
     for algorithm in known:
         if algorithm in ratios:
             ratio = ratios[algorithm]
+            # ratio_ceiling_fault's two tests, each ceiling worked out once per element type
             if type(ratio) not in (int, float) or not 0 < ratio < math.inf \
-                    or ratio_ceiling_fault(algorithm, ratio, dtype, density):
+                    or ratio > most.get(algorithm, math.inf) or (
+                        algorithm == "zvc" and bits is not None
+                        and ratio > bits / (1 + bits * density) * 1.001):
                 return None
             out[algorithm] = float(ratio)
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _ceilings(dtype: str) -> dict[str, float]:
+    """The most each byte codec of :data:`RATIO_CEILINGS` reaches on ``dtype`` elements (none
+    for a type without a profile item size)."""
+    if dtype not in PROFILE_ITEMSIZES:
+        return {}
+    return {algorithm: ceiling(PROFILE_ITEMSIZES[dtype])
+            for algorithm, ceiling in RATIO_CEILINGS.items()}
 
 
 #: bits per element of each profile element type: ZVC spends one mask bit on each

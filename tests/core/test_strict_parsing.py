@@ -2,6 +2,7 @@
 pure-Python loader for the rest."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,29 @@ def test_json_refuses_the_first_key_given_twice():
     assert json_loads('{"a": 1, "b": {"c": 2}}') == {"a": 1, "b": {"c": 2}}
     with pytest.raises(StrictParseError, match="duplicate key 'b' in one object"):
         json_loads('{"a": 1, "b": 2, "b": 3, "a": 4}')
+
+
+def _nested(levels: int, leaf: object = 1) -> object:
+    """``levels`` lists and objects, alternating, around ``leaf``."""
+    value = leaf
+    for k in range(levels):
+        value = [value, 2.5, "x"] if k % 2 else {"a": value, "b": None}
+    return value
+
+
+@pytest.mark.parametrize("levels", [1, 2, 7, strict_parsing.MAX_DEPTH])
+def test_nesting_up_to_the_limit_is_read(levels):
+    strict_parsing.check_depth(_nested(levels))
+    strict_parsing.check_depth(_nested(levels - 1, leaf=[]))  # an empty list at the limit
+    assert json_loads(json.dumps(_nested(levels))) == _nested(levels)
+
+
+def test_nesting_past_the_limit_is_one_line():
+    for value in (_nested(strict_parsing.MAX_DEPTH + 1),
+                  {"a": 1, "b": [0] * 5 + [_nested(strict_parsing.MAX_DEPTH)]}):
+        with pytest.raises(StrictParseError, match="nested too deeply"):
+            strict_parsing.check_depth(value)
+    with pytest.raises(StrictParseError, match="over 3 levels"):
+        strict_parsing.check_depth([[[[]]]], limit=3)
+    strict_parsing.check_depth([[[1, 2]]], limit=3)  # scalars are no level
+    strict_parsing.check_depth(5, limit=0)

@@ -43,6 +43,10 @@ def test_every_shipped_point_reads_alike_both_ways(path):
     ({"progress": 0.5}, None),
     ({"progress": 0.1, "density": 0.5, "ratios": {"zvc": 0}}, None),
     ({"progress": 0.1, "density": 0.5, "ratios": {"zvc": 1e9}}, None),  # past ZVC's ceiling
+    ({"progress": 0.1, "density": 0.5, "ratios": {"lz4": 255.5}}, None),  # past any LZ4's
+    ({"progress": 0.1, "density": 0.5,
+      "ratios_by_dtype": {"bfloat16": {"zlib": 1033}}}, None),  # past DEFLATE's 1032:1
+    ({"progress": 0.1, "density": 0.5, "ratios": {"zvc": 32 / 17 * 1.0011}}, None),
     ({"progress": 0.1, "density": 0.5, "ratios": {"nosuch": 2.0}}, None),
     ({"progress": 0.1, "density": 0.5, "ratios_by_dtype": {"float32": {"zvc": 1.5}}}, None),
 ])
@@ -58,3 +62,13 @@ def test_whole_numbers_read_as_floats_either_way():
     quick = _plain(point)
     assert quick == _checked(point)
     assert type(quick["progress"]) is float and type(quick["ratios"]["zvc"]) is float
+
+
+def test_ratios_at_their_ceilings_read_either_way():
+    """Within ZVC's tolerance above its ceiling (32 / 17 for float32 at density 0.5) and at a
+    byte codec's ceiling, the quick reading and the full check agree."""
+    point = {"progress": 0.1, "density": 0.5,
+             "ratios": {"zvc": 32 / 17 * 1.0009, "lz4": 255, "zlib": 1032.0},
+             "ratios_by_dtype": {"bfloat16": {"zvc": 16.0, "rle": 65535 * 2 / 4}}}
+    quick = _plain(point)
+    assert quick is not None and quick == _checked(point)

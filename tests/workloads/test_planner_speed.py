@@ -15,6 +15,7 @@ from components.messages import CopyCost
 from sst_cdma.model.price_memo import PriceMemo
 from workloads import load_network
 from workloads import planner as planner_module
+from workloads.model_states import Placement
 from workloads.planner import (PlanInfeasible, PlanModel, _ModelBuilder, _whole_ps, build_model,
                                induced_needs, lower_bound_peak, plan_greedy, plan_peak,
                                plan_to_fit)
@@ -179,6 +180,49 @@ def test_a_model_built_in_place_is_the_model_built_before():
     assert not np.array_equal(first.resident, second.resident)
 
 
+def test_builders_alike_start_from_one_layout_and_write_on_copies(monkeypatch):
+    """A second builder of the same rows (another placement's all-keep plan, the same slots
+    and prices) adopts the first's laid-out arrays; the models both then build, with reads
+    moved in either order, are those built row by row, and neither changes the other's."""
+    monkeypatch.setattr(planner_module, "_SHARED", PriceMemo(8))
+    net = load_network(str(TINY))
+    base = plan_iteration(net, 64, "float32", "none")
+    capacity = int(plan_peak(base) * 0.75)
+    costs = copy_costs(net, 64)
+    one = _ModelBuilder(net, 64, "float32", base, kernel_ps, costs, False, None)
+    first = one(capacity)
+    needs = induced_needs(net, 64, "float32", plan_greedy(first).choices)
+    assert needs
+    other = _ModelBuilder(net, 64, "float32", plan_iteration(net, 64, "float32", "none"),
+                          kernel_ps, costs, False, None)
+    adopted = other(capacity)
+    assert adopted.resident is first.resident  # one layout, shared until written
+    moved = other(capacity, needs)
+    again = one(capacity, needs)
+    for model, reads in ((first, None), (adopted, None), (moved, needs), (again, needs)):
+        same_model(model, reference_build_model(net, 64, "float32", base, kernel_ps, capacity,
+                                                costs, extra_needs=reads))
+    apart = _ModelBuilder(net, 64, "float32", base, kernel_ps, None, False, None)(capacity)
+    assert apart.resident is not first.resident  # no engine: other rows, laid out afresh
+
+
+@pytest.mark.parametrize("network,placement", [
+    ("alexnet", None), (str(TINY), None),
+    ("alexnet", Placement(optimizer_states="host", gradients="host")),
+    (str(TINY), Placement(optimizer_states="host", gradients="host", weights="host"))])
+def test_the_all_keep_plan_is_the_models_keep_rows(network, placement):
+    """Where everything fits, plan_to_fit's all-keep plan (worked out without a model) is the
+    one a model's keep rows give: choices, predicted time, modelled peak, slot ends."""
+    net = load_network(network)
+    base = plan_iteration(net, 16, "float32", "none", None, "adam", placement=placement)
+    transfer = (lambda op, nbytes: 1_000_000 + nbytes // 10) if placement else None
+    build = _ModelBuilder(net, 16, "float32", base, kernel_ps, copy_costs(net, 16), True,
+                          transfer)
+    model = build(plan_peak(base))
+    same_plan(build.kept(), planner_module._result(model, model.first_row.copy()))
+    assert bool(model.fixed_copies.any()) == bool(placement and placement.weights == "host")
+
+
 def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
     net = load_network("alexnet")
     base = plan_iteration(net, 64, "float32", "none")
@@ -208,6 +252,34 @@ def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
     assert calls == ["x", "x"]
 
 
+def test_engines_whose_codecs_gain_nothing_share_their_plans(monkeypatch):
+    """A plain-copy engine and a codec slower than its link price every plain copy alike and
+    offer no compressed one: the model is the same, so the second engine's plan is the
+    first's; a codec that beats the link offers compress and plans anew."""
+    net = load_network("alexnet")
+    base = plan_iteration(net, 64, "float32", "none")
+    capacity = int(plan_peak(base) * 0.9)
+    calls = []
+    monkeypatch.setattr(planner_module, "plan_greedy",
+                        lambda model, label="": calls.append(model) or plan_greedy(model, label))
+    monkeypatch.setattr(planner_module, "_GREEDY", PriceMemo(32))
+    plain = copy_costs(net, 64, codec=1e9)  # the codec slower than the 12 GB/s link
+    assert not any(c.packed_out_ps < c.plain_out_ps for c in plain.values())
+    raw = {name: CopyCost(c.plain_out_ps, c.plain_in_ps, c.plain_out_ps, c.plain_in_ps,
+                          c.wire_bytes * 3) for name, c in plain.items()}  # a plain engine
+
+    def plan(costs):
+        return _ModelBuilder(net, 64, "float32", base, kernel_ps, costs, False,
+                             None).plan(capacity, {}, "x")
+    first = plan(plain)
+    same_plan(first, plan(raw))
+    assert len(calls) == 1
+    assert "compress" not in calls[0].row_choice
+    faster = plan(copy_costs(net, 64))
+    assert len(calls) == 2 and "compress" in calls[1].row_choice
+    assert faster.choices != first.choices
+
+
 def test_plan_to_fit_plans_what_it_planned_before(monkeypatch):
     """plan_to_fit's rounds on the old greedy and the full rebuild of every model give the
     plan the fast greedy and the builder give."""
@@ -234,6 +306,34 @@ def test_a_schedule_is_made_once_per_inputs():
     assert other is not plan
     afresh = plan_iteration(net, 16, "float32", "auto", choices=chosen)
     assert plan.ops() == afresh.ops() and plan.tensors == afresh.tensors
+
+
+def test_a_schedules_workspace_limits_are_worked_out_once_per_capacity(monkeypatch):
+    from workloads import kernel_pricing, render
+
+    calls = []
+    real = kernel_pricing.limits_from_free_memory
+    monkeypatch.setattr(kernel_pricing, "limits_from_free_memory",
+                        lambda plan, capacity: calls.append(capacity) or real(plan, capacity))
+    monkeypatch.setattr(render, "_LIMITS", PriceMemo(16))
+    net = load_network("alexnet")
+    plan = _scheduled(net, 16, "float32", "none", None, "none", 1 << 30, None)
+    tight = int(plan_peak(plan) * 0.95)
+    first = render._limits(plan, tight)
+    assert first == real(plan, tight) and first  # the workspace does not all fit
+    assert render._limits(plan, tight) is first
+    assert render._limits(plan, 2 * tight) == {}
+    assert calls == [tight, 2 * tight]
+
+
+def test_the_default_placement_is_the_schedule_of_none_given():
+    net = load_network("alexnet")
+    plan = _scheduled(net, 16, "float32", "none", None, "adam", 0, None)
+    assert _scheduled(net, 16, "float32", "none", None, "adam", 0, None,
+                      placement=Placement()) is plan
+    host = _scheduled(net, 16, "float32", "none", None, "adam", 0, None,
+                      placement=Placement(optimizer_states="host"))
+    assert host is not plan and host.model_states is not None
 
 
 def test_a_networks_layers_are_worked_out_once():

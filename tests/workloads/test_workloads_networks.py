@@ -330,3 +330,22 @@ def test_a_network_file_that_is_not_utf8_is_named(tmp_path):
     with pytest.raises(WorkloadError) as err:
         load_network(path)
     assert str(err.value) == f"{path}: not UTF-8 text (byte 0xe9 at offset 9)"
+
+
+def test_a_transformers_own_options_given_or_not_load_one_network(tmp_path):
+    """Leaving out the definition's sequence length and attention, or giving them, builds the
+    same network once; other values build another; a CNN and a faulty definition load as
+    before."""
+    own = load_network("gpt2_small")
+    assert load_network("gpt2_small", 1024, "naive") is own
+    assert load_network("gpt2_small", 0, "naive") is own
+    assert load_network("gpt2_small", 1024) is own
+    fused = load_network("gpt2_small", 0, "fused")
+    assert fused is not own and load_network("gpt2_small", 1024, "fused") is fused
+    short = load_network("gpt2_small", 512)
+    assert short is not own and short.tensors(1)["embed"].shape != own.tensors(1)["embed"].shape
+    assert load_network("alexnet") is load_network("alexnet", 0, "")
+    body = (Path(__file__).resolve().parents[2] / "workloads" / "networks" /
+            "gpt2_small.yaml").read_text().replace("seq_len: 1024", "seq_len: true")
+    with pytest.raises(WorkloadError, match="transformer field 'seq_len': must be a positive"):
+        load_network(write(tmp_path, body))

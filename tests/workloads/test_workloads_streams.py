@@ -300,3 +300,34 @@ def test_command_line_names_a_stream_that_is_not_utf8(tmp_path, capsys):
     assert main(["stats", str(path)]) == 1
     err = capsys.readouterr().err
     assert err == f"error: {path}: not UTF-8 text (byte 0xff at offset 25)\n"
+
+
+@pytest.mark.parametrize("allocation,placement", [
+    ("liveness", None), ("network-wide", None),
+    ("liveness", {"optimizer_states": "host", "gradients": "host", "weights": "host"}),
+    ("liveness", {"grad_accum": 2})])
+def test_a_rendered_streams_text_lays_out_its_plan(allocation, placement):
+    """The template writes each phase's blocks as their comment and their ops' lines, the
+    tensors, the prologue and the epilogue as their lines, in order, and nothing between."""
+    from workloads.model_states import Placement
+    from workloads.render import render_plan
+    from workloads.stream_schema import statement_line
+    from workloads.vdnn import plan_iteration
+
+    plan = plan_iteration(load_network("alexnet"), 8, "float32", "conv", None, "adam", 1 << 20,
+                          None, allocation, None,
+                          Placement(**placement) if placement else None)
+    text = render_plan(plan)
+
+    def lines(items):
+        return "".join(statement_line(x) + "\n" for x in items)
+
+    def blocks(bs):
+        return "".join(f"# -- {b.comment}\n" + lines(b.ops) for b in bs)
+    assert "".join(lines(plan.tensors)) + "\nphase forward\n" in text
+    assert lines(plan.prologue) + blocks(plan.forward) + "\nphase backward\n" + \
+        blocks(plan.backward) in text
+    assert text.endswith("# release what lives for the whole iteration\n" +
+                         lines(plan.epilogue) + "end\n")
+    host_step = placement is not None and "optimizer_states" in placement
+    assert (blocks(plan.update) in text) and bool(plan.update) != host_step
