@@ -112,3 +112,40 @@ def test_a_record_written_whole_by_dataclass_is_told_apart():
 
     assert not record_methods_inherited(Written)
     assert not record_methods_inherited(_written(Open))
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class Base(FrozenRecord):
+    """A frozen record another derives from."""
+
+    a: int
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class Derived(Base):
+    """A frozen record with one field more than its base."""
+
+    b: int = 0
+
+
+def test_the_first_comparison_and_hash_write_the_class_its_own_methods():
+    @dataclass(frozen=True, repr=False, eq=False)
+    class Fresh(FrozenRecord):
+        """A record no one has compared or hashed yet."""
+
+        a: int
+        b: str = field(default="", compare=False)
+
+    assert "__eq__" not in Fresh.__dict__ and "__hash__" not in Fresh.__dict__
+    assert Fresh(1, "x") == Fresh(1, "y") and hash(Fresh(1)) == hash((1,))
+    assert "__eq__" in Fresh.__dict__ and "__hash__" in Fresh.__dict__
+    assert record_methods_inherited(Fresh)
+    assert Fresh(1) != Fresh(2) and Fresh(1).__eq__(1) is NotImplemented
+
+
+def test_a_derived_record_compares_on_its_own_fields_after_its_base_wrote_its_methods():
+    assert Base(1) == Base(1) and hash(Base(1)) == hash((1,))  # Base writes its methods
+    assert Derived(1, 2) != Derived(1, 3)
+    assert hash(Derived(1, 2)) == hash((1, 2))
+    assert Derived.__dict__["__eq__"] is not Base.__dict__["__eq__"]
+    assert Base(1) != Derived(1, 0)  # another class, as dataclass compares
