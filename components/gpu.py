@@ -14,6 +14,7 @@ from sst_cdma.engine.element import Component, Param, ParamError, Port, Statisti
 from sst_cdma.engine.flows import FlowNetwork, PS_PER_S
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.engine.param_words import param_word
+from sst_cdma.engine.records import FrozenRecord, Record
 from sst_cdma.model.element_params import network_word
 from sst_cdma.model.gpus import GPUS
 
@@ -62,16 +63,16 @@ class WaitReason(enum.Enum):
     PREFETCH = "prefetch"    # a tensor's prefetch landing
 
 
-@dataclass(frozen=True)
-class Wait:
+@dataclass(frozen=True, repr=False, eq=False)
+class Wait(FrozenRecord):
     """Why the GPU's stream is waiting: the reason, and for a prefetch the tensor's name."""
 
     reason: WaitReason
     tensor: str = ""
 
 
-@dataclass
-class GPUResult:
+@dataclass(repr=False, eq=False)
+class GPUResult(Record):
     """What a GPU measured over its iteration, published at the end of the run. Times are in
     ps, sizes in bytes; ``layers`` and ``timeline`` are the per-layer table and the
     (kind, label, start, end) events of the Chrome trace."""

@@ -18,14 +18,15 @@ from typing import Any, Collection
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import Flow, FlowNetwork
+from sst_cdma.engine.records import Record
 
 from .interfaces import NetworkCard
 
 __all__ = ["NIC", "NICResult"]
 
 
-@dataclass
-class NICResult:
+@dataclass(repr=False, eq=False)
+class NICResult(Record):
     """What a network card carried: its payload rate, the GPU link it shares (``gpu_link``;
     '' for none), the bytes it sent and received, the flows it carried, and ``pcie_lost_ps``:
     the time those flows lost at the PCIe links they crossed (to the offload copies sharing

@@ -12,14 +12,15 @@ from sst_cdma.engine.element import (MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_F
                               MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec,
                               SubComponentSlot)
 from sst_cdma.engine.flows import FlowNetwork, Route, isolated_duration_ps
+from sst_cdma.engine.records import Record
 from sst_cdma.model.links import nvlink_bandwidth
 
 from .collective import CollectiveAlgorithm
 from .messages import AllReduceDone, GradientManifest, GradientReady
 
 
-@dataclass
-class AllReduceResult:
+@dataclass(repr=False, eq=False)
+class AllReduceResult(Record):
     """What a fabric measured over the iteration: the GPUs of its ring (in ring order), its
     per-direction bandwidth and per-step latency, the buckets (raw bytes, start, end and the
     time the bucket takes alone on an idle node, in ps) and when the last weight gradient of

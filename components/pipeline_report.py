@@ -8,11 +8,13 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .pipeline_p2p import P2PResult
 
+from sst_cdma.engine.records import Record
+
 __all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines", "planner_line"]
 
 
-@dataclass
-class PipelineStageResult:
+@dataclass(repr=False, eq=False)
+class PipelineStageResult(Record):
     """What one pipeline stage ran: its GPU, ``stage`` of ``pp`` (``vpp`` chunks each) under
     ``schedule`` with ``micro_batches``; when its last pass ended (``end_ps``), the time its
     kernels ran (``busy_ps``) and the most (micro-batch, chunk) passes whose activations it

@@ -25,11 +25,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
+from sst_cdma.engine.records import FrozenRecord
+
 __all__ = ["TpTwin", "parse_tp_twins", "twin_plan", "tp_twin_results"]
 
 
-@dataclass(frozen=True)
-class TpTwin:
+@dataclass(frozen=True, repr=False, eq=False)
+class TpTwin(FrozenRecord):
     """One twin: the simulated GPU's name (``sim``), the twin's (``name``), its tp rank and
     the host names to swap in its records (``hosts``: the simulated GPU's host to the
     twin's)."""

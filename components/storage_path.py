@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sst_cdma.engine.interfaces import InterfaceError
+from sst_cdma.engine.records import Record
 
 from .messages import DrivePath, PathInfo
 
@@ -24,8 +25,8 @@ from .messages import DrivePath, PathInfo
 NVME_PATHS = ("bounce", "gds")
 
 
-@dataclass
-class StorageRoute:
+@dataclass(repr=False, eq=False)
+class StorageRoute(Record):
     """The ``nvme`` tier as one engine reaches it: per direction (``offload``: GPU to the
     drives, ``prefetch``: back), the bytes each flow resource carries per byte on the wire and
     the start-up latency; the names of the drives and links on the way."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.model.dtypes import DTYPES
 
 __all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN", "NVME",
@@ -27,8 +28,8 @@ SCHEMA_VERSION = 2
 JSON_SCHEMA_PATH = Path(__file__).with_name("summary.schema.json")
 
 
-@dataclass(frozen=True)
-class Key:
+@dataclass(frozen=True, repr=False, eq=False)
+class Key(FrozenRecord):
     """One key: its name, JSON type(s) (``number`` is int or float), when it is present and
     what it holds."""
 

@@ -24,6 +24,8 @@ from .model_state_driver import COPY_STREAMS
 from .pipeline_p2p import P2PMessage, P2PResult
 from .pipeline_report import PipelineStageResult
 
+from sst_cdma.engine.records import FrozenRecord, Record
+
 if TYPE_CHECKING:
     from .cluster_fabric import ClusterFabricResult, CollectiveRecord
 
@@ -52,8 +54,8 @@ ALWAYS_NAMED = 3
 FLOW_NAME, FLOW_CAT = "p2p message", "p2p"
 
 
-@dataclass(frozen=True)
-class RankCoords:
+@dataclass(frozen=True, repr=False, eq=False)
+class RankCoords(FrozenRecord):
     """A GPU's global ``rank`` and its index in its tp, pp and dp groups."""
 
     rank: int
@@ -62,8 +64,8 @@ class RankCoords:
     dp: int
 
 
-@dataclass
-class ParallelRecords:
+@dataclass(repr=False, eq=False)
+class ParallelRecords(Record):
     """What a parallel run's elements published that the trace draws beside the GPUs'
     timelines: each GPU's rank and coordinates (``ranks``), its ports' messages
     (``messages``), its collectives as its fabric port recorded them (``collectives``: op,

@@ -13,6 +13,7 @@ import numpy as np
 
 from sst_cdma.codecs import registry
 from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 
 from .messages import MovedTensor, OffloadManifest
@@ -30,8 +31,8 @@ _estimates: dict[tuple, tuple[Any, dict[str, float], float]] = {}
 registry.watch(_estimates.clear)
 
 
-@dataclass(frozen=True)
-class DensitySources:
+@dataclass(frozen=True, repr=False, eq=False)
+class DensitySources(FrozenRecord):
     """Where an engine learns how compressible each tensor is: the density ``profile`` (a
     shipped network name or a JSON path; '' = the workload's network) at ``progress``, or the
     real tensors of ``samples`` (a ``SampleSet`` read from ``tensors``; ``real``, its arrays
@@ -47,8 +48,8 @@ class DensitySources:
     real: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class WirePlan:
+@dataclass(frozen=True, repr=False, eq=False)
+class WirePlan(FrozenRecord):
     """The engine's plan for a manifest's tensors: ``wire``, the bytes each crosses the link
     as; ``ratios``, every algorithm's ratio on each compressible tensor (what the summary's
     ratio by algorithm adds up); ``raw_bytes``, their uncompressed sizes; ``densities``;

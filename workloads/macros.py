@@ -29,6 +29,8 @@ from typing import Any, Mapping
 
 from .errors import WorkloadError
 
+from sst_cdma.engine.records import FrozenRecord, Record
+
 __all__ = ["Macro", "RawLayer", "parse_macros", "expand_layers", "MAX_DEPTH"]
 
 #: Deepest allowed nesting of macros inside macros.
@@ -37,8 +39,8 @@ _REQUIRED = object()
 _LAYER_KEYS = {"name", "kind", "inputs", "params", "doc"}
 
 
-@dataclass(frozen=True)
-class Macro:
+@dataclass(frozen=True, repr=False, eq=False)
+class Macro(FrozenRecord):
     """A parsed macro definition."""
 
     name: str
@@ -48,8 +50,8 @@ class Macro:
     doc: str = ""
 
 
-@dataclass
-class RawLayer:
+@dataclass(repr=False, eq=False)
+class RawLayer(Record):
     """A layer after macro expansion, before validation: inputs are names or aliases."""
 
     name: str

@@ -22,6 +22,8 @@ from .errors import WorkloadError
 from .kinds import KINDS
 from .shapes import output_shape
 
+from sst_cdma.engine.records import FrozenRecord, Record
+
 __all__ = ["Layer", "LayerInfo", "TensorInfo", "Network", "NAME_RE"]
 
 #: Allowed layer names: ``:``, ``#``, ``=`` and whitespace are reserved by the stream format.
@@ -30,8 +32,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 Shape = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Layer:
+@dataclass(frozen=True, repr=False, eq=False)
+class Layer(FrozenRecord):
     """One layer of a network, validated and with defaults filled in.
 
     ``inputs`` are the producing layers' names, ``input_tensors`` the tensors read,
@@ -56,8 +58,8 @@ class Layer:
         return KINDS[self.kind].in_place
 
 
-@dataclass(frozen=True)
-class LayerInfo:
+@dataclass(frozen=True, repr=False, eq=False)
+class LayerInfo(FrozenRecord):
     """Shape and cost of one layer for a given batch and dtype (see :meth:`Network.infer`).
 
     ``shape`` includes the batch: ``(N, C, H, W)`` or ``(N, F)``. FLOPs count a multiply-add as
@@ -93,8 +95,8 @@ class LayerInfo:
         return self.kind != "data" and bool(self.params or self.grad_inputs)
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+@dataclass(frozen=True, repr=False, eq=False)
+class TensorInfo(FrozenRecord):
     """A feature-map tensor: who writes it, who modifies it in place, who reads it.
 
     ``consumers`` are the non-in-place layers reading it, ``modifiers`` the in-place layers
@@ -115,8 +117,8 @@ class TensorInfo:
     stats_bytes: int = 0
 
 
-@dataclass
-class _Tensor:
+@dataclass(repr=False, eq=False)
+class _Tensor(Record):
     producer: str
     shape: Shape
     sparse: bool

@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING, Optional
 from .schedule import Step, micro_batch_steps, single_pass
 from .stream_schema import STREAM_VERSION, Stream, StreamOp, StreamTensor
 
+from sst_cdma.engine.records import Record
+
 if TYPE_CHECKING:
     from .model_states import ModelStatePlan
 
 __all__ = ["Block", "Plan"]
 
 
-@dataclass
-class Block:
+@dataclass(repr=False, eq=False)
+class Block(Record):
     """The ops issued for one layer in one phase, with a comment line."""
 
     layer: str
@@ -25,8 +27,8 @@ class Block:
     ops: list[StreamOp] = field(default_factory=list)
 
 
-@dataclass
-class Plan:
+@dataclass(repr=False, eq=False)
+class Plan(Record):
     """One training iteration: the stream's tensors, and its ops as the prologue (allocations
     for the whole iteration), per-layer blocks of each phase and the epilogue."""
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from sst_cdma.engine.records import FrozenRecord
+
 __all__ = ["Step", "single_pass", "micro_batch_steps"]
 
 
-@dataclass(frozen=True)
-class Step:
+@dataclass(frozen=True, repr=False, eq=False)
+class Step(FrozenRecord):
     """Ops ``[start, end)`` of the stream, run in ``phase`` (``prologue``, ``forward``,
     ``backward``, ``update``) of micro-batch ``micro_batch`` (None: once per optimizer step)
     on model chunk ``chunk`` (0: the only one until virtual pipeline stages)."""

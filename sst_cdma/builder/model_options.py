@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 from sst_cdma.engine.element import Param, ParamError
 from sst_cdma.engine.library import find_element
 from sst_cdma.engine.param_words import Flag
+from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "PORTS",
@@ -26,8 +27,8 @@ __all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "POR
 UNSET = None
 
 
-@dataclass(frozen=True)
-class ElementOption:
+@dataclass(frozen=True, repr=False, eq=False)
+class ElementOption(FrozenRecord):
     """One model option that sets one element param. ``default`` overrides the param's own
     default for topology scripts (``"vgg16"`` for the GPU's network); ``invert`` makes a flag
     that sets a boolean param false (``--no-contention``); ``unset_help`` is the help text's

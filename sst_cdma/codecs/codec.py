@@ -6,11 +6,13 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from sst_cdma.engine.records import FrozenRecord
+
 __all__ = ["Payload", "Codec"]
 
 
-@dataclass(frozen=True)
-class Payload:
+@dataclass(frozen=True, repr=False, eq=False)
+class Payload(FrozenRecord):
     """An encoded payload whose exact ``size`` is known before any byte is written.
 
     ``write(out)`` fills a writable ``uint8`` array of exactly ``size`` bytes.

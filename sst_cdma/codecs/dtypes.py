@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sst_cdma.engine.records import FrozenRecord
+
 __all__ = [
     "ElementType",
     "ELEMENT_TYPES",
@@ -28,8 +30,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ElementType:
+@dataclass(frozen=True, repr=False, eq=False)
+class ElementType(FrozenRecord):
     """One supported element type: its wire ``code``, ``name`` and width in bytes."""
 
     code: int

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
+from sst_cdma.engine.records import FrozenRecord
+
 if TYPE_CHECKING:
     from sst_cdma.codecs.codec import Codec
 
@@ -51,8 +53,8 @@ RatioFormula = Callable[[float, int], float]
 """``(density, itemsize) -> raw/compressed ratio`` of a large array, from density alone."""
 
 
-@dataclass(frozen=True)
-class CodecSpec:
+@dataclass(frozen=True, repr=False, eq=False)
+class CodecSpec(FrozenRecord):
     """One registered codec.
 
     ``ratio_formula`` is the codec's exact (or analytic) ratio of a large array from its

@@ -17,6 +17,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
+from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.engine.strict_parsing import StrictParseError, json_loads, yaml_loads
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ GIB = 1024 * MIB
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-@dataclass(frozen=True)
-class FileKind:
+@dataclass(frozen=True, repr=False, eq=False)
+class FileKind(FrozenRecord):
     """A kind of file the project reads: its name in messages (``"a CPU-Adam file"``) and the
     most bytes one may hold."""
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from sst_cdma.engine.records import FrozenRecord
+
 __all__ = ["Flag", "param_word", "speak_flags", "speak_params", "forget_flag", "NO_VALUE"]
 
 
-@dataclass(frozen=True)
-class Flag:
+@dataclass(frozen=True, repr=False, eq=False)
+class Flag(FrozenRecord):
     """The command-line flag that sets a param; ``invert``: the flag sets a boolean param
     false (``--no-contention``)."""
 

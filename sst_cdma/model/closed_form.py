@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from sst_cdma.engine.flows import isolated_duration_ps
+from sst_cdma.engine.records import Record
 
 
-@dataclass
-class ClosedFormResult:
+@dataclass(repr=False, eq=False)
+class ClosedFormResult(Record):
     """Layer boundaries (layer, phase, time in ps) and the iteration time."""
 
     boundaries: list[tuple[str, str, int]] = field(default_factory=list)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.records import FrozenRecord
 
 __all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "TORCH_IMPLEMENTATIONS",
            "SIMD_BITS", "CpuAdamError",
@@ -94,8 +95,8 @@ class CpuAdamError(ValueError):
     """A CPU Adam file that cannot be used; the message is one line naming the file."""
 
 
-@dataclass(frozen=True)
-class CpuAdamProfile:
+@dataclass(frozen=True, repr=False, eq=False)
+class CpuAdamProfile(FrozenRecord):
     """What a host-CPU model needs of one CPU Adam measurement.
 
     ``params_per_s_per_core`` parameters updated per second on one thread (``implementation``

@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.engine.units import parse_bandwidth
 from sst_cdma.model.dtypes import HALF_DTYPES
 
 
-@dataclass(frozen=True)
-class GPUSpec:
+@dataclass(frozen=True, repr=False, eq=False)
+class GPUSpec(FrozenRecord):
     """What the model needs to know about a GPU."""
 
     name: str

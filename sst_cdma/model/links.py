@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sst_cdma.engine.records import FrozenRecord
+
 # Per-lane transfer rate (GT/s) and line-code efficiency of each PCIe generation.
 PCIE_GENERATIONS = {
     1: (2.5, 8 / 10),
@@ -32,8 +34,8 @@ PLATFORM_MAX_PAYLOAD = {1: 128, 2: 128, 3: 128, 4: 256, 5: 256, 6: 256}
 MIN_DMA_BURST = 4096
 
 
-@dataclass(frozen=True)
-class PCIeLink:
+@dataclass(frozen=True, repr=False, eq=False)
+class PCIeLink(FrozenRecord):
     """A PCIe link's per-direction bandwidth.
 
     ``raw`` is the signalling rate after line coding; ``effective`` removes the per-TLP

@@ -28,6 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sst_cdma.engine.file_reads import GIB, MIB, FileKind, FileReadError, load_json, open_regular
+from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.profiles.errors import ProfileError
 
 __all__ = ["SAMPLES_FORMAT", "Sample", "SampleSet", "save_samples", "load_samples",
@@ -116,8 +117,8 @@ def read_npz(path: str | os.PathLike[str], keys: Sequence[str] | None = None
                            f"{reason}") from None
 
 
-@dataclass(frozen=True)
-class Sample:
+@dataclass(frozen=True, repr=False, eq=False)
+class Sample(FrozenRecord):
     """One real tensor: its ``array``, its ``element_type`` (``"bfloat16"`` for raw ``uint16``
     words) and the ``file`` it was read from (named in messages)."""
 
@@ -126,8 +127,8 @@ class Sample:
     file: str
 
 
-@dataclass(frozen=True)
-class SampleSet:
+@dataclass(frozen=True, repr=False, eq=False)
+class SampleSet(FrozenRecord):
     """Real tensors read from a samples folder or an ``.npz`` file.
 
     ``network`` is the network the samples were captured for when the index records it
