@@ -14,10 +14,7 @@ from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param
 
 from .console import console_summary
-from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
-from . import rank_twins
 from .summary import SystemResults, compose_summary
-from .trace import chrome_trace, parallel_records
 
 
 class Reporter(Component):
@@ -54,6 +51,8 @@ class Reporter(Component):
     def _copy_node_twins(self) -> None:
         """Every node's records in the run's results, and its statistics in their output,
         from node 0's (the one simulated)."""
+        from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
+
         try:
             strides = parse_strides(self.params["node_strides"])
         except ValueError as exc:
@@ -70,6 +69,8 @@ class Reporter(Component):
     def _copy_tp_twins(self) -> None:
         """Every tp rank's records in the run's results, and its statistics in their output,
         from its stage's simulated tp rank's."""
+        from . import rank_twins
+
         try:
             twins = rank_twins.parse_tp_twins(self.params["tp_twins"])
         except ValueError as exc:
@@ -106,6 +107,8 @@ class Reporter(Component):
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                               encoding="utf-8")
             if self.params["trace"]:
+                from .trace import chrome_trace, parallel_records
+
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
                     runs.gpus, self.simulation.full_trace,
                     parallel_records(self.simulation.results))) + "\n",
