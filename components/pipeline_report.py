@@ -4,11 +4,12 @@ them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
-
-from .pipeline_p2p import P2PResult
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from sst_cdma.engine.records import Record
+
+if TYPE_CHECKING:  # the summary loads this module only for a pipeline, the ports' with it
+    from .pipeline_p2p import P2PResult
 
 __all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines", "planner_line"]
 

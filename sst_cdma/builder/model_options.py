@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from sst_cdma.engine.element import Param, ParamError
-from sst_cdma.engine.library import find_element
+from sst_cdma.engine.library import find_element, slot_interface
 from sst_cdma.engine.param_words import Flag
 from sst_cdma.engine.records import FrozenRecord
 from sst_cdma.model.compression import ALGORITHMS
@@ -171,7 +171,7 @@ def declared_param(element: str, name: str) -> Param:
     owner, _, slot_name = element.partition(":")
     cls: Any = find_element(owner)
     if slot_name:
-        cls = next(s for s in cls.SLOTS if s.name == slot_name).accepts
+        cls = slot_interface(next(s for s in cls.SLOTS if s.name == slot_name))
     for param in cls.PARAMS:
         if param.name == name:
             return param

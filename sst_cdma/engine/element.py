@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, TypeVar, \
-    overload
+    Union, overload
 
 from sst_cdma.engine.records import FrozenRecord, Record
 from sst_cdma.engine.errors import ConfigError
@@ -253,14 +253,17 @@ class SubComponentSlot(FrozenRecord):
     """A slot of a component that a subcomponent fills (``setSubComponent(slot, type)``), as
     SST's ``SST_ELI_DOCUMENT_SUBCOMPONENT_SLOTS`` declares one: its name and doc; ``accepts``,
     the subcomponent base class (the slot's interface) every element filling it derives from
-    (None: any subcomponent); whether the component cannot work with the slot empty
+    (None: any subcomponent), or the type of the element that is that class
+    (``"library.Element"``, SST's way of naming an interface), found when a slot's filler is
+    checked, so a component whose slot few runs fill need not import that element's module
+    (:func:`sst_cdma.engine.library.slot_interface`); whether the component cannot work with the slot empty
     (``required``); the element type it loads itself when the configuration leaves the slot
     empty (``default``, SST's anonymous subcomponent); and whether it takes several
     subcomponents (``multiple``: slot numbers 0, 1, ...) or one."""
 
     name: str
     doc: str
-    accepts: Optional[type] = None
+    accepts: Optional[Union[type, str]] = None
     required: bool = False
     default: str = ""
     multiple: bool = False
@@ -268,6 +271,8 @@ class SubComponentSlot(FrozenRecord):
     @property
     def interface(self) -> str:
         """The name of the interface the slot accepts (``SubComponent`` for any)."""
+        if isinstance(self.accepts, str):
+            return self.accepts.rpartition(".")[2]
         return self.accepts.__name__ if self.accepts is not None else "SubComponent"
 
 

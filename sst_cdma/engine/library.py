@@ -218,9 +218,17 @@ def find_topology(name: str) -> Optional[Path]:
 
 
 # -- what fills a slot: the libraries' elements, asked by the slot's owner -------------------------
+def slot_interface(slot: SubComponentSlot) -> type:
+    """The class every element filling ``slot`` derives from: its ``accepts``, the class of the
+    element type it names (imported now), or :class:`SubComponent` where it accepts any."""
+    if isinstance(slot.accepts, str):
+        return find_element(slot.accepts)
+    return slot.accepts or SubComponent
+
+
 def slot_fillers(slot: SubComponentSlot) -> list[str]:
     """Every element type of the known libraries that can fill ``slot``, sorted."""
-    return elements_deriving_from(slot.accepts or SubComponent)
+    return elements_deriving_from(slot_interface(slot))
 
 
 def describe_slot(slot: SubComponentSlot) -> str:
@@ -238,7 +246,7 @@ def slot_refusal(slot: SubComponentSlot, owner: str, element: type, slot_num: in
         name = element.type_name()  # type: ignore[attr-defined]  # not a SubComponent
         return f"{where} takes {describe_slot(slot)}; {name} is a component, not a " \
                "subcomponent"
-    if slot.accepts is not None and not issubclass(element, slot.accepts):
+    if slot.accepts is not None and not issubclass(element, slot_interface(slot)):
         kinds = [base.__name__ for base in element.__mro__[1:]
                  if issubclass(base, SubComponent) and base is not SubComponent
                  and base.__dict__.get("ABSTRACT", False)]
