@@ -5,7 +5,7 @@ the one in its ``kernels`` slot; the GPU executes a stream, it does not make one
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 import enum
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
 
@@ -14,7 +14,7 @@ from sst_cdma.engine.element import Component, Param, ParamError, Port, Statisti
 from sst_cdma.engine.flows import FlowNetwork, PS_PER_S
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.engine.param_words import param_word
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.model.element_params import network_word
 from sst_cdma.model.gpus import GPUS
 
@@ -62,7 +62,7 @@ class WaitReason(enum.Enum):
     PREFETCH = "prefetch"    # a tensor's prefetch landing
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Wait(FrozenRecord):
     """Why the GPU's stream is waiting: the reason, and for a prefetch the tensor's name."""
 
@@ -70,7 +70,7 @@ class Wait(FrozenRecord):
     tensor: str = ""
 
 
-@dataclass(repr=False, eq=False)
+@record
 class GPUResult(Record):
     """What a GPU measured over its iteration, published at the end of the run. Times are in
     ps, sizes in bytes; ``layers`` and ``timeline`` are the per-layer table and the

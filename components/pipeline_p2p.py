@@ -26,14 +26,14 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Param, Port, StatisticSpec, SubComponent
 from sst_cdma.engine.flows import PS_PER_S, Flow, FlowNetwork
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 from .interfaces import NetworkCard
 
@@ -55,7 +55,7 @@ class PeerWaitReason(enum.Enum):
     RECV = "recv"  # a pipeline peer's message (an activation, or its gradient) landing
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class PeerWait(FrozenRecord):
     """The stream waits for message ``seq`` (counted from 0) of ``phase`` on ``port`` from
     stage ``peer``, to receive into ``tensor``."""
@@ -68,7 +68,7 @@ class PeerWait(FrozenRecord):
     tensor: str
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class PipelineMessage(FrozenRecord):
     """A tensor one stage sends another: the sender's ``stage``, the ``phase`` it was sent in,
     its number ``seq`` among the sender's messages of that phase on that port, the tensor's
@@ -82,7 +82,7 @@ class PipelineMessage(FrozenRecord):
     started_ps: int
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class StageHello(FrozenRecord):
     """Sent once at init on each port: the stage at this end and the port it left by; with a
     network card, what a message to this end loads on the receiving side (``recv``: {flow
@@ -94,7 +94,7 @@ class StageHello(FrozenRecord):
     pcie: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class _Outgoing(FrozenRecord):
     """A message waiting for its port, sent as a flow over the network card."""
 
@@ -105,7 +105,7 @@ class _Outgoing(FrozenRecord):
     nbytes: int
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class P2PMessage(FrozenRecord):
     """One message a GPU's ports sent or received (``direction``: ``send`` or ``recv``): the
     tensor, the stages it went from and to, the phase it was sent in and its number ``seq``
@@ -125,7 +125,7 @@ class P2PMessage(FrozenRecord):
     end_ps: int
 
 
-@dataclass(repr=False, eq=False)
+@record
 class P2PResult(Record):
     """What one GPU's pipeline ports carried: its ``stage``, the bytes it sent and received,
     the messages each way and the time its stream waited for messages in ``recv``, and each

@@ -3,10 +3,10 @@
 them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from sst_cdma.engine.records import Record
+from sst_cdma.engine.records import Record, record
 
 if TYPE_CHECKING:  # the summary loads this module only for a pipeline, the ports' with it
     from .pipeline_p2p import P2PResult
@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the summary loads this module only for a pipeline, the port
 __all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines", "planner_line"]
 
 
-@dataclass(repr=False, eq=False)
+@record
 class PipelineStageResult(Record):
     """What one pipeline stage ran: its GPU, ``stage`` of ``pp`` (``vpp`` chunks each) under
     ``schedule`` with ``micro_batches``; when its last pass ended (``end_ps``), the time its

@@ -11,10 +11,9 @@ It raises plain :class:`ValueError`; the loader adds the file and layer to the m
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.attention import FUSED_FORMS
 
 __all__ = ["ParamSpec", "KindSpec", "KINDS", "normalize_params"]
@@ -92,7 +91,7 @@ def _shape(v: Any, n: str) -> tuple[int, ...]:
     return tuple(_as_int(x, n, 1) for x in v)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class ParamSpec(FrozenRecord):
     """One declared parameter of a layer kind."""
 
@@ -107,7 +106,7 @@ class ParamSpec(FrozenRecord):
         return self.default is _REQUIRED
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class KindSpec(FrozenRecord):
     """Declaration of one layer kind.
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any
 
 from sst_cdma.engine.atomic_files import write_text_whole
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 from .errors import WorkloadError, read_fault
 from .network import Network
@@ -54,7 +54,7 @@ _KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "mea
          "seq_len", "layers"}
 
 
-@dataclass(repr=False, eq=False)
+@record
 class LayerTimes(Record):
     """Measured kernel times of one network at one batch size and dtype, in picoseconds."""
 
@@ -214,7 +214,7 @@ def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: 
     return flops / (peak_flops * seconds)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class TensorCoreCheck(FrozenRecord):
     """Measured against modelled time of the kernels the fitted model runs on tensor cores."""
 

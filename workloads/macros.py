@@ -24,12 +24,11 @@ may use other macros (up to :data:`MAX_DEPTH` deep).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import WorkloadError
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 __all__ = ["Macro", "RawLayer", "parse_macros", "expand_layers", "MAX_DEPTH"]
 
@@ -39,7 +38,7 @@ _REQUIRED = object()
 _LAYER_KEYS = {"name", "kind", "inputs", "params", "doc"}
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Macro(FrozenRecord):
     """A parsed macro definition."""
 
@@ -50,7 +49,7 @@ class Macro(FrozenRecord):
     doc: str = ""
 
 
-@dataclass(repr=False, eq=False)
+@record
 class RawLayer(Record):
     """A layer after macro expansion, before validation: inputs are names or aliases."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping, Sequence
 
 from . import flops as _flops
@@ -22,7 +22,7 @@ from .errors import WorkloadError
 from .kinds import KINDS
 from .shapes import output_shape
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 __all__ = ["Layer", "LayerInfo", "TensorInfo", "Network", "NAME_RE"]
 
@@ -32,7 +32,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 Shape = tuple[int, ...]
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Layer(FrozenRecord):
     """One layer of a network, validated and with defaults filled in.
 
@@ -58,7 +58,7 @@ class Layer(FrozenRecord):
         return KINDS[self.kind].in_place
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class LayerInfo(FrozenRecord):
     """Shape and cost of one layer for a given batch and dtype (see :meth:`Network.infer`).
 
@@ -95,7 +95,7 @@ class LayerInfo(FrozenRecord):
         return self.kind != "data" and bool(self.params or self.grad_inputs)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class TensorInfo(FrozenRecord):
     """A feature-map tensor: who writes it, who modifies it in place, who reads it.
 
@@ -117,7 +117,7 @@ class TensorInfo(FrozenRecord):
     stats_bytes: int = 0
 
 
-@dataclass(repr=False, eq=False)
+@record
 class _Tensor(Record):
     producer: str
     shape: Shape

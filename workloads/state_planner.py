@@ -17,10 +17,10 @@ limits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.model.zero_offload import state_traffic
 
 from .model_states import Placement, StateBucket
@@ -37,7 +37,7 @@ HOST_PLACEMENTS = (("host", "gpu", "gpu"), ("host", "host", "gpu"), ("host", "ho
 NVME_PLACEMENTS = (("nvme", "gpu", "gpu"), ("nvme", "host", "gpu"), ("nvme", "host", "nvme"))
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class StateCosts(FrozenRecord):
     """What the machine charges for model states beside the stream, each alone: a plain copy
     between GPU memory and host DRAM (``copy_ps(direction, bytes)``, ``offload``: to the
@@ -51,7 +51,7 @@ class StateCosts(FrozenRecord):
     storage_ps: Optional[Callable[[str, int], int]] = None
 
 
-@dataclass(repr=False, eq=False)
+@record
 class PlacementVerdict(Record):
     """One placement weighed: its predicted step (ps; None where it does not fit) and why
     it was chosen or not."""

@@ -7,11 +7,11 @@ transfers and kernels per layer — the inputs of a closed-form per-layer model
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .stream import Stream, StreamOp
 
-from sst_cdma.engine.records import Record
+from sst_cdma.engine.records import Record, record
 
 __all__ = ["LayerStats", "StreamStats", "stream_stats", "tensor_choices", "REPORTED_CHOICES"]
 
@@ -41,7 +41,7 @@ def tensor_choices(stream: Stream) -> dict[str, str]:
     return out
 
 
-@dataclass(repr=False, eq=False)
+@record
 class LayerStats(Record):
     """Per-layer sums. ``offload_bytes`` are issued in the layer's forward block (overlapping its
     forward kernel), ``prefetch_bytes`` in its backward block; ``stalls`` counts ``wait`` ops
@@ -66,7 +66,7 @@ class LayerStats(Record):
     time_recompute_ps: int | None = None
 
 
-@dataclass(repr=False, eq=False)
+@record
 class StreamStats(Record):
     """Whole-iteration figures of a stream.
 

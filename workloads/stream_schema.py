@@ -12,12 +12,11 @@ them into text and back.
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, field, fields
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from .durations import format_ps, parse_duration
-from sst_cdma.engine.dict_init import dict_init
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -145,8 +144,7 @@ def _key(key: str, form: Form, statements: tuple[str, ...], required: bool = Fal
     return field(default=default, metadata=meta)
 
 
-@dict_init  # tens of thousands made per planned iteration
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class StreamTensor(FrozenRecord):
     """A declared tensor (``tensor NAME bytes=... kind=...``); ``line`` is its line in the text
     it was read from (0: made as an object)."""
@@ -160,8 +158,7 @@ class StreamTensor(FrozenRecord):
     line: int = field(default=0, compare=False)
 
 
-@dict_init
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class StreamOp(FrozenRecord):
     """One op of a phase; ``name`` is the tensor (alloc/free/offload/prefetch/wait) or layer
     (compute/sync). ``time_ps`` is the optional kernel time in picoseconds (measured, or priced
@@ -196,7 +193,7 @@ class StreamOp(FrozenRecord):
     line: int = field(default=0, compare=False)
 
 
-@dataclass(repr=False, eq=False)
+@record
 class Stream(Record):
     """A workload stream: header fields, declared tensors and the ops in order. A rendered
     stream keeps the :class:`~workloads.plan.Plan` it was made from (``plan``: its ops grouped

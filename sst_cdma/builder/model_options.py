@@ -9,13 +9,12 @@ Options that shape the topology itself (``--gpu``, ``--link``, ``--gpus``...) ar
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from sst_cdma.engine.element import Param, ParamError
 from sst_cdma.engine.library import find_element, slot_interface
 from sst_cdma.engine.param_words import Flag
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "PORTS",
@@ -27,7 +26,7 @@ __all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "POR
 UNSET = None
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class ElementOption(FrozenRecord):
     """One model option that sets one element param. ``default`` overrides the param's own
     default for topology scripts (``"vgg16"`` for the GPU's network); ``invert`` makes a flag

@@ -10,7 +10,7 @@ import shlex
 import sys
 import traceback
 from functools import partial
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
@@ -25,7 +25,7 @@ from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json, 
 from sst_cdma.engine.output_folder import (cannot_write, check_output_directory, prepare_staging,
                             publish_outputs, write_failure)
 from sst_cdma.engine.progress import PhaseClock, Progress
-from sst_cdma.engine.records import Record
+from sst_cdma.engine.records import Record, record
 from sst_cdma.engine.stop_signals import signals_deferred
 from sst_cdma.engine.simulation import Simulation, warn
 from sst_cdma.engine.kernel import SimulationError
@@ -48,7 +48,7 @@ class StructureRunError(RunError):
         self.warnings = warnings
 
 
-@dataclass(repr=False, eq=False)
+@record
 class RunResult(Record):
     """What one run produced: the statistics (a DataFrame with the CSV's columns, built on
     first use so that runs which never look at it do not import pandas), simulated time, events

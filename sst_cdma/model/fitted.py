@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.dtypes import NO_TF32, TF32_MODES
 from sst_cdma.model.element_params import fitted_word, network_word
 from sst_cdma.model.gpus import GPUS, GPUSpec
@@ -45,7 +44,7 @@ VERSION = 1
 FLASH2_FAMILIES = ("Ampere", "Hopper", "Blackwell")
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Family(FrozenRecord):
     """One measured GPU family's fitted parameters and where they came from."""
 
@@ -55,7 +54,7 @@ class Family(FrozenRecord):
     provenance: dict[str, Any]
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class KernelModel(FrozenRecord):
     """The kernel model of one GPU: its hardware, the fitted parameters it uses, its
     tensor-core path (None: no tensor cores), the TF32 mode asked, and a line saying where

@@ -19,10 +19,9 @@ recorded them (:func:`adam_origin`).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import Optional
 
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["CpuCore", "HostPlatform", "PLATFORMS", "DEFAULT_PLATFORM", "GPU_HOSTS",
            "SHIPPED_ADAM_CPU", "HostPlatformError", "platform", "platform_fault", "platform_names",
@@ -34,7 +33,7 @@ class HostPlatformError(ValueError):
     """A host platform name that is not in :data:`PLATFORMS` (one line, the closest name)."""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CpuCore(FrozenRecord):
     """One CPU model's core, as the CPU Adam kernel sees it: ``simd_bits`` the vector width
     its fp32 multiply-adds run at (AVX2: 256, AVX-512: 512; Zen 4 runs AVX-512 on 256-bit
@@ -63,7 +62,7 @@ class CpuCore(FrozenRecord):
             (self.vector_bits_per_cycle * self.base_ghz)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class HostPlatform(FrozenRecord):
     """A system's host: ``sockets`` CPUs of ``cores_per_socket`` ``core`` each, each socket
     with ``channels_per_socket`` memory channels of ``memory`` at ``transfer_mts`` million
@@ -190,7 +189,7 @@ def core_of_machine(cpu: str, shipped: bool) -> Optional[CpuCore]:
     return None
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class AdamScaling(FrozenRecord):
     """A measured per-core CPU Adam rate carried to a platform: ``per_core`` the rate on one
     of the platform's cores (parameters/s), ``factor`` the ratio it was scaled by (1: taken
@@ -238,7 +237,7 @@ SCALINGS = ("as measured", "vector width and clock", "recorded vector width and 
             "unscaled")
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class AdamOrigin(FrozenRecord):
     """Where a CPU Adam file's one-core rate was measured and how it is carried to ``host``'s
     core: ``cpu`` the file's CPU name, ``core`` the measuring core (None: not known),

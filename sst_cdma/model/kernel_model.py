@@ -77,7 +77,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.model.dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
 from sst_cdma.model.price_memo import PriceMemo, array_key
 
@@ -141,7 +141,7 @@ class ModelError(ValueError):
     """A layer shape the kernel model cannot price."""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Hardware(FrozenRecord):
     """What the kernel model needs to know about a GPU: SMs, peak FLOP/s (fp32) and DRAM
     bandwidth in bytes per second; for 16-bit types, the dense tensor-core peak (0: no tensor
@@ -169,7 +169,7 @@ class Hardware(FrozenRecord):
         return self.fp16_flops if dtype == "float16" and self.fp16_flops > 0 else self.peak_flops
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class KernelParams(FrozenRecord):
     """Per-architecture parameters of the kernel model (all dimensionless except ``launch_s``).
 
@@ -228,7 +228,7 @@ class KernelParams(FrozenRecord):
         return cls(**out)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class AttentionParams(FrozenRecord):
     """A fused attention kernel's constants on one GPU family: its share of the dense tensor
     peak is ``efficiency`` x d / (d + ``head_dim_half``) for head dimension d (per score
@@ -259,7 +259,7 @@ class TensorCores:
     fitted_on: str = ""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class ConvProblem(FrozenRecord):
     """One convolution: batch N, input C x H x W, K filters of R x S, padding, stride,
     dilation and groups (Caffe/cuDNN semantics, floor output size)."""
@@ -308,7 +308,7 @@ class ConvProblem(FrozenRecord):
                              f"{self.h + 2 * self.pad_h}x{self.w + 2 * self.pad_w} input")
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class KernelPrice(FrozenRecord):
     """One kernel's modelled time, the algorithm picked and the workspace it needs."""
 
@@ -529,7 +529,7 @@ def _conv_batch(prob: Mapping[str, Any], element: int, tensor: bool, prune: bool
     return found
 
 
-@dataclass(repr=False, eq=False)
+@record
 class _PassShape(Record):
     """One pass of a batch of convolutions as GEMMs: the implicit GEMM's M x N x K and share of
     peak (``eff``, the plane factor included), its DRAM bytes, Winograd's GEMM M x N x K per
@@ -826,7 +826,7 @@ def _biggest_tile_reuse(tile_set: Sequence[tuple[int, int, int]]) -> float:
     return max(tm * tn / (tm + tn) for tm, tn, _ in tile_set)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class _GemmKind(FrozenRecord):
     """How a GEMM runs on tensor cores: the dense ``peak``, the constants ``kp`` of the
     tensor-core path and the operands' bytes per element (2 for 16-bit, 4 for TF32)."""

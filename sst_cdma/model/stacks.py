@@ -21,10 +21,9 @@ gradients where they meet (reads two, writes one), in every stack.
 """
 from __future__ import annotations
 
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.element_params import fitted_word
 
-from dataclasses import dataclass
 from typing import Optional
 
 __all__ = ["STACKS", "DEFAULT_STACK", "DRAM_FRACTION", "MASK_BYTES", "STAT_BYTES",
@@ -52,7 +51,7 @@ class StackError(ValueError):
     """A stack that does not exist or that the GPU cannot run (one line)."""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class BlockShape(FrozenRecord):
     """The sizes of one transformer block a stack's kernels move: ``tokens`` (batch x
     sequence), ``hidden``, ``fc1`` (the first FFN GEMM's output width), ``act_out`` (the
@@ -70,7 +69,7 @@ class BlockShape(FrozenRecord):
     dropout: bool
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class StackKernel(FrozenRecord):
     """One memory-bound kernel: its ``name``, the block layer it runs beside (``ln1``,
     ``act``, ``res1``...), its pass (``fwd``/``bwd``) and the bytes it reads and writes."""

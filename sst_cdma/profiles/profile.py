@@ -5,12 +5,12 @@ import json
 import math
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, read_text
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.engine.strict_parsing import StrictParseError, json_loads
 from sst_cdma.profiles.errors import ProfileError
 from sst_cdma.profiles.interp import interpolate
@@ -24,7 +24,7 @@ __all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
 PROFILE_FILE = FileKind("a density profile", 64 * MIB)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class ProfilePoint(FrozenRecord):
     """Density of one tensor at one point of training progress.
 
@@ -60,7 +60,7 @@ def _ordered(ratios: Mapping[str, float]) -> dict[str, float]:
     return {a: ratios[a] for a in algorithm_names() if a in ratios}
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class TensorProfile(FrozenRecord):
     """The points of one offloaded tensor, in strictly increasing progress order."""
 

@@ -1,16 +1,16 @@
 """Where a profile's numbers come from: measured here (and how) or a documented estimate."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping, Union
 
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["MeasuredProvenance", "EstimatedProvenance", "DerivedProvenance", "Provenance",
            "provenance_from_dict"]
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class MeasuredProvenance(FrozenRecord):
     """Numbers measured by running a model.
 
@@ -44,7 +44,7 @@ class MeasuredProvenance(FrozenRecord):
         return out
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class EstimatedProvenance(FrozenRecord):
     """Numbers estimated rather than measured; ``source`` says what the estimate rests on."""
 
@@ -61,7 +61,7 @@ class EstimatedProvenance(FrozenRecord):
         return out
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class DerivedProvenance(FrozenRecord):
     """Numbers carried over from another (measured) profile by a stated rule.
 

@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from sst_cdma.engine.file_reads import GIB, MIB, FileKind, FileReadError, load_json, open_regular
-from sst_cdma.engine.records import FrozenRecord
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.profiles.errors import ProfileError
 
 __all__ = ["SAMPLES_FORMAT", "Sample", "SampleSet", "save_samples", "load_samples",
@@ -117,7 +116,7 @@ def read_npz(path: str | os.PathLike[str], keys: Sequence[str] | None = None
                            f"{reason}") from None
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Sample(FrozenRecord):
     """One real tensor: its ``array``, its ``element_type`` (``"bfloat16"`` for raw ``uint16``
     words) and the ``file`` it was read from (named in messages)."""
@@ -127,7 +126,7 @@ class Sample(FrozenRecord):
     file: str
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class SampleSet(FrozenRecord):
     """Real tensors read from a samples folder or an ``.npz`` file.
 
