@@ -140,7 +140,7 @@ def _declared(cls: type[T], frozen: bool) -> type[T]:
     refusal = init_refusal(made)
     if refusal:
         raise TypeError(f"{cls.__qualname__}: {refusal}")
-    if frozen:  # as a frozen dataclass says it is (dict_init, subclasses' checks read it)
+    if frozen:  # as a frozen dataclass says it is (dataclasses' checks of subclasses read it)
         made.__dataclass_params__.frozen = True  # type: ignore[attr-defined]
     if not own_init:
         type.__setattr__(made, "__init__", lazy_init(made, frozen))
