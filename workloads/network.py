@@ -119,6 +119,8 @@ class TensorInfo(FrozenRecord):
 
 @record
 class _Tensor(Record):
+    """A tensor while a network is read: the layer producing it, its shape, its consumers."""
+
     producer: str
     shape: Shape
     sparse: bool

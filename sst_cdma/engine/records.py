@@ -132,6 +132,9 @@ def _declared(cls: type[T], frozen: bool) -> type[T]:
                         f"from {base.__name__}"
                         + ("" if frozen else " and not from FrozenRecord"))
     own_init = "__init__" in cls.__dict__
+    if not cls.__doc__:  # @dataclass would name the signature of the __init__ not written yet
+        fields = ", ".join(cls.__dict__.get("__annotations__", {}))
+        type.__setattr__(cls, "__doc__", f"{cls.__name__}({fields})")
     # a frozen record deriving from another: @dataclass refuses a frozen base to a class it
     # does not make frozen, so it writes this rare one its guards
     frozen_base = frozen and any(getattr(getattr(b, "__dataclass_params__", None), "frozen",

@@ -253,3 +253,12 @@ def test_a_record_dataclass_would_refuse_is_refused_when_declared():
         @record
         class Frozen(FrozenRecord):
             """A mutable record deriving from FrozenRecord."""
+
+
+def test_a_record_without_a_docstring_is_named_by_its_fields():
+    @record
+    class Bare(Record):
+        a: int
+        b: str = ""
+
+    assert Bare.__doc__ == "Bare(a, b)"
