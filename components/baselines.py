@@ -22,7 +22,7 @@ of each baseline with the k-th main GPU, in declaration order.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional
 
 import networkx as nx
@@ -30,6 +30,7 @@ import networkx as nx
 from sst_cdma.engine.config import (ConfigComponent, ConfigError, ConfigGraph, ConfigLink,
                              ConfigSubComponent, LinkEndConfig)
 from sst_cdma.engine.config_api import caller_location, current_graph
+from sst_cdma.engine.records import Record, record
 
 __all__ = ["add_baselines", "BaselinesFollow", "GPU_TYPE", "ENGINE_TYPE"]
 
@@ -206,8 +207,8 @@ def _add_oracle(graph: ConfigGraph, gpus: list[ConfigComponent], where: str) -> 
 OWN_WORKLOAD_PARAMS = ("policy", "plan", "write_stream")
 
 
-@dataclass
-class BaselinesFollow:
+@record
+class BaselinesFollow(Record):
     """The main GPUs' workload params as :func:`add_baselines` copied them, checked again before
     the run. Changing the main GPU's workload afterwards (a sweep's or ``sst``'s param override
     on ``gpu0:workload[0]``, an ``addParam`` after ``build()`` returned) without changing the

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -15,6 +15,7 @@ from sst_cdma.engine.element import Component, Param, ParamError, Port, Statisti
 from sst_cdma.engine.flows import Flow, FlowNetwork, Route
 from sst_cdma.engine.kernel import SimulationError
 from sst_cdma.engine.param_words import param_word
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.links import MIN_DMA_BURST
 
 from .codecs import Codec
@@ -27,8 +28,8 @@ from .storage_path import NVME_PATHS, StorageRoute, storage_route
 from .wire_plan import DensitySources, WirePlan, plan_wires
 
 
-@dataclass
-class EngineResult:
+@record
+class EngineResult(Record):
     """What a cDMA engine published at the end of the run: whom it served (the GPU on its
     ``gpu`` port and the links from its ``pcie`` port to the host memory, GPU side first), how
     it was built, and the compression ratio every algorithm would have reached on the bytes it

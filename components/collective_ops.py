@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Port, StatisticSpec, SubComponent
 from sst_cdma.engine.kernel import LinkEnd
@@ -44,7 +44,7 @@ class CollectiveWaitReason(enum.Enum):
     COLLECTIVE = "collective"  # every member of its group arriving, and the collective's time
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CollectiveWait(FrozenRecord):
     """The stream waits in collective ``op`` (its ``seq``-th over its ``group``, counted from
     0) of ``tensor``, for ``reason``."""
@@ -56,7 +56,7 @@ class CollectiveWait(FrozenRecord):
     tensor: str
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CollectiveHello(FrozenRecord):
     """Sent once at init to the fabric: the GPU's name and the kinds of process group its
     stream's collectives name (checked by the fabric before the run)."""
@@ -65,7 +65,7 @@ class CollectiveHello(FrozenRecord):
     groups: tuple[str, ...]
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CollectiveIssue(FrozenRecord):
     """A rank's collective reaching the fabric: its kind (``op``), the group kind, its number
     ``seq`` among the rank's collectives over that group, the tensor, its bytes (the whole
@@ -79,7 +79,7 @@ class CollectiveIssue(FrozenRecord):
     issued_ps: int
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CollectiveDone(FrozenRecord):
     """The fabric's answer: collective ``seq`` over ``group`` ended at ``end_ps``."""
 
@@ -88,7 +88,7 @@ class CollectiveDone(FrozenRecord):
     end_ps: int
 
 
-@dataclass(repr=False, eq=False)
+@record
 class CollectiveOpsResult(Record):
     """What one GPU's collectives did: per collective (op, group, seq, tensor, bytes, when
     it went to the fabric, when it ended), the time its stream waited in them (``wait_ps``)

@@ -12,7 +12,6 @@ from sst_cdma.model.element_params import network_word
 from sst_cdma.model.policies import VDNN_POLICIES
 
 from .nvswitch import allreduce_line
-from .pipeline_report import pipeline_lines
 
 __all__ = ["console_summary", "plan_line", "functional_line", "binary_size", "engine_line",
            "density_line", "no_offload_hint", "fits_hint", "states_moved", "model_state_lines"]
@@ -298,6 +297,8 @@ def _plan_lines(s: dict[str, Any]) -> list[str]:
     if "nvme" in s:
         lines.append(nvme_line(s["nvme"]))
     if "pipeline" in s:
+        from .pipeline_report import pipeline_lines  # loaded for a pipeline's summary only
+
         lines += pipeline_lines(s["pipeline"])
     if "host_cpu" in s:
         lines.append(host_cpu_line(s["host_cpu"]))

@@ -5,7 +5,7 @@ the one in its ``kernels`` slot; the GPU executes a stream, it does not make one
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 import enum
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
 
@@ -14,6 +14,7 @@ from sst_cdma.engine.element import Component, Param, ParamError, Port, Statisti
 from sst_cdma.engine.flows import FlowNetwork, PS_PER_S
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
 from sst_cdma.engine.param_words import param_word
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.model.element_params import network_word
 from sst_cdma.model.gpus import GPUS
 
@@ -22,12 +23,11 @@ from .kernel_times import KernelTimes, gpu_spec
 from .messages import (TIERS, AllReduceDone, CodecKernel, GradientManifest, GradientReady,
                        MovedTensor, OffloadManifest, TransferDone, TransferRequest)
 from .model_states import ModelStates
-from .pipeline_p2p import PeerWait, PipelinePorts, issue_recv, issue_send, recv_pending
-from .collective_ops import CollectivePort, CollectiveWait, collective_pending, issue_collective
-from .collective_wait import issue_collective_wait
 from .workload_source import WorkloadSource
 
 if TYPE_CHECKING:
+    from .collective_ops import CollectiveWait
+    from .pipeline_p2p import PeerWait
     from .workload_source import Step, Stream, StreamOp
 
 
@@ -62,16 +62,16 @@ class WaitReason(enum.Enum):
     PREFETCH = "prefetch"    # a tensor's prefetch landing
 
 
-@dataclass(frozen=True)
-class Wait:
+@frozen_record
+class Wait(FrozenRecord):
     """Why the GPU's stream is waiting: the reason, and for a prefetch the tensor's name."""
 
     reason: WaitReason
     tensor: str = ""
 
 
-@dataclass
-class GPUResult:
+@record
+class GPUResult(Record):
     """What a GPU measured over its iteration, published at the end of the run. Times are in
     ps, sizes in bytes; ``layers`` and ``timeline`` are the per-layer table and the
     (kind, label, start, end) events of the Chrome trace."""
@@ -121,6 +121,49 @@ class GPUResult:
     model_states: dict[str, Any] = field(default_factory=dict)
 
 
+# The ops of a GPU that works with others (a pipeline stage's send and recv, a collective) are
+# issued by the modules of the subcomponents that carry them, loaded by the first such op: a GPU
+# alone never loads them.
+def _issue_send(gpu: GPU, op: StreamOp) -> bool:
+    """A send to a neighbour stage (:mod:`components.pipeline_p2p`)."""
+    from .pipeline_p2p import issue_send
+
+    return issue_send(gpu, op)
+
+
+def _issue_recv(gpu: GPU, op: StreamOp) -> bool:
+    """A recv from a neighbour stage (:mod:`components.pipeline_p2p`)."""
+    from .pipeline_p2p import issue_recv
+
+    return issue_recv(gpu, op)
+
+
+def _issue_collective(gpu: GPU, op: StreamOp) -> bool:
+    """An all-reduce, reduce-scatter or all-gather (:mod:`components.collective_ops`)."""
+    from .collective_ops import issue_collective
+
+    return issue_collective(gpu, op)
+
+
+def _issue_collective_wait(gpu: GPU, op: StreamOp) -> bool:
+    """A wait for an asynchronous collective (:mod:`components.collective_wait`)."""
+    from .collective_wait import issue_collective_wait
+
+    return issue_collective_wait(gpu, op)
+
+
+def _peer_pending(gpu: GPU, wait: PeerWait | CollectiveWait) -> bool:
+    """Whether a recv's tensor or a collective has not come yet (only an op issued by the
+    functions above blocks the stream on one, so their modules are loaded)."""
+    from .pipeline_p2p import PeerWait, recv_pending
+
+    if isinstance(wait, PeerWait):
+        return recv_pending(gpu, wait)
+    from .collective_ops import collective_pending
+
+    return collective_pending(gpu, wait)
+
+
 class GPU(Component):
     """GPU cores running one training iteration of a workload stream (vDNN semantics)."""
 
@@ -158,9 +201,9 @@ class GPU(Component):
                          "subcomponent's own ports 'dma' and 'cpu' (used when the workload "
                          "places states off the GPU)", accepts=ModelStates),
         SubComponentSlot("p2p", "ports to the neighbour pipeline stages, for the stream's "
-                         "send and recv ops", accepts=PipelinePorts),
+                         "send and recv ops", accepts="cdma.PipelinePorts"),
         SubComponentSlot("collectives", "the port to the cluster fabric, for the stream's "
-                         "collective ops", accepts=CollectivePort),
+                         "collective ops", accepts="cdma.CollectivePort"),
     )
     STATISTICS = (
         StatisticSpec("iteration_time_ps", "time of one training iteration", "ps", "f64", 1),
@@ -493,12 +536,12 @@ class GPU(Component):
         "free": _issue_free,
         "sync": _issue_sync,
         "wait": _issue_wait,
-        "send": issue_send,
-        "recv": issue_recv,
-        "all_reduce": issue_collective,
-        "reduce_scatter": issue_collective,
-        "all_gather": issue_collective,
-        "collective_wait": issue_collective_wait,
+        "send": _issue_send,
+        "recv": _issue_recv,
+        "all_reduce": _issue_collective,
+        "reduce_scatter": _issue_collective,
+        "all_gather": _issue_collective,
+        "collective_wait": _issue_collective_wait,
     }
 
     def _streams_busy(self) -> bool:
@@ -507,10 +550,8 @@ class GPU(Component):
 
     def _still_waiting(self, wait: Wait | PeerWait | CollectiveWait) -> bool:
         """Whether what ``wait`` waits for has not happened yet."""
-        if isinstance(wait, PeerWait):
-            return recv_pending(self, wait)
-        if isinstance(wait, CollectiveWait):
-            return collective_pending(self, wait)
+        if not isinstance(wait, Wait):
+            return _peer_pending(self, wait)
         reason = wait.reason
         if reason is WaitReason.SYNC:
             return self._streams_busy()

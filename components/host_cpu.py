@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import PS_PER_S, FlowNetwork, Route, isolated_duration_ps
 from sst_cdma.engine.param_words import param_word
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.cpu_adam import (DEFAULT_CPU_ADAM, MAX_CORES, MAX_CORES_WHY, CpuAdamError,
                                      CpuAdamProfile, adam_rate_fault, load_cpu_adam)
 from sst_cdma.model.cpu_codecs import cpu_codec_ps
@@ -43,8 +44,8 @@ def _platform(name: str) -> None:
         raise ValueError(platform_fault(name))
 
 
-@dataclass
-class HostCPUResult:
+@record
+class HostCPUResult(Record):
     """What a host CPU published at the end of the run: the GPUs it stepped for, its host
     platform, its cores and per-core Adam throughput and where they came from (the measured
     rate scaled by ``scale`` to the platform's cores), the DRAM bandwidth it stepped on, the

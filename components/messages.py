@@ -6,10 +6,10 @@ takes its comparison, hash and ``repr`` from :mod:`sst_cdma.engine.records` rath
 them written and compiled for it at import."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Optional
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 if TYPE_CHECKING:
     from .interfaces import HostStore
@@ -20,7 +20,7 @@ TIERS = ("host", "nvme")
 
 
 # -- init phase ---------------------------------------------------------------------------------
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class MovedTensor(FrozenRecord):
     """One tensor a GPU's iteration moves through its DMA engine: its name, uncompressed size,
     whether it is sparse (a ReLU output, priced by the density profile), its shape (batch first;
@@ -34,7 +34,7 @@ class MovedTensor(FrozenRecord):
     plain: bool = False
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class OffloadManifest(FrozenRecord):
     """GPU -> DMA engine, at init: which tensors the iteration offloads, of which network,
     element type and batch (the engine sizes every tensor's wire bytes from it). The planner's
@@ -57,7 +57,7 @@ class OffloadManifest(FrozenRecord):
         return {t.name: t.shape for t in self.tensors}
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class GradientManifest(FrozenRecord):
     """GPU -> NVLink fabric, at init (data parallel): the GPU, the system it belongs to, the
     flow resource of its HBM bandwidth and its weight gradients ``(layer, bytes)`` in the order
@@ -69,7 +69,7 @@ class GradientManifest(FrozenRecord):
     gradients: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class ModelStatesManifest(FrozenRecord):
     """GPU -> host CPU, at init (optimizer states on the host): the GPU and the pinned host
     buffers its model states take for the whole run, ``(role, bytes)``."""
@@ -79,7 +79,7 @@ class ModelStatesManifest(FrozenRecord):
 
 
 # -- query results --------------------------------------------------------------------------------
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CopyCost(FrozenRecord):
     """What moving one tensor costs on this machine (engine and host link), each transfer alone
     on the path: picoseconds of an offload and of a prefetch, as a plain copy and through the
@@ -97,7 +97,7 @@ class CopyCost(FrozenRecord):
     sm_in_ps: int = 0
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class CodecKernel(FrozenRecord):
     """An SM kernel a transfer needs beside its copy (the engine says so when the GPU issues
     the transfer): Blackwell's Decompression Engine leaves an offload's compression
@@ -111,7 +111,7 @@ class CodecKernel(FrozenRecord):
     dram_bytes: int
 
 
-@dataclass(repr=False, eq=False)
+@record
 class PathInfo(Record):
     """The way from a GPU-side DMA engine to its host store: the flow resources a transfer
     loads in each direction (GPU to host ``d2h``, host to GPU ``h2d``), the start-up latency
@@ -125,7 +125,7 @@ class PathInfo(Record):
     link_names: list[str] = field(default_factory=list)
 
 
-@dataclass(repr=False, eq=False)
+@record
 class DrivePath(Record):
     """An SSD as a DMA engine reaches it (``StorageDrive.drive_path()``): the flow resources of
     its media read and write bandwidth (each limited by the queue depth the host keeps), the
@@ -146,7 +146,7 @@ class DrivePath(Record):
 # -- timed events -------------------------------------------------------------------------------
 
 
-@dataclass(repr=False, eq=False)
+@record
 class TransferRequest(Record):
     """GPU -> cDMA engine: move a tensor. ``direction`` is ``offload`` (GPU to the tier) or
     ``prefetch`` (the tier to GPU); ``codec`` ``none`` asks for a plain copy that bypasses the
@@ -171,7 +171,7 @@ class TransferRequest(Record):
     wire_bytes: int = 0
 
 
-@dataclass(repr=False, eq=False)
+@record
 class TransferDone(Record):
     """cDMA engine -> GPU: the transfer finished; ``wire_bytes`` crossed the host link (or, on
     the ``nvme`` tier, reached the SSDs)."""
@@ -182,19 +182,19 @@ class TransferDone(Record):
     finished_ps: int
 
 
-@dataclass(repr=False, eq=False)
+@record
 class GradientReady(Record):
     """GPU -> NVSwitch fabric: the weight gradient of ``layer`` is computed (data parallel)."""
 
     layer: str
 
 
-@dataclass(repr=False, eq=False)
+@record
 class AllReduceDone(Record):
     """NVSwitch fabric -> GPU: every gradient bucket is reduced; the iteration may end."""
 
 
-@dataclass(repr=False, eq=False)
+@record
 class CpuStepRequest(Record):
     """GPU -> host CPU: run the optimizer step of gradient bucket ``bucket`` (``params``
     parameters, ``dram_bytes`` of host DRAM read and written)."""
@@ -211,7 +211,7 @@ class CpuStepRequest(Record):
     compress_bytes: int = 0
 
 
-@dataclass(repr=False, eq=False)
+@record
 class CpuStepDone(Record):
     """Host CPU -> GPU: the step of ``request``'s bucket ran from ``started_ps`` to
     ``finished_ps``."""

@@ -40,12 +40,13 @@ host CPU also decompresses each bucket's gradients before its step and compresse
 weights after it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Optional
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Element, Port
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.compression import wire_bytes
 from sst_cdma.model.element_params import network_word
 from sst_cdma.model.cpu_codecs import CpuCodecError, cpu_codec_rates
@@ -72,8 +73,8 @@ COPY_STREAMS = {"gradients": "gradient copies", "weights": "weight copies",
 STREAM_ROLES = {"gradients": "gradients", "weights": "weights"}
 
 
-@dataclass(frozen=True)
-class StateCompression:
+@frozen_record
+class StateCompression(FrozenRecord):
     """How the model-state copies are compressed: ``mode`` (``none``, ``engine``, ``host``),
     the engine's ``codec``, the element type, the measured ratio per copy stream and whether
     data that would grow is sent raw."""

@@ -4,7 +4,7 @@ priced through the GPU's ``kernels`` slot; the rendered stream is written into t
 directory as ``<gpu>.stream``."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, Param
@@ -16,12 +16,14 @@ from workloads.layer_times import kernel_times_source
 from workloads.model_states import GRADIENT_PLACES, PLACES, STATE_COMPRESSION, Placement
 from workloads.policies import check_policy, load_plan_file
 from workloads.render import iteration_stream, plan_auto, stream_text
-from workloads.state_planner import StateCosts, candidates, choose_placement
 from workloads.stream import Stream, StreamError
 
 from .interfaces import HostStep, TransferCosts
 from .model_states import ModelStates
 from .workload_source import WorkloadSource
+
+if TYPE_CHECKING:  # the state planner is loaded where model states may move
+    from workloads.state_planner import StateCosts
 
 __all__ = ["NetworkWorkload", "MAX_GRAD_ACCUM"]
 
@@ -214,6 +216,8 @@ class NetworkWorkload(WorkloadSource):
 
         options = self._placements()
         if len(options) > 1:
+            from workloads.state_planner import choose_placement  # only where states move
+
             self.placement, result, verdicts = choose_placement(options, plan,
                                                                 self._state_costs())
         else:
@@ -235,6 +239,8 @@ class NetworkWorkload(WorkloadSource):
         if not self.plans_states(p) or self._host_cpu() is None or \
                 "dma" not in self.owner.connected_ports():
             return [self.placement]
+        from workloads.state_planner import candidates  # only where states may move
+
         return candidates(self.placement, True, p["plan_states"] == "nvme")
 
     def _host_cpu(self) -> Optional[HostStep]:
@@ -265,6 +271,8 @@ class NetworkWorkload(WorkloadSource):
     def _state_costs(self) -> StateCosts:
         """The engine's and the host CPU's prices of the model-state traffic, for the
         planner."""
+        from workloads.state_planner import StateCosts
+
         engine = self._engine()
         cpu = self._host_cpu()
         assert cpu is not None, "the placements weighed need a host CPU"

@@ -12,20 +12,20 @@ port ``nicN``) and the pipeline ports (``cdma.PipelinePorts``, port ``nic``) put
 inter-node bytes on it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Collection
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import Flow, FlowNetwork
+from sst_cdma.engine.records import Record, record
 
 from .interfaces import NetworkCard
 
 __all__ = ["NIC", "NICResult"]
 
 
-@dataclass
-class NICResult:
+@record
+class NICResult(Record):
     """What a network card carried: its payload rate, the GPU link it shares (``gpu_link``;
     '' for none), the bytes it sent and received, the flows it carried, and ``pcie_lost_ps``:
     the time those flows lost at the PCIe links they crossed (to the offload copies sharing

@@ -6,13 +6,13 @@ tells them where it sits (``StorageDrive``). Presets and the queue-depth model:
 docs/storage.md."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from sst_cdma.engine.element import Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.engine.kernel import SimulationError
 from sst_cdma.engine.param_words import param_word
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink
 from sst_cdma.model.ssds import DEFAULT_SSD, SSDS, queue_limited_bandwidth
 
@@ -26,8 +26,8 @@ MAX_QUEUE_DEPTH = 65536
 _LINK_PARAMS = {p.name: p for p in link_params()}
 
 
-@dataclass
-class NVMeResult:
+@record
+class NVMeResult(Record):
     """What a drive published at the end of the run: its model, capacity, bandwidths (the
     datasheet's and what the queue depth lets through), its link, the bytes it read and wrote
     and the most it held."""

@@ -4,7 +4,7 @@ slot (a ring by default: components/ring_allreduce.py), as flows that share each
 bandwidth with its kernels and its cDMA engine (docs/model.md, "Data-parallel all-reduce")."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from sst_cdma.engine.config import ConfigError
@@ -12,14 +12,15 @@ from sst_cdma.engine.element import (MAX_EXACT_COUNT, MAX_EXACT_COUNT_WHY, MIN_F
                               MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec,
                               SubComponentSlot)
 from sst_cdma.engine.flows import FlowNetwork, Route, isolated_duration_ps
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.links import nvlink_bandwidth
 
 from .collective import CollectiveAlgorithm
 from .messages import AllReduceDone, GradientManifest, GradientReady
 
 
-@dataclass
-class AllReduceResult:
+@record
+class AllReduceResult(Record):
     """What a fabric measured over the iteration: the GPUs of its ring (in ring order), its
     per-direction bandwidth and per-step latency, the buckets (raw bytes, start, end and the
     time the bucket takes alone on an idle node, in ps) and when the last weight gradient of

@@ -3,12 +3,12 @@ resulting TLP/DLLP efficiency, latency, full duplex), an NVLink connection to th
 NVLink-C2C (Grace Hopper's chip-to-chip link)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from sst_cdma.engine.element import MIN_FRACTION, MIN_FRACTION_WHY, Component, Param, Port, StatisticSpec
 from sst_cdma.engine.flows import FlowNetwork
 from sst_cdma.engine.interfaces import InterfaceError
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.links import PCIE_GENERATIONS, PCIeLink, c2c_bandwidth, nvlink_bandwidth
 
 from .interfaces import HostPath
@@ -54,8 +54,8 @@ def link_bandwidth(p: dict[str, Any]) -> float:
                     p["dllp_overhead"]).effective
 
 
-@dataclass
-class LinkResult:
+@record
+class LinkResult(Record):
     """What a full-duplex link (a GPU's host link, a switch's upstream port) published at the
     end of the run: its kind and protocol, its payload bandwidth per direction and the bytes it
     carried each way. PCIe links have a generation and lanes; NVLink ones bricks and a rate;

@@ -26,13 +26,14 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.element import Param, Port, StatisticSpec, SubComponent
 from sst_cdma.engine.flows import PS_PER_S, Flow, FlowNetwork
 from sst_cdma.engine.kernel import LinkEnd, SimulationError
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 from .interfaces import NetworkCard
 
@@ -54,8 +55,8 @@ class PeerWaitReason(enum.Enum):
     RECV = "recv"  # a pipeline peer's message (an activation, or its gradient) landing
 
 
-@dataclass(frozen=True)
-class PeerWait:
+@frozen_record
+class PeerWait(FrozenRecord):
     """The stream waits for message ``seq`` (counted from 0) of ``phase`` on ``port`` from
     stage ``peer``, to receive into ``tensor``."""
 
@@ -67,8 +68,8 @@ class PeerWait:
     tensor: str
 
 
-@dataclass(frozen=True)
-class PipelineMessage:
+@frozen_record
+class PipelineMessage(FrozenRecord):
     """A tensor one stage sends another: the sender's ``stage``, the ``phase`` it was sent in,
     its number ``seq`` among the sender's messages of that phase on that port, the tensor's
     name and bytes, and when it started leaving."""
@@ -81,8 +82,8 @@ class PipelineMessage:
     started_ps: int
 
 
-@dataclass(frozen=True)
-class StageHello:
+@frozen_record
+class StageHello(FrozenRecord):
     """Sent once at init on each port: the stage at this end and the port it left by; with a
     network card, what a message to this end loads on the receiving side (``recv``: {flow
     resource: weight}) and which of those resources are the GPU's PCIe link (``pcie``)."""
@@ -93,8 +94,8 @@ class StageHello:
     pcie: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Outgoing:
+@frozen_record
+class _Outgoing(FrozenRecord):
     """A message waiting for its port, sent as a flow over the network card."""
 
     phase: str
@@ -104,8 +105,8 @@ class _Outgoing:
     nbytes: int
 
 
-@dataclass(frozen=True)
-class P2PMessage:
+@frozen_record
+class P2PMessage(FrozenRecord):
     """One message a GPU's ports sent or received (``direction``: ``send`` or ``recv``): the
     tensor, the stages it went from and to, the phase it was sent in and its number ``seq``
     among the sender's messages of that phase on that port (so a send and the recv that took
@@ -124,8 +125,8 @@ class P2PMessage:
     end_ps: int
 
 
-@dataclass
-class P2PResult:
+@record
+class P2PResult(Record):
     """What one GPU's pipeline ports carried: its ``stage``, the bytes it sent and received,
     the messages each way and the time its stream waited for messages in ``recv``, and each
     message (``messages``, in the order they were sent or taken: what the Chrome trace pairs

@@ -3,16 +3,19 @@
 them, and its console lines (docs/parallel.md, "The simulated pipeline")."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from dataclasses import field
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from .pipeline_p2p import P2PResult
+from sst_cdma.engine.records import Record, record
+
+if TYPE_CHECKING:  # the summary loads this module only for a pipeline, the ports' with it
+    from .pipeline_p2p import P2PResult
 
 __all__ = ["PipelineStageResult", "pipeline_fields", "pipeline_lines", "planner_line"]
 
 
-@dataclass
-class PipelineStageResult:
+@record
+class PipelineStageResult(Record):
     """What one pipeline stage ran: its GPU, ``stage`` of ``pp`` (``vpp`` chunks each) under
     ``schedule`` with ``micro_batches``; when its last pass ended (``end_ps``), the time its
     kernels ran (``busy_ps``) and the most (micro-batch, chunk) passes whose activations it

@@ -22,14 +22,15 @@ but for the element names and the tp rank it holds
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["TpTwin", "parse_tp_twins", "twin_plan", "tp_twin_results"]
 
 
-@dataclass(frozen=True)
-class TpTwin:
+@frozen_record
+class TpTwin(FrozenRecord):
     """One twin: the simulated GPU's name (``sim``), the twin's (``name``), its tp rank and
     the host names to swap in its records (``hosts``: the simulated GPU's host to the
     twin's)."""

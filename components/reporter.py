@@ -15,10 +15,7 @@ from sst_cdma.engine.element import Component, Param
 from sst_cdma.engine.json_text import indented
 
 from .console import console_summary
-from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
-from . import rank_twins
 from .summary import SystemResults, compose_summary
-from .trace import chrome_trace, parallel_records
 
 
 class Reporter(Component):
@@ -55,6 +52,8 @@ class Reporter(Component):
     def _copy_node_twins(self) -> None:
         """Every node's records in the run's results, and its statistics in their output,
         from node 0's (the one simulated)."""
+        from .node_twins import node_twin_results, parse_strides, twin_name, twin_plan
+
         try:
             strides = parse_strides(self.params["node_strides"])
         except ValueError as exc:
@@ -71,6 +70,8 @@ class Reporter(Component):
     def _copy_tp_twins(self) -> None:
         """Every tp rank's records in the run's results, and its statistics in their output,
         from its stage's simulated tp rank's."""
+        from . import rank_twins
+
         try:
             twins = rank_twins.parse_tp_twins(self.params["tp_twins"])
         except ValueError as exc:
@@ -110,6 +111,8 @@ class Reporter(Component):
             # the text as written, for a caller that embeds it (a sweep point's result.json)
             self.simulation.reports["summary.json"] = text
             if self.params["trace"]:
+                from .trace import chrome_trace, parallel_records
+
                 (out / "trace.json").write_text(json.dumps(chrome_trace(
                     runs.gpus, self.simulation.full_trace,
                     parallel_records(self.simulation.results))) + "\n",

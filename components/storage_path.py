@@ -14,9 +14,10 @@ drive's resources carry 1/N of the bytes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from sst_cdma.engine.interfaces import InterfaceError
+from sst_cdma.engine.records import Record, record
 
 from .messages import DrivePath, PathInfo
 
@@ -24,8 +25,8 @@ from .messages import DrivePath, PathInfo
 NVME_PATHS = ("bounce", "gds")
 
 
-@dataclass
-class StorageRoute:
+@record
+class StorageRoute(Record):
     """The ``nvme`` tier as one engine reaches it: per direction (``offload``: GPU to the
     drives, ``prefetch``: back), the bytes each flow resource carries per byte on the wire and
     the start-up latency; the names of the drives and links on the way."""

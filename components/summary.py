@@ -12,20 +12,23 @@ listed in :mod:`components.summary_schema`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from sst_cdma.engine.config import ConfigError
 
 from .cdma_engine import EngineResult
 from .gpu import GPUResult
 from .host_cpu import HostCPUResult, host_cpu_fields
-from .nic import NICResult
 from .nvme import NVMeResult, nvme_fields
 from .nvswitch import AllReduceResult, allreduce_fields
 from .pcie_bridge import LinkResult
-from .pipeline_p2p import P2PResult
-from .pipeline_report import PipelineStageResult, pipeline_fields
 from .summary_schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from .nic import NICResult
+    from .pipeline_p2p import P2PResult
+    from .pipeline_report import PipelineStageResult
 
 __all__ = ["PS", "seconds", "AGGREGATION", "SystemResults", "compose_summary", "gpu_summary",
            "engine_fields", "multi_gpu_summary", "host_link_fields", "shared_link_utilization",
@@ -56,6 +59,17 @@ _COMBINE: dict[str, Callable[[list[Any]], Any]] = {
     "max": max, "min": min, "sum": sum, "all": all, "mean": lambda xs: sum(xs) / len(xs)}
 
 
+def _records(results: dict[str, Any], module: str, name: str) -> list[Any]:
+    """The results that are records of class ``name`` of this package's ``module``; none where
+    that module was never loaded: no element of it ran, so none of its records can be among
+    the results (a single GPU's summary loads none of the parallel elements' modules)."""
+    loaded = sys.modules.get(f"{__package__}.{module}")
+    if loaded is None:
+        return []
+    cls = getattr(loaded, name)
+    return [r for r in results.values() if isinstance(r, cls)]
+
+
 class SystemResults:
     """The records of one run sorted into roles: main GPUs with their baselines, the engine
     that served each GPU, every link, and the all-reduce fabric of each system."""
@@ -68,11 +82,13 @@ class SystemResults:
         self.links = {n: r for n, r in results.items() if isinstance(r, LinkResult)}
         self.fabrics = {r.system: r for r in results.values() if isinstance(r, AllReduceResult)}
         self.drives = {n: r for n, r in results.items() if isinstance(r, NVMeResult)}
-        self.stages = [r for r in results.values() if isinstance(r, PipelineStageResult)]
-        self.ports = {r.gpu: r for r in results.values() if isinstance(r, P2PResult)}
+        self.stages: list[PipelineStageResult] = \
+            _records(results, "pipeline_report", "PipelineStageResult")
+        self.ports: dict[str, P2PResult] = \
+            {r.gpu: r for r in _records(results, "pipeline_p2p", "P2PResult")}
         #: network cards by the GPU link they share
-        self.nics = {r.gpu_link: r for r in results.values()
-                     if isinstance(r, NICResult) and r.gpu_link}
+        self.nics: dict[str, NICResult] = \
+            {r.gpu_link: r for r in _records(results, "nic", "NICResult") if r.gpu_link}
         #: the host CPUs that stepped a main GPU's optimizer
         self.host_cpus = [r for r in results.values() if isinstance(r, HostCPUResult)
                           and set(r.gpus) & set(self.main)]
@@ -140,6 +156,8 @@ def compose_summary(runs: SystemResults, system: str = "", now_ps: int = 0) -> d
         summary["nvme"] = nvme_fields([runs.drives[d] for d in drives],
                                       next(e.nvme_path for e in engines if e.drives))
     if runs.stages:
+        from .pipeline_report import pipeline_fields
+
         summary["pipeline"] = pipeline_fields(runs.stages, runs.ports, runs.pcie_lost())
     if runs.host_cpus:
         summary["host_cpu"] = host_cpu_fields(runs.host_cpus)

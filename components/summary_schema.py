@@ -7,10 +7,10 @@ and the tests check every summary the Reporter writes against it, so they never 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.dtypes import DTYPES
 
 __all__ = ["Key", "SUMMARY", "BASELINE", "HOST_LINK", "LAYER", "ALLREDUCE", "PLAN", "NVME",
@@ -27,8 +27,8 @@ SCHEMA_VERSION = 2
 JSON_SCHEMA_PATH = Path(__file__).with_name("summary.schema.json")
 
 
-@dataclass(frozen=True)
-class Key:
+@frozen_record
+class Key(FrozenRecord):
     """One key: its name, JSON type(s) (``number`` is int or float), when it is present and
     what it holds."""
 

@@ -14,7 +14,7 @@ group's answer) with the op, the group, the bytes and the group's ranks and GPUs
 args, one event per member. A run without them draws what it always drew, byte for byte."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 import sys
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
@@ -23,6 +23,8 @@ from .gpu import GPUResult
 from .model_state_driver import COPY_STREAMS
 from .pipeline_p2p import P2PMessage, P2PResult
 from .pipeline_report import PipelineStageResult
+
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 if TYPE_CHECKING:
     from .cluster_fabric import ClusterFabricResult, CollectiveRecord
@@ -52,8 +54,8 @@ ALWAYS_NAMED = 3
 FLOW_NAME, FLOW_CAT = "p2p message", "p2p"
 
 
-@dataclass(frozen=True)
-class RankCoords:
+@frozen_record
+class RankCoords(FrozenRecord):
     """A GPU's global ``rank`` and its index in its tp, pp and dp groups."""
 
     rank: int
@@ -62,8 +64,8 @@ class RankCoords:
     dp: int
 
 
-@dataclass
-class ParallelRecords:
+@record
+class ParallelRecords(Record):
     """What a parallel run's elements published that the trace draws beside the GPUs'
     timelines: each GPU's rank and coordinates (``ranks``), its ports' messages
     (``messages``), its collectives as its fabric port recorded them (``collectives``: op,
@@ -91,17 +93,17 @@ def parallel_records(results: Mapping[str, object]) -> ParallelRecords:
     """The :class:`ParallelRecords` among a run's published records (by element name)."""
     out = ParallelRecords()
     fabric = _fabric_result_class()
-    for record in results.values():
-        if isinstance(record, PipelineStageResult):
-            out.ranks[record.gpu] = _coords(record)
-            if record.twin_of:
-                out.twin_of[record.gpu] = record.twin_of
-        elif isinstance(record, P2PResult):
-            out.messages[record.gpu] = record.messages
-        elif isinstance(record, CollectiveOpsResult):
-            out.collectives[record.gpu] = record.collectives
-        elif fabric is not None and isinstance(record, fabric):
-            out.groups.extend(record.collectives)
+    for result in results.values():
+        if isinstance(result, PipelineStageResult):
+            out.ranks[result.gpu] = _coords(result)
+            if result.twin_of:
+                out.twin_of[result.gpu] = result.twin_of
+        elif isinstance(result, P2PResult):
+            out.messages[result.gpu] = result.messages
+        elif isinstance(result, CollectiveOpsResult):
+            out.collectives[result.gpu] = result.collectives
+        elif fabric is not None and isinstance(result, fabric):
+            out.groups.extend(result.collectives)
     return out
 
 

@@ -6,13 +6,14 @@ function of its inputs: the engine keeps the plan of the manifest its GPU sends 
 prices a cost query with a fresh plan it then drops."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import numpy as np
 
 from sst_cdma.codecs import registry
 from sst_cdma.engine.config import ConfigError
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.compression import ALGORITHMS, ratio_from_density, wire_bytes
 
 from .messages import MovedTensor, OffloadManifest
@@ -30,8 +31,8 @@ _estimates: dict[tuple, tuple[Any, dict[str, float], float]] = {}
 registry.watch(_estimates.clear)
 
 
-@dataclass(frozen=True)
-class DensitySources:
+@frozen_record
+class DensitySources(FrozenRecord):
     """Where an engine learns how compressible each tensor is: the density ``profile`` (a
     shipped network name or a JSON path; '' = the workload's network) at ``progress``, or the
     real tensors of ``samples`` (a ``SampleSet`` read from ``tensors``; ``real``, its arrays
@@ -47,8 +48,8 @@ class DensitySources:
     real: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class WirePlan:
+@frozen_record
+class WirePlan(FrozenRecord):
     """The engine's plan for a manifest's tensors: ``wire``, the bytes each crosses the link
     as; ``ratios``, every algorithm's ratio on each compressible tensor (what the summary's
     ratio by algorithm adds up); ``raw_bytes``, their uncompressed sizes; ``densities``;

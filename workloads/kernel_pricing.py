@@ -20,9 +20,10 @@ fitted launch (``time_ps`` None here). Each priced kernel carries the algorithm 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Mapping, Optional
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.fitted import KernelModel
 from sst_cdma.engine.progress import tick, timed
 from sst_cdma.model.kernel_model import (ConvProblem, KernelPrice, ModelError,
@@ -41,8 +42,8 @@ from .vdnn import inferred
 __all__ = ["PricedKernel", "price_network", "stack_kernels", "limits_from_free_memory"]
 
 
-@dataclass(frozen=True)
-class PricedKernel:
+@frozen_record
+class PricedKernel(FrozenRecord):
     """One stream kernel: its time in picoseconds (None: memory-bound, priced by the GPU at its
     HBM's bandwidth), the algorithm(s) picked and the workspace in bytes it holds while it
     runs."""

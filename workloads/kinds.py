@@ -11,9 +11,9 @@ It raises plain :class:`ValueError`; the loader adds the file and layer to the m
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.attention import FUSED_FORMS
 
 __all__ = ["ParamSpec", "KindSpec", "KINDS", "normalize_params"]
@@ -91,8 +91,8 @@ def _shape(v: Any, n: str) -> tuple[int, ...]:
     return tuple(_as_int(x, n, 1) for x in v)
 
 
-@dataclass(frozen=True)
-class ParamSpec:
+@frozen_record
+class ParamSpec(FrozenRecord):
     """One declared parameter of a layer kind."""
 
     name: str
@@ -106,8 +106,8 @@ class ParamSpec:
         return self.default is _REQUIRED
 
 
-@dataclass(frozen=True)
-class KindSpec:
+@frozen_record
+class KindSpec(FrozenRecord):
     """Declaration of one layer kind.
 
     ``bwd_needs_inputs`` / ``bwd_needs_output``: whether the backward kernel reads the layer's

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any
 
 from sst_cdma.engine.atomic_files import write_text_whole
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 from .errors import WorkloadError, read_fault
 from .network import Network
@@ -53,8 +54,8 @@ _KEYS = {"format", "version", "network", "batch", "dtype", "device", "gpu", "mea
          "seq_len", "layers"}
 
 
-@dataclass
-class LayerTimes:
+@record
+class LayerTimes(Record):
     """Measured kernel times of one network at one batch size and dtype, in picoseconds."""
 
     network: str
@@ -213,8 +214,8 @@ def implied_compute_efficiency(times: LayerTimes, network: Network, peak_flops: 
     return flops / (peak_flops * seconds)
 
 
-@dataclass(frozen=True)
-class TensorCoreCheck:
+@frozen_record
+class TensorCoreCheck(FrozenRecord):
     """Measured against modelled time of the kernels the fitted model runs on tensor cores."""
 
     kernels: int

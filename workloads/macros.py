@@ -24,10 +24,11 @@ may use other macros (up to :data:`MAX_DEPTH` deep).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import WorkloadError
+
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 __all__ = ["Macro", "RawLayer", "parse_macros", "expand_layers", "MAX_DEPTH"]
 
@@ -37,8 +38,8 @@ _REQUIRED = object()
 _LAYER_KEYS = {"name", "kind", "inputs", "params", "doc"}
 
 
-@dataclass(frozen=True)
-class Macro:
+@frozen_record
+class Macro(FrozenRecord):
     """A parsed macro definition."""
 
     name: str
@@ -48,8 +49,8 @@ class Macro:
     doc: str = ""
 
 
-@dataclass
-class RawLayer:
+@record
+class RawLayer(Record):
     """A layer after macro expansion, before validation: inputs are names or aliases."""
 
     name: str

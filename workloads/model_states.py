@@ -9,9 +9,10 @@ CPU and its updated weights copied back. docs/workloads.md states the schedule.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.element_params import network_word
 
 from .errors import WorkloadError
@@ -53,8 +54,8 @@ GRADIENT_BUFFERS = 2
 DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
 
 
-@dataclass(frozen=True)
-class Placement:
+@frozen_record
+class Placement(FrozenRecord):
     """The tiers the workload's options place the model states on, the one-step delayed update,
     the micro-batches per optimizer step, the gradient bucket (bytes; 0: DeepSpeed's
     default) and who compresses the model-state copies (:data:`STATE_COMPRESSION`)."""
@@ -124,8 +125,8 @@ def bucket_name(index: int) -> str:
     return f"bucket{index}"
 
 
-@dataclass(frozen=True)
-class StateBucket:
+@frozen_record
+class StateBucket(FrozenRecord):
     """One bucket of weight gradients, in the order the backward pass completes them: its
     layers, their ``LAYER:dw`` tensors, the parameters it holds, the bytes of its gradients
     (copied to the host) and of its weights (copied back), the host state it updates and the
@@ -141,8 +142,8 @@ class StateBucket:
     step_dram_bytes: int
 
 
-@dataclass(frozen=True)
-class ModelStatePlan:
+@frozen_record
+class ModelStatePlan(FrozenRecord):
     """What the GPU drives besides its stream when the optimizer step runs on the host: the
     placement and the buckets (reverse layer order)."""
 

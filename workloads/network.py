@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping, Sequence
 
 from . import flops as _flops
@@ -21,6 +21,8 @@ from .dtypes import itemsize
 from .errors import WorkloadError
 from .kinds import KINDS
 from .shapes import output_shape
+
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 __all__ = ["Layer", "LayerInfo", "TensorInfo", "Network", "NAME_RE"]
 
@@ -30,8 +32,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 Shape = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Layer:
+@frozen_record
+class Layer(FrozenRecord):
     """One layer of a network, validated and with defaults filled in.
 
     ``inputs`` are the producing layers' names, ``input_tensors`` the tensors read,
@@ -56,8 +58,8 @@ class Layer:
         return KINDS[self.kind].in_place
 
 
-@dataclass(frozen=True)
-class LayerInfo:
+@frozen_record
+class LayerInfo(FrozenRecord):
     """Shape and cost of one layer for a given batch and dtype (see :meth:`Network.infer`).
 
     ``shape`` includes the batch: ``(N, C, H, W)`` or ``(N, F)``. FLOPs count a multiply-add as
@@ -93,8 +95,8 @@ class LayerInfo:
         return self.kind != "data" and bool(self.params or self.grad_inputs)
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+@frozen_record
+class TensorInfo(FrozenRecord):
     """A feature-map tensor: who writes it, who modifies it in place, who reads it.
 
     ``consumers`` are the non-in-place layers reading it, ``modifiers`` the in-place layers
@@ -115,8 +117,10 @@ class TensorInfo:
     stats_bytes: int = 0
 
 
-@dataclass
-class _Tensor:
+@record
+class _Tensor(Record):
+    """A tensor while a network is read: the layer producing it, its shape, its consumers."""
+
     producer: str
     shape: Shape
     sparse: bool

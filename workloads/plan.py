@@ -3,11 +3,13 @@ grouped per phase and layer (the grouping and comments its text shows), and the 
 :class:`~workloads.stream_schema.Stream` it makes (:meth:`Plan.stream`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Optional
 
 from .schedule import Step, micro_batch_steps, single_pass
 from .stream_schema import STREAM_VERSION, Stream, StreamOp, StreamTensor
+
+from sst_cdma.engine.records import Record, record
 
 if TYPE_CHECKING:
     from .model_states import ModelStatePlan
@@ -15,8 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["Block", "Plan"]
 
 
-@dataclass
-class Block:
+@record
+class Block(Record):
     """The ops issued for one layer in one phase, with a comment line."""
 
     layer: str
@@ -25,8 +27,8 @@ class Block:
     ops: list[StreamOp] = field(default_factory=list)
 
 
-@dataclass
-class Plan:
+@record
+class Plan(Record):
     """One training iteration: the stream's tensors, and its ops as the prologue (allocations
     for the whole iteration), per-layer blocks of each phase and the epilogue."""
 

@@ -7,14 +7,15 @@ schedule (1F1B, interleaved virtual stages) is another order of the same steps, 
 the workload, never a replay the GPU works out itself."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["Step", "single_pass", "micro_batch_steps"]
 
 
-@dataclass(frozen=True)
-class Step:
+@frozen_record
+class Step(FrozenRecord):
     """Ops ``[start, end)`` of the stream, run in ``phase`` (``prologue``, ``forward``,
     ``backward``, ``update``) of micro-batch ``micro_batch`` (None: once per optimizer step)
     on model chunk ``chunk`` (0: the only one until virtual pipeline stages)."""

@@ -17,9 +17,10 @@ limits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.model.zero_offload import state_traffic
 
 from .model_states import Placement, StateBucket
@@ -36,8 +37,8 @@ HOST_PLACEMENTS = (("host", "gpu", "gpu"), ("host", "host", "gpu"), ("host", "ho
 NVME_PLACEMENTS = (("nvme", "gpu", "gpu"), ("nvme", "host", "gpu"), ("nvme", "host", "nvme"))
 
 
-@dataclass(frozen=True)
-class StateCosts:
+@frozen_record
+class StateCosts(FrozenRecord):
     """What the machine charges for model states beside the stream, each alone: a plain copy
     between GPU memory and host DRAM (``copy_ps(direction, bytes)``, ``offload``: to the
     host), the host CPU's step of a bucket (``step_ps(bucket)``), a copy between host DRAM
@@ -50,8 +51,8 @@ class StateCosts:
     storage_ps: Optional[Callable[[str, int], int]] = None
 
 
-@dataclass
-class PlacementVerdict:
+@record
+class PlacementVerdict(Record):
     """One placement weighed: its predicted step (ps; None where it does not fit) and why
     it was chosen or not."""
 

@@ -7,9 +7,11 @@ transfers and kernels per layer — the inputs of a closed-form per-layer model
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .stream import Stream, StreamOp
+
+from sst_cdma.engine.records import Record, record
 
 __all__ = ["LayerStats", "StreamStats", "stream_stats", "tensor_choices", "REPORTED_CHOICES"]
 
@@ -39,8 +41,8 @@ def tensor_choices(stream: Stream) -> dict[str, str]:
     return out
 
 
-@dataclass
-class LayerStats:
+@record
+class LayerStats(Record):
     """Per-layer sums. ``offload_bytes`` are issued in the layer's forward block (overlapping its
     forward kernel), ``prefetch_bytes`` in its backward block; ``stalls`` counts ``wait`` ops
     (on-demand prefetches) before its backward kernel."""
@@ -64,8 +66,8 @@ class LayerStats:
     time_recompute_ps: int | None = None
 
 
-@dataclass
-class StreamStats:
+@record
+class StreamStats(Record):
     """Whole-iteration figures of a stream.
 
     ``peak_bytes`` is the largest allocated total (line ``peak_line``, phase ``peak_phase``);

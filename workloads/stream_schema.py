@@ -12,11 +12,11 @@ them into text and back.
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, field, fields
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from .durations import format_ps, parse_duration
-from sst_cdma.engine.dict_init import dict_init
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -144,9 +144,8 @@ def _key(key: str, form: Form, statements: tuple[str, ...], required: bool = Fal
     return field(default=default, metadata=meta)
 
 
-@dict_init  # tens of thousands made per planned iteration
-@dataclass(frozen=True)
-class StreamTensor:
+@frozen_record
+class StreamTensor(FrozenRecord):
     """A declared tensor (``tensor NAME bytes=... kind=...``); ``line`` is its line in the text
     it was read from (0: made as an object)."""
 
@@ -159,9 +158,8 @@ class StreamTensor:
     line: int = field(default=0, compare=False)
 
 
-@dict_init
-@dataclass(frozen=True)
-class StreamOp:
+@frozen_record
+class StreamOp(FrozenRecord):
     """One op of a phase; ``name`` is the tensor (alloc/free/offload/prefetch/wait) or layer
     (compute/sync). ``time_ps`` is the optional kernel time in picoseconds (measured, or priced
     by the kernel model), ``algorithm`` the convolution algorithm(s) the kernel model picked.
@@ -195,8 +193,8 @@ class StreamOp:
     line: int = field(default=0, compare=False)
 
 
-@dataclass
-class Stream:
+@record
+class Stream(Record):
     """A workload stream: header fields, declared tensors and the ops in order. A rendered
     stream keeps the :class:`~workloads.plan.Plan` it was made from (``plan``: its ops grouped
     per layer, with the comments its text carries); a parsed one has none."""

@@ -9,12 +9,12 @@ Options that shape the topology itself (``--gpu``, ``--link``, ``--gpus``...) ar
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from sst_cdma.engine.element import Param, ParamError
-from sst_cdma.engine.library import find_element
+from sst_cdma.engine.library import find_element, slot_interface
 from sst_cdma.engine.param_words import Flag
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.compression import ALGORITHMS
 
 __all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "PORTS",
@@ -26,8 +26,8 @@ __all__ = ["ElementOption", "ELEMENT_OPTIONS", "PIPELINE_OPTIONS", "STAGE", "POR
 UNSET = None
 
 
-@dataclass(frozen=True)
-class ElementOption:
+@frozen_record
+class ElementOption(FrozenRecord):
     """One model option that sets one element param. ``default`` overrides the param's own
     default for topology scripts (``"vgg16"`` for the GPU's network); ``invert`` makes a flag
     that sets a boolean param false (``--no-contention``); ``unset_help`` is the help text's
@@ -170,7 +170,7 @@ def declared_param(element: str, name: str) -> Param:
     owner, _, slot_name = element.partition(":")
     cls: Any = find_element(owner)
     if slot_name:
-        cls = next(s for s in cls.SLOTS if s.name == slot_name).accepts
+        cls = slot_interface(next(s for s in cls.SLOTS if s.name == slot_name))
     for param in cls.PARAMS:
         if param.name == name:
             return param

@@ -12,7 +12,6 @@ switches, host links, drives) is the builder's (:mod:`sst_cdma.builder.topology`
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from components.codecs import DE_CODECS
@@ -21,6 +20,7 @@ from sst_cdma.builder.model_options import (CODEC, ELEMENT_OPTIONS, ENGINE, FABR
                                             HOST_CPU, MEASURED, NETWORK, RENDERED_ONLY, STREAM,
                                             ElementOption, explicit, options_of)
 from sst_cdma.engine.param_words import NO_VALUE, param_word
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.engine.units import parse_bytes
 
 __all__ = ["Chosen", "Rule", "RULES", "STREAM_RULES", "TOPOLOGY", "broken_rule"]
@@ -36,8 +36,8 @@ DE_PARAMS = ("sm_compress_throughput", "sm_decompress_throughput", "de_chunk", "
 DE_WORDS = "Snappy, LZ4, Deflate and GZip"
 
 
-@dataclass(frozen=True)
-class Chosen:
+@frozen_record
+class Chosen(FrozenRecord):
     """What a rule reads: the parsed options, by the element param each sets, and whether the
     workload element needs a host CPU (its own decision: ``needs_host_cpu``)."""
 
@@ -75,8 +75,8 @@ class Chosen:
         return flag if value is NO_VALUE else f"{flag} {value}"
 
 
-@dataclass(frozen=True)
-class Rule:
+@frozen_record
+class Rule(FrozenRecord):
     """A rule between options: ``params`` ((element, param), the one it refuses first) are
     the params it relates; ``broken`` says whether the options break it, ``why`` the fault."""
 

@@ -12,7 +12,7 @@ import argparse
 import functools
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NoReturn, Optional, Sequence
 
 from components.baselines import add_baselines
@@ -22,6 +22,7 @@ from components.workload_source import WorkloadSource
 from sst_cdma.engine.config import ConfigError
 from sst_cdma.engine.config_api import current_graph
 from sst_cdma.engine.machine import available_memory
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.cpu_adam import MIN_PARAMS_PER_S, CpuAdamError, load_cpu_adam, \
     step_traffic_floor
 from sst_cdma.model.gpus import GPUS, GPUSpec, gpu_choices, gpu_preset
@@ -172,8 +173,8 @@ def option_parser(prog: str, gpu: str = "pascal", link: Optional[str] = None,
     return p
 
 
-@dataclass
-class SystemSpec:
+@record
+class SystemSpec(Record):
     """Everything :func:`build` needs to know about one system."""
 
     gpu: GPUSpec

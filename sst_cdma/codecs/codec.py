@@ -1,16 +1,17 @@
 """The interface every algorithm module implements, and the registry of algorithms."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
+
 __all__ = ["Payload", "Codec"]
 
 
-@dataclass(frozen=True)
-class Payload:
+@frozen_record
+class Payload(FrozenRecord):
     """An encoded payload whose exact ``size`` is known before any byte is written.
 
     ``write(out)`` fills a writable ``uint8`` array of exactly ``size`` bytes.

@@ -13,9 +13,10 @@ array when ``ml_dtypes`` is importable and otherwise a ``uint16`` array of the r
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 import numpy as np
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = [
     "ElementType",
@@ -28,8 +29,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ElementType:
+@frozen_record
+class ElementType(FrozenRecord):
     """One supported element type: its wire ``code``, ``name`` and width in bytes."""
 
     code: int

@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import re
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 if TYPE_CHECKING:
     from sst_cdma.codecs.codec import Codec
@@ -51,8 +52,8 @@ RatioFormula = Callable[[float, int], float]
 """``(density, itemsize) -> raw/compressed ratio`` of a large array, from density alone."""
 
 
-@dataclass(frozen=True)
-class CodecSpec:
+@frozen_record
+class CodecSpec(FrozenRecord):
     """One registered codec.
 
     ``ratio_formula`` is the codec's exact (or analytic) ratio of a large array from its

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 import networkx as nx
 
-from sst_cdma.engine.records import Record
+from sst_cdma.engine.records import Record, record
 from sst_cdma.engine.element import SIM_TIME_LIMIT_PS, Element, StatisticEnable
 from sst_cdma.engine.errors import ConfigError
 from sst_cdma.engine.library import find_element
@@ -75,7 +75,7 @@ class StructureError(ConfigError):
         self.warnings = warnings
 
 
-@dataclass(repr=False, eq=False)
+@record
 class ConfigComponent(Record):
     """A component or subcomponent as configured: type, params and where it was declared."""
 
@@ -106,7 +106,7 @@ class ConfigSubComponent(ConfigComponent):
     index: int = 0
 
 
-@dataclass(repr=False, eq=False)
+@record
 class LinkEndConfig(Record):
     """One end of a link: component, port, and this end's latency text (None: link default)."""
 
@@ -115,7 +115,7 @@ class LinkEndConfig(Record):
     latency: Optional[str]
 
 
-@dataclass(repr=False, eq=False)
+@record
 class ConfigLink(Record):
     """A link: its default latency, its ends (at most two) and the no-cut flag."""
 

@@ -8,11 +8,11 @@ import decimal
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, TypeVar, \
-    overload
+    Union, overload
 
-from sst_cdma.engine.records import FrozenRecord, Record
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.engine.errors import ConfigError
 from sst_cdma.engine.kernel import LinkEnd, Service, Simulator
 from sst_cdma.engine.statistics import Statistic
@@ -105,7 +105,7 @@ _QUANTITIES_SIZE = 1 << 12  # values with units kept: a system of thousands of G
 _quantities: dict[tuple[str, str], Any] = {}
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Param(FrozenRecord):
     """One declared parameter. ``kind`` decides how the string from the config is read:
     ``time`` -> int ps, ``frequency`` -> Hz, ``bandwidth`` -> B/s, ``bytes`` -> int bytes,
@@ -217,7 +217,7 @@ def _check_kind_range(kind: str, raw: Any, value: Any) -> None:
         raise ParamError(f"{raw!r} is slower than {MIN_BANDWIDTH:g} B/s ({MIN_BANDWIDTH_WHY})")
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class Port(FrozenRecord):
     """One declared port. A name may hold ``%d`` for a numbered family (``port%d``).
     ``provides`` lists the interfaces (``sst_cdma.engine.interfaces``) the element offers to the
@@ -236,7 +236,7 @@ class Port(FrozenRecord):
         return re.fullmatch(pattern, port) is not None
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class StatisticSpec(FrozenRecord):
     """One declared statistic: its name, doc, units, data type and enable level (1 = always
     loaded once statistics are enabled at level 1 or more)."""
@@ -248,19 +248,22 @@ class StatisticSpec(FrozenRecord):
     level: int = 1
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@frozen_record
 class SubComponentSlot(FrozenRecord):
     """A slot of a component that a subcomponent fills (``setSubComponent(slot, type)``), as
     SST's ``SST_ELI_DOCUMENT_SUBCOMPONENT_SLOTS`` declares one: its name and doc; ``accepts``,
     the subcomponent base class (the slot's interface) every element filling it derives from
-    (None: any subcomponent); whether the component cannot work with the slot empty
+    (None: any subcomponent), or the type of the element that is that class
+    (``"library.Element"``, SST's way of naming an interface), found when a slot's filler is
+    checked, so a component whose slot few runs fill need not import that element's module
+    (:func:`sst_cdma.engine.library.slot_interface`); whether the component cannot work with the slot empty
     (``required``); the element type it loads itself when the configuration leaves the slot
     empty (``default``, SST's anonymous subcomponent); and whether it takes several
     subcomponents (``multiple``: slot numbers 0, 1, ...) or one."""
 
     name: str
     doc: str
-    accepts: Optional[type] = None
+    accepts: Optional[Union[type, str]] = None
     required: bool = False
     default: str = ""
     multiple: bool = False
@@ -268,10 +271,12 @@ class SubComponentSlot(FrozenRecord):
     @property
     def interface(self) -> str:
         """The name of the interface the slot accepts (``SubComponent`` for any)."""
+        if isinstance(self.accepts, str):
+            return self.accepts.rpartition(".")[2]
         return self.accepts.__name__ if self.accepts is not None else "SubComponent"
 
 
-@dataclass(repr=False, eq=False)
+@record
 class StatisticEnable(Record):
     """How the configuration enabled a statistic: its type and params (rate, bins, ...)."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.engine.strict_parsing import StrictParseError, json_loads, yaml_loads
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ GIB = 1024 * MIB
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-@dataclass(frozen=True)
-class FileKind:
+@frozen_record
+class FileKind(FrozenRecord):
     """A kind of file the project reads: its name in messages (``"a CPU-Adam file"``) and the
     most bytes one may hold."""
 

@@ -8,14 +8,15 @@ vocabulary once, when it parses the options (:func:`speak_flags`); a run that bu
 by hand speaks in params (:func:`speak_params`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["Flag", "param_word", "speak_flags", "speak_params", "forget_flag", "NO_VALUE"]
 
 
-@dataclass(frozen=True)
-class Flag:
+@frozen_record
+class Flag(FrozenRecord):
     """The command-line flag that sets a param; ``invert``: the flag sets a boolean param
     false (``--no-contention``)."""
 

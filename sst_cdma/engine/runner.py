@@ -10,7 +10,7 @@ import shlex
 import sys
 import traceback
 from functools import partial
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence, Union
@@ -25,6 +25,7 @@ from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json, 
 from sst_cdma.engine.output_folder import (cannot_write, check_output_directory, prepare_staging,
                             publish_outputs, write_failure)
 from sst_cdma.engine.progress import PhaseClock, Progress
+from sst_cdma.engine.records import Record, record
 from sst_cdma.engine.stop_signals import signals_deferred
 from sst_cdma.engine.simulation import Simulation, warn
 from sst_cdma.engine.kernel import SimulationError
@@ -47,8 +48,8 @@ class StructureRunError(RunError):
         self.warnings = warnings
 
 
-@dataclass
-class RunResult:
+@record
+class RunResult(Record):
     """What one run produced: the statistics (a DataFrame with the CSV's columns, built on
     first use so that runs which never look at it do not import pandas), simulated time, events
     delivered, why the run ended, wall-clock timing and the components' reports (the cDMA

@@ -14,14 +14,15 @@ slower; the tests measure by how much.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Optional
 
 from sst_cdma.engine.flows import isolated_duration_ps
+from sst_cdma.engine.records import Record, record
 
 
-@dataclass
-class ClosedFormResult:
+@record
+class ClosedFormResult(Record):
     """Layer boundaries (layer, phase, time in ps) and the iteration time."""
 
     boundaries: list[tuple[str, str, int]] = field(default_factory=list)

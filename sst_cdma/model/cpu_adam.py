@@ -31,11 +31,11 @@ measured: ``params_per_s_per_core`` is the fastest implementation's on one threa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Union
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["FORMAT", "VERSION", "DEFAULT_CPU_ADAM", "IMPLEMENTATIONS", "TORCH_IMPLEMENTATIONS",
            "SIMD_BITS", "CpuAdamError",
@@ -98,8 +98,8 @@ class CpuAdamError(ValueError):
     """A CPU Adam file that cannot be used; the message is one line naming the file."""
 
 
-@dataclass(frozen=True)
-class CpuAdamProfile:
+@frozen_record
+class CpuAdamProfile(FrozenRecord):
     """What a host-CPU model needs of one CPU Adam measurement.
 
     ``params_per_s_per_core`` parameters updated per second on one thread by ``implementation``

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, load_json
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.dtypes import NO_TF32, TF32_MODES
 from sst_cdma.model.element_params import fitted_word, network_word
 from sst_cdma.model.gpus import GPUS, GPUSpec
@@ -44,8 +44,8 @@ VERSION = 1
 FLASH2_FAMILIES = ("Ampere", "Hopper", "Blackwell")
 
 
-@dataclass(frozen=True)
-class Family:
+@frozen_record
+class Family(FrozenRecord):
     """One measured GPU family's fitted parameters and where they came from."""
 
     name: str
@@ -54,8 +54,8 @@ class Family:
     provenance: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class KernelModel:
+@frozen_record
+class KernelModel(FrozenRecord):
     """The kernel model of one GPU: its hardware, the fitted parameters it uses, its
     tensor-core path (None: no tensor cores), the TF32 mode asked, and a line saying where
     they came from (``kernel_times`` in summary.json)."""

@@ -11,15 +11,15 @@ names its host memory (Grace's LPDDR5X); ``topologies/gb200_cdma.py`` gives the 
 instead."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.engine.units import parse_bandwidth
 from sst_cdma.model.dtypes import HALF_DTYPES
 
 
-@dataclass(frozen=True)
-class GPUSpec:
+@frozen_record
+class GPUSpec(FrozenRecord):
     """What the model needs to know about a GPU."""
 
     name: str

@@ -19,8 +19,9 @@ recorded them (:func:`adam_origin`).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import Optional
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["CpuCore", "HostPlatform", "PLATFORMS", "DEFAULT_PLATFORM", "GPU_HOSTS",
            "SHIPPED_ADAM_CPU", "HostPlatformError", "platform", "platform_fault", "platform_names",
@@ -32,8 +33,8 @@ class HostPlatformError(ValueError):
     """A host platform name that is not in :data:`PLATFORMS` (one line, the closest name)."""
 
 
-@dataclass(frozen=True)
-class CpuCore:
+@frozen_record
+class CpuCore(FrozenRecord):
     """One CPU model's core, as the CPU Adam kernel sees it: ``simd_bits`` the vector width
     its fp32 multiply-adds run at (AVX2: 256, AVX-512: 512; Zen 4 runs AVX-512 on 256-bit
     data paths: 256), ``fma_pipes`` the vector FMA pipes a core issues to each cycle, and
@@ -61,8 +62,8 @@ class CpuCore:
             (self.vector_bits_per_cycle * self.base_ghz)
 
 
-@dataclass(frozen=True)
-class HostPlatform:
+@frozen_record
+class HostPlatform(FrozenRecord):
     """A system's host: ``sockets`` CPUs of ``cores_per_socket`` ``core`` each, each socket
     with ``channels_per_socket`` memory channels of ``memory`` at ``transfer_mts`` million
     transfers per second, ``channel_bytes`` per transfer; ``numa_nodes`` in the whole system
@@ -188,8 +189,8 @@ def core_of_machine(cpu: str, shipped: bool) -> Optional[CpuCore]:
     return None
 
 
-@dataclass(frozen=True)
-class AdamScaling:
+@frozen_record
+class AdamScaling(FrozenRecord):
     """A measured per-core CPU Adam rate carried to a platform: ``per_core`` the rate on one
     of the platform's cores (parameters/s), ``factor`` the ratio it was scaled by (1: taken
     as measured), ``cores`` the cores stepping, ``dram_bound`` whether their traffic
@@ -236,8 +237,8 @@ SCALINGS = ("as measured", "vector width and clock", "recorded vector width and 
             "unscaled")
 
 
-@dataclass(frozen=True)
-class AdamOrigin:
+@frozen_record
+class AdamOrigin(FrozenRecord):
     """Where a CPU Adam file's one-core rate was measured and how it is carried to ``host``'s
     core: ``cpu`` the file's CPU name, ``core`` the measuring core (None: not known),
     ``factor`` the ratio applied and ``scaling`` one of :data:`SCALINGS`."""

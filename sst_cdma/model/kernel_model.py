@@ -77,6 +77,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
 from sst_cdma.model.dtypes import DTYPES, HALF_DTYPES  # the model prices these element types
 from sst_cdma.model.price_memo import PriceMemo, array_key
 
@@ -140,8 +141,8 @@ class ModelError(ValueError):
     """A layer shape the kernel model cannot price."""
 
 
-@dataclass(frozen=True)
-class Hardware:
+@frozen_record
+class Hardware(FrozenRecord):
     """What the kernel model needs to know about a GPU: SMs, peak FLOP/s (fp32) and DRAM
     bandwidth in bytes per second; for 16-bit types, the dense tensor-core peak (0: no tensor
     cores), the types its tensor cores take, and the float16 rate without tensor cores where it
@@ -168,8 +169,8 @@ class Hardware:
         return self.fp16_flops if dtype == "float16" and self.fp16_flops > 0 else self.peak_flops
 
 
-@dataclass(frozen=True)
-class KernelParams:
+@frozen_record
+class KernelParams(FrozenRecord):
     """Per-architecture parameters of the kernel model (all dimensionless except ``launch_s``).
 
     ``gemm_efficiency``: share of peak FLOP/s a large GEMM tile reaches; ``tile_reuse``: how fast
@@ -227,8 +228,8 @@ class KernelParams:
         return cls(**out)
 
 
-@dataclass(frozen=True)
-class AttentionParams:
+@frozen_record
+class AttentionParams(FrozenRecord):
     """A fused attention kernel's constants on one GPU family: its share of the dense tensor
     peak is ``efficiency`` x d / (d + ``head_dim_half``) for head dimension d (per score
     element the softmax costs the same at any d, the two matrix products 4 d FLOPs), forward
@@ -258,8 +259,8 @@ class TensorCores:
     fitted_on: str = ""
 
 
-@dataclass(frozen=True)
-class ConvProblem:
+@frozen_record
+class ConvProblem(FrozenRecord):
     """One convolution: batch N, input C x H x W, K filters of R x S, padding, stride,
     dilation and groups (Caffe/cuDNN semantics, floor output size)."""
 
@@ -307,8 +308,8 @@ class ConvProblem:
                              f"{self.h + 2 * self.pad_h}x{self.w + 2 * self.pad_w} input")
 
 
-@dataclass(frozen=True)
-class KernelPrice:
+@frozen_record
+class KernelPrice(FrozenRecord):
     """One kernel's modelled time, the algorithm picked and the workspace it needs."""
 
     seconds: float
@@ -528,8 +529,8 @@ def _conv_batch(prob: Mapping[str, Any], element: int, tensor: bool, prune: bool
     return found
 
 
-@dataclass
-class _PassShape:
+@record
+class _PassShape(Record):
     """One pass of a batch of convolutions as GEMMs: the implicit GEMM's M x N x K and share of
     peak (``eff``, the plane factor included), its DRAM bytes, Winograd's GEMM M x N x K per
     tile, and the plane the GEMM runs over."""
@@ -825,8 +826,8 @@ def _biggest_tile_reuse(tile_set: Sequence[tuple[int, int, int]]) -> float:
     return max(tm * tn / (tm + tn) for tm, tn, _ in tile_set)
 
 
-@dataclass(frozen=True)
-class _GemmKind:
+@frozen_record
+class _GemmKind(FrozenRecord):
     """How a GEMM runs on tensor cores: the dense ``peak``, the constants ``kp`` of the
     tensor-core path and the operands' bytes per element (2 for 16-bit, 4 for TF32)."""
 

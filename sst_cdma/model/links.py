@@ -5,7 +5,8 @@ link of fixed per-direction rate. Sources and the measurements they are checked 
 docs/model.md, "Host links from first principles"."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 # Per-lane transfer rate (GT/s) and line-code efficiency of each PCIe generation.
 PCIE_GENERATIONS = {
@@ -32,8 +33,8 @@ PLATFORM_MAX_PAYLOAD = {1: 128, 2: 128, 3: 128, 4: 256, 5: 256, 6: 256}
 MIN_DMA_BURST = 4096
 
 
-@dataclass(frozen=True)
-class PCIeLink:
+@frozen_record
+class PCIeLink(FrozenRecord):
     """A PCIe link's per-direction bandwidth.
 
     ``raw`` is the signalling rate after line coding; ``effective`` removes the per-TLP

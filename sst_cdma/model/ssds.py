@@ -4,15 +4,15 @@ docs/storage.md names each datasheet, the pages each figure was found on (and wh
 found) and explains the model; tests/docs/test_facts_tables.py keeps its table equal to these."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.engine.units import parse_bandwidth, parse_bytes, parse_time_ps
 
 PS_PER_S = 10 ** 12
 
 
-@dataclass(frozen=True)
-class SSDSpec:
+@frozen_record
+class SSDSpec(FrozenRecord):
     """One SSD model as its datasheet gives it: capacity, sequential read and write
     bandwidth (128 KiB transfers, high queue depth), typical read and write latency of a
     small (4 KiB) command, and the PCIe link the drive has (generation, lanes)."""

@@ -21,9 +21,9 @@ gradients where they meet (reads two, writes one), in every stack.
 """
 from __future__ import annotations
 
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.model.element_params import fitted_word
 
-from dataclasses import dataclass
 from typing import Optional
 
 __all__ = ["STACKS", "DEFAULT_STACK", "DRAM_FRACTION", "MASK_BYTES", "STAT_BYTES",
@@ -51,8 +51,8 @@ class StackError(ValueError):
     """A stack that does not exist or that the GPU cannot run (one line)."""
 
 
-@dataclass(frozen=True)
-class BlockShape:
+@frozen_record
+class BlockShape(FrozenRecord):
     """The sizes of one transformer block a stack's kernels move: ``tokens`` (batch x
     sequence), ``hidden``, ``fc1`` (the first FFN GEMM's output width), ``act_out`` (the
     activation's output width: ``fc1``, or half of it for SwiGLU), ``qkv`` (the fused QKV
@@ -69,8 +69,8 @@ class BlockShape:
     dropout: bool
 
 
-@dataclass(frozen=True)
-class StackKernel:
+@frozen_record
+class StackKernel(FrozenRecord):
     """One memory-bound kernel: its ``name``, the block layer it runs beside (``ln1``,
     ``act``, ``res1``...), its pass (``fwd``/``bwd``) and the bytes it reads and writes."""
 

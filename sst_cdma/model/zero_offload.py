@@ -53,17 +53,18 @@ micro-batch send gradients (``grad_accum``: they accumulate on the GPU until the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Optional
 
 from sst_cdma.engine.flows import isolated_duration_ps
+from sst_cdma.engine.records import Record, record
 from sst_cdma.model.closed_form import ClosedFormResult, iterate
 
 __all__ = ["ZeroOffloadResult", "zero_offload_step", "state_traffic", "from_simulation"]
 
 
-@dataclass
-class ZeroOffloadResult:
+@record
+class ZeroOffloadResult(Record):
     """The step's time and each bucket's (gradients landed, stepped, weights back) in ps,
     beside the GPU stream's closed form."""
 

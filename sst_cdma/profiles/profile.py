@@ -5,11 +5,12 @@ import json
 import math
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from sst_cdma.engine.file_reads import MIB, FileKind, FileReadError, read_text
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.engine.strict_parsing import StrictParseError, json_loads
 from sst_cdma.profiles.errors import ProfileError
 from sst_cdma.profiles.interp import interpolate
@@ -23,8 +24,8 @@ __all__ = ["ProfilePoint", "TensorProfile", "DensityProfile"]
 PROFILE_FILE = FileKind("a density profile", 64 * MIB)
 
 
-@dataclass(frozen=True)
-class ProfilePoint:
+@frozen_record
+class ProfilePoint(FrozenRecord):
     """Density of one tensor at one point of training progress.
 
     ``ratios`` maps a registered algorithm (``"zvc"``, ``"rle"``, ``"zlib"``, ...) to the
@@ -59,8 +60,8 @@ def _ordered(ratios: Mapping[str, float]) -> dict[str, float]:
     return {a: ratios[a] for a in algorithm_names() if a in ratios}
 
 
-@dataclass(frozen=True)
-class TensorProfile:
+@frozen_record
+class TensorProfile(FrozenRecord):
     """The points of one offloaded tensor, in strictly increasing progress order."""
 
     points: tuple[ProfilePoint, ...]

@@ -1,15 +1,17 @@
 """Where a profile's numbers come from: measured here (and how) or a documented estimate."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping, Union
+
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 
 __all__ = ["MeasuredProvenance", "EstimatedProvenance", "DerivedProvenance", "Provenance",
            "provenance_from_dict"]
 
 
-@dataclass(frozen=True)
-class MeasuredProvenance:
+@frozen_record
+class MeasuredProvenance(FrozenRecord):
     """Numbers measured by running a model.
 
     ``model`` names the model (an import path or a description), ``data`` the inputs it saw,
@@ -42,8 +44,8 @@ class MeasuredProvenance:
         return out
 
 
-@dataclass(frozen=True)
-class EstimatedProvenance:
+@frozen_record
+class EstimatedProvenance(FrozenRecord):
     """Numbers estimated rather than measured; ``source`` says what the estimate rests on."""
 
     source: str
@@ -59,8 +61,8 @@ class EstimatedProvenance:
         return out
 
 
-@dataclass(frozen=True)
-class DerivedProvenance:
+@frozen_record
+class DerivedProvenance(FrozenRecord):
     """Numbers carried over from another (measured) profile by a stated rule.
 
     ``source`` names the profile the numbers come from and what it was measured on,

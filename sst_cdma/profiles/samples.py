@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from sst_cdma.engine.file_reads import GIB, MIB, FileKind, FileReadError, load_json, open_regular
+from sst_cdma.engine.records import FrozenRecord, frozen_record
 from sst_cdma.profiles.errors import ProfileError
 
 __all__ = ["SAMPLES_FORMAT", "Sample", "SampleSet", "save_samples", "load_samples",
@@ -116,8 +116,8 @@ def read_npz(path: str | os.PathLike[str], keys: Sequence[str] | None = None
                            f"{reason}") from None
 
 
-@dataclass(frozen=True)
-class Sample:
+@frozen_record
+class Sample(FrozenRecord):
     """One real tensor: its ``array``, its ``element_type`` (``"bfloat16"`` for raw ``uint16``
     words) and the ``file`` it was read from (named in messages)."""
 
@@ -126,8 +126,8 @@ class Sample:
     file: str
 
 
-@dataclass(frozen=True)
-class SampleSet:
+@frozen_record
+class SampleSet(FrozenRecord):
     """Real tensors read from a samples folder or an ``.npz`` file.
 
     ``network`` is the network the samples were captured for when the index records it

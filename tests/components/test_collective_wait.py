@@ -101,10 +101,14 @@ def test_collectives_over_one_group_run_one_at_a_time(tmp_path, write_script):
     assert port.waited == {"dp": 2 * cost - 1000}
 
 
-def test_collective_wait_is_a_registered_op():
-    from components.collective_wait import issue_collective_wait
+def test_collective_wait_is_a_registered_op_issued_by_its_module(monkeypatch):
+    import components.collective_wait as module
 
-    assert GPU.OP_HANDLERS["collective_wait"] is issue_collective_wait
+    calls = []
+    monkeypatch.setattr(module, "issue_collective_wait",
+                        lambda gpu, op: calls.append((gpu, op)) or False)
+    assert GPU.OP_HANDLERS["collective_wait"]("gpu", "op") is False
+    assert calls == [("gpu", "op")]
 
 
 @pytest.mark.parametrize("body, message", [

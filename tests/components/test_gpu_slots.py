@@ -5,6 +5,8 @@ it."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,35 @@ def test_sst_info_lists_the_gpus_slots_and_what_fills_them(capsys):
     assert "filled by: cdma.NetworkWorkload, cdma.PipelineStageWorkload, " \
         "cdma.StreamWorkload, cdma.SyntheticWorkload" in out
     assert "p2p: ports to the neighbour pipeline stages" in out
+
+
+def test_the_parallel_slots_name_their_elements_and_refuse_another_as_a_class_would():
+    from sst_cdma.engine.element import SubComponentSlot
+    from sst_cdma.engine.library import find_element, slot_interface, slot_refusal
+    from components.gpu import GPU
+
+    slots = {s.name: s for s in GPU.SLOTS}
+    assert slots["p2p"].interface == "PipelinePorts"
+    assert slot_interface(slots["p2p"]) is find_element("cdma.PipelinePorts")
+    assert slot_interface(slots["collectives"]) is find_element("cdma.CollectivePort")
+    by_class = SubComponentSlot("p2p", "", accepts=find_element("cdma.PipelinePorts"))
+    for element in ("cdma.PipelinePorts", "cdma.CollectivePort", "cdma.ZVC"):
+        cls = find_element(element)
+        assert slot_refusal(slots["p2p"], "gpu0", cls) == slot_refusal(by_class, "gpu0", cls)
+    assert slot_refusal(slots["p2p"], "gpu0", find_element("cdma.PipelinePorts")) is None
+    assert "takes a PipelinePorts (cdma.PipelinePorts), not cdma.ZVC" in \
+        slot_refusal(slots["p2p"], "gpu0", find_element("cdma.ZVC"))
+
+
+def test_a_gpu_alone_loads_none_of_the_parallel_elements_modules():
+    # in a process of its own: this one has loaded them all
+    parallel = ["components.pipeline_p2p", "components.collective_ops",
+                "components.collective_wait", "components.pipeline_report", "components.nic",
+                "components.trace", "components.rank_twins", "workloads.state_planner"]
+    code = ("import io, sys; from sst_cdma import run; "
+            "r = run('topologies/pascal_cdma.py', [], console=io.StringIO()); "
+            f"print(r.reports['summary']['complete'], [m for m in {parallel!r} "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=REPO).stdout.strip()
+    assert out == "True []"

@@ -83,3 +83,21 @@ def test_a_found_element_is_remembered_until_its_module_is_imported_again(tmp_pa
         load_library.cache_clear()
         sys.modules.pop("gadget_elements", None)
         sys.modules.pop("gadget_elements.gadget", None)
+
+
+def test_the_engines_own_libraries_are_found_without_reading_every_distribution(monkeypatch):
+    if not library._own_libraries():
+        pytest.skip("the project is not installed: no metadata of its own to read")
+
+    def every_distribution(group: str) -> list[EntryPoint]:
+        raise AssertionError("read every installed distribution's entry points")
+
+    monkeypatch.setattr(library, "entry_points", every_distribution)
+    library.library_modules.cache_clear()
+    try:
+        assert library.library_package("cdma") == "components"
+        assert library.library_package("testElement") == "sst_cdma.engine.testelements"
+        with pytest.raises(AssertionError, match="every installed"):
+            library.library_package("no_such_library")  # only the full listing can say
+    finally:
+        library.library_modules.cache_clear()

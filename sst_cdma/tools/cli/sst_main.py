@@ -11,7 +11,9 @@ from typing import Callable, NoReturn, Optional, Sequence, Union
 
 from sst_cdma import __version__
 from sst_cdma.engine.cyclic_gc import done_with_collecting, held_back
+from sst_cdma.tools.cli.blas_threads import one_blas_thread
 
+one_blas_thread()  # before the engine's imports load NumPy (and OpenBLAS's thread pool)
 with held_back():  # the engine's imports (networkx, numpy among them) make no cyclic garbage
     from sst_cdma.engine.config import PROGRAM_OPTIONS, RUN_MODES, program_option_fault
     from sst_cdma.engine.progress import PHASES
