@@ -191,7 +191,25 @@ def main() -> int:
         print(f"tables, {side}: {sizes.get(side, '')}")
     print(f"results (but for {', '.join(UNCOMPARED)}; per-GPU figures in either layout): "
           f"{'identical' if same else 'DIFFER'}")
+    if not same and len(tables) == 2:
+        print(f"columns that differ: {differing_columns(tables['this'], tables['other'])}")
     return 0 if same else 1
+
+
+def differing_columns(this: dict[str, dict[str, str]], other: dict[str, dict[str, str]],
+                      most: int = 8) -> str:
+    """The columns whose cells differ between two :func:`comparable_table` tables (a per-GPU
+    column ``gpus.<N>.<field>`` as ``gpus.*.<field>``), at most ``most`` of them named."""
+    names: dict[str, None] = {}
+    for point in sorted(set(this) | set(other)):
+        a, b = this.get(point, {}), other.get(point, {})
+        for column in sorted(set(a) | set(b)):
+            if a.get(column) != b.get(column):
+                parts = column.split(".")
+                names[".".join(["gpus", "*", *parts[2:]]) if parts[0] == "gpus" else column] = None
+    shown = list(names)[:most]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 if __name__ == "__main__":

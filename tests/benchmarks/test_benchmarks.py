@@ -344,3 +344,13 @@ def test_the_sweep_benchmark_compiles_both_trees_and_takes_back_only_its_own_byt
         assert len(written) == 3 and cache.read_bytes() != b"there before"
     assert [p.name for p in package.rglob("*.pyc")] == [cache.name]
     assert not (package / "sub" / "__pycache__").exists()
+
+
+def test_the_sweep_benchmark_names_the_columns_that_differ():
+    bench = load("bench_sweep_against_commit")
+    this = {"p0": {"events": "1.0", "step_s": "2.0", "gpus.0.peak": "3.0", "gpus.1.peak": "3.0"},
+            "p1": {"events": "5.0"}}
+    other = {"p0": {"events": "9.0", "step_s": "2.0", "gpus.0.peak": "3.0", "gpus.1.peak": "4.0"},
+             "p1": {"events": "5.0", "only_there": "1"}}
+    assert bench.differing_columns(this, other) == "events, gpus.*.peak, only_there"
+    assert bench.differing_columns(this, other, most=1) == "events and 2 more"
