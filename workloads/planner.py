@@ -1135,12 +1135,8 @@ def plan_peak(plan: Plan, workspace: bool = True) -> int:
     workspace buffers when ``workspace`` is False), less the gradients the GPU frees once
     their bucket is on the host (:func:`gradient_releases`). Worked out once per plan (treat
     plans as read-only once asked)."""
-    key = (id(plan), workspace)
-    entry = _PEAKS.get(key)
-    if entry is None:
-        entry = (plan, _replayed_peak(plan, workspace))
-        _PEAKS.put(key, entry)
-    return entry[1]
+    peak: int = _PEAKS.of_object(plan, workspace, lambda: _replayed_peak(plan, workspace))
+    return peak
 
 
 def _replayed_peak(plan: Plan, workspace: bool) -> int:

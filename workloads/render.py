@@ -178,12 +178,9 @@ def _limits(plan: Plan, capacity: int) -> Mapping[str, Mapping[str, int]]:
     schedule, worked out once per capacity."""
     from .kernel_pricing import limits_from_free_memory
 
-    key = (id(plan), capacity)
-    entry = _LIMITS.get(key)
-    if entry is None:
-        entry = (plan, limits_from_free_memory(plan, capacity))
-        _LIMITS.put(key, entry)
-    return entry[1]
+    limits: Mapping[str, Mapping[str, int]] = _LIMITS.of_object(
+        plan, capacity, lambda: limits_from_free_memory(plan, capacity))
+    return limits
 
 
 def _planned(net: Network, batch: int, dtype: str, policy: str,

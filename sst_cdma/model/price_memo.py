@@ -62,6 +62,17 @@ class PriceMemo:
             old, _ = self._values.popitem(last=False)
             self._total -= self._sizes.pop(old, 0)
 
+    def of_object(self, held: Any, extra: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()``, worked out once per (``held``, ``extra``) while kept: ``held`` is kept
+        beside the value, so its identity cannot be taken by another object meanwhile (treat
+        it as read-only once asked)."""
+        key = (id(held), extra)
+        entry = self.get(key)
+        if entry is None:
+            entry = (held, make())
+            self.put(key, entry)
+        return entry[1]
+
     def clear(self) -> None:
         """Forget everything."""
         self._values.clear()

@@ -165,3 +165,19 @@ def test_a_memory_forgets_the_least_recently_used_beyond_its_limits():
     sized.get("x")
     sized.put("y", "bbb")  # 6 > 5: the older goes
     assert (sized.get("x"), sized.get("y")) == (None, "bbb")
+
+
+def test_a_value_per_held_object_is_made_once_and_keeps_its_object():
+    memo = PriceMemo(4)
+    made = []
+    held = [1, 2]
+
+    def make():
+        made.append(1)
+        return sum(held)
+
+    assert memo.of_object(held, "x", make) == 3 and memo.of_object(held, "x", make) == 3
+    assert len(made) == 1                             # once per object and extra
+    assert memo.of_object(held, "y", make) == 3 and len(made) == 2
+    assert memo.get((id(held), "x"))[0] is held       # kept beside its value
+    assert memo.of_object([1, 2], "x", make) == 3 and len(made) == 3  # another object alike

@@ -161,14 +161,18 @@ def test_the_model_is_the_model_built_before(network, batch, fraction):
                                                 capacity, costs))
 
 
+def _at_share(network=str(TINY), share=0.75):
+    """A network at batch 64: its all-keep plan, ``share`` of that plan's peak as the
+    capacity, and its copy costs."""
+    net = load_network(network)
+    base = plan_iteration(net, 64, "float32", "none")
+    return net, base, int(plan_peak(base) * share), copy_costs(net, 64)
+
 def test_a_model_built_in_place_is_the_model_built_before():
     """The builder rewrites the rows whose reads moved in arrays it keeps: each model equals
     the one built row by row with the same reads, and a model handed out before does not
     change."""
-    net = load_network(str(TINY))
-    base = plan_iteration(net, 64, "float32", "none")
-    capacity = int(plan_peak(base) * 0.75)
-    costs = copy_costs(net, 64)
+    net, base, capacity, costs = _at_share()
     build = _ModelBuilder(net, 64, "float32", base, kernel_ps, costs, False, None)
     first = build(capacity)
     needs = induced_needs(net, 64, "float32", plan_greedy(first).choices)
@@ -185,10 +189,7 @@ def test_builders_alike_start_from_one_layout_and_write_on_copies(monkeypatch):
     and prices) adopts the first's laid-out arrays; the models both then build, with reads
     moved in either order, are those built row by row, and neither changes the other's."""
     monkeypatch.setattr(planner_module, "_SHARED", PriceMemo(8))
-    net = load_network(str(TINY))
-    base = plan_iteration(net, 64, "float32", "none")
-    capacity = int(plan_peak(base) * 0.75)
-    costs = copy_costs(net, 64)
+    net, base, capacity, costs = _at_share()
     one = _ModelBuilder(net, 64, "float32", base, kernel_ps, costs, False, None)
     first = one(capacity)
     needs = induced_needs(net, 64, "float32", plan_greedy(first).choices)
@@ -224,9 +225,7 @@ def test_the_all_keep_plan_is_the_models_keep_rows(network, placement):
 
 
 def test_a_plan_is_made_once_per_model_and_handed_out_as_a_copy(monkeypatch):
-    net = load_network("alexnet")
-    base = plan_iteration(net, 64, "float32", "none")
-    capacity = int(plan_peak(base) * 0.9)
+    net, base, capacity, _ = _at_share("alexnet", 0.9)
     calls = []
     monkeypatch.setattr(planner_module, "plan_greedy",
                         lambda model, label="": calls.append(label) or plan_greedy(model, label))
@@ -256,9 +255,7 @@ def test_engines_whose_codecs_gain_nothing_share_their_plans(monkeypatch):
     """A plain-copy engine and a codec slower than its link price every plain copy alike and
     offer no compressed one: the model is the same, so the second engine's plan is the
     first's; a codec that beats the link offers compress and plans anew."""
-    net = load_network("alexnet")
-    base = plan_iteration(net, 64, "float32", "none")
-    capacity = int(plan_peak(base) * 0.9)
+    net, base, capacity, _ = _at_share("alexnet", 0.9)
     calls = []
     monkeypatch.setattr(planner_module, "plan_greedy",
                         lambda model, label="": calls.append(model) or plan_greedy(model, label))
@@ -283,10 +280,8 @@ def test_engines_whose_codecs_gain_nothing_share_their_plans(monkeypatch):
 def test_plan_to_fit_plans_what_it_planned_before(monkeypatch):
     """plan_to_fit's rounds on the old greedy and the full rebuild of every model give the
     plan the fast greedy and the builder give."""
-    net = load_network(str(TINY))
-    base = plan_iteration(net, 64, "float32", "none")
-    capacity = int(plan_peak(base) * 0.75)
-    fast = plan_to_fit(net, 64, "float32", capacity, kernel_ps, copy_costs(net, 64), base=base)
+    net, base, capacity, costs = _at_share()
+    fast = plan_to_fit(net, 64, "float32", capacity, kernel_ps, costs, base=base)
     monkeypatch.setattr(planner_module, "plan_greedy", plan_greedy_reference)
     monkeypatch.setattr(planner_module, "_GREEDY", PriceMemo(32))
     slow = plan_to_fit(net, 64, "float32", capacity, kernel_ps, copy_costs(net, 64), base=base)
