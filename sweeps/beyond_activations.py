@@ -175,8 +175,8 @@ def simulate(case: Case) -> Optional[dict[str, Any]] | str:
 def refused_cells(reason: str) -> list[str]:
     """The cells of a refused run: its reason, shortened to the bytes the planner lacked."""
     lacked = re.search(r"(\d+) bytes \([\d.]+ GiB\) short", reason)
-    short = f"{int(lacked.group(1)) * 1e-9:.1f} GB short with every activation offloaded or " \
-        "recomputed" if lacked else reason
+    short = f"{int(lacked.group(1)) * 1e-9:.1f} GB short with the least-memory plan" \
+        if lacked else reason
     return [f"refused: {short}"] + [""] * (len(HEADER) - 3)
 
 

@@ -30,7 +30,11 @@ recomputation reads its producer's inputs in the backward pass, which couples ch
 :func:`plan_to_fit` adds the reads a plan induces (:func:`induced_needs`) to the model and plans
 again until the model holds every read of its plan. The model ignores the recompute kernels'
 workspace, so :func:`plan_to_fit` also renders each plan and, when the rendered peak still
-overflows, plans again for a capacity lowered by the overflow.
+overflows, plans again for a capacity lowered by the overflow. Where the greedy finds no plan
+(the induced reads only grow, so its model may hold reads no plan needs any more),
+:func:`fallback_plans` tries a plan without recomputation, else the least-memory plans, and
+the one of least rendered peak is the planner's answer (docs/workloads.md section 8, "When the
+greedy finds no plan").
 """
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ if TYPE_CHECKING:  # the engine's answer to the cost query
 
 __all__ = ["PlanModel", "PlanResult", "PlanInfeasible", "build_model",
            "plan_greedy", "plan_milp", "plan_to_fit", "induced_needs", "plan_peak", "lower_bound_peak",
+           "least_rows", "without_recompute", "fallback_plans",
            "gradient_releases",
            "choices_counts"]
 
@@ -1050,7 +1055,9 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
                 transfer_ps: Optional[Callable[[object, int], int]] = None) -> PlanResult:
     """Plan ``network`` greedily for ``capacity`` bytes and check the rendered plan's exact
     peak; while it overflows (the model's second-order effects), plan again for a capacity
-    lowered by the overflow. ``render(choices)`` gives the per-tensor plan (default:
+    lowered by the overflow; where the greedy finds no plan, the plans of
+    :func:`fallback_plans` instead. :class:`PlanInfeasible` naming the least rendered peak of
+    the plans made when none fits. ``render(choices)`` gives the per-tensor plan (default:
     :func:`plan_iteration` with policy ``auto``); ``base`` the all-keep plan;
     ``transfer_ps(op, bytes)`` prices the copies ``base`` makes itself (see :func:`build_model`)."""
     if render is None:
@@ -1066,44 +1073,103 @@ def plan_to_fit(network: Network, batch: int, dtype: str, capacity: int,
         out.rendered_peak_bytes = plan_peak(base, fixed_ws)
         return out
     target = capacity
-    result = None
+    best: Optional[PlanResult] = None
     needs: dict[str, frozenset[int]] = {}
     for round_ in range(1, rounds + 1):
         tick("planning memory (policy auto): round", round_, rounds)
-        # the model cannot see that a recomputation reads its producer's inputs in the backward
-        # pass: plan, add the reads the plan's recomputations induce, plan again until the
-        # model holds every read its plan makes (the reads only grow, so this ends)
-        for _ in range(NEEDS_ROUNDS):
-            result = build.plan(target, needs, label)
-            induced = induced_needs(network, batch, dtype, result.choices)
-            grown = {t: needs.get(t, frozenset()) | induced.get(t, frozenset())
-                     for t in set(needs) | set(induced)}
-            if grown == needs:
-                break
-            needs = grown
-        else:
-            result = build.plan(target, needs, label)
-            # priced with the reads this last plan induces, which the render will make
-            grown = {t: needs.get(t, frozenset()) | at for t, at in induced_needs(
-                network, batch, dtype, result.choices).items()}
-            full = build(target, grown)
-            priced = _result(full, _rows(full, result.choices))
-            result.predicted_time_ps = priced.predicted_time_ps
-            result.backward_end_ps = priced.backward_end_ps
-        peak = plan_peak(render(result.choices), fixed_ws)
-        result.rendered_peak_bytes = peak
-        result.rounds = round_
-        if peak <= capacity:
+        try:
+            tried, least = [_settled(build, network, batch, dtype, target, needs, label)], False
+        except PlanInfeasible:
+            tried, least = fallback_plans(build(target, needs), build(target), label)
+        for result in tried:
+            result.rendered_peak_bytes = plan_peak(render(result.choices), fixed_ws)
+            result.rounds = round_
+        result = min(tried, key=lambda r: r.rendered_peak_bytes)
+        if best is None or result.rendered_peak_bytes < best.rendered_peak_bytes:
+            best = result
+        if result.rendered_peak_bytes <= capacity:
             return result
-        target -= peak - capacity
-        if target <= 0:
+        target -= result.rendered_peak_bytes - capacity
+        if least or target <= 0:
             break
-    assert result is not None
-    short = result.rendered_peak_bytes - capacity
-    raise PlanInfeasible(f"{label + ': ' if label else ''}the planner's best plan holds "
-                         f"{result.rendered_peak_bytes} bytes, {short} bytes "
-                         f"({short / GiB:.2f} GiB) more than the {capacity} bytes "
-                         f"({capacity / GiB:.2f} GiB) of GPU memory", short)
+    assert best is not None
+    short = best.rendered_peak_bytes - capacity
+    raise PlanInfeasible(f"{label + ': ' if label else ''}cannot fit in {capacity} bytes "
+                         f"({capacity / GiB:.2f} GiB) of GPU memory: the plan of least memory "
+                         f"the planner reaches holds {best.rendered_peak_bytes} bytes, {short} "
+                         f"bytes ({short / GiB:.2f} GiB) short", short)
+
+
+def _settled(build: _ModelBuilder, network: Network, batch: int, dtype: str, target: int,
+             needs: dict[str, frozenset[int]], label: str) -> PlanResult:
+    """The greedy plan for ``target`` bytes with the reads its recomputations induce held by
+    its model: plan, add the reads the plan's recomputations induce to ``needs`` (in place),
+    plan again until the model holds every read its plan makes (the reads only grow, so this
+    ends). :class:`PlanInfeasible` where a model finds no plan (``needs`` then holds its
+    reads)."""
+    # the model cannot see that a recomputation reads its producer's inputs in the backward
+    # pass until a plan recomputes
+    for _ in range(NEEDS_ROUNDS):
+        result = build.plan(target, needs, label)
+        induced = induced_needs(network, batch, dtype, result.choices)
+        grown = {t: needs.get(t, frozenset()) | induced.get(t, frozenset())
+                 for t in set(needs) | set(induced)}
+        if grown == needs:
+            return result
+        needs.clear()
+        needs.update(grown)
+    result = build.plan(target, needs, label)
+    # priced with the reads this last plan induces, which the render will make
+    grown = {t: needs.get(t, frozenset()) | at for t, at in induced_needs(
+        network, batch, dtype, result.choices).items()}
+    full = build(target, grown)
+    priced = _result(full, _rows(full, result.choices))
+    result.predicted_time_ps = priced.predicted_time_ps
+    result.backward_end_ps = priced.backward_end_ps
+    return result
+
+
+def least_rows(model: PlanModel) -> np.ndarray:
+    """Per tensor the row holding the fewest bytes over the slots (the least-memory plan of
+    ``model``'s choices; the first such row on a tie)."""
+    held = model.resident.sum(axis=1)
+    out = []
+    for t, options in enumerate(model.choices):
+        first = int(model.first_row[t])
+        out.append(first + int(np.argmin(held[first:first + len(options)])))
+    return np.array(out, dtype=int)
+
+
+def without_recompute(model: PlanModel) -> PlanModel:
+    """``model`` with its recomputation rows left out. A plan without recomputation induces
+    no backward reads, so a model built without induced reads holds every read such a plan
+    makes: its peak is the render's, up to the model's second-order effects."""
+    rows = np.flatnonzero(np.array(model.row_choice) != "recompute")
+    choices = [tuple(c for c in options if c != "recompute") for options in model.choices]
+    assert model.row_sm is not None
+    return PlanModel(list(model.tensors), choices, model.row_tensor[rows],
+                     [model.row_choice[r] for r in rows], model.resident[rows], model.fixed,
+                     model.compute, model.row_slots[rows], model.row_costs[rows],
+                     model.capacity,
+                     np.cumsum([0] + [len(c) for c in choices])[:-1].astype(int),
+                     model.row_sm[rows], dict(model.backward_slot), model.fixed_copies)
+
+
+def fallback_plans(model: PlanModel, free: PlanModel, label: str = ""
+                   ) -> tuple[list[PlanResult], bool]:
+    """What to try where the greedy finds no plan of ``model`` (which holds the backward
+    reads the recomputations of the plans before induced: they only grow, so they may hold
+    reads no plan needs any more). ``free`` is the same model without those reads. First the
+    greedy plan of ``free`` without recomputation (:func:`without_recompute`: no plan of it
+    induces reads), where one fits it; else (and True) the least-memory plans, to be rendered
+    and the one of least peak taken: each tensor's least row of ``model`` (which recomputes
+    most, each rebuild holding its producer's inputs until it runs) and of ``free`` without
+    recomputation (which holds no tensor for a rebuild)."""
+    plain = without_recompute(free)
+    try:
+        return [plan_greedy(plain, label)], False
+    except PlanInfeasible:
+        return [_result(model, least_rows(model)), _result(plain, least_rows(plain))], True
 
 
 def gradient_releases(plan: Plan) -> dict[str, tuple[str, ...]]:

@@ -96,8 +96,8 @@ def test_a_run_without_drives_has_no_nvme_time():
 
 def test_a_refused_run_shows_the_bytes_the_planner_lacked():
     reason = ("gpu0:workload[0]: policy auto: cannot fit in 85899345920 bytes (80.00 GiB) of "
-              "GPU memory even with every activation offloaded or recomputed: 22046375936 bytes "
-              "(20.53 GiB) short")
+              "GPU memory: the plan of least memory the planner reaches holds 107945721856 "
+              "bytes, 22046375936 bytes (20.53 GiB) short")
     cells = script().refused_cells(reason)
-    assert cells[0] == "refused: 22.0 GB short with every activation offloaded or recomputed"
+    assert cells[0] == "refused: 22.0 GB short with the least-memory plan"
     assert len(cells) == len(script().HEADER) - 2

@@ -94,9 +94,9 @@ def test_interleaved_tensor_and_data_parallel_stages_run_what_they_planned():
     assert text.count(" plan: ") == 2
 
 
-#: gpt2_small over 2 P100 stages, 4 micro-batches of 36 x 1024 tokens: no plan of the last
+#: gpt2_small over 2 P100 stages, 4 micro-batches of 39 x 1024 tokens: no plan of the last
 #: stage (its logits) fits with its optimizer states on the GPU; with them on its host it does
-SHORT_STATES = ("--network gpt2_small --gpu p100 --pp 2 --micro-batches 4 --batch 36 "
+SHORT_STATES = ("--network gpt2_small --gpu p100 --pp 2 --micro-batches 4 --batch 39 "
                 "--seq-len 1024 --policy auto")
 
 

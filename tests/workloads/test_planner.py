@@ -141,6 +141,43 @@ def test_a_model_that_cannot_fit_says_how_far_short_it_is():
     assert err.value.short_bytes > 0 and "\n" not in text
 
 
+def _offloading_everything(net, batch):
+    """The exact peak of ``net``'s plan with every activation it may offload offloaded (the
+    rest kept): no recomputation, so no tensor held for a rebuild."""
+    base = plan_iteration(net, batch, "float32", "none")
+    model = build_model(net, batch, "float32", base, kernel_ps, 10**15, copy_costs(net, batch))
+    choices = {t: "offload" if "offload" in model.choices[k] else "keep"
+               for k, t in enumerate(model.tensors)}
+    return plan_peak(plan_iteration(net, batch, "float32", "auto", choices=choices))
+
+
+def test_what_offloading_everything_fits_the_planner_fits():
+    """The greedy's recomputations add backward reads that only grow, until its model holds
+    more than any plan needs and refuses: a plan without recomputation, which induces none,
+    still fits at the capacity offloading everything holds (gpt2_small, sequence 128)."""
+    net = load_network("gpt2_small", 128)
+    capacity = _offloading_everything(net, 8)
+    result = plan_to_fit(net, 8, "float32", capacity, kernel_ps, copy_costs(net, 8))
+    assert result.rendered_peak_bytes <= capacity
+
+
+def test_the_shortfall_is_a_plan_s_and_shrinks_as_the_memory_grows():
+    """Below what offloading everything holds, the refusal names the least-memory plan's
+    shortfall: a rendered plan's (never more than offloading everything's), and never more
+    with more memory."""
+    net = load_network("gpt2_small", 128)
+    offloaded = _offloading_everything(net, 8)
+    shorts = []
+    for fraction in (0.90, 0.95, 0.98):
+        capacity = int(offloaded * fraction)
+        with pytest.raises(PlanInfeasible) as err:
+            plan_to_fit(net, 8, "float32", capacity, kernel_ps, copy_costs(net, 8))
+        assert 0 < err.value.short_bytes <= offloaded - capacity
+        assert f"holds {capacity + err.value.short_bytes} bytes" in str(err.value)
+        shorts.append(err.value.short_bytes)
+    assert shorts == sorted(shorts, reverse=True)
+
+
 def test_greedy_plan_is_deterministic():
     net = load_network("googlenet")
     base = plan_iteration(net, 16, "float32", "none")

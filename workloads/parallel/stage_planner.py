@@ -31,8 +31,10 @@ stage's share of that network for the stage's pressure:
   :func:`~workloads.planner.plan_to_fit` does; then the stage's stream is cut from the render
   of those choices and its allocations replayed in the schedule's order
   (:func:`stage_peak`): while that exact peak overflows, the stage plans again for a capacity
-  lowered by the overflow. A stage that no plan fits runs its least-memory plan and is
-  reported short.
+  lowered by the overflow. Where the greedy finds no plan, the stage tries the plans
+  :func:`~workloads.planner.fallback_plans` gives (without recomputation, else the
+  least-memory plans); a stage that no plan fits runs the plan of least exact peak it made and
+  is reported short.
 
 :func:`stage_model` gives the model alone, for checking the greedy plan against the
 mixed-integer optimum (:func:`~workloads.planner.plan_milp`) per stage.
@@ -48,8 +50,8 @@ from sst_cdma.engine.progress import timed
 
 from ..network import Network
 from ..plan import Plan
-from ..planner import (PlanInfeasible, PlanModel, build_model, choices_counts, induced_needs,
-                       plan_greedy)
+from ..planner import (PlanInfeasible, PlanModel, PlanResult, build_model, choices_counts,
+                       fallback_plans, induced_needs, plan_greedy)
 from ..vdnn import inferred
 from .layout import ParallelLayout
 from .pipeline import BACKWARD, FORWARD, Order, stage_order
@@ -413,9 +415,9 @@ def stage_model(problem: StageProblem, capacity: int,
 @timed("planning_s")
 def plan_stage(problem: StageProblem, capacity: int, label: str = "") -> StageMemoryPlan:
     """Stage ``problem.stage``'s plan for ``capacity`` bytes of GPU memory (the module's
-    docstring): all-keep when its cut stream fits, else the greedy plan of its model whose
-    cut stream's exact peak fits, else (nothing fits) its least-memory plan, reported
-    short."""
+    docstring): all-keep when its cut stream fits, else the greedy plan of its model (or,
+    where the greedy finds none, a fallback plan) whose cut stream's exact peak fits, else
+    (nothing fits) the plan of least exact peak it made, reported short."""
     cut = _StageCut(problem, problem.cut(problem.base, few_micro_batches(problem.layout)))
     model = cut.model(cut.full_model(capacity, {}))
     rows = model.first_row
@@ -430,23 +432,26 @@ def plan_stage(problem: StageProblem, capacity: int, label: str = "") -> StageMe
                                    {t: "keep" for t in model.tensors}, model.time_ps(rows),
                                    int(model.memory(rows).max()), peak, True, 0, False, kept)
     target = capacity
-    made: Optional[StageMemoryPlan] = None
+    best: Optional[StageMemoryPlan] = None
     for round_ in range(1, ROUNDS + 1):
         made, least = _planned(problem, cut, target, capacity, round_, label)
+        if best is None or made.peak_bytes < best.peak_bytes:
+            best = made
         if made.fits or least:  # fits, or nothing fits the model: the least-memory plan
-            return made
+            break
         target -= made.peak_bytes - capacity
         if target <= 0:
             break
-    assert made is not None
-    return made
+    assert best is not None
+    return best
 
 
 def _planned(problem: StageProblem, cut: _StageCut, target: int, capacity: int,
              round_: int, label: str) -> tuple[StageMemoryPlan, bool]:
     """One round: the greedy plan of the stage's model for ``target`` bytes, its reads
-    settled, its stream cut and its exact peak; when nothing fits the model the least-memory
-    plan (and True)."""
+    settled, its stream cut and its exact peak; where the greedy finds none, the plans
+    :func:`~workloads.planner.fallback_plans` gives, the one of least peak (and True when
+    those are the least-memory plans)."""
     needs: dict[str, frozenset[int]] = {}
     model = cut.model(cut.full_model(target, needs))
     net, batch, dtype = problem.network, problem.base.batch, problem.base.dtype
@@ -460,23 +465,19 @@ def _planned(problem: StageProblem, cut: _StageCut, target: int, capacity: int,
                 break
             needs = grown
             model = cut.model(cut.full_model(target, needs))
-        choices, time_ps, model_peak, stop = (result.choices, result.predicted_time_ps,
-                                              result.model_peak_bytes, False)
+        tried, least = [result], False
     except PlanInfeasible:
-        rows = _least_rows(model)
-        choices = {model.tensors[model.row_tensor[r]]: model.row_choice[r] for r in rows}
-        time_ps, model_peak, stop = model.time_ps(rows), int(model.memory(rows).max()), True
-    built = problem.cut(problem.render(choices), problem.layout)
+        tried, least = fallback_plans(model, cut.model(cut.full_model(target, {})), label)
+    made = [_made(problem, cut, capacity, round_, result) for result in tried]
+    return min(made, key=lambda m: m.peak_bytes), least
+
+
+def _made(problem: StageProblem, cut: _StageCut, capacity: int, round_: int,
+          result: PlanResult) -> StageMemoryPlan:
+    """The stage's plan of ``result``'s choices: its stream cut from their render, and the
+    stream's exact peak."""
+    built = problem.cut(problem.render(result.choices), problem.layout)
     peak = stage_peak(built)
-    return StageMemoryPlan(problem.stage, cut.pressure, capacity, cut.states, choices, time_ps,
-                           model_peak, peak, peak <= capacity, round_, True, built), stop
-
-
-def _least_rows(model: PlanModel) -> np.ndarray:
-    """Per tensor the row holding the fewest bytes over the slots (the least-memory plan)."""
-    held = model.resident.sum(axis=1)
-    out = []
-    for t, options in enumerate(model.choices):
-        first = int(model.first_row[t])
-        out.append(first + int(np.argmin(held[first:first + len(options)])))
-    return np.array(out, dtype=int)
+    return StageMemoryPlan(problem.stage, cut.pressure, capacity, cut.states, result.choices,
+                           result.predicted_time_ps, result.model_peak_bytes, peak,
+                           peak <= capacity, round_, True, built)

@@ -183,6 +183,40 @@ def test_a_stage_no_plan_fits_runs_its_least_memory_plan_reported_short():
     assert set(made.choices.values()) - {"keep"}
 
 
+def _offloading_everything(p):
+    """Stage ``p.stage``'s stream with every activation it may offload offloaded (the rest
+    kept): no recomputation, so no tensor held for a rebuild."""
+    model = stage_model(p, 10**15)
+    choices = {t: "offload" if "offload" in model.choices[k] else "keep"
+               for k, t in enumerate(model.tensors)}
+    return p.cut(p.render(choices), p.layout)
+
+
+@pytest.mark.parametrize("stage", [0, 1])
+def test_a_stage_that_offloading_everything_fits_fits(stage):
+    """The greedy's recomputations add backward reads that only grow, until its model holds
+    more than any plan needs and refuses: a plan without recomputation, which induces none,
+    still fits at the capacity offloading everything holds (gpt2_small, 2 stages)."""
+    p = problem("gpt2_small", 12, 2, 4, stage, batch=8)
+    capacity = stage_peak(_offloading_everything(p))
+    made = plan_stage(p, capacity)
+    assert made.fits and made.peak_bytes == stage_peak(made.built) <= capacity
+
+
+def test_a_stage_s_shortfall_shrinks_as_its_memory_grows():
+    """Below what offloading everything holds, the stage runs its least-memory plan: never
+    more than offloading everything (recomputing everything holds each rebuild's inputs
+    until it runs), and never more short with more memory."""
+    p = problem("gpt2_small", 12, 2, 4, 1, batch=8)
+    offloaded = stage_peak(_offloading_everything(p))
+    shorts = []
+    for fraction in (0.90, 0.95, 0.98, 1.0):
+        made = plan_stage(p, int(offloaded * fraction))
+        assert made.peak_bytes <= offloaded
+        shorts.append(made.short_bytes)
+    assert shorts == sorted(shorts, reverse=True) and shorts[-1] == 0 < shorts[0]
+
+
 def test_without_an_engine_a_stage_only_recomputes():
     p = problem("gpt2_small", 12, 4, 8, 1, batch=8, costs=False)
     capacity = int(stage_peak(p.cut(p.base)) * 0.85)
