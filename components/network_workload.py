@@ -80,7 +80,7 @@ class NetworkWorkload(WorkloadSource):
         Param("delayed_update", "bool", "false", "ZeRO-Offload's one-step delayed parameter "
               "update: the host CPU's step of the previous iteration overlaps this one"),
         Param("grad_accum", "int", 1, "micro-batches per optimizer step, their gradients "
-              "accumulated in place", minimum=1, maximum=MAX_GRAD_ACCUM,
+              "accumulated in place (gradients host: on the host)", minimum=1, maximum=MAX_GRAD_ACCUM,
               why_maximum=MAX_GRAD_ACCUM_WHY),
         Param("gradient_bucket", "bytes", "0B", "gradient bucket copied to the host CPU (0: "
               "DeepSpeed's reduce_bucket_size, 5e8 elements)", minimum=0),

@@ -82,7 +82,10 @@ def candidates(options: Placement, host: bool, nvme: bool) -> list[Placement]:
     """The placements to weigh: every state on the GPU, then those the machine can serve
     (``host``: a host CPU to step the states; ``nvme``: SSDs to hold them), each with the
     options' micro-batches and bucket and, off the GPU, their delayed update and state
-    compression. With several micro-batches the gradients accumulate on the GPU."""
+    compression. With several micro-batches the gradients accumulate on the GPU: the
+    gradients on the host would accumulate there (each micro-batch's copies and add on the
+    reduction stream, docs/workloads.md section 9), which :func:`predicted_step_ps` does not
+    price, so those placements are not weighed."""
     gpu = Placement(grad_accum=options.grad_accum, bucket_bytes=options.bucket_bytes)
     out = [gpu]
     tiers = (HOST_PLACEMENTS if host else ()) + (NVME_PLACEMENTS if host and nvme else ())

@@ -49,7 +49,8 @@ last bucket is stepped.
 exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
 the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
 resource the copies and the CPU share (host DRAM) saturated. Only kernels of the step's last
-micro-batch send gradients (``grad_accum``: they accumulate on the GPU until then).
+micro-batch send gradients (``grad_accum``: they accumulate on the GPU until then); gradients
+accumulated on the host (``gradients=host`` with ``grad_accum`` above 1) are not in it.
 """
 from __future__ import annotations
 
@@ -182,6 +183,10 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     driver in its ``model_states`` slot the steps."""
 
     gpu = simulation.components[gpu_name]
+    if gpu.states.accumulates:
+        raise ValueError(f"{gpu_name}: gradients accumulated on the host (gradients host, "
+                         f"grad_accum {gpu.states.placement.grad_accum}) have no closed form: "
+                         "the accumulation copies and adds of every micro-batch are not in it")
     dram_bw = gpu.flows.resources[gpu.hbm_resource].capacity
     dma = simulation.peer(gpu_name, "dma")[0]
     cpu = simulation.peer(gpu.states.name, "cpu")[0]
