@@ -399,7 +399,9 @@ def _gpu_state_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("host CPU step", f"{m['cpu_step_time_s'] * MS:.3f} ms ("
                      f"{m['cpu_step_alone_s'] * MS:.3f} ms alone); "
                      f"{_sizes(m['gradients_to_host_bytes'])[0]} of gradients to host, "
-                     f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"
+                     + (f"{_sizes(m['gradients_to_gpu_bytes'])[0]} of accumulated gradients "
+                        "back, " if "gradients_to_gpu_bytes" in m else "")
+                     + f"{_sizes(m['weights_to_gpu_bytes'])[0]} of weights back"
                      + _nvme_traffic(m)))
     if "state_compression" in m:
         c = m["state_compression"]

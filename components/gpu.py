@@ -59,6 +59,7 @@ class WaitReason(enum.Enum):
     ALLREDUCE = "allreduce"  # data parallel: the gradients' all-reduce
     STATES = "states"        # the model states' copies and the host CPU's steps
     GRADIENTS = "gradients"  # a gradient bucket's buffer still being copied to the host
+    SETTLE = "settle"        # the micro-batch before's gradient accumulation on the host
     PREFETCH = "prefetch"    # a tensor's prefetch landing
 
 
@@ -385,6 +386,13 @@ class GPU(Component):
                               "CPU's steps need a driver, and slot 'model_states' is empty: "
                               "setSubComponent('model_states', 'cdma.ModelStateDriver'), its "
                               "port 'dma' on the engine's 'states' and 'cpu' on a cdma.HostCPU")
+        if plan.placement.accumulates_on_host and self.params["data_parallel"]:
+            raise ConfigError(
+                f"{self.name}: {network_word('gradients', 'host')} with "
+                f"{network_word('grad_accum', plan.placement.grad_accum)} accumulates one GPU's "
+                f"gradients on its host; with {param_word(self.type_name(), 'data_parallel', True)} "
+                "each micro-batch's would be reduced over the replicas first, which is not "
+                f"modelled: give {network_word('gradients', 'gpu')}")
         states.take(self, plan, self.stream.dtype)
         self.states = states
         self.states_at = len(self.ops) - self.workload.states_after(self.stream)
@@ -450,6 +458,9 @@ class GPU(Component):
         while self.pc < len(ops):
             op = ops[self.pc]
             if self.pc in self.micro_starts:
+                if self.states is not None and not self.states.settled():
+                    self.blocked = Wait(WaitReason.SETTLE)
+                    return
                 self._micro_batch_starts()
             if self.pc == self.states_at and self.states is not None and not self.states.done:
                 self._await_states(self.states)
@@ -557,11 +568,13 @@ class GPU(Component):
             return self._streams_busy()
         if reason is WaitReason.ALLREDUCE:
             return not self.reduced
-        if reason in (WaitReason.STATES, WaitReason.GRADIENTS):
+        if reason in (WaitReason.STATES, WaitReason.GRADIENTS, WaitReason.SETTLE):
             states = self.states
             assert states is not None, "only a GPU with model states waits for them"
             if reason is WaitReason.STATES:
                 return not states.done
+            if reason is WaitReason.SETTLE:
+                return not states.settled()
             return states.holds_back(_gradients_named(self.ops[self.pc]))
         return wait.tensor not in self.prefetched
 
@@ -569,6 +582,21 @@ class GPU(Component):
         """Note a model-state copy (``kind``: its copy stream) or a host CPU step (``cpu``)
         of ``label`` on the timeline (what the slot 'model_states' saw end)."""
         self.timeline.append((kind, label, start_ps, end_ps))
+
+    def elementwise(self, label: str, flops: int, dram: int,
+                    done: Callable[[], None]) -> None:
+        """A memory-bound kernel beside the compute stream (the model-state slot's: DeepSpeed
+        adds the accumulated gradients on its reduction stream): priced as the stream's
+        memory-bound kernels (the kernels slot's roofline at the HBM's bandwidth, at least a
+        launch), its DRAM bytes a flow on the HBM where kernels contend for it."""
+        duration = self.kernels.kernel_ps(None, flops, dram, self.dram_bandwidth)
+        overhead = self.kernels.overhead_ps(False)
+        if self.params["hbm_contention"] and dram and duration > overhead:
+            cap = dram / ((duration - overhead - 0.5) / PS_PER_S)
+            self.schedule_at(self.sim.now + overhead, lambda _: self.flows.launch(
+                float(dram), self.kernel_route, lambda f: done(), cap, label))
+        else:
+            self.schedule_at(self.sim.now + duration, lambda _: done())
 
     def resume(self) -> None:
         """Something the stream may wait for happened outside the GPU (a model-state copy or
@@ -595,6 +623,8 @@ class GPU(Component):
         if self.micro_times or self.pc != min(self.micro_starts):
             self.micro_times.append(self.sim.now)
         self.prefetched.clear()
+        if self.states is not None:
+            self.states.micro_batch_starts()
 
     def _layer_boundary(self, op: StreamOp) -> None:
         now = self.sim.now
@@ -691,6 +721,8 @@ class GPU(Component):
                 self.states.written(self.final_grads[id(op)])
         elif len(self.micro_times) + 1 >= len(self.micro_starts):
             self.states.written(op.writes)
+        elif self.states.accumulates:
+            self.states.written(op.writes, last=False)
 
     # -- SM kernels of the engine's codec -------------------------------------------------------
     def _codec_kernel(self, direction: str, tensor: str, codec: str) -> Optional[CodecKernel]:

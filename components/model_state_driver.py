@@ -40,6 +40,7 @@ host CPU also decompresses each bucket's gradients before its step and compresse
 weights after it."""
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -224,6 +225,15 @@ class ModelStateDriver(ModelStates):
         #: the time the GPU's step was at the host CPU (queued behind other GPUs' or running)
         self.asked: dict[str, int] = {}
         self.at_cpu: list[tuple[int, int]] = []
+        #: gradients accumulated on the host over the micro-batches: the micro-batch the
+        #: stream is in, whether it is the step's last, and each bucket's actions queued on
+        #: the reduction stream, one at a time (see :meth:`_accumulate`)
+        self._accumulates = plan.placement.accumulates_on_host
+        self.micro = -1
+        self.last_micro = False
+        self.reduction: deque[tuple[str, str]] = deque()
+        self.reducing = False
+        self.gradients_in = 0  # accumulated gradient bytes copied back to the GPU
 
     def host_cpu(self) -> Optional[HostStep]:
         """The host CPU on port 'cpu' (None: the port is not connected)."""
@@ -296,16 +306,99 @@ class ModelStateDriver(ModelStates):
                 return True
         return False
 
-    def written(self, tensors: tuple[str, ...]) -> None:
-        """A backward kernel (of the step's last micro-batch) wrote ``tensors``: a bucket
-        whose last gradient that was leaves for the host."""
+    def written(self, tensors: tuple[str, ...], last: bool = True) -> None:
+        """A backward kernel (of the step's last micro-batch, or accumulating on the host of
+        any) wrote ``tensors``: a bucket whose last gradient that was leaves for the host."""
         for tensor in tensors:
             name = self.bucket_of.get(tensor)
             if name is None:
                 continue
             self.left[name] -= 1
-            if self.left[name] == 0:
+            if self.left[name] == 0 and self._accumulates:
+                self._accumulate(name, last)
+            elif self.left[name] == 0:
                 self._copy("gradients", name)
+
+    @property
+    def accumulates(self) -> bool:
+        """True with the gradients on the host and several micro-batches: each micro-batch's
+        gradients leave the GPU to accumulate on the host."""
+        return self._accumulates
+
+    def micro_batch_starts(self) -> None:
+        """A micro-batch starts: accumulating, its buckets are all still to be written and
+        none of its gradients has left the GPU."""
+        if not self._accumulates:
+            return
+        self.micro += 1
+        self.left = {b.name: len(b.wgrads) for b in self.plan.buckets}
+        self.landed.clear()
+
+    def settled(self) -> bool:
+        """True when the reduction stream has nothing of the micro-batch before left."""
+        return not self.reducing and not self.reduction
+
+    def _accumulate(self, name: str, last: bool) -> None:
+        """Bucket ``name``'s gradients of this micro-batch, on the reduction stream, as
+        DeepSpeed's ``async_accumulate_grad_in_cpu_via_gpu`` runs each of its parameters:
+        from the second micro-batch on the sum so far copied from the host buffer to the GPU
+        and added to them there; the sum copied to the host buffer (every micro-batch, the
+        last one's too); in the last micro-batch then the step's copy as without
+        accumulation (``async_inplace_copy_grad_to_fp32_buffer_from_gpu``)."""
+        self.last_micro = last
+        actions = (("in", "add") if self.micro > 0 else ()) + ("out",) + \
+            (("final",) if last else ())
+        self.reduction.extend((action, name) for action in actions)
+        self._reduce_next()
+
+    def _reduce_next(self) -> None:
+        """Start the reduction stream's next action, if it is idle."""
+        if self.reducing or not self.reduction:
+            return
+        action, name = self.reduction.popleft()
+        self.reducing = True
+        bucket = self.buckets[name]
+        if action == "final":
+            self._copy("gradients", name)
+        elif action == "add":  # read both, write the sum
+            label, start = f"{name} (accumulate)", self.sim.now
+            self.gpu.elementwise(label, bucket.params, 3 * bucket.grad_bytes,
+                                 lambda: self._added(label, start))
+        else:
+            self._engine.send(TransferRequest(
+                "offload" if action == "out" else "prefetch", f"{name}:acc",
+                bucket.grad_bytes, bucket.layers[-1], codec="none", stream="gradients"))
+
+    def _added(self, label: str, start: int) -> None:
+        """An accumulation's add ended on the GPU."""
+        self.gpu.record("gradients", label, start, self.sim.now)
+        self._reduced()
+        self.gpu.resume()
+
+    def _reduced(self) -> None:
+        """The reduction stream's action ended: the next one starts."""
+        self.reducing = False
+        self._reduce_next()
+
+    def _accumulated(self, req: TransferRequest) -> None:
+        """An accumulation copy ended: a sum copied out of a micro-batch before the last
+        frees its gradients on the GPU (the last one's go on to the step's copy)."""
+        if req.direction == "prefetch":
+            self.gradients_in += req.raw_bytes
+        else:
+            self.moved["gradients"] += req.raw_bytes
+            self.wired["gradients"] += req.raw_bytes
+            if not self.last_micro:
+                self._gradients_left_gpu(req.tensor.split(":")[0])
+        self._reduced()
+
+    def _gradients_left_gpu(self, name: str) -> None:
+        """Bucket ``name``'s gradients are on the host: with the gradients on the host their
+        GPU memory is freed."""
+        if self.placement.gradients == "host":
+            for tensor in self.buckets[name].wgrads:
+                self.gpu.memory.free(tensor)
+        self.landed.add(name)
 
     def _copy(self, stream: str, name: str) -> None:
         bucket = self.buckets[name]
@@ -381,6 +474,9 @@ class ModelStateDriver(ModelStates):
 
     def copied(self, req: TransferRequest) -> None:
         """A model-state copy ended."""
+        if req.tensor.endswith(":acc"):
+            self._accumulated(req)
+            return
         self.moved[req.stream] += req.raw_bytes
         self.wired[req.stream] += req.wire_bytes or req.raw_bytes
         if req.stream == "weights":
@@ -397,10 +493,9 @@ class ModelStateDriver(ModelStates):
             self._read_wanted()
             return
         self.gradients_left -= 1
-        if self.placement.gradients == "host":
-            for tensor in self.buckets[req.tensor].wgrads:
-                self.gpu.memory.free(tensor)
-        self.landed.add(name)
+        self._gradients_left_gpu(name)
+        if self._accumulates:
+            self._reduced()
         if not self.delayed:  # delayed: this iteration's gradients are the next one's step
             self._open_if_ready()
 
@@ -443,6 +538,7 @@ class ModelStateDriver(ModelStates):
             "bucket_bytes": [b.grad_bytes for b in self.plan.buckets],
             "gradients_to_host_bytes": self.moved["gradients"],
             "weights_to_gpu_bytes": self.moved["weights"] if p.weights == "gpu" else 0,
+            **({"gradients_to_gpu_bytes": self.gradients_in} if self._accumulates else {}),
             "host_state_bytes": self.plan.host_bytes,
             "cpu_step_time_ps": sum(b - a for a, b in steps),
             "cpu_step_alone_ps": alone,

@@ -10,7 +10,7 @@ into the slot by itself and uses it only when its workload's plan keeps states o
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from sst_cdma.engine.element import SubComponent
 
@@ -44,6 +44,13 @@ class StatesGPU(Protocol):
 
     def resume(self) -> None:
         """Something the stream may wait for happened: it issues on if it was that."""
+        ...
+
+    def elementwise(self, label: str, flops: int, dram: int,
+                    done: Callable[[], None]) -> None:
+        """Run a memory-bound kernel of ``flops`` and ``dram`` bytes beside the compute
+        stream (on a stream of its own, sharing the HBM), priced as the stream's memory-bound
+        kernels are; ``done`` once it ends."""
         ...
 
 
@@ -83,8 +90,24 @@ class ModelStates(SubComponent):
         """True while an op allocating or writing ``tensors`` must wait for a copy."""
 
     @abstractmethod
-    def written(self, tensors: tuple[str, ...]) -> None:
-        """A backward kernel of the step's last micro-batch wrote ``tensors``."""
+    def written(self, tensors: tuple[str, ...], last: bool = True) -> None:
+        """A backward kernel wrote ``tensors``: of the step's last micro-batch, or (``last``
+        False, asked only while :attr:`accumulates`) of an earlier one."""
+
+    @property
+    @abstractmethod
+    def accumulates(self) -> bool:
+        """True when every micro-batch's gradients leave the GPU (they accumulate on the
+        host), not only the last one's."""
+
+    @abstractmethod
+    def micro_batch_starts(self) -> None:
+        """The stream starts a micro-batch of the step (with more than one)."""
+
+    @abstractmethod
+    def settled(self) -> bool:
+        """True when no copy or kernel of the micro-batch before is still running: the next
+        one may start (DeepSpeed synchronizes at the end of each backward pass)."""
 
     @abstractmethod
     def stream_ended(self) -> None:

@@ -80,7 +80,7 @@ class NetworkWorkload(WorkloadSource):
         Param("delayed_update", "bool", "false", "ZeRO-Offload's one-step delayed parameter "
               "update: the host CPU's step of the previous iteration overlaps this one"),
         Param("grad_accum", "int", 1, "micro-batches per optimizer step, their gradients "
-              "accumulated in place", minimum=1, maximum=MAX_GRAD_ACCUM,
+              "accumulated in place (gradients host: on the host)", minimum=1, maximum=MAX_GRAD_ACCUM,
               why_maximum=MAX_GRAD_ACCUM_WHY),
         Param("gradient_bucket", "bytes", "0B", "gradient bucket copied to the host CPU (0: "
               "DeepSpeed's reduce_bucket_size, 5e8 elements)", minimum=0),
@@ -277,11 +277,17 @@ class NetworkWorkload(WorkloadSource):
         cpu = self._host_cpu()
         assert cpu is not None, "the placements weighed need a host CPU"
 
+        kernels = self.kernels
+        dram_bw = self.hbm_bandwidth()
+
         def storage(direction: str, nbytes: int) -> int:
             return engine.state_copy_ps(direction, nbytes, "host-nvme")
+
+        def add(bucket: Any) -> int:  # as the GPU prices it (GPU.elementwise)
+            return kernels.kernel_ps(None, bucket.params, 3 * bucket.grad_bytes, dram_bw)
         return StateCosts(lambda direction, nbytes: engine.state_copy_ps(direction, nbytes),
                           lambda bucket: cpu.step_alone_ps(bucket.params,
                                                            bucket.step_dram_bytes),
                           cpu.host_room(),
-                          storage if self.params["plan_states"] == "nvme" else None)
+                          storage if self.params["plan_states"] == "nvme" else None, add)
 

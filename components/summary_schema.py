@@ -247,6 +247,10 @@ MODEL_STATES: tuple[Key, ...] = (
        "with the host CPU's step"),
     _k("weights_to_gpu_bytes", "integer", "updated weight bytes copied host to GPU",
        "with the host CPU's step"),
+    _k("gradients_to_gpu_bytes", "integer", "accumulated gradient bytes copied host to GPU, "
+       "each micro-batch after the first adding them to its own there (its sums go back to "
+       "the host: counted in `gradients_to_host_bytes`)",
+       "with `gradients=host` and `grad_accum` above 1"),
     _k("state_compression", "object", "`mode` (`engine`, `host`), `codec` (the engine's "
        "codec), `dtype`, `gradients_ratio`, `weights_ratio` (the model-state "
        "profile's raw / compressed bytes)", "with `state_compression` `engine` or `host`"),
@@ -260,7 +264,8 @@ MODEL_STATES: tuple[Key, ...] = (
     _k("host_state_bytes", "object", "pinned host bytes by role (`optimizer_states`: fp32 "
        "master weights and moments; `optimizer_state_buffers` instead with "
        "`optimizer_states=nvme`: two buckets' states; `gradients`; `weights` with "
-       "`weights=host`)",
+       "`weights=host`; `accumulated_gradients` with `gradients=host` and `grad_accum` above "
+       "1: the 16-bit sum over the micro-batches)",
        "with the host CPU's step"),
     _k("nvme_state_bytes", "object", "bytes held on the SSDs per bucket (`bucketN:s`: its "
        "optimizer states; `bucketN:w`: its 16-bit weights)", "with a model state on nvme"),

@@ -61,14 +61,18 @@ class WorkloadSource(SubComponent):
         bandwidth with the DMA engine); measured or given ones are timers."""
         return False
 
+    def hbm_bandwidth(self) -> float:
+        """The parent GPU's HBM bandwidth (B/s) its memory-bound kernels run at."""
+        memory = self.owner.peer_provider("hbm", MemoryPool)
+        return self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
+
     def planner_kernel_ps(self) -> Callable[[Any], int]:
         """Prices a compute op as the GPU runs it, for policy auto's planner: the kernels
         slot's time and, since the stream synchronizes after every layer, the launch latency a
         layer's first kernel waits (components/gpu.py, an idle compute stream); each distinct
         kernel priced once (the planner asks of every plan alike)."""
         kernels = self.kernels
-        memory = self.owner.peer_provider("hbm", MemoryPool)
-        dram_bw = self.service(FlowNetwork).resources[memory.bandwidth_resource].capacity
+        dram_bw = self.hbm_bandwidth()
         priced: dict[tuple[Optional[int], int, int], int] = {}
 
         def kernel_ps(op: Any) -> int:

@@ -74,6 +74,13 @@ class Placement(FrozenRecord):
         return self.optimizer_states != "gpu"
 
     @property
+    def accumulates_on_host(self) -> bool:
+        """True when the gradients accumulate in a host buffer over the micro-batches
+        (``gradients`` host with ``grad_accum`` above 1: DeepSpeed's
+        ``async_accumulate_grad_in_cpu_via_gpu``, docs/workloads.md section 9)."""
+        return self.gradients == "host" and self.grad_accum > 1
+
+    @property
     def default(self) -> bool:
         """True for today's iteration: every state on the GPU, one micro-batch."""
         return self == Placement()
@@ -113,11 +120,6 @@ class Placement(FrozenRecord):
             raise WorkloadError(f"{network_word('gradients', 'host')}: the gradients go to the "
                                 "host for the CPU's optimizer step, which needs "
                                 f"{offloaded}")
-        if self.gradients == "host" and self.grad_accum > 1:
-            raise WorkloadError(f"{network_word('gradients', 'host')} with "
-                                f"{network_word('grad_accum', self.grad_accum)}: gradients "
-                                "accumulate in place on the GPU and go to the host once per "
-                                f"step; give {network_word('gradients', 'gpu')}")
 
 
 def bucket_name(index: int) -> str:
@@ -155,7 +157,9 @@ class ModelStatePlan(FrozenRecord):
     @property
     def host_bytes(self) -> dict[str, int]:
         """Bytes the host's pinned memory holds for the whole iteration, by role: the optimizer
-        state (master weights and moments) and the gradients' landing buffer."""
+        state (master weights and moments), the gradients' landing buffer and, accumulating
+        on the host, the accumulation buffer (DeepSpeed's ``accumulated_grads_in_cpu``, in
+        the gradients' 16-bit type)."""
         if self.placement.optimizer_states == "nvme":
             # two buckets' states at a time: one stepped while the next is read in
             largest = sorted((b.state_bytes for b in self.buckets), reverse=True)[:2]
@@ -163,6 +167,8 @@ class ModelStatePlan(FrozenRecord):
         else:
             out = {"optimizer_states": sum(b.state_bytes for b in self.buckets)}
         out["gradients"] = sum(b.grad_bytes for b in self.buckets)
+        if self.placement.accumulates_on_host:  # the 16-bit sum over the micro-batches
+            out["accumulated_gradients"] = out["gradients"]
         if self.placement.weights == "host":
             out["weights"] = sum(b.weight_bytes for b in self.buckets)
         return out

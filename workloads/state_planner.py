@@ -12,18 +12,23 @@ followed by the model-state queues of :func:`sst_cdma.model.zero_offload.state_t
 each bucket's gradients leave when the backward slot of its last layer ends; once the passes
 and those copies are over the host CPU steps every bucket, then the weights come back (the
 delayed update: both from time 0, beside the passes), as DeepSpeed's stage 1-2 optimizer
-runs its ``step()``. docs/workloads.md ("The planner's cost model") states the model and its
-limits.
+runs its ``step()``. With several micro-batches and the gradients on the host, every
+micro-batch's buckets go through the reduction stream of
+:mod:`sst_cdma.model.host_accumulation` (the sums copied in, added and copied out), and the
+next micro-batch starts once its passes and that stream are over. docs/workloads.md ("The
+planner's cost model") states the model and its limits.
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Callable, Optional, Sequence
 
 from sst_cdma.engine.records import FrozenRecord, Record, frozen_record, record
+from sst_cdma.model.host_accumulation import accumulated_landing
 from sst_cdma.model.zero_offload import state_traffic
 
-from .model_states import Placement, StateBucket
+from .model_states import ModelStatePlan, Placement, StateBucket
 from .planner import PlanInfeasible, PlanResult
 
 __all__ = ["StateCosts", "PlacementVerdict", "candidates", "describe", "predicted_step_ps",
@@ -42,13 +47,15 @@ class StateCosts(FrozenRecord):
     """What the machine charges for model states beside the stream, each alone: a plain copy
     between GPU memory and host DRAM (``copy_ps(direction, bytes)``, ``offload``: to the
     host), the host CPU's step of a bucket (``step_ps(bucket)``), a copy between host DRAM
-    and the SSDs (``storage_ps``; None: no SSD), and the pinned host bytes one GPU's states
-    may take."""
+    and the SSDs (``storage_ps``; None: no SSD), the pinned host bytes one GPU's states
+    may take, and the GPU's add of a bucket's accumulated gradients to its own
+    (``add_ps(bucket)``; None: gradients accumulated on the host are not weighed)."""
 
     copy_ps: Callable[[str, int], int]
     step_ps: Callable[[StateBucket], int]
     host_room: int
     storage_ps: Optional[Callable[[str, int], int]] = None
+    add_ps: Optional[Callable[[StateBucket], int]] = None
 
 
 @record
@@ -78,38 +85,41 @@ def describe(placement: Placement) -> str:
     return ", ".join(moved) or "every model state on the GPU"
 
 
-def candidates(options: Placement, host: bool, nvme: bool) -> list[Placement]:
+def candidates(options: Placement, host: bool, nvme: bool,
+               accumulate: bool = True) -> list[Placement]:
     """The placements to weigh: every state on the GPU, then those the machine can serve
     (``host``: a host CPU to step the states; ``nvme``: SSDs to hold them), each with the
     options' micro-batches and bucket and, off the GPU, their delayed update and state
-    compression. With several micro-batches the gradients accumulate on the GPU."""
+    compression. With several micro-batches the gradients on the host accumulate there
+    (each micro-batch's copies and add on the reduction stream, docs/workloads.md section
+    9): weighed unless ``accumulate`` is False (no price of the add)."""
     gpu = Placement(grad_accum=options.grad_accum, bucket_bytes=options.bucket_bytes)
     out = [gpu]
     tiers = (HOST_PLACEMENTS if host else ()) + (NVME_PLACEMENTS if host and nvme else ())
     for states, gradients, weights in tiers:
-        if gradients == "host" and options.grad_accum > 1:
+        if gradients == "host" and options.grad_accum > 1 and not accumulate:
             continue
         out.append(replace(options, optimizer_states=states, gradients=gradients,
                            weights=weights))
     return out
 
 
-def predicted_step_ps(result: PlanResult, placement: Placement, costs: StateCosts) -> float:
-    """The step a placement's activation plan ``result`` predicts: its micro-batches, then
-    the model-state queues after the last (see the module). With the gradients on the host the
-    backward pass waits, as the GPU does, before a bucket whose gradients would exceed the
-    plan's ``gradient_buffers`` until the bucket that many before has landed: every later slot
-    moves by the wait."""
-    micro = placement.grad_accum
-    stream = result.predicted_time_ps
+#: when a bucket's gradients leave the GPU: (bucket index, bucket, all written at, those
+#: before it left at) -> ps
+Landing = Callable[[int, StateBucket, int, list[int]], int]
+
+
+def _micro_batch(result: PlanResult, held: int, start: float, land: Landing
+                 ) -> tuple[list[int], list[int], float]:
+    """One micro-batch of ``result``'s plan from ``start``: each bucket's gradients all
+    written and gone (``land``), and how far the waits for the buffers (``held`` buckets at
+    once; 0: no wait) moved its passes."""
     states = result.model_states
-    if not placement.offloaded or states is None:
-        return stream * micro
+    assert states is not None, "only a plan with its states off the GPU has buckets"
+    stream = result.predicted_time_ps
     ends = result.backward_end_ps  # in backward order
     order = {layer: k for k, layer in enumerate(ends)}
     layers = list(ends)
-    held = states.gradient_buffers if placement.gradients == "host" else 0
-    before = stream * (micro - 1)
     shift = 0.0
     ready: list[int] = []
     landed: list[int] = []
@@ -117,16 +127,70 @@ def predicted_step_ps(result: PlanResult, placement: Placement, costs: StateCost
         mine = [layer for layer in bucket.layers if layer in order]
         if held and k >= held and mine:
             first = order[min(mine, key=order.__getitem__)]
-            start = before + shift + (ends[layers[first - 1]] if first else 0.0)
-            shift += max(0.0, landed[k - held] - start)
-        ready.append(round(before + shift + max((ends[layer] for layer in mine),
-                                                default=stream)))
-        landed.append(max(ready[-1], landed[-1] if landed else 0)
-                      + costs.copy_ps("offload", bucket.grad_bytes))
-    end, _ = state_traffic(ready, round(stream * micro + shift), states.buckets, costs.copy_ps,
-                           costs.step_ps, placement.delayed_update, placement.weights != "host",
+            at = start + shift + (ends[layers[first - 1]] if first else 0.0)
+            shift += max(0.0, landed[k - held] - at)
+        ready.append(round(start + shift + max((ends[layer] for layer in mine),
+                                               default=stream)))
+        landed.append(land(k, bucket, ready[-1], landed))
+    return ready, landed, shift
+
+
+def predicted_step_ps(result: PlanResult, placement: Placement, costs: StateCosts) -> float:
+    """The step a placement's activation plan ``result`` predicts: its micro-batches, then
+    the model-state queues after the last (see the module). With the gradients on the host the
+    backward pass waits, as the GPU does, before a bucket whose gradients would exceed the
+    plan's ``gradient_buffers`` until the bucket that many before has landed: every later slot
+    moves by the wait. Accumulated on the host, every micro-batch's gradients go through the
+    reduction stream (:func:`_accumulated_step_ps`)."""
+    micro = placement.grad_accum
+    stream = result.predicted_time_ps
+    states = result.model_states
+    if not placement.offloaded or states is None:
+        return stream * micro
+    if placement.accumulates_on_host:
+        return _accumulated_step_ps(result, placement, costs)
+    held = states.gradient_buffers if placement.gradients == "host" else 0
+
+    def land(_k: int, bucket: StateBucket, ready: int, landed: list[int]) -> int:
+        return max(ready, landed[-1] if landed else 0) + costs.copy_ps("offload",
+                                                                        bucket.grad_bytes)
+    ready, _, shift = _micro_batch(result, held, stream * (micro - 1), land)
+    return _traffic_end(ready, round(stream * micro + shift), placement, costs, states)
+
+
+def _accumulated_step_ps(result: PlanResult, placement: Placement, costs: StateCosts) -> float:
+    """The step with the gradients accumulated on the host: each micro-batch's buckets
+    through the reduction stream (:func:`~sst_cdma.model.host_accumulation.
+    accumulated_landing`, the add priced by ``costs.add_ps``), the next micro-batch from when
+    both its passes and the stream are over, then the host's step after the last."""
+    states = result.model_states
+    add_ps = costs.add_ps
+    assert states is not None and add_ps is not None, \
+        "accumulating on the host needs its states and the price of the add"
+    micro = placement.grad_accum
+    start = 0.0
+    free = [0]  # the reduction stream, next free
+
+    def land(m: int, k: int, bucket: StateBucket, ready: int, landed: list[int]) -> int:
+        free[0] = accumulated_landing(ready, free[0], bucket, costs.copy_ps, add_ps, m == 0,
+                                      m == micro - 1)
+        return free[0]
+    for m in range(micro):
+        ready, landed, shift = _micro_batch(result, states.gradient_buffers, start,
+                                            partial(land, m))
+        passes = start + result.predicted_time_ps + shift
+        start = max(passes, free[0])
+    return _traffic_end(ready, round(passes), placement, costs, states, landed)
+
+
+def _traffic_end(ready: list[int], stream_end: int, placement: Placement, costs: StateCosts,
+                 states: ModelStatePlan, landed: Optional[list[int]] = None) -> float:
+    """When the model-state queues after the passes end
+    (:func:`~sst_cdma.model.zero_offload.state_traffic`)."""
+    end, _ = state_traffic(ready, stream_end, states.buckets, costs.copy_ps, costs.step_ps,
+                           placement.delayed_update, placement.weights != "host",
                            costs.storage_ps, placement.optimizer_states == "nvme",
-                           placement.weights == "nvme")
+                           placement.weights == "nvme", landed)
     return float(end)
 
 

@@ -49,7 +49,11 @@ last bucket is stepped.
 exact for the event simulation where nothing else interferes: kernels not sharing DRAM with
 the copies (the GPU's ``hbm_contention`` off), no activation offloads beside them, and no
 resource the copies and the CPU share (host DRAM) saturated. Only kernels of the step's last
-micro-batch send gradients (``grad_accum``: they accumulate on the GPU until then).
+micro-batch send gradients (``grad_accum``: they accumulate on the GPU until then), except
+with the gradients accumulated on the host (``gradients=host`` with ``grad_accum`` above 1),
+whose every micro-batch goes through the reduction stream of
+:mod:`~sst_cdma.model.host_accumulation`, the last one's ending in the gradients queue's
+copies, and the step opens once they are over.
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ from typing import Any, Callable, Optional
 from sst_cdma.engine.flows import isolated_duration_ps
 from sst_cdma.engine.records import Record, record
 from sst_cdma.model.closed_form import ClosedFormResult, iterate
+from sst_cdma.model.host_accumulation import accumulating_walk
 
 __all__ = ["ZeroOffloadResult", "zero_offload_step", "state_traffic", "from_simulation"]
 
@@ -80,7 +85,9 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
                       last_micro_batch: int = 0, weights_back: bool = True,
                       storage_ps: Optional[Callable[[str, int], int]] = None,
                       states_nvme: bool = False, weights_to_nvme: bool = False,
-                      gradients_host: bool = False, gradient_buffers: int = 2
+                      gradients_host: bool = False, gradient_buffers: int = 2,
+                      micro_starts: tuple[int, ...] = (),
+                      add_ps: Optional[Callable[[Any], int]] = None
                       ) -> ZeroOffloadResult:
     """The step of ``buckets`` (``StateBucket`` records, in backward order) after the
     stream's ``ops``; ``copy_ps(direction, bytes)`` prices a plain copy, ``step_ps(bucket)``
@@ -92,7 +99,16 @@ def zero_offload_step(ops: list[Any], kernel_ps: Callable[[Any], int],
     written to the SSDs rather than copied to the GPU. ``gradients_host``: the GPU holds
     ``gradient_buffers`` buckets of gradients at once, so the allocation (or kernel) that
     starts bucket ``k`` waits until bucket ``k - gradient_buffers``'s gradients have
-    landed."""
+    landed. ``add_ps`` (bucket) given: the gradients accumulate on the host over the
+    micro-batches starting at the ops ``micro_starts``, its add kernel priced so."""
+    if add_ps is not None:
+        walked, last_ready, last_landed = accumulating_walk(
+            ops, kernel_ps, transfer_ps, after_sync_ps, buckets, copy_ps, add_ps,
+            micro_starts, gradient_buffers)
+        step, out = state_traffic(last_ready, walked.iteration_ps, buckets, copy_ps, step_ps,
+                                  delayed, weights_back, storage_ps, states_nvme,
+                                  weights_to_nvme, last_landed)
+        return ZeroOffloadResult(step, walked, out)
     bucket_of = {w: k for k, b in enumerate(buckets) for w in b.wgrads}
     ready = [0] * len(buckets)
     left = [len(b.wgrads) for b in buckets]
@@ -134,19 +150,23 @@ def state_traffic(ready: list[int], stream_end: int, buckets: Any,
                   copy_ps: Callable[[str, int], int], step_ps: Callable[[Any], int],
                   delayed: bool, weights_back: bool = True,
                   storage_ps: Optional[Callable[[str, int], int]] = None,
-                  states_nvme: bool = False, weights_to_nvme: bool = False
+                  states_nvme: bool = False, weights_to_nvme: bool = False,
+                  landed: Optional[list[int]] = None
                   ) -> tuple[int, list[tuple[int, int, int]]]:
     """The model-state queues of the step (the module's recurrence) after a stream that ends
     at ``stream_end``, bucket ``k``'s gradients all written at ``ready[k]``: the step's end
     and each bucket's (gradients landed, stepped, weights back). The arguments are
     :func:`zero_offload_step`'s; the planner of policy ``auto`` prices a placement with
-    it too."""
+    it too. ``landed`` given: when each bucket's gradients landed (accumulated on the host,
+    :mod:`~sst_cdma.model.host_accumulation`), in place of the gradients queue."""
     nvme = storage_ps or (lambda _direction, _raw: 0)
-    grads_free = 0
-    landed = []
-    for k, bucket in enumerate(buckets):
-        grads_free = max(ready[k], grads_free) + copy_ps("offload", bucket.grad_bytes)
-        landed.append(grads_free)
+    if landed is None:
+        grads_free = 0
+        landed = []
+        for k, bucket in enumerate(buckets):
+            grads_free = max(ready[k], grads_free) + copy_ps("offload", bucket.grad_bytes)
+            landed.append(grads_free)
+    grads_free = max(landed, default=0)
     # DeepSpeed's step() runs after the backward pass and every gradient copy; delayed: the
     # previous iteration's step, from time 0
     opens = 0 if delayed else max(stream_end, grads_free)
@@ -220,10 +240,15 @@ def from_simulation(simulation: Any, gpu_name: str) -> ZeroOffloadResult:
     def step(bucket: Any) -> int:
         return cpu.request_alone_ps(gpu.states.step_request(bucket.name))
 
+    def add(bucket: Any) -> int:  # reads both gradients, writes the sum
+        return gpu.kernels.kernel_ps(None, bucket.params, 3 * bucket.grad_bytes, dram_bw)
+
     states = gpu.states
     last = max(gpu.micro_starts) if gpu.micro_starts else 0
     return zero_offload_step(gpu.ops, kernel, transfer, latency, states.plan.buckets, copy,
                              step, states.delayed, last, states.weights_back,
                              storage if dma.storage is not None else None,
                              states.states_nvme, states.placement.weights == "nvme",
-                             states.placement.gradients == "host", states.plan.gradient_buffers)
+                             states.placement.gradients == "host", states.plan.gradient_buffers,
+                             tuple(sorted(gpu.micro_starts)),
+                             add if states.accumulates else None)

@@ -65,6 +65,17 @@ def test_a_zero_offload_run_says_what_moved_and_does_not_call_the_host_step_a_st
     assert "adam update on the host" in line(console, "iteration:")
 
 
+def test_gradients_accumulated_on_the_host_print_what_came_back():
+    s, console = run(*ZERO, "--policy", "none", "--gradients", "host", "--bucket-size", "8MiB",
+                     "--grad-accum", "3", "--no-baselines")
+    m = s["model_states"]
+    host = line(console, "host CPU step:")
+    assert f"{m['gradients_to_gpu_bytes'] / 1e9:.2f} GB of accumulated gradients back" in host
+    assert m["gradients_to_gpu_bytes"] == 2 * sum(m["bucket_bytes"])
+    _, plain = run(*ZERO, "--policy", "none", "--no-baselines")
+    assert "accumulated" not in line(plain, "host CPU step:")
+
+
 def test_a_zero_offload_run_that_offloads_no_activation_says_so_and_names_no_codec():
     _, console = run("--network", "gpt2_small", "--batch", "1", "--dtype", "float16",
                      "--optimizer", "adam", "--optimizer-states", "host")

@@ -148,8 +148,6 @@ def test_defaults_leave_the_result_as_it_was():
     (["--delayed-update"], "--delayed-update overlaps the host CPU's optimizer step"),
     (["--gradients", "host"], "--gradients host: the gradients go to the host"),
     (["--weights", "host"], "--weights host: the update kernels on the GPU"),
-    (["--optimizer-states", "host", "--gradients", "host", "--grad-accum", "2"],
-     "--gradients host with --grad-accum 2"),
     (["--bucket-size", "8MiB"], "--bucket-size needs --data-parallel"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_a_bad_option_is_one_line_naming_it(options, words):

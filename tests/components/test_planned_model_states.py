@@ -61,6 +61,22 @@ def test_states_go_to_the_host_when_the_gpu_cannot_hold_them_and_the_step_is_as_
     check_summary(summary)
 
 
+def test_gradients_accumulated_on_the_host_are_weighed_at_the_simulated_step():
+    """With two micro-batches the planner weighs the gradients on the host too, accumulating
+    there, and prices it at the step the simulation of that placement takes (nothing else
+    competes for the link here)."""
+    result, _ = run([*AUTO, "--grad-accum", "2"], gpu_memory="700MiB")
+    verdicts = {v["placement"]: v for v in planner(result)["model_states"]}
+    weighed = verdicts["optimizer-states host, gradients host"]["predicted_step_s"]
+    pinned, _ = run([*AUTO, "--grad-accum", "2", "--optimizer-states", "host", "--gradients",
+                     "host"], gpu_memory="700MiB")
+    summary = pinned.reports["summary"]
+    assert summary["model_states"]["gradients_to_gpu_bytes"] > 0
+    assert weighed == summary["iteration_time_s"]
+    # the copies of the accumulation cost more than the gradients kept on the GPU
+    assert weighed > verdicts["optimizer-states host"]["predicted_step_s"]
+
+
 def test_a_placement_the_options_give_is_kept_and_its_activations_planned():
     result, _ = run([*AUTO, "--optimizer-states", "host"], gpu_memory="700MiB")
     summary = result.reports["summary"]

@@ -32,6 +32,8 @@ def simulate(repo, *extra, cpu=UNSATURATED):
     ("--grad-accum", "3", "--bucket-size", "8MiB"),
     ("--weights", "host", "--gradients", "host", "--bucket-size", "8MiB"),
     ("--weights", "host", "--bucket-size", "8MiB", "--delayed-update"),
+    ("--gradients", "host", "--grad-accum", "2"),
+    ("--gradients", "host", "--grad-accum", "3", "--bucket-size", "8MiB"),
 ], ids=lambda e: " ".join(e) or "default")
 def test_step_equals_closed_form(repo, extra):
     result = simulate(repo, *extra)
@@ -154,3 +156,26 @@ def test_gradients_on_the_host_hold_the_backward_pass_back_as_the_closed_form_sa
     grads = sum(gpu.model_states["bucket_bytes"])
     two = sum(sorted(gpu.model_states["bucket_bytes"])[-3:])  # two buffers and the one landing
     assert baseline["peak_gpu_memory_bytes"] - summary["peak_gpu_memory_bytes"] >= grads - two
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_gradients_accumulated_on_the_host_over_a_slow_link_end_at_the_closed_form(repo, n):
+    """Each micro-batch's buckets through the reduction stream (sum in, add, sum out; the
+    last one's then the step's copy), the link the bottleneck and the backward pass held
+    back by the two buffers: the step at the closed form's picosecond."""
+    result = _slow_link(repo, "--gradients", "host", "--grad-accum", str(n))
+    gpu = result.results["gpu0"]
+    assert gpu.iteration_time_ps == from_simulation(result.simulation, "gpu0").step_ps
+    assert gpu.model_states["gradients_to_gpu_bytes"] == (n - 1) * sum(
+        gpu.model_states["bucket_bytes"])
+
+
+@pytest.mark.parametrize("extra, n", [(("--delayed-update",), 3), (("--weights", "host"), 2)],
+                         ids=lambda e: " ".join(e) if isinstance(e, tuple) else str(e))
+def test_accumulation_copies_sharing_the_link_make_the_closed_form_a_lower_bound(repo, extra,
+                                                                                 n):
+    # the sums copied in share the host-to-GPU direction with the weights (coming back
+    # beside the passes, or prefetched for each layer), which the closed form prices alone
+    result = _slow_link(repo, "--gradients", "host", "--grad-accum", str(n), *extra)
+    closed = from_simulation(result.simulation, "gpu0")
+    assert closed.step_ps < result.results["gpu0"].iteration_time_ps

@@ -49,9 +49,13 @@ def test_the_placements_weighed_are_those_the_machine_serves():
     assert all(p.delayed_update and p.bucket_bytes == 1 << 20 for p in host[1:])
     assert len(candidates(options, host=True, nvme=True)) == 7
     assert candidates(options, host=False, nvme=True) == [host[0]]
-    # with several micro-batches the gradients accumulate on the GPU
+    # with several micro-batches the gradients on the host accumulate there: weighed where
+    # the add is priced
     accum = candidates(Placement(grad_accum=4), host=True, nvme=True)
-    assert all(p.gradients == "gpu" for p in accum) and len(accum) == 3
+    assert len(accum) == 7 and all(p.grad_accum == 4 for p in accum)
+    assert sum(p.accumulates_on_host for p in accum) == 4
+    unpriced = candidates(Placement(grad_accum=4), host=True, nvme=True, accumulate=False)
+    assert all(p.gradients == "gpu" for p in unpriced) and len(unpriced) == 3
 
 
 def _bucket(name: str, layers: tuple[str, ...], params: int) -> StateBucket:
@@ -85,6 +89,31 @@ def test_the_predicted_step_queues_each_bucket_after_its_last_backward_layer():
                              delayed, c) == max(10_000_000_000, g1)
     # every state on the GPU: the stream is the step, once per micro-batch
     assert predicted_step_ps(result, Placement(grad_accum=3), c) == 30e9
+
+
+@pytest.mark.parametrize("slower", [1, 10])
+def test_accumulated_on_the_host_each_micro_batch_waits_for_the_reduction_stream(slower):
+    """Two micro-batches of a 10 ms stream, one bucket written when fc1's backward ends at
+    9 ms: the first micro-batch copies its gradients out, the second starts when both its
+    passes and that copy are over (10 times slower copies: the copy) and copies the sum in,
+    adds, copies it out and then the step's copy; the CPU steps after it, then the weights
+    come back."""
+    bucket = _bucket("bucket0", ("fc1",), 10 ** 6)
+    placement = Placement("host", gradients="host", grad_accum=2)
+    result = PlanResult({}, 10e9, 0, backward_end_ps={"fc1": 9e9},
+                        model_states=ModelStatePlan(placement, (bucket,)))
+    add = 3_000_000
+
+    def copy(direction: str, nbytes: int) -> int:
+        return slower * copy_ps(direction, nbytes)
+    c = replace(costs(), copy_ps=copy, add_ps=lambda b: add)
+    out = copy("offload", bucket.grad_bytes)
+    second = max(10_000_000_000, 9_000_000_000 + out)  # the second micro-batch starts
+    assert (second > 10_000_000_000) == (slower > 1)
+    landed = second + 9_000_000_000 + copy("prefetch", bucket.grad_bytes) + add + 2 * out
+    stepped = max(second + 10_000_000_000, landed) + int(bucket.params / 2e9 * 1e12)
+    assert predicted_step_ps(result, placement, c) == \
+        stepped + copy("prefetch", bucket.weight_bytes)
 
 
 def _fake_plan(outcomes: dict[str, object]):
