@@ -147,6 +147,21 @@ def _from_checkpoints(args: argparse.Namespace, algorithms: tuple[str, ...]
     return provenance["model"], captures, provenance
 
 
+def capture_software() -> dict[str, str]:
+    """What the measured numbers depend on besides the model, data and seed: the versions
+    of sst-cdma, PyTorch, NumPy and Python, the kernel set PyTorch's CPU operators dispatch
+    to (``torch.backends.cpu.get_cpu_capability()``: AVX2 and AVX-512 kernels round and
+    sum float32 differently) and Zstandard's (its compressed sizes are the zstd codecs'
+    ratios). A profile is reproduced bit for bit only where all of these are the same."""
+    import zstandard
+
+    return {"sst-cdma": __version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": sys.version.split()[0],
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "zstandard": f"{zstandard.__version__} (libzstd "
+                         f"{'.'.join(map(str, zstandard.ZSTD_VERSION))})"}
+
+
 def _run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     _check(args)
@@ -157,8 +172,7 @@ def _run(argv: list[str]) -> int:
     provenance = {"kind": "measured", **provenance,
                   "command": shlex.join(["sst-cdma", "capture-states", *argv]),
                   "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-                  "software": {"sst-cdma": __version__, "torch": torch.__version__,
-                               "numpy": np.__version__, "python": sys.version.split()[0]}}
+                  "software": capture_software()}
     doc = model_state_document(model, parameters, captures, provenance)
     if args.output:
         try:
